@@ -1,0 +1,56 @@
+"""What the native recorder hands back: one row per region instance (or mark).
+
+This is the contract between the recorder (csrc/, recorder.py) and everything that reads
+recordings (summary, save/load, ingestion of recordings). Times are CLOCK_MONOTONIC ns of
+the recording host; GPU times are already placed on that clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+NO_TIME = np.iinfo(np.int64).min  # a GPU time that does not exist (untimed, unresolved)
+
+
+class RecordFlag(enum.IntFlag):
+    GPU_TIMED = 1  # GPU events were recorded for this instance
+    GPU_RESOLVED = 2  # ...and have been resolved to gpu_start_ns/gpu_end_ns
+    MARK = 4  # an instant (start == end), from mark()
+    GRAPH_CAPTURE = 8  # entered during CUDA graph capture: host + NVTX only
+    GPU_FAILED = 16  # event record/query failed; GPU times absent
+    HAS_STREAM = 32
+    HAS_PAYLOAD = 64
+    ERROR = 128  # the region was left by an exception
+
+
+RECORD_SCHEMA: dict[str, npt.DTypeLike] = {
+    "name": np.uint32,  # id into Recording.strings
+    "kind": np.uint32,  # id into Recording.strings ("compute", "comm", "memory", "host", ...)
+    "thread": np.uint32,  # row into Recording.threads
+    "depth": np.uint16,  # nesting depth on its thread, 0 = outermost
+    "flags": np.uint16,  # RecordFlag
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "gpu_start_ns": np.int64,  # NO_TIME unless GPU_RESOLVED
+    "gpu_end_ns": np.int64,
+    "stream": np.uint64,  # raw cudaStream_t value (0 = legacy default) when HAS_STREAM
+    "nbytes": np.int64,  # -1 when not given
+    "payload": np.int64,  # when HAS_PAYLOAD
+}
+
+
+@dataclass
+class Recording:
+    """A drained recording: records plus the tables its ids point into."""
+
+    records: dict[str, npt.NDArray[Any]]  # columns of RECORD_SCHEMA, equal length
+    strings: list[str]
+    threads: list[dict[str, Any]]  # {"tid": int, "name": str}
+    meta: dict[str, Any] = field(default_factory=dict)
+    # records not kept (memory cap), by region name; always reported
+    dropped: dict[str, int] = field(default_factory=dict)

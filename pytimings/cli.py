@@ -1,0 +1,51 @@
+"""The ``pytimings`` command: thin; parse arguments, call the library, print.
+
+Each subcommand lives in the module that owns its responsibility and exposes
+``add_arguments(parser)`` and ``run(args) -> int``; this file only wires them up, importing
+a subcommand's module only when that subcommand runs (startup stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pytimings.errors import PytimingsError
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytimings",
+        description="Timing and trace analysis for GPU inference.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:  # only the chosen subcommand's module is imported
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = _build_parser(chosen)
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.run(args))
+    except PytimingsError as exc:
+        print(f"pytimings {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

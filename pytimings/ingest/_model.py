@@ -1,0 +1,270 @@
+"""The one event model every format is loaded into (see ../shared/docs/attribution.md).
+
+Columnar, integer nanoseconds, strings interned to int32 ids into ``Trace.strings``
+(id 0 is always the empty string). Times of one process (rank) share one timeline.
+Column dtypes are fixed here so that every loader, the analyses and the Cython kernels
+agree; a GPU op costs 60 bytes held.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.table import Table
+
+
+class OpKind(enum.IntEnum):
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+
+
+class CopyKind(enum.IntEnum):
+    """CUPTI_ACTIVITY_MEMCPY_KIND values (nsys stores these; Kineto names map onto them)."""
+
+    NONE = -1
+    UNKNOWN = 0
+    HTOD = 1
+    DTOH = 2
+    HTOA = 3
+    ATOH = 4
+    ATOA = 5
+    ATOD = 6
+    DTOA = 7
+    DTOD = 8
+    HTOH = 9
+    PTOP = 10
+
+
+class MemKind(enum.IntEnum):
+    """CUPTI_ACTIVITY_MEMORY_KIND values, for the two sides of a copy."""
+
+    NONE = -1
+    UNKNOWN = 0
+    PAGEABLE = 1
+    PINNED = 2
+    DEVICE = 3
+    ARRAY = 4
+    MANAGED = 5
+    DEVICE_STATIC = 6
+    MANAGED_STATIC = 7
+
+
+class ApiKind(enum.IntEnum):
+    RUNTIME = 0
+    DRIVER = 1
+    SYNC = 2  # synchronisation activity rows (nsys CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+
+
+class RangeKind(enum.IntEnum):
+    NVTX_PUSHPOP = 0
+    NVTX_STARTEND = 1
+    ANNOTATION = 2  # Kineto user_annotation (record_function)
+    REGION = 3  # a pytimings recorder region
+    GPU_ANNOTATION = 4  # Kineto gpu_user_annotation: a range drawn on a GPU stream
+
+
+GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
+    "start": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "kind": np.int8,  # OpKind
+    "copy_kind": np.int8,  # CopyKind, -1 for kernels and memsets
+    "src_mem": np.int8,  # MemKind
+    "dst_mem": np.int8,  # MemKind
+    "bytes": np.int64,  # 0 for kernels
+    "device": np.int16,
+    "stream": np.int32,
+    "correlation": np.int64,  # links to api_calls.correlation within (rank, pid); -1 unknown
+    "pid": np.int32,
+    "rank": np.int16,
+    "graph": np.int64,  # CUDA graph id when launched from a graph, else -1
+}
+
+API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
+    "start": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "kind": np.int8,  # ApiKind
+    "thread": np.int32,  # row index into Trace.threads
+    "correlation": np.int64,  # -1 unknown
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
+    "start": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "kind": np.int8,  # RangeKind
+    "thread": np.int32,  # row index into Trace.threads; -1 for GPU-side ranges
+    "device": np.int16,  # -1 for host ranges
+    "domain": np.int32,  # string id ("" = default domain)
+    "category": np.int32,  # string id ("" = none); pytimings regions: their kind
+    "depth": np.int16,  # nesting depth on its thread, 0 = outermost
+    "payload": np.float64,  # NaN when none
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+THREAD_SCHEMA: dict[str, npt.DTypeLike] = {
+    "pid": np.int64,
+    "tid": np.int64,
+    "name": np.int32,  # string id
+    "rank": np.int16,
+}
+
+DEVICE_SCHEMA: dict[str, npt.DTypeLike] = {
+    "device": np.int16,
+    "name": np.int32,  # string id
+    "rank": np.int16,
+}
+
+TABLES = ("gpu_ops", "api_calls", "ranges", "threads", "devices")
+SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
+    "gpu_ops": GPU_OP_SCHEMA,
+    "api_calls": API_CALL_SCHEMA,
+    "ranges": RANGE_SCHEMA,
+    "threads": THREAD_SCHEMA,
+    "devices": DEVICE_SCHEMA,
+}
+# columns holding string ids, per table (remapped when traces are merged)
+STRING_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_ops": ("name",),
+    "api_calls": ("name",),
+    "ranges": ("name", "domain", "category"),
+    "threads": ("name",),
+    "devices": ("name",),
+}
+
+
+class StringTable:
+    """Interns strings to dense int32 ids; id 0 is the empty string."""
+
+    __slots__ = ("_ids", "strings")
+
+    def __init__(self, strings: Iterable[str] = ()) -> None:
+        self.strings: list[str] = [""]
+        self._ids: dict[str, int] = {"": 0}
+        for s in strings:
+            self.intern(s)
+
+    def intern(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+    def intern_many(self, values: Sequence[str]) -> npt.NDArray[np.int32]:
+        intern = self.intern
+        return np.fromiter((intern(v) for v in values), dtype=np.int32, count=len(values))
+
+    def __len__(self) -> int:
+        return len(self.strings)
+
+
+def conform(table: Mapping[str, npt.ArrayLike], schema: Mapping[str, npt.DTypeLike]) -> Table:
+    """A Table with exactly the schema's columns and dtypes (missing columns are an error)."""
+    missing = [c for c in schema if c not in table]
+    if missing:
+        raise ValueError(f"missing columns {missing}")
+    return Table({c: np.asarray(table[c], dtype=dt) for c, dt in schema.items()})
+
+
+@dataclass
+class Trace:
+    """One or more ranks' events on integer-ns timelines, strings interned."""
+
+    gpu_ops: Table
+    api_calls: Table
+    ranges: Table
+    threads: Table
+    devices: Table
+    strings: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    # rows a loader could not represent, by reason; reported, never silently lost
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls) -> Trace:
+        return cls(*(Table.empty(SCHEMAS[t]) for t in TABLES), strings=[""])
+
+    def table(self, name: str) -> Table:
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; tables: {', '.join(TABLES)}")
+        t: Table = getattr(self, name)
+        return t
+
+    def to_pandas(self, name: str, decode_strings: bool = True) -> Any:
+        """One table as a pandas DataFrame, string ids replaced by the strings."""
+        df = self.table(name).to_pandas()
+        if decode_strings:
+            lookup = np.asarray(self.strings, dtype=object)
+            for col in STRING_COLUMNS[name]:
+                df[col] = lookup[df[col].to_numpy()]
+        return df
+
+    def to_arrow(self, name: str, decode_strings: bool = True) -> Any:
+        """One table as a pyarrow Table; string columns become dictionary arrays."""
+        import pyarrow as pa
+
+        t = self.table(name)
+        strings = pa.array(self.strings, type=pa.string())
+        cols: dict[str, Any] = {}
+        for col in t.columns:
+            arr = t[col]
+            if decode_strings and col in STRING_COLUMNS[name]:
+                cols[col] = pa.DictionaryArray.from_arrays(pa.array(arr), strings)
+            else:
+                cols[col] = pa.array(arr)
+        return pa.table(cols)
+
+    def string_ids(self, predicate: Any) -> npt.NDArray[np.int32]:
+        """Ids of all strings for which ``predicate(str)`` is true."""
+        return np.fromiter(
+            (i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.table(t).nbytes for t in TABLES)
+
+    @staticmethod
+    def merge(traces: Sequence[Trace]) -> Trace:
+        """Concatenate traces (e.g. one per rank), re-interning strings and thread rows."""
+        if len(traces) == 1:
+            return traces[0]
+        st = StringTable()
+        parts: dict[str, list[dict[str, npt.NDArray[Any]]]] = {t: [] for t in TABLES}
+        thread_offset = 0
+        metas = []
+        dropped: dict[str, int] = {}
+        for tr in traces:
+            remap = st.intern_many(tr.strings)
+            for name in TABLES:
+                cols = tr.table(name).to_dict()
+                for c in STRING_COLUMNS[name]:
+                    cols[c] = remap[cols[c]]
+                if "thread" in cols:
+                    th = cols["thread"]
+                    cols["thread"] = np.where(th >= 0, th + thread_offset, th).astype(np.int32)
+                parts[name].append(cols)
+            thread_offset += len(tr.threads)
+            metas.append(tr.meta)
+            for k, v in tr.dropped.items():
+                dropped[k] = dropped.get(k, 0) + v
+        tables = {
+            name: conform(
+                {c: np.concatenate([p[c] for p in parts[name]]) for c in SCHEMAS[name]},
+                SCHEMAS[name],
+            )
+            for name in TABLES
+        }
+        return Trace(**tables, strings=st.strings, meta={"parts": metas}, dropped=dropped)

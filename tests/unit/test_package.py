@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import pytimings
+from pytimings.analysis import _kernels
+from pytimings.ingest._model import GPU_OP_SCHEMA, Trace
+from pytimings.table import Table
+
+
+def test_clock_is_monotonic_ns() -> None:
+    a = pytimings.now_ns()
+    t0 = time.monotonic_ns()
+    b = pytimings.now_ns()
+    assert b >= a
+    assert abs(b - t0) < 50_000_000  # CLOCK_MONOTONIC, same clock as time.monotonic_ns
+
+
+def test_cython_kernel_agrees_with_numpy() -> None:
+    a = np.array([1, 2, 2, 5], dtype=np.int64)
+    assert _kernels.is_sorted_i64(a) == bool(np.all(np.diff(a) >= 0))
+    b = np.array([3, 1], dtype=np.int64)
+    assert _kernels.is_sorted_i64(b) == bool(np.all(np.diff(b) >= 0))
+
+
+def test_gpu_op_row_fits_64_bytes() -> None:
+    assert sum(np.dtype(dt).itemsize for dt in GPU_OP_SCHEMA.values()) <= 64
+
+
+def test_empty_trace_tables() -> None:
+    tr = Trace.empty()
+    assert len(tr.gpu_ops) == 0
+    assert isinstance(tr.gpu_ops, Table)
+    with pytest.raises(KeyError):
+        tr.table("nope")
+
+
+def test_cli_runs_without_subcommand_error() -> None:
+    r = subprocess.run([sys.executable, "-m", "pytimings.cli"], capture_output=True, text=True)
+    assert r.returncode == 2
