@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from pytimings.errors import PytimingsError
 
 # name -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "summary": ("pytimings.ingest.summary", "Summarise traces: kernels, copies, ranges, API calls"),
+    "analyze": ("pytimings.analysis.cli", "Attribute end-to-end latency in traces"),
+    "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
+    "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
+    "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence intervals"),
+}
 
 
 def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
