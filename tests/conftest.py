@@ -11,6 +11,10 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 DATA = Path(__file__).resolve().parent / "data"
 
+# Test against the installed package, never the source tree: a Python subprocess started
+# from the checkout would otherwise import ./pytimings, which has no compiled modules.
+os.environ["PYTHONSAFEPATH"] = "1"
+
 
 def _gpu_present() -> bool:
     try:
