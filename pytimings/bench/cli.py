@@ -92,12 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if args.bench == "copy":
         from pytimings.bench import copy
 
-        report = copy.copy_report(
+        report, missing = copy.copy_report(
             parse_sweep(args.sizes, args.factor), parse_size(args.rotate, "--rotate"),
             args.samples, args.warmup,
             parse_size(args.peer_size, "--peer-size") if args.peer_size else None,
         )
         _emit(report, args, "gbps", ["path", "engine"], "bandwidth (GB/s)")
+        if missing:
+            raise UsageError(missing)
     elif args.bench == "latency":
         from pytimings.bench import latency
 
@@ -143,9 +145,15 @@ def _collective(args: argparse.Namespace) -> int:
         child += [arg for name in names for arg in ("--record-env", name)]
         runs = envab.run_variants(child, variants, rank, world)
         report = envab.compare(runs, [label for label, _ in variants]) if runs else None
-    if report is not None:
-        group = ["variant", "in_place"] if len(variants) > 1 else ["in_place"]
-        _emit(report, args, "busbw_gbps", group, "busbw (GB/s)")
+    if report is None:
+        return 0
+    group = ["variant", "in_place"] if len(variants) > 1 else ["in_place"]
+    _emit(report, args, "busbw_gbps", group, "busbw (GB/s)")
+    wrong = [r for r in report.rows if not r["valid"]]
+    if wrong:
+        print(f"pytimings bench: collective {cfg.op} gave wrong results in {len(wrong)} row(s) "
+              f"(sizes {sorted({r['size_bytes'] for r in wrong})})", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -111,33 +111,46 @@ def world_from_env() -> tuple[int, int, int]:
 
 
 class _Buffers:
-    """Tensors for one op, size and placement, and the call that runs the op once."""
+    """Tensors for one op, size and placement; ``call`` runs the op once, ``fill`` writes a
+    known pattern and ``check`` compares the output with what the op must produce from it."""
 
     def __init__(self, torch: Any, dist: Any, op: str, count: int, world: int, rank: int,
                  in_place: bool, dtype: Any, device: Any) -> None:
         def buf(n: int) -> Any:
             return torch.zeros(n, dtype=dtype, device=device)
 
+        def chunks(values: Any) -> Any:  # one value per rank-sized chunk, small enough for int8
+            return (values % 61).repeat_interleave(count).to(dtype=dtype, device=device)
+
+        ranks = torch.arange(world, dtype=torch.int64)
         self.call: Callable[[], None]
+        self._fill: list[tuple[Any, Any]]  # (tensor, pattern) in order
         if op == "all_reduce":
             t = buf(count)
             self.call = lambda: dist.all_reduce(t)
+            self._fill, self.out, self.expected = [(t, 1)], t, world
         elif op == "broadcast":
             t = buf(count)
             self.call = lambda: dist.broadcast(t, 0)
+            self._fill, self.out, self.expected = [(t, int(rank == 0))], t, 1
         elif op == "all_gather":
             gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
             out = buf(count * world)
             inp = out.narrow(0, rank * count, count) if in_place else buf(count)
             self.call = lambda: gather(out, inp)
+            self._fill = [(out, 0), (inp, rank % 61 + 1)]
+            self.out, self.expected = out, chunks(ranks) + 1
         elif op == "reduce_scatter":
             scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
             inp = buf(count * world)
             out = inp.narrow(0, rank * count, count) if in_place else buf(count)
             self.call = lambda: scatter(out, inp)
+            self._fill, self.out, self.expected = [(inp, 1)], out, world
         elif op == "all_to_all":
             inp, out = buf(count * world), buf(count * world)
             self.call = lambda: dist.all_to_all_single(out, inp)
+            self._fill = [(inp, chunks(rank * world + ranks))]
+            self.out, self.expected = out, chunks(ranks * world + rank)
         elif op == "sendrecv":
             send, recv = buf(count), buf(count)
 
@@ -148,8 +161,22 @@ class _Buffers:
                     work.wait()
 
             self.call = sendrecv
+            self._fill = [(send, rank % 61 + 1)]
+            self.out, self.expected = recv, (rank - 1) % world % 61 + 1
         else:  # pragma: no cover - op_spec() rejected it already
             raise UsageError(f"--op {op!r}: unknown operation")
+
+    def fill(self) -> None:
+        for tensor, pattern in self._fill:
+            if isinstance(pattern, int):
+                tensor.fill_(pattern)
+            else:
+                tensor.copy_(pattern)
+
+    def check(self, torch: Any) -> bool:
+        expected = torch.as_tensor(self.expected, dtype=torch.float64).to(self.out.device)
+        return bool(torch.allclose(self.out.double(), expected.expand_as(self.out.double()),
+                                   rtol=1e-2, atol=0))
 
 
 def run_sweep(cfg: SweepConfig, torch: Any, dist: Any, device: Any) -> tuple[list[dict[str, Any]],
@@ -195,11 +222,17 @@ def run_sweep(cfg: SweepConfig, torch: Any, dist: Any, device: Any) -> tuple[lis
             dist.all_reduce(stats)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             time_us = float(stats.item()) / world
+            bufs.fill()  # one untimed run checked against the expected result
+            bufs.call()
+            sync()
+            valid = torch.tensor([int(bufs.check(torch))], dtype=torch.int32, device=device)
+            dist.all_reduce(valid, op=dist.ReduceOp.MIN)
             algbw = algbw_gbps(size, time_us)
             rows.append({
                 "op": cfg.op, "size_bytes": size, "count": count, "dtype": cfg.dtype,
                 "in_place": in_place, "time_us": time_us, "max_rank_time_us": float(slowest.item()),
                 "algbw_gbps": algbw, "busbw_gbps": algbw * spec.bus_factor(world),
+                "valid": bool(valid.item()),
             })
     return rows, notes
 
@@ -259,6 +292,8 @@ def collective_report(
             "(max_rank_time_us = slowest rank); algbw = size/time; busbw = algbw * "
             f"{cfg.op} factor {OPS[cfg.op].bus_factor(world):.4g} for n={world}"
         ),
+        "validation": "after timing, one run per size and placement on a known pattern, "
+                      "checked on every rank (valid = all ranks got the expected result)",
         "ranks": ranks,
         **system_header(devices=backend == "nccl"),
     }
@@ -278,4 +313,5 @@ COLUMNS = [
     Column("max_rank_time_us", "slowest(us)", ".2f"),
     Column("algbw_gbps", "algbw(GB/s)", ".3f"),
     Column("busbw_gbps", "busbw(GB/s)", ".3f"),
+    Column("valid", "valid"),
 ]

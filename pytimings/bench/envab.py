@@ -136,4 +136,5 @@ COLUMNS = [
     Column("time_change_pct", "change(%)", "+.1f"),
     Column("algbw_gbps", "algbw(GB/s)", ".3f"),
     Column("busbw_gbps", "busbw(GB/s)", ".3f"),
+    Column("valid", "valid"),
 ]
