@@ -150,7 +150,7 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
     timer = GpuTimer(torch, 0)
     uncovered = 0
     for n in block_counts:
-        ids = torch.randperm(pool, generator=gen)[:n].to("cuda:0")
+        ids = torch.randperm(pool, generator=gen)[:n].to(cache.device)
         moved = 2 * shape.layers * n
         for label, direction, full_dst in paths:
             dst = full_dst.reshape(-1)[: moved * shape.block_elems()].view(
