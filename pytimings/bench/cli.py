@@ -131,7 +131,8 @@ def _collective(args: argparse.Namespace) -> int:
         dtype=args.dtype, warmup=args.warmup_iters, iters=args.iters, placements=placements,
     )
     cfg.validate()
-    variants = [(envab.BASELINE, {})] + [(text, envab.parse_variant(text)) for text in args.env_ab]
+    variants: list[tuple[str, dict[str, str]]] = [(envab.BASELINE, {})]
+    variants += [(text, envab.parse_variant(text)) for text in args.env_ab]
     rank, world, _ = collective.world_from_env()
     report: BenchReport | None
     if len(variants) == 1:

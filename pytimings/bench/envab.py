@@ -16,7 +16,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -35,7 +34,7 @@ def parse_variant(text: str) -> dict[str, str]:
     for item in text.split():
         name, sep, value = item.partition("=")
         if not sep or not _NAME.match(name):
-            raise UsageError(f"--env-ab {text!r}: expected NAME=VALUE (space-separated for several)")
+            raise UsageError(f"--env-ab {text!r}: expected NAME=VALUE, space-separated for several")
         settings[name] = value
     if not settings:
         raise UsageError("--env-ab '': expected NAME=VALUE")
@@ -55,7 +54,7 @@ def child_environment(
 
 
 def _store(rank: int, world: int) -> Any:
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "0") or 0)
@@ -77,9 +76,8 @@ def run_variants(
 ) -> list[dict[str, Any]] | None:
     """Run the sweep once per variant in child processes; rank 0 gets the children's JSON."""
     store = _store(rank, world)
-    prefix = "pytimings/bench/env-ab/{}/{}".format(
-        os.environ.get("TORCHELASTIC_RUN_ID", "run"), os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    )
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "run")
+    prefix = f"pytimings/bench/env-ab/{run_id}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     ab_names = {name for _, settings in variants for name in settings}
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pytimings-env-ab-") as tmp:
@@ -105,7 +103,8 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
     base = runs[0]
     header = dict(base["header"])
     header.pop("env", None)
-    header["env_ab"] = {label: run["header"].get("env") for label, run in zip(labels, runs)}
+    header["env_ab"] = {label: run["header"].get("env")
+                        for label, run in zip(labels, runs, strict=True)}
     header["env_ab_method"] = (
         "each variant in fresh processes (NCCL and torch.distributed read the environment when "
         "they start), launched by every rank; baseline = all A/B variables removed"
@@ -113,7 +112,7 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
     baseline = {(r["size_bytes"], r["in_place"]): r for r in base["rows"]}
     rows: list[dict[str, Any]] = []
     notes = list(base["notes"])
-    for label, run in zip(labels, runs):
+    for label, run in zip(labels, runs, strict=True):
         for row in run["rows"]:
             ref = baseline.get((row["size_bytes"], row["in_place"]))
             change = None

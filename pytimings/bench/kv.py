@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pytimings.bench.report import BenchReport, Column, add_fits
@@ -63,47 +64,46 @@ Op = Callable[[], None]
 def _patterns(torch: Any, cache: Any, ids: Any, packed: Any, dst: Any, stage: Any,
               direction: str) -> dict[str, list[Op]]:
     """The operations of each pattern for one block count. ``cache`` [L, 2, pool, E] holds
-    the paged blocks; ``dst`` [L, 2, n, E] is where they go (or come from, for reload)."""
-    layers, n = cache.shape[0], ids.numel()
-    ids_list = ids.tolist()
-    planes = [(lay, kv) for lay in range(layers) for kv in range(2)]
-    flat_dst, flat_packed = dst.reshape(-1), packed.reshape(-1)[: dst.numel()]
+    the paged blocks; ``dst`` [L, 2, n, E] is where they go (or come from, for reload);
+    ``packed`` and ``stage`` are contiguous buffers on the cache's device."""
+    planes = [(lay, kv) for lay in range(cache.shape[0]) for kv in range(2)]
+    blocks = list(enumerate(ids.tolist()))
+    flat_dst = dst.reshape(-1)
+    flat_packed = packed.reshape(-1)[: dst.numel()]
+    staged = stage.reshape(-1)[: dst.numel()].view(dst.shape)
     if direction == "reload":  # host -> device, blocks scattered into the pool
-        per_block = [
-            (lambda c=cache[lay, kv, b], d=dst[lay, kv, i]: c.copy_(d, non_blocking=True))
-            for lay, kv in planes for i, b in enumerate(ids_list)
-        ]
-        stage_flat = stage.reshape(-1)[: dst.numel()].view(dst.shape)
-        bulk = [
-            lambda: stage_flat.reshape(-1).copy_(flat_dst, non_blocking=True),
-            *[(lambda lay=lay, kv=kv: cache[lay, kv].index_copy_(0, ids, stage_flat[lay, kv]))
-              for lay, kv in planes],
-        ]
         return {
-            "contiguous copy": [lambda: flat_packed.copy_(flat_dst, non_blocking=True)],
-            "per-block copies": per_block,
-            "copy + scatter kernel": bulk,
+            "contiguous copy": [partial(flat_packed.copy_, flat_dst, non_blocking=True)],
+            "per-block copies": [partial(cache[lay, kv, b].copy_, dst[lay, kv, i],
+                                         non_blocking=True)
+                                 for lay, kv in planes for i, b in blocks],
+            "copy + scatter kernel": [
+                partial(staged.reshape(-1).copy_, flat_dst, non_blocking=True),
+                *[partial(cache[lay, kv].index_copy_, 0, ids, staged[lay, kv])
+                  for lay, kv in planes],
+            ],
         }
-    per_block = [
-        (lambda c=cache[lay, kv, b], d=dst[lay, kv, i]: d.copy_(c, non_blocking=True))
-        for lay, kv in planes for i, b in enumerate(ids_list)
-    ]
-    contiguous: list[Op] = [lambda: flat_dst.copy_(flat_packed, non_blocking=True)]
+    patterns: dict[str, list[Op]] = {
+        "contiguous copy": [partial(flat_dst.copy_, flat_packed, non_blocking=True)],
+        "per-block copies": [partial(dst[lay, kv, i].copy_, cache[lay, kv, b], non_blocking=True)
+                             for lay, kv in planes for i, b in blocks],
+    }
     if direction == "local":
-        gather: list[Op] = [
-            (lambda lay=lay, kv=kv: torch.index_select(cache[lay, kv], 0, ids, out=dst[lay, kv]))
+        patterns["gather kernel"] = [
+            partial(torch.index_select, cache[lay, kv], 0, ids, out=dst[lay, kv])
             for lay, kv in planes
         ]
-        return {"contiguous copy": contiguous, "per-block copies": per_block,
-                "gather kernel": gather}
-    stage_view = stage.reshape(-1)[: dst.numel()].view(dst.shape)
-    gather_copy: list[Op] = [
-        *[(lambda lay=lay, kv=kv: torch.index_select(cache[lay, kv], 0, ids, out=stage_view[lay, kv]))
-          for lay, kv in planes],
-        lambda: flat_dst.copy_(stage_view.reshape(-1), non_blocking=True),
-    ]
-    return {"contiguous copy": contiguous, "per-block copies": per_block,
-            "gather kernel + copy": gather_copy}
+    else:  # peer or offload: gather on the source device, then one bulk copy
+        patterns["gather kernel + copy"] = [
+            *[partial(torch.index_select, cache[lay, kv], 0, ids, out=staged[lay, kv])
+              for lay, kv in planes],
+            partial(flat_dst.copy_, staged.reshape(-1), non_blocking=True),
+        ]
+    return patterns
+
+
+def _runner(ops: list[Op]) -> Callable[[int], None]:
+    return lambda i: ops[i]()
 
 
 def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
@@ -160,7 +160,7 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
                 spin = len(ops) <= SPIN_MAX_OPS
                 times = []
                 for k in range(warmup + samples):
-                    bt = timer.time_batch(lambda i, ops=ops: ops[i](), len(ops), spin=spin)
+                    bt = timer.time_batch(_runner(ops), len(ops), spin=spin)
                     if k >= warmup:
                         times.append(bt.gpu_us)
                         uncovered += spin and not bt.covered

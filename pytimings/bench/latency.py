@@ -9,6 +9,7 @@ launch processing included); ``launch_us``, the host time to enqueue one operati
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from pytimings.bench.buffers import torch_arena
@@ -48,14 +49,15 @@ def _row(torch: Any, timer: GpuTimer, path: str, size: int, op: Callable[[], Non
     gpu, launch = [], []
     uncovered = 0
     for k in range(warmup + samples):
-        bt = timer.time_batch(lambda _: op(), batch)
+        bt = timer.time_batch(lambda _: op(), batch)  # the same operation, batch times
         if k >= warmup:
             gpu.append(bt.gpu_us / batch)
             launch.append(bt.host_enqueue_us / batch)
             uncovered += not bt.covered
     g = summarize(gpu)
+    naive = summarize(_naive_us(torch, naive_op or op, samples))
     return {"path": path, "size_bytes": size, "gpu_us": g.median, "gpu_min_us": g.min,
-            "gpu_max_us": g.max, "naive_us": summarize(_naive_us(torch, naive_op or op, samples)).median,
+            "gpu_max_us": g.max, "naive_us": naive.median,
             "launch_us": summarize(launch).median}, uncovered
 
 
@@ -81,8 +83,7 @@ def latency_report(sizes: Sequence[int], batch: int, samples: int, warmup: int) 
         for n in sizes:
             src = torch_arena(torch, n, 0, src_dev, pinned=src_dev == "cpu").view(0)
             dst = torch_arena(torch, n, 0, dst_dev, pinned=dst_dev == "cpu").view(0)
-            row, bad = _row(torch, timer, path, n,
-                            lambda d=dst, s=src: d.copy_(s, non_blocking=True),
+            row, bad = _row(torch, timer, path, n, partial(dst.copy_, src, non_blocking=True),
                             batch, samples, warmup)
             report.rows.append(row)
             uncovered += bad

@@ -72,7 +72,7 @@ def add_fits(
             groups.setdefault(tuple(row[k] for k in group_keys), []).append(row)
     for key, rows in groups.items():
         fit = fit_alpha_beta([r[x] for r in rows], [r[y] for r in rows])
-        label = dict(zip(group_keys, key))
+        label = dict(zip(group_keys, key, strict=True))
         if fit is None:
             report.notes.append(f"no alpha-beta fit for {_label(label)}: fewer than two sizes")
             continue
@@ -103,7 +103,8 @@ def render_table(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) -> s
     cells = [[c.title for c in columns]]
     cells += [[_cell(row.get(c.key), c.fmt) for c in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in cells)
+    return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths, strict=True))
+                     for line in cells)
 
 
 def render_text(report: BenchReport) -> str:
@@ -115,7 +116,7 @@ def render_text(report: BenchReport) -> str:
         out += ["", f"{m.name} ({m.unit}), src(row) -> dst(column)"]
         cols = [Column("src", "")] + [Column(str(i), lab, ".2f") for i, lab in enumerate(m.labels)]
         rows = [{"src": lab, **{str(j): v for j, v in enumerate(vals)}}
-                for lab, vals in zip(m.labels, m.values)]
+                for lab, vals in zip(m.labels, m.values, strict=True)]
         out.append(render_table(cols, rows))
     if report.fits:
         keys = [k for k in report.fits[0] if k not in ("alpha_us", "beta_gbps", "r2", "n_points")]

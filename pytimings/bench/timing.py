@@ -76,7 +76,7 @@ class GpuTimer:
         self.torch.cuda._sleep(cycles)
         end.record()
         end.synchronize()
-        return cycles / max(start.elapsed_time(end) * 1e3, 1e-3)
+        return cycles / max(float(start.elapsed_time(end)) * 1e3, 1e-3)
 
     def time_batch(
         self,
