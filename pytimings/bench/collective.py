@@ -268,7 +268,10 @@ def collective_report(
         where = f"{platform.node()} cpu"
     else:
         raise UsageError(f"--backend {backend!r}: choose auto, nccl or gloo")
-    dist.init_process_group(backend=backend)
+    if backend == "nccl":  # bound to its device up front: barriers use it, no guessing
+        dist.init_process_group(backend=backend, device_id=device)
+    else:
+        dist.init_process_group(backend=backend)
     try:
         rows, notes = run_sweep(cfg, torch, dist, device)
         ranks: list[Any] = [None] * world

@@ -52,7 +52,9 @@ def system_header(devices: bool) -> dict[str, Any]:
         head["cuda_runtime"] = torch.version.cuda
         head["driver"] = kernel_driver_version() or "unknown"
         try:
-            head["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+            version = torch.cuda.nccl.version()  # a tuple; an int in old torch releases
+            is_tuple = isinstance(version, tuple)
+            head["nccl"] = ".".join(map(str, version)) if is_tuple else str(version)
         except (AttributeError, RuntimeError):
             head["nccl"] = "not available"
         head["devices"] = [
