@@ -164,7 +164,7 @@ def write_plot(
     groups: dict[str, list[tuple[int, float]]] = {}
     for row in report.rows:
         if row.get(y) is not None and row[y] > 0:
-            label = " ".join(str(row[k]) for k in group_keys)
+            label = ", ".join(f"{k}={row[k]}" for k in group_keys)
             groups.setdefault(label, []).append((row["size_bytes"], row[y]))
     if not groups:
         raise UsageError(f"--plot {os.fspath(path)}: no rows with {y} to plot")
