@@ -81,7 +81,7 @@ def main() -> None:
         t = Path(tmp)
         out = copy_figure(t, "64K:256K" if args.smoke else "64K:256M")
         for op in ("all_reduce",) if args.smoke else ("all_reduce", "all_gather"):
-            out += [""] + collective_figure(t, op, "1K" if args.smoke else "16M")
+            out += ["", *collective_figure(t, op, "1K" if args.smoke else "16M")]
     print("\n".join(out))
 
 

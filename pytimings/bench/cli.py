@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         from pytimings.bench import kv
 
         shape = kv.KVShape(args.layers, args.kv_heads, args.head_dim, args.dtype, args.block_size)
-        report = kv.kv_report(shape, parse_sweep(args.blocks), args.samples, args.warmup)
+        report = kv.kv_report(shape, parse_sweep(args.blocks, 2, "--blocks"), args.samples,
+                              args.warmup)
         _emit(report, args, "gbps", ["path", "pattern"], "effective bandwidth (GB/s)")
     return 0
 
@@ -127,7 +128,8 @@ def _collective(args: argparse.Namespace) -> int:
     cfg = collective.SweepConfig(
         op=args.op,
         sizes=size_sweep(parse_size(args.minbytes, "-b/--minbytes"),
-                         parse_size(args.maxbytes, "-e/--maxbytes"), args.stepfactor),
+                         parse_size(args.maxbytes, "-e/--maxbytes"), args.stepfactor,
+                         "-b/-e/-f"),
         dtype=args.dtype, warmup=args.warmup_iters, iters=args.iters, placements=placements,
     )
     cfg.validate()

@@ -19,14 +19,14 @@ def parse_size(text: str, what: str = "size") -> int:
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
-def size_sweep(begin: int, end: int, factor: int = 2) -> list[int]:
+def size_sweep(begin: int, end: int, factor: int = 2, what: str = "sizes") -> list[int]:
     """begin, begin*factor, ... up to and including end (nccl-tests' -b/-e/-f)."""
     if begin <= 0:
-        raise UsageError(f"sizes: the smallest size must be at least 1 byte, got {begin}")
+        raise UsageError(f"{what}: the smallest value must be at least 1, got {begin}")
     if end < begin:
-        raise UsageError(f"sizes: range {begin}:{end} ends below where it begins")
+        raise UsageError(f"{what}: range {begin}:{end} ends below where it begins")
     if factor < 2:
-        raise UsageError(f"sizes: factor must be an integer >= 2, got {factor}")
+        raise UsageError(f"{what}: factor must be an integer >= 2, got {factor}")
     sizes = []
     size = begin
     while size <= end:
@@ -35,14 +35,14 @@ def size_sweep(begin: int, end: int, factor: int = 2) -> list[int]:
     return sizes
 
 
-def parse_sweep(text: str, factor: int = 2) -> list[int]:
+def parse_sweep(text: str, factor: int = 2, what: str = "--sizes") -> list[int]:
     """``"4K:1G"`` -> [4096, 8192, ..., 1 GiB]; a single size ``"1M"`` is a sweep of one."""
     parts = text.split(":")
     if len(parts) == 1:
-        return [parse_size(parts[0], "--sizes")]
+        return [parse_size(parts[0], what)]
     if len(parts) == 2:
-        return size_sweep(parse_size(parts[0], "--sizes"), parse_size(parts[1], "--sizes"), factor)
-    raise UsageError(f"--sizes {text!r}: expected BEGIN:END such as 4K:1G, or one size")
+        return size_sweep(parse_size(parts[0], what), parse_size(parts[1], what), factor, what)
+    raise UsageError(f"{what} {text!r}: expected BEGIN:END such as 4K:1G, or one value")
 
 
 def format_size(nbytes: int) -> str:

@@ -7,12 +7,14 @@ blocks. Skipped without a GPU; failing when PYTIMINGS_REQUIRE_GPU=1.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytestmark = pytest.mark.gpu
 
 
-def _row(rows: list[dict], path: str, engine: str, size: int) -> dict:  # type: ignore[type-arg]
+def _row(rows: list[dict[str, Any]], path: str, engine: str, size: int) -> dict[str, Any]:
     return next(r for r in rows if r["path"] == path and r["engine"] == engine
                 and r["size_bytes"] == size)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytimings.bench.peer import peer_benchmark
+from pytimings.bench.peer import PeerResult, peer_benchmark
 
 
 class FakeDevices:
@@ -46,7 +46,7 @@ class FakeDevices:
         return [t * 1.1, t, t * 0.9][:samples], 0
 
 
-def _matrix(result, name: str):  # type: ignore[no-untyped-def]
+def _matrix(result: PeerResult, name: str) -> list[list[float | None]]:
     (m,) = [m for m in result.matrices if m.name.startswith(name)]
     return m.values
 
