@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from pytimings.bench import collective, envab
+    from pytimings.bench import collective, envab, system
     from pytimings.bench.sizes import size_sweep
 
     placements = _PLACEMENTS.get(args.placement)
@@ -133,6 +133,9 @@ def _collective(args: argparse.Namespace) -> int:
         dtype=args.dtype, warmup=args.warmup_iters, iters=args.iters, placements=placements,
     )
     cfg.validate()
+    if system.torch_or_none() is None:
+        raise UsageError("collective runs on torch.distributed, and torch is not installed "
+                         "(pip install 'pytimings[torch]')")
     variants: list[tuple[str, dict[str, str]]] = [(envab.BASELINE, {})]
     variants += [(text, envab.parse_variant(text)) for text in args.env_ab]
     rank, world, _ = collective.world_from_env()

@@ -161,8 +161,8 @@ def copy_report(
                                           peer_size)
     else:
         missing = ("copy: host rows ran; the GPU rows (h2d, d2h, d2d, peer) need a CUDA GPU and "
-                   "torch with CUDA, " + ("none is visible" if torch is not None
-                                          else "and torch is not installed"))
+                   "torch with CUDA; " + ("none is visible" if torch is not None else
+                                          "torch is not installed (pip install 'pytimings[torch]')"))
         report.header["gpu"] = "none visible: GPU rows not run"
     if uncovered:
         report.notes.append(f"{uncovered} sample(s) ran without the spin kernel covering the "

@@ -138,3 +138,23 @@ def test_plot_without_matplotlib_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     with pytest.raises(UsageError, match=r"pip install 'pytimings\[plot\]'"):
         write_plot(_report(), tmp_path / "p.png", "gbps", ["path"], "GB/s")
+
+
+def test_without_torch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import pytimings.bench.copy as copy_mod
+    import pytimings.bench.system as system_mod
+
+    monkeypatch.setattr(system_mod, "torch_or_none", lambda: None)
+    monkeypatch.setattr(copy_mod, "torch_or_none", lambda: None)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    _one_line_error(capsys, ["bench", "collective", "--op", "all_reduce"], "torch is not installed")
+    _one_line_error(capsys, ["bench", "latency"], "torch is not installed")
+    out = tmp_path / "c.json"
+    assert main(["bench", "copy", "--sizes", "64K", "--samples", "2", "--rotate", "256K",
+                 "--quiet", "--json", str(out)]) == 2
+    assert "; torch is not installed" in capsys.readouterr().err
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["path"] for r in rows] == ["host numpy copyto (pageable)"]
