@@ -160,9 +160,10 @@ def copy_report(
         uncovered, references = _gpu_rows(torch, report, sizes, rotate, samples, warmup,
                                           peer_size)
     else:
+        why = ("none is visible" if torch is not None
+               else "torch is not installed (pip install 'pytimings[torch]')")
         missing = ("copy: host rows ran; the GPU rows (h2d, d2h, d2d, peer) need a CUDA GPU and "
-                   "torch with CUDA; " + ("none is visible" if torch is not None else
-                                          "torch is not installed (pip install 'pytimings[torch]')"))
+                   f"torch with CUDA; {why}")
         report.header["gpu"] = "none visible: GPU rows not run"
     if uncovered:
         report.notes.append(f"{uncovered} sample(s) ran without the spin kernel covering the "
