@@ -50,26 +50,28 @@ def copy_figure(tmp: Path, sizes: str) -> list[str]:
     return lines
 
 
-def collective_figure(tmp: Path, op: str, maxbytes: str) -> list[str]:
+def collective_figure(tmp: Path, ops: list[str], maxbytes: str) -> list[str]:
     doc = _run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node=2", "-m", "pytimings.cli", "bench", "collective", "--op", op,
-                "-b", "8", "-e", maxbytes, "-f", "8", "-w", "3", "-n", "10"], tmp / f"{op}.json")
+                "--nproc-per-node=2", "-m", "pytimings.cli", "bench", "collective",
+                "--op", ",".join(ops), "-b", "8", "-e", maxbytes, "-f", "8", "-w", "3", "-n", "10"],
+               tmp / "collective.json")
     head = doc["header"]
     assert head["world_size"] == 2 and head["backend"] == "gloo", head
-    lines = [f"{op}, 2 ranks, gloo, float32, 3 warm-up + 10 timed iterations:", "",
-             "| size (B) | in-place | time (us) | algbw (GB/s) | busbw (GB/s) |",
-             "|---:|---|---:|---:|---:|"]
+    lines = ["2 ranks, gloo, float32, 3 warm-up + 10 timed iterations:", "",
+             "| op | size (B) | in-place | time (us) | algbw (GB/s) | busbw (GB/s) |",
+             "|---|---:|---|---:|---:|---:|"]
     for r in doc["rows"]:
         assert r["valid"], r
         assert math.isclose(r["algbw_gbps"], r["size_bytes"] / (r["time_us"] * 1e3)), r
-        assert math.isclose(r["busbw_gbps"], r["algbw_gbps"] * bus_factor(op, 2)), r
-        lines.append(f"| {r['size_bytes']} | {'yes' if r['in_place'] else 'no'} | "
+        assert math.isclose(r["busbw_gbps"], r["algbw_gbps"] * bus_factor(r["op"], 2)), r
+        lines.append(f"| {r['op']} | {r['size_bytes']} | {'yes' if r['in_place'] else 'no'} | "
                      f"{r['time_us']:.1f} | {r['algbw_gbps']:.4f} | {r['busbw_gbps']:.4f} |")
-    assert doc["fits"], "no alpha-beta fits"
+    lines += ["", "| op | placement | alpha (us) | beta (GB/s) | R2 |", "|---|---|---:|---:|---:|"]
+    assert {f["op"] for f in doc["fits"]} == set(ops), "alpha-beta fits missing"
     for f in doc["fits"]:
-        beta = "n/a" if f["beta_gbps"] is None else f"{f['beta_gbps']:.3f} GB/s"
-        lines.append(f"\nfit ({'in-place' if f['in_place'] else 'out-of-place'}): "
-                     f"alpha {f['alpha_us']:.1f} us, beta {beta}, R2 {f['r2']:.3f}")
+        beta = "n/a" if f["beta_gbps"] is None else f"{f['beta_gbps']:.3f}"
+        lines.append(f"| {f['op']} | {'in-place' if f['in_place'] else 'out-of-place'} | "
+                     f"{f['alpha_us']:.1f} | {beta} | {f['r2']:.3f} |")
     return lines
 
 
@@ -80,8 +82,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         out = copy_figure(t, "64K:256K" if args.smoke else "64K:256M")
-        for op in ("all_reduce",) if args.smoke else ("all_reduce", "all_gather"):
-            out += ["", *collective_figure(t, op, "1K" if args.smoke else "16M")]
+        out += ["", *collective_figure(t, ["all_reduce", "all_gather"],
+                                       "1K" if args.smoke else "16M")]
     print("\n".join(out))
 
 

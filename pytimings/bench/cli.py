@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     coll = sub.add_parser("collective", help="nccl-tests-style collective sweep (under torchrun)")
     coll.add_argument("--op", required=True, help="all_reduce, all_gather, reduce_scatter, "
-                      "all_to_all, broadcast or sendrecv")
+                      "all_to_all, broadcast or sendrecv; several comma-separated run in one "
+                      "launch")
     coll.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
     coll.add_argument("-e", "--maxbytes", default="1G", help="largest size (default 1G)")
     coll.add_argument("-f", "--stepfactor", type=int, default=2, help="size factor (default 2)")
@@ -126,7 +127,7 @@ def _collective(args: argparse.Namespace) -> int:
     if placements is None:
         raise UsageError(f"--placement {args.placement!r}: choose {', '.join(_PLACEMENTS)}")
     cfg = collective.SweepConfig(
-        op=args.op,
+        ops=tuple(op.strip() for op in args.op.split(",") if op.strip()),
         sizes=size_sweep(parse_size(args.minbytes, "-b/--minbytes"),
                          parse_size(args.maxbytes, "-e/--maxbytes"), args.stepfactor,
                          "-b/-e/-f"),
@@ -144,8 +145,9 @@ def _collective(args: argparse.Namespace) -> int:
         report = collective.collective_report(cfg, args.backend, args.record_env)
     else:
         names = sorted({name for _, settings in variants for name in settings})
-        child = [sys.executable, "-m", "pytimings.cli", "bench", "collective", "--op", cfg.op,
-                 "-b", str(cfg.sizes[0]), "-e", str(cfg.sizes[-1]), "-f", str(args.stepfactor),
+        child = [sys.executable, "-m", "pytimings.cli", "bench", "collective",
+                 "--op", ",".join(cfg.ops), "-b", str(cfg.sizes[0]), "-e", str(cfg.sizes[-1]),
+                 "-f", str(args.stepfactor),
                  "-w", str(cfg.warmup), "-n", str(cfg.iters), "--dtype", cfg.dtype,
                  "--placement", args.placement, "--backend", args.backend, "--quiet"]
         child += [arg for name in names for arg in ("--record-env", name)]
@@ -153,12 +155,13 @@ def _collective(args: argparse.Namespace) -> int:
         report = envab.compare(runs, [label for label, _ in variants]) if runs else None
     if report is None:
         return 0
-    group = ["variant", "in_place"] if len(variants) > 1 else ["in_place"]
+    group = ["variant", "op", "in_place"] if len(variants) > 1 else ["op", "in_place"]
     _emit(report, args, "busbw_gbps", group, "busbw (GB/s)")
     wrong = [r for r in report.rows if not r["valid"]]
     if wrong:
-        print(f"pytimings bench: collective {cfg.op} gave wrong results in {len(wrong)} row(s) "
-              f"(sizes {sorted({r['size_bytes'] for r in wrong})})", file=sys.stderr)
+        where = sorted({(r["op"], r["size_bytes"]) for r in wrong})
+        print(f"pytimings bench: collective gave wrong results in {len(wrong)} row(s): {where}",
+              file=sys.stderr)
         return 1
     return 0
 

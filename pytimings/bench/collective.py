@@ -74,7 +74,7 @@ def message_shape(op: str, size_bytes: int, world_size: int, elsize: int) -> tup
 
 @dataclass
 class SweepConfig:
-    op: str
+    ops: tuple[str, ...]
     sizes: list[int]
     dtype: str
     warmup: int
@@ -82,16 +82,23 @@ class SweepConfig:
     placements: tuple[bool, ...]  # in_place values to run, in order
 
     def validate(self) -> None:
-        spec = op_spec(self.op)
+        if not self.ops:
+            raise UsageError("--op: name at least one operation")
         if self.dtype not in DTYPES:
             raise UsageError(f"--dtype {self.dtype!r}: choose from {', '.join(DTYPES)}")
         if self.iters < 1:
             raise UsageError(f"--iters {self.iters}: need at least one timed iteration")
         if self.warmup < 0:
             raise UsageError(f"--warmup {self.warmup}: must be 0 or more")
-        if not any((p and spec.in_place) or (not p and spec.out_of_place) for p in self.placements):
-            wanted = "in-place" if self.placements == (True,) else "out-of-place"
-            raise UsageError(f"--op {self.op}: torch.distributed has no {wanted} form of it")
+        for op in self.ops:
+            if not self.runs(op):
+                wanted = "in-place" if self.placements == (True,) else "out-of-place"
+                raise UsageError(f"--op {op}: torch.distributed has no {wanted} form of it")
+
+    def runs(self, op: str) -> list[bool]:
+        """The placements of ``op`` that run: those asked for that torch.distributed offers."""
+        spec = op_spec(op)
+        return [p for p in self.placements if (spec.in_place if p else spec.out_of_place)]
 
 
 def world_from_env() -> tuple[int, int, int]:
@@ -181,33 +188,42 @@ class _Buffers:
 
 def run_sweep(cfg: SweepConfig, torch: Any, dist: Any, device: Any) -> tuple[list[dict[str, Any]],
                                                                              list[str]]:
-    """Time every size and placement; every rank returns the same rows, plus notes."""
-    spec = op_spec(cfg.op)
+    """Time every op, size and placement; every rank returns the same rows, plus notes."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for op in cfg.ops:
+        skipped = [p for p in cfg.placements if p not in cfg.runs(op)]
+        if skipped:
+            notes.append(f"{op}: torch.distributed has no "
+                         f"{'in-place' if skipped[0] else 'out-of-place'} form; not run")
+        _sweep_op(op, cfg, torch, dist, device, rows, notes)
+    return rows, notes
+
+
+def _sweep_op(op: str, cfg: SweepConfig, torch: Any, dist: Any, device: Any,
+              rows: list[dict[str, Any]], notes: list[str]) -> None:
+    spec = op_spec(op)
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = getattr(torch, cfg.dtype)
     elsize = torch.empty((), dtype=dtype).element_size()
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    rows: list[dict[str, Any]] = []
-    notes: list[str] = []
-    shapes = [(s, *message_shape(cfg.op, s, world, elsize)) for s in cfg.sizes]
+    shapes = [(s, *message_shape(op, s, world, elsize)) for s in cfg.sizes]
     unit = "rank" if spec.per_rank_split else "message"
     too_small = [s for s, _, count in shapes if count == 0]
     if too_small:
-        notes.append(f"skipped {len(too_small)} size(s) below one {cfg.dtype} element per "
-                     f"{unit}: {too_small}")
+        notes.append(f"{op}: skipped {len(too_small)} size(s) below one {cfg.dtype} element "
+                     f"per {unit}: {too_small}")
     rounded = [s for s, size, count in shapes if count and size != s]
     if rounded:
-        notes.append(f"{len(rounded)} size(s) rounded down to whole elements per {unit} as "
-                     f"nccl-tests does (size_bytes is what ran): {rounded}")
+        notes.append(f"{op}: {len(rounded)} size(s) rounded down to whole elements per {unit} "
+                     f"as nccl-tests does (size_bytes is what ran): {rounded}")
     seen: set[int] = set()
     for _, size, count in shapes:
         if count == 0 or size in seen:
             continue
         seen.add(size)
-        for in_place in cfg.placements:
-            if not (spec.in_place if in_place else spec.out_of_place):
-                continue
-            bufs = _Buffers(torch, dist, cfg.op, count, world, rank, in_place, dtype, device)
+        for in_place in cfg.runs(op):
+            bufs = _Buffers(torch, dist, op, count, world, rank, in_place, dtype, device)
             for _ in range(cfg.warmup):
                 bufs.call()
             sync()
@@ -229,12 +245,11 @@ def run_sweep(cfg: SweepConfig, torch: Any, dist: Any, device: Any) -> tuple[lis
             dist.all_reduce(valid, op=dist.ReduceOp.MIN)
             algbw = algbw_gbps(size, time_us)
             rows.append({
-                "op": cfg.op, "size_bytes": size, "count": count, "dtype": cfg.dtype,
+                "op": op, "size_bytes": size, "count": count, "dtype": cfg.dtype,
                 "in_place": in_place, "time_us": time_us, "max_rank_time_us": float(slowest.item()),
                 "algbw_gbps": algbw, "busbw_gbps": algbw * spec.bus_factor(world),
                 "valid": bool(valid.item()),
             })
-    return rows, notes
 
 
 def _describe_sizes(sizes: list[int]) -> str:
@@ -281,7 +296,7 @@ def collective_report(
     if rank != 0:
         return None
     header: dict[str, Any] = {
-        "op": cfg.op,
+        "ops": list(cfg.ops),
         "world_size": world,
         "backend": backend,
         "dtype": cfg.dtype,
@@ -293,7 +308,8 @@ def collective_report(
             "nccl-tests: warm-up, barrier, iters ops back to back timed by the host clock "
             "until the device is synchronised, / iters; time = mean over ranks "
             "(max_rank_time_us = slowest rank); algbw = size/time; busbw = algbw * "
-            f"{cfg.op} factor {OPS[cfg.op].bus_factor(world):.4g} for n={world}"
+            "factor for n=" + f"{world}: "
+            + ", ".join(f"{op} {OPS[op].bus_factor(world):.4g}" for op in cfg.ops)
         ),
         "validation": "after timing, one run per size and placement on a known pattern, "
                       "checked on every rank (valid = all ranks got the expected result)",
@@ -308,6 +324,7 @@ def collective_report(
 
 
 COLUMNS = [
+    Column("op", "op"),
     Column("size_bytes", "size(B)"),
     Column("count", "count"),
     Column("dtype", "type"),

@@ -109,12 +109,12 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
         "each variant in fresh processes (NCCL and torch.distributed read the environment when "
         "they start), launched by every rank; baseline = all A/B variables removed"
     )
-    baseline = {(r["size_bytes"], r["in_place"]): r for r in base["rows"]}
+    baseline = {(r["op"], r["size_bytes"], r["in_place"]): r for r in base["rows"]}
     rows: list[dict[str, Any]] = []
     notes = list(base["notes"])
     for label, run in zip(labels, runs, strict=True):
         for row in run["rows"]:
-            ref = baseline.get((row["size_bytes"], row["in_place"]))
+            ref = baseline.get((row["op"], row["size_bytes"], row["in_place"]))
             change = None
             if label != BASELINE and ref is not None and ref["time_us"] > 0:
                 change = 100.0 * (row["time_us"] - ref["time_us"]) / ref["time_us"]
@@ -128,6 +128,7 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
 
 COLUMNS = [
     Column("variant", "variant"),
+    Column("op", "op"),
     Column("size_bytes", "size(B)"),
     Column("in_place", "in-place"),
     Column("time_us", "time(us)", ".2f"),

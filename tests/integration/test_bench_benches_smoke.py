@@ -17,4 +17,4 @@ def test_bench_transfers_cpu_smoke() -> None:
                            "--smoke"], capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| host numpy copyto (pageable) | 65536 |" in done.stdout
-    assert "all_reduce, 2 ranks, gloo" in done.stdout and "fit (in-place)" in done.stdout
+    assert "2 ranks, gloo" in done.stdout and "| all_gather | out-of-place |" in done.stdout
