@@ -4,13 +4,13 @@ rotating buffers."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
+from pytimings.bench import timing
 from pytimings.bench.buffers import Arena, batch_size, host_arena
 from pytimings.bench.timing import SPIN_RETRIES, GpuTimer, summarize
 
@@ -71,10 +71,19 @@ def _timer() -> tuple[GpuTimer, _FakeTorch]:
     return timer, fake
 
 
-def _op(fake: _FakeTorch, gpu_us: float, host_s: float = 0.0) -> Callable[[int], None]:
+class _HostClock:
+    """Replaces the timer's host clock: time passes only when an enqueue says so."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ns = 0
+        monkeypatch.setattr(timing, "now_ns", lambda: self.ns)
+
+
+def _op(fake: _FakeTorch, gpu_us: float, host: _HostClock | None = None,
+        host_us: Callable[[], float] = lambda: 0.0) -> Callable[[int], None]:
     def enqueue(_: int) -> None:
-        if host_s:
-            time.sleep(host_s)
+        if host is not None:
+            host.ns += int(host_us() * 1e3)
         fake.gpu.now_us += gpu_us
 
     return enqueue
@@ -88,25 +97,29 @@ def test_batch_time_is_the_gpu_time_between_the_events() -> None:
     assert bt.host_enqueue_us > 0
 
 
-def test_a_spin_too_short_for_slow_enqueueing_is_retried_longer() -> None:
+def test_a_spin_too_short_for_slow_enqueueing_is_retried_longer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     timer, fake = _timer()
-    bt = timer.time_batch(_op(fake, 5.0, host_s=0.004), 4)  # 4 ms per enqueue on the host
-    assert bt.covered
-    assert len(fake.spins) >= 3  # calibration warm-up + first try + a longer retry
-    assert fake.spins[-1] > 2 * 4 * 4000  # learnt from the host time of the first try
+    host = _HostClock(monkeypatch)
+    bt = timer.time_batch(_op(fake, 5.0, host, lambda: 4000.0), 4)  # 4 ms per enqueue
+    assert bt.covered and bt.host_enqueue_us == pytest.approx(4 * 4000.0)
+    # calibration (2), a first try with the default guess, then one learnt from it
+    assert len(fake.spins) == 4
+    assert fake.spins[2] < 4 * 4000 < fake.spins[3]
     assert bt.gpu_us == pytest.approx(4 * 5.0)
 
 
-def test_never_covered_is_reported() -> None:
+def test_never_covered_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     timer, fake = _timer()
-    slow = [0.0005]
+    host = _HostClock(monkeypatch)
+    slow = [500.0]
 
-    def enqueue(_: int) -> None:  # each try slower than the spin learnt from the one before
-        time.sleep(slow[0])
+    def host_us() -> float:  # each try 10x slower than the one the spin was learnt from
         slow[0] *= 10
-        fake.gpu.now_us += 1.0
+        return slow[0]
 
-    bt = timer.time_batch(enqueue, 1)
+    bt = timer.time_batch(_op(fake, 1.0, host, host_us), 1)
     assert not bt.covered
     assert len(fake.spins) == 2 + SPIN_RETRIES + 1  # calibration (2) + every try
 
