@@ -13,8 +13,9 @@ fi
 PYTIMINGS_REQUIRE_GPU=1 timeout 300 $PY -m pytest -q -p no:cacheprovider \
   tests/gpu/test_bench_gpu.py >"$OUT/pytest_gpu.log" 2>&1
 echo "gpu tests: exit $?"
+plot() { $PY -c "import matplotlib" 2>/dev/null && echo --plot "$OUT/$1.png"; }
 run() { local name=$1; shift; timeout 150 $PY -m pytimings.cli bench "$@" \
-  --json "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/$name.txt" 2>&1; echo "$name: exit $?"; }
+  --json "$OUT/$name.json" $(plot "$name") >"$OUT/$name.txt" 2>&1; echo "$name: exit $?"; }
 run copy copy --sizes 4K:1G --samples 10 --warmup 3
 run latency latency
 run kv kv --blocks 16:256
