@@ -308,7 +308,7 @@ def collective_report(
             "nccl-tests: warm-up, barrier, iters ops back to back timed by the host clock "
             "until the device is synchronised, / iters; time = mean over ranks "
             "(max_rank_time_us = slowest rank); algbw = size/time; busbw = algbw * "
-            "factor for n=" + f"{world}: "
+            f"factor for n={world}: "
             + ", ".join(f"{op} {OPS[op].bus_factor(world):.4g}" for op in cfg.ops)
         ),
         "validation": "after timing, one run per size and placement on a known pattern, "
