@@ -1,5 +1,13 @@
 """A benchmark's result: header (every choice made), rows, alpha-beta fits, matrices and
-notes; rendered as an aligned text table, JSON (schema ``pytimings.bench/1``) or a plot."""
+notes; rendered as an aligned text table, JSON (schema ``pytimings.bench/1``) or a plot.
+
+JSON ``pytimings.bench/1``: ``{"schema", "bench": copy|latency|collective|kv, "header": {choice
+or version: value}, "rows": [{column: value}], "fits": [{group columns..., "alpha_us",
+"beta_gbps", "r2", "n_points"}], "matrices": [{"name", "unit", "labels", "values": rows of
+src -> columns of dst, null where not measured}], "notes": [str]}``. Sizes are bytes
+(``size_bytes``), times microseconds (``*_us``), bandwidths 1e9 bytes/s (``*_gbps``);
+non-finite numbers are written as null.
+"""
 
 from __future__ import annotations
 
