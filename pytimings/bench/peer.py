@@ -133,6 +133,20 @@ def _cudart() -> ctypes.CDLL:
     raise RuntimeError("could not load the CUDA runtime library (libcudart)")
 
 
+def _declare(rt: ctypes.CDLL) -> ctypes.CDLL:
+    """Argument types of the few runtime functions used, so ctypes passes them exactly."""
+    c_int, c_uint, c_void_p, c_size_t = (ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
+                                         ctypes.c_size_t)
+    rt.cudaDeviceEnablePeerAccess.argtypes = [c_int, c_uint]
+    rt.cudaDeviceDisablePeerAccess.argtypes = [c_int]
+    rt.cudaGetLastError.argtypes = []
+    rt.cudaMemcpyPeerAsync.argtypes = [c_void_p, c_int, c_void_p, c_int, c_size_t, c_void_p]
+    for fn in (rt.cudaDeviceEnablePeerAccess, rt.cudaDeviceDisablePeerAccess,
+               rt.cudaGetLastError, rt.cudaMemcpyPeerAsync):
+        fn.restype = c_int  # cudaError_t
+    return rt
+
+
 class CudaPeerDevices:
     """``PeerDevices`` on real GPUs: torch tensors, CUDA events, cudaMemcpyPeerAsync."""
 
@@ -145,7 +159,7 @@ class CudaPeerDevices:
     @property
     def rt(self) -> ctypes.CDLL:
         if self._rt is None:
-            self._rt = _cudart()
+            self._rt = _declare(_cudart())
         return self._rt
 
     def device_count(self) -> int:
@@ -160,10 +174,10 @@ class CudaPeerDevices:
     def set_peer_access(self, device: int, peer: int, enabled: bool) -> None:
         with self.torch.cuda.device(device):
             if enabled:
-                err = self.rt.cudaDeviceEnablePeerAccess(ctypes.c_int(peer), ctypes.c_uint(0))
+                err = self.rt.cudaDeviceEnablePeerAccess(peer, 0)
                 ok = (0, _ALREADY_ENABLED)
             else:
-                err = self.rt.cudaDeviceDisablePeerAccess(ctypes.c_int(peer))
+                err = self.rt.cudaDeviceDisablePeerAccess(peer)
                 ok = (0, _NOT_ENABLED)
             if err not in ok:
                 raise RuntimeError(f"peer access cuda:{device} -> cuda:{peer}: CUDA error {err}")
@@ -186,19 +200,17 @@ class CudaPeerDevices:
         b_src, b_dst = (arena(dst), arena(src)) if bidirectional else (None, None)
         timer = self._timer(src)
         side = torch.cuda.Stream(device=dst) if bidirectional else None
-        handle = ctypes.c_void_p(timer.stream.cuda_stream)
-        side_handle = ctypes.c_void_p(side.cuda_stream) if side is not None else None
+        handle = timer.stream.cuda_stream
+        side_handle = side.cuda_stream if side is not None else None
         memcpy = self.rt.cudaMemcpyPeerAsync
         counter = [0]
 
         def enqueue(_: int) -> None:
             k = counter[0]
             counter[0] += 1
-            err = memcpy(ctypes.c_void_p(a_dst.ptr(k)), dst, ctypes.c_void_p(a_src.ptr(k)), src,
-                         ctypes.c_size_t(nbytes), handle)
+            err = memcpy(a_dst.ptr(k), dst, a_src.ptr(k), src, nbytes, handle)
             if b_src is not None and b_dst is not None:
-                err |= memcpy(ctypes.c_void_p(b_dst.ptr(k)), src, ctypes.c_void_p(b_src.ptr(k)),
-                              dst, ctypes.c_size_t(nbytes), side_handle)
+                err |= memcpy(b_dst.ptr(k), src, b_src.ptr(k), dst, nbytes, side_handle)
             if err:
                 raise RuntimeError(f"cudaMemcpyPeerAsync cuda:{src} -> cuda:{dst} failed: {err}")
 

@@ -3,6 +3,8 @@ state at the moment of the copy, so forgetting to switch access shows in the mat
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 
 from pytimings.bench.peer import PeerResult, peer_benchmark
@@ -96,3 +98,53 @@ def test_no_links_gives_off_matrix_only_and_no_on_sweep() -> None:
     assert _matrix(result, "peer copy unidirectional, peer access on") == [[None, None]] * 2
     assert _matrix(result, "peer copy unidirectional, peer access off")[0][1] == pytest.approx(20)
     assert all("access off" in r["path"] for r in result.rows)
+
+
+class _FakeRuntime:
+    """The four CUDA runtime functions CudaPeerDevices calls; copies really move host bytes
+    (the fake devices' memory is host memory), so wrong pointers or sizes show."""
+
+    def __init__(self, enable_error: int = 0) -> None:
+        self.enable_error = enable_error
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+        self.copies = 0
+
+        def enable(peer: int, flags: int) -> int:
+            self.calls.append(("enable", (peer, flags)))
+            return self.enable_error
+
+        def disable(peer: int) -> int:
+            self.calls.append(("disable", (peer,)))
+            return 705  # not enabled: accepted
+
+        def memcpy(dst: int, dst_dev: int, src: int, src_dev: int, n: int, stream: int) -> int:
+            ctypes.memmove(dst, src, n)
+            self.copies += 1
+            return 0
+
+        self.cudaDeviceEnablePeerAccess = enable
+        self.cudaDeviceDisablePeerAccess = disable
+        self.cudaGetLastError = lambda: 0
+        self.cudaMemcpyPeerAsync = memcpy
+
+
+def test_cuda_peer_devices_plumbing_on_a_fake_runtime() -> None:
+    from _fake_cuda import FakeTorch
+
+    from pytimings.bench import peer
+    from pytimings.bench.timing import SPIN_RETRIES
+
+    dev = peer.CudaPeerDevices(FakeTorch(2), rotate_bytes=64 << 10)
+    rt = _FakeRuntime()
+    dev._rt = peer._declare(rt)  # type: ignore[arg-type]
+    dev.set_peer_access(0, 1, True)
+    dev.set_peer_access(0, 1, False)
+    assert rt.calls == [("enable", (1, 0)), ("disable", (1,))]
+    times, _ = dev.time_copies(0, 1, 4096, bidirectional=True, samples=2, warmup=1)
+    assert len(times) == 2 and all(t >= 0 for t in times)
+    # 3 batches, both directions; the fake spin never covers, so each batch is tried
+    # 1 + SPIN_RETRIES times (a wrong pointer or size would have crashed memmove)
+    assert rt.copies == 3 * (1 + SPIN_RETRIES) * 2 * peer.batch_size(4096)
+    rt.enable_error = 2  # cudaErrorMemoryAllocation: not an "already enabled" answer
+    with pytest.raises(RuntimeError, match="peer access cuda:1 -> cuda:0: CUDA error 2"):
+        dev.set_peer_access(1, 0, True)
