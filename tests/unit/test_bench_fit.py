@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytimings.bench.fit import fit_alpha_beta
+
+
+def test_recovers_alpha_and_beta_from_exact_data() -> None:
+    sizes = np.array([8 << i for i in range(20)], dtype=float)
+    alpha, beta = 12.5, 48.0  # us, GB/s
+    times = alpha + sizes / (beta * 1e3)
+    fit = fit_alpha_beta(sizes, times)
+    assert fit is not None
+    assert fit.alpha_us == pytest.approx(alpha, rel=1e-9)
+    assert fit.beta_gbps == pytest.approx(beta, rel=1e-9)
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.n_points == 20
+    assert fit.predict_us(1 << 30) == pytest.approx(alpha + (1 << 30) / 48e3)
+
+
+def test_noisy_data_matches_numpy_polyfit_and_r2_drops() -> None:
+    rng = np.random.default_rng(7)
+    sizes = np.array([1 << i for i in range(10, 30)], dtype=float)
+    times = 30 + sizes / 200e3
+    noisy = times * (1 + rng.normal(0, 0.05, times.size))
+    fit = fit_alpha_beta(sizes, noisy)
+    assert fit is not None
+    slope, intercept = np.polyfit(sizes, noisy, 1)  # independent computation
+    assert fit.alpha_us == pytest.approx(intercept, rel=1e-6)
+    assert fit.beta_gbps == pytest.approx(1e-3 / slope, rel=1e-6)
+    assert 0.9 < fit.r2 < 1.0
+
+
+def test_degenerate_inputs() -> None:
+    assert fit_alpha_beta([4096, 4096], [1.0, 2.0]) is None
+    flat = fit_alpha_beta([1, 2, 4, 8], [5.0, 5.0, 5.0, 5.0])
+    assert flat is not None and math.isinf(flat.beta_gbps) and flat.alpha_us == pytest.approx(5)
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_alpha_beta([1, 2], [1.0])
