@@ -101,7 +101,9 @@ print(json.dumps({"status": pt.cuda_status(), "c": [c0, c1, c2, c3], **dump(rec)
 
     k = rows(out, "k")
     assert len(k["name"]) == 400
-    assert np.all(k["flags"] & RecordFlag.GPU_TIMED) and np.all(k["flags"] & RecordFlag.GPU_RESOLVED)
+    assert np.all(k["flags"] & RecordFlag.GPU_TIMED) and np.all(
+        k["flags"] & RecordFlag.GPU_RESOLVED
+    )
     assert np.all(k["stream"] == 0x1000) and np.all(k["nbytes"] == 1 << 20)
     dur = k["gpu_end_ns"] - k["gpu_start_ns"]
     assert np.all(dur >= 50_000 - 1_000)  # each region holds one 50 us kernel (float ms)
@@ -344,7 +346,9 @@ print(json.dumps({"status": pt.cuda_status(), "available": pt.cuda_available(),
     assert missing["available"] is False
     assert missing["status"].startswith("PYTIMINGS_CUDART=/nonexistent/libcudart.so.12 could not")
     flags = missing["records"]["flags"][0]
-    assert flags & RecordFlag.HAS_STREAM and not flags & (RecordFlag.GPU_TIMED | RecordFlag.GPU_FAILED)
+    assert flags & RecordFlag.HAS_STREAM and not flags & (
+        RecordFlag.GPU_TIMED | RecordFlag.GPU_FAILED
+    )
 
 
 def test_event_record_floor_without_cuda_raises() -> None:

@@ -75,9 +75,7 @@ def test_regions_are_nvtx_ranges_in_the_pytimings_domain(
     nvtx_injection: Path, run_script: RunScript, tmp_path: Path
 ) -> None:
     log = tmp_path / "nvtx.log"
-    result = run_script(
-        WORKLOAD, NVTX_INJECTION64_PATH=str(nvtx_injection), NVTX_TEST_LOG=str(log)
-    )
+    result = run_script(WORKLOAD, NVTX_INJECTION64_PATH=str(nvtx_injection), NVTX_TEST_LOG=str(log))
     seen = parse(log)
     assert list(seen["domains"].values()) == ["pytimings"]
     # category = kind, numbered by the kind's string id + 1, named after it

@@ -34,7 +34,9 @@ def test_columns_have_the_schema_dtypes() -> None:
     for k, dt in RECORD_SCHEMA.items():
         assert rec.records[k].dtype == np.dtype(dt), k
     empty = Recorder().recording()
-    assert all(len(v) == 0 and v.dtype == np.dtype(RECORD_SCHEMA[k]) for k, v in empty.records.items())
+    assert all(
+        len(v) == 0 and v.dtype == np.dtype(RECORD_SCHEMA[k]) for k, v in empty.records.items()
+    )
 
 
 def test_nesting_depth_order_and_fields() -> None:
@@ -93,7 +95,7 @@ def test_exiting_twice_or_out_of_order_raises() -> None:
     reg = r.region("x")
     reg.__enter__()
     reg.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match="'x'.*exit without a matching enter"):
+    with pytest.raises(RuntimeError, match=r"'x'.*exit without a matching enter"):
         reg.__exit__(None, None, None)
     a, b = r.region("a"), r.region("b")
     a.__enter__()
@@ -402,7 +404,7 @@ def test_default_recorder_module_functions() -> None:
     assert rec0 is pt.default_recorder()
     rec0.clear()
 
-    @pt.timed("pt-timed")
+    @pt.timed("pt-timed")  # type: ignore[untyped-decorator]  # lazy pt.__getattr__ is Any
     def f() -> None:
         pt.mark("pt-mark")
 
