@@ -36,6 +36,8 @@ const cuda::Api* cuda_api() noexcept {
 int64_t ms_to_ns(float ms) { return std::llround(static_cast<double>(ms) * 1e6); }
 
 constexpr uint32_t kEventBatch = 8;
+// Events a thread may create before a region end tries to resolve finished ones itself.
+constexpr uint64_t kCollectAfter = 4096;
 
 }  // namespace
 
@@ -224,10 +226,24 @@ void Recorder::commit(ThreadState& ts, Record& r) noexcept {
 
 cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
   std::vector<cuda::Event>& pool = ts.pool[device];
-  if (pool.empty()) {
+  auto take_returned = [&ts] {
     if (auto* back = ts.returned.exchange(nullptr, std::memory_order_acquire)) {
       for (auto& [dev, e] : *back) ts.pool[dev].push_back(e);
       delete back;
+    }
+  };
+  if (pool.empty()) take_returned();
+  if (pool.empty() && ts.events_created >= kCollectAfter) {
+    // Nobody has drained for a while: resolve what the GPU has finished (non-blocking
+    // queries, and only if no drain is running) so events are reused instead of piling up.
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      try {
+        collect(false, ready_);
+      } catch (...) {  // out of memory: keep the events out; never fail the region for it
+      }
+      lock.unlock();
+      take_returned();
     }
   }
   if (pool.empty()) {  // warm-up: grow the pool a batch at a time
@@ -236,6 +252,7 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
       cuda::Event e = nullptr;
       if (api->eventCreateWithFlags(&e, cuda::kEventDefault) != cuda::kSuccess) break;
       pool.push_back(e);
+      ++ts.events_created;
     }
     if (pool.empty()) return nullptr;
   }
@@ -404,12 +421,21 @@ void Recorder::release_events(std::vector<Record>& recs) {
 
 std::vector<Record> Recorder::drain(bool sync) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Record> out;
+  out.swap(ready_);
+  collect(sync, out);
+  if (sync) reanchor();
+  drained_ += static_cast<int64_t>(out.size());
+  return out;
+}
+
+void Recorder::collect(bool sync, std::vector<Record>& out) {
   std::vector<Record> batch;
   batch.swap(pending_);
   for (auto& ts : threads_) ts->buffer.drain(batch);
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
-  std::vector<Record> out, done_events;
-  out.reserve(batch.size());
+  std::vector<Record> done_events;
+  out.reserve(out.size() + batch.size());
   {
     std::lock_guard<std::mutex> alock(anchor_mu_);
     for (Record& r : batch) {
@@ -441,15 +467,14 @@ std::vector<Record> Recorder::drain(bool sync) {
   }
   release_events(done_events);
   for (Record& r : out) r.ev_start = r.ev_end = nullptr;
-  if (sync) reanchor();
-  drained_ += static_cast<int64_t>(out.size());
-  return out;
 }
 
 void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Record> discard;
   discard.swap(pending_);
+  discard.insert(discard.end(), ready_.begin(), ready_.end());
+  ready_.clear();
   for (auto& ts : threads_) ts->buffer.drain(discard);
   budget_.release(drained_ + static_cast<int64_t>(discard.size()));
   drained_ = 0;

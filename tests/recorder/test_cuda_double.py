@@ -356,3 +356,28 @@ def test_event_record_floor_without_cuda_raises() -> None:
         pytest.skip("CUDA is available here")
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         _core.event_record_floor_ns(0, 10)
+
+
+def test_long_runs_without_flush_reuse_events(
+    run_script: RunScript, fake_env: dict[str, str]
+) -> None:
+    out = run_script(
+        PRELUDE
+        + """
+r = Recorder()
+lib = fake_lib()
+c0 = counters(lib)
+for i in range(6000):
+    with r.region("loop", stream=4):
+        pass
+c1 = counters(lib)
+print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
+""",
+        **{**fake_env, "FAKE_CUDA_LAUNCH_NS": "2000"},
+    )
+    c0, c1 = out["c"]
+    assert c1["event_syncs"] == c0["event_syncs"]  # resolved with non-blocking queries only
+    assert c1["created"] - c0["created"] <= 4096 + 64  # not 12000: finished events reused
+    loop = rows(out, "loop")
+    assert len(loop["name"]) == 6000
+    assert np.all(loop["flags"] & RecordFlag.GPU_RESOLVED)
