@@ -23,6 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=200_000, help="regions per timing")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = ap.parse_args()
     rec = Recorder()
     off = Recorder()
@@ -47,17 +48,30 @@ def main() -> None:
     ]
     if stream is not None:
         rows.append(("GPU-timed (stream 0)", "with region('g', stream=stream): pass"))
-    base = 0.0
+    measured: dict[str, float] = {}
     print(f"{'row':32} {'ns/region':>10} {'ratio':>7}")
     for label, stmt in rows:
-        ns = per_call_ns(stmt, env, args.n, args.repeat)
+        ns = measured[label] = per_call_ns(stmt, env, args.n, args.repeat)
         rec.clear()
-        base = base or ns
-        print(f"{label:32} {ns:10.1f} {ns / base:7.2f}")
+        print(f"{label:32} {ns:10.1f} {ns / measured[rows[0][0]]:7.2f}")
+    null, host = measured[rows[0][0]], measured[rows[1][0]]
+    misses = []
+    if host > 2.0 * null:
+        misses.append(f"host-only {host:.0f} ns > 2.0 x nullcontext {null:.0f} ns")
+    if measured["stream, sample_every=16"] > host + 200:
+        misses.append("sampled 1/16 > host-only + 200 ns")
     if stream is not None:
         floor = pt._core.event_record_floor_ns(0, 20_000)
+        gpu = measured["GPU-timed (stream 0)"]
         print(f"{'2x cudaEventRecord (floor)':32} {floor:10.1f}")
+        print(f"GPU-timed / (floor + host-only) = {gpu / (floor + host):.3f}")
+        if gpu > 1.1 * (floor + host):
+            misses.append("GPU-timed > 1.1 x (floor + host-only)")
     print(pt.cuda_status())
+    for m in misses:
+        print("MISSED:", m)
+    if args.check and misses:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,18 @@ def test_same_region_object_is_reentrant() -> None:
     assert sorted(rec.records["depth"].tolist()) == [0, 1, 2, 3, 4]
 
 
+def test_argument_free_regions_are_shared_objects() -> None:
+    r = Recorder()
+    assert r.region("x") is r.region("x") is r.region("x", "host")
+    assert r.region("x", kind="comm") is r.region("x", "comm")
+    assert r.region("x", kind="comm") is not r.region("x")
+    assert r.region("x", nbytes=1) is not r.region("x", nbytes=1)  # per-call values: fresh
+    assert r.region("x").kind == "host" and r.region("x", kind="comm").kind == "comm"
+    assert r.region("x", nbytes=1, payload=2).nbytes == 1
+    assert r.region.make("x") is not r.region.make("x")
+    assert "x" in repr(r.region("x"))
+
+
 def test_exiting_twice_or_out_of_order_raises() -> None:
     r = Recorder()
     reg = r.region("x")
