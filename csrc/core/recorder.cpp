@@ -27,6 +27,8 @@ StringTable& table() {
 
 std::atomic<uint64_t> g_serial{0};
 thread_local std::vector<std::pair<uint64_t, ThreadState*>> tls_states;
+std::mutex g_live_mu;  // serials of live recorders, to prune tls_states on registration
+std::vector<uint64_t> g_live;
 
 const cuda::Api* cuda_api() noexcept {
   const cuda::Runtime& rt = cuda::runtime();
@@ -76,9 +78,15 @@ Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
       reanchor_interval_ns_(reanchor_interval_ns),
       budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
   table();  // create the NVTX domain before the first region
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.push_back(serial_);
 }
 
 Recorder::~Recorder() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    g_live.erase(std::find(g_live.begin(), g_live.end(), serial_));
+  }
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
   if (api == nullptr) return;
   // Events still in flight are destroyed too: CUDA defers the release until they complete.
@@ -125,6 +133,17 @@ ThreadState* Recorder::register_thread(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     ts->index = static_cast<uint32_t>(threads_.size());
     threads_.push_back(std::move(ts));
+  }
+  {
+    // Forget this thread's states in recorders that no longer exist (their serials never
+    // come back), so the list stays as short as the set of live recorders.
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    tls_states.erase(std::remove_if(tls_states.begin(), tls_states.end(),
+                                    [](const auto& e) {
+                                      return std::find(g_live.begin(), g_live.end(), e.first) ==
+                                             g_live.end();
+                                    }),
+                     tls_states.end());
   }
   tls_states.emplace_back(serial_, raw);
   tls_last_ = {serial_, raw};
