@@ -96,6 +96,11 @@ def test_argument_free_regions_are_shared_objects() -> None:
     assert r.region("x", kind="comm") is r.region("x", "comm")
     assert r.region("x", kind="comm") is not r.region("x")
     assert r.region("x", nbytes=1) is not r.region("x", nbytes=1)  # per-call values: fresh
+    s = r.region("s", stream=5, sample_every=4)
+    assert s is r.region("s", stream=5, sample_every=4)
+    assert s.stream == 5 and s.sample_every == 4
+    other = r.region("s", stream=6, sample_every=4)  # same name, other stream: its own object
+    assert other is not s and other.stream == 6
     assert r.region("x").kind == "host" and r.region("x", kind="comm").kind == "comm"
     assert r.region("x", nbytes=1, payload=2).nbytes == 1
     assert r.region.make("x") is not r.region.make("x")
