@@ -97,6 +97,7 @@ PyObject* region_enter(PyObject* o, PyObject*) {
     ThreadState* ts = thread_state(core);
     if (ts == nullptr) return nullptr;
     const uint16_t flags = core->enter(*ts, self->spec, self);
+    Py_INCREF(o);  // the open frame's reference: its identity cannot be reused while open
     if ((flags & kGraphCapture) && core->take_capture_notice()) {
       if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                            "pytimings: region %R entered during CUDA graph capture; regions "
@@ -104,6 +105,7 @@ PyObject* region_enter(PyObject* o, PyObject*) {
                            "(flag GRAPH_CAPTURE). This notice is shown once.",
                            self->name) < 0) {
         core->abort_enter(*ts);
+        Py_DECREF(o);
         return nullptr;
       }
     }
@@ -116,7 +118,10 @@ PyObject* region_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
   auto* self = reinterpret_cast<RegionObject*>(o);
   const bool error = nargs > 0 && args[0] != Py_None;
   ThreadState* ts = self->core->local();
-  if (ts != nullptr && self->core->exit(*ts, self, error)) Py_RETURN_FALSE;
+  if (ts != nullptr && self->core->exit(*ts, self, error)) {
+    Py_DECREF(o);  // the frame's reference (the caller still holds its own)
+    Py_RETURN_FALSE;
+  }
   if (self->disabled_entries > 0) {
     --self->disabled_entries;
     Py_RETURN_FALSE;
