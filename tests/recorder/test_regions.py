@@ -444,3 +444,16 @@ def test_cuda_status_is_one_line() -> None:
     s = pt.cuda_status()
     assert s and "\n" not in s
     assert isinstance(pt.cuda_available(), bool)
+
+
+def test_recording_columns_are_read_only_snapshots() -> None:
+    r = Recorder()
+    with r.region("a"):
+        pass
+    first = r.recording()
+    with pytest.raises(ValueError, match="read-only"):
+        first.records["start_ns"][0] = 0
+    with r.region("b"):
+        pass
+    second = r.recording()
+    assert len(first.records["name"]) == 1 and len(second.records["name"]) == 2
