@@ -295,6 +295,8 @@ bool stream_arg(PyObject* o, uint64_t* out) {
   if (PyLong_Check(o) && !PyBool_Check(o)) {
     handle = o;
     Py_INCREF(handle);
+  } else if (!PyBool_Check(o) && PyIndex_Check(o)) {  // numpy integers
+    if ((handle = PyNumber_Index(o)) == nullptr) return false;
   } else {
     handle = PyObject_GetAttr(o, s_cuda_stream);  // torch.cuda.Stream, ExternalStream, ...
     if (handle == nullptr || !PyLong_Check(handle)) {

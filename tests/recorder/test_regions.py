@@ -197,7 +197,7 @@ def test_stream_objects_and_ints_are_accepted() -> None:
     r = Recorder()
     with r.region("s", stream=FakeTorchStream()):
         pass
-    with r.region("i", stream=12, nbytes=np.int64(5)):
+    with r.region("i", stream=np.uint64(12), nbytes=np.int64(5)):
         pass
     rec = r.recording()
     s, i = by_name(rec, "s"), by_name(rec, "i")
