@@ -16,6 +16,9 @@ op                         nbytes                          bus factor (n ranks)
 all_reduce                 the tensor                      2(n-1)/n
 all_gather[_into_tensor]   the whole gathered output       (n-1)/n
 reduce_scatter[_tensor]    the whole input                 (n-1)/n
+all_gather_single,         as all_gather_into_tensor /     (n-1)/n
+reduce_scatter_single      reduce_scatter_tensor (their
+                           torch >= 2.13 names)
 all_to_all[_single]        the whole input                 (n-1)/n
 broadcast                  the tensor                      1
 send, recv, isend, irecv   the tensor                      1
@@ -86,8 +89,10 @@ _SPECS: dict[str, _OpSpec] = {
     "all_gather_into_tensor": _OpSpec(
         _spread_factor, _arg_nbytes("output_tensor"), "input_tensor"
     ),
+    "all_gather_single": _OpSpec(_spread_factor, _arg_nbytes("output_tensor"), "input_tensor"),
     "reduce_scatter": _OpSpec(_spread_factor, _list_nbytes("input_list"), "output"),
     "reduce_scatter_tensor": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
+    "reduce_scatter_single": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
     "all_to_all": _OpSpec(
         _spread_factor, _list_nbytes("input_tensor_list"), "output_tensor_list"
     ),
@@ -211,9 +216,9 @@ def instrument_torch_distributed() -> None:
 
     with _lock:
         for op in OPS:
-            if op in _originals:
+            original = getattr(dist, op, None)
+            if op in _originals or original is None:  # done already / not in this torch
                 continue
-            original = getattr(dist, op)
             _originals[op] = original
             setattr(dist, op, _wrap(op, original))
 
