@@ -281,7 +281,9 @@ def fmt_bytes(v: float) -> str:
 
 
 def fmt_num(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.3g}"
+    if math.isnan(v):
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 # (group, header, column, formatter); groups shown only when they hold data

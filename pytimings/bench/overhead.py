@@ -72,8 +72,7 @@ def _recorder(**region_kwargs: Any) -> Setup:
     def setup() -> _Bench:
         from pytimings.recorder import Recorder
 
-        rec = Recorder()
-        rec.start()
+        rec = Recorder()  # started; its own buffers, not the user's default recorder
         args = "".join(f", {k}={k}" for k in region_kwargs)
         ns = {"region": rec.region, "name": NAME, **region_kwargs}
         return _Bench(f"with region(name{args}): pass", ns, rec.clear)
@@ -85,7 +84,6 @@ def _recorder_disabled() -> _Bench:
     from pytimings.recorder import Recorder
 
     rec = Recorder()
-    rec.start()
     rec.disable()
     return _Bench("with region(name): pass", {"region": rec.region, "name": NAME}, rec.clear)
 
@@ -174,12 +172,16 @@ def _floor_ns(iterations: int, repeats: int) -> list[float]:
     return [float(_core.event_record_floor_ns(raw, iterations)) for _ in range(repeats)]
 
 
-def measure(iterations: int = 200_000, repeats: int = 7) -> list[Row]:
-    """Run every row; medians over ``repeats`` of ``iterations`` regions each."""
+def measure(iterations: int = 200_000, repeats: int = 7, budget_s: float = 0.12) -> list[Row]:
+    """Run every row; medians over ``repeats`` loops of at most ``iterations`` regions.
+
+    Slow rows run fewer iterations, so that one loop of a row takes about ``budget_s``
+    (at least 1000 iterations): the default run stays well under 20 s everywhere.
+    """
     if iterations < 1 or repeats < 1:
         raise UsageError("--iterations and --repeats must be at least 1")
     rows = [Row(k, label) for k, label, _ in ROWS]
-    timers: dict[str, tuple[timeit.Timer, Callable[[], None]]] = {}
+    timers: dict[str, tuple[timeit.Timer, Callable[[], None], int]] = {}
     for row, (_, _, setup) in zip(rows, ROWS, strict=True):
         if setup is None:
             continue
@@ -188,15 +190,22 @@ def measure(iterations: int = 200_000, repeats: int = 7) -> list[Row]:
         except _Skip as skip:
             row.note = str(skip)
             continue
-        timers[row.key] = (timeit.Timer(b.stmt, b.init, globals=b.ns), b.between)
+        timer = timeit.Timer(b.stmt, b.init, globals=b.ns)
+        probe = min(iterations, 1000)
+        per_op = max(timer.timeit(probe) / probe, 1e-9)  # also warms the row up
+        b.between()
+        n = max(min(iterations, int(budget_s / per_op)), min(iterations, 1000))
+        timers[row.key] = (timer, b.between, n)
+        if n < iterations // 2:
+            row.note = f"slow row: {n} iterations per repeat"
     empty = timeit.Timer("pass")
     baseline: list[float] = []
     for _ in range(repeats):
         baseline.append(empty.timeit(iterations) * 1e9 / iterations)
         for row in rows:
             if row.key in timers:
-                timer, between = timers[row.key]
-                row.samples.append(timer.timeit(iterations) * 1e9 / iterations)
+                timer, between, n = timers[row.key]
+                row.samples.append(timer.timeit(n) * 1e9 / n)
                 between()
     loop_ns = statistics.median(baseline)
     for row in rows:
@@ -243,7 +252,7 @@ def targets(rows: list[Row]) -> list[Target]:
 def format_table(rows: list[Row], checks: list[Target], iterations: int, repeats: int) -> str:
     base = rows[0].ns
     width = max(len(r.label) for r in rows)
-    lines = [f"per-region overhead: median of {repeats} repeats x {iterations} regions, "
+    lines = [f"per-region overhead: median of {repeats} repeats of up to {iterations} regions, "
              "net of an empty loop",
              f"{'row'.ljust(width)}  {'ns':>8}  {'ratio':>6}  note"]
     for r in rows:

@@ -42,14 +42,16 @@ from pytimings.ingest._model import (
 from pytimings.storage import load_recording
 
 ARROW_MAGIC = b"ARROW1"
+FORMAT_MARKER = b"pytimings.recording/"  # schema metadata value, written near the start
 DOMAIN = "pytimings"
 API_NAME = "pytimings.region"
 
 
 def looks_like_recording(head: bytes) -> bool:
-    """True when ``head`` (the first bytes of a file) starts an Arrow IPC file, the
-    container of pytimings recordings; ``load_recording_trace`` checks the rest."""
-    return head.startswith(ARROW_MAGIC)
+    """True when ``head`` (the first bytes of a file, 1 KiB is plenty) starts an Arrow IPC
+    file whose schema names the pytimings recording format; ``load_recording_trace``
+    validates the rest."""
+    return head.startswith(ARROW_MAGIC) and FORMAT_MARKER in head
 
 
 def load_recording_trace(path: str | os.PathLike[str]) -> Trace:

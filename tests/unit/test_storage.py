@@ -168,3 +168,20 @@ def test_bad_files_raise_one_clear_error_naming_the_file(tmp_path: Path) -> None
         assert "\n" not in str(info.value)
     with pytest.raises(TraceFormatError, match="no such file"):
         storage.load_recording(tmp_path / "missing.pyt")
+
+
+def test_save_load_a_real_recording(tmp_path: Path) -> None:
+    from pytimings.recorder import Recorder
+
+    rec = Recorder(max_records=5)
+    for i in range(8):
+        with rec.region("step", kind="compute", nbytes=i, payload=-i):
+            rec.mark("tick")
+    path = storage.save(tmp_path / "real.pyt", rec)
+    want = rec.recording()
+    back = storage.load_recording(path)
+    for c in RECORD_SCHEMA:
+        assert np.array_equal(back.records[c], want.records[c]), c
+    assert back.strings == want.strings and back.threads == want.threads
+    assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
+    assert back.meta == json.loads(json.dumps(want.meta))

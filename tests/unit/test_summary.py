@@ -182,3 +182,74 @@ def test_mixed_kinds_are_joined() -> None:
         {"name": "x", "kind": "comm", "start": 0, "end": 1},
     ]))
     assert s["x"]["kind"] == "comm|compute"
+
+
+# -- with the real recorder ------------------------------------------------------------------
+
+
+def test_instrumented_toy_loop_summary_counts_match_what_ran() -> None:
+    import threading
+
+    from pytimings.recorder import Recorder
+
+    rec = Recorder()
+    ran = {"decode_step": 0, "attn": 0, "kv_copy": 0, "bg": 0, "failing": 0}
+
+    @rec.timed("decode_step", kind="compute")
+    def step(i: int) -> None:
+        ran["decode_step"] += 1
+        with rec.region("attn", kind="compute", payload=i):
+            ran["attn"] += 1
+        if i % 3 == 0:
+            with rec.region("kv_copy", kind="memory", nbytes=4096):
+                ran["kv_copy"] += 1
+
+    for i in range(50):
+        step(i)
+    lock = threading.Lock()
+
+    def background() -> None:
+        for _ in range(25):
+            with rec.region("bg"):
+                with lock:
+                    ran["bg"] += 1
+
+    threads = [threading.Thread(target=background) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for _ in range(2):
+        with pytest.raises(KeyError), rec.region("failing"):
+            ran["failing"] += 1
+            raise KeyError("x")
+    rec.mark("done")
+
+    s = summary(rec)
+    for name, n in ran.items():
+        assert s[name]["count"] == n, name
+    assert s["failing"]["errors"] == 2
+    assert s["done"]["count"] == 1
+    assert s["kv_copy"]["nbytes_total"] == 4096 * ran["kv_copy"]
+    assert s.dropped_total == 0
+    # host statistics agree with an independent computation over the raw records
+    r = rec.recording()
+    sel = np.array([r.strings[i] == "decode_step" for i in r.records["name"]])
+    host = (r.records["end_ns"] - r.records["start_ns"])[sel]
+    assert s["decode_step"]["host_total_ns"] == host.sum()
+    assert s["decode_step"]["host_p99_ns"] == np.percentile(host, 99)
+    # summary() keeps the records: a second summary sees the same counts
+    assert summary(rec)["attn"]["count"] == 50
+
+
+def test_records_over_the_cap_are_counted_and_printed() -> None:
+    from pytimings.recorder import Recorder
+
+    rec = Recorder(max_records=10)
+    for _ in range(30):
+        with rec.region("capped"):
+            pass
+    s = summary(rec)
+    assert s["capped"]["count"] == 10 and s["capped"]["dropped"] == 20
+    assert s.dropped_total == 20
+    assert "20 dropped (recorder memory cap: capped 20)" in str(s)
