@@ -49,13 +49,13 @@ uint32_t intern(const std::string& s, bool is_kind) {
     t.strings.push_back(s);
     t.is_kind.push_back(false);
     t.ids.emplace(s, id);
-    t.nvtx.register_name(id, s);
+    t.nvtx.register_string(id, s);
   } else {
     id = it->second;
   }
   if (is_kind && !t.is_kind[id]) {
     t.is_kind[id] = true;
-    t.nvtx.register_kind(id, s);
+    t.nvtx.name_category(id, s);
   }
   return id;
 }
