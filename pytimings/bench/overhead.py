@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import timeit
 from collections.abc import Callable
@@ -141,16 +142,17 @@ def _torch_event_pair() -> _Bench:
         raise _Skip(f"torch not importable ({exc})") from None
     if not torch.cuda.is_available():
         raise _Skip("torch has no CUDA (CPU build or no device)")
-    pool = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(64)]
+    event: Any = torch.cuda.Event
+    pool = [(event(enable_timing=True), event(enable_timing=True)) for _ in range(64)]
     stmt = "i = (i + 1) & 63\na, b = pool[i]\na.record()\nb.record()"
     return _Bench(stmt, {"pool": pool}, torch.cuda.synchronize, init="i = 0")
 
 
 ROWS: list[tuple[str, str, Setup | None]] = [  # None: measured natively (_floor_ns)
     ("nullcontext", "with contextlib.nullcontext()  (fresh)", _nullcontext),
-    ("pytimings_host", "pytimings region, host-only (+ NVTX, no tool attached)",
-     _recorder()),
+    ("pytimings_host", "pytimings region, host-only (+ NVTX range)", _recorder()),
+    ("pytimings_host_args", "pytimings region, host-only, kind+nbytes+payload",
+     _recorder(kind="comm", nbytes=4096, payload=2)),
     ("pytimings_disabled", "pytimings region, recorder disabled", _recorder_disabled),
     ("nvtx_reused", "nvtx.annotate(name), reused object", _nvtx_reused),
     ("nvtx_fresh", "nvtx.annotate(name), fresh", _nvtx_fresh),
@@ -208,6 +210,9 @@ def measure(iterations: int = 200_000, repeats: int = 7, budget_s: float = 0.12)
                 row.samples.append(timer.timeit(n) * 1e9 / n)
                 between()
     loop_ns = statistics.median(baseline)
+    tool = os.environ.get("NVTX_INJECTION64_PATH")
+    rows[1].note = (f"NVTX tool attached ({tool})" if tool
+                    else "no NVTX tool attached: its calls are no-ops")
     for row in rows:
         if row.samples:
             row.ns = statistics.median(s - loop_ns for s in row.samples)
