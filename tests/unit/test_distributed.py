@@ -120,3 +120,25 @@ def test_ops_cover_the_issue_list() -> None:
             "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "send",
             "recv", "isend", "irecv", "batch_isend_irecv"}
     assert want <= set(OPS)
+
+
+def test_instrument_swaps_and_uninstrument_restores_in_process() -> None:
+    import torch.distributed as dist
+
+    from pytimings.distributed import _P2PFunction, instrument_torch_distributed, uninstrument
+
+    before = {op: getattr(dist, op) for op in OPS if hasattr(dist, op)}
+    instrument_torch_distributed()
+    try:
+        for op, original in before.items():
+            wrapped = getattr(dist, op)
+            assert wrapped is not original and wrapped.__wrapped__ is original
+            assert wrapped.__name__ == original.__name__
+        # a wrapped isend passes torch's P2POp check, `op in [isend, irecv]` (its originals)
+        assert isinstance(dist.isend, _P2PFunction)
+        assert dist.isend in [before["isend"], before["irecv"]]
+        assert hash(dist.isend) == hash(before["isend"])
+    finally:
+        uninstrument()
+    for op, original in before.items():
+        assert getattr(dist, op) is original
