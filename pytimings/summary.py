@@ -185,9 +185,9 @@ def _summarise(rec: Recording) -> Table:
     # kind: the one kind a name was recorded with, else all of them joined by "|"
     kinds: list[set[str]] = [set() for _ in range(nrows)]
     if len(name):
-        pairs = np.unique(np.stack([row, kind]), axis=1)
-        for ri, ki in pairs.T:
-            kinds[int(ri)].add(strings[int(ki)])
+        base = len(strings) + 1
+        for pair in np.unique(row * base + kind).tolist():
+            kinds[pair // base].add(strings[pair % base])
     kind_col = np.array(["|".join(sorted(k)) for k in kinds], dtype=object)
 
     def put(prefix: str, mask: npt.NDArray[np.bool_], values: npt.NDArray[np.int64],
@@ -247,7 +247,8 @@ def _summarise(rec: Recording) -> Table:
         sel = timed_bytes & has_payload & (row == ri)
         if not sel.any():
             continue
-        factors = np.array([op.bus_factor(int(n)) for n in payload[sel]], dtype=np.float64)
+        sizes, which = np.unique(payload[sel], return_inverse=True)
+        factors = np.array([op.bus_factor(int(n)) for n in sizes], dtype=np.float64)[which]
         total_t = float(t[sel].sum())
         cols["algbw_gbps"][ri] = float(nbytes[sel].sum()) / total_t
         cols["busbw_gbps"][ri] = float((nbytes[sel] * factors).sum()) / total_t
