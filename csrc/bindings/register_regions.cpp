@@ -30,7 +30,7 @@ constexpr int kNArgs = 6;
 const char* const kArgNames[kNArgs] = {"name", "kind", "stream", "nbytes", "payload",
                                        "sample_every"};
 PyObject* s_args[kNArgs] = {};
-constexpr size_t kCacheMax = 4096;  // argument-free regions cached per recorder, by name
+constexpr Py_ssize_t kCacheMax = 4096;  // argument-free regions cached per recorder
 
 // Keeps the C++ recorder alive for the regions that point at it (no reference cycle through
 // the factory's cache).
@@ -320,7 +320,11 @@ struct FactoryObject {
   vectorcallfunc vectorcall;
   PyObject* handle;  // CoreHandle
   Recorder* core;
-  PyObject* cache;  // name -> Region without stream/nbytes/payload/sample_every
+  // Regions without stream/nbytes/payload/sample_every, shared by every caller: kind -> name
+  // -> Region. `host` is the default kind's inner dict, looked up without the outer one.
+  PyObject* kinds;
+  PyObject* host;
+  Py_ssize_t cached;
 };
 
 PyTypeObject FactoryType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -375,10 +379,19 @@ PyObject* new_region(FactoryObject* f, PyObject* const* a, bool cacheable) {
   r->kind = kind;
   r->spec = spec;
   r->disabled_entries = 0;
-  if (cacheable && PyDict_GET_SIZE(f->cache) < static_cast<Py_ssize_t>(kCacheMax) &&
-      PyDict_SetDefault(f->cache, name, reinterpret_cast<PyObject*>(r)) == nullptr) {
-    Py_DECREF(r);
-    return nullptr;
+  if (cacheable && f->cached < kCacheMax) {
+    PyObject* by_name = kind == s_host ? f->host : PyDict_GetItemWithError(f->kinds, kind);
+    if (by_name == nullptr && !PyErr_Occurred()) {
+      by_name = PyDict_New();
+      if (by_name != nullptr && PyDict_SetItem(f->kinds, kind, by_name) < 0) Py_CLEAR(by_name);
+      Py_XDECREF(by_name);  // the outer dict holds it
+    }
+    if (by_name == nullptr ||
+        PyDict_SetDefault(by_name, name, reinterpret_cast<PyObject*>(r)) == nullptr) {
+      Py_DECREF(r);
+      return nullptr;
+    }
+    ++f->cached;
   }
   return reinterpret_cast<PyObject*>(r);
 }
@@ -394,20 +407,19 @@ PyObject* factory_call(PyObject* o, PyObject* const* args, size_t nargsf, PyObje
   }
   const bool plain = (a[2] == nullptr || a[2] == Py_None) && (a[3] == nullptr || a[3] == Py_None) &&
                      (a[4] == nullptr || a[4] == Py_None) && (a[5] == nullptr || a[5] == Py_None);
-  if (plain && a[0] != nullptr && PyUnicode_CheckExact(a[0])) {
-    PyObject* hit = PyDict_GetItemWithError(f->cache, a[0]);
+  const bool cacheable = plain && a[0] != nullptr && PyUnicode_CheckExact(a[0]) &&
+                         (a[1] == nullptr || PyUnicode_CheckExact(a[1]));
+  if (cacheable) {
+    PyObject* by_name = a[1] == nullptr || a[1] == s_host ? f->host
+                                                          : PyDict_GetItemWithError(f->kinds, a[1]);
+    PyObject* hit = by_name ? PyDict_GetItemWithError(by_name, a[0]) : nullptr;
     if (hit != nullptr) {
-      auto* r = reinterpret_cast<RegionObject*>(hit);
-      PyObject* kind = a[1] ? a[1] : s_host;
-      if (kind == r->kind || (PyUnicode_Check(kind) && PyUnicode_Compare(kind, r->kind) == 0)) {
-        Py_INCREF(hit);
-        return hit;
-      }
-    } else if (PyErr_Occurred()) {
-      return nullptr;
+      Py_INCREF(hit);
+      return hit;
     }
+    if (PyErr_Occurred()) return nullptr;
   }
-  return new_region(f, a, plain && a[0] != nullptr && PyUnicode_CheckExact(a[0]));
+  return new_region(f, a, cacheable);
 }
 
 PyObject* factory_make(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -467,7 +479,8 @@ PyObject* factory_mark(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyO
 void factory_dealloc(PyObject* o) {
   auto* f = reinterpret_cast<FactoryObject*>(o);
   Py_DECREF(f->handle);
-  Py_DECREF(f->cache);
+  Py_DECREF(f->kinds);
+  Py_DECREF(f->host);
   PyObject_Free(o);
 }
 
@@ -524,17 +537,22 @@ py::object make_region_factory(std::shared_ptr<Recorder> core) {
   if (h == nullptr) throw py::error_already_set();
   new (&h->core) std::shared_ptr<Recorder>(core);
   auto* f = PyObject_New(FactoryObject, &FactoryType);
-  PyObject* cache = PyDict_New();
-  if (f == nullptr || cache == nullptr) {
+  PyObject* kinds = PyDict_New();
+  PyObject* host = PyDict_New();
+  if (f == nullptr || kinds == nullptr || host == nullptr ||
+      PyDict_SetItem(kinds, s_host, host) < 0) {
     Py_DECREF(h);
-    Py_XDECREF(cache);
+    Py_XDECREF(kinds);
+    Py_XDECREF(host);
     if (f) PyObject_Free(f);
     throw py::error_already_set();
   }
   f->vectorcall = factory_call;
   f->handle = reinterpret_cast<PyObject*>(h);
   f->core = core.get();
-  f->cache = cache;
+  f->kinds = kinds;
+  f->host = host;
+  f->cached = 0;
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(f));
 }
 
