@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -137,8 +138,9 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         arr = _as_list_column(t)
         fields.append(pa.field(name, arr.type, nullable=False, metadata=t.schema.metadata))
         arrays.append(arr)
+    meta = {**_process_rank(), **rec.meta}
     schema = pa.schema(fields, metadata={
-        META_KEY: json.dumps(rec.meta, default=_json_default).encode(),
+        META_KEY: json.dumps(meta, default=_json_default).encode(),
         DROPPED_KEY: json.dumps({str(k): int(v) for k, v in rec.dropped.items()}).encode(),
         # last: Arrow writes metadata in reverse, so the marker lands near the file's start
         FORMAT_KEY: f"{FORMAT_NAME}/{FORMAT_VERSION}".encode(),
@@ -149,6 +151,22 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         writer.write_batch(pa.record_batch(arrays, schema=schema))
     os.replace(tmp, out)
     return out
+
+
+def _process_rank() -> dict[str, int]:
+    """This process's rank and world size in a torch.distributed job, if it is in one (from
+    an initialised default group, else torchrun's RANK/WORLD_SIZE), so that recordings of
+    several ranks load as one Trace with the right rank column."""
+    dist = sys.modules.get("torch.distributed")  # never import torch just for this
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size())}
+    except (RuntimeError, ValueError):
+        pass
+    env = {k: os.environ.get(k, "") for k in ("RANK", "WORLD_SIZE")}
+    if all(v.isdigit() for v in env.values()):
+        return {"rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"])}
+    return {}
 
 
 def _json_default(o: Any) -> Any:

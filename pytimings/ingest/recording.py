@@ -60,7 +60,9 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     r = rec.records
     n = len(r["name"])
     pid = int(rec.meta.get("pid", 0))
-    rank = int(rec.meta.get("rank", 0))
+    own_rank = rec.meta.get("rank")  # saved by a process of a torch.distributed job
+    known_rank = isinstance(own_rank, int) and not isinstance(own_rank, bool)
+    rank = int(own_rank) if known_rank else 0
     device = int(rec.meta.get("device", 0))
 
     st = StringTable()
@@ -149,7 +151,8 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
         "recording": rec.meta,
         "streams": [int(s) for s in streams],
         "pid": pid,
-        "rank": rank,
     }
+    if known_rank:  # otherwise pytimings.load() takes the rank from the file name or order
+        meta["rank"] = rank
     return Trace(gpu_ops=gpu_ops, api_calls=api_calls, ranges=ranges, threads=threads,
                  devices=devices, strings=st.strings, meta=meta, dropped=dropped)

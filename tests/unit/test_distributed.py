@@ -115,6 +115,11 @@ def test_uninstrument_restores_identity(ranks: list[dict]) -> None:
         assert not result["instrumented_after"]
 
 
+@pytest.mark.slow
+def test_saved_recordings_know_their_rank(ranks: list[dict]) -> None:
+    assert [r["trace_rank"] for r in ranks] == list(range(WORLD))
+
+
 def test_ops_cover_the_issue_list() -> None:
     want = {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
             "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "send",

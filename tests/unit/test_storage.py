@@ -34,6 +34,12 @@ def _recording() -> Recording:
     )
 
 
+@pytest.fixture(autouse=True)
+def _not_in_a_torchrun_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+
 def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     rec = _recording()
     path = storage.save(tmp_path / "run.pyt", rec)
@@ -48,6 +54,17 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
         assert np.array_equal(back.records[c], rec.records[c]), c
     assert str(summary(path)) == str(summary(rec))  # summary() also takes a path
     assert not (tmp_path / "run.pyt.tmp").exists()
+
+
+def test_saved_meta_gets_the_torchrun_rank(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    back = storage.load_recording(storage.save(tmp_path / "r.pyt", _recording()))
+    assert back.meta["rank"] == 3 and back.meta["world_size"] == 8
+    rec = _recording()
+    rec.meta["rank"] = 5  # what the recording says wins
+    assert storage.load_recording(storage.save(tmp_path / "s.pyt", rec)).meta["rank"] == 5
 
 
 def test_empty_recording_round_trips(tmp_path: Path) -> None:
