@@ -62,7 +62,7 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     pid = int(rec.meta.get("pid", 0))
     own_rank = rec.meta.get("rank")  # saved by a process of a torch.distributed job
     known_rank = isinstance(own_rank, int) and not isinstance(own_rank, bool)
-    rank = int(own_rank) if known_rank else 0
+    rank = own_rank if isinstance(own_rank, int) and known_rank else 0
     device = int(rec.meta.get("device", 0))
 
     st = StringTable()
