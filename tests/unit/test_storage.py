@@ -12,7 +12,7 @@ from recording_factory import make_recording
 from pytimings import storage
 from pytimings._records import RECORD_SCHEMA, RecordFlag, Recording
 from pytimings.errors import TraceFormatError, UsageError
-from pytimings.summary import summary
+from pytimings.region_stats import summary
 
 
 def _recording() -> Recording:

@@ -10,7 +10,7 @@ from pytimings._records import RecordFlag
 from pytimings.analysis import _stats
 from pytimings.analysis.grouped import grouped_stats, grouped_stats_numpy
 from pytimings.errors import UsageError
-from pytimings.summary import Summary, fmt_ns, summary
+from pytimings.region_stats import Summary, fmt_ns, summary
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 
@@ -263,3 +263,15 @@ def test_stats_stub_matches_the_extension() -> None:
     r = subprocess.run([sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._stats"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
+    import subprocess
+    import sys
+
+    code = ("import pytimings.region_stats, pytimings.storage, pytimings.distributed\n"
+            "import pytimings as pt\n"
+            "assert callable(pt.summary) and pt.Summary is pytimings.region_stats.Summary\n"
+            "assert callable(pt.save) and callable(pt.instrument_torch_distributed)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
