@@ -27,6 +27,8 @@ StringTable& table() {
 
 std::atomic<uint64_t> g_serial{0};
 thread_local std::vector<std::pair<uint64_t, ThreadState*>> tls_states;
+// A runtime without a driver or device stays that way for the life of the process.
+std::atomic<bool> g_no_device{false};
 std::mutex g_live_mu;  // serials of live recorders, to prune tls_states on registration
 std::vector<uint64_t> g_live;
 
@@ -283,10 +285,17 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
 void Recorder::gpu_begin(ThreadState& ts, Frame& f) noexcept {
   const cuda::Api* api = cuda_api();
   if (api == nullptr) return;  // no CUDA: host time only
+  if (g_no_device.load(std::memory_order_relaxed)) {
+    f.flags |= kGpuFailed;
+    return;
+  }
   int dev = -1;
   auto* stream = reinterpret_cast<cuda::Stream>(f.spec.stream);
   int capturing = cuda::kCaptureStatusNone;
-  if (api->getDevice(&dev) != cuda::kSuccess || dev < 0 || dev >= kMaxDevices ||
+  const cuda::Error e = api->getDevice(&dev);
+  if (e == cuda::kErrorInsufficientDriver || e == cuda::kErrorNoDevice)
+    g_no_device.store(true, std::memory_order_relaxed);  // for good: stop asking
+  if (e != cuda::kSuccess || dev < 0 || dev >= kMaxDevices ||
       api->streamIsCapturing(stream, &capturing) != cuda::kSuccess) {
     f.flags |= kGpuFailed;
     return;

@@ -113,9 +113,9 @@ def test_ranges_balance_under_many_exceptions(
     nvtx_injection: Path, run_script: RunScript, tmp_path: Path
 ) -> None:
     log = tmp_path / "nvtx.log"
-    run_script(
+    result = run_script(
         """
-        import json, random
+        import collections, json, random
         import pytimings as pt
         random.seed(1)
         def nest(d):
@@ -129,7 +129,9 @@ def test_ranges_balance_under_many_exceptions(
                 nest(0)
             except ValueError:
                 pass
-        print(json.dumps({}))
+        rec = pt.default_recorder().recording()
+        counts = collections.Counter(rec.strings[i] for i in rec.records["name"])
+        print(json.dumps(counts))
         """,
         NVTX_INJECTION64_PATH=str(nvtx_injection),
         NVTX_TEST_LOG=str(log),
@@ -144,4 +146,10 @@ def test_ranges_balance_under_many_exceptions(
             depth -= 1
             assert depth >= 0
     assert depth == 0
-    assert sum(1 for e in events if e[0] == "push") >= 300
+    pushes: dict[str, int] = defaultdict(int)
+    for kind, name, _cat, _payload in events:
+        if kind == "push":
+            assert name is not None
+            pushes[name] += 1
+    assert pushes == result  # every range the tool saw is a record, and vice versa
+    assert pushes["level0"] == 300

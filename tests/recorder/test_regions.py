@@ -92,14 +92,26 @@ def test_same_region_object_is_reentrant() -> None:
 
 def test_argument_free_regions_are_shared_objects() -> None:
     r = Recorder()
-    assert r.region("x") is r.region("x") is r.region("x", "host")
-    assert r.region("x", kind="comm") is r.region("x", "comm")
-    assert r.region("x", kind="comm") is not r.region("x")
-    assert r.region("x", nbytes=1) is not r.region("x", nbytes=1)  # per-call values: fresh
-    assert r.region("x").kind == "host" and r.region("x", kind="comm").kind == "comm"
-    assert r.region("x", nbytes=1, payload=2).nbytes == 1
+
+    def region(*args: Any, **kwargs: Any) -> _core.Region:
+        got = r.region(*args, **kwargs)
+        assert isinstance(got, _core.Region)  # enabled: never the NullRegion
+        return got
+
+    assert region("x") is region("x") is region("x", "host")
+    assert region("x", kind="comm") is region("x", "comm")
+    assert region("x", kind="comm") is not region("x")
+    assert region("x", nbytes=1) is not region("x", nbytes=1)  # per-call values: fresh
+    s = region("s", stream=5, sample_every=4)
+    assert s is region("s", stream=5, sample_every=4)
+    assert s.stream == 5 and s.sample_every == 4
+    other = region("s", stream=6, sample_every=4)  # same name, other stream: its own object
+    assert other is not s and other.stream == 6
+    assert region("x").kind == "host" and region("x", kind="comm").kind == "comm"
+    assert region("x", nbytes=1, payload=2).nbytes == 1
+    assert region("x").stream is None and region("x").payload is None
     assert r.region.make("x") is not r.region.make("x")
-    assert "x" in repr(r.region("x"))
+    assert "x" in repr(region("x"))
 
 
 def test_exiting_twice_or_out_of_order_raises() -> None:
