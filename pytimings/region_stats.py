@@ -138,13 +138,6 @@ class Summary:
 # -- computation -------------------------------------------------------------------------------
 
 
-def _scatter(n: int, keys: npt.NDArray[np.int64], idx_of_key: npt.NDArray[np.int64],
-             values: npt.NDArray[Any], fill: float | int, dtype: Any) -> npt.NDArray[Any]:
-    out = np.full(n, fill, dtype=dtype)
-    out[idx_of_key[keys]] = values
-    return out
-
-
 def _summarise(rec: Recording) -> Table:
     r = rec.records
     strings = rec.strings
