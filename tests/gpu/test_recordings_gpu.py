@@ -71,7 +71,7 @@ def test_nccl_collective_is_gpu_timed(tmp_path: Path) -> None:
         pytimings.uninstrument()
         row = summary(rec)["dist.all_reduce"]
         assert row["count"] == 5 and row["gpu_count"] == 5
-        assert row["nbytes_total"] == 5 * t.nbytes
+        assert row["nbytes"] == 5 * t.nbytes
         assert row["algbw_gbps"] > 0
         assert row["busbw_gbps"] == 0.0  # one rank: nothing crosses a bus, factor 2(n-1)/n = 0
     finally:

@@ -97,7 +97,7 @@ def test_summary_shows_algbw_and_busbw(ranks: list[dict]) -> None:
         for name in EXPECTED_NBYTES:
             op = comm_op_of(name)
             row = rows[name]
-            assert row["count"] == 1 and row["nbytes_total"] == EXPECTED_NBYTES[name]
+            assert row["count"] == 1 and row["nbytes"] == EXPECTED_NBYTES[name]
             if op.asynchronous:
                 assert row["algbw_gbps"] is None and row["busbw_gbps"] is None
                 continue
