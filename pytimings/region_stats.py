@@ -10,11 +10,11 @@ Cython kernel in ``pytimings.analysis._stats``.
 Column ``nbytes`` is the total over the instances that gave ``nbytes`` (``nbytes_count`` of
 them), ``nbytes_per_call`` its mean. ``bandwidth_gbps`` is ``sum(nbytes) / sum(time)`` over
 those instances, with the GPU time of an instance when it was timed and its host time
-otherwise; bytes per ns is GB/s (1e9 bytes per second). Collectives recorded by :func:`pytimings.instrument_torch_distributed`
-also get nccl-tests' ``algbw_gbps`` (same formula) and ``busbw_gbps`` (each instance's bytes
-times its bus factor, over the same time); asynchronous calls were timed at enqueue only, so
-they get no bandwidth. Records the recorder dropped (memory cap) are counted per name and in
-total, and always printed.
+otherwise; bytes per ns is GB/s (1e9 bytes per second). Collectives recorded by
+:func:`pytimings.instrument_torch_distributed` also get nccl-tests' ``algbw_gbps`` (same
+formula) and ``busbw_gbps`` (each instance's bytes times its bus factor, over the same time);
+asynchronous calls were timed at enqueue only, so they get no bandwidth. Records the recorder
+dropped (memory cap) are counted per name and in total, and always printed.
 """
 
 from __future__ import annotations

@@ -202,3 +202,39 @@ def test_save_load_a_real_recording(tmp_path: Path) -> None:
     assert back.strings == want.strings and back.threads == want.threads
     assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
     assert back.meta == json.loads(json.dumps(want.meta))
+
+
+@pytest.fixture(scope="module")
+def good_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = storage.save(tmp_path_factory.mktemp("fuzz") / "good.pyt", _recording())
+    return path.read_bytes()
+
+
+def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Truncated or bit-flipped recordings: a Recording, or one TraceFormatError; never
+    another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    tmp = tmp_path_factory.mktemp("fuzzed")
+
+    @settings(max_examples=150, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(cut=st.integers(0, len(good_bytes)),
+           flips=st.lists(st.tuples(st.integers(0, len(good_bytes) - 1), st.integers(1, 255)),
+                          max_size=4))
+    def check(cut: int, flips: list[tuple[int, int]]) -> None:
+        data = bytearray(good_bytes)
+        for at, mask in flips:
+            data[at] ^= mask
+        path = tmp / "f.pyt"
+        path.write_bytes(bytes(data[:cut]) if cut < len(data) else bytes(data))
+        try:
+            rec = storage.load_recording(path)
+        except TraceFormatError as exc:
+            assert exc.path == str(path)
+        else:
+            assert set(rec.records) == set(RECORD_SCHEMA)
+
+    check()
