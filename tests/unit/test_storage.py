@@ -210,16 +210,19 @@ def good_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
+@pytest.mark.slow
 def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Truncated or bit-flipped recordings: a Recording, or one TraceFormatError; never
-    another exception."""
+    """Truncated or bit-flipped recordings: a Recording (and a Trace), or one
+    TraceFormatError; never another exception."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
+    from pytimings.ingest.recording import load_recording_trace
+
     tmp = tmp_path_factory.mktemp("fuzzed")
 
-    @settings(max_examples=150, deadline=None, database=None,
+    @settings(max_examples=300, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(cut=st.integers(0, len(good_bytes)),
            flips=st.lists(st.tuples(st.integers(0, len(good_bytes) - 1), st.integers(1, 255)),
@@ -232,9 +235,12 @@ def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
         path.write_bytes(bytes(data[:cut]) if cut < len(data) else bytes(data))
         try:
             rec = storage.load_recording(path)
+            storage.load_tables(path)
+            trace = load_recording_trace(path)
         except TraceFormatError as exc:
             assert exc.path == str(path)
         else:
             assert set(rec.records) == set(RECORD_SCHEMA)
+            assert len(trace.ranges) == len(rec.records["name"])
 
     check()
