@@ -177,13 +177,14 @@ class Recorder:
 
         ``sync=True`` first waits for outstanding GPU events (like :meth:`flush`); with
         ``sync=False`` records whose GPU work is still running are left for a later call
-        (``meta["gpu_pending"]`` counts them). Rows are sorted by host start time.
+        (``meta["gpu_pending"]`` counts them). Rows are sorted by host start time; the
+        columns are read-only (shared with the recorder, not copied).
         """
         self._absorb(self._native.drain(sync))
         if len(self._parts) > 1 or not self._merged:
             merged = {k: np.concatenate([p[k] for p in self._parts]) for k in RECORD_SCHEMA}
             order = np.argsort(merged["start_ns"], kind="stable")
-            self._parts = [{k: v[order] for k, v in merged.items()}]
+            self._parts = [{k: _frozen(v[order]) for k, v in merged.items()}]
             self._merged = True
         records = self._parts[0]
         strings = _core.strings()
@@ -196,7 +197,7 @@ class Recorder:
         }
         dropped = {strings[i]: n for i, n in self._native.dropped().items()}
         return Recording(
-            records={k: v.copy() for k, v in records.items()},
+            records=dict(records),  # read-only columns, shared until the next merge
             strings=strings,
             threads=self._native.threads(),
             meta=meta,
@@ -215,8 +216,13 @@ class Recorder:
             self._merged = False
 
 
+def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    a.setflags(write=False)
+    return a
+
+
 def _empty_columns() -> dict[str, npt.NDArray[Any]]:
-    return {k: np.empty(0, dtype=dt) for k, dt in RECORD_SCHEMA.items()}
+    return {k: _frozen(np.empty(0, dtype=dt)) for k, dt in RECORD_SCHEMA.items()}
 
 
 _DEFAULT = Recorder()

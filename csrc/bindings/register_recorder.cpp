@@ -130,6 +130,7 @@ void register_recorder(py::module_& m) {
             d["max_records"] = m.max_records < 0 ? py::object(py::none()) : py::int_(m.max_records);
             d["capture_fallbacks"] = m.capture_fallbacks;
             d["gpu_pending"] = m.gpu_pending;
+            d["buffer_bytes"] = m.buffer_bytes;
             py::list anchors;
             for (const auto& a : m.anchors) {
               py::dict x;

@@ -4,43 +4,70 @@
 
 namespace pytimings {
 
-RecordBuffer::RecordBuffer() : tail_(new Chunk), head_(tail_) {}  // capacity 0: reserve first
+Chunk* Chunk::make(uint32_t records) noexcept {
+  void* mem = ::operator new(bytes(records), std::nothrow);
+  return mem ? new (mem) Chunk(records) : nullptr;
+}
+
+void Chunk::destroy(Chunk* c) noexcept {
+  c->~Chunk();
+  ::operator delete(c);
+}
+
+void RecordBuffer::free_chain(Chunk* c) noexcept {
+  while (c != nullptr) {
+    Chunk* n = c->next.load(std::memory_order_relaxed);
+    if (c != &sentinel_) {
+      bytes_.fetch_sub(static_cast<int64_t>(Chunk::bytes(c->size)), std::memory_order_relaxed);
+      Chunk::destroy(c);
+    }
+    c = n;
+  }
+}
 
 RecordBuffer::~RecordBuffer() {
-  auto free_list = [](Chunk* c) {
-    while (c != nullptr) {
-      Chunk* n = c->next.load(std::memory_order_relaxed);
-      delete c;
-      c = n;
-    }
-  };
-  free_list(head_);
-  free_list(spare_);
-  free_list(recycled_.load(std::memory_order_relaxed));
+  free_chain(head_);
+  free_chain(spare_);
+  free_chain(recycled_.load(std::memory_order_relaxed));
+}
+
+void RecordBuffer::release() noexcept {
+  free_chain(head_);
+  free_chain(spare_);
+  free_chain(recycled_.exchange(nullptr, std::memory_order_relaxed));
+  sentinel_.next.store(nullptr, std::memory_order_relaxed);
+  sentinel_.committed.store(0, std::memory_order_relaxed);
+  head_ = tail_ = &sentinel_;
+  spare_ = nullptr;
+  pos_ = consumed_ = 0;
+  next_size_ = Chunk::kMinRecords;
 }
 
 bool RecordBuffer::grow(Budget& budget) noexcept {
-  if (tail_->capacity > 0 && tail_->capacity < Chunk::kRecords) {
-    const uint32_t more = budget.reserve(Chunk::kRecords - tail_->capacity);
+  if (tail_->capacity > 0 && tail_->capacity < tail_->size) {
+    const uint32_t more = budget.reserve(tail_->size - tail_->capacity);
     tail_->capacity += more;
     return more > 0;
   }
-  const uint32_t slots = budget.reserve(Chunk::kRecords);
-  if (slots == 0) return false;
   if (spare_ == nullptr) spare_ = recycled_.exchange(nullptr, std::memory_order_acquire);
   Chunk* c = spare_;
   if (c != nullptr) {
     spare_ = c->next.load(std::memory_order_relaxed);
   } else {
-    c = new (std::nothrow) Chunk;  // warm-up, or the drainer has not caught up
-    if (c == nullptr) {
-      budget.release(slots);
-      return false;
-    }
+    // warm-up, or the drainer has not caught up
+    if ((c = Chunk::make(next_size_)) == nullptr) return false;
+    bytes_.fetch_add(static_cast<int64_t>(Chunk::bytes(c->size)), std::memory_order_relaxed);
+    if (next_size_ < Chunk::kMaxRecords) next_size_ *= 2;
   }
+  const uint32_t slots = budget.reserve(c->size);
   c->committed.store(0, std::memory_order_relaxed);
   c->next.store(nullptr, std::memory_order_relaxed);
   c->capacity = slots;
+  if (slots == 0) {  // over the cap: keep the chunk for later
+    c->next.store(spare_, std::memory_order_relaxed);
+    spare_ = c;
+    return false;
+  }
   pos_ = 0;
   // Publishing `next` tells the drainer this thread is done with the old tail.
   tail_->next.store(c, std::memory_order_release);
@@ -54,14 +81,16 @@ void RecordBuffer::drain(std::vector<Record>& out) {
     Chunk* next = c->next.load(std::memory_order_acquire);
     // After seeing `next`, every commit to c is visible; re-reading committed is then final.
     const uint32_t n = c->committed.load(std::memory_order_acquire);
-    out.insert(out.end(), c->records + consumed_, c->records + n);
+    out.insert(out.end(), c->records() + consumed_, c->records() + n);
     consumed_ = n;
     if (next == nullptr) break;
-    Chunk* top = recycled_.load(std::memory_order_relaxed);
-    do {
-      c->next.store(top, std::memory_order_relaxed);
-    } while (!recycled_.compare_exchange_weak(top, c, std::memory_order_release,
-                                              std::memory_order_relaxed));
+    if (c != &sentinel_) {
+      Chunk* top = recycled_.load(std::memory_order_relaxed);
+      do {
+        c->next.store(top, std::memory_order_relaxed);
+      } while (!recycled_.compare_exchange_weak(top, c, std::memory_order_release,
+                                                std::memory_order_relaxed));
+    }
     c = next;
     consumed_ = 0;
   }

@@ -26,11 +26,30 @@ StringTable& table() {
 }
 
 std::atomic<uint64_t> g_serial{0};
-thread_local std::vector<std::pair<uint64_t, ThreadState*>> tls_states;
+
+bool live(uint64_t serial);  // g_live_mu held
+
+// This thread's state in each recorder it has recorded into. When the thread exits, its
+// states are marked so that the next drain frees their buffers and events.
+struct TlsStates {
+  std::vector<std::pair<uint64_t, ThreadState*>> v;
+  ~TlsStates();
+};
+thread_local TlsStates tls_states;
 // A runtime without a driver or device stays that way for the life of the process.
 std::atomic<bool> g_no_device{false};
-std::mutex g_live_mu;  // serials of live recorders, to prune tls_states on registration
-std::vector<uint64_t> g_live;
+std::mutex g_live_mu;  // serials of live recorders (a recorder unlists itself first thing
+std::vector<uint64_t> g_live;  // in its destructor, so a listed one's states are valid)
+
+bool live(uint64_t serial) {
+  return std::find(g_live.begin(), g_live.end(), serial) != g_live.end();
+}
+
+TlsStates::~TlsStates() {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (auto& [serial, state] : v)
+    if (live(serial)) state->exited.store(true, std::memory_order_release);
+}
 
 const cuda::Api* cuda_api() noexcept {
   const cuda::Runtime& rt = cuda::runtime();
@@ -116,7 +135,7 @@ Recorder::~Recorder() {
 // --- threads
 
 ThreadState* Recorder::local_slow() const noexcept {
-  for (auto& [serial, state] : tls_states) {
+  for (auto& [serial, state] : tls_states.v) {
     if (serial == serial_) {
       tls_last_ = {serial_, state};
       return state;
@@ -140,14 +159,11 @@ ThreadState* Recorder::register_thread(const std::string& name) {
     // Forget this thread's states in recorders that no longer exist (their serials never
     // come back), so the list stays as short as the set of live recorders.
     std::lock_guard<std::mutex> lock(g_live_mu);
-    tls_states.erase(std::remove_if(tls_states.begin(), tls_states.end(),
-                                    [](const auto& e) {
-                                      return std::find(g_live.begin(), g_live.end(), e.first) ==
-                                             g_live.end();
-                                    }),
-                     tls_states.end());
+    auto& v = tls_states.v;
+    v.erase(std::remove_if(v.begin(), v.end(), [](const auto& e) { return !live(e.first); }),
+            v.end());
   }
-  tls_states.emplace_back(serial_, raw);
+  tls_states.v.emplace_back(serial_, raw);
   tls_last_ = {serial_, raw};
   return raw;
 }
@@ -430,6 +446,22 @@ void Recorder::reanchor() {
 
 // --- draining
 
+void Recorder::release_thread(ThreadState& ts) {
+  ts.buffer.release();
+  std::vector<Frame>().swap(ts.frames);
+  std::vector<uint32_t>().swap(ts.sample_counter);
+  const cuda::Api* api = cuda_api();  // events exist only if the runtime was loaded
+  for (auto& pool : ts.pool) {
+    for (cuda::Event e : pool) api->eventDestroy(e);
+    std::vector<cuda::Event>().swap(pool);
+  }
+  if (auto* v = ts.returned.exchange(nullptr)) {
+    for (auto& [dev, e] : *v) api->eventDestroy(e);
+    delete v;
+  }
+  ts.released = true;
+}
+
 void Recorder::release_events(std::vector<Record>& recs) {
   std::vector<std::vector<std::pair<int, cuda::Event>>> back(threads_.size());
   for (Record& r : recs) {
@@ -439,6 +471,11 @@ void Recorder::release_events(std::vector<Record>& recs) {
   }
   for (size_t i = 0; i < back.size(); ++i) {
     if (back[i].empty()) continue;
+    if (threads_[i]->released) {  // its thread is gone: nobody will reuse them
+      const cuda::Api* api = cuda_api();
+      for (auto& [dev, e] : back[i]) api->eventDestroy(e);
+      continue;
+    }
     // The owner only ever swaps nullptr in, so what we take out is still ours to extend.
     auto* v = threads_[i]->returned.exchange(nullptr, std::memory_order_acquire);
     if (v == nullptr) v = new std::vector<std::pair<int, cuda::Event>>;
@@ -460,7 +497,12 @@ std::vector<Record> Recorder::drain(bool sync) {
 void Recorder::collect(bool sync, std::vector<Record>& out) {
   std::vector<Record> batch;
   batch.swap(pending_);
-  for (auto& ts : threads_) ts->buffer.drain(batch);
+  for (auto& ts : threads_) {
+    // Read `exited` first: if set, the thread's last commit happened before it.
+    const bool gone = !ts->released && ts->exited.load(std::memory_order_acquire);
+    ts->buffer.drain(batch);
+    if (gone) release_thread(*ts);
+  }
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
   std::vector<Record> done_events;
   out.reserve(out.size() + batch.size());
@@ -534,6 +576,8 @@ RecorderMeta Recorder::meta() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     m.gpu_pending = pending_.size();
+    m.buffer_bytes = 0;
+    for (auto& ts : threads_) m.buffer_bytes += ts->buffer.bytes();
   }
   std::lock_guard<std::mutex> alock(anchor_mu_);
   for (auto& list : anchors_) m.anchors.insert(m.anchors.end(), list.begin(), list.end());

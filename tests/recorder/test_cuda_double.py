@@ -381,3 +381,36 @@ print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
     loop = rows(out, "loop")
     assert len(loop["name"]) == 6000
     assert np.all(loop["flags"] & RecordFlag.GPU_RESOLVED)
+
+
+def test_exited_threads_destroy_their_events(
+    run_script: RunScript, fake_env: dict[str, str]
+) -> None:
+    out = run_script(
+        PRELUDE
+        + """
+r = Recorder()
+lib = fake_lib()
+with r.region("main", stream=1):
+    pass
+r.flush()
+c0 = counters(lib)
+def work(i):
+    for _ in range(3):
+        with r.region("t", stream=0x300 + i):
+            pass
+ts = [threading.Thread(target=work, args=(i,)) for i in range(50)]
+[t.start() for t in ts]; [t.join() for t in ts]
+time.sleep(0.2)  # thread exit hooks run after join() returns
+rec = r.recording()
+rec = r.recording()  # the second drain releases what the first resolved
+print(json.dumps({"c": [c0, counters(lib)], **dump(rec)}))
+""",
+        **fake_env,
+    )
+    c0, c1 = out["c"]
+    created = c1["created"] - c0["created"]
+    destroyed = c1["destroyed"] - c0["destroyed"]
+    assert created >= 50 * 6  # each thread made its own events
+    assert destroyed == created  # ...and all of them went away with it
+    assert len(rows(out, "t")["name"]) == 150

@@ -444,3 +444,43 @@ def test_cuda_status_is_one_line() -> None:
     s = pt.cuda_status()
     assert s and "\n" not in s
     assert isinstance(pt.cuda_available(), bool)
+
+
+def test_recording_columns_are_read_only_snapshots() -> None:
+    r = Recorder()
+    with r.region("a"):
+        pass
+    first = r.recording()
+    with pytest.raises(ValueError, match="read-only"):
+        first.records["start_ns"][0] = 0
+    with r.region("b"):
+        pass
+    second = r.recording()
+    assert len(first.records["name"]) == 1 and len(second.records["name"]) == 2
+
+
+def test_exited_threads_give_their_buffers_back() -> None:
+    r = Recorder()
+
+    def work() -> None:
+        for _ in range(5):
+            with r.region("short-lived"):
+                pass
+
+    for _ in range(8):  # 400 threads, 50 at a time
+        batch = [threading.Thread(target=work) for _ in range(50)]
+        for t in batch:
+            t.start()
+        for t in batch:
+            t.join()
+    # join() returns before the OS thread has run its exit hooks: give them a moment
+    deadline = time.monotonic() + 5
+    while True:
+        rec = r.recording()
+        if rec.meta["buffer_bytes"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert len(rec.records["name"]) == 400 * 5 and len(rec.threads) == 400
+    assert rec.meta["buffer_bytes"] == 0  # held ~2.4 MB (400 first chunks) before
+    work()  # a live thread's buffer is kept
+    assert r.recording().meta["buffer_bytes"] > 0

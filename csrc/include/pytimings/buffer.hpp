@@ -3,6 +3,7 @@
 // committed and recycles chunks the writer has left behind.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -44,13 +45,23 @@ enum RecordFlag : uint16_t {
 
 constexpr int64_t kNoTime = INT64_MIN;
 
+// A header followed by `size` records in the same allocation. Chunks start small (a thread
+// that records a handful of regions holds a few KiB) and double up to kMaxRecords.
 struct Chunk {
-  static constexpr uint32_t kRecords = 1024;
+  static constexpr uint32_t kMinRecords = 64;
+  static constexpr uint32_t kMaxRecords = 1024;
+  explicit Chunk(uint32_t records) : size(records) {}
+  static Chunk* make(uint32_t records) noexcept;  // nullptr when out of memory
+  static void destroy(Chunk* c) noexcept;
+  static size_t bytes(uint32_t records) { return sizeof(Chunk) + records * sizeof(Record); }
+  Record* records() noexcept { return reinterpret_cast<Record*>(this + 1); }
+
   std::atomic<uint32_t> committed{0};  // records [0, committed) are complete
   uint32_t capacity = 0;               // slots reserved from the budget (writer only)
+  const uint32_t size;                 // slots allocated
   std::atomic<Chunk*> next{nullptr};   // set by the writer once it leaves this chunk
-  Record records[kRecords];
 };
+static_assert(sizeof(Chunk) % alignof(Record) == 0, "records follow the header");
 
 // Free record slots shared by all threads (the memory cap). Threads reserve slots in blocks,
 // so the shared cache line is touched about once per block, not per record; a block is at
@@ -77,7 +88,7 @@ class Budget {
 
 class RecordBuffer {
  public:
-  RecordBuffer();
+  RecordBuffer() = default;
   ~RecordBuffer();
   RecordBuffer(const RecordBuffer&) = delete;
   RecordBuffer& operator=(const RecordBuffer&) = delete;
@@ -85,26 +96,35 @@ class RecordBuffer {
   // Writer side. False when the budget is exhausted (the caller counts the drop).
   bool append(const Record& r, Budget& budget) noexcept {
     if (pos_ == tail_->capacity && !grow(budget)) return false;
-    tail_->records[pos_] = r;
+    tail_->records()[pos_] = r;
     tail_->committed.store(++pos_, std::memory_order_release);
     return true;
   }
 
   // Drainer side (serialised by the caller). Appends every committed record to `out`.
   void drain(std::vector<Record>& out);
+  // Drainer side, once the writer thread has exited and everything is drained: free all
+  // memory (the buffer stays usable, empty).
+  void release() noexcept;
+  // Bytes of chunk memory held (any thread).
+  int64_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   bool grow(Budget& budget) noexcept;  // more reserved slots: in this chunk, or a new one
+  void free_chain(Chunk* c) noexcept;
 
+  Chunk sentinel_{0};  // the empty first chunk: no allocation until the first record
   // writer-owned
-  Chunk* tail_;
+  Chunk* tail_ = &sentinel_;
   uint32_t pos_ = 0;
+  uint32_t next_size_ = Chunk::kMinRecords;
   Chunk* spare_ = nullptr;  // chunks taken back from recycled_, linked through next
   // drainer-owned
-  Chunk* head_;
+  Chunk* head_ = &sentinel_;
   uint32_t consumed_ = 0;
   // drainer pushes, writer takes all at once (so no ABA)
   std::atomic<Chunk*> recycled_{nullptr};
+  std::atomic<int64_t> bytes_{0};
 };
 
 }  // namespace pytimings

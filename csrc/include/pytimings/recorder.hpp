@@ -54,6 +54,8 @@ struct ThreadState {
   // events handed back by the drainer: it stores, the owner takes all with exchange
   std::atomic<std::vector<std::pair<int, cuda::Event>>*> returned{nullptr};
   uint64_t events_created = 0;  // by this thread, for its pools
+  std::atomic<bool> exited{false};  // the thread is gone: the drainer may free its memory
+  bool released = false;            // ...and has (drainer only)
   std::mutex drop_mu;  // taken only when a record is dropped (the cap is reached) or read
   std::unordered_map<uint32_t, uint64_t> drops;
 };
@@ -73,6 +75,7 @@ struct RecorderMeta {
   int64_t max_records;  // -1: unlimited
   uint64_t capture_fallbacks;
   uint64_t gpu_pending;
+  int64_t buffer_bytes;  // native chunk memory held by all threads
   std::vector<Anchor> anchors;
 };
 
@@ -138,6 +141,7 @@ class Recorder {
   bool take_anchor(int device);  // with `device` current and anchor_mu_ held
   void reanchor();
   void release_events(std::vector<Record>& recs);
+  void release_thread(ThreadState& ts);  // an exited, drained thread's memory and events
   // Moves committed records out of the thread buffers, resolving those whose GPU work is done
   // (all of them when sync) into `out`; the rest wait in pending_. mu_ held.
   void collect(bool sync, std::vector<Record>& out);
