@@ -107,6 +107,7 @@ def test_gpu_times_flow_through_summary_storage_and_trace(
         assert sorted(by_name[n]) == sorted(out["queue"][n])
 
 
+@pytest.mark.slow
 def test_overhead_gpu_rows_run_against_the_fake_runtime(
     fake_env: dict[str, str], tmp_path: Path
 ) -> None:
