@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("pytimings.analysis.cli", "Attribute end-to-end latency in traces"),
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
-    "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence intervals"),
+    "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
     "bench": ("pytimings.bench.cli", "Copy, latency, collective and KV-cache benchmarks"),
 }
 

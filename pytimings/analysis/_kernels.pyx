@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
 """Compiled analysis kernels (interval algebra, statistics). Typed memoryviews only."""
 
 def is_sorted_i64(const long long[::1] a) -> bool:

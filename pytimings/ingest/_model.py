@@ -194,7 +194,8 @@ class Trace:
 
     @classmethod
     def empty(cls) -> Trace:
-        return cls(*(Table.empty(SCHEMAS[t]) for t in TABLES), strings=[""])
+        tables = {t: Table.empty(SCHEMAS[t]) for t in TABLES}
+        return cls(**tables, strings=[""])
 
     def table(self, name: str) -> Table:
         if name not in TABLES:
