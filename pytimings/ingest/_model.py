@@ -194,8 +194,14 @@ class Trace:
 
     @classmethod
     def empty(cls) -> Trace:
-        tables = {t: Table.empty(SCHEMAS[t]) for t in TABLES}
-        return cls(**tables, strings=[""])
+        return cls(
+            gpu_ops=Table.empty(GPU_OP_SCHEMA),
+            api_calls=Table.empty(API_CALL_SCHEMA),
+            ranges=Table.empty(RANGE_SCHEMA),
+            threads=Table.empty(THREAD_SCHEMA),
+            devices=Table.empty(DEVICE_SCHEMA),
+            strings=[""],
+        )
 
     def table(self, name: str) -> Table:
         if name not in TABLES:
