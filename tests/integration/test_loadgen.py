@@ -1,0 +1,136 @@
+"""The load generator against a real local streaming server with injected delays and faults."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from sse_server import Behaviour, serve
+
+from pytimings.cli import main
+from pytimings.serving.metrics import serving_metrics
+from pytimings.serving.runfile import SCHEMA, load_run
+
+TTFT_S, ITL_S, N_OUT = 0.060, 0.020, 8
+
+
+def _loadgen(url: str, out: Path, *extra: str) -> int:
+    return main([
+        "loadgen", "--url", url, "--model", "m", "--input-len", "32",
+        "--output-len", str(N_OUT), "--out", str(out), "--quiet", *extra,
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> None:
+    out = tmp_path / "run.json"
+    with serve([Behaviour(TTFT_S, ITL_S)]) as (url, state):
+        rc = _loadgen(url, out, "--api", api, "--concurrency", "1,3", "--requests", "3",
+                      "--rounds", "2", "--warmup", "1")  # fmt: skip
+    assert rc == 0
+    assert state.seen == 2 * (1 + 2 * 3)
+    body = state.bodies[0]
+    assert body["max_tokens"] == N_OUT and body["ignore_eos"] is True and body["stream"] is True
+    run = load_run(out)
+    assert [lv.concurrency for lv in run.levels] == [1, 3]
+    for lv in run.levels:
+        assert lv.warmup == {"requests": 1, "errors": {}}
+        recs = [r for rd in lv.rounds for r in rd.records]
+        assert len(recs) == 6 and all(r.status == "ok" for r in recs)
+        assert all(r.output_tokens == N_OUT and r.input_tokens == 17 for r in recs)  # usage
+        assert all(len(r.chunk_ns) == N_OUT for r in recs)
+        s = lv.summary
+        # TTFT: the injected prefill delay, plus loopback and scheduling (a few ms at most)
+        assert TTFT_S * 1e3 <= s["ttft_ms"]["median"] < TTFT_S * 1e3 + 6
+        # TPOT excludes the first token: an off-by-one (dividing by n) gives 17.5 ms,
+        # including TTFT (llmperf-style) gives 25 ms; both fall outside this band
+        assert ITL_S * 1e3 - 1 <= s["tpot_ms"]["mean"] < ITL_S * 1e3 + 2.5
+        assert ITL_S * 1e3 - 1 <= s["itl_ms"]["median"] < ITL_S * 1e3 + 2.5
+        assert s["itl_ms"]["count"] == 6 * (N_OUT - 1)
+        e2e_ms = (TTFT_S + (N_OUT - 1) * ITL_S) * 1e3
+        assert e2e_ms <= s["e2el_ms"]["median"] < e2e_ms + 15
+        assert s["peak_concurrency"] == lv.concurrency
+    # the same records under llmperf: ITL = (TTFT + 7 gaps) / 8 tokens
+    recs = [r for rd in run.levels[0].rounds for r in rd.records]
+    lp = serving_metrics(recs, "llmperf")
+    expect = (TTFT_S + (N_OUT - 1) * ITL_S) / N_OUT * 1e3
+    assert expect - 0.5 <= lp.itl.mean < expect + 2.5
+
+
+def test_open_loop_poisson_and_counted_tokens_without_usage(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with serve([Behaviour(0.02, 0.01, send_usage=False)]) as (url, state):
+        t0 = time.monotonic()
+        rc = _loadgen(url, out, "--rate", "50", "--concurrency", "4", "--requests", "8",
+                      "--rounds", "1", "--warmup", "0", "--seed", "3")  # fmt: skip
+        took = time.monotonic() - t0
+    assert rc == 0 and took < 5
+    run = load_run(out)
+    (rd,) = run.levels[0].rounds
+    assert len(rd.records) == 8 and run.config["rate"] == 50
+    assert all(r.output_tokens is None and r.n_output == N_OUT for r in rd.records)
+    starts = sorted(r.start_ns for r in rd.records)
+    assert starts[-1] - starts[0] > 0  # spread out by the arrival process, not all at once
+
+
+def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path) -> None:
+    ok = Behaviour(0.02, 0.01)
+    plan = [ok, Behaviour(fail="500"), ok, Behaviour(0.02, 0.01, fail="stall"), ok,
+            Behaviour(0.02, 0.01, fail="malformed"), ok, Behaviour(0.02, 0.01, fail="drop"),
+            Behaviour(0.02, 0.01, fail="error_event")]  # fmt: skip
+    out = tmp_path / "run.json"
+    with serve(plan) as (url, _state):
+        rc = _loadgen(url, out, "--concurrency", "3", "--requests", "9", "--rounds", "2",
+                      "--warmup", "0", "--chunk-timeout", "0.5")  # fmt: skip
+    assert rc == 0
+    run = load_run(out)
+    expected = {"http_5xx": 1, "timeout": 1, "malformed_sse": 1, "early_close": 1, "sse_error": 1}
+    for rd in run.levels[0].rounds:
+        assert rd.errors == expected
+        assert rd.summary["errors"] == expected
+        assert rd.summary["completed"] == 4
+        assert len(rd.records) == 9  # failed requests are saved too
+        # latency figures come from the 4 good requests only
+        assert rd.summary["ttft_ms"]["count"] == 4
+    assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
+
+
+def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run.json"
+    rc = _loadgen(f"http://127.0.0.1:{port}/v1", out, "--requests", "2", "--rounds", "1",
+                  "--warmup", "0")  # fmt: skip
+    assert rc == 1
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == SCHEMA
+    assert doc["levels"][0]["rounds"][0]["errors"] == {"connect": 2}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--url", "ftp://x/v1"], "--url"),
+        (["--url", "not a url"], "--url"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--concurrency", "a,b"], "--concurrency"),
+        (["--api", "embeddings"], "--api"),
+        (["--requests", "0"], "--requests"),
+        (["--slo", "ttft=fast"], "--slo"),
+        (["--definition", "tgi"], "--definition"),
+    ],
+)
+def test_bad_arguments_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    base = {"--url": "http://127.0.0.1:9/v1", "--model": "m", "--out": str(tmp_path / "o.json")}
+    for k, v in zip(args[::2], args[1::2], strict=True):
+        base[k] = v
+    argv = ["loadgen", *[x for kv in base.items() for x in kv], "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
