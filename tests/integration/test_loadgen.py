@@ -62,7 +62,7 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
 
 def test_open_loop_poisson_and_counted_tokens_without_usage(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    with serve([Behaviour(0.02, 0.01, send_usage=False)]) as (url, state):
+    with serve([Behaviour(0.02, 0.01, send_usage=False)]) as (url, _state):
         t0 = time.monotonic()
         rc = _loadgen(url, out, "--rate", "50", "--concurrency", "4", "--requests", "8",
                       "--rounds", "1", "--warmup", "0", "--seed", "3")  # fmt: skip
