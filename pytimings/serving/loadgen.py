@@ -363,7 +363,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-len", type=int, default=1020, help="max_tokens per request")
     p.add_argument("--requests", type=int, default=10, help="requests per round")
     p.add_argument("--rounds", type=int, default=3, help="measured rounds per level")
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests per level")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="unmeasured requests per level (>= the concurrency opens every connection first)",
+    )
     p.add_argument("--rate", type=float, default=None, help="open-loop Poisson rate (req/s)")
     p.add_argument("--seed", type=int, default=0, help="seed for prompts and arrivals")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request limit, seconds")

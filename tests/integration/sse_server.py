@@ -1,6 +1,6 @@
 """A real OpenAI-compatible streaming server for the load-generator tests (loopback only).
 
-aiohttp web server on 127.0.0.1 and a free port, in its own thread and event loop. Each
+aiohttp web server on 127.0.0.1 and a free port, in its own process. Each
 request gets the next behaviour of ``plan`` (cycled, in arrival order): stream
 ``max_tokens`` tokens with ``ttft_s`` before the first and ``itl_s`` between the others,
 or fail in one of the ways a real server does (HTTP 500, a stall, a malformed chunk, a
@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -92,13 +95,16 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     return resp
 
 
-@contextmanager
-def serve(plan: Sequence[Behaviour]) -> Iterator[tuple[str, ServerState]]:
-    """Run the server; yields (base URL ending in /v1, state)."""
-    state = ServerState(plan)
-    loop = asyncio.new_event_loop()
+async def _stats(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.json_response({"seen": state.seen, "bodies": state.bodies})
+
+
+def _main() -> None:
+    """Serve the plan given as JSON in argv[1]; print the port; stop when stdin closes."""
+    plan = [Behaviour(**b) for b in json.loads(sys.argv[1])]
     app = web.Application()
-    app[STATE] = state
+    app[STATE] = ServerState(plan)
 
     async def completions(r: web.Request) -> web.StreamResponse:
         return await _handle(r, "completions")
@@ -108,17 +114,54 @@ def serve(plan: Sequence[Behaviour]) -> Iterator[tuple[str, ServerState]]:
 
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    app.router.add_get("/_stats", _stats)
+
+    async def amain() -> None:
+        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        print(runner.addresses[0][1], flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # parent closed our stdin: stop
+        await runner.cleanup()
+
+    asyncio.run(amain())
+
+
+@dataclass
+class Server:
+    url: str  # base URL ending in /v1
+    _stats_url: str
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self._stats_url, timeout=5) as f:
+            return dict(json.load(f))
+
+
+@contextmanager
+def serve(plan: Sequence[Behaviour]) -> Iterator[Server]:
+    """Run the server in its own process (as a real server is: no shared GIL with the
+    client under test) on 127.0.0.1 and a free port."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, json.dumps([asdict(b) for b in plan])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
-        yield f"http://127.0.0.1:{port}/v1", state
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield Server(f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/_stats")
     finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+if __name__ == "__main__":
+    _main()

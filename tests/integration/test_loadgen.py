@@ -27,17 +27,18 @@ def _loadgen(url: str, out: Path, *extra: str) -> int:
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> None:
     out = tmp_path / "run.json"
-    with serve([Behaviour(TTFT_S, ITL_S)]) as (url, state):
-        rc = _loadgen(url, out, "--api", api, "--concurrency", "1,3", "--requests", "3",
-                      "--rounds", "2", "--warmup", "1")  # fmt: skip
+    with serve([Behaviour(TTFT_S, ITL_S)]) as server:
+        rc = _loadgen(server.url, out, "--api", api, "--concurrency", "1,3", "--requests", "3",
+                      "--rounds", "2", "--warmup", "3")  # fmt: skip
+        stats = server.stats()
     assert rc == 0
-    assert state.seen == 2 * (1 + 2 * 3)
-    body = state.bodies[0]
+    assert stats["seen"] == 2 * (3 + 2 * 3)
+    body = stats["bodies"][0]
     assert body["max_tokens"] == N_OUT and body["ignore_eos"] is True and body["stream"] is True
     run = load_run(out)
     assert [lv.concurrency for lv in run.levels] == [1, 3]
     for lv in run.levels:
-        assert lv.warmup == {"requests": 1, "errors": {}}
+        assert lv.warmup == {"requests": 3, "errors": {}}
         recs = [r for rd in lv.rounds for r in rd.records]
         assert len(recs) == 6 and all(r.status == "ok" for r in recs)
         assert all(r.output_tokens == N_OUT and r.input_tokens == 17 for r in recs)  # usage
@@ -62,9 +63,9 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
 
 def test_open_loop_poisson_and_counted_tokens_without_usage(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    with serve([Behaviour(0.02, 0.01, send_usage=False)]) as (url, _state):
+    with serve([Behaviour(0.02, 0.01, send_usage=False)]) as server:
         t0 = time.monotonic()
-        rc = _loadgen(url, out, "--rate", "50", "--concurrency", "4", "--requests", "8",
+        rc = _loadgen(server.url, out, "--rate", "50", "--concurrency", "4", "--requests", "8",
                       "--rounds", "1", "--warmup", "0", "--seed", "3")  # fmt: skip
         took = time.monotonic() - t0
     assert rc == 0 and took < 5
@@ -82,8 +83,8 @@ def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path
             Behaviour(0.02, 0.01, fail="malformed"), ok, Behaviour(0.02, 0.01, fail="drop"),
             Behaviour(0.02, 0.01, fail="error_event")]  # fmt: skip
     out = tmp_path / "run.json"
-    with serve(plan) as (url, _state):
-        rc = _loadgen(url, out, "--concurrency", "3", "--requests", "9", "--rounds", "2",
+    with serve(plan) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "3", "--requests", "9", "--rounds", "2",
                       "--warmup", "0", "--chunk-timeout", "0.5")  # fmt: skip
     assert rc == 0
     run = load_run(out)
