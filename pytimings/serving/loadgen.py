@@ -53,7 +53,7 @@ from pytimings.errors import UsageError
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.requests import RequestRecord
-from pytimings.serving.runfile import SCHEMA, dump_run
+from pytimings.serving.runfile import SCHEMA, write_json
 
 APIS = ("completions", "chat")
 
@@ -483,7 +483,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for bar in bars:
             bar.stop()
-    dump_run(doc, args.out)
+    write_json(doc, args.out)
     if not args.quiet:
         print(summary_table(doc))
         print(f"wrote {args.out}")

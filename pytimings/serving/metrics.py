@@ -77,6 +77,7 @@ __all__ = [
     "DEFINITIONS",
     "LatencyStats",
     "ServingMetrics",
+    "measured",
     "parse_slo",
     "peak_concurrency",
     "serving_metrics",
@@ -227,6 +228,12 @@ def _window_duration_ns(
     return max(r.end_ns or r.chunk_ns[-1] for r in ok) - min(r.start_ns for r in ok)
 
 
+def measured(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The requests that enter latency figures: status "ok" with at least one token chunk
+    (an "ok" request without one has no TTFT; it is counted as "no_tokens")."""
+    return [r for r in records if r.status == "ok" and r.chunk_ns]
+
+
 def serving_metrics(
     records: Iterable[RequestRecord],
     definition: str = "vllm",
@@ -248,8 +255,7 @@ def serving_metrics(
 
     counts = count_by_status(recs)
     errors = {k: v for k, v in counts.items() if k != "ok" and v}
-    # an "ok" request without a token-bearing chunk has no TTFT: counted, not measured
-    ok = [r for r in recs if r.status == "ok" and r.chunk_ns]
+    ok = measured(recs)
     if len(ok) < counts["ok"]:
         errors["no_tokens"] = counts["ok"] - len(ok)
 

@@ -80,7 +80,7 @@ class Run:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
 
-def dump_run(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+def write_json(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write atomically (temp file + rename) so a crash never leaves half a run file."""
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
