@@ -39,9 +39,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import importlib.util
 import json
 import os
 import sys
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -391,13 +393,12 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    import yarl
-
     try:
-        url = yarl.URL(args.url)
-    except (ValueError, TypeError) as exc:
+        url = urllib.parse.urlsplit(args.url)
+        url.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError as exc:
         raise UsageError(f"--url {args.url!r}: {exc}") from None
-    if url.scheme not in ("http", "https") or not url.host:
+    if url.scheme not in ("http", "https") or not url.hostname or " " in args.url:
         raise UsageError(f"--url {args.url!r}: expected http(s)://HOST:PORT/v1")
     if args.api not in APIS:
         raise UsageError(f"--api {args.api!r}: expected one of {', '.join(APIS)}")
@@ -430,7 +431,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
     return Config(
-        url=str(url), model=args.model, api=args.api, concurrency=levels,
+        url=args.url, model=args.model, api=args.api, concurrency=levels,
         input_len=args.input_len, output_len=args.output_len, requests=args.requests,
         rounds=args.rounds, warmup=args.warmup, rate=args.rate, seed=args.seed,
         timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
@@ -470,6 +471,8 @@ def summary_table(doc: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if importlib.util.find_spec("aiohttp") is None:
+        raise UsageError("loadgen needs aiohttp: pip install 'pytimings[serving]'")
     bars: list[Any] = []
 
     def progress(total: int) -> Callable[[], None]:
@@ -477,7 +480,10 @@ def run(args: argparse.Namespace) -> int:
         bars.append(bar)
         return tick
 
-    show_bar = not args.quiet and sys.stderr.isatty()  # nothing at all when not a terminal
+    # nothing at all when not a terminal (or without rich: the bar is a convenience)
+    show_bar = (
+        not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
+    )
     try:
         doc = asyncio.run(run_load(cfg, progress if show_bar else None))
     finally:
