@@ -22,24 +22,26 @@ Every request lands in a :class:`RequestLog` (by default the process-wide
 the exception's type and message kept), and ones still open when the log is read (status
 "unfinished"). None is dropped. When :mod:`pytimings.storage` exists, the default log is
 registered with it as the "requests" table provider, so ``pytimings.save`` writes request
-timelines into the same file as the engine's regions.
+timelines into the same file as the engine's regions; :func:`load_requests` reads them back.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pytimings._core import now_ns
+from pytimings.errors import TraceFormatError
 from pytimings.serving.requests import RequestRecord, records_from_arrow, records_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ActiveRequest", "RequestLog", "default_log", "request"]
+__all__ = ["ActiveRequest", "RequestLog", "default_log", "load_requests", "request"]
 
 
 class ActiveRequest:
@@ -167,6 +169,16 @@ def request(
     if input_tokens is not None and input_tokens < 0:
         raise ValueError(f"request({req_id!r}): input_tokens must be >= 0, got {input_tokens}")
     return _RequestContext(str(req_id), input_tokens, _DEFAULT if log is None else log)
+
+
+def load_requests(path: str | os.PathLike[str]) -> list[RequestRecord]:
+    """The request timelines saved in a recording file (its "requests" table)."""
+    from pytimings.storage import load_tables
+
+    tables = load_tables(path)
+    if "requests" not in tables:
+        raise TraceFormatError(path, "has no requests table (no request was recorded)")
+    return records_from_arrow(tables["requests"], path)
 
 
 def _default_requests_table() -> pa.Table | None:

@@ -4,7 +4,10 @@ aiohttp web server on 127.0.0.1 and a free port, in its own process. Each
 request gets the next behaviour of ``plan`` (cycled, in arrival order): stream
 ``max_tokens`` tokens with ``ttft_s`` before the first and ``itl_s`` between the others,
 or fail in one of the ways a real server does (HTTP 500, a stall, a malformed chunk, a
-dropped connection, an error event).
+dropped connection, an error event). The server also keeps the ground truth -- when
+each handler started and when it wrote each token chunk, on CLOCK_MONOTONIC like the
+client -- so tests compare what the client measured with what actually happened, not only
+with the injected sleeps (which overshoot on a loaded machine).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +40,8 @@ class ServerState:
     plan: Sequence[Behaviour]
     seen: int = 0
     bodies: list[dict[str, object]] = field(default_factory=list)
+    # ground truth per request: when the handler started, when each token chunk was written
+    timings: list[dict[str, object]] = field(default_factory=list)
 
 
 STATE = web.AppKey("state", ServerState)
@@ -57,6 +63,7 @@ def _chunk(api: str, text: str) -> bytes:
 
 async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state: ServerState = request.app[STATE]
+    recv_ns = time.monotonic_ns()
     b = state.plan[state.seen % len(state.plan)]
     state.seen += 1
     body = await request.json()
@@ -71,10 +78,12 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         await resp.write(f"data: {json.dumps(role)}\n\n".encode())
     await asyncio.sleep(b.ttft_s)
     produced = 0
+    write_ns: list[int] = []
     while produced < n:
         if produced:
             await asyncio.sleep(b.itl_s)
         k = min(b.tokens_per_chunk, n - produced)
+        write_ns.append(time.monotonic_ns())
         await resp.write(_chunk(api, " tok" * k))
         produced += k
         if produced >= 2 and b.fail == "stall":
@@ -87,6 +96,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             assert request.transport is not None
             request.transport.abort()  # connection dropped mid-stream
             return resp
+    state.timings.append({"recv_ns": recv_ns, "write_ns": write_ns})
     if b.send_usage:
         usage = {"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": n}}
         await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
@@ -97,7 +107,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
 
 async def _stats(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return web.json_response({"seen": state.seen, "bodies": state.bodies})
+    return web.json_response({"seen": state.seen, "bodies": state.bodies, "timings": state.timings})
 
 
 def _main() -> None:
