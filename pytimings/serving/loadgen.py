@@ -157,10 +157,18 @@ def _chunk_text(obj: dict[str, Any], api: str) -> str:
     return text if isinstance(text, str) else ""
 
 
+def _connect_timeout_types() -> tuple[type[BaseException], ...]:
+    import aiohttp
+
+    t = getattr(aiohttp, "ConnectionTimeoutError", None)  # aiohttp >= 3.10
+    return (t,) if t is not None else ()
+
+
 async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
     """One streaming request; every failure becomes an error kind on the record."""
     import aiohttp
 
+    connect_timeout = _connect_timeout_types()
     headers = {"Accept": "text/event-stream"}
     if cfg.api_key:
         headers["Authorization"] = f"Bearer {cfg.api_key}"
@@ -176,6 +184,8 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
             await _read_events(resp, cfg, rec)
     except _StreamError as exc:
         rec.error, rec.error_detail = exc.kind, str(exc)
+    except connect_timeout as exc:
+        rec.error, rec.error_detail = "connect", f"{type(exc).__name__}: connect timed out"
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
         rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: no data in time"
     except aiohttp.ClientConnectorError as exc:
@@ -218,6 +228,8 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
             raise _StreamError("malformed_sse", f"event is not an object: {payload[:80]!r}")
         if "error" in obj:
             raise _StreamError("sse_error", json.dumps(obj["error"])[:200])
+        if rec.server_id is None and obj.get("id") is not None:
+            rec.server_id = str(obj["id"])
         if _chunk_text(obj, cfg.api):
             rec.chunk_ns.append(event_ns)
             rec.chunk_tokens.append(1)
@@ -327,7 +339,7 @@ async def run_load(
                 rounds.append(
                     {
                         "round": ri, "start_ns": batch.start_ns, "end_ns": batch.end_ns,
-                        "errors": _errors(batch.records), "summary": summary,
+                        "errors": summary["errors"], "summary": summary,
                         "requests": [r.to_json() for r in batch.records],
                     }
                 )  # fmt: skip
@@ -450,8 +462,8 @@ def _progress_bar(total: int) -> tuple[Any, Callable[[], None]]:
 
 
 def summary_table(doc: dict[str, Any]) -> str:
-    headers = ["conc", "round", "ok", "errors", "req/s", "out tok/s", "TTFT mean", "TTFT p99",
-               "TPOT mean", "ITL p99", "E2E mean", "E2E p99"]  # fmt: skip
+    headers = ["conc", "round", "ok", "errors", "req/s", "out tok/s", "goodput", "TTFT mean",
+               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99"]  # fmt: skip
     rows = []
     for lv in doc["levels"]:
         for label, s, errs in [
@@ -462,11 +474,12 @@ def summary_table(doc: dict[str, Any]) -> str:
             rows.append([
                 str(lv["concurrency"]), label, str(s["completed"]), err,
                 fmt_num(s["request_throughput"]), fmt_num(s["output_throughput"], 1),
+                fmt_num(s["goodput"]),
                 fmt_num(s["ttft_ms"]["mean"]), fmt_num(s["ttft_ms"]["p99"]),
                 fmt_num(s["tpot_ms"]["mean"]), fmt_num(s["itl_ms"]["p99"]),
                 fmt_num(s["e2el_ms"]["mean"]), fmt_num(s["e2el_ms"]["p99"]),
             ])  # fmt: skip
-    return "times in ms\n" + format_table(headers, rows)
+    return "times in ms; goodput in req/s within the SLOs\n" + format_table(headers, rows)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -47,12 +47,18 @@ __all__ = ["ActiveRequest", "RequestLog", "default_log", "load_requests", "reque
 class ActiveRequest:
     """A request in flight; returned by ``request(...)``. Safe to call from several threads."""
 
-    __slots__ = ("_chunks", "_phases", "input_tokens", "req_id", "start_ns")
+    __slots__ = (
+        "_chunks", "_phases", "end_ns", "error", "error_detail", "input_tokens", "req_id",
+        "start_ns",
+    )  # fmt: skip
 
     def __init__(self, req_id: str, input_tokens: int | None, start_ns: int) -> None:
         self.req_id = req_id
         self.input_tokens = input_tokens
         self.start_ns = start_ns
+        self.end_ns: int | None = None
+        self.error: str | None = None
+        self.error_detail = ""
         self._chunks: list[tuple[int, int]] = []
         self._phases: list[tuple[str, int]] = []
 
@@ -66,18 +72,19 @@ class ActiveRequest:
             raise ValueError(f"token(k={k}): k must be at least 1")
         self._chunks.append((now_ns(), k))
 
-    def snapshot(self, end_ns: int | None, error: str | None, detail: str) -> RequestRecord:
+    def snapshot(self) -> RequestRecord:
+        """The request as a record (built when read, keeping the hot path short)."""
         chunks = sorted(self._chunks)  # append order can differ from time order across threads
         return RequestRecord(
             req_id=self.req_id,
             start_ns=self.start_ns,
-            end_ns=end_ns,
+            end_ns=self.end_ns,
             chunk_ns=[t for t, _ in chunks],
             chunk_tokens=[k for _, k in chunks],
             input_tokens=self.input_tokens,
             phases=sorted(self._phases, key=lambda p: p[1]),
-            error=error,
-            error_detail=detail,
+            error=self.error,
+            error_detail=self.error_detail,
         )
 
 
@@ -86,24 +93,24 @@ class RequestLog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._done: list[RequestRecord] = []
+        self._done: list[ActiveRequest] = []
         self._open: dict[int, ActiveRequest] = {}
 
     def _enter(self, req: ActiveRequest) -> None:
         with self._lock:
             self._open[id(req)] = req
 
-    def _exit(self, req: ActiveRequest, record: RequestRecord) -> None:
+    def _exit(self, req: ActiveRequest) -> None:
         with self._lock:
             self._open.pop(id(req), None)
-            self._done.append(record)
+            self._done.append(req)
 
     def records(self) -> list[RequestRecord]:
         """All requests so far, in completion order, then the open ones ("unfinished")."""
         with self._lock:
             done = list(self._done)
             still_open = list(self._open.values())
-        return done + [r.snapshot(None, None, "") for r in still_open]
+        return [r.snapshot() for r in done + still_open]
 
     def __len__(self) -> int:
         with self._lock:
@@ -143,15 +150,12 @@ class _RequestContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        end = now_ns()
         active = self._active
         assert active is not None, "request context exited without being entered"
-        if exc_type is None:
-            self._log._exit(active, active.snapshot(end, None, ""))
-        else:
-            self._log._exit(
-                active, active.snapshot(end, "exception", f"{exc_type.__name__}: {exc}")
-            )
+        if exc_type is not None:
+            active.error, active.error_detail = "exception", f"{exc_type.__name__}: {exc}"
+        active.end_ns = now_ns()  # set last: a concurrent reader sees "open" until here
+        self._log._exit(active)
 
 
 _DEFAULT = RequestLog()

@@ -16,7 +16,12 @@ Arrow form (the "requests" table of a saved recording), one row per request:
 ``req_id`` string, ``start_ns`` int64, ``end_ns`` int64 (null: unfinished), ``input_tokens``
 int64 (null: unknown), ``output_tokens`` int64 (null: the sum of ``chunk_tokens``),
 ``chunk_ns`` list<int64>, ``chunk_tokens`` list<int32>, ``phase_names`` list<string>,
-``phase_ns`` list<int64>, ``error`` string (null: none), ``error_detail`` string.
+``phase_ns`` list<int64>, ``error`` string (null: none), ``error_detail`` string,
+``server_id`` string (null: unknown).
+
+``server_id`` is the id the server gave the response (the ``id`` of an OpenAI stream's
+chunks, e.g. vLLM's "cmpl-..."), so a load generator's record can be joined with the
+server's own logs or an engine's request timeline of the same request.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class RequestRecord:
     phases: list[tuple[str, int]] = field(default_factory=list)  # (name, entered at ns)
     error: str | None = None  # error kind, e.g. "http_5xx", "timeout", "exception"
     error_detail: str = ""
+    server_id: str | None = None
 
     @property
     def status(self) -> Status:
@@ -72,6 +78,7 @@ class RequestRecord:
             "phases": [[name, t] for name, t in self.phases],
             "error": self.error,
             "error_detail": self.error_detail,
+            "server_id": self.server_id,
         }
 
     @classmethod
@@ -91,6 +98,7 @@ class RequestRecord:
                 phases=[(str(n), _int(t)) for n, t in obj.get("phases", [])],
                 error=None if obj.get("error") is None else str(obj["error"]),
                 error_detail=str(obj.get("error_detail", "")),
+                server_id=None if obj.get("server_id") is None else str(obj["server_id"]),
             )
         except KeyError as exc:
             raise TraceFormatError(where, f"request entry lacks field {exc.args[0]!r}") from None
@@ -141,6 +149,7 @@ def _arrow_schema() -> pa.Schema:
             ("phase_ns", pa.list_(pa.int64())),
             ("error", pa.string()),
             ("error_detail", pa.string()),
+            ("server_id", pa.string()),
         ]
     )
 
@@ -162,6 +171,7 @@ def records_to_arrow(records: Iterable[RequestRecord]) -> pa.Table:
         "phase_ns": [[t for _, t in r.phases] for r in recs],
         "error": [r.error for r in recs],
         "error_detail": [r.error_detail for r in recs],
+        "server_id": [r.server_id for r in recs],
     }
     return pa.table(cols, schema=_arrow_schema())
 
@@ -187,6 +197,7 @@ def records_from_arrow(
             phases=list(zip(row["phase_names"] or [], row["phase_ns"] or [], strict=True)),
             error=row["error"],
             error_detail=row["error_detail"] or "",
+            server_id=row["server_id"],
         )
         rec.validate(where)
         out.append(rec)

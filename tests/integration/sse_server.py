@@ -47,17 +47,14 @@ class ServerState:
 STATE = web.AppKey("state", ServerState)
 
 
-def _chunk(api: str, text: str) -> bytes:
+def _chunk(api: str, rid: str, text: str) -> bytes:
+    choice: dict[str, object] = {"index": 0}
     if api == "completions":
-        obj: dict[str, object] = {
-            "object": "text_completion",
-            "choices": [{"index": 0, "text": text}],
-        }
+        choice["text"] = text
+        obj: dict[str, object] = {"id": rid, "object": "text_completion", "choices": [choice]}
     else:
-        obj = {
-            "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": {"content": text}}],
-        }
+        choice["delta"] = {"content": text}
+        obj = {"id": rid, "object": "chat.completion.chunk", "choices": [choice]}
     return f"data: {json.dumps(obj)}\n\n".encode()
 
 
@@ -65,6 +62,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state: ServerState = request.app[STATE]
     recv_ns = time.monotonic_ns()
     b = state.plan[state.seen % len(state.plan)]
+    rid = f"cmpl-{state.seen}"
     state.seen += 1
     body = await request.json()
     state.bodies.append(body)
@@ -84,7 +82,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             await asyncio.sleep(b.itl_s)
         k = min(b.tokens_per_chunk, n - produced)
         write_ns.append(time.monotonic_ns())
-        await resp.write(_chunk(api, " tok" * k))
+        await resp.write(_chunk(api, rid, " tok" * k))
         produced += k
         if produced >= 2 and b.fail == "stall":
             await asyncio.sleep(5.0)  # far past the client's chunk timeout
@@ -96,7 +94,7 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             assert request.transport is not None
             request.transport.abort()  # connection dropped mid-stream
             return resp
-    state.timings.append({"recv_ns": recv_ns, "write_ns": write_ns})
+    state.timings.append({"id": rid, "recv_ns": recv_ns, "write_ns": write_ns})
     if b.send_usage:
         usage = {"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": n}}
         await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
