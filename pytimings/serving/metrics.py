@@ -1,7 +1,8 @@
 """Serving metrics from request timelines: TTFT, TPOT, ITL, E2E, throughput, goodput.
 
 Input is a sequence of :class:`~pytimings.serving.requests.RequestRecord` (from the load
-generator's JSON or an engine's request log). Only requests with status "ok" enter the
+generator's JSON, ``runfile.load_run``, or ``record.load_requests`` of a saved recording)
+or a live :class:`~pytimings.serving.record.RequestLog`. Only requests with status "ok" enter the
 latency and throughput figures; errored and unfinished ones are counted by kind in
 ``errors`` and still count toward peak concurrency (they loaded the server).
 
@@ -70,6 +71,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.serving.record import RequestLog
 from pytimings.serving.requests import RequestRecord, count_by_status
 from pytimings.table import Table
 
@@ -235,7 +237,7 @@ def measured(records: Iterable[RequestRecord]) -> list[RequestRecord]:
 
 
 def serving_metrics(
-    records: Iterable[RequestRecord],
+    records: Iterable[RequestRecord] | RequestLog,
     definition: str = "vllm",
     slo: str | Mapping[str, float] | None = None,
     windows: Sequence[tuple[int, int]] | None = None,
@@ -248,7 +250,7 @@ def serving_metrics(
     """
     if definition not in DEFINITIONS:
         raise UsageError(f"unknown definition {definition!r} (one of {', '.join(DEFINITIONS)})")
-    recs = list(records)
+    recs = records.records() if isinstance(records, RequestLog) else list(records)
     slo_ms = parse_slo(slo)
     if "itl" in slo_ms and definition == "vllm":
         raise UsageError("--slo itl: vLLM's ITL is pooled per gap, not per request; use tpot")

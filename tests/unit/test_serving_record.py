@@ -29,6 +29,9 @@ def test_public_name_and_clock() -> None:
     assert before <= rec.start_ns <= rec.chunk_ns[0] <= rec.chunk_ns[1] <= rec.end_ns <= after
     assert rec.chunk_tokens == [1, 3] and rec.n_output == 4
     assert [n for n, _ in rec.phases] == ["queue", "prefill", "decode"]
+    m = pytimings.serving_metrics(log)  # a live log is accepted as it is
+    assert m.completed == 1 and m.output_tokens == 4
+    assert m.phases["prefill"].count == 1
 
 
 def test_exception_is_recorded_not_dropped() -> None:
