@@ -21,7 +21,9 @@ a list of common short English words, each one token with a leading space in the
 Llama/GPT/Qwen BPE vocabularies; the real count differs by the template's and BOS tokens
 (chat adds a few). Token counts come from the server's ``usage`` (requested with
 ``stream_options.include_usage``) when it sends one, else one token per chunk (exact for
-servers that stream one token per chunk) -- the record keeps which.
+servers that stream one token per chunk; a chunk that carries the running usage, as vLLM's
+``continuous_usage_stats`` does, gives its own count) -- ``output_tokens`` is null in the
+record when it was counted.
 
 HTTP client: aiohttp. It is the asyncio client with a C HTTP parser (per-chunk client cost
 stays small at high concurrency, where a pure-Python parser would add latency of its own),
@@ -149,11 +151,14 @@ def _chunk_text(obj: dict[str, Any], api: str) -> str:
     choices = obj.get("choices")
     if not choices:
         return ""
-    first = choices[0]
+    first = choices[0] if isinstance(choices, list) else None
+    if not isinstance(first, dict):
+        raise _StreamError("malformed_sse", f"choices is not a list of objects: {choices!r:.80}")
     if api == "completions":
         text = first.get("text")
     else:
-        text = (first.get("delta") or {}).get("content")
+        delta = first.get("delta")
+        text = delta.get("content") if isinstance(delta, dict) else None
     return text if isinstance(text, str) else ""
 
 
@@ -226,19 +231,26 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
             raise _StreamError("malformed_sse", f"undecodable event: {payload[:80]!r}") from None
         if not isinstance(obj, dict):
             raise _StreamError("malformed_sse", f"event is not an object: {payload[:80]!r}")
-        if "error" in obj:
+        if obj.get("error") is not None:
             raise _StreamError("sse_error", json.dumps(obj["error"])[:200])
         if rec.server_id is None and obj.get("id") is not None:
             rec.server_id = str(obj["id"])
-        if _chunk_text(obj, cfg.api):
-            rec.chunk_ns.append(event_ns)
-            rec.chunk_tokens.append(1)
         usage = obj.get("usage")
+        completion = None
         if isinstance(usage, dict):
             if isinstance(usage.get("prompt_tokens"), int):
                 rec.input_tokens = usage["prompt_tokens"]
             if isinstance(usage.get("completion_tokens"), int):
-                rec.output_tokens = usage["completion_tokens"]
+                completion = usage["completion_tokens"]
+        if _chunk_text(obj, cfg.api):
+            # a chunk carrying the running usage (vLLM continuous_usage_stats) tells how many
+            # tokens it holds (speculative decoding, stream intervals); else count one
+            before = rec.output_tokens or 0
+            k = completion - before if completion is not None and completion > before else 1
+            rec.chunk_ns.append(event_ns)
+            rec.chunk_tokens.append(k)
+        if completion is not None:
+            rec.output_tokens = completion
     if not done:
         raise _StreamError(
             "early_close", f"stream ended before [DONE] after {len(rec.chunk_ns)} chunks"

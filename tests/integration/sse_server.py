@@ -30,9 +30,11 @@ from aiohttp import web
 class Behaviour:
     ttft_s: float = 0.05
     itl_s: float = 0.02
-    fail: str | None = None  # None, "500", "stall", "malformed", "drop", "error_event"
+    # None, "500", "stall", "malformed", "bad_shape", "drop", "error_event"
+    fail: str | None = None
     send_usage: bool = True
     tokens_per_chunk: int = 1
+    continuous_usage: bool = False  # running usage on every chunk (vLLM's option)
 
 
 @dataclass
@@ -47,7 +49,7 @@ class ServerState:
 STATE = web.AppKey("state", ServerState)
 
 
-def _chunk(api: str, rid: str, text: str) -> bytes:
+def _chunk(api: str, rid: str, text: str, usage: int | None = None) -> bytes:
     choice: dict[str, object] = {"index": 0}
     if api == "completions":
         choice["text"] = text
@@ -55,6 +57,8 @@ def _chunk(api: str, rid: str, text: str) -> bytes:
     else:
         choice["delta"] = {"content": text}
         obj = {"id": rid, "object": "chat.completion.chunk", "choices": [choice]}
+    if usage is not None:
+        obj["usage"] = {"prompt_tokens": 17, "completion_tokens": usage}
     return f"data: {json.dumps(obj)}\n\n".encode()
 
 
@@ -82,12 +86,15 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             await asyncio.sleep(b.itl_s)
         k = min(b.tokens_per_chunk, n - produced)
         write_ns.append(time.monotonic_ns())
-        await resp.write(_chunk(api, rid, " tok" * k))
+        running = produced + k if b.continuous_usage else None
+        await resp.write(_chunk(api, rid, " tok" * k, running))
         produced += k
         if produced >= 2 and b.fail == "stall":
             await asyncio.sleep(5.0)  # far past the client's chunk timeout
         if produced >= 2 and b.fail == "malformed":
             await resp.write(b'data: {"choices": [\n\n')
+        if produced >= 2 and b.fail == "bad_shape":
+            await resp.write(b'data: {"choices": {"text": "x"}}\n\n')
         if produced >= 2 and b.fail == "error_event":
             await resp.write(b'data: {"error": {"message": "injected", "code": 500}}\n\n')
         if produced >= 2 and b.fail == "drop":

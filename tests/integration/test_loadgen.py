@@ -97,23 +97,35 @@ def test_open_loop_poisson_and_counted_tokens_without_usage(tmp_path: Path) -> N
     assert starts[-1] - starts[0] > 0  # spread out by the arrival process, not all at once
 
 
+def test_multi_token_chunks_counted_from_running_usage(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    plan = [Behaviour(0.01, 0.005, tokens_per_chunk=3, continuous_usage=True)]
+    with serve(plan) as server:
+        rc = _loadgen(server.url, out, "--requests", "2", "--rounds", "1", "--warmup", "0")
+    assert rc == 0
+    for r in load_run(out).levels[0].rounds[0].records:
+        assert r.chunk_tokens == [3, 3, 2] and r.output_tokens == N_OUT
+    # TPOT still divides by tokens, not chunks; vLLM's ITL stays one value per chunk gap
+    m = serving_metrics(load_run(out).levels[0].rounds[0].records)
+    assert m.itl.count == 2 * 2 and m.tpot.count == 2
+
+
 def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path) -> None:
     ok = Behaviour(0.02, 0.01)
-    plan = [ok, Behaviour(fail="500"), ok, Behaviour(0.02, 0.01, fail="stall"), ok,
-            Behaviour(0.02, 0.01, fail="malformed"), ok, Behaviour(0.02, 0.01, fail="drop"),
-            Behaviour(0.02, 0.01, fail="error_event")]  # fmt: skip
+    faults = ["500", "stall", "malformed", "drop", "error_event", "bad_shape"]
+    plan = [ok] * 4 + [Behaviour(0.02, 0.01, fail=f) for f in faults]
     out = tmp_path / "run.json"
     with serve(plan) as server:
-        rc = _loadgen(server.url, out, "--concurrency", "3", "--requests", "9", "--rounds", "2",
+        rc = _loadgen(server.url, out, "--concurrency", "3", "--requests", "10", "--rounds", "2",
                       "--warmup", "0", "--chunk-timeout", "0.5")  # fmt: skip
     assert rc == 0
     run = load_run(out)
-    expected = {"http_5xx": 1, "timeout": 1, "malformed_sse": 1, "early_close": 1, "sse_error": 1}
+    expected = {"http_5xx": 1, "timeout": 1, "malformed_sse": 2, "early_close": 1, "sse_error": 1}
     for rd in run.levels[0].rounds:
         assert rd.errors == expected
         assert rd.summary["errors"] == expected
         assert rd.summary["completed"] == 4
-        assert len(rd.records) == 9  # failed requests are saved too
+        assert len(rd.records) == 10  # failed requests are saved too
         # latency figures come from the 4 good requests only
         assert rd.summary["ttft_ms"]["count"] == 4
     assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
