@@ -167,3 +167,28 @@ def test_bad_arguments_one_line_exit_2(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_compare_two_real_runs_finds_the_slower_decode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = {}
+    for name, itl in (("fast", 0.010), ("slow", 0.016)):
+        runs[name] = tmp_path / f"{name}.json"
+        with serve([Behaviour(0.02, itl)]) as server:
+            assert _loadgen(server.url, runs[name], "--concurrency", "1,2", "--requests", "4",
+                            "--rounds", "2", "--warmup", "2") == 0  # fmt: skip
+    out = tmp_path / "cmp.json"
+    rc = main(["compare", str(runs["fast"]), str(runs["slow"]), "--labels", "fast,slow",
+               "--resamples", "300", "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    verdicts = {(c["concurrency"], c["metric"]): c["verdict"] for c in doc["comparisons"]}
+    for conc in (1, 2):
+        assert verdicts[(conc, "tpot_mean")] == "worse"  # +60% per token
+        assert verdicts[(conc, "e2el_mean")] == "worse"
+        assert verdicts[(conc, "throughput")] == "worse"
+    tpot = {c["concurrency"]: c for c in doc["comparisons"] if c["metric"] == "tpot_mean"}
+    assert 0.4 < tpot[1]["rel_change"] < 0.8
+    assert "c=2 tpot_mean (ms)" in capsys.readouterr().out
