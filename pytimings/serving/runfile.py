@@ -19,7 +19,8 @@
            {"round": int,                 # 0-based
             "start_ns": int, "end_ns": int,   # benchmark window of the round
             "errors": {kind: int},        # every failed request, by kind
-            "summary": {...},             # ServingMetrics.to_dict() of this round (ms)
+            "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
+                                          # null where a statistic has no values)
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
          ],
          "summary": {...}}               # metrics over all rounds of the level
@@ -36,6 +37,7 @@ the connection dropped before ``data: [DONE]``).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,12 +82,23 @@ class Run:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
 
+def _strict(obj: Any) -> Any:
+    """NaN/inf (a statistic of no values) become null: the file stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict(v) for v in obj]
+    return obj
+
+
 def write_json(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a run file."""
+    """Write strict JSON atomically (temp file + rename): a crash never leaves half a file."""
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, separators=(",", ":"), allow_nan=True)
+        json.dump(_strict(obj), f, separators=(",", ":"), allow_nan=False)
         f.write("\n")
     os.replace(tmp, target)
 

@@ -139,9 +139,14 @@ def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
     rc = _loadgen(f"http://127.0.0.1:{port}/v1", out, "--requests", "2", "--rounds", "1",
                   "--warmup", "0")  # fmt: skip
     assert rc == 1
-    doc = json.loads(out.read_text())
+
+    def no_nan(const: str) -> None:
+        pytest.fail(f"{const} in the run file: not strict JSON")
+
+    doc = json.loads(out.read_text(), parse_constant=no_nan)
     assert doc["schema"] == SCHEMA
     assert doc["levels"][0]["rounds"][0]["errors"] == {"connect": 2}
+    assert doc["levels"][0]["summary"]["ttft_ms"]["mean"] is None  # no values: null
 
 
 @pytest.mark.parametrize(
