@@ -50,10 +50,13 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
         s = lv.summary
         table = serving_metrics(recs).per_request
         # 1. Against what the server actually did to the same request, on the same clock
-        # (CLOCK_MONOTONIC in both processes), paired per request and per chunk; medians,
-        # so one descheduled process on a loaded 2-core box does not decide. An
-        # off-by-one in TPOT (dividing by n) is 1/8 = ~2.5 ms off; TTFT counted into it
-        # (llmperf-style), ~5 ms; a first token counted as a gap shifts ITL by ~40 ms.
+        # (CLOCK_MONOTONIC in both processes), paired per request and per chunk, as
+        # medians. Bounds: a process on this shared 2-core box (load average ~8 at times)
+        # is descheduled for a few ms at a time, so delivery (write -> client stamp) gets
+        # 5 ms; the paired TPOT/gap differences cancel common delays and get 1 ms. What
+        # they must catch is far larger: TPOT divided by n instead of n-1 is 20/8 = 2.5 ms
+        # off, TTFT counted into TPOT (llmperf-style) ~5 ms, stamping a chunk when the
+        # stream ends rather than when it arrives, tens of ms.
         d_ttft, d_tpot, d_gap, delivery = [], [], [], []
         for r, ttft_ns, tpot_ns in zip(recs, table["ttft_ns"], table["tpot_ns"], strict=True):
             w = np.asarray(truth[r.server_id]["write_ns"])
@@ -63,10 +66,10 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
             d_ttft.append((ttft_ns - (w[0] - r.start_ns)) / 1e6)
             d_tpot.append((tpot_ns - (w[-1] - w[0]) / (N_OUT - 1)) / 1e6)
             d_gap.extend((np.diff(arrive) - np.diff(w)) / 1e6)
-        assert np.median(delivery) < 1.0  # loopback write -> client timestamp
-        assert 0 <= np.median(d_ttft) < 1.0
-        assert abs(np.median(d_tpot)) < 0.3
-        assert abs(np.median(d_gap)) < 0.3
+        assert np.median(delivery) < 5.0
+        assert 0 <= np.median(d_ttft) < 5.0
+        assert abs(np.median(d_tpot)) < 1.0
+        assert abs(np.median(d_gap)) < 1.0
         # 2. Against the injected sleeps, which only overshoot (more so under load): looser
         assert TTFT_S * 1e3 <= s["ttft_ms"]["median"] < TTFT_S * 1e3 + 15
         assert ITL_S * 1e3 - 0.5 <= s["tpot_ms"]["median"] < ITL_S * 1e3 + 4
