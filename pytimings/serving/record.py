@@ -14,8 +14,10 @@
 Timestamps come from ``pytimings.now_ns`` (CLOCK_MONOTONIC ns), the clock the recorder
 stamps regions on, so request timelines and the engine's regions (steps, all-reduce, KV
 transfers) share one timeline. ``token()`` costs one clock read and one list append (a
-single append of a tuple, so concurrent callers never split a (time, count) pair); the
-chunks are sorted by time once, when the request ends.
+single append of a tuple, so concurrent callers never split a (time, count) pair); when
+the request ends its chunks are sorted by time once and packed into arrays (12 bytes a
+chunk), so a long-running engine's log stays small -- still, save and ``clear()`` it now
+and then: it keeps every request until told otherwise.
 
 Every request lands in a :class:`RequestLog` (by default the process-wide
 :func:`default_log`): finished ones, ones left by an exception (``error="exception"``,
@@ -31,6 +33,7 @@ import importlib
 import importlib.util
 import os
 import threading
+from array import array
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -48,8 +51,8 @@ class ActiveRequest:
     """A request in flight; returned by ``request(...)``. Safe to call from several threads."""
 
     __slots__ = (
-        "_chunks", "_phases", "end_ns", "error", "error_detail", "input_tokens", "req_id",
-        "start_ns",
+        "_chunk_k", "_chunk_ns", "_chunks", "_phases", "end_ns", "error", "error_detail",
+        "input_tokens", "req_id", "start_ns",
     )  # fmt: skip
 
     def __init__(self, req_id: str, input_tokens: int | None, start_ns: int) -> None:
@@ -59,28 +62,48 @@ class ActiveRequest:
         self.end_ns: int | None = None
         self.error: str | None = None
         self.error_detail = ""
-        self._chunks: list[tuple[int, int]] = []
+        self._chunks: list[tuple[int, int]] = []  # while open: (time, tokens) per token()
+        self._chunk_ns = array("q")  # once ended: sorted, 12 bytes a chunk instead of ~100
+        self._chunk_k = array("i")
         self._phases: list[tuple[str, int]] = []
 
     def phase(self, name: str) -> None:
         """Enter phase ``name`` ("queue", "prefill", "decode", ...) now."""
+        if self.end_ns is not None:
+            raise RuntimeError(f"request {self.req_id!r}: phase() after the request ended")
         self._phases.append((name, now_ns()))
 
     def token(self, k: int = 1) -> None:
         """``k`` output tokens were produced now."""
-        if k < 1:
-            raise ValueError(f"token(k={k}): k must be at least 1")
+        if k < 1 or self.end_ns is not None:
+            raise (
+                ValueError(f"token(k={k}): k must be at least 1")
+                if k < 1
+                else RuntimeError(f"request {self.req_id!r}: token() after the request ended")
+            )
         self._chunks.append((now_ns(), k))
+
+    def _end(self, end_ns: int) -> None:
+        """Mark ended and pack the chunks (append order can differ from time order when
+        several threads produce tokens, so they are sorted here, once)."""
+        self.end_ns = end_ns
+        chunks, self._chunks = sorted(self._chunks), []
+        self._chunk_ns = array("q", [t for t, _ in chunks])
+        self._chunk_k = array("i", [k for _, k in chunks])
 
     def snapshot(self) -> RequestRecord:
         """The request as a record (built when read, keeping the hot path short)."""
-        chunks = sorted(self._chunks)  # append order can differ from time order across threads
+        if self.end_ns is None:
+            open_chunks = sorted(self._chunks)
+            chunk_ns, chunk_k = [t for t, _ in open_chunks], [k for _, k in open_chunks]
+        else:
+            chunk_ns, chunk_k = self._chunk_ns.tolist(), self._chunk_k.tolist()
         return RequestRecord(
             req_id=self.req_id,
             start_ns=self.start_ns,
             end_ns=self.end_ns,
-            chunk_ns=[t for t, _ in chunks],
-            chunk_tokens=[k for _, k in chunks],
+            chunk_ns=chunk_ns,
+            chunk_tokens=chunk_k,
             input_tokens=self.input_tokens,
             phases=sorted(self._phases, key=lambda p: p[1]),
             error=self.error,
@@ -154,7 +177,7 @@ class _RequestContext:
         assert active is not None, "request context exited without being entered"
         if exc_type is not None:
             active.error, active.error_detail = "exception", f"{exc_type.__name__}: {exc}"
-        active.end_ns = now_ns()  # set last: a concurrent reader sees "open" until here
+        active._end(now_ns())
         self._log._exit(active)
 
 

@@ -57,9 +57,13 @@ def test_open_request_is_flagged_unfinished() -> None:
     assert [x.status for x in log.records()] == ["ok"]
 
 
-def test_token_k_must_be_positive() -> None:
+def test_token_k_must_be_positive_and_inside_the_request() -> None:
     with request("k", log=RequestLog()) as r, pytest.raises(ValueError, match="at least 1"):
         r.token(0)
+    with pytest.raises(RuntimeError, match="after the request ended"):
+        r.token()
+    with pytest.raises(RuntimeError, match="after the request ended"):
+        r.phase("decode")
 
 
 def test_threads_sharing_one_request_and_log() -> None:
