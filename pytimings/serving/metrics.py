@@ -14,7 +14,9 @@ response (stream closed / request context left).
 Definitions, ``definition="vllm"`` (vLLM ``benchmarks/benchmark_serving.py`` /
 ``vllm bench serve``; the default):
 
-* TTFT = c_1 - s.
+* TTFT = c_1 - s. (vLLM's client stops it at the first event that has ``choices``, which
+  for chat can be the role-only delta; servers send that with the first token, and
+  pytimings takes the first chunk that carries text, as genai-perf and llmperf do.)
 * E2E  = c_m - s (vLLM stops its clock at the last streamed chunk, not at [DONE]).
 * TPOT = (E2E - TTFT) / (n - 1), only for n > 1: the first token is excluded because it
   carries the prefill. One value per request.
@@ -46,6 +48,9 @@ client):
 * duration = the benchmark window, like vLLM; std is the sample std (ddof=1, pandas).
 
 All definitions: percentiles p90/p95/p99 (linear), max, mean, median, std; all in ms.
+Token counts are the server's ``usage`` when it sent one, else counted chunks (the three
+tools re-tokenize the generated text instead; with ``usage`` the counts are the server's
+own and exact).
 
 Goodput (DistServe's term, as in ``vllm bench serve --goodput``): requests per second that
 completed within every given SLO. SLO keys: ``ttft``, ``tpot``, ``e2el`` and, for the

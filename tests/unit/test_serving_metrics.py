@@ -163,3 +163,13 @@ def test_stats_against_numpy_on_random_records() -> None:
     gaps_all = np.concatenate([np.diff(r.chunk_ns) for r in recs]) / MS
     assert m.itl.count == gaps_all.size
     assert m.itl.p95 == pytest.approx(np.percentile(gaps_all, 95))
+
+
+def test_prompts_are_deterministic_and_sized() -> None:
+    from pytimings.serving.loadgen import build_prompt
+
+    a = build_prompt(100, np.random.default_rng([7, 0]))
+    b = build_prompt(100, np.random.default_rng([7, 0]))
+    c = build_prompt(100, np.random.default_rng([8, 0]))
+    assert a == b and a != c
+    assert len(a.split()) == 100
