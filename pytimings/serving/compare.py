@@ -124,7 +124,7 @@ class _LevelData:
         return self.stats(w, round_w)
 
 
-def level_data(level: Level, definition: str) -> _LevelData:
+def level_data(level: Level, definition: str, where: str = "") -> _LevelData:
     round_of: list[int] = []
     durations: list[float] = []
     per_req = []
@@ -149,7 +149,9 @@ def level_data(level: Level, definition: str) -> _LevelData:
             owner.append(n + np.flatnonzero(keep))
         n += len(t)
     if n == 0:
-        raise UsageError(f"concurrency {level.concurrency}: no successful request to compare")
+        raise UsageError(
+            f"{where}: concurrency {level.concurrency} has no successful request to compare"
+        )
 
     def col(name: str, scale: float = 1e6) -> F64:
         return np.concatenate([np.asarray(t[name], np.float64) / scale for t in per_req])
@@ -198,7 +200,9 @@ def sweep(run: Run, definition: str, knee_pct: float) -> dict[str, Any]:
     """Throughput-latency curve over the run's concurrency levels, with the knee."""
     rows = []
     for lv in sorted(run.levels, key=lambda x: x.concurrency):
-        pt = level_data(lv, definition).point()
+        if not any(measured(rd.records) for rd in lv.rounds):
+            continue  # nothing succeeded at this level: shown in the errors table instead
+        pt = level_data(lv, definition, run.path).point()
         rows.append({"concurrency": lv.concurrency, **pt})
     knee = None
     if rows:
@@ -262,14 +266,21 @@ def run(args: argparse.Namespace) -> int:
             la, lb = base.level(c), other.level(c)
             assert la is not None and lb is not None
             for row in compare_levels(
-                level_data(la, args.definition),
-                level_data(lb, args.definition),
+                level_data(la, args.definition, base.path),
+                level_data(lb, args.definition, other.path),
                 args.resamples,
                 rng,
             ):
                 comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
     sweeps = {
         label: sweep(r, args.definition, args.knee_pct)
+        for label, r in zip(labels, runs, strict=True)
+    }
+    errors = {
+        label: {
+            str(lv.concurrency): serving_metrics([q for rd in lv.rounds for q in rd.records]).errors
+            for lv in r.levels
+        }
         for label, r in zip(labels, runs, strict=True)
     }
     doc = {
@@ -279,6 +290,7 @@ def run(args: argparse.Namespace) -> int:
         "resampling_unit": "rounds, then requests within each drawn round (two-stage bootstrap)",
         "comparisons": comparisons,
         "sweeps": sweeps,
+        "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
     }
     print(_render(doc))
     if args.json:
@@ -299,6 +311,13 @@ def _render(doc: dict[str, Any]) -> str:
             f"{c['verdict']}  ({c['label']} vs {c['baseline']})",
         ])  # fmt: skip
     out = [format_table(["metric", "baseline", "other", "change", "95% CI", "verdict"], rows)]
+    erows = [
+        [label, conc, ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"]
+        for label, levels in doc["errors"].items()
+        for conc, counts in levels.items()
+    ]
+    out.append("\nfailed requests (counted here, never in the figures above)")
+    out.append(format_table(["run", "conc", "errors"], erows))
     for label, sw in doc["sweeps"].items():
         srows = [
             [str(r["concurrency"]), fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]),

@@ -37,7 +37,7 @@ def _round(rng: np.random.Generator, conc: int, n_req: int, ttft_ms: float, tpot
 
 
 def _run(path: Path, seed: int, levels: dict[int, tuple[float, float]], rounds: int = 3,
-         n_req: int = 40) -> Path:  # fmt: skip
+         n_req: int = 40, failed: int = 0) -> Path:  # fmt: skip
     rng = np.random.default_rng(seed)
     out = []
     t = 0
@@ -45,6 +45,9 @@ def _run(path: Path, seed: int, levels: dict[int, tuple[float, float]], rounds: 
         rds = []
         for ri in range(rounds):
             rd = _round(rng, conc, n_req, ttft, tpot, t, ri)
+            for k in range(failed):  # failed requests: saved, counted, never measured
+                bad = RequestRecord(f"f{ri}-{k}", t, t + MS, error="http_5xx", error_detail="500")
+                rd["requests"].append(bad.to_json())
             t = rd["end_ns"] + 10 * MS
             rds.append(rd)
         out.append({"concurrency": conc, "rate": None, "warmup": {}, "rounds": rds, "summary": {}})
@@ -111,7 +114,8 @@ def test_weighted_percentile_matches_repeat() -> None:
 
 def test_cli_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _run(tmp_path / "a.json", 1, {1: (50.0, 20.0), 4: (60.0, 22.0)}, rounds=2, n_req=12)
-    b = _run(tmp_path / "b.json", 2, {1: (50.0, 20.0), 4: (90.0, 30.0)}, rounds=2, n_req=12)
+    b = _run(tmp_path / "b.json", 2, {1: (50.0, 20.0), 4: (90.0, 30.0)}, rounds=2, n_req=12,
+             failed=1)  # fmt: skip
     out_json, out_png = tmp_path / "cmp.json", tmp_path / "cmp.png"
     rc = main(["compare", str(a), str(b), "--labels", "on,off", "--resamples", "200",
                "--json", str(out_json), "--plot", str(out_png)])  # fmt: skip
@@ -120,6 +124,9 @@ def test_cli_table_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "c=4 ttft_mean (ms)" in text and "worse  (off vs on)" in text
     assert "sweep on: knee at concurrency" in text
     doc = json.loads(out_json.read_text())
+    off = {"http_5xx": 2}  # one per round, two rounds
+    assert doc["errors"] == {"on": {"1": {}, "4": {}}, "off": {"1": off, "4": off}}
+    assert "http_5xx=2" in text
     assert {c["concurrency"] for c in doc["comparisons"]} == {1, 4}
     assert len(doc["comparisons"]) == 2 * 6
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
