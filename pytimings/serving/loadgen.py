@@ -465,9 +465,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def _progress_bar(total: int) -> tuple[Any, Callable[[], None]]:
+    from rich.console import Console
     from rich.progress import Progress
 
-    bar = Progress(transient=True)
+    bar = Progress(console=Console(stderr=True), transient=True)  # stdout stays the table
     task = bar.add_task("requests", total=total)
     bar.start()
     return bar, lambda: bar.advance(task)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -200,3 +204,40 @@ def test_compare_two_real_runs_finds_the_slower_decode(
     tpot = {c["concurrency"]: c for c in doc["comparisons"] if c["metric"] == "tpot_mean"}
     assert 0.4 < tpot[1]["rel_change"] < 0.8
     assert "c=2 tpot_mean (ms)" in capsys.readouterr().out
+
+
+def _run_cli_with_stderr(url: str, out: Path, stderr_tty: bool, *extra: str) -> tuple[str, str]:
+    """Run ``pytimings loadgen`` in a child with stderr on a pseudo-terminal or a pipe."""
+    argv = [sys.executable, "-m", "pytimings.cli", "loadgen", "--url", url, "--model", "m",
+            "--input-len", "8", "--output-len", "4", "--requests", "4", "--rounds", "1",
+            "--warmup", "0", "--out", str(out), *extra]  # fmt: skip
+    if not stderr_tty:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return p.stdout, p.stderr
+    leader, follower = pty.openpty()
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=follower, text=True) as p:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                data = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        stdout = p.stdout.read() if p.stdout else ""
+    os.close(leader)
+    return stdout, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    with serve([Behaviour(0.005, 0.002)]) as server:
+        out_pipe, err_pipe = _run_cli_with_stderr(server.url, tmp_path / "a.json", False)
+        out_tty, err_tty = _run_cli_with_stderr(server.url, tmp_path / "b.json", True)
+        out_q, err_q = _run_cli_with_stderr(server.url, tmp_path / "c.json", True, "--quiet")
+    assert err_pipe == "" and "TTFT mean" in out_pipe  # not a terminal: no bar at all
+    assert "requests" in err_tty and "TTFT mean" in out_tty  # bar on stderr, table on stdout
+    assert "requests" not in out_tty
+    assert err_q == "" and out_q == ""  # --quiet: nothing
