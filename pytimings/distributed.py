@@ -10,20 +10,16 @@ before instrumenting (``from torch.distributed import all_reduce``) are not wrap
 What ``nbytes`` means follows nccl-tests (the "size" column of its tables), so that
 ``algbw = nbytes / time`` and ``busbw = algbw * factor`` are comparable with nccl-tests:
 
-=========================  ==============================  ===================
-op                         nbytes                          bus factor (n ranks)
-=========================  ==============================  ===================
-all_reduce                 the tensor                      2(n-1)/n
-all_gather[_into_tensor]   the whole gathered output       (n-1)/n
-reduce_scatter[_tensor]    the whole input                 (n-1)/n
-all_gather_single,         as all_gather_into_tensor /     (n-1)/n
-reduce_scatter_single      reduce_scatter_tensor (their
-                           torch >= 2.13 names)
-all_to_all[_single]        the whole input                 (n-1)/n
-broadcast                  the tensor                      1
-send, recv, isend, irecv   the tensor                      1
-batch_isend_irecv          sum of the ops' tensors         1
-=========================  ==============================  ===================
+* ``all_reduce``: the tensor; bus factor 2(n-1)/n
+* ``all_gather``, ``all_gather_into_tensor``, ``all_gather_single``: the whole gathered
+  output; (n-1)/n
+* ``reduce_scatter``, ``reduce_scatter_tensor``, ``reduce_scatter_single``: the whole input;
+  (n-1)/n
+* ``all_to_all``, ``all_to_all_single``: the whole input; (n-1)/n
+* ``broadcast``, ``send``, ``recv``, ``isend``, ``irecv``: the tensor; 1
+* ``batch_isend_irecv``: the sum of its ops' tensors; 1
+
+(n is the size of the call's process group, recorded as the region's payload.)
 
 What is timed, honestly:
 

@@ -49,7 +49,8 @@ void register_recorder(py::module_& m) {
   m.def(
       "strings", [] { return pytimings::interned_strings(); },
       "Every interned region name and kind (process-wide); record name/kind ids index it.");
-  py::class_<RecorderBinding>(m, "Recorder",
+  // The plain `type` metaclass (not pybind11's) keeps the class an ordinary type for stubtest.
+  py::class_<RecorderBinding>(m, "Recorder", py::metaclass(reinterpret_cast<PyObject*>(&PyType_Type)),
                               "Native recorder: per-thread buffers, CUDA events, NVTX. Use "
                               "pytimings.Recorder, which wraps this.")
       .def(py::init([](std::optional<int64_t> max_records, int64_t reanchor_interval_ns) {

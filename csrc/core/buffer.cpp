@@ -19,7 +19,12 @@ RecordBuffer::~RecordBuffer() {
   free_list(recycled_.load(std::memory_order_relaxed));
 }
 
-bool RecordBuffer::advance(Budget& budget) noexcept {
+bool RecordBuffer::grow(Budget& budget) noexcept {
+  if (tail_->capacity > 0 && tail_->capacity < Chunk::kRecords) {
+    const uint32_t more = budget.reserve(Chunk::kRecords - tail_->capacity);
+    tail_->capacity += more;
+    return more > 0;
+  }
   const uint32_t slots = budget.reserve(Chunk::kRecords);
   if (slots == 0) return false;
   if (spare_ == nullptr) spare_ = recycled_.exchange(nullptr, std::memory_order_acquire);

@@ -8,7 +8,7 @@ Nvtx::~Nvtx() {
   for (auto& b : blocks_) delete[] b.load(std::memory_order_relaxed);
 }
 
-void Nvtx::register_name(uint32_t id, const std::string& s) {
+void Nvtx::register_string(uint32_t id, const std::string& s) {
   const uint32_t b = id / kBlock;
   if (b >= kBlocks) return;
   std::lock_guard<std::mutex> lock(mu_);
@@ -20,8 +20,7 @@ void Nvtx::register_name(uint32_t id, const std::string& s) {
   block[id % kBlock] = nvtxDomainRegisterStringA(domain_, s.c_str());
 }
 
-void Nvtx::register_kind(uint32_t id, const std::string& s) {
-  register_name(id, s);
+void Nvtx::name_category(uint32_t id, const std::string& s) {
   nvtxDomainNameCategoryA(domain_, category_of(id), s.c_str());
 }
 

@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
 """Group-by statistics in one pass: count, sum, max and percentiles per key.
 
 The input is sorted by (key, value) once by the caller (``numpy.lexsort``); this kernel

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import timeit
 from collections.abc import Callable
@@ -72,8 +73,7 @@ def _recorder(**region_kwargs: Any) -> Setup:
     def setup() -> _Bench:
         from pytimings.recorder import Recorder
 
-        rec = Recorder()
-        rec.start()
+        rec = Recorder()  # started; its own buffers, not the user's default recorder
         args = "".join(f", {k}={k}" for k in region_kwargs)
         ns = {"region": rec.region, "name": NAME, **region_kwargs}
         return _Bench(f"with region(name{args}): pass", ns, rec.clear)
@@ -85,7 +85,6 @@ def _recorder_disabled() -> _Bench:
     from pytimings.recorder import Recorder
 
     rec = Recorder()
-    rec.start()
     rec.disable()
     return _Bench("with region(name): pass", {"region": rec.region, "name": NAME}, rec.clear)
 
@@ -143,16 +142,17 @@ def _torch_event_pair() -> _Bench:
         raise _Skip(f"torch not importable ({exc})") from None
     if not torch.cuda.is_available():
         raise _Skip("torch has no CUDA (CPU build or no device)")
-    pool = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(64)]
+    event: Any = torch.cuda.Event
+    pool = [(event(enable_timing=True), event(enable_timing=True)) for _ in range(64)]
     stmt = "i = (i + 1) & 63\na, b = pool[i]\na.record()\nb.record()"
     return _Bench(stmt, {"pool": pool}, torch.cuda.synchronize, init="i = 0")
 
 
 ROWS: list[tuple[str, str, Setup | None]] = [  # None: measured natively (_floor_ns)
     ("nullcontext", "with contextlib.nullcontext()  (fresh)", _nullcontext),
-    ("pytimings_host", "pytimings region, host-only (+ NVTX, no tool attached)",
-     _recorder()),
+    ("pytimings_host", "pytimings region, host-only (+ NVTX range)", _recorder()),
+    ("pytimings_host_args", "pytimings region, host-only, kind+nbytes+payload",
+     _recorder(kind="comm", nbytes=4096, payload=2)),
     ("pytimings_disabled", "pytimings region, recorder disabled", _recorder_disabled),
     ("nvtx_reused", "nvtx.annotate(name), reused object", _nvtx_reused),
     ("nvtx_fresh", "nvtx.annotate(name), fresh", _nvtx_fresh),
@@ -171,15 +171,20 @@ def _floor_ns(iterations: int, repeats: int) -> list[float]:
     from pytimings import _core
 
     raw = int(getattr(stream, "cuda_stream", stream))
-    return [float(_core.event_record_floor_ns(raw, iterations)) for _ in range(repeats)]
+    n = min(iterations, 50_000)  # ~2 us per pair on a GPU: keep the run short
+    return [float(_core.event_record_floor_ns(raw, n)) for _ in range(repeats)]
 
 
-def measure(iterations: int = 200_000, repeats: int = 7) -> list[Row]:
-    """Run every row; medians over ``repeats`` of ``iterations`` regions each."""
+def measure(iterations: int = 200_000, repeats: int = 7, budget_s: float = 0.12) -> list[Row]:
+    """Run every row; medians over ``repeats`` loops of at most ``iterations`` regions.
+
+    Slow rows run fewer iterations, so that one loop of a row takes about ``budget_s``
+    (at least 1000 iterations): the default run stays well under 20 s everywhere.
+    """
     if iterations < 1 or repeats < 1:
         raise UsageError("--iterations and --repeats must be at least 1")
     rows = [Row(k, label) for k, label, _ in ROWS]
-    timers: dict[str, tuple[timeit.Timer, Callable[[], None]]] = {}
+    timers: dict[str, tuple[timeit.Timer, Callable[[], None], int]] = {}
     for row, (_, _, setup) in zip(rows, ROWS, strict=True):
         if setup is None:
             continue
@@ -188,17 +193,27 @@ def measure(iterations: int = 200_000, repeats: int = 7) -> list[Row]:
         except _Skip as skip:
             row.note = str(skip)
             continue
-        timers[row.key] = (timeit.Timer(b.stmt, b.init, globals=b.ns), b.between)
+        timer = timeit.Timer(b.stmt, b.init, globals=b.ns)
+        probe = min(iterations, 1000)  # the best of 3 short loops (also warms the row up)
+        per_op = max(min(timer.repeat(3, probe)) / probe, 1e-9)
+        b.between()
+        n = max(min(iterations, int(budget_s / per_op)), min(iterations, 1000))
+        timers[row.key] = (timer, b.between, n)
+        if n < iterations // 2:
+            row.note = f"slow row: {n} iterations per repeat"
     empty = timeit.Timer("pass")
     baseline: list[float] = []
     for _ in range(repeats):
         baseline.append(empty.timeit(iterations) * 1e9 / iterations)
         for row in rows:
             if row.key in timers:
-                timer, between = timers[row.key]
-                row.samples.append(timer.timeit(iterations) * 1e9 / iterations)
+                timer, between, n = timers[row.key]
+                row.samples.append(timer.timeit(n) * 1e9 / n)
                 between()
     loop_ns = statistics.median(baseline)
+    tool = os.environ.get("NVTX_INJECTION64_PATH")
+    rows[1].note = (f"NVTX tool attached ({tool})" if tool
+                    else "no NVTX tool attached: its calls are no-ops")
     for row in rows:
         if row.samples:
             row.ns = statistics.median(s - loop_ns for s in row.samples)
@@ -243,7 +258,7 @@ def targets(rows: list[Row]) -> list[Target]:
 def format_table(rows: list[Row], checks: list[Target], iterations: int, repeats: int) -> str:
     base = rows[0].ns
     width = max(len(r.label) for r in rows)
-    lines = [f"per-region overhead: median of {repeats} repeats x {iterations} regions, "
+    lines = [f"per-region overhead: median of {repeats} repeats of up to {iterations} regions, "
              "net of an empty loop",
              f"{'row'.ljust(width)}  {'ns':>8}  {'ratio':>6}  note"]
     for r in rows:

@@ -97,7 +97,7 @@ def test_summary_shows_algbw_and_busbw(ranks: list[dict]) -> None:
         for name in EXPECTED_NBYTES:
             op = comm_op_of(name)
             row = rows[name]
-            assert row["count"] == 1 and row["nbytes_total"] == EXPECTED_NBYTES[name]
+            assert row["count"] == 1 and row["nbytes"] == EXPECTED_NBYTES[name]
             if op.asynchronous:
                 assert row["algbw_gbps"] is None and row["busbw_gbps"] is None
                 continue
@@ -115,8 +115,35 @@ def test_uninstrument_restores_identity(ranks: list[dict]) -> None:
         assert not result["instrumented_after"]
 
 
+@pytest.mark.slow
+def test_saved_recordings_know_their_rank(ranks: list[dict]) -> None:
+    assert [r["trace_rank"] for r in ranks] == list(range(WORLD))
+
+
 def test_ops_cover_the_issue_list() -> None:
     want = {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
             "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "send",
             "recv", "isend", "irecv", "batch_isend_irecv"}
     assert want <= set(OPS)
+
+
+def test_instrument_swaps_and_uninstrument_restores_in_process() -> None:
+    import torch.distributed as dist
+
+    from pytimings.distributed import _P2PFunction, instrument_torch_distributed, uninstrument
+
+    before = {op: getattr(dist, op) for op in OPS if hasattr(dist, op)}
+    instrument_torch_distributed()
+    try:
+        for op, original in before.items():
+            wrapped = getattr(dist, op)
+            assert wrapped is not original and wrapped.__wrapped__ is original
+            assert wrapped.__name__ == original.__name__
+        # a wrapped isend passes torch's P2POp check, `op in [isend, irecv]` (its originals)
+        assert isinstance(dist.isend, _P2PFunction)
+        assert dist.isend in [before["isend"], before["irecv"]]
+        assert hash(dist.isend) == hash(before["isend"])
+    finally:
+        uninstrument()
+    for op, original in before.items():
+        assert getattr(dist, op) is original

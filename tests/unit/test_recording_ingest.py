@@ -36,8 +36,15 @@ def _saved(tmp_path: Path) -> Path:
 
 
 def test_detects_arrow_files_only(tmp_path: Path) -> None:
-    head = _saved(tmp_path).read_bytes()[:64]
+    head = _saved(tmp_path).read_bytes()[:1024]
     assert looks_like_recording(head)
+    assert not looks_like_recording(head[:64])  # the format marker is not in 64 bytes
+    other = tmp_path / "other.arrow"
+    import pyarrow as pa
+
+    with pa.OSFile(str(other), "wb") as sink, pa.ipc.new_file(sink, pa.schema([("a", pa.int8())])):
+        pass
+    assert not looks_like_recording(other.read_bytes())
     assert not looks_like_recording(b"SQLite format 3\x00")
     assert not looks_like_recording(b'{"traceEvents": []}')
     assert not looks_like_recording(b"")
@@ -89,8 +96,17 @@ def test_gpu_spans_become_ops_linked_to_a_launch_call(tmp_path: Path) -> None:
     }
 
 
+def test_rank_only_when_the_recording_knows_it(tmp_path: Path) -> None:
+    tr = load_recording_trace(_saved(tmp_path))
+    assert tr.meta["rank"] == 1 and set(tr.gpu_ops["rank"]) == {1}
+    rec = make_recording([{"name": "a", "start": 0, "end": 1}], meta={"pid": 1})
+    tr = load_recording_trace(storage.save(tmp_path / "norank.pyt", rec))
+    assert "rank" not in tr.meta  # pytimings.load() then takes it from the file name/order
+    assert set(tr.ranges["rank"]) == {0}
+
+
 def test_not_a_recording(tmp_path: Path) -> None:
     p = tmp_path / "x.pyt"
-    p.write_bytes(b"ARROW1\x00\x00garbage")
+    p.write_bytes(b"ARROW1\x00\x00pytimings.recording/1 garbage")
     with pytest.raises(TraceFormatError, match=str(p)):
         load_recording_trace(p)

@@ -47,20 +47,23 @@ constexpr int64_t kNoTime = INT64_MIN;
 struct Chunk {
   static constexpr uint32_t kRecords = 1024;
   std::atomic<uint32_t> committed{0};  // records [0, committed) are complete
-  uint32_t capacity = 0;               // slots reserved from the recorder's budget
+  uint32_t capacity = 0;               // slots reserved from the budget (writer only)
   std::atomic<Chunk*> next{nullptr};   // set by the writer once it leaves this chunk
   Record records[kRecords];
 };
 
-// Free record slots shared by all threads (the memory cap). Reserved a chunk at a time, so
-// the shared cache line is touched once per Chunk::kRecords records, not per record.
+// Free record slots shared by all threads (the memory cap). Threads reserve slots in blocks,
+// so the shared cache line is touched about once per block, not per record; a block is at
+// most 1/64 of what is left, so near the cap slots go one at a time and the cap fills up
+// (threads still holding unused slots when others run out leave it short by a few records).
 class Budget {
  public:
   explicit Budget(int64_t slots) : free_(slots) {}
   uint32_t reserve(uint32_t want) noexcept {
     int64_t have = free_.load(std::memory_order_relaxed);
     while (have > 0) {
-      const int64_t take = have < want ? have : want;
+      int64_t take = have / 64 < 1 ? 1 : have / 64;
+      if (take > want) take = want;
       if (free_.compare_exchange_weak(have, have - take, std::memory_order_relaxed))
         return static_cast<uint32_t>(take);
     }
@@ -81,7 +84,7 @@ class RecordBuffer {
 
   // Writer side. False when the budget is exhausted (the caller counts the drop).
   bool append(const Record& r, Budget& budget) noexcept {
-    if (pos_ == tail_->capacity && !advance(budget)) return false;
+    if (pos_ == tail_->capacity && !grow(budget)) return false;
     tail_->records[pos_] = r;
     tail_->committed.store(++pos_, std::memory_order_release);
     return true;
@@ -91,7 +94,7 @@ class RecordBuffer {
   void drain(std::vector<Record>& out);
 
  private:
-  bool advance(Budget& budget) noexcept;
+  bool grow(Budget& budget) noexcept;  // more reserved slots: in this chunk, or a new one
 
   // writer-owned
   Chunk* tail_;

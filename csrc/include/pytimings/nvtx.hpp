@@ -17,10 +17,10 @@ class Nvtx {
   ~Nvtx();
   Nvtx(const Nvtx&) = delete;
   Nvtx& operator=(const Nvtx&) = delete;
-  // Off the hot path (once per interned string): register the message for string `id`, and,
-  // for kinds, name category `category_of(id)` after it.
-  void register_name(uint32_t id, const std::string& s);
-  void register_kind(uint32_t id, const std::string& s);
+  // Off the hot path, once per interned string: register it as the message for string `id`;
+  // for kinds, also name category `category_of(id)` after it.
+  void register_string(uint32_t id, const std::string& s);
+  void name_category(uint32_t id, const std::string& s);
   static constexpr uint32_t category_of(uint32_t kind_id) noexcept { return kind_id + 1; }
 
   void push(uint32_t name, uint32_t kind, bool has_payload, int64_t payload) const noexcept {

@@ -7,13 +7,14 @@ the host entered the region the GPU started its work: the launch latency). Perce
 linear interpolation between order statistics (numpy's default) and are computed by the
 Cython kernel in ``pytimings.analysis._stats``.
 
-Bandwidth is ``sum(nbytes) / sum(time)`` over the instances that gave ``nbytes``, with the
-GPU time of an instance when it was timed and its host time otherwise; bytes per ns is GB/s
-(1e9 bytes per second). Collectives recorded by :func:`pytimings.instrument_torch_distributed`
-also get nccl-tests' ``algbw_gbps`` (same formula) and ``busbw_gbps`` (each instance's bytes
-times its bus factor, over the same time); asynchronous calls were timed at enqueue only, so
-they get no bandwidth. Records the recorder dropped (memory cap) are counted per name and in
-total, and always printed.
+Column ``nbytes`` is the total over the instances that gave ``nbytes`` (``nbytes_count`` of
+them), ``nbytes_per_call`` its mean. ``bandwidth_gbps`` is ``sum(nbytes) / sum(time)`` over
+those instances, with the GPU time of an instance when it was timed and its host time
+otherwise; bytes per ns is GB/s (1e9 bytes per second). Collectives recorded by
+:func:`pytimings.instrument_torch_distributed` also get nccl-tests' ``algbw_gbps`` (same
+formula) and ``busbw_gbps`` (each instance's bytes times its bus factor, over the same time);
+asynchronous calls were timed at enqueue only, so they get no bandwidth. Records the recorder
+dropped (memory cap) are counted per name and in total, and always printed.
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ COLUMNS = (
     "host_p99_ns", "host_max_ns",
     "gpu_count", "gpu_total_ns", "gpu_mean_ns", "gpu_p50_ns", "gpu_p90_ns", "gpu_p99_ns",
     "gpu_max_ns", "gpu_pending", "gpu_failed", "queue_p50_ns", "queue_p99_ns",
-    "nbytes_count", "nbytes_total", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
+    "nbytes_count", "nbytes", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
     "busbw_gbps",
 )
 INT_COLUMNS = frozenset((
     "count", "dropped", "errors", "host_count", "host_total_ns", "gpu_count", "gpu_total_ns",
-    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes_total",
+    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes",
 ))
 FLOAT_COLUMNS = frozenset(COLUMNS[2:]) - INT_COLUMNS
 
@@ -138,13 +139,6 @@ class Summary:
 # -- computation -------------------------------------------------------------------------------
 
 
-def _scatter(n: int, keys: npt.NDArray[np.int64], idx_of_key: npt.NDArray[np.int64],
-             values: npt.NDArray[Any], fill: float | int, dtype: Any) -> npt.NDArray[Any]:
-    out = np.full(n, fill, dtype=dtype)
-    out[idx_of_key[keys]] = values
-    return out
-
-
 def _summarise(rec: Recording) -> Table:
     r = rec.records
     strings = rec.strings
@@ -185,9 +179,9 @@ def _summarise(rec: Recording) -> Table:
     # kind: the one kind a name was recorded with, else all of them joined by "|"
     kinds: list[set[str]] = [set() for _ in range(nrows)]
     if len(name):
-        pairs = np.unique(np.stack([row, kind]), axis=1)
-        for ri, ki in pairs.T:
-            kinds[int(ri)].add(strings[int(ki)])
+        base = len(strings) + 1
+        for pair in np.unique(row * base + kind).tolist():
+            kinds[pair // base].add(strings[pair % base])
     kind_col = np.array(["|".join(sorted(k)) for k in kinds], dtype=object)
 
     def put(prefix: str, mask: npt.NDArray[np.bool_], values: npt.NDArray[np.int64],
@@ -222,10 +216,10 @@ def _summarise(rec: Recording) -> Table:
     has_bytes = (nbytes >= 0) & ~is_mark
     t = np.where(resolved, gpu, host)
     cols["nbytes_count"] = np.bincount(row, weights=has_bytes, minlength=nrows).astype(np.int64)
-    np.add.at(cols["nbytes_total"], row[has_bytes], nbytes[has_bytes])
+    np.add.at(cols["nbytes"], row[has_bytes], nbytes[has_bytes])
     with np.errstate(invalid="ignore", divide="ignore"):
         cols["nbytes_per_call"] = np.where(
-            cols["nbytes_count"] > 0, cols["nbytes_total"] / np.maximum(cols["nbytes_count"], 1),
+            cols["nbytes_count"] > 0, cols["nbytes"] / np.maximum(cols["nbytes_count"], 1),
             np.nan)
     timed_bytes = has_bytes & (t > 0)
     bw_bytes = np.zeros(nrows, dtype=np.int64)
@@ -247,7 +241,8 @@ def _summarise(rec: Recording) -> Table:
         sel = timed_bytes & has_payload & (row == ri)
         if not sel.any():
             continue
-        factors = np.array([op.bus_factor(int(n)) for n in payload[sel]], dtype=np.float64)
+        sizes, which = np.unique(payload[sel], return_inverse=True)
+        factors = np.array([op.bus_factor(int(n)) for n in sizes], dtype=np.float64)[which]
         total_t = float(t[sel].sum())
         cols["algbw_gbps"][ri] = float(nbytes[sel].sum()) / total_t
         cols["busbw_gbps"][ri] = float((nbytes[sel] * factors).sum()) / total_t
@@ -281,7 +276,9 @@ def fmt_bytes(v: float) -> str:
 
 
 def fmt_num(v: float) -> str:
-    return "-" if math.isnan(v) else f"{v:.3g}"
+    if math.isnan(v):
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 # (group, header, column, formatter); groups shown only when they hold data
