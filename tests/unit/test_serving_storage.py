@@ -23,35 +23,30 @@ def clean_log() -> Iterator[None]:
 
 
 def test_requests_saved_with_regions_on_one_clock(tmp_path: Path, clean_log: None) -> None:
-    regions = []
+    rec = pytimings.Recorder()  # the real native recorder, private to this test
     with request("r0", input_tokens=5) as r:
         r.phase("prefill")
-        t0 = pytimings.now_ns()
-        r.token()
-        regions.append(
-            {"name": "prefill_step", "kind": "compute", "start": t0, "end": pytimings.now_ns()}
-        )
+        with rec.region("prefill_step", kind="compute"):
+            r.token()
         r.phase("decode")
         for _ in range(3):
-            t0 = pytimings.now_ns()
-            r.token()
-            regions.append(
-                {"name": "decode_step", "kind": "compute", "start": t0, "end": pytimings.now_ns()}
-            )
+            with rec.region("decode_step", kind="compute"):
+                r.token()
     with pytest.raises(ValueError), request("r1"):
         raise ValueError("aborted")
     path = tmp_path / "rec.pyt"
-    pytimings.save(path, make_recording(regions))
+    pytimings.save(path, rec)
 
     tables = load_tables(path)
     assert {"records", "requests"} <= set(tables)
     recs = load_requests(path)
     assert [(x.req_id, x.status) for x in recs] == [("r0", "ok"), ("r1", "error")]
     ok = recs[0]
-    starts = tables["records"].column("start_ns").to_pylist()
-    ends = tables["records"].column("end_ns").to_pylist()
-    # every token was stamped inside the step region around it: one clock
-    for t, a, b in zip(ok.chunk_ns, starts, ends, strict=True):
+    regions = sorted(zip(tables["records"].column("start_ns").to_pylist(),
+                         tables["records"].column("end_ns").to_pylist(), strict=True))  # fmt: skip
+    assert len(regions) == 4
+    # every token was stamped inside the engine region around it: one clock, one file
+    for t, (a, b) in zip(ok.chunk_ns, regions, strict=True):
         assert a <= t <= b
     m = serving_metrics(recs)
     assert m.completed == 1 and m.errors == {"exception": 1}
