@@ -146,7 +146,13 @@ class ServingMetrics:
     goodput: float | None = None  # req/s meeting every SLO; None without SLOs
     good_requests: int | None = None
     phases: dict[str, LatencyStats] = field(default_factory=dict)
+    # one row per measured request: req_id, start_ns, ttft_ns, tpot_ns (NaN: one token),
+    # itl_ns (per-request ITL; NaN under vllm, whose ITL is per gap), e2el_ns, input_tokens,
+    # output_tokens, and <phase>_ns per recorded phase (-1: not recorded for that request)
     per_request: Table = field(default_factory=lambda: Table({}))
+    # measured requests whose input token count is unknown (counted as 0 in
+    # total_token_throughput, which then understates)
+    input_tokens_unknown: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (times in ms, throughputs per second)."""
@@ -169,6 +175,7 @@ class ServingMetrics:
             "goodput": self.goodput,
             "good_requests": self.good_requests,
             "phases_ms": {k: v.to_dict() for k, v in self.phases.items()},
+            "input_tokens_unknown": self.input_tokens_unknown,
         }
 
 
@@ -367,4 +374,5 @@ def serving_metrics(
         good_requests=good,
         phases=phases,
         per_request=per_request,
+        input_tokens_unknown=sum(r.input_tokens is None for r in ok),
     )

@@ -51,6 +51,7 @@ def test_vllm_definitions_by_hand() -> None:
     assert m.output_throughput == pytest.approx(15.0)
     assert m.total_token_throughput == pytest.approx(90.0)
     assert m.peak_concurrency == 3
+    assert m.input_tokens_unknown == 0
 
 
 def test_genai_perf_definitions_by_hand() -> None:
@@ -89,6 +90,7 @@ def test_usage_count_overrides_chunk_count() -> None:
     m = serving_metrics([r])
     assert m.tpot.mean == pytest.approx(90 / 9)
     assert m.output_tokens == 10
+    assert m.input_tokens_unknown == 1 and m.to_dict()["input_tokens_unknown"] == 1
 
 
 def test_single_token_output_has_no_tpot_but_counts() -> None:
