@@ -17,7 +17,10 @@ requests carries within-round spread. Throughput of a replicate is the resampled
 tokens over the drawn rounds' durations, so with a single round its interval reflects only
 the token counts: throughput gets no verdict then ("1 round"). A and B are resampled
 independently; the interval is the 2.5-97.5 percentile of the replicate changes
-(percentile bootstrap, ``--resamples`` replicates, seeded by ``--seed``).
+(percentile bootstrap, ``--resamples`` replicates, seeded by ``--seed``). Intervals of a
+p99 need data: with fewer than ~100 requests (or gaps) per run, the p99 is one of the
+largest few values and its interval is rough; run more requests before trusting its
+verdict.
 
 Concurrency sweep: per run, throughput and latency per token (TPOT mean) at each level,
 scaling efficiency ``thr(c) / (thr(c0) * c / c0)`` against the lowest level c0, and the
