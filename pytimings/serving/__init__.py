@@ -1,0 +1,9 @@
+"""Serving latency: per-request timelines, metrics, load generation and A/B comparison.
+
+``requests``  the one per-request record type (and its JSON / Arrow forms)
+``record``    in-engine request timelines on the recorder's clock (``pytimings.request``)
+``metrics``   TTFT, TPOT, ITL, E2E, throughput, goodput (``pytimings.serving_metrics``)
+``loadgen``   ``pytimings loadgen``: drive an OpenAI-compatible streaming server
+``runfile``   the load generator's JSON format, ``pytimings.serving/1``
+``compare``   ``pytimings compare``: bootstrap intervals, verdicts, concurrency sweep
+"""

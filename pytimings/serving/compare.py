@@ -1,0 +1,371 @@
+"""``pytimings compare``: A/B comparison of load-generator runs, with bootstrap intervals.
+
+The first file is the baseline; every other file is compared with it at each concurrency
+level both ran. Metrics: output token throughput, TTFT mean and p99, TPOT mean, ITL p99
+and E2E mean (under the ``--definition`` of :mod:`pytimings.serving.metrics`). For each,
+the relative change ``(B - A) / A`` with a 95% bootstrap confidence interval and a
+verdict: "better" or "worse" when the interval excludes zero (direction-aware: lower
+latency is better, higher throughput is better), "within noise" when it does not.
+
+Resampling unit: a two-stage (hierarchical) bootstrap that follows how the data were
+produced. Each replicate draws the run's rounds with replacement, then, within each drawn
+round, that round's requests with replacement. A request is the unit, never a single
+token gap: all of a request's ITL gaps move together (they share a sequence and a batch),
+so pooled-gap percentiles are computed with per-request weights. Resampling rounds carries
+between-round drift (warm caches, clocks, neighbours) into the interval; resampling
+requests carries within-round spread. Throughput of a replicate is the resampled requests'
+tokens over the drawn rounds' durations, so with a single round its interval reflects only
+the token counts: throughput gets no verdict then ("1 round"). A and B are resampled
+independently; the interval is the 2.5-97.5 percentile of the replicate changes
+(percentile bootstrap, ``--resamples`` replicates, seeded by ``--seed``). Intervals of a
+p99 need data: with fewer than ~100 requests (or gaps) per run, the p99 is one of the
+largest few values and its interval is rough; run more requests before trusting its
+verdict.
+
+Concurrency sweep: per run, throughput and latency per token (TPOT mean) at each level,
+scaling efficiency ``thr(c) / (thr(c0) * c / c0)`` against the lowest level c0, and the
+knee: the lowest level whose TPOT mean exceeds the lowest level's by more than
+``--knee-pct`` percent (default 10) -- where adding concurrency starts to cost every user
+latency per token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.errors import UsageError
+from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
+from pytimings.serving.runfile import Level, Run, load_run, write_json
+
+F64 = npt.NDArray[np.float64]
+
+# metric -> (higher is better?, unit)
+METRICS: dict[str, tuple[bool, str]] = {
+    "throughput": (True, "tok/s"),
+    "ttft_mean": (False, "ms"),
+    "ttft_p99": (False, "ms"),
+    "tpot_mean": (False, "ms"),
+    "itl_p99": (False, "ms"),
+    "e2el_mean": (False, "ms"),
+}
+
+
+def weighted_percentile(
+    values: F64, weights: npt.NDArray[np.int64], q: float, order: npt.NDArray[np.intp] | None = None
+) -> float:
+    """``np.percentile(np.repeat(values, weights), q)`` (linear) without the repeat.
+
+    ``order``: ``np.argsort(values)`` when the caller already has it.
+    """
+    if order is None:
+        order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    total = int(cum[-1]) if cum.size else 0
+    if total == 0:
+        return float("nan")
+    pos = q / 100.0 * (total - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    i_lo = int(np.searchsorted(cum, lo, side="right"))
+    i_hi = int(np.searchsorted(cum, min(lo + 1, total - 1), side="right"))
+    return float(v[i_lo] + frac * (v[i_hi] - v[i_lo]))
+
+
+@dataclass
+class _LevelData:
+    """One run's level, flattened per request for weighted resampling."""
+
+    round_of: npt.NDArray[np.int64]  # request -> round index
+    durations_s: F64  # per round, under the definition
+    tokens: F64  # output tokens per request
+    ttft: F64  # ms per request
+    tpot: F64  # ms per request (NaN: one-token output)
+    e2el: F64
+    itl: F64  # ms: per gap (vllm) or per request (genai-perf, llmperf)
+    itl_owner: npt.NDArray[np.int64]  # request that each itl value belongs to
+    n_rounds: int
+
+    def __post_init__(self) -> None:
+        self._ttft_order = np.argsort(self.ttft, kind="stable")
+        self._itl_order = np.argsort(self.itl, kind="stable")
+        self._members = [np.flatnonzero(self.round_of == r) for r in range(self.n_rounds)]
+
+    def stats(self, w: npt.NDArray[np.int64], round_w: npt.NDArray[np.int64]) -> dict[str, float]:
+        """Every compared metric with request weights ``w`` and round weights ``round_w``."""
+        has_tpot = ~np.isnan(self.tpot)
+        wt = w[has_tpot]
+        dur = float(np.dot(round_w, self.durations_s))
+        return {
+            "throughput": float(np.dot(w, self.tokens)) / dur if dur > 0 else float("nan"),
+            "ttft_mean": float(np.dot(w, self.ttft) / w.sum()),
+            "ttft_p99": weighted_percentile(self.ttft, w, 99, self._ttft_order),
+            "tpot_mean": float(np.dot(wt, self.tpot[has_tpot]) / wt.sum())
+            if wt.sum()
+            else math.nan,
+            "itl_p99": weighted_percentile(self.itl, w[self.itl_owner], 99, self._itl_order),
+            "e2el_mean": float(np.dot(w, self.e2el) / w.sum()),
+        }
+
+    def point(self) -> dict[str, float]:
+        return self.stats(np.ones(len(self.ttft), np.int64), np.ones(self.n_rounds, np.int64))
+
+    def replicate(self, rng: np.random.Generator) -> dict[str, float]:
+        w = np.zeros(len(self.ttft), np.int64)
+        round_w = np.zeros(self.n_rounds, np.int64)
+        for r in rng.integers(0, self.n_rounds, size=self.n_rounds):
+            members = self._members[r]
+            round_w[r] += 1
+            np.add.at(w, rng.choice(members, size=members.size, replace=True), 1)
+        return self.stats(w, round_w)
+
+
+def level_data(level: Level, definition: str, where: str = "") -> _LevelData:
+    round_of: list[int] = []
+    durations: list[float] = []
+    per_req = []
+    itl: list[F64] = []
+    owner: list[npt.NDArray[np.int64]] = []
+    n = 0
+    for ri, rd in enumerate(level.rounds):
+        m = serving_metrics(rd.records, definition, windows=[(rd.start_ns, rd.end_ns)])
+        durations.append(m.duration_s)
+        t = m.per_request
+        round_of += [ri] * len(t)
+        per_req.append(t)
+        if definition == "vllm":
+            for j, r in enumerate(measured(rd.records)):  # the rows of per_request, in order
+                gaps = np.diff(np.asarray(r.chunk_ns, np.int64)).astype(np.float64) / 1e6
+                itl.append(gaps)
+                owner.append(np.full(gaps.size, n + j, np.int64))
+        else:
+            vals = np.asarray(t["itl_ns"], np.float64) / 1e6
+            keep = ~np.isnan(vals)
+            itl.append(vals[keep])
+            owner.append(n + np.flatnonzero(keep))
+        n += len(t)
+    if n == 0:
+        raise UsageError(
+            f"{where}: concurrency {level.concurrency} has no successful request to compare"
+        )
+
+    def col(name: str, scale: float = 1e6) -> F64:
+        return np.concatenate([np.asarray(t[name], np.float64) / scale for t in per_req])
+
+    return _LevelData(
+        round_of=np.asarray(round_of, np.int64),
+        durations_s=np.asarray(durations, np.float64),
+        tokens=col("output_tokens", 1.0),
+        ttft=col("ttft_ns"),
+        tpot=col("tpot_ns"),
+        e2el=col("e2el_ns"),
+        itl=np.concatenate(itl) if itl else np.empty(0),
+        itl_owner=np.concatenate(owner) if owner else np.empty(0, np.int64),
+        n_rounds=len(level.rounds),
+    )
+
+
+def compare_levels(
+    a: _LevelData, b: _LevelData, resamples: int, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    pa_, pb_ = a.point(), b.point()
+    reps = np.empty((resamples, len(METRICS)))
+    for i in range(resamples):
+        ra, rb = a.replicate(rng), b.replicate(rng)
+        reps[i] = [(rb[k] - ra[k]) / ra[k] if ra[k] else math.nan for k in METRICS]
+    out = []
+    for j, (name, (higher_better, unit)) in enumerate(METRICS.items()):
+        change = (pb_[name] - pa_[name]) / pa_[name] if pa_[name] else math.nan
+        col = reps[:, j][~np.isnan(reps[:, j])]
+        lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
+        if name == "throughput" and min(a.n_rounds, b.n_rounds) < 2:
+            verdict = "1 round"
+        elif math.isnan(lo) or lo <= 0 <= hi:
+            verdict = "within noise"
+        else:
+            verdict = "better" if (lo > 0) == higher_better else "worse"
+        out.append({
+            "metric": name, "unit": unit, "higher_is_better": higher_better,
+            "a": pa_[name], "b": pb_[name], "rel_change": change,
+            "ci95": [float(lo), float(hi)], "verdict": verdict,
+        })  # fmt: skip
+    return out
+
+
+def sweep(run: Run, definition: str, knee_pct: float) -> dict[str, Any]:
+    """Throughput-latency curve over the run's concurrency levels, with the knee."""
+    rows = []
+    for lv in sorted(run.levels, key=lambda x: x.concurrency):
+        if not any(measured(rd.records) for rd in lv.rounds):
+            continue  # nothing succeeded at this level: shown in the errors table instead
+        pt = level_data(lv, definition, run.path).point()
+        rows.append({"concurrency": lv.concurrency, **pt})
+    knee = None
+    if rows:
+        c0, thr0, tpot0 = rows[0]["concurrency"], rows[0]["throughput"], rows[0]["tpot_mean"]
+        for r in rows:
+            r["efficiency"] = r["throughput"] / (thr0 * r["concurrency"] / c0) if thr0 else math.nan
+        for r in rows[1:]:
+            if r["tpot_mean"] > tpot0 * (1 + knee_pct / 100):
+                knee = r["concurrency"]
+                break
+    return {"levels": rows, "knee": knee, "knee_rule": f"TPOT mean > lowest level's +{knee_pct:g}%"}
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="loadgen run files; the first is the baseline")
+    p.add_argument("--labels", default=None, help="comma-separated names, one per file")
+    p.add_argument(
+        "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
+    )
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--knee-pct", type=float, default=10.0, help="TPOT rise that marks the knee")
+    p.add_argument("--json", default=None, help="write the comparison as JSON here")
+    p.add_argument("--plot", default=None, help="write a PNG of the curves and CDFs here")
+
+
+def _labels(args: argparse.Namespace) -> list[str]:
+    if args.labels is None:
+        return [str(f) for f in args.files]
+    labels = [x.strip() for x in args.labels.split(",")]
+    if len(labels) != len(args.files) or not all(labels):
+        raise UsageError(f"--labels {args.labels!r}: need {len(args.files)} non-empty names")
+    return labels
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.files) < 2:
+        raise UsageError("compare needs at least two run files (the first is the baseline)")
+    if args.definition not in DEFINITIONS:
+        raise UsageError(
+            f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
+        )
+    if args.resamples < 100:
+        raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
+    labels = _labels(args)
+    plot = _plotter() if args.plot else None  # fail before the work if matplotlib is missing
+    runs = [load_run(f) for f in args.files]
+    rng = np.random.default_rng(args.seed)
+    comparisons = []
+    base = runs[0]
+    for label, other in zip(labels[1:], runs[1:], strict=True):
+        common = sorted(
+            {lv.concurrency for lv in base.levels} & {lv.concurrency for lv in other.levels}
+        )
+        if not common:
+            raise UsageError(f"{other.path}: no concurrency level in common with {base.path}")
+        for c in common:
+            la, lb = base.level(c), other.level(c)
+            assert la is not None and lb is not None
+            for row in compare_levels(
+                level_data(la, args.definition, base.path),
+                level_data(lb, args.definition, other.path),
+                args.resamples,
+                rng,
+            ):
+                comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
+    sweeps = {
+        label: sweep(r, args.definition, args.knee_pct)
+        for label, r in zip(labels, runs, strict=True)
+    }
+    errors = {
+        label: {
+            str(lv.concurrency): serving_metrics([q for rd in lv.rounds for q in rd.records]).errors
+            for lv in r.levels
+        }
+        for label, r in zip(labels, runs, strict=True)
+    }
+    doc = {
+        "definition": args.definition,
+        "resamples": args.resamples,
+        "seed": args.seed,
+        "resampling_unit": "rounds, then requests within each drawn round (two-stage bootstrap)",
+        "comparisons": comparisons,
+        "sweeps": sweeps,
+        "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
+    }
+    print(_render(doc))
+    if args.json:
+        write_json(doc, args.json)
+    if plot is not None:
+        plot(runs, labels, sweeps, args.plot, args.definition)
+    return 0
+
+
+def _render(doc: dict[str, Any]) -> str:
+    rows = []
+    for c in doc["comparisons"]:
+        lo, hi = c["ci95"]
+        rows.append([
+            f"c={c['concurrency']} {c['metric']} ({c['unit']})",
+            fmt_num(c["a"]), fmt_num(c["b"]),
+            f"{c['rel_change'] * 100:+.1f}%", f"[{lo * 100:+.1f}%, {hi * 100:+.1f}%]",
+            f"{c['verdict']}  ({c['label']} vs {c['baseline']})",
+        ])  # fmt: skip
+    out = [format_table(["metric", "baseline", "other", "change", "95% CI", "verdict"], rows)]
+    erows = [
+        [label, conc, ", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"]
+        for label, levels in doc["errors"].items()
+        for conc, counts in levels.items()
+    ]
+    out.append("\nfailed requests (counted here, never in the figures above)")
+    out.append(format_table(["run", "conc", "errors"], erows))
+    for label, sw in doc["sweeps"].items():
+        srows = [
+            [str(r["concurrency"]), fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]),
+             fmt_num(r["ttft_p99"]), fmt_num(r["efficiency"])]
+            for r in sw["levels"]
+        ]  # fmt: skip
+        knee = sw["knee"] if sw["knee"] is not None else "none"
+        out.append(f"\nsweep {label}: knee at concurrency {knee} ({sw['knee_rule']})")
+        out.append(format_table(["conc", "tok/s", "TPOT mean", "TTFT p99", "efficiency"], srows))
+    return "\n".join(out)
+
+
+def _plotter() -> Callable[[Sequence[Run], Sequence[str], dict[str, Any], str, str], None]:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'pytimings[plot]'") from None
+    return _plot
+
+
+def _plot(runs: Sequence[Run], labels: Sequence[str], sweeps: dict[str, Any], path: str,
+          definition: str) -> None:  # fmt: skip
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    ax_curve, ax_ttft, ax_tpot = fig.subplots(1, 3)
+    for label, run_ in zip(labels, runs, strict=True):
+        levels = sweeps[label]["levels"]
+        x = [r["throughput"] for r in levels]
+        y = [r["tpot_mean"] for r in levels]
+        (line,) = ax_curve.plot(x, y, marker="o", label=label)
+        for r in levels:
+            ax_curve.annotate(f"c={r['concurrency']}", (r["throughput"], r["tpot_mean"]),
+                              textcoords="offset points", xytext=(4, 4), fontsize=8)  # fmt: skip
+        top = max(run_.levels, key=lambda lv: lv.concurrency)
+        d = level_data(top, definition)
+        for ax, values in ((ax_ttft, d.ttft), (ax_tpot, d.tpot[~np.isnan(d.tpot)])):
+            v = np.sort(values)
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=line.get_color(),
+                    label=f"{label} (c={top.concurrency})")  # fmt: skip
+    ax_curve.set(xlabel="output throughput (tok/s)", ylabel="TPOT mean (ms)",
+                 title="throughput vs latency per token")  # fmt: skip
+    ax_ttft.set(xlabel="TTFT (ms)", ylabel="fraction of requests", title="TTFT CDF")
+    ax_tpot.set(xlabel="TPOT (ms)", ylabel="fraction of requests", title="TPOT CDF")
+    for ax in (ax_curve, ax_ttft, ax_tpot):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=100)

@@ -1,0 +1,523 @@
+"""``pytimings loadgen``: drive an OpenAI-compatible streaming server and save latencies.
+
+Sends streaming (SSE) requests to ``<url>/completions`` or ``<url>/chat/completions``,
+closed-loop at a fixed concurrency (each of C workers sends its next request when the
+previous one ends) or, with ``--rate R``, open-loop: Poisson arrivals at R requests/s
+(exponential gaps from a seeded generator), with the concurrency level as a cap on
+requests in flight (as ``vllm bench serve --max-concurrency``; a request's clock starts
+when it is sent, so time spent waiting for the cap is not in its TTFT).
+
+Each level runs ``--warmup`` requests (sent, counted, not measured), then ``--rounds``
+rounds of ``--requests`` requests. Every request is saved with the arrival time of every
+token-bearing chunk (CLOCK_MONOTONIC ns, taken when the chunk's line is read, before JSON
+decoding); see :mod:`pytimings.serving.runfile` for the schema and error kinds. A failed
+request is counted by kind in its round and never enters latency figures.
+
+Lengths. Output: ``max_tokens`` = ``--output-len`` and ``ignore_eos: true`` (vLLM, SGLang
+and TensorRT-LLM's OpenAI servers take it; ``--no-ignore-eos`` for servers that reject
+unknown fields), so the server generates exactly that many tokens unless it stops early.
+Input: no tokenizer is loaded, so the prompt is ``--input-len`` words drawn (seeded) from
+a list of common short English words, each one token with a leading space in the
+Llama/GPT/Qwen BPE vocabularies; the real count differs by the template's and BOS tokens
+(chat adds a few). Token counts come from the server's ``usage`` (requested with
+``stream_options.include_usage``) when it sends one, else one token per chunk (exact for
+servers that stream one token per chunk; a chunk that carries the running usage, as vLLM's
+``continuous_usage_stats`` does, gives its own count) -- ``output_tokens`` is null in the
+record when it was counted.
+
+HTTP client: aiohttp. It is the asyncio client with a C HTTP parser (per-chunk client cost
+stays small at high concurrency, where a pure-Python parser would add latency of its own),
+long maintained by aio-libs, and the one vLLM's benchmark uses, so figures are comparable.
+SSE framing (``data:`` lines, blank-line dispatch) follows the WHATWG rules in a few
+lines: no maintained SSE client exists for aiohttp, and the framing must report malformed
+events as errors rather than skip them.
+
+Exit status: 0 when at least one measured request succeeded, 1 when all failed, 2 on
+bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import importlib.util
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytimings._core import now_ns
+from pytimings.errors import UsageError
+from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
+from pytimings.serving.requests import RequestRecord
+from pytimings.serving.runfile import SCHEMA, write_json
+
+APIS = ("completions", "chat")
+
+# common English words, each a single token (with its leading space) in the Llama-2/3,
+# GPT-2/4 and Qwen BPE vocabularies
+_WORDS = (
+    "the of and to in is was for on are with as at by be this from that have or had not "
+    "but what all were when we there can an your which their said if do will each about "
+    "how up out them then she many some so these would other into has more her two like "
+    "him see time could no make than first been its who now people my made over did down "
+    "only way find use may water long little very after words called just where most know "
+    "get through back much before go good new write our used me man too any day same right "
+    "look think also around another came come work three word must because does part even "
+    "place well such here take why things help put years different away again off went old"
+).split()
+
+PROMPT_NOTE = (
+    "input_len words drawn (seeded) from common English words that are one BPE token "
+    "each with a leading space; true prompt_tokens (from usage when sent) differ by the "
+    "chat template and BOS tokens"
+)
+
+
+def build_prompt(n_tokens: int, rng: np.random.Generator) -> str:
+    """Deterministic token-ish text of about ``n_tokens`` tokens (see module docstring)."""
+    idx = rng.integers(0, len(_WORDS), size=max(n_tokens, 1))
+    return " ".join(_WORDS[i] for i in idx)
+
+
+@dataclass(frozen=True)
+class Config:
+    url: str
+    model: str
+    api: str
+    concurrency: tuple[int, ...]
+    input_len: int
+    output_len: int
+    requests: int
+    rounds: int
+    warmup: int
+    rate: float | None
+    seed: int
+    timeout_s: float
+    chunk_timeout_s: float
+    ignore_eos: bool
+    definition: str
+    slo_ms: dict[str, float] = field(default_factory=dict)
+    api_key: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.url.rstrip("/") + (
+            "/completions" if self.api == "completions" else "/chat/completions"
+        )
+
+    def body(self, prompt: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.output_len,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.0,
+        }
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.api == "completions":
+            body["prompt"] = prompt
+        else:
+            body["messages"] = [{"role": "user", "content": prompt}]
+        return body
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url, "model": self.model, "api": self.api,
+            "input_len": self.input_len, "output_len": self.output_len,
+            "requests": self.requests, "rounds": self.rounds, "warmup": self.warmup,
+            "rate": self.rate, "seed": self.seed, "concurrency": list(self.concurrency),
+            "timeout_s": self.timeout_s, "chunk_timeout_s": self.chunk_timeout_s,
+            "ignore_eos": self.ignore_eos, "definition": self.definition,
+            "slo_ms": dict(self.slo_ms), "prompt": PROMPT_NOTE,
+        }  # fmt: skip
+
+
+class _StreamError(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+def _chunk_text(obj: dict[str, Any], api: str) -> str:
+    choices = obj.get("choices")
+    if not choices:
+        return ""
+    first = choices[0] if isinstance(choices, list) else None
+    if not isinstance(first, dict):
+        raise _StreamError("malformed_sse", f"choices is not a list of objects: {choices!r:.80}")
+    if api == "completions":
+        text = first.get("text")
+    else:
+        delta = first.get("delta")
+        text = delta.get("content") if isinstance(delta, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def _connect_timeout_types() -> tuple[type[BaseException], ...]:
+    import aiohttp
+
+    t = getattr(aiohttp, "ConnectionTimeoutError", None)  # aiohttp >= 3.10
+    return (t,) if t is not None else ()
+
+
+async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
+    """One streaming request; every failure becomes an error kind on the record."""
+    import aiohttp
+
+    connect_timeout = _connect_timeout_types()
+    headers = {"Accept": "text/event-stream"}
+    if cfg.api_key:
+        headers["Authorization"] = f"Bearer {cfg.api_key}"
+    rec = RequestRecord(req_id=req_id, start_ns=now_ns(), input_tokens=None)
+    try:
+        async with session.post(cfg.endpoint, json=cfg.body(prompt), headers=headers) as resp:
+            if resp.status >= 400:
+                body = (await resp.text(errors="replace"))[:200].replace("\n", " ")
+                raise _StreamError(f"http_{resp.status // 100}xx", f"HTTP {resp.status}: {body}")
+            ctype = resp.headers.get("Content-Type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise _StreamError("malformed_sse", f"Content-Type {ctype!r}, not an event stream")
+            await _read_events(resp, cfg, rec)
+    except _StreamError as exc:
+        rec.error, rec.error_detail = exc.kind, str(exc)
+    except connect_timeout as exc:
+        rec.error, rec.error_detail = "connect", f"{type(exc).__name__}: connect timed out"
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: no data in time"
+    except aiohttp.ClientConnectorError as exc:
+        rec.error, rec.error_detail = "connect", str(exc)
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+        rec.error, rec.error_detail = "early_close", f"{type(exc).__name__}: {exc}"
+    except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a line over the buffer
+        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"
+    rec.end_ns = now_ns()
+    return rec
+
+
+async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
+    """Consume the SSE stream (WHATWG framing: data lines, blank line ends an event)."""
+    data: list[str] = []
+    event_ns = 0
+    done = False
+    async for raw in resp.content:
+        t = now_ns()
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if line:
+            if line.startswith("data:"):
+                if not data:
+                    event_ns = t
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue  # comments (":"), event:, id:, retry: carry nothing we measure
+        if not data:
+            continue
+        payload, data = "\n".join(data), []
+        if done:
+            raise _StreamError("malformed_sse", "data after [DONE]")
+        if payload.strip() == "[DONE]":
+            done = True
+            continue
+        try:
+            obj = json.loads(payload)
+        except json.JSONDecodeError:
+            raise _StreamError("malformed_sse", f"undecodable event: {payload[:80]!r}") from None
+        if not isinstance(obj, dict):
+            raise _StreamError("malformed_sse", f"event is not an object: {payload[:80]!r}")
+        if obj.get("error") is not None:
+            raise _StreamError("sse_error", json.dumps(obj["error"])[:200])
+        if rec.server_id is None and obj.get("id") is not None:
+            rec.server_id = str(obj["id"])
+        usage = obj.get("usage")
+        completion = None
+        if isinstance(usage, dict):
+            if isinstance(usage.get("prompt_tokens"), int):
+                rec.input_tokens = usage["prompt_tokens"]
+            if isinstance(usage.get("completion_tokens"), int):
+                completion = usage["completion_tokens"]
+        if _chunk_text(obj, cfg.api):
+            # a chunk carrying the running usage (vLLM continuous_usage_stats) tells how many
+            # tokens it holds (speculative decoding, stream intervals); else count one
+            before = rec.output_tokens or 0
+            k = completion - before if completion is not None and completion > before else 1
+            rec.chunk_ns.append(event_ns)
+            rec.chunk_tokens.append(k)
+        if completion is not None:
+            rec.output_tokens = completion
+    if not done:
+        raise _StreamError(
+            "early_close", f"stream ended before [DONE] after {len(rec.chunk_ns)} chunks"
+        )
+
+
+@dataclass
+class _Batch:
+    records: list[RequestRecord]
+    start_ns: int
+    end_ns: int
+
+
+async def _run_batch(
+    session: Any,
+    cfg: Config,
+    concurrency: int,
+    prompts: list[tuple[str, str]],
+    rng: np.random.Generator,
+    tick: Callable[[], None],
+) -> _Batch:
+    """Send ``prompts`` closed-loop (or Poisson open-loop with cfg.rate), capped at C."""
+    results: list[RequestRecord | None] = [None] * len(prompts)
+
+    async def one(i: int) -> None:
+        req_id, prompt = prompts[i]
+        results[i] = await _send_one(session, cfg, req_id, prompt)
+        tick()
+
+    start = now_ns()
+    if not prompts:
+        return _Batch([], start, start)
+    if cfg.rate is None:
+        queue = iter(range(len(prompts)))
+
+        async def worker() -> None:
+            for i in queue:
+                await one(i)
+
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+    else:
+        cap = asyncio.Semaphore(concurrency)
+        gaps = rng.exponential(1.0 / cfg.rate, size=len(prompts))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        async def capped(i: int) -> None:
+            async with cap:
+                await one(i)
+
+        tasks = []
+        for i, due in enumerate(np.cumsum(gaps) - gaps[0]):
+            await asyncio.sleep(max(0.0, t0 + float(due) - loop.time()))
+            tasks.append(asyncio.create_task(capped(i)))
+        await asyncio.gather(*tasks)
+    end = now_ns()
+    return _Batch([r for r in results if r is not None], start, end)
+
+
+def _errors(records: list[RequestRecord]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            out[r.error] = out.get(r.error, 0) + 1
+    return out
+
+
+async def run_load(
+    cfg: Config, progress: Callable[[int], Callable[[], None]] | None = None
+) -> dict[str, Any]:
+    """Run every level and round; return the ``pytimings.serving/1`` document."""
+    import aiohttp
+
+    total = len(cfg.concurrency) * (cfg.warmup + cfg.rounds * cfg.requests)
+    tick = progress(total) if progress is not None else (lambda: None)
+    timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.chunk_timeout_s)
+    connector = aiohttp.TCPConnector(limit=max(cfg.concurrency), force_close=False)
+    levels = []
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        for li, conc in enumerate(cfg.concurrency):
+            rng = np.random.default_rng([cfg.seed, li])
+            warm_prompts = [
+                (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
+            ]
+            warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
+            rounds = []
+            batches = []
+            for ri in range(cfg.rounds):
+                prompts = [
+                    (f"c{conc}-r{ri}-{i}", build_prompt(cfg.input_len, rng))
+                    for i in range(cfg.requests)
+                ]
+                batch = await _run_batch(session, cfg, conc, prompts, rng, tick)
+                batches.append(batch)
+                summary = serving_metrics(
+                    batch.records, cfg.definition, cfg.slo_ms, [(batch.start_ns, batch.end_ns)]
+                ).to_dict()
+                rounds.append(
+                    {
+                        "round": ri, "start_ns": batch.start_ns, "end_ns": batch.end_ns,
+                        "errors": summary["errors"], "summary": summary,
+                        "requests": [r.to_json() for r in batch.records],
+                    }
+                )  # fmt: skip
+            level_summary = serving_metrics(
+                [r for b in batches for r in b.records],
+                cfg.definition,
+                cfg.slo_ms,
+                [(b.start_ns, b.end_ns) for b in batches],
+            ).to_dict()
+            levels.append(
+                {
+                    "concurrency": conc, "rate": cfg.rate,
+                    "warmup": {"requests": len(warm.records), "errors": _errors(warm.records)},
+                    "rounds": rounds, "summary": level_summary,
+                }
+            )  # fmt: skip
+    return {
+        "schema": SCHEMA,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
+        "config": cfg.to_json(),
+        "levels": levels,
+    }
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", required=True, help="model name sent in each request")
+    p.add_argument("--api", default="completions", help="completions (default) or chat")
+    p.add_argument("--concurrency", default="1", help="comma-separated levels, e.g. 1,4")
+    p.add_argument("--input-len", type=int, default=1080, help="prompt tokens (approximate)")
+    p.add_argument("--output-len", type=int, default=1020, help="max_tokens per request")
+    p.add_argument("--requests", type=int, default=10, help="requests per round")
+    p.add_argument("--rounds", type=int, default=3, help="measured rounds per level")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="unmeasured requests per level (>= the concurrency opens every connection first)",
+    )
+    p.add_argument("--rate", type=float, default=None, help="open-loop Poisson rate (req/s)")
+    p.add_argument("--seed", type=int, default=0, help="seed for prompts and arrivals")
+    p.add_argument("--timeout", type=float, default=600.0, help="per-request limit, seconds")
+    p.add_argument(
+        "--chunk-timeout", type=float, default=60.0, help="longest silence in a stream, seconds"
+    )
+    p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
+    p.add_argument(
+        "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
+    )
+    p.add_argument("--slo", default=None, help="goodput SLOs, e.g. ttft=200ms,tpot=50ms")
+    p.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY)")
+    p.add_argument("--out", required=True, help="output JSON (pytimings.serving/1)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+
+
+def _positive(name: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise UsageError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value:g}")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    try:
+        url = urllib.parse.urlsplit(args.url)
+        url.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError as exc:
+        raise UsageError(f"--url {args.url!r}: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.hostname or " " in args.url:
+        raise UsageError(f"--url {args.url!r}: expected http(s)://HOST:PORT/v1")
+    if args.api not in APIS:
+        raise UsageError(f"--api {args.api!r}: expected one of {', '.join(APIS)}")
+    try:
+        levels = tuple(int(x) for x in str(args.concurrency).split(",") if x.strip())
+    except ValueError:
+        raise UsageError(
+            f"--concurrency {args.concurrency!r}: expected integers like 1,4"
+        ) from None
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency {args.concurrency!r}: every level must be >= 1")
+    positive = {
+        "--input-len": args.input_len,
+        "--output-len": args.output_len,
+        "--requests": args.requests,
+        "--rounds": args.rounds,
+        "--timeout": args.timeout,
+        "--chunk-timeout": args.chunk_timeout,
+    }
+    for name, value in positive.items():
+        _positive(name, value)
+    _positive("--warmup", args.warmup, allow_zero=True)
+    if args.rate is not None:
+        _positive("--rate", args.rate)
+    if args.definition not in DEFINITIONS:
+        raise UsageError(
+            f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
+        )
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
+    return Config(
+        url=args.url, model=args.model, api=args.api, concurrency=levels,
+        input_len=args.input_len, output_len=args.output_len, requests=args.requests,
+        rounds=args.rounds, warmup=args.warmup, rate=args.rate, seed=args.seed,
+        timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
+        ignore_eos=not args.no_ignore_eos, definition=args.definition,
+        slo_ms=parse_slo(args.slo), api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
+    )  # fmt: skip
+
+
+def _progress_bar(total: int) -> tuple[Any, Callable[[], None]]:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    bar = Progress(console=Console(stderr=True), transient=True)  # stdout stays the table
+    task = bar.add_task("requests", total=total)
+    bar.start()
+    return bar, lambda: bar.advance(task)
+
+
+def summary_table(doc: dict[str, Any]) -> str:
+    headers = ["conc", "round", "ok", "errors", "req/s", "out tok/s", "goodput", "TTFT mean",
+               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99"]  # fmt: skip
+    rows = []
+    for lv in doc["levels"]:
+        for label, s, errs in [
+            *((str(r["round"]), r["summary"], r["errors"]) for r in lv["rounds"]),
+            ("all", lv["summary"], lv["summary"]["errors"]),
+        ]:
+            err = ",".join(f"{k}={v}" for k, v in sorted(errs.items())) or "0"
+            rows.append([
+                str(lv["concurrency"]), label, str(s["completed"]), err,
+                fmt_num(s["request_throughput"]), fmt_num(s["output_throughput"], 1),
+                fmt_num(s["goodput"]),
+                fmt_num(s["ttft_ms"]["mean"]), fmt_num(s["ttft_ms"]["p99"]),
+                fmt_num(s["tpot_ms"]["mean"]), fmt_num(s["itl_ms"]["p99"]),
+                fmt_num(s["e2el_ms"]["mean"]), fmt_num(s["e2el_ms"]["p99"]),
+            ])  # fmt: skip
+    return "times in ms; goodput in req/s within the SLOs\n" + format_table(headers, rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    if importlib.util.find_spec("aiohttp") is None:
+        raise UsageError("loadgen needs aiohttp: pip install 'pytimings[serving]'")
+    bars: list[Any] = []
+
+    def progress(total: int) -> Callable[[], None]:
+        bar, tick = _progress_bar(total)
+        bars.append(bar)
+        return tick
+
+    # nothing at all when not a terminal (or without rich: the bar is a convenience)
+    show_bar = (
+        not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
+    )
+    try:
+        doc = asyncio.run(run_load(cfg, progress if show_bar else None))
+    finally:
+        for bar in bars:
+            bar.stop()
+    write_json(doc, args.out)
+    if not args.quiet:
+        print(summary_table(doc))
+        print(f"wrote {args.out}")
+    completed = sum(lv["summary"]["completed"] for lv in doc["levels"])
+    return 0 if completed else 1

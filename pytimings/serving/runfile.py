@@ -1,0 +1,146 @@
+"""The load generator's JSON output, schema ``pytimings.serving/1``: write, read, validate.
+
+::
+
+    {
+      "schema": "pytimings.serving/1",
+      "created_utc": "2026-11-30T23:59:59Z",
+      "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
+      "config": {"url": ..., "model": ..., "api": "completions" | "chat",
+                 "input_len": int, "output_len": int, "requests": int, "rounds": int,
+                 "warmup": int, "rate": float | null, "seed": int, "concurrency": [int],
+                 "timeout_s": float, "chunk_timeout_s": float, "ignore_eos": bool,
+                 "definition": "vllm" | "genai-perf" | "llmperf", "slo_ms": {str: float},
+                 "prompt": str (how prompts were built and how exact their length is)},
+      "levels": [                       # one per concurrency level, in the order run
+        {"concurrency": int, "rate": float | null,
+         "warmup": {"requests": int, "errors": {kind: int}},   # sent, not measured
+         "rounds": [
+           {"round": int,                 # 0-based
+            "start_ns": int, "end_ns": int,   # benchmark window of the round
+            "errors": {kind: int},        # every failed request, by kind
+            "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
+                                          # null where a statistic has no values)
+            "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
+         ],
+         "summary": {...}}               # metrics over all rounds of the level
+      ]
+    }
+
+Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, with the
+body's start in ``error_detail``), ``timeout`` (total timeout, or no bytes for
+chunk_timeout_s: a stall), ``malformed_sse`` (unparseable event, wrong content type),
+``sse_error`` (the server streamed an error object), ``early_close`` (the stream ended or
+the connection dropped before ``data: [DONE]``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytimings.errors import TraceFormatError
+from pytimings.serving.requests import RequestRecord
+
+SCHEMA = "pytimings.serving/1"
+ERROR_KINDS = (
+    "connect", "http_4xx", "http_5xx", "timeout", "malformed_sse", "sse_error", "early_close",
+)  # fmt: skip
+
+
+@dataclass
+class Round:
+    index: int
+    start_ns: int
+    end_ns: int
+    records: list[RequestRecord]
+    errors: dict[str, int]
+    summary: dict[str, Any]
+
+
+@dataclass
+class Level:
+    concurrency: int
+    rate: float | None
+    rounds: list[Round]
+    summary: dict[str, Any]
+    warmup: dict[str, Any]
+
+
+@dataclass
+class Run:
+    path: str
+    config: dict[str, Any]
+    levels: list[Level]
+
+    def level(self, concurrency: int) -> Level | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+
+def _strict(obj: Any) -> Any:
+    """NaN/inf (a statistic of no values) become null: the file stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict(v) for v in obj]
+    return obj
+
+
+def write_json(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write strict JSON atomically (temp file + rename): a crash never leaves half a file."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_strict(obj), f, separators=(",", ":"), allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, target)
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Read and validate a ``pytimings.serving/1`` file; TraceFormatError names any fault."""
+    where = os.fspath(path)
+    try:
+        with open(where, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise TraceFormatError(where, f"cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(where, f"not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise TraceFormatError(where, f"not a {SCHEMA} run file (schema: {got!r})")
+    try:
+        levels = [_level(lv, where) for lv in doc["levels"]]
+        config = dict(doc["config"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceFormatError(where, f"malformed run file: {type(exc).__name__}: {exc}") from None
+    return Run(where, config, levels)
+
+
+def _level(obj: Any, where: str) -> Level:
+    rounds = [
+        Round(
+            index=int(r["round"]),
+            start_ns=int(r["start_ns"]),
+            end_ns=int(r["end_ns"]),
+            records=[RequestRecord.from_json(q, where) for q in r["requests"]],
+            errors={str(k): int(v) for k, v in r["errors"].items()},
+            summary=dict(r["summary"]),
+        )
+        for r in obj["rounds"]
+    ]
+    rate = obj.get("rate")
+    return Level(
+        concurrency=int(obj["concurrency"]),
+        rate=None if rate is None else float(rate),
+        rounds=rounds,
+        summary=dict(obj["summary"]),
+        warmup=dict(obj.get("warmup", {})),
+    )

@@ -1,0 +1,182 @@
+"""A real OpenAI-compatible streaming server for the load-generator tests (loopback only).
+
+aiohttp web server on 127.0.0.1 and a free port, in its own process. Each
+request gets the next behaviour of ``plan`` (cycled, in arrival order): stream
+``max_tokens`` tokens with ``ttft_s`` before the first and ``itl_s`` between the others,
+or fail in one of the ways a real server does (HTTP 500, a stall, a malformed chunk, a
+dropped connection, an error event). The server also keeps the ground truth -- when
+each handler started and when it wrote each token chunk, on CLOCK_MONOTONIC like the
+client -- so tests compare what the client measured with what actually happened, not only
+with the injected sleeps (which overshoot on a loaded machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    ttft_s: float = 0.05
+    itl_s: float = 0.02
+    # None, "500", "stall", "malformed", "bad_shape", "drop", "error_event"
+    fail: str | None = None
+    send_usage: bool = True
+    tokens_per_chunk: int = 1
+    continuous_usage: bool = False  # running usage on every chunk (vLLM's option)
+
+
+@dataclass
+class ServerState:
+    plan: Sequence[Behaviour]
+    seen: int = 0
+    bodies: list[dict[str, object]] = field(default_factory=list)
+    # ground truth per request: when the handler started, when each token chunk was written
+    timings: list[dict[str, object]] = field(default_factory=list)
+
+
+STATE = web.AppKey("state", ServerState)
+
+
+def _chunk(api: str, rid: str, text: str, usage: int | None = None) -> bytes:
+    choice: dict[str, object] = {"index": 0}
+    if api == "completions":
+        choice["text"] = text
+        obj: dict[str, object] = {"id": rid, "object": "text_completion", "choices": [choice]}
+    else:
+        choice["delta"] = {"content": text}
+        obj = {"id": rid, "object": "chat.completion.chunk", "choices": [choice]}
+    if usage is not None:
+        obj["usage"] = {"prompt_tokens": 17, "completion_tokens": usage}
+    return f"data: {json.dumps(obj)}\n\n".encode()
+
+
+async def _handle(request: web.Request, api: str) -> web.StreamResponse:
+    state: ServerState = request.app[STATE]
+    recv_ns = time.monotonic_ns()
+    b = state.plan[state.seen % len(state.plan)]
+    rid = f"cmpl-{state.seen}"
+    state.seen += 1
+    body = await request.json()
+    state.bodies.append(body)
+    if b.fail == "500":
+        return web.Response(status=500, text="injected failure")
+    n = int(body["max_tokens"])
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    if api == "chat":  # real servers open a chat stream with a role-only delta
+        role = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+        await resp.write(f"data: {json.dumps(role)}\n\n".encode())
+    await asyncio.sleep(b.ttft_s)
+    produced = 0
+    write_ns: list[int] = []
+    while produced < n:
+        if produced:
+            await asyncio.sleep(b.itl_s)
+        k = min(b.tokens_per_chunk, n - produced)
+        write_ns.append(time.monotonic_ns())
+        running = produced + k if b.continuous_usage else None
+        await resp.write(_chunk(api, rid, " tok" * k, running))
+        produced += k
+        if produced >= 2 and b.fail == "stall":
+            await asyncio.sleep(5.0)  # far past the client's chunk timeout
+        if produced >= 2 and b.fail == "malformed":
+            await resp.write(b'data: {"choices": [\n\n')
+        if produced >= 2 and b.fail == "bad_shape":
+            await resp.write(b'data: {"choices": {"text": "x"}}\n\n')
+        if produced >= 2 and b.fail == "error_event":
+            await resp.write(b'data: {"error": {"message": "injected", "code": 500}}\n\n')
+        if produced >= 2 and b.fail == "drop":
+            assert request.transport is not None
+            request.transport.abort()  # connection dropped mid-stream
+            return resp
+    state.timings.append({"id": rid, "recv_ns": recv_ns, "write_ns": write_ns})
+    if b.send_usage:
+        usage = {"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": n}}
+        await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+async def _stats(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.json_response({"seen": state.seen, "bodies": state.bodies, "timings": state.timings})
+
+
+def _main() -> None:
+    """Serve the plan given as JSON in argv[1]; print the port; stop when stdin closes."""
+    plan = [Behaviour(**b) for b in json.loads(sys.argv[1])]
+    app = web.Application()
+    app[STATE] = ServerState(plan)
+
+    async def completions(r: web.Request) -> web.StreamResponse:
+        return await _handle(r, "completions")
+
+    async def chat(r: web.Request) -> web.StreamResponse:
+        return await _handle(r, "chat")
+
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/_stats", _stats)
+
+    async def amain() -> None:
+        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        print(runner.addresses[0][1], flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # parent closed our stdin: stop
+        await runner.cleanup()
+
+    asyncio.run(amain())
+
+
+@dataclass
+class Server:
+    url: str  # base URL ending in /v1
+    _stats_url: str
+
+    def stats(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self._stats_url, timeout=5) as f:
+            return dict(json.load(f))
+
+
+@contextmanager
+def serve(plan: Sequence[Behaviour]) -> Iterator[Server]:
+    """Run the server in its own process (as a real server is: no shared GIL with the
+    client under test) on 127.0.0.1 and a free port."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, json.dumps([asdict(b) for b in plan])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield Server(f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/_stats")
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,118 @@
+"""The in-engine request recorder: clock, thread safety, errors kept, Arrow round trip."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import pytimings
+from pytimings.errors import TraceFormatError
+from pytimings.serving.record import RequestLog, request
+from pytimings.serving.requests import RequestRecord, records_from_arrow
+
+
+def test_public_name_and_clock() -> None:
+    log = RequestLog()
+    before = time.monotonic_ns()
+    with pytimings.request("r1", input_tokens=7, log=log) as r:
+        r.phase("queue")
+        r.phase("prefill")
+        r.token()
+        r.phase("decode")
+        r.token(k=3)
+    after = time.monotonic_ns()
+    (rec,) = log.records()
+    assert rec.status == "ok" and rec.input_tokens == 7
+    # the recorder's clock is CLOCK_MONOTONIC, the same as time.monotonic_ns
+    assert before <= rec.start_ns <= rec.chunk_ns[0] <= rec.chunk_ns[1] <= rec.end_ns <= after
+    assert rec.chunk_tokens == [1, 3] and rec.n_output == 4
+    assert [n for n, _ in rec.phases] == ["queue", "prefill", "decode"]
+    m = pytimings.serving_metrics(log)  # a live log is accepted as it is
+    assert m.completed == 1 and m.output_tokens == 4
+    assert m.phases["prefill"].count == 1
+
+
+def test_exception_is_recorded_not_dropped() -> None:
+    log = RequestLog()
+    with pytest.raises(RuntimeError), request("bad", log=log) as r:
+        r.token()
+        raise RuntimeError("oom")
+    (rec,) = log.records()
+    assert rec.status == "error" and rec.error == "exception"
+    assert "RuntimeError: oom" in rec.error_detail and rec.chunk_tokens == [1]
+
+
+def test_open_request_is_flagged_unfinished() -> None:
+    log = RequestLog()
+    ctx = request("open", log=log)
+    r = ctx.__enter__()
+    r.token()
+    (rec,) = log.records()
+    assert rec.status == "unfinished" and rec.end_ns is None and rec.chunk_tokens == [1]
+    log.clear()
+    assert len(log) == 1  # open requests survive clear()
+    ctx.__exit__(None, None, None)
+    assert [x.status for x in log.records()] == ["ok"]
+
+
+def test_token_k_must_be_positive_and_inside_the_request() -> None:
+    with request("k", log=RequestLog()) as r, pytest.raises(ValueError, match="at least 1"):
+        r.token(0)
+    with pytest.raises(RuntimeError, match="after the request ended"):
+        r.token()
+    with pytest.raises(RuntimeError, match="after the request ended"):
+        r.phase("decode")
+
+
+def test_threads_sharing_one_request_and_log() -> None:
+    log = RequestLog()
+    n_threads, per_thread = 4, 500
+
+    def worker(r: object, k: int) -> None:
+        for _ in range(per_thread):
+            r.token(k)  # type: ignore[attr-defined]
+
+    with request("shared", log=log) as r:
+        threads = [threading.Thread(target=worker, args=(r, k + 1)) for k in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    (rec,) = log.records()
+    assert len(rec.chunk_ns) == n_threads * per_thread
+    assert rec.chunk_ns == sorted(rec.chunk_ns)
+    assert sum(rec.chunk_tokens) == per_thread * sum(range(1, n_threads + 1))
+
+
+def test_arrow_round_trip_keeps_every_status() -> None:
+    log = RequestLog()
+    with request("ok", input_tokens=3, log=log) as r:
+        r.phase("decode")
+        r.token(2)
+    with pytest.raises(KeyError), request("err", log=log):
+        raise KeyError("x")
+    request("open", log=log).__enter__()
+    table = log.to_arrow()
+    assert table.num_rows == 3
+    back = RequestLog.from_arrow(table)
+    assert [(b.req_id, b.status) for b in back] == [
+        ("ok", "ok"),
+        ("err", "error"),
+        ("open", "unfinished"),
+    ]
+    assert back[0] == log.records()[0]
+
+
+def test_invalid_tables_and_json_are_rejected() -> None:
+    with pytest.raises(TraceFormatError, match="lacks columns"):
+        records_from_arrow(RequestLog().to_arrow().drop_columns(["chunk_ns"]), "f.pyt")
+    with pytest.raises(TraceFormatError, match="backwards"):
+        RequestRecord.from_json(
+            {"id": "x", "start_ns": 10, "chunk_ns": [5], "chunk_tokens": [1]}, "run.json"
+        )
+    with pytest.raises(TraceFormatError, match="lacks field 'start_ns'"):
+        RequestRecord.from_json({"id": "x"}, "run.json")
+    rec = RequestRecord("j", 1, 9, [2, 3], [1, 2], 5, 3, [("decode", 1)], None, "")
+    assert RequestRecord.from_json(rec.to_json(), "run.json") == rec
