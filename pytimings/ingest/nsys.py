@@ -307,7 +307,7 @@ class _Loader:
         self.r = reader
         self.rank = rank
         self.s = _Strings()
-        self.meta: dict[str, Any] = {"format": FORMAT, "path": reader.path, "rank": rank}
+        self.meta: dict[str, Any] = {"format": FORMAT, "path": reader.path}
         self.dropped: dict[str, int] = {}
         self.thread_keys = np.empty(0, dtype=np.int64)  # sorted unique globalTids
 
