@@ -26,6 +26,8 @@ I64 = npt.NDArray[np.int64]
 TINY_KERNEL_NS = 10_000  # kernels shorter than this are "tiny" (launch cost is of this order)
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
+BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
+IDLE = ("host_bound", "launch_overhead", "device_wait", "idle_other")
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
 
 
@@ -80,27 +82,43 @@ def _scope(a: Attribution) -> str:
 
 
 def _hardware(a: Attribution) -> list[Finding]:
+    """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
     w = a.windows
-    out = []
+    per: list[dict[str, Any]] = []
     for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"])}):
         m = (w["rank"] == r) & (w["device"] == d)
         win = int(w["window_ns"][m].sum())
-        if win == 0:
-            continue
-        busy = sum(int(w[f"{x}_ns"][m].sum()) for x in ("compute", "comm_overlapped", "comm_exposed", "memory"))
-        idle = {x: int(w[f"{x}_ns"][m].sum()) for x in ("host_bound", "launch_overhead", "device_wait", "idle_other")}
-        parts = ", ".join(f"{x} {pct(v / win)}" for x, v in sorted(idle.items(), key=lambda kv: -kv[1]))
-        where = f"rank {r} GPU {d}" if len(set(w["rank"])) > 1 else f"GPU {d}"
-        out.append(
-            Finding(
-                "hardware",
-                f"{where} is busy {pct(busy / win)} of {_scope(a)} ({ms(busy)} of {ms(win)}); "
-                f"idle {pct(1 - busy / win)}: {parts}",
-                win - busy,
-                {"rank": r, "device": d, "window_ns": win, "busy_ns": busy, **{f"{k}_ns": v for k, v in idle.items()}},
-            )
+        busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY)
+        per.append({"rank": r, "device": d, "window_ns": win, "busy_ns": busy})
+    win = int(w["window_ns"].sum())
+    if win == 0:
+        return []
+    busy = sum(p["busy_ns"] for p in per)
+    idle = {x: int(w[f"{x}_ns"].sum()) for x in IDLE}
+    parts = ", ".join(f"{x} {pct(v / win)}" for x, v in sorted(idle.items(), key=lambda kv: -kv[1]))
+    ranks = len({p["rank"] for p in per}) > 1
+
+    def tag(p: dict[str, Any]) -> str:
+        return f"rank {p['rank']} GPU {p['device']}" if ranks else f"GPU {p['device']}"
+
+    if len(per) == 1:
+        head = f"{tag(per[0])} is busy"
+    else:
+        share = sorted(per, key=lambda p: p["busy_ns"] / max(1, p["window_ns"]))
+        lo, hi = share[0], share[-1]
+        head = (
+            f"{len(per)} GPUs (least busy {tag(lo)} {pct(lo['busy_ns'] / max(1, lo['window_ns']))}, "
+            f"most {tag(hi)} {pct(hi['busy_ns'] / max(1, hi['window_ns']))}) are busy"
         )
-    return out
+    return [
+        Finding(
+            "hardware",
+            f"{head} {pct(busy / win)} of {_scope(a)} ({ms(busy)} of {ms(win)}); "
+            f"idle {pct(1 - busy / win)}: {parts}",
+            win - busy,
+            {"window_ns": win, "busy_ns": busy, **{f"{k}_ns": v for k, v in idle.items()}, "devices": per},
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- scheduling
@@ -209,6 +227,7 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
         act = _host_activity(a, int(thread), us, ue)
         inside = _inside(act["ranges"])
         kname = tr.strings[nid]
+        what = "kernel" if int(ops["kind"][g.op[rows[0]]]) == OpKind.KERNEL else "op"
         at_start = bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
         # which windows (ordinals among windows of that device, in start order)
         wrows = np.unique(g.window_row[rows])
@@ -233,7 +252,7 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
         )
         title = (
             f"host_bound before {'the first op of each window, ' if at_start else ''}"
-            f"kernel '{kname}': {rows.size} gaps{where}, median {ms(float(np.median(v)))}, "
+            f"{what} '{kname}': {rows.size} gaps{where}, median {ms(float(np.median(v)))}, "
             f"total {ms(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {_scope(a)}); "
             f"meanwhile {doing}"
         )

@@ -128,3 +128,15 @@ def test_cli_by_matching_nothing_exits_2_with_closest_names():
     assert "Traceback" not in r.stderr
     line = r.stderr.strip()
     assert "\n" not in line and "closest range names: decode_step" in line
+
+
+def test_nsys_and_kineto_captures_agree_on_kernel_time(shared_dir, nsys_trace):
+    """Two runs of one workload, two formats: the GPU-time labels agree within 5%."""
+    from pytimings.ingest import load
+
+    k = attribute(load(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")).totals
+    n = attribute(nsys_trace).totals
+    _sums = [("compute_ns",), ("compute_ns", "comm_overlapped_ns", "comm_exposed_ns", "memory_ns")]
+    for labels in _sums:
+        kv, nv = sum(k[x] for x in labels), sum(n[x] for x in labels)
+        assert abs(kv - nv) <= 0.05 * nv, (labels, kv, nv)
