@@ -1,6 +1,9 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
 """Interval algebra for latency attribution (../shared/docs/attribution.md).
 
+Outputs are views of buffers sized for the worst case: pages never written are never
+resident, so a 10-million-op trace costs only the memory its results use.
+
 Half-open integer-ns intervals ``[start, end)``. A *set* is a pair of int64 arrays of
 disjoint, non-adjacent intervals sorted by start (what :func:`union` returns). Every
 function is linear in its input after the caller's O(n log n) sort, plus a binary search
@@ -80,7 +83,7 @@ def union(const int64_t[::1] starts, const int64_t[::1] ends):
             us[k] = cs
             ue[k] = ce
             k += 1
-    return us_arr[:k].copy(), ue_arr[:k].copy()
+    return us_arr[:k], ue_arr[:k]
 
 
 def intersect(const int64_t[::1] a_s, const int64_t[::1] a_e,
@@ -103,7 +106,7 @@ def intersect(const int64_t[::1] a_s, const int64_t[::1] a_e,
                 i += 1
             else:
                 j += 1
-    return out_s_arr[:k].copy(), out_e_arr[:k].copy()
+    return out_s_arr[:k], out_e_arr[:k]
 
 
 def difference(const int64_t[::1] a_s, const int64_t[::1] a_e,
@@ -134,7 +137,7 @@ def difference(const int64_t[::1] a_s, const int64_t[::1] a_e,
                 out_s[k] = cur
                 out_e[k] = e
                 k += 1
-    return out_s_arr[:k].copy(), out_e_arr[:k].copy()
+    return out_s_arr[:k], out_e_arr[:k]
 
 
 def overlap_lengths(const int64_t[::1] q_s, const int64_t[::1] q_e,
@@ -243,7 +246,7 @@ def first_per_start(const int64_t[::1] starts, const int64_t[::1] lstart,
                 best_c = c
                 ui[k] = i
             ul[k] = NO_LAUNCH if best_l == NEVER else best_l
-    return us_arr[:k + 1].copy(), ul_arr[:k + 1].copy(), ui_arr[:k + 1].copy()
+    return us_arr[:k + 1], ul_arr[:k + 1], ui_arr[:k + 1]
 
 
 def sweep(const int64_t[::1] c_s, const int64_t[::1] c_e,
@@ -314,7 +317,7 @@ def sweep(const int64_t[::1] c_s, const int64_t[::1] c_e,
                         k += 1
                 cur = lab
                 seg_start = t
-    return ss_arr[:k].copy(), se_arr[:k].copy(), sl_arr[:k].copy()
+    return ss_arr[:k], se_arr[:k], sl_arr[:k]
 
 
 cdef inline void _split_gap(int64_t g0, int64_t g1, const int64_t[::1] k_start,
@@ -338,6 +341,13 @@ cdef inline void _split_gap(int64_t g0, int64_t g1, const int64_t[::1] k_start,
             hb_end[0] = ls
     else:
         out[w, 6] += g1 - g0
+
+
+def _grow(arr, Py_ssize_t used, Py_ssize_t cap):
+    """A larger buffer holding ``arr[:used]``; untouched pages cost no memory."""
+    out = np.empty(cap, dtype=arr.dtype)
+    out[:used] = arr[:used]
+    return out
 
 
 def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
@@ -370,11 +380,11 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
         j = _first_ge(s_s, w_e[w]) - _first_gt(s_e, w_s[w]) + 1
         if want_gaps and ng + j + 1 > cap_g:
             cap_g = 2 * (ng + j + 1)
-            gw_arr = np.resize(gw_arr, cap_g)
-            g0_arr = np.resize(g0_arr, cap_g)
-            g1_arr = np.resize(g1_arr, cap_g)
-            gh_arr = np.resize(gh_arr, cap_g)
-            gk_arr = np.resize(gk_arr, cap_g)
+            gw_arr = _grow(gw_arr, ng, cap_g)
+            g0_arr = _grow(g0_arr, ng, cap_g)
+            g1_arr = _grow(g1_arr, ng, cap_g)
+            gh_arr = _grow(gh_arr, ng, cap_g)
+            gk_arr = _grow(gk_arr, ng, cap_g)
             gw = gw_arr
             g0v = g0_arr
             g1v = g1_arr
@@ -405,6 +415,6 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
                 cur = b if b > a else a
                 i += 1
     if want_gaps:
-        return out_arr, (gw_arr[:ng].copy(), g0_arr[:ng].copy(), g1_arr[:ng].copy(),
-                         gh_arr[:ng].copy(), gk_arr[:ng].copy())
+        return out_arr, (gw_arr[:ng], g0_arr[:ng], g1_arr[:ng],
+                         gh_arr[:ng], gk_arr[:ng])
     return out_arr

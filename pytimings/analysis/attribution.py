@@ -14,12 +14,14 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis import _intervals as iv
+from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.errors import UsageError
 from pytimings.ingest._model import CopyKind, OpKind, Trace
 from pytimings.table import Table
@@ -54,14 +56,23 @@ I64 = npt.NDArray[np.int64]
 # --------------------------------------------------------------------------- launches
 
 
-@dataclass(frozen=True)
+@dataclass
 class Launches:
-    """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown),
-    that call's start (``NO_LAUNCH`` when unknown) and thread (-1 when unknown)."""
+    """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown) and
+    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use."""
 
     api_row: I64
     start: I64
-    thread: npt.NDArray[np.int32]
+    api_thread: npt.NDArray[np.int32]  # api_calls["thread"], to derive ``thread``
+
+    @cached_property
+    def thread(self) -> npt.NDArray[np.int32]:
+        """The launch call's thread row per op (-1 when unknown)."""
+        t = self.api_thread[np.maximum(self.api_row, 0)] if self.api_thread.size else None
+        if t is None:
+            return np.full(self.api_row.size, -1, dtype=np.int32)
+        t[self.api_row < 0] = -1
+        return t
 
 
 def _group_keys(
@@ -92,37 +103,46 @@ def link_launches(trace: Trace) -> Launches:
     """Match each GPU op to the API call with the same correlation id in its process.
 
     When several calls share an id, the earliest (then lowest thread) is the launch.
+    Written to hold few full-length temporaries: traces reach 10^7 ops.
     """
     ops, api = trace.gpu_ops, trace.api_calls
     n = len(ops)
     api_row = np.full(n, -1, dtype=np.int64)
     if n and len(api):
         o_key, a_key = _group_keys(ops, api)
-        valid = np.flatnonzero(api["correlation"] >= 0)
-        keys = a_key[valid]
-        order = np.argsort(keys, kind="stable")
-        ks = keys[order]
-        if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # duplicates: earliest call wins
-            order = np.lexsort((api["thread"][valid], api["start"][valid], keys))
-            ks = keys[order]
-        rows = valid[order]
-        del keys, order
-        first = np.ones(ks.size, dtype=bool)
-        first[1:] = ks[1:] != ks[:-1]
-        ks, rows = ks[first], rows[first]
-        del first
+        valid: I64 | None = None
+        if int(api["correlation"].min()) < 0:
+            valid = np.flatnonzero(api["correlation"] >= 0)
+            a_key = a_key[valid]
+        rows: I64 | None = None  # None: row i of the sorted keys is api row i
+        if is_sorted_i64(np.ascontiguousarray(a_key)):
+            ks = a_key
+        else:
+            rows = np.argsort(a_key, kind="stable")
+            ks = a_key[rows]
+        if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # duplicates: the earliest call wins
+            sub = np.arange(a_key.size) if valid is None else valid
+            rows = np.lexsort((api["thread"][sub], api["start"][sub], a_key))
+            ks = a_key[rows]
+            first = np.ones(ks.size, dtype=bool)
+            first[1:] = ks[1:] != ks[:-1]
+            ks, rows = ks[first], rows[first]
+            del first, sub
+        if valid is not None:
+            rows = valid if rows is None else valid[rows]
+        del a_key, valid
         if ks.size:
             pos = np.searchsorted(ks, o_key)
             np.minimum(pos, ks.size - 1, out=pos)
-            hit = (ks[pos] == o_key) & (ops["correlation"] >= 0)
-            api_row[hit] = rows[pos[hit]]
+            hit = ks[pos] == o_key
+            hit &= ops["correlation"] >= 0
+            if rows is not None:
+                np.take(rows, pos, out=pos)
+            api_row[hit] = pos[hit]
             del pos, hit
-    has = api_row >= 0
-    start = np.full(n, NO_LAUNCH, dtype=np.int64)
-    thread = np.full(n, -1, dtype=np.int32)
-    start[has] = api["start"][api_row[has]]
-    thread[has] = api["thread"][api_row[has]]
-    return Launches(api_row=api_row, start=start, thread=thread)
+    start = np.take(api["start"], np.maximum(api_row, 0)) if len(api) else np.empty(n, np.int64)
+    start[api_row < 0] = NO_LAUNCH
+    return Launches(api_row=api_row, start=start, api_thread=api["thread"])
 
 
 # --------------------------------------------------------------------------- classes
@@ -221,7 +241,9 @@ class _Windows:
 def _trace_windows(trace: Trace, launches: Launches, ranks: npt.NDArray[np.int16]) -> _Windows:
     """One whole-trace window per rank (API calls that launch nothing don't count)."""
     ops, rg, api = trace.gpu_ops, trace.ranges, trace.api_calls
-    launching = np.unique(launches.api_row[launches.api_row >= 0])
+    launching = np.zeros(len(api), dtype=bool)
+    launching[launches.api_row[launches.api_row >= 0]] = True
+    launching = np.flatnonzero(launching)
     starts, ends = [], []
     for r in ranks:
         lo, hi = [], []
@@ -555,8 +577,17 @@ class Attribution:
         return json.dumps(self.to_dict(), indent=indent)
 
 
+def distinct(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Sorted distinct values of a small-integer column (ranks, devices), in O(n)."""
+    if values.size == 0:
+        return values[:0]
+    lo = int(values.min())
+    seen = np.bincount((values - lo).astype(np.intp), minlength=1)
+    return (np.flatnonzero(seen) + lo).astype(values.dtype)
+
+
 def _select(values: npt.NDArray[Any], wanted: Sequence[int] | None, what: str) -> npt.NDArray[Any]:
-    have = np.unique(values)
+    have = distinct(values)
     if wanted is None:
         return have
     w = np.asarray(sorted(set(int(x) for x in wanted)), dtype=have.dtype)
@@ -586,7 +617,9 @@ def attribute(
     if len(ops) == 0:
         raise UsageError("the trace has no GPU ops (kernels, memcpys, memsets) to attribute")
     rank_sel = _select(ops["rank"], ranks, "rank")
-    dev_sel = _select(ops["device"][np.isin(ops["rank"], rank_sel)], devices, "device")
+    in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
+    dev_sel = _select(ops["device"][in_ranks], devices, "device")
+    del in_ranks
     launches = link_launches(trace)
     classes = classify(trace, launches, rules)
     win = (
@@ -610,7 +643,7 @@ def attribute(
             continue
         w_s = np.ascontiguousarray(win.start[wsel])
         w_e = np.ascontiguousarray(win.end[wsel])
-        rank_devs = np.unique(ops["device"][ops["rank"] == r])
+        rank_devs = distinct(ops["device"][ops["rank"] == r])
         for d in rank_devs[np.isin(rank_devs, dev_sel)]:
             tl = device_timeline(trace, classes, launches, int(r), int(d))
             part, (gw, g0, g1, gh, gk) = iv.partition_windows(
