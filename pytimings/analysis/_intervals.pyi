@@ -13,7 +13,10 @@ def difference(a_s: I64, a_e: I64, b_s: I64, b_e: I64) -> tuple[I64, I64]: ...
 def overlap_lengths(q_s: I64, q_e: I64, u_s: I64, u_e: I64) -> I64: ...
 def points_in_set(points: I64, u_s: I64, u_e: I64) -> npt.NDArray[np.uint8]: ...
 def project(points: I64, values: I64, r_s: I64, r_e: I64) -> tuple[I64, I64]: ...
-def first_per_start(starts: I64, lstart: I64, corr: I64) -> tuple[I64, I64, I64]: ...
+def union_by_class(
+    order: I64, starts: I64, ends: I64, cls: npt.NDArray[np.int8]
+) -> tuple[I64, I64, I64, I64, I64, I64]: ...
+def first_per_start(order: I64, starts: I64, lstart: I64, corr: I64) -> I64: ...
 def sweep(
     c_s: I64, c_e: I64, m_s: I64, m_e: I64, x_s: I64, x_e: I64
 ) -> tuple[I64, I64, npt.NDArray[np.int8]]: ...
@@ -24,8 +27,9 @@ def partition_windows(
     s_s: I64,
     s_e: I64,
     s_l: npt.NDArray[np.int8],
-    k_start: I64,
-    k_lstart: I64,
+    k_op: I64,
+    starts: I64,
+    lstart: I64,
     want_gaps: Literal[False] = ...,
 ) -> I64: ...
 @overload
@@ -35,7 +39,8 @@ def partition_windows(
     s_s: I64,
     s_e: I64,
     s_l: npt.NDArray[np.int8],
-    k_start: I64,
-    k_lstart: I64,
+    k_op: I64,
+    starts: I64,
+    lstart: I64,
     want_gaps: Literal[True],
 ) -> tuple[I64, tuple[I64, I64, I64, I64, I64]]: ...

@@ -210,43 +210,111 @@ def project(const int64_t[::1] points, const int64_t[::1] values,
     return count_arr, last_arr
 
 
-def first_per_start(const int64_t[::1] starts, const int64_t[::1] lstart,
-                    const int64_t[::1] corr):
-    """Candidates for the op that ends an idle gap.
+def union_by_class(const int64_t[::1] order, const int64_t[::1] starts,
+                   const int64_t[::1] ends, const int8_t[::1] cls):
+    """Unions of the intervals of class 0, 1 and 2 (compute, comm, memory) in one pass.
 
-    Inputs are non-empty GPU ops of one device sorted by start, with the start of their
-    launch call (``NO_LAUNCH`` when unknown) and correlation id. Returns the distinct
-    starts and, for each, the launch start and input position of the op chosen among those
-    starting there: earliest launch call first (unknown launches last), then lowest
-    correlation id (then earliest position).
+    ``order`` lists the rows to use, sorted by start; rows are read in place (no gathered
+    copies). Empty intervals are dropped. Returns ``(c_s, c_e, m_s, m_e, x_s, x_e)``.
     """
-    cdef Py_ssize_t n = starts.shape[0], i, k = -1
-    us_arr = np.empty(n, dtype=np.int64)
-    ul_arr = np.empty(n, dtype=np.int64)
-    ui_arr = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] us = us_arr, ul = ul_arr, ui = ui_arr
-    cdef int64_t best_l = 0, best_c = 0, l, c
+    cdef Py_ssize_t n = order.shape[0], i, k
+    cdef int64_t r, s, e, prev = INT64_MIN
+    cdef int8_t c
+    outs = [np.empty(n + 1, dtype=np.int64) for _ in range(6)]
+    cdef int64_t[::1] b0 = outs[0], b1 = outs[1], b2 = outs[2], b3 = outs[3], b4 = outs[4], b5 = outs[5]
+    cdef int64_t* os_[3]
+    cdef int64_t* oe[3]
+    cdef Py_ssize_t cnt[3]
+    cdef int64_t cur_s[3]
+    cdef int64_t cur_e[3]
+    cdef bint open_[3]
+    cdef int bad = 0
+    os_[0] = &b0[0]
+    oe[0] = &b1[0]
+    os_[1] = &b2[0]
+    oe[1] = &b3[0]
+    os_[2] = &b4[0]
+    oe[2] = &b5[0]
+    for k in range(3):
+        cnt[k] = 0
+        open_[k] = False
+        cur_s[k] = 0
+        cur_e[k] = 0
     with nogil:
         for i in range(n):
-            l = lstart[i]
+            r = order[i]
+            s = starts[r]
+            e = ends[r]
+            if s < prev:
+                bad = 1
+                break
+            prev = s
+            if e <= s:
+                continue
+            c = cls[r]
+            if c < 0 or c > 2:
+                bad = 2
+                break
+            if open_[c] and s <= cur_e[c]:
+                if e > cur_e[c]:
+                    cur_e[c] = e
+                continue
+            if open_[c]:
+                os_[c][cnt[c]] = cur_s[c]
+                oe[c][cnt[c]] = cur_e[c]
+                cnt[c] += 1
+            open_[c] = True
+            cur_s[c] = s
+            cur_e[c] = e
+        for k in range(3):
+            if open_[k]:
+                os_[k][cnt[k]] = cur_s[k]
+                oe[k][cnt[k]] = cur_e[k]
+                cnt[k] += 1
+    if bad == 1:
+        raise ValueError("union_by_class: order is not sorted by start")
+    if bad == 2:
+        raise ValueError("union_by_class: classes must be 0, 1 or 2")
+    return (outs[0][:cnt[0]], outs[1][:cnt[0]], outs[2][:cnt[1]], outs[3][:cnt[1]],
+            outs[4][:cnt[2]], outs[5][:cnt[2]])
+
+
+def first_per_start(const int64_t[::1] order, const int64_t[::1] starts,
+                    const int64_t[::1] lstart, const int64_t[::1] corr):
+    """Candidates for the op that ends an idle gap.
+
+    ``order`` lists the non-empty GPU ops of one device sorted by start; ``starts``,
+    ``lstart`` (launch-call start, ``NO_LAUNCH`` when unknown) and ``corr`` are full
+    columns read in place. Returns, per distinct start, the row of the op chosen among
+    those starting there: earliest launch call first (unknown launches last), then
+    lowest correlation id, then lowest row.
+    """
+    cdef Py_ssize_t n = order.shape[0], i, k = -1
+    out_arr = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] out = out_arr
+    cdef int64_t best_l = 0, best_c = 0, best_r = 0, l, c, r, cur = 0
+    with nogil:
+        for i in range(n):
+            r = order[i]
+            l = lstart[r]
             if l == NO_LAUNCH:
                 l = NEVER
-            c = corr[i]
-            if k < 0 or starts[i] != us[k]:
-                if k >= 0 and starts[i] < us[k]:
+            c = corr[r]
+            if k < 0 or starts[r] != cur:
+                if k >= 0 and starts[r] < cur:
                     with gil:
-                        raise ValueError("first_per_start: starts are not sorted")
+                        raise ValueError("first_per_start: order is not sorted by start")
                 k += 1
-                us[k] = starts[i]
+                cur = starts[r]
                 best_l = l
                 best_c = c
-                ui[k] = i
-            elif l < best_l or (l == best_l and c < best_c):
+                best_r = r
+            elif l < best_l or (l == best_l and (c < best_c or (c == best_c and r < best_r))):
                 best_l = l
                 best_c = c
-                ui[k] = i
-            ul[k] = NO_LAUNCH if best_l == NEVER else best_l
-    return us_arr[:k + 1], ul_arr[:k + 1], ui_arr[:k + 1]
+                best_r = r
+            out[k] = best_r
+    return out_arr[:k + 1]
 
 
 def sweep(const int64_t[::1] c_s, const int64_t[::1] c_e,
@@ -320,27 +388,35 @@ def sweep(const int64_t[::1] c_s, const int64_t[::1] c_e,
     return ss_arr[:k], se_arr[:k], sl_arr[:k]
 
 
-cdef inline void _split_gap(int64_t g0, int64_t g1, const int64_t[::1] k_start,
-                            const int64_t[::1] k_lstart, int64_t[:, ::1] out,
-                            Py_ssize_t w, int64_t* hb_end) noexcept nogil:
-    """Add the idle gap [g0, g1) to row ``w`` split per the contract."""
-    cdef Py_ssize_t j = _first_ge(k_start, g1)
-    cdef int64_t ls
-    hb_end[0] = g0
-    if j >= k_start.shape[0] or k_lstart[j] == NO_LAUNCH:
+cdef inline Py_ssize_t _first_op_at_or_after(const int64_t[::1] k_op, const int64_t[::1] starts,
+                                             int64_t x) noexcept nogil:
+    """Index into ``k_op`` (rows sorted by distinct start) of the first op starting >= x."""
+    cdef Py_ssize_t lo = 0, hi = k_op.shape[0], mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if starts[k_op[mid]] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline int64_t _split_gap(int64_t g0, int64_t g1, int64_t ls, int64_t[:, ::1] out,
+                               Py_ssize_t w) noexcept nogil:
+    """Add the idle gap [g0, g1) to row ``w`` split per the contract, given the start of
+    the launch call of the op that ends it; returns the end of its host_bound part."""
+    if ls == NO_LAUNCH:
         out[w, 7] += g1 - g0
-        return
-    ls = k_lstart[j]
+        return g0
     if ls > g0:
         if ls >= g1:
             out[w, 4] += g1 - g0
-            hb_end[0] = g1
-        else:
-            out[w, 4] += ls - g0
-            out[w, 5] += g1 - ls
-            hb_end[0] = ls
-    else:
-        out[w, 6] += g1 - g0
+            return g1
+        out[w, 4] += ls - g0
+        out[w, 5] += g1 - ls
+        return ls
+    out[w, 6] += g1 - g0
+    return g0
 
 
 def _grow(arr, Py_ssize_t used, Py_ssize_t cap):
@@ -352,27 +428,24 @@ def _grow(arr, Py_ssize_t used, Py_ssize_t cap):
 
 def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
                       const int64_t[::1] s_s, const int64_t[::1] s_e, const int8_t[::1] s_l,
-                      const int64_t[::1] k_start, const int64_t[::1] k_lstart,
-                      bint want_gaps=False):
+                      const int64_t[::1] k_op, const int64_t[::1] starts,
+                      const int64_t[::1] lstart, bint want_gaps=False):
     """The eight-label partition of each window ``[w_s, w_e)`` of one device.
 
-    ``s_*`` are the busy segments from :func:`sweep`; ``k_start``/``k_lstart`` come from
-    :func:`first_per_start`. Returns an int64 array ``[n_windows, 8]`` whose rows sum to
-    the window lengths, and with ``want_gaps`` also the idle gaps as arrays
-    ``(window, g0, g1, host_bound_end, k)`` where ``k`` indexes ``k_start`` (-1: none).
+    ``s_*`` are the busy segments from :func:`sweep`; ``k_op`` comes from
+    :func:`first_per_start` and indexes the full ``starts``/``lstart`` columns. Returns an
+    int64 array ``[n_windows, 8]`` whose rows sum to the window lengths; with
+    ``want_gaps`` also the idle gaps that have a host_bound part, as arrays
+    ``(window, g0, g1, host_bound_end, op)`` (``op``: the row that ends the gap).
     Cost: a binary search per window and per gap plus the segments each window covers.
     """
-    cdef Py_ssize_t nw = w_s.shape[0], ns = s_s.shape[0], w, i, ng = 0, cap_g = 0, j
-    cdef int64_t cur, a, b, hb
+    cdef Py_ssize_t nw = w_s.shape[0], ns = s_s.shape[0], nk = k_op.shape[0]
+    cdef Py_ssize_t w, i, ng = 0, cap_g = 0, j
+    cdef int64_t cur, a, b, hb, ls
     out_arr = np.zeros((nw, 8), dtype=np.int64)
     cdef int64_t[:, ::1] out = out_arr
-    # gap buffers grow geometrically when gaps are wanted
-    gw_arr = np.empty(0, dtype=np.int64)
-    g0_arr = np.empty(0, dtype=np.int64)
-    g1_arr = np.empty(0, dtype=np.int64)
-    gh_arr = np.empty(0, dtype=np.int64)
-    gk_arr = np.empty(0, dtype=np.int64)
-    cdef int64_t[::1] gw = gw_arr, g0v = g0_arr, g1v = g1_arr, ghv = gh_arr, gkv = gk_arr
+    bufs = [np.empty(0, dtype=np.int64) for _ in range(5)]
+    cdef int64_t[::1] gw = bufs[0], g0v = bufs[1], g1v = bufs[2], ghv = bufs[3], gkv = bufs[4]
     for w in range(nw):
         if w_e[w] < w_s[w]:
             raise ValueError(f"window {w} ends before it starts")
@@ -380,16 +453,12 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
         j = _first_ge(s_s, w_e[w]) - _first_gt(s_e, w_s[w]) + 1
         if want_gaps and ng + j + 1 > cap_g:
             cap_g = 2 * (ng + j + 1)
-            gw_arr = _grow(gw_arr, ng, cap_g)
-            g0_arr = _grow(g0_arr, ng, cap_g)
-            g1_arr = _grow(g1_arr, ng, cap_g)
-            gh_arr = _grow(gh_arr, ng, cap_g)
-            gk_arr = _grow(gk_arr, ng, cap_g)
-            gw = gw_arr
-            g0v = g0_arr
-            g1v = g1_arr
-            ghv = gh_arr
-            gkv = gk_arr
+            bufs = [_grow(x, ng, cap_g) for x in bufs]
+            gw = bufs[0]
+            g0v = bufs[1]
+            g1v = bufs[2]
+            ghv = bufs[3]
+            gkv = bufs[4]
         with nogil:
             cur = w_s[w]
             i = _first_gt(s_e, cur)
@@ -401,20 +470,20 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
                     a = w_e[w]
                     b = w_e[w]
                 if a > cur:  # an idle gap [cur, a)
-                    _split_gap(cur, a, k_start, k_lstart, out, w, &hb)
-                    if want_gaps:
-                        j = _first_ge(k_start, a)
+                    j = _first_op_at_or_after(k_op, starts, a)
+                    ls = lstart[k_op[j]] if j < nk else NO_LAUNCH
+                    hb = _split_gap(cur, a, ls, out, w)
+                    if want_gaps and hb > cur:
                         gw[ng] = w
                         g0v[ng] = cur
                         g1v[ng] = a
                         ghv[ng] = hb
-                        gkv[ng] = j if j < k_start.shape[0] else -1
+                        gkv[ng] = k_op[j]
                         ng += 1
                 if b > a:
                     out[w, s_l[i]] += b - a
                 cur = b if b > a else a
                 i += 1
     if want_gaps:
-        return out_arr, (gw_arr[:ng], g0_arr[:ng], g1_arr[:ng],
-                         gh_arr[:ng], gk_arr[:ng])
+        return out_arr, tuple(x[:ng] for x in bufs)
     return out_arr

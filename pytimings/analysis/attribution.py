@@ -320,9 +320,7 @@ class DeviceTimeline:
     seg_start: I64
     seg_end: I64
     seg_label: npt.NDArray[np.int8]
-    k_start: I64
-    k_lstart: I64
-    k_op: I64  # row in gpu_ops of the op that ends a gap starting at k_start
+    k_op: I64  # per distinct start of a non-empty op: the gpu_ops row that ends gaps there
 
 
 def device_timeline(
@@ -330,36 +328,25 @@ def device_timeline(
 ) -> DeviceTimeline:
     ops = trace.gpu_ops
     start, end = ops["start"], ops["end"]
-    rows = np.flatnonzero((ops["rank"] == rank) & (ops["device"] == device) & (end > start))
+    mask = end > start
+    if not (ops["rank"] == rank).all():
+        mask &= ops["rank"] == rank
+    if not (ops["device"] == device).all():
+        mask &= ops["device"] == device
+    rows = np.flatnonzero(mask)
+    del mask
     order = rows[np.argsort(start[rows], kind="stable")]
     del rows
-    s = start[order]
-    e = end[order]
-    c = classes[order]
-    sets = []
-    for k in (COMPUTE, COMM, MEMORY):
-        m = c == k
-        sets.extend(iv.union(s[m], e[m]))
-    del e, c
-    seg_s, seg_e, seg_l = iv.sweep(*sets)
-    del sets
-    ks, kl, ki = iv.first_per_start(s, launches.start[order], ops["correlation"][order])
-    return DeviceTimeline(
-        rank=rank,
-        device=device,
-        seg_start=seg_s,
-        seg_end=seg_e,
-        seg_label=seg_l,
-        k_start=ks,
-        k_lstart=kl,
-        k_op=order[ki],
-    )
+    seg_s, seg_e, seg_l = iv.sweep(*iv.union_by_class(order, start, end, classes))
+    k_op = iv.first_per_start(order, start, launches.start, ops["correlation"])
+    return DeviceTimeline(rank, device, seg_s, seg_e, seg_l, k_op)
 
 
 @dataclass
 class Gaps:
-    """Idle gaps of the reported windows: row of ``Attribution.windows``, ``[g0, g1)``,
-    the end of its host_bound part (``g0`` when none) and the op that ends it (-1: none)."""
+    """The idle gaps of the reported windows that have a host_bound part: row of
+    ``Attribution.windows``, ``[g0, g1)``, the end of the host_bound part and the op that
+    ends the gap."""
 
     window_row: I64
     g0: I64
@@ -372,7 +359,7 @@ class Gaps:
         if not parts:
             z = np.empty(0, dtype=np.int64)
             return cls(z, z, z, z, z)
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__dataclass_fields__))
+        return cls(*(_cat([getattr(p, f) for p in parts]) for f in cls.__dataclass_fields__))
 
 
 # --------------------------------------------------------------------------- collectives
@@ -634,7 +621,7 @@ def attribute(
     extra_rr: list[I64] = []
     extra_th: list[npt.NDArray[np.int32]] = []
     gap_parts: list[Gaps] = []
-    hb_sets: dict[tuple[int, int], tuple[I64, I64]] = {}
+    lat_parts: list[tuple[I64, I64, I64]] = []
     row0 = 0
     names = np.asarray(win.name, dtype=object)
     for r in rank_sel:
@@ -646,9 +633,11 @@ def attribute(
         rank_devs = distinct(ops["device"][ops["rank"] == r])
         for d in rank_devs[np.isin(rank_devs, dev_sel)]:
             tl = device_timeline(trace, classes, launches, int(r), int(d))
-            part, (gw, g0, g1, gh, gk) = iv.partition_windows(
-                w_s, w_e, tl.seg_start, tl.seg_end, tl.seg_label, tl.k_start, tl.k_lstart, True
+            part, (gw, g0, g1, gh, gop) = iv.partition_windows(
+                w_s, w_e, tl.seg_start, tl.seg_end, tl.seg_label, tl.k_op, ops["start"],
+                launches.start, True,
             )
+            del tl
             k = wsel.size
             cols["name"].append(names[wsel])
             cols["start_ns"].append(w_s)
@@ -660,12 +649,9 @@ def attribute(
                 cols[f"{lab}_ns"].append(part[:, j])
             extra_rr.append(win.range_row[wsel])
             extra_th.append(win.thread[wsel])
-            gap_op = np.full(gk.size, -1, dtype=np.int64)
-            gap_op[gk >= 0] = tl.k_op[gk[gk >= 0]]
-            gap_parts.append(Gaps(gw + row0, g0, g1, gh, gap_op))
-            hb = gh > g0
-            order = np.argsort(g0[hb], kind="stable")
-            hb_sets[(int(r), int(d))] = iv.union(g0[hb][order], gh[hb][order])
+            gap_parts.append(Gaps(gw + row0, g0, g1, gh, gop))
+            order = np.argsort(g0, kind="stable")
+            lat_parts.append(_device_latency(trace, launches, int(r), int(d), iv.union(g0[order], gh[order])))
             row0 += k
     dtypes = {"name": object, "device": np.int16, "rank": np.int16}
     table = Table(
@@ -682,7 +668,7 @@ def attribute(
     inverse[order] = np.arange(order.size)
     table = table.take(order)
     gaps = Gaps.concat(gap_parts)
-    gaps = Gaps(inverse[gaps.window_row], gaps.g0, gaps.g1, gaps.host_bound_end, gaps.op)
+    gaps.window_row = inverse[gaps.window_row]
     rr = np.concatenate(extra_rr)[order] if extra_rr else np.empty(0, np.int64)
     th = np.concatenate(extra_th)[order] if extra_th else np.empty(0, np.int32)
     total = sum(table[f"{x}_ns"] for x in LABELS)
@@ -695,29 +681,34 @@ def attribute(
         gaps=gaps,
         launches=launches,
         classes=classes,
-        launch_latency=_launch_latency(trace, launches, hb_sets),
+        launch_latency=LaunchLatency(*(_cat([p[i] for p in lat_parts]) for i in range(3))),
         collectives=collectives(trace, classes, [int(r) for r in rank_sel]),
         window_range_rows=rr,
         window_threads=th,
     )
 
 
-def _launch_latency(
-    trace: Trace, launches: Launches, hb_sets: Mapping[tuple[int, int], tuple[I64, I64]]
-) -> LaunchLatency:
+def _cat(parts: Sequence[I64]) -> I64:
+    """Concatenate, without a copy for a single part."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _device_latency(
+    trace: Trace, launches: Launches, rank: int, device: int, host_bound: tuple[I64, I64]
+) -> tuple[I64, I64, I64]:
+    """Launch latency of the ops of one device: (latency, op row, part in host_bound)."""
     ops = trace.gpu_ops
-    lat_parts, op_parts, hb_parts = [], [], []
-    for (r, d), (us, ue) in hb_sets.items():
-        rows = np.flatnonzero(
-            (ops["rank"] == r) & (ops["device"] == d) & (launches.api_row >= 0)
-        )
-        ls, os_ = launches.start[rows], ops["start"][rows]
-        lat_parts.append(os_ - ls)
-        op_parts.append(rows)
-        hb_parts.append(iv.overlap_lengths(ls, os_, us, ue))
-    z = np.empty(0, dtype=np.int64)
-    return LaunchLatency(
-        latency_ns=np.concatenate(lat_parts) if lat_parts else z,
-        op=np.concatenate(op_parts) if op_parts else z,
-        in_host_bound_ns=np.concatenate(hb_parts) if hb_parts else z,
-    )
+    mask = launches.api_row >= 0
+    if not (ops["rank"] == rank).all():
+        mask &= ops["rank"] == rank
+    if not (ops["device"] == device).all():
+        mask &= ops["device"] == device
+    rows = np.flatnonzero(mask)
+    del mask
+    ls = launches.start[rows]
+    os_ = ops["start"][rows]
+    in_hb = iv.overlap_lengths(ls, os_, *host_bound)
+    np.subtract(os_, ls, out=os_)
+    return os_, rows, in_hb

@@ -78,16 +78,22 @@ def project(points, values, r_s, r_e):
     return np.array(count, dtype=np.int64), np.array(last, dtype=np.int64)
 
 
-def first_per_start(starts, lstart, corr):
-    best: dict[int, tuple[tuple[int, int, int], int]] = {}
-    for i, (s, l, c) in enumerate(zip(starts, lstart, corr)):
-        key = (int(l) if l != NO_LAUNCH else 2**63, int(c), i)
-        if int(s) not in best or key < best[int(s)][0]:
-            best[int(s)] = (key, int(l))
-    ks = sorted(best)
-    idx = [best[s][0][2] for s in ks]
-    return (np.array(ks, dtype=np.int64), np.array([best[s][1] for s in ks], dtype=np.int64),
-            np.array(idx, dtype=np.int64))
+def union_by_class(order, starts, ends, cls):
+    out = []
+    for k in (0, 1, 2):
+        rows = [r for r in order if cls[r] == k]
+        out.extend(union([starts[r] for r in rows], [ends[r] for r in rows]))
+    return tuple(out)
+
+
+def first_per_start(order, starts, lstart, corr):
+    best: dict[int, tuple[int, int, int]] = {}
+    for r in order:
+        key = (int(lstart[r]) if lstart[r] != NO_LAUNCH else 2**63, int(corr[r]), int(r))
+        s = int(starts[r])
+        if s not in best or key < best[s]:
+            best[s] = key
+    return np.array([best[s][2] for s in sorted(best)], dtype=np.int64)
 
 
 def _label(c: bool, m: bool, x: bool) -> int:
@@ -122,8 +128,10 @@ def _split(g0: int, g1: int, ls: int | None) -> list[int]:
     return [0, 0, g1 - g0, 0]
 
 
-def partition_windows(w_s, w_e, s_s, s_e, s_l, k_start, k_lstart):
+def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart):
+    """The partition, and the gaps with a host_bound part (window, g0, g1, hb end, op)."""
     out = np.zeros((len(w_s), 8), dtype=np.int64)
+    gaps_out: list[tuple[int, int, int, int, int]] = []
     segs = list(zip(map(int, s_s), map(int, s_e), map(int, s_l)))
     for w, (ws, we) in enumerate(zip(map(int, w_s), map(int, w_e))):
         pts = sorted({ws, we} | {p for a, b, _ in segs for p in (a, b) if ws < p < we})
@@ -131,15 +139,18 @@ def partition_windows(w_s, w_e, s_s, s_e, s_l, k_start, k_lstart):
         for a, b in zip(pts[:-1], pts[1:]):
             lab = next((l for s, e, l in segs if s <= a and b <= e), -1)
             labels.append((a, b, lab))
-        gaps = _merge([(a, b) for a, b, l in labels if l < 0])
         for a, b, l in labels:
             if l >= 0:
                 out[w, l] += b - a
-        for g0, g1 in gaps:
-            j = next((j for j, s in enumerate(k_start) if s >= g1), None)
-            ls = None if j is None or k_lstart[j] == NO_LAUNCH else int(k_lstart[j])
-            out[w, 4:] += _split(g0, g1, ls)
-    return out
+        for g0, g1 in _merge([(a, b) for a, b, l in labels if l < 0]):
+            k = next((int(r) for r in k_op if starts[r] >= g1), None)
+            ls = None if k is None or lstart[k] == NO_LAUNCH else int(lstart[k])
+            split = _split(g0, g1, ls)
+            out[w, 4:] += split
+            if split[0]:
+                gaps_out.append((w, g0, g1, g0 + split[0], k))
+    cols = list(zip(*gaps_out)) if gaps_out else [()] * 5
+    return out, tuple(np.array(c, dtype=np.int64) for c in cols)
 
 
 def reference_partition(ops, ws: int, we: int) -> list[int]:

@@ -62,13 +62,29 @@ def test_project(points, ranges, rnd):
     _eq(iv.project(p, values, *ranges), twin.project(p, values, *ranges))
 
 
-@settings(max_examples=150, deadline=None)
-@given(intervals(), st.randoms(use_true_random=False))
-def test_first_per_start(x, rnd):
-    s = x[0]
-    ls = np.array([rnd.choice([twin.NO_LAUNCH, rnd.randint(0, 5)]) for _ in s], dtype=np.int64)
-    corr = np.array([rnd.randint(0, 3) for _ in s], dtype=np.int64)
-    _eq(iv.first_per_start(s, ls, corr), twin.first_per_start(s, ls, corr))
+@st.composite
+def rows(draw, max_size=14):
+    """Random op columns and an order of some rows sorted by start."""
+    n = draw(st.integers(0, max_size))
+    starts = np.array(draw(st.lists(times, min_size=n, max_size=n)), dtype=np.int64)
+    ends = starts + np.array(draw(st.lists(st.integers(0, 15), min_size=n, max_size=n)), dtype=np.int64)
+    cls = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), dtype=np.int8)
+    lstart = np.array(draw(st.lists(st.sampled_from([twin.NO_LAUNCH, 0, 1, 2, 30, 61]), min_size=n, max_size=n)),
+                      dtype=np.int64)
+    corr = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
+    keep = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    chosen = np.flatnonzero(keep)
+    order = chosen[np.argsort(starts[chosen], kind="stable")].astype(np.int64)
+    return order, starts, ends, cls, lstart, corr
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows())
+def test_union_by_class_and_first_per_start(x):
+    order, starts, ends, cls, lstart, corr = x
+    _eq(iv.union_by_class(order, starts, ends, cls), twin.union_by_class(order, starts, ends, cls))
+    np.testing.assert_array_equal(iv.first_per_start(order, starts, lstart, corr),
+                                  twin.first_per_start(order, starts, lstart, corr))
 
 
 @settings(max_examples=150, deadline=None)
@@ -77,24 +93,18 @@ def test_sweep(c, m, x):
     _eq(iv.sweep(*c, *m, *x), twin.sweep(*c, *m, *x))
 
 
-@settings(max_examples=150, deadline=None)
-@given(sets(), sets(), sets(), intervals(max_size=4), st.randoms(use_true_random=False))
-def test_partition_windows(c, m, x, w, rnd):
+@settings(max_examples=200, deadline=None)
+@given(sets(), sets(), sets(), intervals(max_size=4), rows())
+def test_partition_windows(c, m, x, w, ops):
+    order, starts, ends, _, lstart, corr = ops
     segs = iv.sweep(*c, *m, *x)
-    ops = twin.union(*x)[0]  # any sorted starts will do as gap-ending candidates
-    ls = np.array([rnd.choice([twin.NO_LAUNCH, rnd.randint(0, 70)]) for _ in ops], dtype=np.int64)
-    got = iv.partition_windows(*w, *segs, ops, ls)
-    np.testing.assert_array_equal(got, twin.partition_windows(*w, *segs, ops, ls))
+    k_op = iv.first_per_start(order, starts, lstart, corr)
+    got, gaps = iv.partition_windows(*w, *segs, k_op, starts, lstart, True)
+    want, want_gaps = twin.partition_windows(*w, *segs, k_op, starts, lstart)
+    np.testing.assert_array_equal(got, want)
+    _eq(gaps, want_gaps)
     np.testing.assert_array_equal(got.sum(axis=1), w[1] - w[0])
-    got2, gaps = iv.partition_windows(*w, *segs, ops, ls, True)
-    np.testing.assert_array_equal(got, got2)
-    gw, g0, g1, gh, gk = gaps
-    idle = np.zeros(len(w[0]), dtype=np.int64)
-    np.add.at(idle, gw, g1 - g0)
-    np.testing.assert_array_equal(idle, got[:, 4:].sum(axis=1))
-    hb = np.zeros(len(w[0]), dtype=np.int64)
-    np.add.at(hb, gw, gh - g0)
-    np.testing.assert_array_equal(hb, got[:, 4])
+    np.testing.assert_array_equal(iv.partition_windows(*w, *segs, k_op, starts, lstart), got)
 
 
 def test_unsorted_input_is_an_error():
