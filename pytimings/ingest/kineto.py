@@ -35,6 +35,7 @@ correlation id is an error, as is a negative duration or an unknown ``displayTim
 
 from __future__ import annotations
 
+import codecs
 import decimal
 import os
 import re
@@ -72,11 +73,12 @@ _NO_RAW = msgspec.Raw(b"")
 
 
 class _Args(msgspec.Struct):
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    bytes: int | None = None
-    size: int | str | None = None  # ROCm runtime calls give copy sizes as strings
+    # ROCm runtime calls write some of these as strings ("stream": "0x0", "size": "2560")
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: int | str | None = None
+    size: int | str | None = None
 
 
 class _Event(msgspec.Struct):
@@ -214,20 +216,26 @@ class _Loader:
             stream = _open(self.path)
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
+        from isal.isal_zlib import error as IsalError
+
         splitter = self.splitter = _jsonscan.Splitter()
         carry = b""
+        total = 0
         with stream:
             while True:
                 try:
                     block = stream.read(CHUNK_BYTES)
-                except (EOFError, OSError, ValueError) as e:
+                except (EOFError, OSError, ValueError, IsalError) as e:
                     raise self.fail(f"corrupt or truncated gzip data ({e})") from None
+                total += len(block)
                 final = not block
+                if final and total == 0:
+                    raise self.fail("empty file (no JSON)")
                 buf = carry + block if carry else block
                 try:
                     used = splitter.feed(buf, final)
                 except _jsonscan.SplitError as e:
-                    raise self.fail(f"invalid trace JSON at byte {e.offset}: {e}") from None
+                    raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
                 if flows_only:
                     self.drain_flows()
@@ -242,6 +250,13 @@ class _Loader:
             if sp.pending(cls) == 0:
                 continue
             buf, doc, idx, pos = sp.take(cls)
+            try:
+                # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+                codecs.utf_8_decode(buf, "strict", True)
+            except UnicodeDecodeError as e:
+                raise self.fail(
+                    self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+                ) from None
             try:
                 evs = dec.decode(buf)
             except msgspec.DecodeError as e:
@@ -314,7 +329,9 @@ class _Loader:
                 k = max(int(np.searchsorted(starts, b, side="right")) - 1, 0)
                 s, d = sp.skeleton_map[k] if sp.skeleton_map else (0, 0)
                 msg = f"at byte {d + b - s}: {_BYTE_OFFSET.sub('', msg).strip()}"
-            raise self.fail(f"invalid trace JSON {msg}") from None
+            else:
+                msg = f"outside traceEvents: {msg}"
+            raise self.fail(f"invalid JSON {msg}") from None
         if not isinstance(doc, dict) or not sp.saw_events:
             raise self.fail("not a Kineto/Chrome trace: no traceEvents array")
         return doc
