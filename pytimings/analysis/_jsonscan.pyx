@@ -9,7 +9,7 @@ then decodes, and so validates, every buffer and the skeleton: a document is acc
 all of them are valid JSON, which together means the whole document is. Memory stays bounded
 by the chunk size because the caller decodes and frees the class buffers after every feed.
 
-Inside an element the scanner jumps from quote to quote with memchr; at the end of a buffer an
+Inside an element only the characters "{}[]:, matter (a 256-entry table); at the end of a buffer an
 incomplete element is not consumed and is scanned again with the next buffer.
 """
 
@@ -36,8 +36,7 @@ cdef enum Mode:
     M_BEFORE = 0
     M_ROOT = 1
     M_ARRAY = 2
-    M_ELEM = 3
-    M_AFTER = 4
+    M_AFTER = 3
 
 cdef enum ArrState:
     A_OPEN = 0
@@ -65,6 +64,86 @@ class SplitError(ValueError):
         self.offset = offset
 
 
+cdef unsigned char SPECIAL[256]
+for _c in (34, 123, 125, 91, 93, 58, 44):  # " { } [ ] : ,
+    SPECIAL[_c] = 1
+
+
+cdef inline Py_ssize_t _string_end(const char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
+    """Index of the quote closing a string whose content starts at p[j]; -1 if not in p[:n].
+    Short strings are scanned inline, long ones with memchr (vectorised in libc)."""
+    cdef Py_ssize_t k, lim
+    cdef const char* q
+    cdef const char* b
+    while True:
+        lim = j + 16 if j + 16 < n else n
+        k = j
+        while k < lim and p[k] != 34 and p[k] != 92:
+            k += 1
+        if k < lim:
+            if p[k] == 34:
+                return k
+            j = k + 2  # backslash: skip the escaped character
+            continue
+        if lim == n:
+            return -1
+        q = <const char*>memchr(p + k, 34, n - k)
+        if q == NULL:
+            return -1
+        b = <const char*>memchr(p + k, 92, q - (p + k))
+        if b == NULL:
+            return q - p
+        j = (b - p) + 2
+
+
+cdef Py_ssize_t _elem_end(const char* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* cat_s,
+                          Py_ssize_t* cat_e) noexcept nogil:
+    """End (exclusive) of the JSON object opening at p[i], or -1 when it is incomplete.
+    Also finds the span of its top-level "cat" string value (cat_s = -1 when none)."""
+    cdef int depth = 0
+    cdef bint expect_key = False, key_is_cat = False, cat_pending = False
+    cdef unsigned char c
+    cdef Py_ssize_t j
+    cat_s[0] = -1
+    while i < n:
+        c = <unsigned char>p[i]
+        if not SPECIAL[c]:
+            i += 1
+            continue
+        if c == 34:  # '"'
+            j = _string_end(p, i + 1, n)
+            if j < 0:
+                return -1
+            if depth == 1:
+                if expect_key:
+                    expect_key = False
+                    key_is_cat = (j - i - 1 == 3 and p[i + 1] == 99 and p[i + 2] == 97
+                                  and p[i + 3] == 116)  # "cat"
+                elif cat_pending:
+                    cat_s[0] = i + 1
+                    cat_e[0] = j
+                    cat_pending = False
+            i = j + 1
+            continue
+        if c == 123 or c == 91:  # { [
+            depth += 1
+            if depth == 1:
+                expect_key = True
+        elif c == 125 or c == 93:  # } ]
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == 58:  # :
+            if depth == 1 and key_is_cat:
+                cat_pending = True
+                key_is_cat = False
+        elif depth == 1:  # ,
+            expect_key = True
+            cat_pending = False
+        i += 1
+    return -1
+
+
 cdef class Splitter:
     """Feed the decompressed document in pieces; take the class buffers after each feed."""
 
@@ -82,9 +161,14 @@ cdef class Splitter:
     cdef int64_t* buf_pos[N_CLASSES]
     cdef Py_ssize_t count[N_CLASSES]
     cdef Py_ssize_t cap[N_CLASSES]
-    cdef list cat_names
-    cdef int[32] cat_class
+    cdef list cat_names                # keeps the bytes that cat_ptr points into alive
+    cdef const char* cat_ptr[32]
+    cdef Py_ssize_t cat_len[32]
+    cdef int cat_class[32]
     cdef int n_cats
+    cdef char last_other[64]           # run-length count of the last CLASS_OTHER cat
+    cdef Py_ssize_t last_other_len
+    cdef Py_ssize_t last_other_n
 
     def __cinit__(self):
         cdef int c
@@ -111,7 +195,11 @@ cdef class Splitter:
         self.cat_names = [name for name, _ in _CATS]
         self.n_cats = len(_CATS)
         for c in range(self.n_cats):
+            self.cat_ptr[c] = <const char*>self.cat_names[c]
+            self.cat_len[c] = len(self.cat_names[c])
             self.cat_class[c] = _CATS[c][1]
+        self.last_other_len = -1
+        self.last_other_n = 0
 
     def __dealloc__(self):
         cdef int c
@@ -129,14 +217,39 @@ cdef class Splitter:
     def saw_events(self):
         return self.seen_te
 
-    cdef int _classify(self, const char* s, Py_ssize_t n):
+    cdef int _classify(self, const char* s, Py_ssize_t n) noexcept:
         cdef int k
-        cdef bytes name
         for k in range(self.n_cats):
-            name = self.cat_names[k]
-            if len(name) == n and memcmp(<const char*>name, s, n) == 0:
+            if self.cat_len[k] == n and memcmp(self.cat_ptr[k], s, n) == 0:
                 return self.cat_class[k]
         return CLASS_OTHER
+
+    cdef int _count_other(self, const char* s, Py_ssize_t n) except -1:
+        if n == self.last_other_len and memcmp(self.last_other, s, n) == 0:
+            self.last_other_n += 1
+            return 0
+        self._flush_other()
+        if n <= 64:
+            memcpy(self.last_other, s, n)
+            self.last_other_len = n
+            self.last_other_n = 1
+        else:
+            key = s[:n]
+            self.other_counts[key] = self.other_counts.get(key, 0) + 1
+        return 0
+
+    cdef int _flush_other(self) except -1:
+        if self.last_other_n:
+            key = self.last_other[:self.last_other_len]
+            self.other_counts[key] = self.other_counts.get(key, 0) + self.last_other_n
+        self.last_other_len = -1
+        self.last_other_n = 0
+        return 0
+
+    def counts_of_other(self):
+        """{cat bytes: count} of the CLASS_OTHER elements seen so far."""
+        self._flush_other()
+        return self.other_counts
 
     cdef int _emit(self, const char* p, Py_ssize_t start, Py_ssize_t end, int cls) except -1:
         cdef bytearray b = self.bufs[cls]
@@ -202,70 +315,14 @@ cdef class Splitter:
             PyBuffer_Release(&view)
 
     cdef Py_ssize_t _feed(self, const char* p, Py_ssize_t n, bint final) except -1:
-        cdef Py_ssize_t i = 0, skel_from = 0, elem_start = 0, j, k, bs, cat_s = -1, cat_e = -1
+        cdef Py_ssize_t i = 0, skel_from = 0, elem_start = 0, j, cat_s = -1, cat_e = -1
         cdef char c
-        cdef const char* q
-        cdef bint expect_key3 = False, key_is_cat = False, cat_pending = False
-        cdef int saved_state = A_OPEN, cls
+        cdef bint incomplete = False
+        cdef int cls
         cdef Py_ssize_t consumed
         while i < n:
             c = p[i]
-            if self.mode == M_ELEM:
-                # fast path inside one element of traceEvents
-                if c == b'"':
-                    j = i + 1
-                    while True:
-                        q = <const char*>memchr(p + j, b'"', n - j)
-                        if q == NULL:
-                            break
-                        k = (q - p) - 1
-                        bs = 0
-                        while k > i and p[k] == b'\\':
-                            bs += 1
-                            k -= 1
-                        if bs & 1:
-                            j = (q - p) + 1
-                            continue
-                        break
-                    if q == NULL:
-                        break  # incomplete element
-                    k = q - p
-                    if self.depth == 3:
-                        if expect_key3:
-                            expect_key3 = False
-                            key_is_cat = (k - i - 1 == 3 and memcmp(p + i + 1, b"cat", 3) == 0)
-                        elif cat_pending:
-                            cat_s = i + 1
-                            cat_e = k
-                            cat_pending = False
-                    i = k + 1
-                    continue
-                elif c == b':':
-                    if self.depth == 3 and key_is_cat:
-                        cat_pending = True
-                        key_is_cat = False
-                elif c == b',':
-                    if self.depth == 3:
-                        expect_key3 = True
-                        cat_pending = False
-                elif c == b'{' or c == b'[':
-                    self.depth += 1
-                elif c == b'}' or c == b']':
-                    self.depth -= 1
-                    if self.depth == 2:
-                        if cat_s < 0:
-                            cls = CLASS_NOCAT
-                        else:
-                            cls = self._classify(p + cat_s, cat_e - cat_s)
-                            if cls == CLASS_OTHER:
-                                key = p[cat_s:cat_e]
-                                self.other_counts[key] = self.other_counts.get(key, 0) + 1
-                        self._emit(p, elem_start, i + 1, cls)
-                        self.mode = M_ARRAY
-                        self.arr_state = A_ELEM
-                i += 1
-                continue
-            elif self.mode == M_ARRAY:
+            if self.mode == M_ARRAY:
                 if c == b' ' or c == b'\n' or c == b'\r' or c == b'\t':
                     pass
                 elif c == b'{':
@@ -273,13 +330,21 @@ cdef class Splitter:
                         raise SplitError(
                             f"missing ',' between traceEvents[{self.n_elements - 1}] and the "
                             "next event", self.doc_base + i)
-                    saved_state = self.arr_state
                     elem_start = i
-                    self.mode = M_ELEM
-                    self.depth = 3
-                    expect_key3 = True
-                    key_is_cat = cat_pending = False
-                    cat_s = cat_e = -1
+                    j = _elem_end(p, i, n, &cat_s, &cat_e)
+                    if j < 0:
+                        incomplete = True
+                        break
+                    if cat_s < 0:
+                        cls = CLASS_NOCAT
+                    else:
+                        cls = self._classify(p + cat_s, cat_e - cat_s)
+                        if cls == CLASS_OTHER:
+                            self._count_other(p + cat_s, cat_e - cat_s)
+                    self._emit(p, elem_start, j, cls)
+                    self.arr_state = A_ELEM
+                    i = j
+                    continue
                 elif c == b',':
                     if self.arr_state != A_ELEM:
                         raise SplitError("unexpected ',' in traceEvents", self.doc_base + i)
@@ -363,14 +428,11 @@ cdef class Splitter:
                 i += 1
                 continue
         # end of buffer
-        if self.mode == M_ELEM:
+        if incomplete:
             if final:
                 raise SplitError(
                     f"the document ends inside traceEvents[{self.n_elements}] (truncated?)",
                     self.doc_base + elem_start)
-            self.mode = M_ARRAY
-            self.arr_state = saved_state
-            self.depth = 2
             consumed = elem_start
         else:
             if self.mode != M_ARRAY:

@@ -2,7 +2,7 @@
 
 Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.md):
 
-* The file is decompressed in a stream (``isal``'s igzip, 2-3x faster than zlib) in 4 MiB
+* The file is decompressed in a stream (``isal``'s igzip, 2-3x faster than zlib) in 1 MiB
   pieces; nothing holds the whole document. Decoding it at once with msgspec would hold the
   JSON text plus every event object (about 2x the JSON size), breaking the memory budget.
 * ``pytimings.analysis._jsonscan.Splitter`` (Cython) cuts the ``traceEvents`` array into
@@ -35,6 +35,7 @@ correlation id is an error, as is a negative duration or an unknown ``displayTim
 
 from __future__ import annotations
 
+import codecs
 import decimal
 import os
 import re
@@ -63,7 +64,7 @@ __all__ = ["load_kineto", "looks_like_kineto"]
 
 # Decompressed bytes per splitter feed: large enough that per-feed overhead vanishes,
 # small enough that the decoded Structs of one piece stay a few MB.
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 
 I64 = npt.NDArray[np.int64]
 
@@ -72,11 +73,12 @@ _NO_RAW = msgspec.Raw(b"")
 
 
 class _Args(msgspec.Struct):
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    bytes: int | None = None
-    size: int | str | None = None  # ROCm runtime calls give copy sizes as strings
+    # ROCm runtime calls write some of these as strings ("stream": "0x0", "size": "2560")
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: int | str | None = None
+    size: int | str | None = None
 
 
 class _Event(msgspec.Struct):
@@ -111,11 +113,12 @@ class _Skip(msgspec.Struct):
     pass
 
 
+_FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
     _jsonscan.CLASS_API: msgspec.json.Decoder(list[_Event]),
     _jsonscan.CLASS_RANGE: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(list[_Flow]),
+    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(list[_Skip]),  # see _Loader.read_flows
     _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
     _jsonscan.CLASS_OTHER: msgspec.json.Decoder(list[_Skip]),
 }
@@ -206,26 +209,38 @@ class _Loader:
         return TraceFormatError(self.path, problem)
 
     # ---- reading --------------------------------------------------------------------
-    def read(self) -> None:
+    def read(self, flows_only: bool = False) -> None:
+        """One pass over the file. ``flows_only``: decode just the flow events (a second
+        pass, taken only when some GPU op or API call lacks args.correlation)."""
         try:
             stream = _open(self.path)
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
+        from isal.isal_zlib import error as IsalError
+
+        splitter = self.splitter = _jsonscan.Splitter()
         carry = b""
+        total = 0
         with stream:
             while True:
                 try:
                     block = stream.read(CHUNK_BYTES)
-                except (EOFError, OSError, ValueError) as e:
+                except (EOFError, OSError, ValueError, IsalError) as e:
                     raise self.fail(f"corrupt or truncated gzip data ({e})") from None
+                total += len(block)
                 final = not block
+                if final and total == 0:
+                    raise self.fail("empty file (no JSON)")
                 buf = carry + block if carry else block
                 try:
-                    used = self.splitter.feed(buf, final)
+                    used = splitter.feed(buf, final)
                 except _jsonscan.SplitError as e:
-                    raise self.fail(f"invalid trace JSON at byte {e.offset}: {e}") from None
+                    raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
-                self.drain()
+                if flows_only:
+                    self.drain_flows()
+                else:
+                    self.drain()
                 if final:
                     break
 
@@ -236,20 +251,28 @@ class _Loader:
                 continue
             buf, doc, idx, pos = sp.take(cls)
             try:
+                # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+                codecs.utf_8_decode(buf, "strict", True)
+            except UnicodeDecodeError as e:
+                raise self.fail(
+                    self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+                ) from None
+            try:
                 evs = dec.decode(buf)
             except msgspec.DecodeError as e:
                 raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
             del buf
             self.counts[cls] += len(evs)
-            try:
-                self._convert(cls, evs)
-            except _kineto.RowError as e:
-                k = e.index
-                raise self.fail(
-                    f"traceEvents[{idx[k]}] (byte {doc[k]}): {e}"
-                ) from None
-            except (ValueError, decimal.InvalidOperation, OverflowError) as e:
-                raise self.fail(f"bad timestamp: {e}") from None
+            self._convert(cls, evs, doc, idx)
+
+    def drain_flows(self) -> None:
+        sp = self.splitter
+        for cls in range(6):
+            if sp.pending(cls) == 0:
+                continue
+            buf, doc, idx, pos = sp.take(cls)
+            if cls == _jsonscan.CLASS_FLOW:
+                self._convert(cls, _FLOW_DECODER.decode(buf), doc, idx)
 
     def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
         m = _BYTE_OFFSET.search(msg)
@@ -265,25 +288,29 @@ class _Loader:
             return f"bad event at byte {doc[k]}: {detail}"
         return f"bad events: {msg}"
 
-    def _convert(self, cls: int, evs: list[Any]) -> None:
-        if cls in self.rows:
-            cols, skipped = _kineto.event_rows(
-                evs, CAT_CODES, self.ids, self.strings, self.keys, _exact
-            )
-            self.rows[cls].append(cols)
-            for (cat, ph), n in skipped.items():
-                self._drop(f"{cat} events with ph={ph!r} (only complete 'X' events)", n)
-        elif cls == _jsonscan.CLASS_FLOW:
-            fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
-            self.flows.append(fcols)
-            for (cat, ph), n in skipped.items():
-                self._drop(f"{cat} flow events with ph={ph!r}", n)
-        elif cls == _jsonscan.CLASS_NOCAT:
-            for ev in evs:
-                if ev.ph == "M":
-                    self.meta_events.append(ev)
-                else:
-                    self._drop(f"events without cat (ph={ev.ph!r}, not modelled)", 1)
+    def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
+        try:
+            if cls in self.rows:
+                cols, skipped = _kineto.event_rows(
+                    evs, CAT_CODES, self.ids, self.strings, self.keys, _exact
+                )
+                self.rows[cls].append(cols)
+                for (cat, ph), n in skipped.items():
+                    self._drop(f"{cat} events with ph={ph!r} (only complete 'X' events)", n)
+            elif cls == _jsonscan.CLASS_FLOW and evs and isinstance(evs[0], _Flow):
+                fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
+                self.flows.append(fcols)
+            elif cls == _jsonscan.CLASS_NOCAT:
+                for ev in evs:
+                    if ev.ph == "M":
+                        self.meta_events.append(ev)
+                    else:
+                        self._drop(f"events without cat (ph={ev.ph!r}, not modelled)", 1)
+        except _kineto.RowError as e:
+            k = e.index
+            raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {e}") from None
+        except (ValueError, decimal.InvalidOperation, OverflowError) as e:
+            raise self.fail(f"bad timestamp: {e}") from None
 
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
@@ -302,7 +329,9 @@ class _Loader:
                 k = max(int(np.searchsorted(starts, b, side="right")) - 1, 0)
                 s, d = sp.skeleton_map[k] if sp.skeleton_map else (0, 0)
                 msg = f"at byte {d + b - s}: {_BYTE_OFFSET.sub('', msg).strip()}"
-            raise self.fail(f"invalid trace JSON {msg}") from None
+            else:
+                msg = f"outside traceEvents: {msg}"
+            raise self.fail(f"invalid JSON {msg}") from None
         if not isinstance(doc, dict) or not sp.saw_events:
             raise self.fail("not a Kineto/Chrome trace: no traceEvents array")
         return doc
@@ -329,19 +358,25 @@ class _Loader:
             raise self.fail(f"baseTimeNanoseconds is not an integer: {base!r}")
         r = 0 if rank is None else int(rank)
 
-        for name, n in sorted(self.splitter.other_counts.items()):
+        for name, n in sorted(self.splitter.counts_of_other().items()):
             self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
         gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
         api = _concat(self.rows[_jsonscan.CLASS_API])
         rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
-        flows = _concat(self.flows, ("phase", "id", "pid", "tid", "ts"))
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
                 "calls or user annotations"
             )
 
-        mismatches = _link_flows(gpu, api, flows)
+        mismatches = 0
+        sync = api["cat"] == CAT_CODES["cuda_sync"]
+        if self.counts[_jsonscan.CLASS_FLOW] and (
+            (gpu["correlation"] < 0).any() or (api["correlation"][~sync] < 0).any()
+        ):
+            self.read(flows_only=True)
+            flows = _concat(self.flows, ("phase", "id", "pid", "tid", "ts"))
+            mismatches = _link_flows(gpu, api, flows)
         threads, thread_of = self._threads(api, rng, r)
         main_pid = _main_pid(api, rng)
 
@@ -362,6 +397,7 @@ class _Loader:
             "trace_name": doc.get("traceName"),
             "processes": self._process_names(),
             "events": self.splitter.n_elements,
+            # flows are read (a second pass) only when some args lack a correlation
             "flow_mismatches": mismatches,
         }
         for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
@@ -385,9 +421,7 @@ class _Loader:
         sync = api["cat"] == CAT_CODES["cuda_sync"]
         pid = np.concatenate([api["pid"][~sync], rng["pid"][host]])
         tid = np.concatenate([api["tid"][~sync], rng["tid"][host]])
-        pairs = np.unique(np.stack([pid, tid], axis=1), axis=0) if len(pid) else np.empty(
-            (0, 2), dtype=np.int64
-        )
+        pairs = _unique_pairs(pid, tid)
         names: dict[tuple[int, int], str] = {}
         for ev in self.meta_events:
             if ev.name == "thread_name" and ev.args and isinstance(ev.args.get("name"), str):
@@ -451,17 +485,11 @@ class _Loader:
         nbytes[kind == OpKind.KERNEL] = 0
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
-        launch_names = np.asarray(self.strings, dtype=object)[api["name"]] if len(api["name"]) else None
-        if launch_names is not None:
-            is_graph = np.fromiter(
-                (bool(_GRAPH_LAUNCH.match(s)) for s in launch_names), dtype=bool,
-                count=len(launch_names),
-            )
-            g = found.copy()
-            g[found] = is_graph[launch[found]]
-            graph[g] = corr[g]
-        else:
-            g = np.zeros(n, dtype=bool)
+        launch_ids = np.unique(api["name"])
+        graph_ids = [i for i in launch_ids if _GRAPH_LAUNCH.match(self.strings[i])]
+        g = found.copy()
+        g[found] = np.isin(api["name"][launch[found]], graph_ids)
+        graph[g] = corr[g]
         self._check_duplicates(pid, corr, g, gpu["index"])
         return conform(
             {
@@ -628,6 +656,17 @@ def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:
     pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
     hit = (keys[pos] == corr) & (corr >= 0)
     return np.where(hit, rows[pos], -1)
+
+
+def _unique_pairs(p: I64, t: I64) -> I64:
+    """Sorted unique (p, t) rows as an (n, 2) array."""
+    if len(p) == 0:
+        return np.empty((0, 2), dtype=np.int64)
+    order = np.lexsort((t, p))
+    p, t = p[order], t[order]
+    keep = np.ones(len(p), dtype=bool)
+    keep[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+    return np.stack([p[keep], t[keep]], axis=1)
 
 
 def _lookup_pairs(pairs: I64, p: I64, t: I64) -> npt.NDArray[np.int32]:

@@ -259,6 +259,8 @@ class _Strings:
     def load_string_ids(self, rows: Sequence[tuple[Any, Any]]) -> None:
         if not rows:
             return
+        if not all(type(r[0]) is int and isinstance(r[1], bytes) for r in rows):
+            raise _Bad("StringIds holds a row that is not an (integer id, text) pair")
         sid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         if sid.min() < 0:
             raise _Bad("StringIds holds a negative id")
@@ -410,10 +412,14 @@ class _Loader:
         keys: list[npt.NDArray[np.int64]] = []
         self.thread_names: dict[int, int] = {}
         if self.r.has("ThreadNames") and {"nameId", "globalTid"} <= self.r.columns("ThreadNames"):
-            rows = self.r.small('SELECT globalTid, nameId FROM "ThreadNames" WHERE globalTid IS NOT NULL')
+            rows = self.r.small(
+                'SELECT globalTid, coalesce(nameId, -1) FROM "ThreadNames" WHERE globalTid IS NOT NULL'
+            )
+            if not all(type(r[0]) is int and type(r[1]) is int for r in rows):
+                raise _Bad("ThreadNames holds a non-integer globalTid or nameId")
             if rows:
                 gt = np.array([r[0] for r in rows], dtype=np.int64)
-                names = self.s.remap(np.array([r[1] if r[1] is not None else -1 for r in rows], dtype=np.int64), "thread name")
+                names = self.s.remap(np.array([r[1] for r in rows], dtype=np.int64), "thread name")
                 self.thread_names = dict(zip(gt.tolist(), names.tolist()))
                 keys.append(gt)
         self._pending_thread_keys = keys
