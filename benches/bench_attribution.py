@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,18 +42,20 @@ from pytimings.table import Table
 def synth(n, seed=0):
     rng = np.random.default_rng(seed)
     strings = ["", "gemm_bf16_128x128", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-               "[CUDA memcpy HtoD]", "[CUDA memset]", "cudaLaunchKernel", "python3", "GPU 0", "step"]
+               "[CUDA memcpy HtoD]", "[CUDA memset]", "cudaLaunchKernel", "python3", "GPU 0",
+               "step"]
     which = rng.choice(np.array([0, 1, 2, 3], dtype=np.int8), size=n, p=[0.85, 0.05, 0.06, 0.04])
     dur = rng.integers(500, 9000, size=n, dtype=np.int64)
     dur[rng.random(n) < 0.001] = 0                     # zero-length ops
     step = dur + rng.integers(0, 4000, size=n, dtype=np.int64) * (rng.random(n) < 0.3)
     start = np.cumsum(step)
     del step
-    comm = which == 1                                  # comm kernels overlap the compute before them
+    comm = which == 1  # comm kernels overlap the compute before them
     start[comm] -= rng.integers(0, 6000, size=int(comm.sum()), dtype=np.int64)
     end = start + dur
     del dur
-    kind = np.where(which == 2, OpKind.MEMCPY, np.where(which == 3, OpKind.MEMSET, OpKind.KERNEL)).astype(np.int8)
+    kind = np.where(which == 2, OpKind.MEMCPY,
+                    np.where(which == 3, OpKind.MEMSET, OpKind.KERNEL)).astype(np.int8)
     ops = Table({
         "start": start, "end": end,
         "name": np.array([1, 2, 3, 4], dtype=np.int32)[which],
@@ -88,7 +89,8 @@ def synth(n, seed=0):
         "payload": np.full(1000, np.nan), "pid": np.full(1000, 7, dtype=np.int32),
         "rank": np.zeros(1000, dtype=np.int16),
     })
-    threads = Table({"pid": np.array([7]), "tid": np.array([7]), "name": np.array([6], dtype=np.int32),
+    threads = Table({"pid": np.array([7]), "tid": np.array([7]),
+                     "name": np.array([6], dtype=np.int32),
                      "rank": np.zeros(1, dtype=np.int16)})
     devices = Table({"device": np.zeros(1, dtype=np.int16), "name": np.array([7], dtype=np.int32),
                      "rank": np.zeros(1, dtype=np.int16)})
@@ -120,7 +122,8 @@ t2 = time.perf_counter()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 w = a.windows
 ok_sum = bool((sum(w[f"{x}_ns"] for x in LABELS) == w["window_ns"]).all())
-busy = sum(int(w[f"{x}_ns"].sum()) for x in ("compute", "comm_overlapped", "comm_exposed", "memory"))
+BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
+busy = sum(int(w[f"{x}_ns"].sum()) for x in BUSY)
 ok_busy = busy == union_length(tr.gpu_ops["start"], tr.gpu_ops["end"])
 t = a.totals
 print(json.dumps({
@@ -128,7 +131,8 @@ print(json.dumps({
     "rss_after_generate_bytes": rss_trace, "trace_bytes": tr.nbytes,
     "ops_per_s": n / (t2 - t1), "trace_bytes_per_op": tr.nbytes / n, "peak_bytes_per_op": peak / n,
     "labels_sum_to_windows": ok_sum, "busy_equals_union": ok_busy,
-    "overlap_ratio": t["comm_overlapped_ns"] / max(1, t["comm_overlapped_ns"] + t["comm_exposed_ns"]),
+    "overlap_ratio": t["comm_overlapped_ns"]
+    / max(1, t["comm_overlapped_ns"] + t["comm_exposed_ns"]),
     "totals": t, "launch_latency_p50_ns": lat["p50"],
 }))
 """
@@ -138,6 +142,7 @@ import json, sys, time
 import numpy as np
 from pytimings.analysis.attribution import LABELS, attribute
 from pytimings.ingest import load
+import pytimings.ingest.kineto  # imported before timing, as HTA's parser is on its side
 paths = sys.argv[2:]
 workers = int(sys.argv[1])
 t0 = time.perf_counter()
@@ -184,26 +189,41 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000_000)
     ap.add_argument("--hta-python", default="/work/venvs/hta2/bin/python")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per side in the HTA race (best kept)")
     ap.add_argument(
-        "--kineto", nargs="*",
-        default=[str(SHARED / "data/external/param/dlrm_kineto"),
-                 str(SHARED / "data/h200/decode_16steps_h200.pt.trace.json.gz")],
+        "--repeat", type=int, default=3, help="runs per side in the HTA race (best kept)"
+    )
+    ap.add_argument(
+        "--kineto",
+        nargs="*",
+        default=[
+            str(SHARED / "data/external/param/dlrm_kineto"),
+            str(SHARED / "data/h200/decode_16steps_h200.pt.trace.json.gz"),
+        ],
         help="Kineto trace directories or files to race on",
     )
     args = ap.parse_args()
     failed_check = missed = False
 
     s = child(sys.executable, SCALE_CHILD, str(args.ops))
-    print(f"scale: {s['ops']:,} GPU ops (+{s['ops']:,} launch calls), generated in {s['generate_s']:.1f} s")
-    print(f"  attribute(): {s['analyse_s']:.2f} s = {s['ops_per_s'] / 1e6:.2f} M ops/s; "
-          f"peak RSS {s['peak_rss_bytes'] / 2**30:.2f} GiB ({s['peak_bytes_per_op']:.0f} B/op; "
-          f"the trace itself {s['trace_bytes_per_op']:.0f} B/op)")
+    print(
+        f"scale: {s['ops']:,} GPU ops (+{s['ops']:,} launch calls), "
+        f"generated in {s['generate_s']:.1f} s"
+    )
+    print(
+        f"  attribute(): {s['analyse_s']:.2f} s = {s['ops_per_s'] / 1e6:.2f} M ops/s; "
+        f"peak RSS {s['peak_rss_bytes'] / 2**30:.2f} GiB ({s['peak_bytes_per_op']:.0f} B/op; "
+        f"the trace itself {s['trace_bytes_per_op']:.0f} B/op)"
+    )
     print(f"  peak RSS after generating the trace: {s['rss_after_generate_bytes'] / 2**30:.2f} GiB")
-    print(f"  checks: labels sum to windows {s['labels_sum_to_windows']}, busy == union {s['busy_equals_union']}")
+    print(
+        f"  checks: labels sum to windows {s['labels_sum_to_windows']}, "
+        f"busy == union {s['busy_equals_union']}"
+    )
     if not (s["labels_sum_to_windows"] and s["busy_equals_union"]):
         failed_check = True
-    if args.ops >= 10_000_000 and (float(s["analyse_s"]) >= 30 or int(s["peak_rss_bytes"]) >= 2 * 10**9):  # type: ignore[arg-type]
+    if args.ops >= 10_000_000 and (
+        float(s["analyse_s"]) >= 30 or int(s["peak_rss_bytes"]) >= 2 * 10**9
+    ):  # type: ignore[arg-type]
         missed = True
         print("  TARGET MISSED: < 30 s and < 2 GB")
 
@@ -218,7 +238,10 @@ def main() -> int:
                 os.symlink(p, Path(tmp) / p.name)
                 trace_dir, files = tmp, [str(p)]
             else:
-                trace_dir, files = str(p), sorted(str(f) for f in p.iterdir() if f.name.endswith((".json", ".json.gz")))
+                trace_dir, files = (
+                    str(p),
+                    sorted(str(f) for f in p.iterdir() if f.name.endswith((".json", ".json.gz"))),
+                )
             try:
                 h = best_of(args.repeat, args.hta_python, HTA_CHILD, trace_dir)
             except RuntimeError as exc:
@@ -231,9 +254,12 @@ def main() -> int:
                 failed_check = True
             ratio = float(h["total_s"]) / float(q["total_s"])  # type: ignore[arg-type]
             race.append((p.name, workers, h, q, ratio))
-            print(f"race on {p.name} ({len(files)} file(s), load workers={w_arg}): "
-                  f"HTA {h['total_s']:.3f} s (load {h['load_s']:.3f}) vs pytimings {q['total_s']:.3f} s "
-                  f"(load {q['load_s']:.3f}, analyse {q['analyse_s']:.3f}) -> {ratio:.1f}x")
+            print(
+                f"race on {p.name} ({len(files)} file(s), load workers={w_arg}): "
+                f"HTA {h['total_s']:.3f} s (load {h['load_s']:.3f}) "
+                f"vs pytimings {q['total_s']:.3f} s "
+                f"(load {q['load_s']:.3f}, analyse {q['analyse_s']:.3f}) -> {ratio:.1f}x"
+            )
     if race and max(r[4] for r in race) < 15:
         missed = True
         print("  TARGET MISSED: >= 15x faster than HTA")

@@ -36,16 +36,33 @@ OP_DEFAULTS: dict[str, Any] = {
     "graph": -1,
 }
 API_DEFAULTS: dict[str, Any] = {
-    "name": "cudaLaunchKernel", "kind": 0, "thread": 0, "correlation": -1, "pid": 100, "rank": 0
+    "name": "cudaLaunchKernel",
+    "kind": 0,
+    "thread": 0,
+    "correlation": -1,
+    "pid": 100,
+    "rank": 0,
 }
 RANGE_DEFAULTS: dict[str, Any] = {
-    "kind": 0, "thread": 0, "device": -1, "domain": "", "category": "", "depth": 0,
-    "payload": float("nan"), "pid": 100, "rank": 0,
+    "kind": 0,
+    "thread": 0,
+    "device": -1,
+    "domain": "",
+    "category": "",
+    "depth": 0,
+    "payload": float("nan"),
+    "pid": 100,
+    "rank": 0,
 }
 
 
-def _table(rows: Sequence[dict[str, Any]], schema: dict[str, Any], defaults: dict[str, Any],
-           st: StringTable, strings: Sequence[str]) -> Any:
+def _table(
+    rows: Sequence[dict[str, Any]],
+    schema: dict[str, Any],
+    defaults: dict[str, Any],
+    st: StringTable,
+    strings: Sequence[str],
+) -> Any:
     cols: dict[str, list[Any]] = {c: [] for c in schema}
     for row in rows:
         full = {**defaults, **row}

@@ -75,9 +75,7 @@ class Launches:
         return t
 
 
-def _group_keys(
-    ops: Table, api: Table
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _group_keys(ops: Table, api: Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Join keys for correlation ids, which are unique only within (rank, pid)."""
     o_corr, a_corr = ops["correlation"], api["correlation"]
     o_rank, a_rank, o_pid, a_pid = ops["rank"], api["rank"], ops["pid"], api["pid"]
@@ -168,7 +166,7 @@ def _normalise_rules(rules: Mapping[str, Rule | Iterable[Rule]] | None) -> dict[
         if label not in CLASS_NAMES:
             raise UsageError(f"rules: unknown class {label!r}; classes: {', '.join(CLASS_NAMES)}")
         if isinstance(value, (str, re.Pattern)) or callable(value):
-            out[label] = [value]  # type: ignore[list-item]
+            out[label] = [value]
         else:
             out[label] = list(value)
     return out
@@ -195,6 +193,10 @@ def _comm_ranges_mask(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]
     return inside
 
 
+def _any_rule(matchers: Sequence[Callable[[str], bool]]) -> Callable[[str], bool]:
+    return lambda s: any(m(s) for m in matchers)
+
+
 def classify(
     trace: Trace,
     launches: Launches | None = None,
@@ -219,8 +221,7 @@ def classify(
     cls[_comm_ranges_mask(trace, launches)] = COMM
     for label in ("compute", "memory", "comm"):  # later wins
         if label in user:
-            matchers = [_rule_matcher(r) for r in user[label]]
-            lut = _string_mask(trace.strings, lambda s: any(m(s) for m in matchers))
+            lut = _string_mask(trace.strings, _any_rule([_rule_matcher(r) for r in user[label]]))
             cls[lut[names]] = CLASS_NAMES.index(label)
     return cls
 
@@ -282,7 +283,9 @@ def _range_windows(
     matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
     if not matched:
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.0)
-        hint = f"; closest range names: {', '.join(close)}" if close else "; the trace has no ranges"
+        hint = (
+            f"; closest range names: {', '.join(close)}" if close else "; the trace has no ranges"
+        )
         raise UsageError(f"--by {pattern!r} matches no range{hint}")
     ids = _string_mask(trace.strings, lambda s: s in set(matched))
     rows = np.flatnonzero(ids[rg["name"]] & np.isin(rg["rank"], ranks))
@@ -616,7 +619,15 @@ def attribute(
     )
     cols: dict[str, list[Any]] = {
         c: []
-        for c in ("name", "start_ns", "end_ns", "device", "rank", "window_ns", *(f"{x}_ns" for x in LABELS))
+        for c in (
+            "name",
+            "start_ns",
+            "end_ns",
+            "device",
+            "rank",
+            "window_ns",
+            *(f"{x}_ns" for x in LABELS),
+        )
     }
     extra_rr: list[I64] = []
     extra_th: list[npt.NDArray[np.int32]] = []
@@ -634,8 +645,15 @@ def attribute(
         for d in rank_devs[np.isin(rank_devs, dev_sel)]:
             tl = device_timeline(trace, classes, launches, int(r), int(d))
             part, (gw, g0, g1, gh, gop) = iv.partition_windows(
-                w_s, w_e, tl.seg_start, tl.seg_end, tl.seg_label, tl.k_op, ops["start"],
-                launches.start, True,
+                w_s,
+                w_e,
+                tl.seg_start,
+                tl.seg_end,
+                tl.seg_label,
+                tl.k_op,
+                ops["start"],
+                launches.start,
+                True,
             )
             del tl
             k = wsel.size
@@ -651,19 +669,35 @@ def attribute(
             extra_th.append(win.thread[wsel])
             gap_parts.append(Gaps(gw + row0, g0, g1, gh, gop))
             order = np.argsort(g0, kind="stable")
-            lat_parts.append(_device_latency(trace, launches, int(r), int(d), iv.union(g0[order], gh[order])))
+            lat_parts.append(
+                _device_latency(trace, launches, int(r), int(d), iv.union(g0[order], gh[order]))
+            )
             row0 += k
     dtypes = {"name": object, "device": np.int16, "rank": np.int16}
     table = Table(
         {
-            c: (np.concatenate(v).astype(dtypes.get(c, np.int64)) if v else np.empty(0, dtypes.get(c, np.int64)))
+            c: (
+                np.concatenate(v).astype(dtypes.get(c, np.int64))
+                if v
+                else np.empty(0, dtypes.get(c, np.int64))
+            )
             for c, v in cols.items()
         }
     )
     # a deterministic row order: by start, rank, device, end, name
-    order = np.lexsort(
-        (table["name"].astype(str), table["end_ns"], table["device"], table["rank"], table["start_ns"])
-    ) if len(table) else np.empty(0, dtype=np.int64)
+    order = (
+        np.lexsort(
+            (
+                table["name"].astype(str),
+                table["end_ns"],
+                table["device"],
+                table["rank"],
+                table["start_ns"],
+            )
+        )
+        if len(table)
+        else np.empty(0, dtype=np.int64)
+    )
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
     table = table.take(order)

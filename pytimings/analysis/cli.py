@@ -19,11 +19,19 @@ EXAMPLE_BY = "decode_step"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (nsys SQLite/report, Kineto JSON)")
+    p.add_argument(
+        "traces", nargs="*", metavar="TRACE", help="trace files (nsys SQLite/report, Kineto JSON)"
+    )
     p.add_argument("--by", metavar="NAME_OR_GLOB", help="one window per instance of these ranges")
-    p.add_argument("--json", metavar="OUT", help="also write the result as JSON (pytimings.attribution/1)")
-    p.add_argument("--device", type=int, action="append", metavar="N", help="only device N (repeatable)")
-    p.add_argument("--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)")
+    p.add_argument(
+        "--json", metavar="OUT", help="also write the result as JSON (pytimings.attribution/1)"
+    )
+    p.add_argument(
+        "--device", type=int, action="append", metavar="N", help="only device N (repeatable)"
+    )
+    p.add_argument(
+        "--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)"
+    )
     p.add_argument(
         "--example",
         action="store_true",
@@ -64,7 +72,10 @@ def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def fmt(r: list[str]) -> str:
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
+        return "  ".join(
+            c.ljust(w) if a == "l" else c.rjust(w)
+            for c, w, a in zip(r, widths, align, strict=False)
+        ).rstrip()
 
     return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
 
@@ -77,9 +88,12 @@ def render(a: Attribution, paths: list[str]) -> str:
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
     if dropped:
-        out.append("not represented by the loader: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())))
+        out.append(
+            "not represented by the loader: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
+        )
     # per device
-    keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"])})
+    keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
     header = ["label"]
     for r, d in keys:
         tag = f"r{r} GPU {d}" if len({k[0] for k in keys}) > 1 else f"GPU {d}"
@@ -98,7 +112,14 @@ def render(a: Attribution, paths: list[str]) -> str:
     if a.by is not None:
         st = a.per_window_stats()
         rows = [
-            [lab.removesuffix("_ns"), str(s["count"]), ms(s["mean"]), ms(s["p50"]), ms(s["p99"]), ms(s["max"])]
+            [
+                lab.removesuffix("_ns"),
+                str(s["count"]),
+                ms(s["mean"]),
+                ms(s["p50"]),
+                ms(s["p99"]),
+                ms(s["max"]),
+            ]
             for lab, s in st.items()
         ]
         out += ["", f"Per {a.by} window"]
@@ -117,7 +138,9 @@ def render(a: Attribution, paths: list[str]) -> str:
         for s in slow
     ]
     out += ["", "Slowest windows"]
-    out += _table(["window", "starts at", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl")
+    out += _table(
+        ["window", "starts at", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
+    )
     lat: dict[str, Any] = a.launch_latency.summary()
     out += ["", "Launch latency (op start - launch call start)"]
     out.append(
@@ -132,8 +155,15 @@ def render(a: Attribution, paths: list[str]) -> str:
         for r in sorted(c.clock_offset_ns):
             m = c.table["rank"] == r
             sk = c.table["skew_ns"][m]
-            rows.append([str(r), ms(c.clock_offset_ns[r]), ms(float(np.median(sk))) if sk.size else "-",
-                         ms(int(c.table["wait_ns"][m].sum())), str(c.last_counts.get(r, 0))])
+            rows.append(
+                [
+                    str(r),
+                    ms(c.clock_offset_ns[r]),
+                    ms(float(np.median(sk))) if sk.size else "-",
+                    ms(int(c.table["wait_ns"][m].sum())),
+                    str(c.last_counts.get(r, 0)),
+                ]
+            )
         out += _table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
     out += ["", "Findings (biggest losses first)"]
     for i, f in enumerate(a.findings(), 1):

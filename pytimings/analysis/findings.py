@@ -39,7 +39,12 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "title": self.title, "loss_ns": self.loss_ns, "evidence": self.evidence}
+        return {
+            "layer": self.layer,
+            "title": self.title,
+            "loss_ns": self.loss_ns,
+            "evidence": self.evidence,
+        }
 
 
 def ms(ns: float) -> str:
@@ -66,7 +71,16 @@ def _span(indices: Sequence[int]) -> str:
 
 def find(a: Attribution) -> list[Finding]:
     out: list[Finding] = []
-    for rule in (_hardware, _host_bound_gaps, _kernels, _graphs, _memory, _parallel, _collectives, _tail):
+    for rule in (
+        _hardware,
+        _host_bound_gaps,
+        _kernels,
+        _graphs,
+        _memory,
+        _parallel,
+        _collectives,
+        _tail,
+    ):
         out.extend(rule(a))
     total = max(1, a.totals["window_ns"])
     out = [f for f in out if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
@@ -85,7 +99,7 @@ def _hardware(a: Attribution) -> list[Finding]:
     """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
     w = a.windows
     per: list[dict[str, Any]] = []
-    for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"])}):
+    for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)}):
         m = (w["rank"] == r) & (w["device"] == d)
         win = int(w["window_ns"][m].sum())
         busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY)
@@ -107,7 +121,8 @@ def _hardware(a: Attribution) -> list[Finding]:
         share = sorted(per, key=lambda p: p["busy_ns"] / max(1, p["window_ns"]))
         lo, hi = share[0], share[-1]
         head = (
-            f"{len(per)} GPUs (least busy {tag(lo)} {pct(lo['busy_ns'] / max(1, lo['window_ns']))}, "
+            f"{len(per)} GPUs (least busy {tag(lo)} "
+            f"{pct(lo['busy_ns'] / max(1, lo['window_ns']))}, "
             f"most {tag(hi)} {pct(hi['busy_ns'] / max(1, hi['window_ns']))}) are busy"
         )
     return [
@@ -116,7 +131,12 @@ def _hardware(a: Attribution) -> list[Finding]:
             f"{head} {pct(busy / win)} of {_scope(a)} ({ms(busy)} of {ms(win)}); "
             f"idle {pct(1 - busy / win)}: {parts}",
             win - busy,
-            {"window_ns": win, "busy_ns": busy, **{f"{k}_ns": v for k, v in idle.items()}, "devices": per},
+            {
+                "window_ns": win,
+                "busy_ns": busy,
+                **{f"{k}_ns": v for k, v in idle.items()},
+                "devices": per,
+            },
         )
     ]
 
@@ -137,7 +157,7 @@ def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, A
         ov = iv.overlap_lengths(api["start"][rows], api["end"][rows], us, ue)
         hit = ov > 0
         by_name = Counter[str]()
-        for nid, v in zip(api["name"][rows][hit], ov[hit]):
+        for nid, v in zip(api["name"][rows][hit], ov[hit], strict=False):
             by_name[tr.strings[nid]] += int(v)
         calls = dict(by_name.most_common(5))
         # time inside at least one call (calls may nest): the union of calls met the set
@@ -149,9 +169,11 @@ def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, A
     rrows = np.flatnonzero(rg["thread"] == thread)
     ranges: list[dict[str, Any]] = []
     if rrows.size and total:
-        ov = iv.overlap_lengths(rg["start"][rrows], np.maximum(rg["end"][rrows], rg["start"][rrows]), us, ue)
+        ov = iv.overlap_lengths(
+            rg["start"][rrows], np.maximum(rg["end"][rrows], rg["start"][rrows]), us, ue
+        )
         agg: dict[str, list[int]] = {}
-        for nid, depth, v in zip(rg["name"][rrows], rg["depth"][rrows], ov):
+        for nid, depth, v in zip(rg["name"][rrows], rg["depth"][rrows], ov, strict=False):
             if v > 0:
                 e = agg.setdefault(tr.strings[nid], [0, int(depth)])
                 e[0] += int(v)
@@ -228,7 +250,9 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
         inside = _inside(act["ranges"])
         kname = tr.strings[nid]
         what = "kernel" if int(ops["kind"][g.op[rows[0]]]) == OpKind.KERNEL else "op"
-        at_start = bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
+        at_start = (
+            bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
+        )
         # which windows (ordinals among windows of that device, in start order)
         wrows = np.unique(g.window_row[rows])
         where = ""
@@ -295,9 +319,11 @@ def _kernels(a: Attribution) -> list[Finding]:
     if lo == 0 and not tiny.any():
         return []
     title = (
-        f"launch_overhead is {pct(lo / win)} of {_scope(a)} ({ms(lo)}): the GPU idles after the host "
+        f"launch_overhead is {pct(lo / win)} of {_scope(a)} ({ms(lo)}): "
+        f"the GPU idles after the host "
         f"began submitting the next op; {int(tiny.sum())} of {k.size} kernels "
-        f"({pct(tiny.mean())}) run under {ms(TINY_KERNEL_NS)} (median kernel {ms(float(np.median(dur)))}), "
+        f"({pct(tiny.mean())}) run under {ms(TINY_KERNEL_NS)} "
+        f"(median kernel {ms(float(np.median(dur)))}), "
         f"launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
     )
     return [
@@ -327,8 +353,10 @@ def _graphs(a: Attribution) -> list[Finding]:
     lo = 0
     for i in range(len(w)):
         m = np.flatnonzero(
-            (ops["device"] == w["device"][i]) & (ops["rank"] == w["rank"][i])
-            & (ops["start"] >= w["start_ns"][i]) & (ops["start"] < w["end_ns"][i])
+            (ops["device"] == w["device"][i])
+            & (ops["rank"] == w["rank"][i])
+            & (ops["start"] >= w["start_ns"][i])
+            & (ops["start"] < w["end_ns"][i])
             & (ops["kind"] == OpKind.KERNEL)
         )
         sigs.append(tuple(sorted(ops["name"][m].tolist())))
@@ -338,11 +366,18 @@ def _graphs(a: Attribution) -> list[Finding]:
     if n < 3 or n < len(w) / 2 or launched_graph or not sig:
         return []
     title = (
-        f"{n} of {len(w)} {a.by} windows launch the same {len(sig)} kernels, none from a CUDA graph; "
+        f"{n} of {len(w)} {a.by} windows launch the same {len(sig)} kernels, "
+        f"none from a CUDA graph; "
         f"the GPU spends {ms(lo / len(w))} per window in launch_overhead"
     )
-    return [Finding("kernel", title, lo, {"repeating_windows": n, "kernels_per_window": len(sig),
-                                          "launch_overhead_ns": lo})]
+    return [
+        Finding(
+            "kernel",
+            title,
+            lo,
+            {"repeating_windows": n, "kernels_per_window": len(sig), "launch_overhead_ns": lo},
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- memory
@@ -358,14 +393,21 @@ def _memory(a: Attribution) -> list[Finding]:
         out.append(
             Finding(
                 "memory",
-                f"memory (memcpy/memset not hidden under compute or comm) is {pct(t['memory_ns'] / win)} "
+                f"memory (memcpy/memset not hidden under compute or comm) is "
+                f"{pct(t['memory_ns'] / win)} "
                 f"of {_scope(a)} ({ms(t['memory_ns'])}); {cp.size} memcpys move "
                 f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
                 t["memory_ns"],
-                {"memory_ns": t["memory_ns"], "memcpys": int(cp.size), "bytes": int(ops["bytes"][cp].sum())},
+                {
+                    "memory_ns": t["memory_ns"],
+                    "memcpys": int(cp.size),
+                    "bytes": int(ops["bytes"][cp].sum()),
+                },
             )
         )
-    pageable = cp[(ops["src_mem"][cp] == MemKind.PAGEABLE) | (ops["dst_mem"][cp] == MemKind.PAGEABLE)]
+    pageable = cp[
+        (ops["src_mem"][cp] == MemKind.PAGEABLE) | (ops["dst_mem"][cp] == MemKind.PAGEABLE)
+    ]
     if pageable.size:
         d = int((ops["end"][pageable] - ops["start"][pageable]).sum())
         out.append(
@@ -385,8 +427,12 @@ def _memory(a: Attribution) -> list[Finding]:
             hit = 0
             d = 0
             for i in range(len(w)):
-                m = hd[(ops["device"][hd] == w["device"][i]) & (ops["rank"][hd] == w["rank"][i])
-                       & (ops["start"][hd] >= w["start_ns"][i]) & (ops["start"][hd] < w["end_ns"][i])]
+                m = hd[
+                    (ops["device"][hd] == w["device"][i])
+                    & (ops["rank"][hd] == w["rank"][i])
+                    & (ops["start"][hd] >= w["start_ns"][i])
+                    & (ops["start"][hd] < w["end_ns"][i])
+                ]
                 hit += int(m.size)
                 d += int((ops["end"][m] - ops["start"][m]).sum())
             if hit:
@@ -417,8 +463,11 @@ def _parallel(a: Attribution) -> list[Finding]:
             f"comm_exposed is {pct(t['comm_exposed_ns'] / max(1, t['window_ns']))} of {_scope(a)} "
             f"({ms(t['comm_exposed_ns'])}); only {pct(ratio)} of communication overlaps compute",
             t["comm_exposed_ns"],
-            {"comm_exposed_ns": t["comm_exposed_ns"], "comm_overlapped_ns": t["comm_overlapped_ns"],
-             "overlap_ratio": ratio},
+            {
+                "comm_exposed_ns": t["comm_exposed_ns"],
+                "comm_overlapped_ns": t["comm_overlapped_ns"],
+                "overlap_ratio": ratio,
+            },
         )
     ]
 
@@ -429,12 +478,13 @@ def _collectives(a: Attribution) -> list[Finding]:
         return []
     tab = c.table
     skew, wait = tab["skew_ns"], tab["wait_ns"]
-    instances = len({(n, i) for n, i in zip(tab["name"], tab["index"])})
+    instances = len({(n, i) for n, i in zip(tab["name"], tab["index"], strict=False)})
     s = c.straggler
+    coll_ns = int((tab["end_ns"] - tab["start_ns"]).sum())
     title = (
         f"arrival skew at {instances} collectives: median {ms(float(np.median(skew)))}, "
         f"p99 {ms(float(np.percentile(skew, 99)))}; ranks wait {ms(int(wait.sum()))} in all inside "
-        f"collectives ({pct(int(wait.sum()) / max(1, int((tab['end_ns'] - tab['start_ns']).sum())))} of "
+        f"collectives ({pct(int(wait.sum()) / max(1, coll_ns))} of "
         f"collective time)"
     )
     if s is not None:
@@ -444,8 +494,13 @@ def _collectives(a: Attribution) -> list[Finding]:
             "parallel",
             title,
             int(wait.sum()),
-            {"straggler": s, "last_counts": c.last_counts, "median_skew_ns": float(np.median(skew)),
-             "wait_ns": int(wait.sum()), "clock_offset_ns": c.clock_offset_ns},
+            {
+                "straggler": s,
+                "last_counts": c.last_counts,
+                "median_skew_ns": float(np.median(skew)),
+                "wait_ns": int(wait.sum()),
+                "clock_offset_ns": c.clock_offset_ns,
+            },
         )
     ]
 
@@ -471,5 +526,11 @@ def _tail(a: Attribution) -> list[Finding]:
         f"{a.by} p99 {ms(p99)} vs p50 {ms(p50)} ({p99 / p50:.2f}x); in the slowest "
         f"{slow.size} windows {grows} grows most (+{ms(growth[grows])} over its median)"
     )
-    return [Finding("application", title, loss, {"p50_ns": float(p50), "p99_ns": float(p99),
-                                                 "grows": grows, "growth_ns": growth})]
+    return [
+        Finding(
+            "application",
+            title,
+            loss,
+            {"p50_ns": float(p50), "p99_ns": float(p99), "grows": grows, "growth_ns": growth},
+        )
+    ]

@@ -35,7 +35,10 @@ def _sums_exactly(a):
 
 
 def test_bundled_example_is_the_shared_capture(shared_dir):
-    assert example_path().read_bytes() == (shared_dir / "data/h200/decode_16steps_h200.sqlite").read_bytes()
+    assert (
+        example_path().read_bytes()
+        == (shared_dir / "data/h200/decode_16steps_h200.sqlite").read_bytes()
+    )
 
 
 def test_labels_sum_exactly(nsys_trace, steps):
@@ -59,7 +62,9 @@ def test_every_decode_step_shows_the_host_bound_scheduler_gap(nsys_trace, steps)
     for i in range(16):
         m = (g.window_row == i) & (g.host_bound_end > g.g0)
         hs, he = g.g0[m], g.host_bound_end[m]
-        inside = sched[(rg["start"][sched] >= w["start_ns"][i]) & (rg["end"][sched] <= w["end_ns"][i])]
+        inside = sched[
+            (rg["start"][sched] >= w["start_ns"][i]) & (rg["end"][sched] <= w["end_ns"][i])
+        ]
         assert inside.size == 1
         ov = int(iv.overlap_lengths(rg["start"][inside], rg["end"][inside], hs, he)[0])
         if i == 0:
@@ -77,7 +82,7 @@ def test_findings_surface_the_per_step_host_stall_before_one_kernel(steps):
     """From the third step on, the host stalls ~30 ms before the cuDNN SDPA kernel. The
     top scheduling finding names that kernel, the windows, the ranges the host thread was
     in and the CUDA API calls it made meanwhile."""
-    f = [x for x in steps.findings() if x.layer == "scheduling"][0]
+    f = next(x for x in steps.findings() if x.layer == "scheduling")
     e = f.evidence
     assert "sdpa" in e["op_name"] and "flash_fprop" in e["op_name"]
     assert e["gaps"] == 14 and e["window_rows"] == list(range(2, 16))
@@ -111,8 +116,11 @@ def test_nsys_stats_agree_on_kernel_time(shared_dir, nsys_trace):
 
 def test_cli_example_and_json(tmp_path):
     out = tmp_path / "a.json"
-    r = subprocess.run([sys.executable, "-m", "pytimings.cli", "analyze", "--example", "--json", str(out)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "analyze", "--example", "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "Where the time went" in r.stdout and "Findings" in r.stdout
     assert "cudnn_generated_fort_native_sdpa" in r.stdout
@@ -122,8 +130,11 @@ def test_cli_example_and_json(tmp_path):
 
 
 def test_cli_by_matching_nothing_exits_2_with_closest_names():
-    r = subprocess.run([sys.executable, "-m", "pytimings.cli", "analyze", "--example", "--by", "decode_stp"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "analyze", "--example", "--by", "decode_stp"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     line = r.stderr.strip()

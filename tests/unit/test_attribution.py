@@ -43,7 +43,10 @@ def known_trace(extra_ranges=()):
         {"start": 50, "end": 100, "name": "step", "payload": 1.0},
         *extra_ranges,
     ]
-    threads = [{"pid": 100, "tid": 100, "name": "python3"}, {"pid": 100, "tid": 101, "name": "watchdog"}]
+    threads = [
+        {"pid": 100, "tid": 100, "name": "python3"},
+        {"pid": 100, "tid": 101, "name": "watchdog"},
+    ]
     return make_trace(ops, api, ranges, threads)
 
 
@@ -59,9 +62,13 @@ def test_known_partition():
     # cudaEventQuery [0, 500) launches nothing and does not stretch it
     assert (int(w["start_ns"][0]), int(w["end_ns"][0])) == (0, 120)
     assert labels(a._row(0)) == {
-        "compute": 30, "comm_overlapped": 10, "comm_exposed": 10, "memory": 10,
+        "compute": 30,
+        "comm_overlapped": 10,
+        "comm_exposed": 10,
+        "memory": 10,
         # [0,10): L(5) > 0: 5 host_bound + 5 launch; [40,50): 5 + 5; [90,100): 5 + 5
-        "host_bound": 15, "launch_overhead": 15,
+        "host_bound": 15,
+        "launch_overhead": 15,
         "device_wait": 20,  # [60,80): gemm@80 was launched at 40
         "idle_other": 10,  # [110,120): no more work
     }
@@ -77,21 +84,38 @@ def test_by_range_windows_extend_to_last_launched_op():
     rows = [a._row(i) for i in range(len(a.windows))]
     assert [(r["start_ns"], r["end_ns"]) for r in rows] == [(0, 90), (50, 110)]
     assert labels(rows[0]) == {
-        "compute": 20, "comm_overlapped": 10, "comm_exposed": 10, "memory": 10,
-        "host_bound": 10, "launch_overhead": 10, "device_wait": 20, "idle_other": 0,
+        "compute": 20,
+        "comm_overlapped": 10,
+        "comm_exposed": 10,
+        "memory": 10,
+        "host_bound": 10,
+        "launch_overhead": 10,
+        "device_wait": 20,
+        "idle_other": 0,
     }
     assert labels(rows[1]) == {
-        "compute": 20, "comm_overlapped": 0, "comm_exposed": 0, "memory": 10,
-        "host_bound": 5, "launch_overhead": 5, "device_wait": 20, "idle_other": 0,
+        "compute": 20,
+        "comm_overlapped": 0,
+        "comm_exposed": 0,
+        "memory": 10,
+        "host_bound": 5,
+        "launch_overhead": 5,
+        "device_wait": 20,
+        "idle_other": 0,
     }
     stats = a.per_window_stats()
     assert stats["compute_ns"]["count"] == 2 and stats["device_wait_ns"]["p50"] == 20
-    assert a.slowest(1)[0]["start_ns"] == 0 and a.slowest(1)[0]["dominant"] in ("compute", "device_wait")
+    assert a.slowest(1)[0]["start_ns"] == 0 and a.slowest(1)[0]["dominant"] in (
+        "compute",
+        "device_wait",
+    )
 
 
 def test_glob_and_closest_names():
     assert len(attribute(known_trace(), by="st*").windows) == 2
-    with pytest.raises(UsageError, match=r"--by 'stpe' matches no range; closest range names: step"):
+    with pytest.raises(
+        UsageError, match=r"--by 'stpe' matches no range; closest range names: step"
+    ):
         attribute(known_trace(), by="stpe")
 
 
@@ -143,15 +167,24 @@ NAMES = ["gemm", "ncclKernel_AllReduce", "Memcpy", "Memset", "PtoP"]
 def random_trace(draw):
     n = draw(st.integers(1, 14))
     ops, api = [], []
-    for i in range(n):
+    for _i in range(n):
         s = draw(st.integers(0, 80))
         ln = draw(st.integers(0, 12))
         which = draw(st.integers(0, 4))
         kind = [OpKind.KERNEL, OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET, OpKind.MEMCPY][which]
         ck = [CopyKind.NONE, CopyKind.NONE, CopyKind.DTOH, CopyKind.NONE, CopyKind.PTOP][which]
         corr = draw(st.integers(0, 40))
-        ops.append({"start": s, "end": s + ln, "name": NAMES[which], "kind": kind,
-                    "copy_kind": ck, "correlation": corr, "stream": draw(st.integers(0, 2))})
+        ops.append(
+            {
+                "start": s,
+                "end": s + ln,
+                "name": NAMES[which],
+                "kind": kind,
+                "copy_kind": ck,
+                "correlation": corr,
+                "stream": draw(st.integers(0, 2)),
+            }
+        )
         if draw(st.booleans()):
             ls = draw(st.integers(0, s + 3))
             api.append({"start": ls, "end": ls + 1, "correlation": corr})
@@ -169,13 +202,20 @@ def _reference(tr, a):
     cls = a.classes
     launch = a.launches.start
     raw = [
-        (int(ops["start"][i]), int(ops["end"][i]), int(cls[i]),
-         None if launch[i] == twin.NO_LAUNCH else int(launch[i]), int(ops["correlation"][i]))
+        (
+            int(ops["start"][i]),
+            int(ops["end"][i]),
+            int(cls[i]),
+            None if launch[i] == twin.NO_LAUNCH else int(launch[i]),
+            int(ops["correlation"][i]),
+        )
         for i in range(len(ops))
     ]
     w = a.windows
-    return [twin.reference_partition(raw, int(w["start_ns"][i]), int(w["end_ns"][i]))
-            for i in range(len(w))]
+    return [
+        twin.reference_partition(raw, int(w["start_ns"][i]), int(w["end_ns"][i]))
+        for i in range(len(w))
+    ]
 
 
 @settings(max_examples=200, deadline=None)
@@ -191,5 +231,9 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
         b = attribute(shuffled(tr, seed), by=by)
         for c in a.windows.columns:
             np.testing.assert_array_equal(a.windows[c], b.windows[c])
-        np.testing.assert_array_equal(np.sort(a.launch_latency.latency_ns), np.sort(b.launch_latency.latency_ns))
-        assert int(a.launch_latency.in_host_bound_ns.sum()) == int(b.launch_latency.in_host_bound_ns.sum())
+        np.testing.assert_array_equal(
+            np.sort(a.launch_latency.latency_ns), np.sort(b.launch_latency.latency_ns)
+        )
+        assert int(a.launch_latency.in_host_bound_ns.sum()) == int(
+            b.launch_latency.in_host_bound_ns.sum()
+        )

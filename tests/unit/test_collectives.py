@@ -28,16 +28,46 @@ def eight_ranks(jitter_rank: int | None = None) -> Trace:
             d = DELAY[r] * 1000
             if jitter_rank == r and n % 2:
                 d = 1_000  # this rank is not last every time
-            ops.append({"start": t - 500_000 + OFFSET[r], "end": t - 100_000 + OFFSET[r],
-                        "name": "gemm", "correlation": 2 * n, "rank": r, "device": r})
-            api.append({"start": t - 600_000 + OFFSET[r], "end": t - 590_000 + OFFSET[r],
-                        "correlation": 2 * n, "rank": r})
-            ops.append({"start": t + d + OFFSET[r], "end": t + 1_000_000 + OFFSET[r],
-                        "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "correlation": 2 * n + 1,
-                        "rank": r, "device": r, "stream": 9})
-            api.append({"start": t - 200_000 + OFFSET[r], "end": t - 190_000 + OFFSET[r],
-                        "correlation": 2 * n + 1, "rank": r})
-        traces.append(make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}]))
+            ops.append(
+                {
+                    "start": t - 500_000 + OFFSET[r],
+                    "end": t - 100_000 + OFFSET[r],
+                    "name": "gemm",
+                    "correlation": 2 * n,
+                    "rank": r,
+                    "device": r,
+                }
+            )
+            api.append(
+                {
+                    "start": t - 600_000 + OFFSET[r],
+                    "end": t - 590_000 + OFFSET[r],
+                    "correlation": 2 * n,
+                    "rank": r,
+                }
+            )
+            ops.append(
+                {
+                    "start": t + d + OFFSET[r],
+                    "end": t + 1_000_000 + OFFSET[r],
+                    "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                    "correlation": 2 * n + 1,
+                    "rank": r,
+                    "device": r,
+                    "stream": 9,
+                }
+            )
+            api.append(
+                {
+                    "start": t - 200_000 + OFFSET[r],
+                    "end": t - 190_000 + OFFSET[r],
+                    "correlation": 2 * n + 1,
+                    "rank": r,
+                }
+            )
+        traces.append(
+            make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
+        )
     return Trace.merge(traces)
 
 
@@ -55,7 +85,7 @@ def test_skew_wait_and_straggler():
         wait = min(dur, (max(DELAY) - DELAY[r]) * 1000)
         np.testing.assert_array_equal(t["wait_ns"][m], wait)
         np.testing.assert_array_equal(t["transfer_ns"][m], dur - wait)
-    f = [x for x in a.findings() if x.layer == "parallel" and "arrival skew" in x.title][0]
+    f = next(x for x in a.findings() if x.layer == "parallel" and "arrival skew" in x.title)
     assert "rank 5 arrives last in 10 of 10" in f.title
     # per rank, labels partition each rank's own window exactly
     assert len(a.windows) == RANKS

@@ -30,7 +30,7 @@ def sets(draw):
 
 def _eq(a, b):
     assert len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
@@ -67,10 +67,14 @@ def rows(draw, max_size=14):
     """Random op columns and an order of some rows sorted by start."""
     n = draw(st.integers(0, max_size))
     starts = np.array(draw(st.lists(times, min_size=n, max_size=n)), dtype=np.int64)
-    ends = starts + np.array(draw(st.lists(st.integers(0, 15), min_size=n, max_size=n)), dtype=np.int64)
+    ends = starts + np.array(
+        draw(st.lists(st.integers(0, 15), min_size=n, max_size=n)), dtype=np.int64
+    )
     cls = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), dtype=np.int8)
-    lstart = np.array(draw(st.lists(st.sampled_from([twin.NO_LAUNCH, 0, 1, 2, 30, 61]), min_size=n, max_size=n)),
-                      dtype=np.int64)
+    lstart = np.array(
+        draw(st.lists(st.sampled_from([twin.NO_LAUNCH, 0, 1, 2, 30, 61]), min_size=n, max_size=n)),
+        dtype=np.int64,
+    )
     corr = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
     keep = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
     chosen = np.flatnonzero(keep)
@@ -83,8 +87,10 @@ def rows(draw, max_size=14):
 def test_union_by_class_and_first_per_start(x):
     order, starts, ends, cls, lstart, corr = x
     _eq(iv.union_by_class(order, starts, ends, cls), twin.union_by_class(order, starts, ends, cls))
-    np.testing.assert_array_equal(iv.first_per_start(order, starts, lstart, corr),
-                                  twin.first_per_start(order, starts, lstart, corr))
+    np.testing.assert_array_equal(
+        iv.first_per_start(order, starts, lstart, corr),
+        twin.first_per_start(order, starts, lstart, corr),
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -96,7 +102,7 @@ def test_sweep(c, m, x):
 @settings(max_examples=200, deadline=None)
 @given(sets(), sets(), sets(), intervals(max_size=4), rows())
 def test_partition_windows(c, m, x, w, ops):
-    order, starts, ends, _, lstart, corr = ops
+    order, starts, _ends, _, lstart, corr = ops
     segs = iv.sweep(*c, *m, *x)
     k_op = iv.first_per_start(order, starts, lstart, corr)
     got, gaps = iv.partition_windows(*w, *segs, k_op, starts, lstart, True)
