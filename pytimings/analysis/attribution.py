@@ -501,6 +501,8 @@ class Attribution:
     collectives: Collectives | None
     window_range_rows: I64  # per windows row: the range it came from (-1: whole trace)
     window_threads: npt.NDArray[np.int32]
+    # events the partition could not use, by reason (counted, never silently dropped)
+    ignored: dict[str, int] = field(default_factory=dict)
     _findings: list[Any] | None = field(default=None, repr=False)
 
     @property
@@ -550,6 +552,7 @@ class Attribution:
             "slowest": self.slowest(5),
             "launch_latency": self.launch_latency.summary(),
             "findings": [f.to_dict() for f in self.findings()],
+            "ignored": self.ignored,
         }
         if self.collectives is not None:
             c = self.collectives
@@ -708,7 +711,14 @@ def attribute(
     total = sum(table[f"{x}_ns"] for x in LABELS)
     if not np.array_equal(total, table["window_ns"]):  # the invariant, checked on every input
         raise AssertionError("attribution labels do not sum to the window lengths")
+    ignored = {
+        "GPU ops ending before they start": int(np.sum(ops["end"] < ops["start"])),
+        "ranges ending before they start (taken as zero-length)": int(
+            np.sum(trace.ranges["end"] < trace.ranges["start"])
+        ),
+    }
     return Attribution(
+        ignored={k: v for k, v in ignored.items() if v},
         trace=trace,
         by=by,
         windows=table,

@@ -87,6 +87,8 @@ def render(a: Attribution, paths: list[str]) -> str:
     scope = f"by {a.by}: {len(w)} window entries" if a.by else "whole trace"
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
+    if a.ignored:
+        out.append("ignored by the partition: " + ", ".join(f"{k} {v}" for k, v in a.ignored.items()))
     if dropped:
         out.append(
             "not represented by the loader: "

@@ -237,3 +237,21 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
         assert int(a.launch_latency.in_host_bound_ns.sum()) == int(
             b.launch_latency.in_host_bound_ns.sum()
         )
+
+
+def test_unusable_events_are_counted():
+    tr = make_trace(
+        [{"start": 10, "end": 20}, {"start": 30, "end": 25}],
+        ranges=[{"start": 5, "end": 3, "name": "w"}],
+    )
+    a = attribute(tr)
+    assert a.ignored == {
+        "GPU ops ending before they start": 1,
+        "ranges ending before they start (taken as zero-length)": 1,
+    }
+    assert json.loads(a.to_json())["ignored"] == a.ignored
+
+
+def test_empty_trace_is_a_usage_error():
+    with pytest.raises(UsageError, match="no GPU ops"):
+        attribute(make_trace([]))

@@ -116,3 +116,15 @@ def test_partition_windows(c, m, x, w, ops):
 def test_unsorted_input_is_an_error():
     with pytest.raises(ValueError, match="not sorted"):
         iv.union(np.array([5, 1], dtype=np.int64), np.array([6, 2], dtype=np.int64))
+
+
+def test_stub_matches_extension():
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._intervals"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
