@@ -414,8 +414,7 @@ def _memory(a: Attribution) -> list[Finding]:
             Finding(
                 "memory",
                 f"{pageable.size} memcpys use pageable host memory ({ms(d)} of copy time, "
-                f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB): such copies are staged and "
-                f"synchronous with the host",
+                f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
                 d,
                 {"pageable_copies": int(pageable.size), "copy_ns": d},
             )
