@@ -88,7 +88,8 @@ def render(a: Attribution, paths: list[str]) -> str:
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
     if a.ignored:
-        out.append("ignored by the partition: " + ", ".join(f"{k} {v}" for k, v in a.ignored.items()))
+        ignored = ", ".join(f"{k} {v}" for k, v in a.ignored.items())
+        out.append(f"ignored by the partition: {ignored}")
     if dropped:
         out.append(
             "not represented by the loader: "

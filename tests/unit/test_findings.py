@@ -35,7 +35,7 @@ def stepped_trace(stall_from: int = 2, steps: int = 6):
 
 def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
     a = attribute(stepped_trace(), by="step")
-    f = [x for x in a.findings() if x.layer == "scheduling"][0]
+    f = next(x for x in a.findings() if x.layer == "scheduling")
     assert f.evidence["op_name"] == "attn"
     assert f.evidence["gaps"] == 4 and f.evidence["window_rows"] == [2, 3, 4, 5]
     assert f.evidence["inside_ranges"] == ["step", "plan"]
@@ -48,9 +48,10 @@ def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
     # most windows are slow: no tail to report (p99 ~ p50)
     assert not [x for x in a.findings() if x.layer == "application"]
     b = attribute(stepped_trace(stall_from=4), by="step")
-    tail = [x for x in b.findings() if x.layer == "application"][0]
+    tail = next(x for x in b.findings() if x.layer == "application")
     assert (
-        "p99 20.31 ms vs p50 0.31 ms (65.52x); in the slowest 2 windows host_bound grows most (+20.00 ms"
+        "p99 20.31 ms vs p50 0.31 ms (65.52x); in the slowest 2 windows "
+        "host_bound grows most (+20.00 ms"
         in tail.title
     )
 
