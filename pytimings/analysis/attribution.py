@@ -687,10 +687,13 @@ def attribute(
             for c, v in cols.items()
         }
     )
-    # a deterministic row order: by start, rank, device, end, name
+    rr = np.concatenate(extra_rr) if extra_rr else np.empty(0, np.int64)
+    th = np.concatenate(extra_th) if extra_th else np.empty(0, np.int32)
+    # a row order independent of event order: by start, rank, device, end, name, thread
     order = (
         np.lexsort(
             (
+                th,
                 table["name"].astype(str),
                 table["end_ns"],
                 table["device"],
@@ -704,10 +707,12 @@ def attribute(
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
     table = table.take(order)
+    rr, th = rr[order], th[order]
     gaps = Gaps.concat(gap_parts)
     gaps.window_row = inverse[gaps.window_row]
-    rr = np.concatenate(extra_rr)[order] if extra_rr else np.empty(0, np.int64)
-    th = np.concatenate(extra_th)[order] if extra_th else np.empty(0, np.int32)
+    if len(gap_parts) > 1 or len(table) > 1:  # gaps in window order, then time order
+        g_order = np.lexsort((gaps.g0, gaps.window_row))
+        gaps = Gaps(*(getattr(gaps, f)[g_order] for f in Gaps.__dataclass_fields__))
     total = sum(table[f"{x}_ns"] for x in LABELS)
     if not np.array_equal(total, table["window_ns"]):  # the invariant, checked on every input
         raise AssertionError("attribution labels do not sum to the window lengths")

@@ -242,7 +242,8 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
 
         v = hb[rows]
         threads = a.launches.thread[g.op[rows]]
-        thread = Counter(threads.tolist()).most_common(1)[0][0]
+        counts = Counter(threads.tolist())
+        thread = min(counts, key=lambda t: (-counts[t], t))  # most gaps, then lowest row
         mine = rows[threads == thread]
         order = np.argsort(g.g0[mine], kind="stable")
         us, ue = iv.union(g.g0[mine][order], g.host_bound_end[mine][order])

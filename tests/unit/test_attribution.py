@@ -237,6 +237,7 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
         assert int(a.launch_latency.in_host_bound_ns.sum()) == int(
             b.launch_latency.in_host_bound_ns.sum()
         )
+        assert [f.to_dict() for f in a.findings()] == [f.to_dict() for f in b.findings()]
 
 
 def test_unusable_events_are_counted():
