@@ -152,14 +152,19 @@ def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, A
     api = tr.api_calls
     rows = np.flatnonzero(api["thread"] == thread)
     calls: dict[str, int] = {}
+    call_counts: dict[str, int] = {}
     in_api = 0
     if rows.size and total:
         ov = iv.overlap_lengths(api["start"][rows], api["end"][rows], us, ue)
         hit = ov > 0
         by_name = Counter[str]()
-        for nid, v in zip(api["name"][rows][hit], ov[hit], strict=False):
+        n_calls = Counter[str]()
+        for nid, v in zip(api["name"][rows][hit], ov[hit], strict=True):
             by_name[tr.strings[nid]] += int(v)
-        calls = dict(by_name.most_common(5))
+            n_calls[tr.strings[nid]] += 1
+        top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        calls = dict(top)
+        call_counts = {k: n_calls[k] for k, _ in top}
         # time inside at least one call (calls may nest): the union of calls met the set
         order = np.argsort(api["start"][rows][hit], kind="stable")
         cs, ce = iv.union(api["start"][rows][hit][order], api["end"][rows][hit][order])
@@ -173,16 +178,28 @@ def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, A
             rg["start"][rrows], np.maximum(rg["end"][rrows], rg["start"][rrows]), us, ue
         )
         agg: dict[str, list[int]] = {}
-        for nid, depth, v in zip(rg["name"][rrows], rg["depth"][rrows], ov, strict=False):
+        payloads: dict[str, set[float]] = {}
+        for nid, depth, pay, v in zip(
+            rg["name"][rrows], rg["depth"][rrows], rg["payload"][rrows], ov, strict=True
+        ):
             if v > 0:
-                e = agg.setdefault(tr.strings[nid], [0, int(depth)])
+                name = tr.strings[nid]
+                e = agg.setdefault(name, [0, int(depth)])
                 e[0] += int(v)
                 e[1] = max(e[1], int(depth))
+                if not np.isnan(pay):
+                    payloads.setdefault(name, set()).add(float(pay))
         ranges = [
-            {"name": n, "share": v / total, "depth": dp}
-            for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1]))
+            {"name": n, "share": v / total, "depth": dp, "payloads": sorted(payloads.get(n, ()))}
+            for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
         ]
-    return {"total_ns": total, "in_api_ns": in_api, "api_calls_ns": calls, "ranges": ranges[:6]}
+    return {
+        "total_ns": total,
+        "in_api_ns": in_api,
+        "api_calls_ns": calls,
+        "api_calls": call_counts,
+        "ranges": ranges[:6],
+    }
 
 
 def _inside(ranges: list[dict[str, Any]]) -> list[str]:
@@ -267,9 +284,15 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
         doing = f"thread '{_thread_name(a, int(thread))}'"
         if inside:
             doing += f" is inside range '{inside[-1]}'"
+            pay = next(r["payloads"] for r in act["ranges"] if r["name"] == inside[-1])
+            if len(pay) == 1:
+                doing += f" with payload {pay[0]:g} each time"
             if len(inside) > 1:
                 doing += f" (within {' > '.join(repr(x) for x in inside[:-1])})"
-        api_txt = ", ".join(f"{n} {ms(t)}" for n, t in act["api_calls_ns"].items())
+        api_txt = ", ".join(
+            f"{n} {ms(t)} in {act['api_calls'][n]} call{'s' if act['api_calls'][n] > 1 else ''}"
+            for n, t in act["api_calls_ns"].items()
+        )
         doing += (
             f"; it spends {pct(act['in_api_ns'] / tot)} of that time inside CUDA API calls"
             + (f" ({api_txt})" if api_txt else "")

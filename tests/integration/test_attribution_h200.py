@@ -92,7 +92,9 @@ def test_findings_surface_the_per_step_host_stall_before_one_kernel(steps):
     assert "cuLibraryLoadData" in calls and "cuKernelSetAttribute" in calls
     # mostly outside any CUDA API call: the thread was busy elsewhere
     assert e["host_activity"]["in_api_ns"] < 0.1 * e["host_activity"]["total_ns"]
-    assert "14 of 16 decode_step windows (3-16)" in f.title and "inside range 'layer'" in f.title
+    assert "14 of 16 decode_step windows (3-16)" in f.title
+    assert "inside range 'layer' with payload 0 each time (within 'decode_step')" in f.title
+    assert "cuLibraryLoadData" in f.title and "in 14 calls" in f.title
     sched = [x for x in steps.findings() if "inside range 'scheduler'" in x.title]
     assert sched and sched[0].evidence["at_window_start"]
     assert 0.9e6 < sched[0].evidence["median_ns"] < 1.5e6

@@ -44,15 +44,16 @@ def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
     assert act["in_api_ns"] == 4 * MS
     assert "kernel 'attn': 4 gaps in 4 of 6 step windows (3-6)" in f.title
     assert "inside range 'plan' (within 'step')" in f.title
-    assert "5.0% of that time inside CUDA API calls (cuModuleLoadData 4.00 ms)" in f.title
+    assert (
+        "5.0% of that time inside CUDA API calls (cuModuleLoadData 4.00 ms in 4 calls)" in f.title
+    )
     # most windows are slow: no tail to report (p99 ~ p50)
     assert not [x for x in a.findings() if x.layer == "application"]
     b = attribute(stepped_trace(stall_from=4), by="step")
     tail = next(x for x in b.findings() if x.layer == "application")
     assert (
         "p99 20.31 ms vs p50 0.31 ms (65.52x); in the slowest 2 windows "
-        "host_bound grows most (+20.00 ms"
-        in tail.title
+        "host_bound grows most (+20.00 ms" in tail.title
     )
 
 
