@@ -153,3 +153,46 @@ def test_nsys_and_kineto_captures_agree_on_kernel_time(shared_dir, nsys_trace):
     for labels in _sums:
         kv, nv = sum(k[x] for x in labels), sum(n[x] for x in labels)
         assert abs(kv - nv) <= 0.05 * nv, (labels, kv, nv)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "3"], "device 3 not in the trace; it has devices 0"),
+        (["--rank", "1"], "rank 1 not in the trace; it has ranks 0"),
+        (["--json", "/nonexistent/dir/a.json"], "--json /nonexistent/dir/a.json: cannot write"),
+        (["extra.sqlite"], "--example analyses the bundled capture; give no TRACE with it"),
+    ],
+)
+def test_cli_bad_arguments_exit_2_with_one_line(args, message):
+    r = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "analyze", "--example", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_whole_trace_and_device_filter(tmp_path):
+    out = tmp_path / "w.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytimings.cli",
+            "analyze",
+            str(example_path()),
+            "--device",
+            "0",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert [w["name"] for w in doc["windows"]] == ["trace"]
+    assert set(doc["totals"]) == {"window_ns", *(f"{x}_ns" for x in LABELS)}
