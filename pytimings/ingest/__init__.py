@@ -133,9 +133,12 @@ def _gunzip_head(path: str, head: bytes) -> bytes:
     """The first decompressed bytes of a gzip file (enough to recognise JSON)."""
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        return d.decompress(head, _HEAD_BYTES)
+        text = d.decompress(head, _HEAD_BYTES)
     except zlib.error as exc:
         raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if not text:
+        raise TraceFormatError(path, "corrupt gzip data (nothing decompresses)")
+    return text
 
 
 def export_report(path: str) -> str:

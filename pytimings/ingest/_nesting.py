@@ -45,5 +45,6 @@ def nesting_depth(
     zcount = np.searchsorted(zero, g + rs, side="right") - np.searchsorted(zero, g + rs, side="left")
     block_end = np.searchsorted(key_s, g + rs, side="right")
     after = np.minimum(zcount, block_end - q - 1)
-    depth = (q - group_start) - ended + after
+    # a zero-length range counted itself among the ranges ended by its start
+    depth = (q - group_start) - ended + after + (s == e)
     return depth.astype(np.int16)
