@@ -40,7 +40,11 @@ H200 = "h200/decode_16steps_h200.sqlite"
 
 def test_every_shared_export_is_covered(shared_dir: Path) -> None:
     data = shared_dir / "data"
-    found = {str(p.relative_to(data)) for p in data.rglob("*") if p.suffix in (".sqlite", ".qdrep", ".nsys-rep")}
+    found = {
+        str(p.relative_to(data))
+        for p in data.rglob("*")
+        if p.suffix in (".sqlite", ".qdrep", ".nsys-rep")
+    }
     assert found == set(EXPORTS) | set(REPORTS)
 
 
@@ -52,7 +56,11 @@ def _independent(path: Path) -> dict[str, int]:
     def q(table: str, sql: str) -> int:
         return int(db.execute(sql).fetchone()[0]) if table in tables else 0
 
-    k, c, s = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+    k, c, s = (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    )
     rt, sy, nv = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"
     out = {
         "kernels": q(k, f"SELECT count(*) FROM {k}"),
@@ -72,9 +80,12 @@ def _independent(path: Path) -> dict[str, int]:
     linked = 0
     for t in (k, c, s):
         if t in tables and rt in tables:
-            linked += q(t, f"SELECT count(*) FROM {t} o WHERE EXISTS (SELECT 1 FROM {rt} r WHERE "
-                           "r.correlationId = o.correlationId AND r.eventClass IN (0, 1) "
-                           "AND (r.globalTid >> 24) = (o.globalPid >> 24))")
+            linked += q(
+                t,
+                f"SELECT count(*) FROM {t} o WHERE EXISTS (SELECT 1 FROM {rt} r WHERE "
+                "r.correlationId = o.correlationId AND r.eventClass IN (0, 1) "
+                "AND (r.globalTid >> 24) = (o.globalPid >> 24))",
+            )
     out["linked"] = linked
     db.close()
     return out
@@ -82,8 +93,11 @@ def _independent(path: Path) -> dict[str, int]:
 
 def _linked(tr: Trace) -> int:
     api = tr.api_calls.take(tr.api_calls["kind"] != ApiKind.SYNC)
-    keys = set(zip(api["pid"].tolist(), api["correlation"].tolist()))
-    return sum((p, c) in keys for p, c in zip(tr.gpu_ops["pid"].tolist(), tr.gpu_ops["correlation"].tolist()))
+    keys = set(zip(api["pid"].tolist(), api["correlation"].tolist(), strict=True))
+    return sum(
+        (p, c) in keys
+        for p, c in zip(tr.gpu_ops["pid"].tolist(), tr.gpu_ops["correlation"].tolist(), strict=True)
+    )
 
 
 @pytest.mark.parametrize("name", EXPORTS)
@@ -123,14 +137,24 @@ def test_export_loads_with_independent_counts(shared_dir: Path, name: str) -> No
     [
         (H200, "2025.3.2.0", "3.20.3", "META_DATA_EXPORT"),
         ("external/nsys_ai/mfu_2gpu_before.sqlite", "2026.2.1.210", "3.25.0", "META_DATA_EXPORT"),
-        ("external/nsys_pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "2022.2.1.31", "2.9.1", "EXPORT_META_DATA"),
+        (
+            "external/nsys_pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite",
+            "2022.2.1.31",
+            "2.9.1",
+            "EXPORT_META_DATA",
+        ),
         ("external/nsys_extrap/ex-gpu.s10.sqlite", None, None, None),
     ],
 )
-def test_export_metadata_of_each_era(shared_dir: Path, name: str, tool: str | None, schema: str | None,
-                                     meta_table: str | None) -> None:
+def test_export_metadata_of_each_era(
+    shared_dir: Path, name: str, tool: str | None, schema: str | None, meta_table: str | None
+) -> None:
     tr = load_nsys(shared_dir / "data" / name)
-    assert (tr.meta["tool_version"], tr.meta["schema_version"], tr.meta["meta_table"]) == (tool, schema, meta_table)
+    assert (tr.meta["tool_version"], tr.meta["schema_version"], tr.meta["meta_table"]) == (
+        tool,
+        schema,
+        meta_table,
+    )
 
 
 def test_non_utf8_metadata_is_replaced_and_counted(shared_dir: Path) -> None:
@@ -155,8 +179,11 @@ def test_h200_facts(shared_dir: Path) -> None:
     assert steps["depth"].tolist() == [0] * 16 and sched["depth"].tolist() == [1] * 16
     ops = tr.gpu_ops
     for i in range(16):
-        inside = (sched["start"] >= steps["start"][i]) & (sched["end"] <= steps["end"][i]) & (
-            sched["thread"] == steps["thread"][i])
+        inside = (
+            (sched["start"] >= steps["start"][i])
+            & (sched["end"] <= steps["end"][i])
+            & (sched["thread"] == steps["thread"][i])
+        )
         assert int(inside.sum()) == 1
         s, e = sched["start"][inside][0], sched["end"][inside][0]
         assert 1_000_000 <= e - s <= 1_500_000  # time.sleep(1 ms) on the host
@@ -169,8 +196,9 @@ def test_h200_facts(shared_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("name", REPORTS)
-def test_reports_need_nsys_and_say_how(shared_dir: Path, name: str, monkeypatch: pytest.MonkeyPatch,
-                                       tmp_path: Path) -> None:
+def test_reports_need_nsys_and_say_how(
+    shared_dir: Path, name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no nsys here
     path = shared_dir / "data" / name
     with pytest.raises(TraceFormatError) as e:
@@ -193,8 +221,12 @@ def _fake_nsys(bin_dir: Path, source: Path, log: Path) -> None:
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
-def test_report_is_exported_with_nsys_once(shared_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_is_exported_with_nsys_once(
+    shared_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
@@ -210,8 +242,9 @@ def test_report_is_exported_with_nsys_once(shared_dir: Path, tmp_path: Path, mon
     assert len(log.read_text().splitlines()) == 1
 
 
-def test_report_export_falls_back_to_a_temp_dir(shared_dir: Path, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_export_falls_back_to_a_temp_dir(
+    shared_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _fake_nsys(bin_dir, shared_dir / "data" / H200, tmp_path / "calls.log")
@@ -221,13 +254,17 @@ def test_report_export_falls_back_to_a_temp_dir(shared_dir: Path, tmp_path: Path
     monkeypatch.setattr(tempfile, "tempdir", str(cache))
     src = shared_dir / "data/external/gpubootcamp/jacobi_memcpy_nvlink_report.qdrep"
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == src.parent else real_access(p, mode))
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: False if Path(p) == src.parent else real_access(p, mode)
+    )
     tr = load(src)
     assert len(tr.gpu_ops) == 1075
     assert list((cache / "pytimings-nsys-export").glob("jacobi_memcpy_nvlink_report-*.sqlite"))
 
 
-def test_failed_nsys_export_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_nsys_export_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nsys").write_text("#!/bin/sh\necho 'Error: report is damaged' >&2\nexit 1\n")
@@ -235,5 +272,8 @@ def test_failed_nsys_export_is_a_clear_error(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("PATH", str(bin_dir))
     report = tmp_path / "x.nsys-rep"
     report.write_bytes(b"NVIDIA Tegra Profiler Report 2025@5@1 ...")
-    with pytest.raises(TraceFormatError, match=r"x\.nsys-rep: nsys export failed \(exit 1\): Error: report is damaged"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"x\.nsys-rep: nsys export failed \(exit 1\): Error: report is damaged",
+    ):
         load(report)

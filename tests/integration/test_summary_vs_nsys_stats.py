@@ -35,7 +35,9 @@ CASES = [
 @pytest.fixture(scope="module", params=CASES, ids=["h200", "mfu_2gpu_before"])
 def case(request: pytest.FixtureRequest, shared_dir: Path) -> tuple[dict[str, Table], Path]:
     export, stats = request.param
-    return trace_summary(load(shared_dir / "data" / export), per_device=False), shared_dir / "data" / stats
+    return trace_summary(
+        load(shared_dir / "data" / export), per_device=False
+    ), shared_dir / "data" / stats
 
 
 def _csv(prefix: Path, report: str) -> list[dict[str, str]]:
@@ -49,7 +51,9 @@ def _row(t: Table, i: int, cols: list[str]) -> tuple[Any, ...]:
 
 def _check(t: Table, i: int, r: dict[str, str], count_col: str) -> None:
     got = _row(t, i, ["count", "total_ns", "p50_ns", "min_ns", "max_ns"])
-    want = tuple(float(r[c]) for c in (count_col, "Total Time (ns)", "Med (ns)", "Min (ns)", "Max (ns)"))
+    want = tuple(
+        float(r[c]) for c in (count_col, "Total Time (ns)", "Med (ns)", "Min (ns)", "Max (ns)")
+    )
     assert got == want, r
     assert abs(t["mean_ns"][i] - float(r["Avg (ns)"])) <= 0.05 + 1e-9, r
 
@@ -114,7 +118,10 @@ def test_nvtx_gpu_projection(case: tuple[dict[str, Table], Path]) -> None:
     for r in rows:
         i = index[_key(r)]
         assert (int(g["proj_total_ns"][i]), int(g["gpu_ops"][i]), int(g["proj_instances"][i])) == (
-            int(r["Total Proj Time (ns)"]), int(r["Total GPU Ops"]), int(r["Range Instances"])), r
+            int(r["Total Proj Time (ns)"]),
+            int(r["Total GPU Ops"]),
+            int(r["Range Instances"]),
+        ), r
 
 
 def test_cli_summary_prints_and_writes_json(shared_dir: Path, tmp_path: Path) -> None:
@@ -122,9 +129,20 @@ def test_cli_summary_prints_and_writes_json(shared_dir: Path, tmp_path: Path) ->
 
     out = tmp_path / "s.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pytimings.cli", "summary", str(shared_dir / "data" / CASES[0][0]),
-         "--json", str(out), "--top", "3"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytimings.cli",
+            "summary",
+            str(shared_dir / "data" / CASES[0][0]),
+            "--json",
+            str(out),
+            "--top",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "probe:decode_step" in done.stdout and "Kernels (rank 0, device 0)" in done.stdout

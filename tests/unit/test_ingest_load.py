@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nsys_synth as syn
 import numpy as np
 import pytest
 
-import nsys_synth as syn
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.ingest import detect_format, load
 
@@ -33,9 +33,12 @@ def test_format_comes_from_content_not_extension(export: Path, tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"", "is empty"), (b"just text", "unrecognised trace format"),
-     (gzip.compress(b"not json at all"), "unrecognised trace format"),
-     (b"\x1f\x8b\x08\x00garbage", "corrupt gzip data")],
+    [
+        (b"", "is empty"),
+        (b"just text", "unrecognised trace format"),
+        (gzip.compress(b"not json at all"), "unrecognised trace format"),
+        (b"\x1f\x8b\x08\x00garbage", "corrupt gzip data"),
+    ],
 )
 def test_unrecognised_content(tmp_path: Path, content: bytes, message: str) -> None:
     p = tmp_path / "x.bin"
@@ -107,8 +110,12 @@ def test_directory_without_traces(tmp_path: Path) -> None:
 def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     p = tmp_path / "bad.sqlite"
     p.write_bytes(content)
-    done = subprocess.run([sys.executable, "-m", "pytimings.cli", "summary", str(p)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "summary", str(p)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pytimings summary: error: {p}: ")
@@ -117,7 +124,11 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, content: bytes, mes
 
 def test_cli_missing_file_and_bad_option(export: Path) -> None:
     for args in (["summary", "nope.sqlite"], ["summary", str(export), "--top", "0"]):
-        done = subprocess.run([sys.executable, "-m", "pytimings.cli", *args],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytimings.cli", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
