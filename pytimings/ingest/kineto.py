@@ -204,6 +204,7 @@ class _Loader:
         self.meta_events: list[_Meta] = []
         self.dropped: dict[str, int] = {}
         self.counts = {c: 0 for c in range(6)}
+        self.ops_without_launch = 0
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -399,6 +400,7 @@ class _Loader:
             "events": self.splitter.n_elements,
             # flows are read (a second pass) only when some args lack a correlation
             "flow_mismatches": mismatches,
+            "ops_without_launch": self.ops_without_launch,
         }
         for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
             if k in doc:
@@ -490,7 +492,8 @@ class _Loader:
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
         graph[g] = corr[g]
-        self._check_duplicates(pid, corr, g, gpu["index"])
+        self.ops_without_launch = int(np.count_nonzero(~found))
+        self._check_duplicates(pid, corr, g | ~found)
         return conform(
             {
                 "start": gpu["start"], "end": gpu["end"], "name": gpu["name"], "kind": kind,
@@ -501,21 +504,23 @@ class _Loader:
             SCHEMAS["gpu_ops"],
         )
 
-    def _check_duplicates(
-        self, pid: I64, corr: I64, graph: npt.NDArray[np.bool_], index: I64
-    ) -> None:
-        sel = (corr >= 0) & ~graph
+    def _check_duplicates(self, pid: I64, corr: I64, exempt: npt.NDArray[np.bool_]) -> None:
+        """One API call launches one GPU op, except graph launches. Ops whose launching
+        call is not in the trace (launched before the capture window) are exempt: their
+        launch cannot be checked; they are counted in meta["ops_without_launch"]."""
+        sel = (corr >= 0) & ~exempt
         if not sel.any():
             return
-        p, c, ix = pid[sel], corr[sel], index[sel]
+        p, c = pid[sel], corr[sel]
         order = np.lexsort((c, p))
-        p, c, ix = p[order], c[order], ix[order]
+        p, c = p[order], c[order]
         dup = np.flatnonzero((p[1:] == p[:-1]) & (c[1:] == c[:-1]))
         if len(dup):
             k = int(dup[0])
             raise self.fail(
                 f"duplicate correlation id {int(c[k])} among GPU ops of process "
-                f"{int(p[k])} (not a graph launch; {len(dup)} duplicate(s))"
+                f"{int(p[k])} (its launching call is not a graph launch; "
+                f"{len(dup)} duplicate(s))"
             )
 
     def _api_calls(
