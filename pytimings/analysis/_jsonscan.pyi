@@ -1,0 +1,36 @@
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+CLASS_GPU: int
+CLASS_API: int
+CLASS_RANGE: int
+CLASS_FLOW: int
+CLASS_NOCAT: int
+CLASS_OTHER: int
+
+class SplitError(ValueError):
+    offset: int
+    def __init__(self, message: str, offset: int) -> None: ...
+
+class Splitter:
+    skeleton: bytearray
+    skeleton_map: list[tuple[int, int]]
+    other_counts: dict[bytes, int]
+    n_elements: int
+    doc_base: int
+    def __init__(self) -> None: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def saw_events(self) -> bool: ...
+    def feed(self, buf: Any, final: bool) -> int: ...
+    def take(
+        self, cls: int
+    ) -> tuple[
+        bytearray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+    ]: ...
+    def counts_of_other(self) -> dict[bytes, int]: ...
+    def pending(self, cls: int) -> int: ...
+    def pending_bytes(self, cls: int) -> int: ...
