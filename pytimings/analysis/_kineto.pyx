@@ -202,9 +202,8 @@ def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, obje
     dv = np.empty(n, dtype=np.int64)
     sm = np.empty(n, dtype=np.int64)
     nb = np.empty(n, dtype=np.int64)
-    ix = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] vst = st, ven = en, vpd = pd, vtd = td, vco = co, vdv = dv, vsm = sm
-    cdef int64_t[::1] vnb = nb, vix = ix
+    cdef int64_t[::1] vnb = nb
     cdef int[::1] vnm = nm
     cdef signed char[::1] vcc = cc
     cdef int64_t s0 = 0, e0 = 0
@@ -232,11 +231,10 @@ def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, obje
             vdv[k] = _opt(a.device)
             vsm[k] = _opt(a.stream)
             vnb[k] = _opt(a.bytes) if a.bytes is not None else _opt(a.size)
-        vix[k] = i
         k += 1
     cols = {"start": st[:k], "end": en[:k], "name": nm[:k], "cat": cc[:k], "pid": pd[:k],
             "tid": td[:k], "correlation": co[:k], "device": dv[:k], "stream": sm[:k],
-            "bytes": nb[:k], "index": ix[:k]}
+            "bytes": nb[:k]}
     return cols, skipped
 
 

@@ -14,6 +14,7 @@ within a directory). Two files with the same rank are an error.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
 import numpy as np
 
 from pytimings.errors import TraceFormatError, UsageError
@@ -58,10 +60,10 @@ def load(
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
             traces = list(pool.map(load_file, files))
     assigned = _assign_ranks(files, traces, ranks)
-    for tr, rank, source in zip(traces, *zip(*assigned)):
+    for tr, (rank, source) in zip(traces, assigned, strict=True):
         _set_rank(tr, rank, source)
     seen: dict[int, str] = {}
-    for f, (rank, _) in zip(files, assigned):
+    for f, (rank, _) in zip(files, assigned, strict=True):
         if rank in seen:
             raise TraceFormatError(f, f"rank {rank} is also the rank of {seen[rank]}")
         seen[rank] = f
@@ -80,11 +82,9 @@ def load_file(path: str) -> Trace:
 
         return load_nsys(export_report(path))
     if fmt == "kineto":
-        from pytimings.ingest import kineto
-
+        kineto = importlib.import_module("pytimings.ingest.kineto")
         return _nonempty(path, kineto.load_kineto(path))
-    from pytimings.ingest import recording
-
+    recording = importlib.import_module("pytimings.ingest.recording")
     return _nonempty(path, recording.load_recording_trace(path))
 
 
@@ -119,11 +119,9 @@ def _looks_like(fmt: str, head: bytes) -> bool:
     """Ask the format's own module (imported only now) whether ``head`` is its format."""
     try:
         if fmt == "kineto":
-            from pytimings.ingest import kineto
-
+            kineto = importlib.import_module("pytimings.ingest.kineto")
             return bool(kineto.looks_like_kineto(head))
-        from pytimings.ingest import recording
-
+        recording = importlib.import_module("pytimings.ingest.recording")
         return bool(recording.looks_like_recording(head))
     except ImportError:  # that loader is not part of this build
         return False
@@ -133,9 +131,12 @@ def _gunzip_head(path: str, head: bytes) -> bytes:
     """The first decompressed bytes of a gzip file (enough to recognise JSON)."""
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        return d.decompress(head, _HEAD_BYTES)
+        text = d.decompress(head, _HEAD_BYTES)
     except zlib.error as exc:
         raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if not text:
+        raise TraceFormatError(path, "corrupt gzip data (nothing decompresses)")
+    return text
 
 
 def export_report(path: str) -> str:
@@ -181,7 +182,7 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     if not paths:
         raise UsageError("no trace files given")
     files: list[str] = []
-    for p in map(os.fspath, paths):
+    for p in (os.fspath(x) for x in paths):
         if os.path.isdir(p):
             found = [str(c) for c in sorted(Path(p).iterdir()) if c.is_file() and _is_trace(str(c))]
             if not found:
@@ -206,7 +207,7 @@ def _assign_ranks(
     files: Sequence[str], traces: Sequence[Trace], ranks: Sequence[int] | None
 ) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
-    for i, (f, tr) in enumerate(zip(files, traces)):
+    for i, (f, tr) in enumerate(zip(files, traces, strict=True)):
         own = tr.meta.get("rank")
         m = _RANK_IN_NAME.search(Path(f).name)
         if ranks is not None:

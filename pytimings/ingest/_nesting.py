@@ -42,8 +42,11 @@ def nesting_depth(
     # zero-length ranges at the same instant sort after longer ones and must not count as
     # ended-before for the ranges ahead of them in that order
     zero = np.sort((g + rs)[s == e])
-    zcount = np.searchsorted(zero, g + rs, side="right") - np.searchsorted(zero, g + rs, side="left")
+    zcount = np.searchsorted(zero, g + rs, side="right") - np.searchsorted(
+        zero, g + rs, side="left"
+    )
     block_end = np.searchsorted(key_s, g + rs, side="right")
     after = np.minimum(zcount, block_end - q - 1)
-    depth = (q - group_start) - ended + after
+    # a zero-length range counted itself among the ranges ended by its start
+    depth: npt.NDArray[np.int64] = (q - group_start) - ended + after + (s == e)
     return depth.astype(np.int16)

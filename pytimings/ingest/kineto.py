@@ -44,6 +44,8 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from isal import igzip
+from isal.isal_zlib import error as IsalError
 import numpy.typing as npt
 
 from pytimings.analysis import _jsonscan, _kineto
@@ -72,7 +74,7 @@ I64 = npt.NDArray[np.int64]
 _NO_RAW = msgspec.Raw(b"")
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, gc=False):
     # ROCm runtime calls write some of these as strings ("stream": "0x0", "size": "2560")
     correlation: int | str | None = None
     device: int | str | None = None
@@ -81,7 +83,7 @@ class _Args(msgspec.Struct):
     size: int | str | None = None
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -92,7 +94,7 @@ class _Event(msgspec.Struct):
     args: _Args | None = None
 
 
-class _Flow(msgspec.Struct):
+class _Flow(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     id: int | str | None = None
@@ -101,7 +103,7 @@ class _Flow(msgspec.Struct):
     ts: msgspec.Raw = _NO_RAW
 
 
-class _Meta(msgspec.Struct):
+class _Meta(msgspec.Struct, gc=False):
     ph: str = ""
     name: str = ""
     pid: int | str | None = None
@@ -109,18 +111,15 @@ class _Meta(msgspec.Struct):
     args: dict[str, Any] | None = None
 
 
-class _Skip(msgspec.Struct):
-    pass
-
-
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
     _jsonscan.CLASS_API: msgspec.json.Decoder(list[_Event]),
     _jsonscan.CLASS_RANGE: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(list[_Skip]),  # see _Loader.read_flows
+    # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
+    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
-    _jsonscan.CLASS_OTHER: msgspec.json.Decoder(list[_Skip]),
+    _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
 }
 
 # cat -> code used in the row arrays
@@ -181,8 +180,6 @@ def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
 
 
 def _open(path: str) -> Any:
-    from isal import igzip
-
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
@@ -204,6 +201,7 @@ class _Loader:
         self.meta_events: list[_Meta] = []
         self.dropped: dict[str, int] = {}
         self.counts = {c: 0 for c in range(6)}
+        self.ops_without_launch = 0
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -216,8 +214,6 @@ class _Loader:
             stream = _open(self.path)
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
-        from isal.isal_zlib import error as IsalError
-
         splitter = self.splitter = _jsonscan.Splitter()
         carry = b""
         total = 0
@@ -262,7 +258,7 @@ class _Loader:
             except msgspec.DecodeError as e:
                 raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
             del buf
-            self.counts[cls] += len(evs)
+            self.counts[cls] += len(doc)
             self._convert(cls, evs, doc, idx)
 
     def drain_flows(self) -> None:
@@ -297,7 +293,7 @@ class _Loader:
                 self.rows[cls].append(cols)
                 for (cat, ph), n in skipped.items():
                     self._drop(f"{cat} events with ph={ph!r} (only complete 'X' events)", n)
-            elif cls == _jsonscan.CLASS_FLOW and evs and isinstance(evs[0], _Flow):
+            elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
                 fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
                 self.flows.append(fcols)
             elif cls == _jsonscan.CLASS_NOCAT:
@@ -399,6 +395,7 @@ class _Loader:
             "events": self.splitter.n_elements,
             # flows are read (a second pass) only when some args lack a correlation
             "flow_mismatches": mismatches,
+            "ops_without_launch": self.ops_without_launch,
         }
         for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
             if k in doc:
@@ -490,7 +487,8 @@ class _Loader:
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
         graph[g] = corr[g]
-        self._check_duplicates(pid, corr, g, gpu["index"])
+        self.ops_without_launch = int(np.count_nonzero(~found))
+        self._check_duplicates(pid, corr, g | ~found)
         return conform(
             {
                 "start": gpu["start"], "end": gpu["end"], "name": gpu["name"], "kind": kind,
@@ -501,21 +499,23 @@ class _Loader:
             SCHEMAS["gpu_ops"],
         )
 
-    def _check_duplicates(
-        self, pid: I64, corr: I64, graph: npt.NDArray[np.bool_], index: I64
-    ) -> None:
-        sel = (corr >= 0) & ~graph
+    def _check_duplicates(self, pid: I64, corr: I64, exempt: npt.NDArray[np.bool_]) -> None:
+        """One API call launches one GPU op, except graph launches. Ops whose launching
+        call is not in the trace (launched before the capture window) are exempt: their
+        launch cannot be checked; they are counted in meta["ops_without_launch"]."""
+        sel = (corr >= 0) & ~exempt
         if not sel.any():
             return
-        p, c, ix = pid[sel], corr[sel], index[sel]
+        p, c = pid[sel], corr[sel]
         order = np.lexsort((c, p))
-        p, c, ix = p[order], c[order], ix[order]
+        p, c = p[order], c[order]
         dup = np.flatnonzero((p[1:] == p[:-1]) & (c[1:] == c[:-1]))
         if len(dup):
             k = int(dup[0])
             raise self.fail(
                 f"duplicate correlation id {int(c[k])} among GPU ops of process "
-                f"{int(p[k])} (not a graph launch; {len(dup)} duplicate(s))"
+                f"{int(p[k])} (its launching call is not a graph launch; "
+                f"{len(dup)} duplicate(s))"
             )
 
     def _api_calls(
@@ -632,7 +632,7 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
 
 
 _ROW_COLS = ("start", "end", "name", "cat", "pid", "tid", "correlation", "device", "stream",
-             "bytes", "index")
+             "bytes")
 
 
 def _concat(

@@ -1,10 +1,11 @@
 """Kernel names that compare equal across demanglers, and short names for display.
 
 Nsight Systems and Kineto demangle the same symbol differently. For one kernel of the
-H200 captures (../shared/data/h200) nsys writes
-``void at::native::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)1>(int, T2, const T1 *, ...)``
-and Kineto writes
-``void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, true>(int, float, c10::BFloat16 const*, ...)``.
+H200 captures (../shared/data/h200) nsys writes ``void at::native::<unnamed>::
+vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)1>(int, T2, const T1 *, ...)``
+and Kineto writes ``void at::native::(anonymous namespace)::
+vectorized_layer_norm_kernel<c10::BFloat16, float, true>(int, float, c10::BFloat16 const*,
+...)``.
 :func:`normalize_kernel_name` maps both to one key: it keeps the qualified name and every
 template argument and drops what only the demangler decides: casts on integer template
 arguments (``(int)512`` -> ``512``, ``(bool)1`` -> ``true``) and literal suffixes

@@ -88,23 +88,42 @@ _ARROW_BATCH_ROWS = "262144"  # large batches: 1.8x faster than ADBC's default o
 
 # ENUM_CUDA_MEMCPY_OPER (identical in every era that has the table; CUPTI values)
 _COPY_NAMES = {
-    0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array",
-    4: "Array-to-Host", 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array",
-    8: "Device-to-Device", 9: "Host-to-Host", 10: "Peer-to-Peer",
-    11: "Unified Host-to-Device", 12: "Unified Device-to-Host", 13: "Unified Device-to-Device",
-}  # fmt: skip
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
 # unified-memory migrations have no CopyKind of their own; their direction is kept
 _COPY_KIND = {k: k for k in range(11)} | {11: CopyKind.HTOD, 12: CopyKind.DTOH, 13: CopyKind.DTOD}
 # ENUM_CUDA_MEM_KIND (nsys numbering) -> MemKind (CUPTI numbering)
 _MEM_KIND = {
-    0: MemKind.PAGEABLE, 1: MemKind.PINNED, 2: MemKind.DEVICE, 3: MemKind.ARRAY,
-    4: MemKind.MANAGED, 5: MemKind.DEVICE_STATIC, 6: MemKind.MANAGED_STATIC, 7: MemKind.UNKNOWN,
-}  # fmt: skip
+    0: MemKind.PAGEABLE,
+    1: MemKind.PINNED,
+    2: MemKind.DEVICE,
+    3: MemKind.ARRAY,
+    4: MemKind.MANAGED,
+    5: MemKind.DEVICE_STATIC,
+    6: MemKind.MANAGED_STATIC,
+    7: MemKind.UNKNOWN,
+}
 # ENUM_CUPTI_SYNC_TYPE descriptions
 _SYNC_NAMES = {
-    0: "Unknown sync", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync",
+    0: "Unknown sync",
+    1: "Event sync",
+    2: "Stream wait sync",
+    3: "Stream sync",
     4: "Context sync",
-}  # fmt: skip
+}
 
 
 class _Bad(Exception):
@@ -327,7 +346,9 @@ class _Loader:
         """A column expression, or a constant when this era's table lacks the column."""
         return f"coalesce({_q(col)}, {default})" if col in self.r.columns(table) else default
 
-    def check_times(self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> None:
+    def check_times(
+        self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+    ) -> None:
         bad = np.flatnonzero(end < start)
         if len(bad):
             i = int(bad[0])
@@ -340,7 +361,7 @@ class _Loader:
         self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.bool_]:
         """Rows with both times (NULL times cannot be placed: counted); checks order."""
-        ok = (start != _NULL) & (end != _NULL)
+        ok: npt.NDArray[np.bool_] = (start != _NULL) & (end != _NULL)
         self.drop(f"{what}_without_time", len(ok) - int(ok.sum()))
         self.check_times(what, start[ok], end[ok])
         return ok
@@ -413,14 +434,15 @@ class _Loader:
         self.thread_names: dict[int, int] = {}
         if self.r.has("ThreadNames") and {"nameId", "globalTid"} <= self.r.columns("ThreadNames"):
             rows = self.r.small(
-                'SELECT globalTid, coalesce(nameId, -1) FROM "ThreadNames" WHERE globalTid IS NOT NULL'
+                'SELECT globalTid, coalesce(nameId, -1) FROM "ThreadNames" '
+                "WHERE globalTid IS NOT NULL"
             )
             if not all(type(r[0]) is int and type(r[1]) is int for r in rows):
                 raise _Bad("ThreadNames holds a non-integer globalTid or nameId")
             if rows:
                 gt = np.array([r[0] for r in rows], dtype=np.int64)
                 names = self.s.remap(np.array([r[1] for r in rows], dtype=np.int64), "thread name")
-                self.thread_names = dict(zip(gt.tolist(), names.tolist()))
+                self.thread_names = dict(zip(gt.tolist(), names.tolist(), strict=True))
                 keys.append(gt)
         self._pending_thread_keys = keys
 
@@ -429,18 +451,24 @@ class _Loader:
 
     def thread_index(self, global_tids: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         if self._pending_thread_keys:
-            self.thread_keys = np.unique(np.concatenate([self.thread_keys, *self._pending_thread_keys]))
+            self.thread_keys = np.unique(
+                np.concatenate([self.thread_keys, *self._pending_thread_keys])
+            )
             self._pending_thread_keys = []
         return np.searchsorted(self.thread_keys, global_tids).astype(np.int32)
 
     def thread_table(self) -> dict[str, npt.NDArray[Any]]:
         self.thread_index(np.empty(0, dtype=np.int64))
         k = self.thread_keys
-        names = np.fromiter((self.thread_names.get(int(g), 0) for g in k), dtype=np.int32, count=len(k))
+        names = np.fromiter(
+            (self.thread_names.get(int(g), 0) for g in k), dtype=np.int32, count=len(k)
+        )
         return {
-            "pid": pid_of(k), "tid": tid_of(k), "name": names,
+            "pid": pid_of(k),
+            "tid": tid_of(k),
+            "name": names,
             "rank": np.full(len(k), self.rank, dtype=np.int16),
-        }  # fmt: skip
+        }
 
     # -- API calls ----------------------------------------------------------------------
     def read_api_calls(self) -> dict[str, npt.NDArray[Any]]:
@@ -466,17 +494,25 @@ class _Loader:
             start, end = start[sel], end[sel]
             gtid = _ints(tab, "globalTid")[sel]
             self.add_threads(gtid)
-            parts.append({
-                "start": start, "end": end,
-                "name": self.s.remap(_ints(tab, "nameId")[sel], "CUDA API"),
-                "kind": np.where(cls_v[sel] == EVENT_CLASS_DRIVER, ApiKind.DRIVER, ApiKind.RUNTIME),
-                "gtid": gtid, "correlation": _ints(tab, "corr")[sel],
-            })  # fmt: skip
+            parts.append(
+                {
+                    "start": start,
+                    "end": end,
+                    "name": self.s.remap(_ints(tab, "nameId")[sel], "CUDA API"),
+                    "kind": np.where(
+                        cls_v[sel] == EVENT_CLASS_DRIVER, ApiKind.DRIVER, ApiKind.RUNTIME
+                    ),
+                    "gtid": gtid,
+                    "correlation": _ints(tab, "corr")[sel],
+                }
+            )
         calls = _concat(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
         calls["pid"] = pid_of(calls["gtid"])
         calls["thread"] = self.thread_index(calls["gtid"])
         sync = self.read_sync(calls)
-        out = _concat([calls, sync], ("start", "end", "name", "kind", "thread", "correlation", "pid"))
+        out = _concat(
+            [calls, sync], ("start", "end", "name", "kind", "thread", "correlation", "pid")
+        )
         order = np.argsort(out["start"], kind="stable")
         out = {k: v[order] for k, v in out.items()}
         out["rank"] = np.full(len(order), self.rank, dtype=np.int16)
@@ -484,7 +520,10 @@ class _Loader:
 
     def read_sync(self, calls: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
         """Synchronisation rows; their thread is that of the API call with their id."""
-        empty = {k: np.empty(0, dtype=np.int64) for k in ("start", "end", "name", "kind", "thread", "correlation", "pid")}
+        empty = {
+            k: np.empty(0, dtype=np.int64)
+            for k in ("start", "end", "name", "kind", "thread", "correlation", "pid")
+        }
         if not self.r.has(SYNC):
             return empty
         self.need(SYNC, ("start", "end", "correlationId", "globalPid"))
@@ -502,7 +541,10 @@ class _Loader:
         stype_v = _ints(tab, "stype")[ok]
         names_by_type = self.enum_names("ENUM_CUPTI_SYNC_TYPE", _SYNC_NAMES)
         uniq, inv = np.unique(stype_v, return_inverse=True)
-        ids = np.array([self.s.intern(names_by_type.get(int(u), f"Sync type {int(u)}")) for u in uniq], dtype=np.int32)
+        ids = np.array(
+            [self.s.intern(names_by_type.get(int(u), f"Sync type {int(u)}")) for u in uniq],
+            dtype=np.int32,
+        )
         # the launching call's thread, found by (pid, correlation id)
         thread = np.full(len(corr), -1, dtype=np.int32)
         ck = _pair_key(calls["pid"], calls["correlation"])
@@ -515,10 +557,14 @@ class _Loader:
             thread[hit] = calls["thread"][order][pos_c][hit]
         self.meta["sync_rows_without_api_call"] = int((thread < 0).sum())
         return {
-            "start": start, "end": end, "name": ids[inv.reshape(-1)] if len(uniq) else np.empty(0, np.int32),
-            "kind": np.full(len(start), ApiKind.SYNC, dtype=np.int8), "thread": thread,
-            "correlation": corr, "pid": pid,
-        }  # fmt: skip
+            "start": start,
+            "end": end,
+            "name": ids[inv.reshape(-1)] if len(uniq) else np.empty(0, np.int32),
+            "kind": np.full(len(start), ApiKind.SYNC, dtype=np.int8),
+            "thread": thread,
+            "correlation": corr,
+            "pid": pid,
+        }
 
     def enum_names(self, table: str, default: dict[int, str]) -> dict[int, str]:
         if not self.r.has(table) or not {"id", "label"} <= self.r.columns(table):
@@ -530,7 +576,11 @@ class _Loader:
     def read_gpu_ops(self) -> dict[str, npt.NDArray[Any]]:
         parts = []
         in_graph: list[npt.NDArray[np.bool_]] = []
-        for table, kind in ((KERNEL, OpKind.KERNEL), (MEMCPY, OpKind.MEMCPY), (MEMSET, OpKind.MEMSET)):
+        for table, kind in (
+            (KERNEL, OpKind.KERNEL),
+            (MEMCPY, OpKind.MEMCPY),
+            (MEMSET, OpKind.MEMSET),
+        ):
             if not self.r.has(table):
                 continue
             self.need(table, ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"))
@@ -544,13 +594,17 @@ class _Loader:
             elif kind == OpKind.MEMCPY:
                 self.need(table, ("bytes", "copyKind"))
                 extra += [
-                    "coalesce(bytes, 0) AS bytes", "coalesce(copyKind, 0) AS copyKind",
+                    "coalesce(bytes, 0) AS bytes",
+                    "coalesce(copyKind, 0) AS copyKind",
                     f"{self.opt(table, 'srcKind', '-1')} AS srcKind",
                     f"{self.opt(table, 'dstKind', '-1')} AS dstKind",
-                ]  # fmt: skip
+                ]
             else:
                 self.need(table, ("bytes",))
-                extra += ["coalesce(bytes, 0) AS bytes", f"{self.opt(table, 'memKind', '-1')} AS memKind"]
+                extra += [
+                    "coalesce(bytes, 0) AS bytes",
+                    f"{self.opt(table, 'memKind', '-1')} AS memKind",
+                ]
             graph = self.opt(table, "graphId", "0")
             node = self.opt(table, "graphNodeId", "0")
             tab = self.r.arrow(
@@ -565,15 +619,22 @@ class _Loader:
             start, end = start[ok], end[ok]
             n = len(start)
 
-            def col(name: str, ok: npt.NDArray[np.bool_] = ok, tab: Any = tab) -> npt.NDArray[np.int64]:
+            def col(
+                name: str, ok: npt.NDArray[np.bool_] = ok, tab: Any = tab
+            ) -> npt.NDArray[np.int64]:
                 return _ints(tab, name)[ok]
 
             graph_id = col("graphId")
             part: dict[str, npt.NDArray[Any]] = {
-                "start": start, "end": end, "kind": np.full(n, kind, dtype=np.int8),
-                "device": col("deviceId"), "stream": col("streamId"), "correlation": col("corr"),
-                "pid": pid_of(col("gpid")), "graph": np.where(graph_id > 0, graph_id, -1),
-            }  # fmt: skip
+                "start": start,
+                "end": end,
+                "kind": np.full(n, kind, dtype=np.int8),
+                "device": col("deviceId"),
+                "stream": col("streamId"),
+                "correlation": col("corr"),
+                "pid": pid_of(col("gpid")),
+                "graph": np.where(graph_id > 0, graph_id, -1),
+            }
             in_graph.append((graph_id > 0) | (col("graphNodeId") > 0))
             if kind == OpKind.KERNEL:
                 part["name"] = self.s.remap(col("nameId"), "kernel")
@@ -614,10 +675,13 @@ class _Loader:
         return {
             "name": ids[inv] if len(uniq) else np.empty(0, np.int32),
             "copy_kind": kind[inv] if len(uniq) else np.empty(0, np.int8),
-            "src_mem": _map_mem(src), "dst_mem": _map_mem(dst),
-        }  # fmt: skip
+            "src_mem": _map_mem(src),
+            "dst_mem": _map_mem(dst),
+        }
 
-    def check_correlation(self, ops: dict[str, npt.NDArray[Any]], in_graph: npt.NDArray[np.bool_]) -> None:
+    def check_correlation(
+        self, ops: dict[str, npt.NDArray[Any]], in_graph: npt.NDArray[np.bool_]
+    ) -> None:
         """Repeated (pid, correlation id) among GPU ops: allowed only for graph launches."""
         corr = ops["correlation"]
         known = corr >= 0
@@ -649,8 +713,18 @@ class _Loader:
             return empty
         self.need(NVTX, ("start", "end", "eventType", "globalTid"))
         cols = self.r.columns(NVTX)
-        payload_cols = [c for c in ("doubleValue", "floatValue", "int64Value", "uint64Value",
-                                    "int32Value", "uint32Value") if c in cols]  # fmt: skip
+        payload_cols = [
+            c
+            for c in (
+                "doubleValue",
+                "floatValue",
+                "int64Value",
+                "uint64Value",
+                "int32Value",
+                "uint32Value",
+            )
+            if c in cols
+        ]
         payload_sql = "".join(
             f", coalesce({_q(c)}, 0) AS p{i}, {_q(c)} IS NULL AS n{i}"
             for i, c in enumerate(payload_cols)
@@ -680,10 +754,21 @@ class _Loader:
         dom_key = _pair_key(pid[dom_rows], domain_id[dom_rows])
         cat_rows = etype == NVTX_CATEGORY
         cat_key = _triple_key(pid[cat_rows], domain_id[cat_rows], category[cat_rows])
-        for gt, nm in zip(gtid[etype == NVTX_THREAD_NAME].tolist(), names[etype == NVTX_THREAD_NAME].tolist()):
+        for gt, nm in zip(
+            gtid[etype == NVTX_THREAD_NAME].tolist(),
+            names[etype == NVTX_THREAD_NAME].tolist(),
+            strict=True,
+        ):
             self.thread_names.setdefault(gt, nm)
         self.drop("nvtx_marks", int((etype == NVTX_MARK).sum()))
-        handled = {NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE, NVTX_CATEGORY, NVTX_MARK, NVTX_THREAD_NAME}
+        handled = {
+            NVTX_PUSHPOP,
+            NVTX_STARTEND,
+            NVTX_DOMAIN_CREATE,
+            NVTX_CATEGORY,
+            NVTX_MARK,
+            NVTX_THREAD_NAME,
+        }
         for t in np.unique(etype).tolist():
             if t not in handled:
                 self.drop(f"nvtx_event_type_{t}_rows", int((etype == t).sum()))
@@ -698,19 +783,27 @@ class _Loader:
         gtid_s = gtid[sel]
         self.add_threads(gtid_s)
         thread = self.thread_index(gtid_s)
-        kind = np.where(etype[sel] == NVTX_PUSHPOP, RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND).astype(np.int8)
+        kind = np.where(
+            etype[sel] == NVTX_PUSHPOP, RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND
+        ).astype(np.int8)
         payload = np.full(len(sel), np.nan)
         for i in reversed(range(len(payload_cols))):  # first listed column wins
             has = _ints(tab, f"n{i}")[sel] == 0
             payload[has] = _floats(tab, f"p{i}")[sel][has]
         pid_s, dom_s, cat_s = pid[sel], domain_id[sel], category[sel]
         out = {
-            "start": start, "end": end, "name": names[sel], "kind": kind, "thread": thread,
+            "start": start,
+            "end": end,
+            "name": names[sel],
+            "kind": kind,
+            "thread": thread,
             "device": np.full(len(sel), -1, dtype=np.int16),
             "domain": _lookup(dom_key, names[dom_rows], _pair_key(pid_s, dom_s)),
             "category": _lookup(cat_key, names[cat_rows], _triple_key(pid_s, dom_s, cat_s)),
-            "depth": np.zeros(len(sel), dtype=np.int16), "payload": payload, "pid": pid_s,
-        }  # fmt: skip
+            "depth": np.zeros(len(sel), dtype=np.int16),
+            "payload": payload,
+            "pid": pid_s,
+        }
         for k in (RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND):
             m = kind == k
             if m.any():
@@ -723,7 +816,9 @@ class _Loader:
     # -- metadata -----------------------------------------------------------------------
     def read_devices(self, used: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:
         found: dict[int, str] = {}
-        if self.r.has("TARGET_INFO_CUDA_GPU") and {"deviceId", "name"} <= self.r.columns("TARGET_INFO_CUDA_GPU"):
+        if self.r.has("TARGET_INFO_CUDA_GPU") and {"deviceId", "name"} <= self.r.columns(
+            "TARGET_INFO_CUDA_GPU"
+        ):
             rows = self.r.small('SELECT deviceId, CAST(name AS BLOB) FROM "TARGET_INFO_CUDA_GPU"')
             found.update({int(d): self.s.decode(n) for d, n in rows if isinstance(d, int)})
         if self.r.has("TARGET_INFO_GPU") and "name" in self.r.columns("TARGET_INFO_GPU"):
@@ -731,7 +826,9 @@ class _Loader:
             dev = next((c for c in ("cuDevice", "deviceId", "id") if c in cols), None)
             cuda = "computeMajor > 0" if "computeMajor" in cols else "1"
             if dev is not None:
-                rows = self.r.small(f'SELECT {_q(dev)}, CAST(name AS BLOB) FROM "TARGET_INFO_GPU" WHERE {cuda}')
+                rows = self.r.small(
+                    f'SELECT {_q(dev)}, CAST(name AS BLOB) FROM "TARGET_INFO_GPU" WHERE {cuda}'
+                )
                 for d, n in rows:
                     if isinstance(d, int) and d >= 0:
                         found.setdefault(d, self.s.decode(n))
@@ -746,7 +843,11 @@ class _Loader:
         if not self.r.has("PROCESSES") or not {"globalPid", "name"} <= self.r.columns("PROCESSES"):
             return {"processes": {}}
         rows = self.r.small('SELECT globalPid, CAST(name AS BLOB) FROM "PROCESSES"')
-        return {"processes": {int(g >> 24) & 0xFFFFFF: self.s.decode(n) for g, n in rows if isinstance(g, int)}}
+        return {
+            "processes": {
+                int(g >> 24) & 0xFFFFFF: self.s.decode(n) for g, n in rows if isinstance(g, int)
+            }
+        }
 
     def read_streams(self) -> list[dict[str, int]]:
         t = "TARGET_INFO_CUDA_STREAM"
@@ -767,11 +868,17 @@ def _pair_key(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray
     return (np.asarray(a, dtype=np.int64) << 39) | (np.asarray(b, dtype=np.int64) & ((1 << 39) - 1))
 
 
-def _triple_key(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], c: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    return _pair_key(a, (np.asarray(b, dtype=np.int64) << 20) | (np.asarray(c, dtype=np.int64) & 0xFFFFF))
+def _triple_key(
+    a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], c: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    return _pair_key(
+        a, (np.asarray(b, dtype=np.int64) << 20) | (np.asarray(c, dtype=np.int64) & 0xFFFFF)
+    )
 
 
-def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int32], query: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+def _lookup(
+    keys: npt.NDArray[np.int64], values: npt.NDArray[np.int32], query: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int32]:
     """values[i] where keys[i] == query (first occurrence), else 0 (the empty string)."""
     out = np.zeros(len(query), dtype=np.int32)
     if len(keys) == 0 or len(query) == 0:
@@ -801,7 +908,9 @@ def _no_copy(n: int) -> dict[str, npt.NDArray[Any]]:
     }
 
 
-def _concat(parts: Sequence[dict[str, npt.NDArray[Any]]], names: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
+def _concat(
+    parts: Sequence[dict[str, npt.NDArray[Any]]], names: Sequence[str]
+) -> dict[str, npt.NDArray[Any]]:
     if not parts:
         return {n: np.empty(0, dtype=np.int64) for n in names}
     return {n: np.concatenate([p[n] for p in parts]) for n in names}

@@ -40,20 +40,31 @@ from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
 _COPY_LABEL = {
-    CopyKind.UNKNOWN: "Unknown", CopyKind.HTOD: "Host-to-Device", CopyKind.DTOH: "Device-to-Host",
-    CopyKind.HTOA: "Host-to-Array", CopyKind.ATOH: "Array-to-Host", CopyKind.ATOA: "Array-to-Array",
-    CopyKind.ATOD: "Array-to-Device", CopyKind.DTOA: "Device-to-Array",
-    CopyKind.DTOD: "Device-to-Device", CopyKind.HTOH: "Host-to-Host", CopyKind.PTOP: "Peer-to-Peer",
-}  # fmt: skip
+    CopyKind.UNKNOWN: "Unknown",
+    CopyKind.HTOD: "Host-to-Device",
+    CopyKind.DTOH: "Device-to-Host",
+    CopyKind.HTOA: "Host-to-Array",
+    CopyKind.ATOH: "Array-to-Host",
+    CopyKind.ATOA: "Array-to-Array",
+    CopyKind.ATOD: "Array-to-Device",
+    CopyKind.DTOA: "Device-to-Array",
+    CopyKind.DTOD: "Device-to-Device",
+    CopyKind.HTOH: "Host-to-Host",
+    CopyKind.PTOP: "Peer-to-Peer",
+}
 _STYLE = {
-    RangeKind.NVTX_PUSHPOP: "PushPop", RangeKind.NVTX_STARTEND: "StartEnd",
-    RangeKind.ANNOTATION: "Annotation", RangeKind.REGION: "Region",
+    RangeKind.NVTX_PUSHPOP: "PushPop",
+    RangeKind.NVTX_STARTEND: "StartEnd",
+    RangeKind.ANNOTATION: "Annotation",
+    RangeKind.REGION: "Region",
     RangeKind.GPU_ANNOTATION: "GpuAnnotation",
-}  # fmt: skip
+}
 _API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", ApiKind.SYNC: "sync"}
 
 
-def trace_summary(trace: Trace, top: int | None = None, per_device: bool = True) -> dict[str, Table]:
+def trace_summary(
+    trace: Trace, top: int | None = None, per_device: bool = True
+) -> dict[str, Table]:
     """The summary tables of a trace (see the module docstring); ``top`` rows per group."""
     return {
         "kernels": _kernels(trace, top, per_device),
@@ -64,7 +75,9 @@ def trace_summary(trace: Trace, top: int | None = None, per_device: bool = True)
 
 
 # -- grouped statistics ---------------------------------------------------------------------
-def _group_stats(gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> dict[str, npt.NDArray[Any]]:
+def _group_stats(
+    gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+) -> dict[str, npt.NDArray[Any]]:
     """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1."""
     g = int(gid.max()) + 1 if len(gid) else 0
     order = np.lexsort((values, gid))
@@ -82,15 +95,19 @@ def _group_stats(gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> d
         hi = np.minimum(lo + 1, count - 1)
         frac = pos - lo
         a, b = v[first + lo].astype(np.float64), v[first + hi].astype(np.float64)
-        return a + (b - a) * frac
+        interpolated: npt.NDArray[np.float64] = a + (b - a) * frac
+        return interpolated
 
     has = count > 0
     out = {
-        "count": count, "total_ns": total,
+        "count": count,
+        "total_ns": total,
         "mean_ns": np.where(has, total / np.maximum(count, 1), np.nan),
-        "p50_ns": pct(0.5), "p99_ns": pct(0.99),
-        "min_ns": v[first], "max_ns": v[first + count - 1],
-    }  # fmt: skip
+        "p50_ns": pct(0.5),
+        "p99_ns": pct(0.99),
+        "min_ns": v[first],
+        "max_ns": v[first + count - 1],
+    }
     return {k: np.asarray(x)[has] for k, x in out.items()}
 
 
@@ -103,9 +120,7 @@ def _codes(*cols: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[npt.NDA
     return inv.reshape(-1).astype(np.int64), [uniq[:, i] for i in range(len(cols))]
 
 
-def _finish(
-    cols: dict[str, npt.NDArray[Any]], group_cols: Sequence[str], top: int | None
-) -> Table:
+def _finish(cols: dict[str, npt.NDArray[Any]], group_cols: Sequence[str], top: int | None) -> Table:
     """Sort by group columns then total time (largest first); keep ``top`` per group."""
     n = len(cols["count"])
     keys = [-cols["total_ns"]] + [cols[c] for c in reversed(group_cols)]
@@ -138,11 +153,20 @@ def _kernels(trace: Trace, top: int | None, per_device: bool) -> Table:
     stats = _group_stats(gid, ops["end"] - ops["start"])
     # share of all kernel time on the same rank and device
     scope_gid, _ = _codes(g_rank, g_dev) if len(g_rank) else (np.empty(0, np.int64), [])
-    scope_total = np.bincount(scope_gid, weights=stats["total_ns"]) if len(scope_gid) else np.zeros(0)
+    scope_total = (
+        np.bincount(scope_gid, weights=stats["total_ns"]) if len(scope_gid) else np.zeros(0)
+    )
     share = stats["total_ns"] / np.where(scope_total[scope_gid] > 0, scope_total[scope_gid], 1)
     full = np.array([names[i] for i in g_name], dtype=object)
     short = np.array([short_kernel_name(s) for s in full], dtype=object)
-    cols = {"rank": g_rank, "device": g_dev, "name": short, "full_name": full, **stats, "share": share}
+    cols = {
+        "rank": g_rank,
+        "device": g_dev,
+        "name": short,
+        "full_name": full,
+        **stats,
+        "share": share,
+    }
     return _finish(cols, ("rank", "device"), top)
 
 
@@ -153,17 +177,35 @@ def _memory(trace: Trace, per_device: bool) -> Table:
     rank, device = _scope(ops, per_device)
     gid, (g_rank, g_dev, g_op) = _codes(rank, device, op_code)
     stats = _group_stats(gid, ops["end"] - ops["start"])
-    nbytes = np.bincount(gid, weights=ops["bytes"]).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
+    nbytes = (
+        np.bincount(gid, weights=ops["bytes"]).astype(np.int64)
+        if len(gid)
+        else np.zeros(0, np.int64)
+    )
     label = np.array(
-        ["[CUDA memset]" if c == 100 else f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(c), 'Unknown')}]" for c in g_op],
+        [
+            "[CUDA memset]"
+            if c == 100
+            else f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(c), 'Unknown')}]"
+            for c in g_op
+        ],
         dtype=object,
     )
     gbps = nbytes / np.where(stats["total_ns"] > 0, stats["total_ns"], np.nan)
-    cols = {"rank": g_rank, "device": g_dev, "operation": label, **stats, "bytes": nbytes, "gbps": gbps}
+    cols = {
+        "rank": g_rank,
+        "device": g_dev,
+        "operation": label,
+        **stats,
+        "bytes": nbytes,
+        "gbps": gbps,
+    }
     return _finish(cols, ("rank", "device"), None)
 
 
-def _launches(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.intp]]:
+def _launches(
+    trace: Trace,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.intp]]:
     """For GPU ops with a launching API call: (thread, launch start, op row)."""
     api, ops = trace.api_calls, trace.gpu_ops
     launch = api["kind"] != ApiKind.SYNC
@@ -181,15 +223,23 @@ def _launches(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     return api["thread"][idx].astype(np.int64), api["start"][idx], np.flatnonzero(hit)
 
 
-def _key3(rank: npt.NDArray[np.int64], pid: npt.NDArray[Any], corr: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    return ((rank + 32768) << 47) | ((np.asarray(pid, np.int64) & 0xFFFFFF) << 23) ^ np.asarray(corr, np.int64)
+def _key3(
+    rank: npt.NDArray[np.int64], pid: npt.NDArray[Any], corr: npt.NDArray[Any]
+) -> npt.NDArray[np.int64]:
+    return ((rank + 32768) << 47) | ((np.asarray(pid, np.int64) & 0xFFFFFF) << 23) ^ np.asarray(
+        corr, np.int64
+    )
 
 
 def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
     """Per range: GPU ops launched inside it on its thread, their span and busy time."""
     rg, ops = trace.ranges, trace.gpu_ops
     n = len(rg)
-    out = {"gpu_ops": np.zeros(n, np.int64), "proj_ns": np.zeros(n, np.int64), "busy_ns": np.zeros(n, np.int64)}
+    out = {
+        "gpu_ops": np.zeros(n, np.int64),
+        "proj_ns": np.zeros(n, np.int64),
+        "busy_ns": np.zeros(n, np.int64),
+    }
     thread, lstart, row = _launches(trace)
     if n == 0 or len(row) == 0:
         return out
@@ -231,19 +281,31 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
     g = len(stats["count"])
 
     def per_group(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        return np.bincount(gid, weights=v, minlength=g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
+        return (
+            np.bincount(gid, weights=v, minlength=g).astype(np.int64)
+            if len(gid)
+            else np.zeros(0, np.int64)
+        )
 
     label = np.array(
-        [f"{trace.strings[d]}:{trace.strings[nm]}" if d else trace.strings[nm] for d, nm in zip(g_dom, g_name)],
+        [
+            f"{trace.strings[d]}:{trace.strings[nm]}" if d else trace.strings[nm]
+            for d, nm in zip(g_dom, g_name, strict=True)
+        ],
         dtype=object,
     )
     style = np.array([_STYLE.get(RangeKind(k), str(k)) for k in g_kind], dtype=object)
     with_ops = per_group((proj["gpu_ops"] > 0).astype(np.int64))
     cols = {
-        "rank": g_rank, "style": style, "name": label, **stats,
-        "gpu_ops": per_group(proj["gpu_ops"]), "proj_instances": with_ops,
-        "proj_total_ns": per_group(proj["proj_ns"]), "gpu_busy_ns": per_group(proj["busy_ns"]),
-    }  # fmt: skip
+        "rank": g_rank,
+        "style": style,
+        "name": label,
+        **stats,
+        "gpu_ops": per_group(proj["gpu_ops"]),
+        "proj_instances": with_ops,
+        "proj_total_ns": per_group(proj["proj_ns"]),
+        "gpu_busy_ns": per_group(proj["busy_ns"]),
+    }
     return _finish(cols, ("rank",), top)
 
 
@@ -257,9 +319,13 @@ def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
     rank = api["rank"] if per_device else np.full(len(api), -1)
     names: dict[str, int] = {}
     uniq, inv = np.unique(api["name"], return_inverse=True)
-    code = np.array([names.setdefault(api_display_name(trace.strings[u]), len(names)) for u in uniq], np.int64)
+    code = np.array(
+        [names.setdefault(api_display_name(trace.strings[u]), len(names)) for u in uniq], np.int64
+    )
     display = list(names)
-    gid, (g_rank, g_kind, g_name) = _codes(rank, api["kind"], code[inv.reshape(-1)] if len(uniq) else code)
+    gid, (g_rank, g_kind, g_name) = _codes(
+        rank, api["kind"], code[inv.reshape(-1)] if len(uniq) else code
+    )
     stats = _group_stats(gid, api["end"] - api["start"])
     cols = {
         "rank": g_rank,
@@ -277,9 +343,7 @@ def summary_json(trace: Trace, tables: dict[str, Table], files: Sequence[str]) -
         "files": list(files),
         "dropped": trace.dropped,
         "tables": {
-            name: [
-                {c: _jsonable(t[c][i]) for c in t.columns} for i in range(len(t))
-            ]
+            name: [{c: _jsonable(t[c][i]) for c in t.columns} for i in range(len(t))]
             for name, t in tables.items()
         },
     }
@@ -295,19 +359,50 @@ def _jsonable(v: Any) -> Any:
 
 _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # table -> (column, header, format)
-    "kernels": [("share", "share", "pct"), ("total_ns", "total ms", "ms"), ("count", "count", "int"),
-                ("mean_ns", "mean us", "us"), ("p50_ns", "p50 us", "us"), ("p99_ns", "p99 us", "us"),
-                ("name", "kernel", "str")],
-    "memory": [("total_ns", "total ms", "ms"), ("count", "count", "int"), ("bytes", "MB", "mb"),
-               ("gbps", "GB/s", "f2"), ("p50_ns", "p50 us", "us"), ("operation", "operation", "str")],
-    "ranges": [("total_ns", "total ms", "ms"), ("count", "count", "int"), ("mean_ns", "mean us", "us"),
-               ("p50_ns", "p50 us", "us"), ("p99_ns", "p99 us", "us"), ("gpu_ops", "GPU ops", "int"),
-               ("proj_total_ns", "GPU proj ms", "ms"), ("gpu_busy_ns", "GPU busy ms", "ms"),
-               ("style", "style", "str"), ("name", "range", "str")],
-    "api": [("total_ns", "total ms", "ms"), ("count", "count", "int"), ("mean_ns", "mean us", "us"),
-            ("p50_ns", "p50 us", "us"), ("kind", "kind", "str"), ("name", "call", "str")],
-}  # fmt: skip
-_TITLES = {"kernels": "Kernels", "memory": "Memory operations", "ranges": "Ranges", "api": "CUDA API calls"}
+    "kernels": [
+        ("share", "share", "pct"),
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("name", "kernel", "str"),
+    ],
+    "memory": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("bytes", "MB", "mb"),
+        ("gbps", "GB/s", "f2"),
+        ("p50_ns", "p50 us", "us"),
+        ("operation", "operation", "str"),
+    ],
+    "ranges": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("gpu_ops", "GPU ops", "int"),
+        ("proj_total_ns", "GPU proj ms", "ms"),
+        ("gpu_busy_ns", "GPU busy ms", "ms"),
+        ("style", "style", "str"),
+        ("name", "range", "str"),
+    ],
+    "api": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("kind", "kind", "str"),
+        ("name", "call", "str"),
+    ],
+}
+_TITLES = {
+    "kernels": "Kernels",
+    "memory": "Memory operations",
+    "ranges": "Ranges",
+    "api": "CUDA API calls",
+}
 
 
 def _fmt(v: Any, how: str) -> str:
@@ -340,9 +435,9 @@ def render_text(tables: dict[str, Table]) -> str:
             continue
         for key in keys:
             mask = np.ones(len(t), dtype=bool)
-            for c, k in zip(scopes, key):
+            for c, k in zip(scopes, key, strict=True):
                 mask &= t[c] == k
-            where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key) if k >= 0)
+            where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
             lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
             rows = [[h for _, h, _ in spec]]
             for i in np.flatnonzero(mask):
@@ -351,7 +446,7 @@ def render_text(tables: dict[str, Table]) -> str:
             for r in rows:
                 cells = [
                     cell.ljust(w) if spec[j][2] == "str" else cell.rjust(w)
-                    for j, (cell, w) in enumerate(zip(r, widths))
+                    for j, (cell, w) in enumerate(zip(r, widths, strict=True))
                 ]
                 lines.append("  ".join(cells).rstrip())
             lines.append("")
@@ -360,11 +455,27 @@ def render_text(tables: dict[str, Table]) -> str:
 
 # -- the subcommand ---------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces")
-    parser.add_argument("--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)")
-    parser.add_argument("--top", type=int, default=15, metavar="N", help="rows per table and rank/device (default 15)")
-    parser.add_argument("--all-devices", action="store_true", help="aggregate over ranks and devices, as nsys stats does")
-    parser.add_argument("--workers", type=int, default=None, metavar="N", help="processes loading files in parallel")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces"
+    )
+    parser.add_argument(
+        "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=15,
+        metavar="N",
+        help="rows per table and rank/device (default 15)",
+    )
+    parser.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="aggregate over ranks and devices, as nsys stats does",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -378,7 +489,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json != "-":
         print(render_text(tables))
         if trace.dropped:
-            print("Not loaded (counted): " + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items())))
+            print(
+                "Not loaded (counted): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
+            )
     if args.json:
         doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
         if args.json == "-":

@@ -1,0 +1,490 @@
+#include "pytimings/recorder.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pytimings/nvtx.hpp"
+
+namespace pytimings {
+namespace {
+
+struct StringTable {
+  std::mutex mu;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::vector<std::string> strings;
+  std::vector<bool> is_kind;
+  Nvtx nvtx;
+};
+
+StringTable& table() {
+  static StringTable* t = new StringTable;  // lives until exit: NVTX handles refer to it
+  return *t;
+}
+
+std::atomic<uint64_t> g_serial{0};
+thread_local std::vector<std::pair<uint64_t, ThreadState*>> tls_states;
+
+const cuda::Api* cuda_api() noexcept {
+  const cuda::Runtime& rt = cuda::runtime();
+  return rt.loaded ? &rt.api : nullptr;
+}
+
+int64_t ms_to_ns(float ms) { return std::llround(static_cast<double>(ms) * 1e6); }
+
+constexpr uint32_t kEventBatch = 8;
+
+}  // namespace
+
+uint32_t intern(const std::string& s, bool is_kind) {
+  StringTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.ids.find(s);
+  uint32_t id;
+  if (it == t.ids.end()) {
+    id = static_cast<uint32_t>(t.strings.size());
+    t.strings.push_back(s);
+    t.is_kind.push_back(false);
+    t.ids.emplace(s, id);
+    t.nvtx.register_string(id, s);
+  } else {
+    id = it->second;
+  }
+  if (is_kind && !t.is_kind[id]) {
+    t.is_kind[id] = true;
+    t.nvtx.name_category(id, s);
+  }
+  return id;
+}
+
+std::vector<std::string> interned_strings() {
+  StringTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.strings;
+}
+
+thread_local Recorder::TlsSlot Recorder::tls_last_ __attribute__((tls_model("initial-exec")));
+
+Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
+    : serial_(++g_serial),
+      max_records_(max_records < 0 ? -1 : max_records),
+      reanchor_interval_ns_(reanchor_interval_ns),
+      budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
+  table();  // create the NVTX domain before the first region
+}
+
+Recorder::~Recorder() {
+  const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
+  if (api == nullptr) return;
+  // Events still in flight are destroyed too: CUDA defers the release until they complete.
+  for (auto& ts : threads_) {
+    for (auto& pool : ts->pool)
+      for (cuda::Event e : pool) api->eventDestroy(e);
+    if (auto* v = ts->returned.exchange(nullptr)) {
+      for (auto& [dev, e] : *v) api->eventDestroy(e);
+      delete v;
+    }
+    std::vector<Record> rest;
+    ts->buffer.drain(rest);
+    for (Record& r : rest) pending_.push_back(r);
+    for (Frame& f : ts->frames)
+      if (f.ev_start) api->eventDestroy(f.ev_start);
+  }
+  for (Record& r : pending_) {
+    if (r.ev_start) api->eventDestroy(r.ev_start);
+    if (r.ev_end) api->eventDestroy(r.ev_end);
+  }
+  for (auto& list : anchors_)
+    for (Anchor& a : list) api->eventDestroy(a.event);
+}
+
+// --- threads
+
+ThreadState* Recorder::local_slow() const noexcept {
+  for (auto& [serial, state] : tls_states) {
+    if (serial == serial_) {
+      tls_last_ = {serial_, state};
+      return state;
+    }
+  }
+  return nullptr;
+}
+
+ThreadState* Recorder::register_thread(const std::string& name) {
+  auto ts = std::make_unique<ThreadState>();
+  ts->tid = static_cast<int64_t>(syscall(SYS_gettid));
+  ts->name = name;
+  ts->frames.reserve(64);
+  ThreadState* raw = ts.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ts->index = static_cast<uint32_t>(threads_.size());
+    threads_.push_back(std::move(ts));
+  }
+  tls_states.emplace_back(serial_, raw);
+  tls_last_ = {serial_, raw};
+  return raw;
+}
+
+std::vector<std::pair<int64_t, std::string>> Recorder::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (auto& ts : threads_) out.emplace_back(ts->tid, ts->name);
+  return out;
+}
+
+void Recorder::start() {
+  wall_ = sample_wall_offset();
+  started_ns_ = now_ns();
+  started_.store(true, std::memory_order_relaxed);
+  enabled_.store(true, std::memory_order_relaxed);
+  update();
+}
+
+// --- hot path
+
+uint16_t Recorder::enter(ThreadState& ts, const RegionSpec& spec, const void* owner) noexcept {
+  ts.frames.push_back(Frame{owner, spec, spec.flags, 0, nullptr, -1});
+  Frame& f = ts.frames.back();
+  if (spec.flags & kHasStream) {
+    bool timed = true;
+    if (spec.sample_every > 1) {
+      if (ts.sample_counter.size() <= spec.name) ts.sample_counter.resize(spec.name + 1, 0);
+      timed = ts.sample_counter[spec.name]++ % spec.sample_every == 0;
+    }
+    if (timed) gpu_begin(ts, f);
+  }
+  table().nvtx.push(spec.name, spec.kind, spec.flags & kHasPayload, spec.payload);
+  f.start_ns = now_ns();  // last: the recorder's own work stays outside the region
+  return f.flags;
+}
+
+void Recorder::abort_enter(ThreadState& ts) noexcept {
+  Frame& f = ts.frames.back();
+  table().nvtx.pop();
+  if (f.ev_start) ts.pool[f.device].push_back(f.ev_start);
+  ts.frames.pop_back();
+}
+
+bool Recorder::exit(ThreadState& ts, const void* owner, bool error) noexcept {
+  const int64_t end = now_ns();  // first: the recorder's own work stays outside the region
+  if (ts.frames.empty() || ts.frames.back().owner != owner) return false;
+  const Frame& f = ts.frames.back();
+  table().nvtx.pop();
+  Record r;
+  r.name = f.spec.name;
+  r.kind = f.spec.kind;
+  r.thread = ts.index;
+  r.depth = static_cast<uint16_t>(ts.frames.size() - 1);
+  r.flags = static_cast<uint16_t>(f.flags | (error ? kError : 0));
+  r.start_ns = f.start_ns;
+  r.end_ns = end;
+  r.gpu_start_ns = r.gpu_end_ns = kNoTime;
+  r.stream = f.spec.stream;
+  r.nbytes = f.spec.nbytes;
+  r.payload = f.spec.payload;
+  r.ev_start = r.ev_end = nullptr;
+  r.device = -1;
+  r.anchor = 0;
+  if (f.flags & kGpuTimed) gpu_end(ts, f, r);
+  ts.frames.pop_back();
+  commit(ts, r);
+  return true;
+}
+
+void Recorder::mark(ThreadState& ts, uint32_t name, uint32_t kind, bool has_payload,
+                    int64_t payload) noexcept {
+  table().nvtx.mark(name, kind, has_payload, payload);
+  Record r{};
+  r.name = name;
+  r.kind = kind;
+  r.thread = ts.index;
+  r.depth = static_cast<uint16_t>(ts.frames.size());
+  r.flags = static_cast<uint16_t>(kMark | (has_payload ? kHasPayload : 0));
+  r.start_ns = r.end_ns = now_ns();
+  r.gpu_start_ns = r.gpu_end_ns = kNoTime;
+  r.nbytes = -1;
+  r.payload = payload;
+  r.device = -1;
+  commit(ts, r);
+}
+
+void Recorder::commit(ThreadState& ts, Record& r) noexcept {
+  if (ts.buffer.append(r, budget_)) return;
+  // Over the cap: count it by name, and take the events back at once (re-recording an event
+  // that is still pending is allowed).
+  if (r.ev_start) ts.pool[r.device].push_back(r.ev_start);
+  if (r.ev_end) ts.pool[r.device].push_back(r.ev_end);
+  std::lock_guard<std::mutex> lock(ts.drop_mu);
+  ++ts.drops[r.name];
+}
+
+cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
+  std::vector<cuda::Event>& pool = ts.pool[device];
+  if (pool.empty()) {
+    if (auto* back = ts.returned.exchange(nullptr, std::memory_order_acquire)) {
+      for (auto& [dev, e] : *back) ts.pool[dev].push_back(e);
+      delete back;
+    }
+  }
+  if (pool.empty()) {  // warm-up: grow the pool a batch at a time
+    const cuda::Api* api = cuda_api();
+    for (uint32_t i = 0; i < kEventBatch; ++i) {
+      cuda::Event e = nullptr;
+      if (api->eventCreateWithFlags(&e, cuda::kEventDefault) != cuda::kSuccess) break;
+      pool.push_back(e);
+    }
+    if (pool.empty()) return nullptr;
+  }
+  cuda::Event e = pool.back();
+  pool.pop_back();
+  return e;
+}
+
+void Recorder::gpu_begin(ThreadState& ts, Frame& f) noexcept {
+  const cuda::Api* api = cuda_api();
+  if (api == nullptr) return;  // no CUDA: host time only
+  int dev = -1;
+  auto* stream = reinterpret_cast<cuda::Stream>(f.spec.stream);
+  int capturing = cuda::kCaptureStatusNone;
+  if (api->getDevice(&dev) != cuda::kSuccess || dev < 0 || dev >= kMaxDevices ||
+      api->streamIsCapturing(stream, &capturing) != cuda::kSuccess) {
+    f.flags |= kGpuFailed;
+    return;
+  }
+  if (capturing != cuda::kCaptureStatusNone) {
+    // Recording a timing event here would become a node of the graph being captured (or
+    // invalidate the capture): host time + NVTX only for this instance.
+    f.flags |= kGraphCapture;
+    capture_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  cuda::Event ev;
+  if (!ensure_anchor(dev) || (ev = take_event(ts, dev)) == nullptr) {
+    f.flags |= kGpuFailed;
+    return;
+  }
+  if (api->eventRecord(ev, stream) != cuda::kSuccess) {
+    ts.pool[dev].push_back(ev);
+    f.flags |= kGpuFailed;
+    return;
+  }
+  f.ev_start = ev;
+  f.device = dev;
+  f.flags |= kGpuTimed;
+}
+
+void Recorder::gpu_end(ThreadState& ts, const Frame& f, Record& r) noexcept {
+  const cuda::Api* api = cuda_api();
+  auto* stream = reinterpret_cast<cuda::Stream>(f.spec.stream);
+  int capturing = cuda::kCaptureStatusNone;
+  cuda::Event ev = nullptr;
+  const bool ok = api->streamIsCapturing(stream, &capturing) == cuda::kSuccess &&
+                  capturing == cuda::kCaptureStatusNone &&
+                  (ev = take_event(ts, f.device)) != nullptr &&
+                  api->eventRecord(ev, stream) == cuda::kSuccess;
+  if (!ok) {
+    if (ev) ts.pool[f.device].push_back(ev);
+    ts.pool[f.device].push_back(f.ev_start);
+    r.flags = static_cast<uint16_t>((r.flags & ~kGpuTimed) |
+                                    (capturing != cuda::kCaptureStatusNone ? kGraphCapture
+                                                                          : kGpuFailed));
+    if (capturing != cuda::kCaptureStatusNone)
+      capture_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  r.ev_start = f.ev_start;
+  r.ev_end = ev;
+  r.device = f.device;
+  r.anchor = anchor_index_[f.device].load(std::memory_order_acquire) - 1;
+}
+
+// --- anchors: where the GPU clock sits on the host clock
+
+bool Recorder::anchor_slow(int device) noexcept {
+  std::lock_guard<std::mutex> lock(anchor_mu_);
+  if (anchor_index_[device].load(std::memory_order_relaxed) != 0) return true;
+  try {
+    return take_anchor(device);
+  } catch (...) {
+    return false;
+  }
+}
+
+bool Recorder::take_anchor(int device) {
+  const cuda::Api* api = cuda_api();
+  // Record on the legacy default stream and poll until the GPU has passed it: the event's GPU
+  // time lies between the last "not ready" poll and the first "ready" one. Three tries; the
+  // tightest bracket wins.
+  Anchor best{device, nullptr, 0, 0, 0, false};
+  int64_t best_width = std::numeric_limits<int64_t>::max();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    cuda::Event ev = nullptr;
+    if (api->eventCreateWithFlags(&ev, cuda::kEventDefault) != cuda::kSuccess) break;
+    const int64_t t_record = now_ns();
+    if (api->eventRecord(ev, nullptr) != cuda::kSuccess) {
+      api->eventDestroy(ev);
+      break;
+    }
+    int64_t lo = t_record, hi = 0;
+    for (;;) {
+      const int64_t t = now_ns();
+      const cuda::Error q = api->eventQuery(ev);
+      if (q == cuda::kSuccess) {
+        hi = now_ns();
+        break;
+      }
+      if (q != cuda::kErrorNotReady) break;
+      lo = t;
+    }
+    if (hi == 0 || hi - lo >= best_width) {
+      api->eventDestroy(ev);
+      continue;
+    }
+    if (best.event) api->eventDestroy(best.event);
+    best_width = hi - lo;
+    best.event = ev;
+    best.host_ns = lo + (hi - lo) / 2;
+    best.uncertainty_ns = (hi - lo + 1) / 2;
+  }
+  if (best.event == nullptr) return false;
+  std::deque<Anchor>& list = anchors_[device];
+  if (!list.empty()) {
+    float ms = 0;
+    if (api->eventElapsedTime(&ms, list.back().event, best.event) == cuda::kSuccess) {
+      best.residual_ns = best.host_ns - (list.back().host_ns + ms_to_ns(ms));
+      best.has_residual = true;
+    }
+  }
+  list.push_back(best);
+  anchor_index_[device].store(static_cast<uint32_t>(list.size()), std::memory_order_release);
+  return true;
+}
+
+void Recorder::reanchor() {
+  const cuda::Api* api = cuda_api();
+  if (api == nullptr) return;
+  std::lock_guard<std::mutex> lock(anchor_mu_);
+  int current = -1;
+  bool switched = false;
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (anchors_[dev].empty() || now_ns() - anchors_[dev].back().host_ns < reanchor_interval_ns_)
+      continue;
+    if (current < 0 && api->getDevice(&current) != cuda::kSuccess) return;
+    if (dev != current) {
+      if (api->setDevice(dev) != cuda::kSuccess) continue;
+      switched = true;
+    }
+    take_anchor(dev);
+  }
+  if (switched) api->setDevice(current);
+}
+
+// --- draining
+
+void Recorder::release_events(std::vector<Record>& recs) {
+  std::vector<std::vector<std::pair<int, cuda::Event>>> back(threads_.size());
+  for (Record& r : recs) {
+    if (r.ev_start) back[r.thread].emplace_back(r.device, r.ev_start);
+    if (r.ev_end) back[r.thread].emplace_back(r.device, r.ev_end);
+    r.ev_start = r.ev_end = nullptr;
+  }
+  for (size_t i = 0; i < back.size(); ++i) {
+    if (back[i].empty()) continue;
+    // The owner only ever swaps nullptr in, so what we take out is still ours to extend.
+    auto* v = threads_[i]->returned.exchange(nullptr, std::memory_order_acquire);
+    if (v == nullptr) v = new std::vector<std::pair<int, cuda::Event>>;
+    v->insert(v->end(), back[i].begin(), back[i].end());
+    threads_[i]->returned.store(v, std::memory_order_release);
+  }
+}
+
+std::vector<Record> Recorder::drain(bool sync) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Record> batch;
+  batch.swap(pending_);
+  for (auto& ts : threads_) ts->buffer.drain(batch);
+  const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
+  std::vector<Record> out, done_events;
+  out.reserve(batch.size());
+  {
+    std::lock_guard<std::mutex> alock(anchor_mu_);
+    for (Record& r : batch) {
+      if (r.ev_end == nullptr) {
+        out.push_back(r);
+        continue;
+      }
+      const cuda::Error q = sync ? api->eventSynchronize(r.ev_end) : api->eventQuery(r.ev_end);
+      if (q == cuda::kErrorNotReady) {
+        pending_.push_back(r);
+        continue;
+      }
+      float since_anchor = 0, duration = 0;
+      const Anchor& a = anchors_[r.device][r.anchor];
+      if (q == cuda::kSuccess &&
+          api->eventElapsedTime(&since_anchor, a.event, r.ev_start) == cuda::kSuccess &&
+          api->eventElapsedTime(&duration, r.ev_start, r.ev_end) == cuda::kSuccess) {
+        // The duration comes from its own event pair, not from two anchor offsets, so float
+        // milliseconds lose no precision on it however far the anchor is.
+        r.gpu_start_ns = a.host_ns + ms_to_ns(since_anchor);
+        r.gpu_end_ns = r.gpu_start_ns + ms_to_ns(duration);
+        r.flags |= kGpuResolved;
+      } else {
+        r.flags |= kGpuFailed;
+      }
+      done_events.push_back(r);
+      out.push_back(r);
+    }
+  }
+  release_events(done_events);
+  for (Record& r : out) r.ev_start = r.ev_end = nullptr;
+  if (sync) reanchor();
+  drained_ += static_cast<int64_t>(out.size());
+  return out;
+}
+
+void Recorder::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Record> discard;
+  discard.swap(pending_);
+  for (auto& ts : threads_) ts->buffer.drain(discard);
+  budget_.release(drained_ + static_cast<int64_t>(discard.size()));
+  drained_ = 0;
+  release_events(discard);  // pending events may be re-recorded while in flight
+  for (auto& ts : threads_) {
+    std::lock_guard<std::mutex> dlock(ts->drop_mu);
+    ts->drops.clear();
+  }
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<uint32_t, uint64_t> total;
+  for (auto& ts : threads_) {
+    std::lock_guard<std::mutex> dlock(ts->drop_mu);
+    for (auto& [name, n] : ts->drops) total[name] += n;
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> out(total.begin(), total.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+RecorderMeta Recorder::meta() const {
+  RecorderMeta m;
+  m.wall = wall_;
+  m.started_ns = started_ns_;
+  m.max_records = max_records_;
+  m.capture_fallbacks = capture_fallbacks_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    m.gpu_pending = pending_.size();
+  }
+  std::lock_guard<std::mutex> alock(anchor_mu_);
+  for (auto& list : anchors_) m.anchors.insert(m.anchors.end(), list.begin(), list.end());
+  return m;
+}
+
+}  // namespace pytimings

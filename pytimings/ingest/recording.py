@@ -1,0 +1,155 @@
+"""pytimings recordings (files from ``pytimings.save``) as a Trace.
+
+Every region instance becomes a range (``RangeKind.REGION``, domain ``pytimings``,
+category = the region's kind, its depth and payload). Every instance whose CUDA events
+were resolved also becomes:
+
+* a GPU op spanning its GPU start/end: a memcpy of unknown copy kind carrying the region's
+  ``nbytes`` when the region's kind is ``memory``, otherwise a kernel; on its stream (raw
+  ``cudaStream_t`` handles numbered 0, 1, ... in ascending order, the handles kept in
+  ``meta["streams"]``);
+* an API call ``pytimings.region`` spanning the region's host time on its thread, sharing a
+  synthetic correlation id with the op, so that GPU projection and launch latency
+  (``op.start - call.start``: the region's queue delay) work as for a profiler trace.
+
+Records whose GPU timing was requested but never resolved, and records the recorder dropped
+at its memory cap, are counted in ``Trace.dropped`` (they cannot be represented).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from pytimings._records import NO_TIME, RecordFlag
+from pytimings.ingest._model import (
+    API_CALL_SCHEMA,
+    DEVICE_SCHEMA,
+    GPU_OP_SCHEMA,
+    RANGE_SCHEMA,
+    THREAD_SCHEMA,
+    ApiKind,
+    CopyKind,
+    MemKind,
+    OpKind,
+    RangeKind,
+    StringTable,
+    Trace,
+    conform,
+)
+from pytimings.storage import load_recording
+
+ARROW_MAGIC = b"ARROW1"
+FORMAT_MARKER = b"pytimings.recording/"  # schema metadata value, written near the start
+DOMAIN = "pytimings"
+API_NAME = "pytimings.region"
+
+
+def looks_like_recording(head: bytes) -> bool:
+    """True when ``head`` (the first bytes of a file, 1 KiB is plenty) starts an Arrow IPC
+    file whose schema names the pytimings recording format; ``load_recording_trace``
+    validates the rest."""
+    return head.startswith(ARROW_MAGIC) and FORMAT_MARKER in head
+
+
+def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
+    """Load a saved recording as a Trace (see the module docstring)."""
+    rec = load_recording(path)
+    r = rec.records
+    n = len(r["name"])
+    pid = int(rec.meta.get("pid", 0))
+    rank = int(rec.meta.get("rank", 0))
+    device = int(rec.meta.get("device", 0))
+
+    st = StringTable()
+    remap = st.intern_many(rec.strings)  # recording string id -> trace string id
+    domain = st.intern(DOMAIN)
+    api_name = st.intern(API_NAME)
+
+    flags = r["flags"].astype(np.int64)
+    name = remap[r["name"]] if n else np.empty(0, np.int32)
+    category = remap[r["kind"]] if n else np.empty(0, np.int32)
+    has_payload = (flags & RecordFlag.HAS_PAYLOAD) > 0
+    ranges = conform({
+        "start": r["start_ns"],
+        "end": r["end_ns"],
+        "name": name,
+        "kind": np.full(n, RangeKind.REGION, np.int8),
+        "thread": r["thread"],
+        "device": np.full(n, -1, np.int16),
+        "domain": np.full(n, domain, np.int32),
+        "category": category,
+        "depth": r["depth"],
+        "payload": np.where(has_payload, r["payload"].astype(np.float64), np.nan),
+        "pid": np.full(n, pid, np.int32),
+        "rank": np.full(n, rank, np.int16),
+    }, RANGE_SCHEMA)
+
+    resolved = (((flags & RecordFlag.GPU_RESOLVED) > 0)
+                & (r["gpu_start_ns"] != NO_TIME) & (r["gpu_end_ns"] != NO_TIME))
+    idx = np.flatnonzero(resolved)
+    m = len(idx)
+    streams, stream_ids = np.unique(r["stream"][idx], return_inverse=True)
+    memory_id = rec.strings.index("memory") if "memory" in rec.strings else -1
+    is_copy = r["kind"][idx].astype(np.int64) == memory_id
+    correlation = idx.astype(np.int64) + 1  # synthetic: record row + 1, shared by op and call
+    nbytes = r["nbytes"][idx]
+    gpu_ops = conform({
+        "start": r["gpu_start_ns"][idx],
+        "end": r["gpu_end_ns"][idx],
+        "name": name[idx],
+        "kind": np.where(is_copy, OpKind.MEMCPY, OpKind.KERNEL),
+        "copy_kind": np.where(is_copy, CopyKind.UNKNOWN, CopyKind.NONE),
+        "src_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
+        "dst_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
+        "bytes": np.where(is_copy & (nbytes >= 0), nbytes, 0),
+        "device": np.full(m, device, np.int16),
+        "stream": stream_ids,
+        "correlation": correlation,
+        "pid": np.full(m, pid, np.int32),
+        "rank": np.full(m, rank, np.int16),
+        "graph": np.full(m, -1, np.int64),
+    }, GPU_OP_SCHEMA)
+    api_calls = conform({
+        "start": r["start_ns"][idx],
+        "end": r["end_ns"][idx],
+        "name": np.full(m, api_name, np.int32),
+        "kind": np.full(m, ApiKind.RUNTIME, np.int8),
+        "thread": r["thread"][idx],
+        "correlation": correlation,
+        "pid": np.full(m, pid, np.int32),
+        "rank": np.full(m, rank, np.int16),
+    }, API_CALL_SCHEMA)
+
+    threads = conform({
+        "pid": np.full(len(rec.threads), pid, np.int64),
+        "tid": np.array([int(t.get("tid", -1)) for t in rec.threads], np.int64),
+        "name": st.intern_many([str(t.get("name") or "") for t in rec.threads]),
+        "rank": np.full(len(rec.threads), rank, np.int16),
+    }, THREAD_SCHEMA)
+    device_name = str(rec.meta.get("device_name", ""))
+    devices = conform({
+        "device": np.full(1 if m else 0, device, np.int16),
+        "name": np.full(1 if m else 0, st.intern(device_name), np.int32),
+        "rank": np.full(1 if m else 0, rank, np.int16),
+    }, DEVICE_SCHEMA)
+
+    dropped: dict[str, int] = {}
+    unresolved = int(np.count_nonzero(((flags & RecordFlag.GPU_TIMED) > 0) & ~resolved))
+    if unresolved:
+        dropped["GPU timing requested but not resolved (no GPU op)"] = unresolved
+    for region_name, count in rec.dropped.items():
+        if count:
+            dropped[f"dropped by the recorder's memory cap: {region_name}"] = int(count)
+    meta: dict[str, Any] = {
+        "format": "pytimings",
+        "path": os.fspath(path),
+        "recording": rec.meta,
+        "streams": [int(s) for s in streams],
+        "pid": pid,
+        "rank": rank,
+    }
+    return Trace(gpu_ops=gpu_ops, api_calls=api_calls, ranges=ranges, threads=threads,
+                 devices=devices, strings=st.strings, meta=meta, dropped=dropped)

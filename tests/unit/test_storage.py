@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from recording_factory import make_recording
+
+from pytimings import storage
+from pytimings._records import RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.errors import TraceFormatError, UsageError
+from pytimings.summary import summary
+
+
+def _recording() -> Recording:
+    rows = [
+        {"name": "step", "kind": "compute", "start": 10, "end": 90, "depth": 0, "thread": 0},
+        {"name": "kv_copy", "kind": "memory", "start": 20, "end": 30, "gpu": (25, 40),
+         "stream": 2**63 + 5, "nbytes": 4096, "depth": 1, "thread": 1},
+        {"name": "all_reduce", "kind": "comm", "start": 50, "end": 60, "payload": -7,
+         "flags": RecordFlag.ERROR, "thread": 1},
+        {"name": "tick", "kind": "user kind é", "start": 70, "end": 70,
+         "flags": RecordFlag.MARK},
+    ]
+    return make_recording(
+        rows,
+        threads=[{"tid": 11, "name": "MainThread"}, {"tid": 12, "name": "worker ✓"}],
+        meta={"pid": 99, "clock": "CLOCK_MONOTONIC", "wall_offset_ns": 1_700_000_000,
+              "nested": {"a": [1, 2]}},
+        dropped={"step": 3, "gone": 1},
+    )
+
+
+def test_round_trip_keeps_everything(tmp_path: Path) -> None:
+    rec = _recording()
+    path = storage.save(tmp_path / "run.pyt", rec)
+    back = storage.load_recording(path)
+    assert back.strings == rec.strings
+    assert back.threads == rec.threads
+    assert back.meta == rec.meta
+    assert back.dropped == rec.dropped
+    assert list(back.records) == list(RECORD_SCHEMA)
+    for c, dt in RECORD_SCHEMA.items():
+        assert back.records[c].dtype == np.dtype(dt)
+        assert np.array_equal(back.records[c], rec.records[c]), c
+    assert str(summary(path)) == str(summary(rec))  # summary() also takes a path
+    assert not (tmp_path / "run.pyt.tmp").exists()
+
+
+def test_empty_recording_round_trips(tmp_path: Path) -> None:
+    rec = make_recording([], threads=[], meta={})
+    back = storage.load_recording(storage.save(tmp_path / "e.pyt", rec))
+    assert all(len(v) == 0 for v in back.records.values())
+    assert back.threads == [] and back.strings == [""]
+
+
+def test_file_is_plain_arrow_with_a_versioned_schema(tmp_path: Path) -> None:
+    path = storage.save(tmp_path / "run.pyt", _recording())
+    reader = pa.ipc.open_file(path)
+    assert reader.schema.metadata[b"pytimings.format"] == b"pytimings.recording/1"
+    tables = storage.load_tables(path)
+    assert set(tables) == {"records", "strings", "threads"}
+    assert tables["records"].num_rows == 4
+    assert tables["records"].schema.field("start_ns").type == pa.int64()
+
+
+@pytest.fixture
+def provider() -> Iterator[list[object]]:
+    returned: list[object] = [pa.table({"request": [1, 2], "ttft_ns": [5, None]})]
+    storage.register_table_provider("requests", lambda: returned[0])
+    yield returned
+    storage.unregister_table_provider("requests")
+
+
+def test_provider_tables_are_saved_and_loaded(tmp_path: Path, provider: list[object]) -> None:
+    path = storage.save(tmp_path / "run.pyt", _recording())
+    tables = storage.load_tables(path)
+    assert tables["requests"].to_pydict() == {"request": [1, 2], "ttft_ns": [5, None]}
+    provider[0] = None  # a provider with nothing to add is skipped
+    assert "requests" not in storage.load_tables(storage.save(tmp_path / "b.pyt", _recording()))
+    provider[0] = "not a table"
+    with pytest.raises(UsageError, match="requests"):
+        storage.save(tmp_path / "c.pyt", _recording())
+
+
+def test_provider_names_are_checked() -> None:
+    with pytest.raises(UsageError):
+        storage.register_table_provider("records", lambda: None)
+    with pytest.raises(UsageError):
+        storage.register_table_provider("x", 3)  # type: ignore[arg-type]
+
+
+def _write(path: Path, table: pa.Table) -> Path:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    return path
+
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    t = pa.ipc.open_file(src).read_all()
+    return _write(dst, edit(t))
+
+
+def _bad_files(tmp_path: Path) -> list[tuple[str, Path, str]]:
+    good = storage.save(tmp_path / "good.pyt", _recording())
+    data = good.read_bytes()
+    cases = []
+    text = tmp_path / "text.pyt"
+    text.write_text("step,1,2\n")
+    cases.append(("text", text, "not a readable Arrow IPC file"))
+    cut = tmp_path / "cut.pyt"
+    cut.write_bytes(data[: len(data) // 2])
+    cases.append(("truncated", cut, "not a readable Arrow IPC file"))
+    empty = tmp_path / "empty.pyt"
+    empty.write_bytes(b"")
+    cases.append(("empty", empty, "not a readable Arrow IPC file"))
+    cases.append(("other arrow", _write(tmp_path / "o.arrow", pa.table({"a": [1]})),
+                  "not a pytimings recording"))
+
+    def with_meta(key: bytes, value: bytes):
+        def edit(t: pa.Table) -> pa.Table:
+            return t.replace_schema_metadata({**t.schema.metadata, key: value})
+        return edit
+
+    cases.append(("newer version", _rewrite(good, tmp_path / "v2.pyt", with_meta(
+        b"pytimings.format", b"pytimings.recording/2")), "version 2 is not supported"))
+    cases.append(("other format", _rewrite(good, tmp_path / "f.pyt", with_meta(
+        b"pytimings.format", b"something/1")), "unknown format"))
+    cases.append(("bad meta", _rewrite(good, tmp_path / "m.pyt", with_meta(
+        b"pytimings.meta", b"{oops")), "pytimings.meta is not valid JSON"))
+    cases.append(("bad dropped", _rewrite(good, tmp_path / "d.pyt", with_meta(
+        b"pytimings.dropped", json.dumps({"a": -1}).encode())), "non-negative"))
+    cases.append(("no strings", _rewrite(good, tmp_path / "s.pyt",
+                                         lambda t: t.drop_columns(["strings"])),
+                  "table 'strings' is missing"))
+
+    def records_edit(fn):
+        def edit(t: pa.Table) -> pa.Table:
+            rec = pa.Table.from_struct_array(t.column("records").chunk(0).values)
+            rec = fn(rec)
+            arr = storage._as_list_column(rec)
+            i = t.schema.get_field_index("records")
+            return t.set_column(i, pa.field("records", arr.type, nullable=False), [arr])
+        return edit
+
+    cases.append(("missing column", _rewrite(good, tmp_path / "c.pyt", records_edit(
+        lambda r: r.drop_columns(["payload"]))), "record column 'payload' is missing"))
+    cases.append(("wrong dtype", _rewrite(good, tmp_path / "t.pyt", records_edit(
+        lambda r: r.set_column(r.schema.get_field_index("start_ns"), "start_ns",
+                               r.column("start_ns").cast(pa.float64())))),
+                  "record column 'start_ns' is float64, expected int64"))
+    cases.append(("dangling id", _rewrite(good, tmp_path / "i.pyt", records_edit(
+        lambda r: r.set_column(r.schema.get_field_index("name"), "name",
+                               pa.array([0, 1, 2, 99], pa.uint32())))),
+                  "refers to entry 99 of strings"))
+    return cases
+
+
+def test_bad_files_raise_one_clear_error_naming_the_file(tmp_path: Path) -> None:
+    for label, path, problem in _bad_files(tmp_path):
+        with pytest.raises(TraceFormatError) as info:
+            storage.load_recording(path)
+        assert info.value.path == str(path), label
+        assert problem in str(info.value), (label, str(info.value))
+        assert "\n" not in str(info.value)
+    with pytest.raises(TraceFormatError, match="no such file"):
+        storage.load_recording(tmp_path / "missing.pyt")
+
+
+def test_save_load_a_real_recording(tmp_path: Path) -> None:
+    from pytimings.recorder import Recorder
+
+    rec = Recorder(max_records=5)
+    for i in range(8):
+        with rec.region("step", kind="compute", nbytes=i, payload=-i):
+            rec.mark("tick")
+    path = storage.save(tmp_path / "real.pyt", rec)
+    want = rec.recording()
+    back = storage.load_recording(path)
+    for c in RECORD_SCHEMA:
+        assert np.array_equal(back.records[c], want.records[c]), c
+    assert back.strings == want.strings and back.threads == want.threads
+    assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
+    assert back.meta == json.loads(json.dumps(want.meta))
