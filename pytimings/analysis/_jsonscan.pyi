@@ -1,5 +1,7 @@
 from typing import Any
 
+from typing_extensions import disjoint_base
+
 import numpy as np
 import numpy.typing as npt
 
@@ -14,13 +16,13 @@ class SplitError(ValueError):
     offset: int
     def __init__(self, message: str, offset: int) -> None: ...
 
+@disjoint_base
 class Splitter:
     skeleton: bytearray
     skeleton_map: list[tuple[int, int]]
     other_counts: dict[bytes, int]
     n_elements: int
     doc_base: int
-    def __init__(self) -> None: ...
     @property
     def finished(self) -> bool: ...
     @property

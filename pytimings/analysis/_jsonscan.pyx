@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, binding=True, autotestdict=False, auto_pickle=False
 """Streaming splitter for Chrome-trace (Kineto) JSON, and exact microsecond -> ns conversion.
 
 The splitter does not parse JSON values. It tracks strings, escapes and bracket depth just
@@ -178,9 +178,6 @@ cdef class Splitter:
             self.buf_pos[c] = NULL
             self.count[c] = 0
             self.cap[c] = 0
-
-    def __init__(self):
-        cdef int c
         self.skeleton = bytearray()
         self.skeleton_map = []
         self.other_counts = {}

@@ -40,13 +40,13 @@ import decimal
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
-from isal import igzip
-from isal.isal_zlib import error as IsalError
 import numpy.typing as npt
+from isal import igzip
+from isal.isal_zlib import error as IsalError  # not an OSError subclass
 
 from pytimings.analysis import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
@@ -162,8 +162,10 @@ def looks_like_kineto(head: bytes) -> bool:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(b"{"):
         return False
-    return b'"traceEvents"' in text or b'"schemaVersion"' in text or (
-        b'"deviceProperties"' in text or b'"distributedInfo"' in text
+    return (
+        b'"traceEvents"' in text
+        or b'"schemaVersion"' in text
+        or (b'"deviceProperties"' in text or b'"distributedInfo"' in text)
     )
 
 
@@ -183,8 +185,11 @@ def _open(path: str) -> Any:
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return igzip.open(path, "rb")
+        return igzip.open(path, "rb")  # type: ignore[no-untyped-call]
     return open(path, "rb")
+
+
+_ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
 
 
 class _Loader:
@@ -221,7 +226,7 @@ class _Loader:
             while True:
                 try:
                     block = stream.read(CHUNK_BYTES)
-                except (EOFError, OSError, ValueError, IsalError) as e:
+                except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
                     raise self.fail(f"corrupt or truncated gzip data ({e})") from None
                 total += len(block)
                 final = not block
@@ -266,7 +271,7 @@ class _Loader:
         for cls in range(6):
             if sp.pending(cls) == 0:
                 continue
-            buf, doc, idx, pos = sp.take(cls)
+            buf, doc, idx, _pos = sp.take(cls)
             if cls == _jsonscan.CLASS_FLOW:
                 self._convert(cls, _FLOW_DECODER.decode(buf), doc, idx)
 
@@ -425,9 +430,7 @@ class _Loader:
                 p, t = _py_key(ev.pid, self.keys), _py_key(ev.tid, self.keys)
                 names[(p, t)] = ev.args["name"].strip()
         ids, strings = self.ids, self.strings
-        name_ids = [
-            _intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs
-        ]
+        name_ids = [_intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs]
         table = conform(
             {
                 "pid": pairs[:, 0],
@@ -453,8 +456,11 @@ class _Loader:
         return out
 
     def _gpu_ops(
-        self, gpu: dict[str, npt.NDArray[Any]], api: dict[str, npt.NDArray[Any]],
-        main_pid: int, rank: int,
+        self,
+        gpu: dict[str, npt.NDArray[Any]],
+        api: dict[str, npt.NDArray[Any]],
+        main_pid: int,
+        rank: int,
     ) -> Table:
         n = len(gpu["start"])
         cat = gpu["cat"]
@@ -491,10 +497,20 @@ class _Loader:
         self._check_duplicates(pid, corr, g | ~found)
         return conform(
             {
-                "start": gpu["start"], "end": gpu["end"], "name": gpu["name"], "kind": kind,
-                "copy_kind": copy_kind, "src_mem": src, "dst_mem": dst, "bytes": nbytes,
-                "device": device, "stream": stream, "correlation": corr, "pid": pid,
-                "rank": np.full(n, rank), "graph": graph,
+                "start": gpu["start"],
+                "end": gpu["end"],
+                "name": gpu["name"],
+                "kind": kind,
+                "copy_kind": copy_kind,
+                "src_mem": src,
+                "dst_mem": dst,
+                "bytes": nbytes,
+                "device": device,
+                "stream": stream,
+                "correlation": corr,
+                "pid": pid,
+                "rank": np.full(n, rank),
+                "graph": graph,
             },
             SCHEMAS["gpu_ops"],
         )
@@ -519,8 +535,10 @@ class _Loader:
             )
 
     def _api_calls(
-        self, api: dict[str, npt.NDArray[Any]],
-        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]], rank: int,
+        self,
+        api: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        rank: int,
     ) -> Table:
         n = len(api["start"])
         cat = api["cat"]
@@ -543,25 +561,30 @@ class _Loader:
             pid[sync] = ps
         return conform(
             {
-                "start": api["start"], "end": api["end"], "name": api["name"], "kind": kind,
-                "thread": thread, "correlation": api["correlation"], "pid": pid,
+                "start": api["start"],
+                "end": api["end"],
+                "name": api["name"],
+                "kind": kind,
+                "thread": thread,
+                "correlation": api["correlation"],
+                "pid": pid,
                 "rank": np.full(n, rank),
             },
             SCHEMAS["api_calls"],
         )
 
     def _ranges(
-        self, rng: dict[str, npt.NDArray[Any]],
-        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]], rank: int,
+        self,
+        rng: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        rank: int,
     ) -> Table:
         n = len(rng["start"])
         gpu_side = rng["cat"] == CAT_CODES["gpu_user_annotation"]
         kind = np.where(gpu_side, RangeKind.GPU_ANNOTATION, RangeKind.ANNOTATION).astype(np.int8)
         thread = thread_of(rng["pid"], rng["tid"])
         thread[gpu_side] = -1
-        device = np.where(
-            gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1
-        )
+        device = np.where(gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1)
         # nesting depth per host thread, and per (device, stream) on the GPU side
         group = np.where(gpu_side, -2 - (device * 65536 + rng["tid"]), thread).astype(np.int64)
         order = np.lexsort((-rng["end"], rng["start"], group))
@@ -573,10 +596,18 @@ class _Loader:
         )
         return conform(
             {
-                "start": rng["start"], "end": rng["end"], "name": rng["name"], "kind": kind,
-                "thread": thread, "device": device, "domain": np.zeros(n),
-                "category": np.zeros(n), "depth": depth, "payload": np.full(n, np.nan),
-                "pid": np.where(gpu_side, -1, rng["pid"]), "rank": np.full(n, rank),
+                "start": rng["start"],
+                "end": rng["end"],
+                "name": rng["name"],
+                "kind": kind,
+                "thread": thread,
+                "device": device,
+                "domain": np.zeros(n),
+                "category": np.zeros(n),
+                "depth": depth,
+                "payload": np.full(n, np.nan),
+                "pid": np.where(gpu_side, -1, rng["pid"]),
+                "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],
         )
@@ -622,8 +653,10 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
     m = _MEMCPY_NAME.match(name)
     if m:
         ck = _COPY_KINDS.get(m.group(1), CopyKind.UNKNOWN)
-        return ck, _MEM_KINDS.get(m.group(2), MemKind.UNKNOWN), _MEM_KINDS.get(
-            m.group(3), MemKind.UNKNOWN
+        return (
+            ck,
+            _MEM_KINDS.get(m.group(2), MemKind.UNKNOWN),
+            _MEM_KINDS.get(m.group(3), MemKind.UNKNOWN),
         )
     m = _MEMSET_NAME.match(name)
     if m:
@@ -631,8 +664,18 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
     return CopyKind.UNKNOWN, MemKind.UNKNOWN, MemKind.UNKNOWN
 
 
-_ROW_COLS = ("start", "end", "name", "cat", "pid", "tid", "correlation", "device", "stream",
-             "bytes")
+_ROW_COLS = (
+    "start",
+    "end",
+    "name",
+    "cat",
+    "pid",
+    "tid",
+    "correlation",
+    "device",
+    "stream",
+    "bytes",
+)
 
 
 def _concat(
@@ -692,7 +735,7 @@ def _join(a: tuple[I64, ...], b: tuple[I64, ...]) -> I64:
     out = np.full(na, -1, dtype=np.int64)
     if na == 0 or nb == 0:
         return out
-    cols = [np.concatenate([x, y]) for x, y in zip(a, b)]
+    cols = [np.concatenate([x, y]) for x, y in zip(a, b, strict=True)]
     tag = np.concatenate([np.ones(na, np.int8), np.zeros(nb, np.int8)])
     order = np.lexsort([tag, *cols[::-1]])
     sc = [c[order] for c in cols]
@@ -709,7 +752,8 @@ def _join(a: tuple[I64, ...], b: tuple[I64, ...]) -> I64:
 
 
 def _link_flows(
-    gpu: dict[str, npt.NDArray[Any]], api: dict[str, npt.NDArray[Any]],
+    gpu: dict[str, npt.NDArray[Any]],
+    api: dict[str, npt.NDArray[Any]],
     flows: dict[str, npt.NDArray[Any]],
 ) -> int:
     """Complete missing correlations from flows; count flows that disagree with args."""
@@ -719,9 +763,7 @@ def _link_flows(
             continue
         sel = flows["phase"] == phase
         f = {k: v[sel] for k, v in flows.items()}
-        hit = _join(
-            (rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"])
-        )
+        hit = _join((rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"]))
         found = hit >= 0
         fid = np.where(found, f["id"][np.maximum(hit, 0)], -1)
         missing = (rows["correlation"] < 0) & found
