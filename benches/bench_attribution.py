@@ -180,17 +180,12 @@ def child(python: str, code: str, *args: str) -> dict[str, object]:
     return out
 
 
-def best_of(k: int, python: str, code: str, *args: str) -> dict[str, object]:
-    runs = [child(python, code, *args) for _ in range(k)]
-    return min(runs, key=lambda r: float(r["total_s"]))  # type: ignore[arg-type]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000_000)
     ap.add_argument("--hta-python", default="/work/venvs/hta2/bin/python")
     ap.add_argument(
-        "--repeat", type=int, default=3, help="runs per side in the HTA race (best kept)"
+        "--repeat", type=int, default=5, help="runs per side in the HTA race (best kept)"
     )
     ap.add_argument(
         "--kineto",
@@ -242,18 +237,24 @@ def main() -> int:
                     str(p),
                     sorted(str(f) for f in p.iterdir() if f.name.endswith((".json", ".json.gz"))),
                 )
+            # runs alternate between the sides so that load on a shared machine hits both
+            sides = {"hta": [], "default": [], "1": []}
+            w_default = str(os.cpu_count() or 1)
             try:
-                h = best_of(args.repeat, args.hta_python, HTA_CHILD, trace_dir)
+                for _ in range(args.repeat):
+                    sides["hta"].append(child(args.hta_python, HTA_CHILD, trace_dir))
+                    sides["default"].append(child(sys.executable, PYT_CHILD, w_default, *files))
+                    sides["1"].append(child(sys.executable, PYT_CHILD, "1", *files))
             except RuntimeError as exc:
-                print(f"HTA failed on {p.name}: {str(exc).splitlines()[-1]}")
+                print(f"a run failed on {p.name}: {str(exc).splitlines()[-1]}")
                 continue
-        for workers in (0, 1):  # 0: load()'s default (a process per file), 1: in-process
-            w_arg = str(workers) if workers else str(os.cpu_count() or 1)
-            q = best_of(args.repeat, sys.executable, PYT_CHILD, w_arg, *files)
-            if not q["ok"]:
+        h = min(sides["hta"], key=lambda r: float(r["total_s"]))  # type: ignore[arg-type]
+        for key, w_arg in (("default", w_default), ("1", "1")):
+            q = min(sides[key], key=lambda r: float(r["total_s"]))  # type: ignore[arg-type]
+            if not all(r["ok"] for r in sides[key]):
                 failed_check = True
             ratio = float(h["total_s"]) / float(q["total_s"])  # type: ignore[arg-type]
-            race.append((p.name, workers, h, q, ratio))
+            race.append((p.name, w_arg, h, q, ratio))
             print(
                 f"race on {p.name} ({len(files)} file(s), load workers={w_arg}): "
                 f"HTA {h['total_s']:.3f} s (load {h['load_s']:.3f}) "
