@@ -499,8 +499,7 @@ class Attribution:
     classes: npt.NDArray[np.int8]
     launch_latency: LaunchLatency
     collectives: Collectives | None
-    window_range_rows: I64  # per windows row: the range it came from (-1: whole trace)
-    window_threads: npt.NDArray[np.int32]
+    window_range_rows: I64  # per windows row: the row in trace.ranges it came from (-1: trace)
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
     _findings: list[Any] | None = field(default=None, repr=False)
@@ -707,7 +706,7 @@ def attribute(
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
     table = table.take(order)
-    rr, th = rr[order], th[order]
+    rr = rr[order]
     gaps = Gaps.concat(gap_parts)
     gaps.window_row = inverse[gaps.window_row]
     if len(gap_parts) > 1 or len(table) > 1:  # gaps in window order, then time order
@@ -733,7 +732,6 @@ def attribute(
         launch_latency=LaunchLatency(*(_cat([p[i] for p in lat_parts]) for i in range(3))),
         collectives=collectives(trace, classes, [int(r) for r in rank_sel]),
         window_range_rows=rr,
-        window_threads=th,
     )
 
 

@@ -103,6 +103,10 @@ def test_by_range_windows_extend_to_last_launched_op():
         "device_wait": 20,
         "idle_other": 0,
     }
+    assert a.window_range_rows.tolist() == [0, 1]  # rows of the 'step' ranges
+    df = a.windows.to_pandas()
+    assert list(df.columns[:6]) == ["name", "start_ns", "end_ns", "device", "rank", "window_ns"]
+    assert a.windows.to_arrow().column("name").to_pylist() == ["step", "step"]
     stats = a.per_window_stats()
     assert stats["compute_ns"]["count"] == 2 and stats["device_wait_ns"]["p50"] == 20
     assert a.slowest(1)[0]["start_ns"] == 0 and a.slowest(1)[0]["dominant"] in (
