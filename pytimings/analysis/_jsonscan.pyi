@@ -1,9 +1,8 @@
 from typing import Any
 
-from typing_extensions import disjoint_base
-
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 CLASS_GPU: int
 CLASS_API: int
