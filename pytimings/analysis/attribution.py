@@ -37,7 +37,8 @@ LABELS: tuple[str, ...] = (
     "device_wait",
     "idle_other",
 )
-IDLE_LABELS = LABELS[4:]
+BUSY_LABELS = LABELS[:4]  # the GPU runs something
+IDLE_LABELS = LABELS[4:]  # the idle split
 # op classes
 COMPUTE, COMM, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "comm", "memory")

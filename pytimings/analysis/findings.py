@@ -11,23 +11,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis import _intervals as iv
+from pytimings.analysis.attribution import BUSY_LABELS, IDLE_LABELS, LABELS, Attribution
 from pytimings.ingest._model import CopyKind, MemKind, OpKind
-
-if TYPE_CHECKING:
-    from pytimings.analysis.attribution import Attribution
 
 I64 = npt.NDArray[np.int64]
 TINY_KERNEL_NS = 10_000  # kernels shorter than this are "tiny" (launch cost is of this order)
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
-BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
-IDLE = ("host_bound", "launch_overhead", "device_wait", "idle_other")
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
 
 
@@ -102,13 +98,13 @@ def _hardware(a: Attribution) -> list[Finding]:
     for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)}):
         m = (w["rank"] == r) & (w["device"] == d)
         win = int(w["window_ns"][m].sum())
-        busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY)
+        busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY_LABELS)
         per.append({"rank": r, "device": d, "window_ns": win, "busy_ns": busy})
     win = int(w["window_ns"].sum())
     if win == 0:
         return []
     busy = sum(p["busy_ns"] for p in per)
-    idle = {x: int(w[f"{x}_ns"].sum()) for x in IDLE}
+    idle = {x: int(w[f"{x}_ns"].sum()) for x in IDLE_LABELS}
     parts = ", ".join(f"{x} {pct(v / win)}" for x, v in sorted(idle.items(), key=lambda kv: -kv[1]))
     ranks = len({p["rank"] for p in per}) > 1
 
@@ -535,8 +531,6 @@ def _tail(a: Attribution) -> list[Finding]:
     w = a.windows
     if a.by is None or len(w) < 3:
         return []
-    from pytimings.analysis.attribution import LABELS
-
     n = w["window_ns"].astype(np.float64)
     p50, p99 = np.percentile(n, [50, 99])
     if p50 <= 0:
