@@ -362,31 +362,41 @@ def _kernels(a: Attribution) -> list[Finding]:
     ]
 
 
+def _per_window(a: Attribution, rows: I64) -> list[I64]:
+    """For each window entry, the given gpu_ops rows on its (rank, device) that start in
+    it: one sort per device and two binary searches per window."""
+    ops, w = a.trace.gpu_ops, a.windows
+    out: list[I64] = [rows[:0]] * len(w)
+    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
+        mine = rows[(ops["rank"][rows] == r) & (ops["device"][rows] == d)]
+        mine = mine[np.argsort(ops["start"][mine], kind="stable")]
+        st = ops["start"][mine]
+        for i in np.flatnonzero((w["rank"] == r) & (w["device"] == d)):
+            lo, hi = np.searchsorted(st, [w["start_ns"][i], w["end_ns"][i]])
+            out[i] = mine[lo:hi]
+    return out
+
+
 def _graphs(a: Attribution) -> list[Finding]:
     """Windows that repeat the same kernels without CUDA graphs."""
     w = a.windows
     if a.by is None or len(w) < 3:
         return []
     ops = a.trace.gpu_ops
-    sigs: list[tuple[int, ...]] = []
+    sigs: list[bytes] = []  # the sorted kernel names of a window
     launched_graph = 0
-    lo = 0
-    for i in range(len(w)):
-        m = np.flatnonzero(
-            (ops["device"] == w["device"][i])
-            & (ops["rank"] == w["rank"][i])
-            & (ops["start"] >= w["start_ns"][i])
-            & (ops["start"] < w["end_ns"][i])
-            & (ops["kind"] == OpKind.KERNEL)
-        )
-        sigs.append(tuple(sorted(ops["name"][m].tolist())))
+    for m in _per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
+        sigs.append(np.sort(ops["name"][m]).tobytes())
         launched_graph += int(np.sum(ops["graph"][m] >= 0))
-        lo += int(w["launch_overhead_ns"][i])
-    sig, n = Counter(sigs).most_common(1)[0]
-    if n < 3 or n < len(w) / 2 or launched_graph or not sig:
+    lo = int(w["launch_overhead_ns"].sum())
+    counts = Counter(sigs)
+    sig = min(counts, key=lambda s: (-counts[s], s))
+    n = counts[sig]
+    kernels = len(sig) // np.dtype(np.int32).itemsize
+    if n < 3 or n < len(w) / 2 or launched_graph or not kernels:
         return []
     title = (
-        f"{n} of {len(w)} {a.by} windows launch the same {len(sig)} kernels, "
+        f"{n} of {len(w)} {a.by} windows launch the same {kernels} kernels, "
         f"none from a CUDA graph; "
         f"the GPU spends {ms(lo / len(w))} per window in launch_overhead"
     )
@@ -395,7 +405,7 @@ def _graphs(a: Attribution) -> list[Finding]:
             "kernel",
             title,
             lo,
-            {"repeating_windows": n, "kernels_per_window": len(sig), "launch_overhead_ns": lo},
+            {"repeating_windows": n, "kernels_per_window": kernels, "launch_overhead_ns": lo},
         )
     ]
 
@@ -445,13 +455,7 @@ def _memory(a: Attribution) -> list[Finding]:
         if hd.size:
             hit = 0
             d = 0
-            for i in range(len(w)):
-                m = hd[
-                    (ops["device"][hd] == w["device"][i])
-                    & (ops["rank"][hd] == w["rank"][i])
-                    & (ops["start"][hd] >= w["start_ns"][i])
-                    & (ops["start"][hd] < w["end_ns"][i])
-                ]
+            for m in _per_window(a, hd):
                 hit += int(m.size)
                 d += int((ops["end"][m] - ops["start"][m]).sum())
             if hit:
