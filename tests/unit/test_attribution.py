@@ -260,3 +260,27 @@ def test_unusable_events_are_counted():
 def test_empty_trace_is_a_usage_error():
     with pytest.raises(UsageError, match="no GPU ops"):
         attribute(make_trace([]))
+
+
+def test_launch_at_gap_start_is_device_wait_and_ties_pick_earliest_launch():
+    # the window starts with the launch call at 0: L.start == g0, so [0, 10) is device_wait
+    tr = make_trace(
+        [{"start": 10, "end": 20, "correlation": 1}], [{"start": 0, "end": 1, "correlation": 1}]
+    )
+    assert labels(attribute(tr)._row(0))["device_wait"] == 10
+    # two ops start at 50 after a gap [20, 50): the one launched first (at 15, before g0)
+    # decides, not the lower correlation id launched at 30 -> device_wait, not host_bound
+    tr = make_trace(
+        [
+            {"start": 10, "end": 20, "correlation": 1},
+            {"start": 50, "end": 60, "correlation": 2},
+            {"start": 50, "end": 55, "correlation": 3, "stream": 8},
+        ],
+        [
+            {"start": 0, "end": 1, "correlation": 1},
+            {"start": 30, "end": 31, "correlation": 2},
+            {"start": 15, "end": 16, "correlation": 3},
+        ],
+    )
+    got = labels(attribute(tr)._row(0))
+    assert got["device_wait"] == 10 + 30 and got["host_bound"] == 0
