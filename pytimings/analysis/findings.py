@@ -267,15 +267,23 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
         at_start = (
             bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
         )
-        # which windows (ordinals among windows of that device, in start order)
+        # which windows: ordinals among the windows of the device, in start order, when
+        # the gaps are on one device; else a count of window entries
         wrows = np.unique(g.window_row[rows])
         where = ""
         if a.by is not None:
-            dev_rank = (w["device"][wrows[0]], w["rank"][wrows[0]])
-            same = np.flatnonzero((w["device"] == dev_rank[0]) & (w["rank"] == dev_rank[1]))
-            ordinal = {int(x): i for i, x in enumerate(same)}
-            hit = [ordinal[int(x)] for x in wrows if int(x) in ordinal]
-            where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+            keys = {(int(w["rank"][x]), int(w["device"][x])) for x in wrows}
+            if len(keys) == 1:
+                r, d = keys.pop()
+                same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+                ordinal = {int(x): i for i, x in enumerate(same)}
+                hit = [ordinal[int(x)] for x in wrows]
+                where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+            else:
+                where = (
+                    f" in {wrows.size} of {len(w)} {a.by} window entries "
+                    f"on {len(keys)} (rank, device) pairs"
+                )
         tot = act["total_ns"] or 1
         doing = f"thread '{_thread_name(a, int(thread))}'"
         if inside:
