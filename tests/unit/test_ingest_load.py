@@ -132,3 +132,51 @@ def test_cli_missing_file_and_bad_option(export: Path) -> None:
         )
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _bad_exports(d: Path) -> dict[str, tuple[Path, str]]:
+    import sqlite3
+
+    other = d / "other.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (a)")
+    db.commit()
+    db.close()
+    g = syn.GPID
+    return {
+        "not nsys": (other, "not an Nsight Systems export"),
+        "too new": (
+            syn.write(d / "new.sqlite", {"StringIds": [(1, "k")]}, schema_version="9.1.0"),
+            "schema version 9.1.0 is not supported",
+        ),
+        "duplicate ids": (
+            syn.basic(
+                d / "dup.sqlite",
+                CUPTI_ACTIVITY_KIND_KERNEL=[(1, 2, 0, 1, 7, 1, g, 1), (3, 4, 0, 1, 7, 1, g, 1)],
+            ),
+            "share a correlation id",
+        ),
+        "negative": (
+            syn.basic(d / "neg.sqlite", CUPTI_ACTIVITY_KIND_KERNEL=[(5, 2, 0, 1, 7, 1, g, 1)]),
+            "end before they start",
+        ),
+        "no events": (
+            syn.write(d / "none.sqlite", {"StringIds": [(1, "k")]}),
+            "contains no events",
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", ["not nsys", "too new", "duplicate ids", "negative", "no events"])
+def test_cli_bad_exports_exit_2(tmp_path: Path, case: str) -> None:
+    path, message = _bad_exports(tmp_path)[case]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "summary", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pytimings summary: error: {path}: ")
+    assert message in lines[0]
