@@ -113,12 +113,32 @@ def _group_stats(
 
 
 def _codes(*cols: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
-    """Dense group ids of rows by the given integer columns, and each column's group value."""
-    if len(cols[0]) == 0:
+    """Dense group ids of rows by the given integer columns, and each column's group value.
+
+    The columns are packed into one int64 key (one sort), far faster than
+    ``np.unique(axis=0)`` on millions of rows; columns too wide to pack are first
+    replaced by their dense codes.
+    """
+    n = len(cols[0])
+    if n == 0:
         return np.empty(0, dtype=np.int64), [c[:0] for c in cols]
-    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1)
-    uniq, inv = np.unique(stacked, axis=0, return_inverse=True)
-    return inv.reshape(-1).astype(np.int64), [uniq[:, i] for i in range(len(cols))]
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for c in cols:
+        v = np.asarray(c).astype(np.int64)
+        lo = int(v.min())
+        width = int(v.max()) - lo + 1
+        if span * width >= 1 << 62:  # too wide to pack: use dense codes so far
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            span = int(key.max()) + 1
+            if span * width >= 1 << 62:
+                _, inv = np.unique(v, return_inverse=True)
+                v, lo, width = inv.reshape(-1).astype(np.int64), 0, int(inv.max()) + 1
+        key = key * width + (v - lo)
+        span *= width
+    _, first, code = np.unique(key, return_index=True, return_inverse=True)
+    return code.reshape(-1).astype(np.int64), [np.asarray(c)[first] for c in cols]
 
 
 def _finish(cols: dict[str, npt.NDArray[Any]], group_cols: Sequence[str], top: int | None) -> Table:
