@@ -180,3 +180,20 @@ def test_cli_bad_exports_exit_2(tmp_path: Path, case: str) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pytimings summary: error: {path}: ")
     assert message in lines[0]
+
+
+def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path) -> None:
+    pytest.importorskip("pytimings.ingest.recording")
+    from recording_factory import make_recording
+
+    from pytimings import storage
+
+    rows = [{"name": "step", "kind": "compute", "start": 10, "end": 90, "gpu": (20, 80)}]
+    rec = make_recording(rows, meta={"pid": 5, "rank": 3})
+    saved = storage.save(tmp_path / "run.pyt", rec)
+    assert detect_format(str(saved)) == "recording"
+    tr = load(saved, export)
+    assert [p["format"] for p in tr.meta["parts"]] == ["pytimings", "nsys-sqlite"]
+    # the recording says its rank (3); the export is second in order (1)
+    assert [p["rank_source"] for p in tr.meta["parts"]] == ["trace", "file order"]
+    assert sorted(set(tr.ranges["rank"].tolist())) == [1, 3]
