@@ -26,7 +26,8 @@ Facts of nsys behaviour the loader relies on (each checked on the shared real ex
 - NVTX_EVENTS rows: eventType 59 push/pop range, 60 start/end range, 75 domain create
   (names ``domainId`` within a process), 33 category name (``category`` within a domain),
   34 mark (instant: counted, not a range), 39 thread name. A push/pop or start/end range
-  whose end is NULL was still open when the capture stopped: counted, not loaded.
+  whose end is NULL was still open when the capture stopped: counted, not loaded. A
+  start/end range belongs to the thread that started it (``globalTid``).
 """
 
 from __future__ import annotations
@@ -605,7 +606,9 @@ class _Loader:
                     "coalesce(bytes, 0) AS bytes",
                     f"{self.opt(table, 'memKind', '-1')} AS memKind",
                 ]
-            graph = self.opt(table, "graphId", "0")
+            # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
+            graph_col = next((c for c in ("graphId", "graphExecId") if c in cols), None)
+            graph = self.opt(table, graph_col, "0") if graph_col else "0"
             node = self.opt(table, "graphNodeId", "0")
             tab = self.r.arrow(
                 f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
