@@ -383,7 +383,7 @@ class _Loader:
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
         api_calls = self._api_calls(api, thread_of, r)
-        ranges = self._ranges(rng, thread_of, r)
+        ranges = self._ranges(rng, thread_of, main_pid, r)
         devices = self._devices(doc.get("deviceProperties"), r)
 
         meta: dict[str, Any] = {
@@ -577,6 +577,7 @@ class _Loader:
         self,
         rng: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        main_pid: int,
         rank: int,
     ) -> Table:
         n = len(rng["start"])
@@ -606,7 +607,8 @@ class _Loader:
                 "category": np.zeros(n),
                 "depth": depth,
                 "payload": np.full(n, np.nan),
-                "pid": np.where(gpu_side, -1, rng["pid"]),
+                # GPU-side ranges sit on device rows; their process is the host's
+                "pid": np.where(gpu_side, main_pid, rng["pid"]),
                 "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],

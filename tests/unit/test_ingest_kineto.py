@@ -420,6 +420,11 @@ def test_bad_timestamp_text(tmp_path: Path) -> None:
     expect_error(write(tmp_path, doc(events)), "ts is not a number")
 
 
+def test_timestamp_out_of_range(tmp_path: Path) -> None:
+    events = [launch(1, "1e30")]
+    expect_error(write(tmp_path, doc(events)), "timestamp")
+
+
 def test_missing_file(tmp_path: Path) -> None:
     expect_error(tmp_path / "nope.json", "cannot read")
 
