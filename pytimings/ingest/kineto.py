@@ -222,9 +222,9 @@ class _Loader:
         pass, taken only when some GPU op or API call lacks args.correlation).
 
         A reader thread decompresses and splits (both without the GIL) while this thread
-        decodes the previous piece; the queue holds at most two pieces (bounded memory).
+        decodes the previous piece; the queue holds at most one piece (bounded memory).
         """
-        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=2)
+        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
         stop = threading.Event()
         reader = threading.Thread(
             target=self._produce,
@@ -407,6 +407,7 @@ class _Loader:
         gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
         api = _concat(self.rows[_jsonscan.CLASS_API])
         rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
+        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
