@@ -108,8 +108,7 @@ def independent_counts(path: str | Path) -> dict[str, int]:
         "kernels": cats["kernel"] + cats["Kernel"],
         "memcpys": cats["gpu_memcpy"] + cats["Memcpy"],
         "memsets": cats["gpu_memset"] + cats["Memset"],
-        "api": cats["cuda_runtime"] + cats["Runtime"] + cats["cuda_driver"]
-        + cats["cuda_sync"],
+        "api": cats["cuda_runtime"] + cats["Runtime"] + cats["cuda_driver"] + cats["cuda_sync"],
         "annotations": cats["user_annotation"],
         "gpu_annotations": cats["gpu_user_annotation"],
         "events": len(events),
@@ -123,14 +122,22 @@ def replicate_h200(copies: int | str, out: str | Path) -> str:
     with gzip.open(H200_TRACE, "rb") as f:
         doc = json.load(f)
     events = doc["traceEvents"]
-    timed = [e for e in events if isinstance(e.get("ts"), (int, float))
-             and isinstance(e.get("pid"), int)]
+    timed = [
+        e for e in events if isinstance(e.get("ts"), (int, float)) and isinstance(e.get("pid"), int)
+    ]
     span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed)
     span = float(int(span) + 1000)
-    id_step = 10 ** (len(str(max(
-        [e.get("id", 0) for e in events if isinstance(e.get("id"), int)]
-        + [e.get("args", {}).get("correlation", 0) for e in events]
-        + [e.get("args", {}).get("External id", 0) for e in events]))))
+    id_step = 10 ** (
+        len(
+            str(
+                max(
+                    [e.get("id", 0) for e in events if isinstance(e.get("id"), int)]
+                    + [e.get("args", {}).get("correlation", 0) for e in events]
+                    + [e.get("args", {}).get("External id", 0) for e in events]
+                )
+            )
+        )
+    )
     new_events = []
     for k in range(int(copies)):
         for e in events:
@@ -174,10 +181,13 @@ def in_child(func: str, *args: str) -> Any:
     The parent must stay small: on Linux a child's ru_maxrss starts from the parent's peak
     RSS at fork/exec, so the parent never loads a trace itself.
     """
-    code = f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); " \
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
         f"import bench_ingest_kineto as b; print(json.dumps(b.{func}(*sys.argv[1:])))"
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True,
-                         capture_output=True).stdout
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], check=True, capture_output=True
+    ).stdout
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
@@ -195,8 +205,10 @@ def main() -> int:
     failed = False
     import resource
 
-    print(f"parent peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
-          "(a floor for the children's readings)")
+    print(
+        f"parent peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
+        "(a floor for the children's readings)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         cases = []
         hta_dir = Path(tmp) / "hta_df_index"
@@ -211,43 +223,65 @@ def main() -> int:
         for label, path, trace_dir in cases:
             want = in_child("independent_counts", str(path))
             mb = want["json_bytes"] / 1e6
-            print(f"\n== {label}: {mb:.1f} MB JSON ({path.stat().st_size / 1e6:.1f} MB gz), "
-                  f"{want['events']:,} events")
-            ours = [run_child(args.python, PYTIMINGS_CHILD, str(path), env)
-                    for _ in range(args.runs)]
-            for key in ("kernels", "memcpys", "memsets", "api", "annotations",
-                        "gpu_annotations", "events"):
+            print(
+                f"\n== {label}: {mb:.1f} MB JSON ({path.stat().st_size / 1e6:.1f} MB gz), "
+                f"{want['events']:,} events"
+            )
+            ours = [
+                run_child(args.python, PYTIMINGS_CHILD, str(path), env) for _ in range(args.runs)
+            ]
+            for key in (
+                "kernels",
+                "memcpys",
+                "memsets",
+                "api",
+                "annotations",
+                "gpu_annotations",
+                "events",
+            ):
                 if ours[-1][key] != want[key]:
                     print(f"  COUNT MISMATCH {key}: pytimings {ours[-1][key]} != json {want[key]}")
                     failed = True
             rows = [("pytimings", summarise("pytimings", ours))]
             if have_hta:
-                theirs = [run_child(args.hta_python, HTA_CHILD, str(trace_dir), env)
-                          for _ in range(args.runs)]
+                theirs = [
+                    run_child(args.hta_python, HTA_CHILD, str(trace_dir), env)
+                    for _ in range(args.runs)
+                ]
                 rows.append(("HTA", summarise("HTA", theirs)))
                 hk = theirs[-1].get("kernels")
                 if hk is not None and hk != want["kernels"]:
                     print(f"  note: HTA kernel count {hk} != json {want['kernels']}")
-            print(f"  {'loader':10} {'load s':>8} {'median':>8} {'cpu s':>7} {'MB/s':>7} "
-                  f"{'Mev/s':>6} {'peak MB':>8} {'RSS/JSON':>8} {'import s':>8}")
+            print(
+                f"  {'loader':10} {'load s':>8} {'median':>8} {'cpu s':>7} {'MB/s':>7} "
+                f"{'Mev/s':>6} {'peak MB':>8} {'RSS/JSON':>8} {'import s':>8}"
+            )
             for name, s in rows:
-                print(f"  {name:10} {s['load_s']:8.3f} {s['load_s_median']:8.3f} "
-                      f"{s['cpu_s']:7.3f} {mb / s['load_s']:7.1f} "
-                      f"{want['events'] / s['load_s'] / 1e6:6.2f} {s['peak_rss_mb']:8.1f} "
-                      f"{s['peak_rss_mb'] / mb:8.2f} {s['import_s']:8.3f}")
+                print(
+                    f"  {name:10} {s['load_s']:8.3f} {s['load_s_median']:8.3f} "
+                    f"{s['cpu_s']:7.3f} {mb / s['load_s']:7.1f} "
+                    f"{want['events'] / s['load_s'] / 1e6:6.2f} {s['peak_rss_mb']:8.1f} "
+                    f"{s['peak_rss_mb'] / mb:8.2f} {s['import_s']:8.3f}"
+                )
             o = rows[0][1]
-            print(f"  pytimings holds {o['last']['held_bytes'] / o['last']['rows']:.1f} bytes "
-                  f"per modelled row ({o['last']['rows']:,} rows); peak RSS "
-                  f"{o['peak_rss_mb'] * 1e6 / want['events']:.0f} bytes per input event")
+            print(
+                f"  pytimings holds {o['last']['held_bytes'] / o['last']['rows']:.1f} bytes "
+                f"per modelled row ({o['last']['rows']:,} rows); peak RSS "
+                f"{o['peak_rss_mb'] * 1e6 / want['events']:.0f} bytes per input event"
+            )
             if have_hta:
                 h = rows[1][1]
                 speed = h["load_s"] / o["load_s"]
                 cpu = h["cpu_s"] / o["cpu_s"]
                 mem = o["peak_rss_mb"] / h["peak_rss_mb"]
-                print(f"  ratios: {speed:.1f}x faster (wall), {cpu:.1f}x less CPU, "
-                      f"peak memory {mem:.2f} of HTA's (1/{1 / mem:.1f})")
-                print(f"  targets: >=15x faster: {'met' if speed >= 15 else 'NOT met'}; "
-                      f"<=1/5 memory: {'met' if mem <= 0.2 else 'NOT met'}")
+                print(
+                    f"  ratios: {speed:.1f}x faster (wall), {cpu:.1f}x less CPU, "
+                    f"peak memory {mem:.2f} of HTA's (1/{1 / mem:.1f})"
+                )
+                print(
+                    f"  targets: >=15x faster: {'met' if speed >= 15 else 'NOT met'}; "
+                    f"<=1/5 memory: {'met' if mem <= 0.2 else 'NOT met'}"
+                )
     if failed:
         print("\nFAILED: counts differ from the independent json reading")
         return 1

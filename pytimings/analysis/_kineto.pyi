@@ -10,8 +10,6 @@ class RowError(ValueError):
     index: int
     def __init__(self, message: str, index: int) -> None: ...
 
-ExactFn = Callable[[bytes, bytes | None], tuple[int, int]]
-
 def exact_ns_fast(ts: bytes, dur: bytes | None) -> tuple[int, int] | None: ...
 def event_rows(
     evs: list[Any],
@@ -19,10 +17,10 @@ def event_rows(
     ids: dict[str, int],
     strings: list[str],
     keys: dict[Any, int],
-    exact: ExactFn,
+    exact: Callable[[bytes, bytes | None], tuple[int, int]],
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[tuple[str, str], int]]: ...
 def flow_rows(
-    evs: list[Any], keys: dict[Any, int], exact: ExactFn
+    evs: list[Any], keys: dict[Any, int], exact: Callable[[bytes, bytes | None], tuple[int, int]]
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[tuple[str, str], int]]: ...
 def nesting_depth(
     group: npt.NDArray[np.int64], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]

@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, binding=True, autotestdict=False, auto_pickle=False
 """Kineto events (msgspec Structs) -> column arrays, with exact microsecond -> ns times.
 
 Times: Kineto writes ``ts``/``dur`` in microseconds as decimal text ("5219341043348.053",

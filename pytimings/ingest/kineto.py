@@ -38,15 +38,17 @@ from __future__ import annotations
 import codecs
 import decimal
 import os
+import queue
 import re
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import msgspec
 import numpy as np
-from isal import igzip
-from isal.isal_zlib import error as IsalError
 import numpy.typing as npt
+from isal import igzip
+from isal.isal_zlib import error as IsalError  # not an OSError subclass
 
 from pytimings.analysis import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
@@ -111,6 +113,9 @@ class _Meta(msgspec.Struct, gc=False):
     args: dict[str, Any] | None = None
 
 
+_N_CLASSES = 6
+# (class, JSON array of its elements, document offsets, element indices, buffer offsets)
+_Piece = tuple[int, bytes, "I64", "I64", "I64"]
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
@@ -162,8 +167,10 @@ def looks_like_kineto(head: bytes) -> bool:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(b"{"):
         return False
-    return b'"traceEvents"' in text or b'"schemaVersion"' in text or (
-        b'"deviceProperties"' in text or b'"distributedInfo"' in text
+    return (
+        b'"traceEvents"' in text
+        or b'"schemaVersion"' in text
+        or (b'"deviceProperties"' in text or b'"distributedInfo"' in text)
     )
 
 
@@ -183,8 +190,11 @@ def _open(path: str) -> Any:
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return igzip.open(path, "rb")
+        return igzip.open(path, "rb")  # type: ignore[no-untyped-call]
     return open(path, "rb")
+
+
+_ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
 
 
 class _Loader:
@@ -209,7 +219,60 @@ class _Loader:
     # ---- reading --------------------------------------------------------------------
     def read(self, flows_only: bool = False) -> None:
         """One pass over the file. ``flows_only``: decode just the flow events (a second
-        pass, taken only when some GPU op or API call lacks args.correlation)."""
+        pass, taken only when some GPU op or API call lacks args.correlation).
+
+        A reader thread decompresses and splits (both without the GIL) while this thread
+        decodes the previous piece; the queue holds at most one piece (bounded memory).
+        """
+        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+        reader = threading.Thread(
+            target=self._produce,
+            args=(pieces, stop),
+            name="pytimings-kineto-reader",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            while True:
+                item = pieces.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                for piece in item:
+                    if flows_only:
+                        if piece[0] == _jsonscan.CLASS_FLOW:
+                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                    else:
+                        self._decode(*piece)
+        finally:
+            stop.set()
+            reader.join()
+
+    def _produce(
+        self, out: queue.Queue[list[_Piece] | BaseException | None], stop: threading.Event
+    ) -> None:
+        """Reader thread: pieces of class buffers, then None; or the error."""
+
+        def put(item: list[_Piece] | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            for piece in self._split():
+                if not put(piece):
+                    return
+            put(None)
+        except Exception as e:  # any failure is handed to the reading thread
+            put(e)
+
+    def _split(self) -> Iterator[list[_Piece]]:
         try:
             stream = _open(self.path)
         except OSError as e:
@@ -221,7 +284,7 @@ class _Loader:
             while True:
                 try:
                     block = stream.read(CHUNK_BYTES)
-                except (EOFError, OSError, ValueError, IsalError) as e:
+                except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
                     raise self.fail(f"corrupt or truncated gzip data ({e})") from None
                 total += len(block)
                 final = not block
@@ -233,42 +296,27 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
-                if flows_only:
-                    self.drain_flows()
-                else:
-                    self.drain()
+                yield [
+                    (cls, *splitter.take(cls)) for cls in range(_N_CLASSES) if splitter.pending(cls)
+                ]
                 if final:
-                    break
+                    return
 
-    def drain(self) -> None:
-        sp = self.splitter
-        for cls, dec in _DECODERS.items():
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, pos = sp.take(cls)
-            try:
-                # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
-                codecs.utf_8_decode(buf, "strict", True)
-            except UnicodeDecodeError as e:
-                raise self.fail(
-                    self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
-                ) from None
-            try:
-                evs = dec.decode(buf)
-            except msgspec.DecodeError as e:
-                raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
-            del buf
-            self.counts[cls] += len(doc)
-            self._convert(cls, evs, doc, idx)
-
-    def drain_flows(self) -> None:
-        sp = self.splitter
-        for cls in range(6):
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, pos = sp.take(cls)
-            if cls == _jsonscan.CLASS_FLOW:
-                self._convert(cls, _FLOW_DECODER.decode(buf), doc, idx)
+    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+        try:
+            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+            codecs.utf_8_decode(buf, "strict", True)
+        except UnicodeDecodeError as e:
+            raise self.fail(
+                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+            ) from None
+        try:
+            evs = _DECODERS[cls].decode(buf)
+        except msgspec.DecodeError as e:
+            raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
+        del buf
+        self.counts[cls] += len(doc)
+        self._convert(cls, evs, doc, idx)
 
     def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
         m = _BYTE_OFFSET.search(msg)
@@ -359,6 +407,7 @@ class _Loader:
         gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
         api = _concat(self.rows[_jsonscan.CLASS_API])
         rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
+        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
@@ -378,7 +427,7 @@ class _Loader:
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
         api_calls = self._api_calls(api, thread_of, r)
-        ranges = self._ranges(rng, thread_of, r)
+        ranges = self._ranges(rng, thread_of, main_pid, r)
         devices = self._devices(doc.get("deviceProperties"), r)
 
         meta: dict[str, Any] = {
@@ -425,9 +474,7 @@ class _Loader:
                 p, t = _py_key(ev.pid, self.keys), _py_key(ev.tid, self.keys)
                 names[(p, t)] = ev.args["name"].strip()
         ids, strings = self.ids, self.strings
-        name_ids = [
-            _intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs
-        ]
+        name_ids = [_intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs]
         table = conform(
             {
                 "pid": pairs[:, 0],
@@ -453,8 +500,11 @@ class _Loader:
         return out
 
     def _gpu_ops(
-        self, gpu: dict[str, npt.NDArray[Any]], api: dict[str, npt.NDArray[Any]],
-        main_pid: int, rank: int,
+        self,
+        gpu: dict[str, npt.NDArray[Any]],
+        api: dict[str, npt.NDArray[Any]],
+        main_pid: int,
+        rank: int,
     ) -> Table:
         n = len(gpu["start"])
         cat = gpu["cat"]
@@ -491,10 +541,20 @@ class _Loader:
         self._check_duplicates(pid, corr, g | ~found)
         return conform(
             {
-                "start": gpu["start"], "end": gpu["end"], "name": gpu["name"], "kind": kind,
-                "copy_kind": copy_kind, "src_mem": src, "dst_mem": dst, "bytes": nbytes,
-                "device": device, "stream": stream, "correlation": corr, "pid": pid,
-                "rank": np.full(n, rank), "graph": graph,
+                "start": gpu["start"],
+                "end": gpu["end"],
+                "name": gpu["name"],
+                "kind": kind,
+                "copy_kind": copy_kind,
+                "src_mem": src,
+                "dst_mem": dst,
+                "bytes": nbytes,
+                "device": device,
+                "stream": stream,
+                "correlation": corr,
+                "pid": pid,
+                "rank": np.full(n, rank),
+                "graph": graph,
             },
             SCHEMAS["gpu_ops"],
         )
@@ -519,8 +579,10 @@ class _Loader:
             )
 
     def _api_calls(
-        self, api: dict[str, npt.NDArray[Any]],
-        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]], rank: int,
+        self,
+        api: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        rank: int,
     ) -> Table:
         n = len(api["start"])
         cat = api["cat"]
@@ -543,25 +605,31 @@ class _Loader:
             pid[sync] = ps
         return conform(
             {
-                "start": api["start"], "end": api["end"], "name": api["name"], "kind": kind,
-                "thread": thread, "correlation": api["correlation"], "pid": pid,
+                "start": api["start"],
+                "end": api["end"],
+                "name": api["name"],
+                "kind": kind,
+                "thread": thread,
+                "correlation": api["correlation"],
+                "pid": pid,
                 "rank": np.full(n, rank),
             },
             SCHEMAS["api_calls"],
         )
 
     def _ranges(
-        self, rng: dict[str, npt.NDArray[Any]],
-        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]], rank: int,
+        self,
+        rng: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        main_pid: int,
+        rank: int,
     ) -> Table:
         n = len(rng["start"])
         gpu_side = rng["cat"] == CAT_CODES["gpu_user_annotation"]
         kind = np.where(gpu_side, RangeKind.GPU_ANNOTATION, RangeKind.ANNOTATION).astype(np.int8)
         thread = thread_of(rng["pid"], rng["tid"])
         thread[gpu_side] = -1
-        device = np.where(
-            gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1
-        )
+        device = np.where(gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1)
         # nesting depth per host thread, and per (device, stream) on the GPU side
         group = np.where(gpu_side, -2 - (device * 65536 + rng["tid"]), thread).astype(np.int64)
         order = np.lexsort((-rng["end"], rng["start"], group))
@@ -573,10 +641,19 @@ class _Loader:
         )
         return conform(
             {
-                "start": rng["start"], "end": rng["end"], "name": rng["name"], "kind": kind,
-                "thread": thread, "device": device, "domain": np.zeros(n),
-                "category": np.zeros(n), "depth": depth, "payload": np.full(n, np.nan),
-                "pid": np.where(gpu_side, -1, rng["pid"]), "rank": np.full(n, rank),
+                "start": rng["start"],
+                "end": rng["end"],
+                "name": rng["name"],
+                "kind": kind,
+                "thread": thread,
+                "device": device,
+                "domain": np.zeros(n),
+                "category": np.zeros(n),
+                "depth": depth,
+                "payload": np.full(n, np.nan),
+                # GPU-side ranges sit on device rows; their process is the host's
+                "pid": np.where(gpu_side, main_pid, rng["pid"]),
+                "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],
         )
@@ -622,8 +699,10 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
     m = _MEMCPY_NAME.match(name)
     if m:
         ck = _COPY_KINDS.get(m.group(1), CopyKind.UNKNOWN)
-        return ck, _MEM_KINDS.get(m.group(2), MemKind.UNKNOWN), _MEM_KINDS.get(
-            m.group(3), MemKind.UNKNOWN
+        return (
+            ck,
+            _MEM_KINDS.get(m.group(2), MemKind.UNKNOWN),
+            _MEM_KINDS.get(m.group(3), MemKind.UNKNOWN),
         )
     m = _MEMSET_NAME.match(name)
     if m:
@@ -631,8 +710,18 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
     return CopyKind.UNKNOWN, MemKind.UNKNOWN, MemKind.UNKNOWN
 
 
-_ROW_COLS = ("start", "end", "name", "cat", "pid", "tid", "correlation", "device", "stream",
-             "bytes")
+_ROW_COLS = (
+    "start",
+    "end",
+    "name",
+    "cat",
+    "pid",
+    "tid",
+    "correlation",
+    "device",
+    "stream",
+    "bytes",
+)
 
 
 def _concat(
@@ -692,7 +781,7 @@ def _join(a: tuple[I64, ...], b: tuple[I64, ...]) -> I64:
     out = np.full(na, -1, dtype=np.int64)
     if na == 0 or nb == 0:
         return out
-    cols = [np.concatenate([x, y]) for x, y in zip(a, b)]
+    cols = [np.concatenate([x, y]) for x, y in zip(a, b, strict=True)]
     tag = np.concatenate([np.ones(na, np.int8), np.zeros(nb, np.int8)])
     order = np.lexsort([tag, *cols[::-1]])
     sc = [c[order] for c in cols]
@@ -709,7 +798,8 @@ def _join(a: tuple[I64, ...], b: tuple[I64, ...]) -> I64:
 
 
 def _link_flows(
-    gpu: dict[str, npt.NDArray[Any]], api: dict[str, npt.NDArray[Any]],
+    gpu: dict[str, npt.NDArray[Any]],
+    api: dict[str, npt.NDArray[Any]],
     flows: dict[str, npt.NDArray[Any]],
 ) -> int:
     """Complete missing correlations from flows; count flows that disagree with args."""
@@ -719,9 +809,7 @@ def _link_flows(
             continue
         sel = flows["phase"] == phase
         f = {k: v[sel] for k, v in flows.items()}
-        hit = _join(
-            (rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"])
-        )
+        hit = _join((rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"]))
         found = hit >= 0
         fid = np.where(found, f["id"][np.maximum(hit, 0)], -1)
         missing = (rows["correlation"] < 0) & found

@@ -40,8 +40,16 @@ KINETO_FILES = [
     *[
         f"external/param/dlrm_kineto/worker{r}_step_12.{ts}.pt.trace.json.gz"
         for r, ts in enumerate(
-            ["1694128201545", "1694128201556", "1694128201554", "1694128201557",
-             "1694128201547", "1694128201549", "1694128201553", "1694128201553"]
+            [
+                "1694128201545",
+                "1694128201556",
+                "1694128201554",
+                "1694128201557",
+                "1694128201547",
+                "1694128201549",
+                "1694128201553",
+                "1694128201553",
+            ]
         )
     ],
     "external/tracelens/b200/eager_trace.json.gz",
@@ -50,12 +58,24 @@ KINETO_FILES = [
 ]
 LARGE = {"df_index_resolver.json.gz", "control.json.gz", "test.json.gz"}
 
-GPU_CATS = {"kernel": OpKind.KERNEL, "Kernel": OpKind.KERNEL, "gpu_memcpy": OpKind.MEMCPY,
-            "Memcpy": OpKind.MEMCPY, "gpu_memset": OpKind.MEMSET, "Memset": OpKind.MEMSET}
-API_CATS = {"cuda_runtime": ApiKind.RUNTIME, "Runtime": ApiKind.RUNTIME,
-            "cuda_driver": ApiKind.DRIVER, "cuda_sync": ApiKind.SYNC}
-RANGE_CATS = {"user_annotation": RangeKind.ANNOTATION,
-              "gpu_user_annotation": RangeKind.GPU_ANNOTATION}
+GPU_CATS = {
+    "kernel": OpKind.KERNEL,
+    "Kernel": OpKind.KERNEL,
+    "gpu_memcpy": OpKind.MEMCPY,
+    "Memcpy": OpKind.MEMCPY,
+    "gpu_memset": OpKind.MEMSET,
+    "Memset": OpKind.MEMSET,
+}
+API_CATS = {
+    "cuda_runtime": ApiKind.RUNTIME,
+    "Runtime": ApiKind.RUNTIME,
+    "cuda_driver": ApiKind.DRIVER,
+    "cuda_sync": ApiKind.SYNC,
+}
+RANGE_CATS = {
+    "user_annotation": RangeKind.ANNOTATION,
+    "gpu_user_annotation": RangeKind.GPU_ANNOTATION,
+}
 
 
 def exact_ns(v: Any) -> int:
@@ -83,13 +103,13 @@ def independent(path: Path) -> dict[str, Any]:
 
 
 def counts(values: np.ndarray) -> Counter[int]:
-    return Counter({int(k): int(n) for k, n in zip(*np.unique(values, return_counts=True))})
+    keys, n = np.unique(values, return_counts=True)
+    return Counter(dict(zip(keys.tolist(), n.tolist(), strict=True)))
 
 
 @pytest.mark.parametrize(
     "rel",
-    [pytest.param(r, marks=pytest.mark.slow) if Path(r).name in LARGE else r
-     for r in KINETO_FILES],
+    [pytest.param(r, marks=pytest.mark.slow) if Path(r).name in LARGE else r for r in KINETO_FILES],
     ids=lambda r: Path(r).name[:40],
 )
 def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) -> None:
@@ -100,7 +120,7 @@ def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) ->
     assert counts(tr.api_calls["kind"]) == want["api"]
     assert counts(tr.ranges["kind"]) == want["ranges"]
     k = tr.gpu_ops.take(tr.gpu_ops["kind"] == OpKind.KERNEL)
-    assert sorted(zip(k["start"].tolist(), k["end"].tolist())) == want["kernel_times"]
+    assert sorted(zip(k["start"].tolist(), k["end"].tolist(), strict=True)) == want["kernel_times"]
     copies = tr.gpu_ops["kind"] == OpKind.MEMCPY
     if want["copy_bytes"]:
         assert int(tr.gpu_ops["bytes"][copies].sum()) == want["copy_bytes"]
@@ -117,8 +137,8 @@ def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) ->
     assert len(tr.devices) == len(doc.get("deviceProperties", []))
     # GPU ops link to launching calls: the host pid of the call with the same correlation
     g, a = tr.gpu_ops, tr.api_calls
-    call_pid = dict(zip(a["correlation"].tolist(), a["pid"].tolist()))
-    for c, p in zip(g["correlation"].tolist(), g["pid"].tolist()):
+    call_pid = dict(zip(a["correlation"].tolist(), a["pid"].tolist(), strict=True))
+    for c, p in zip(g["correlation"].tolist(), g["pid"].tolist(), strict=True):
         if c in call_pid:
             assert p == call_pid[c]
     assert (tr.gpu_ops["end"] >= tr.gpu_ops["start"]).all()
@@ -126,8 +146,7 @@ def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) ->
 
 def test_h200_kineto_counts(shared_dir: Path) -> None:
     tr = load_kineto(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
-    assert counts(tr.gpu_ops["kind"]) == {OpKind.KERNEL: 1047, OpKind.MEMCPY: 16,
-                                          OpKind.MEMSET: 12}
+    assert counts(tr.gpu_ops["kind"]) == {OpKind.KERNEL: 1047, OpKind.MEMCPY: 16, OpKind.MEMSET: 12}
     assert tr.meta["rank"] == 0 and tr.meta["world_size"] == 1
     assert tr.strings[tr.devices["name"][0]] == "NVIDIA H200"
     # the 16 copies: DtoH of the sampled token each step and the side-stream kv_transfer
@@ -136,10 +155,11 @@ def test_h200_kineto_counts(shared_dir: Path) -> None:
 
 
 def test_ns_resolution_trace_is_microseconds_with_ns_digits(shared_dir: Path) -> None:
+    HTA = shared_dir / "data/external/hta"
     """displayTimeUnit "ns": ts is still in microseconds. The capture (file name
     Apr_03_18_51_38, 'Tracing starting in 6s ... end in 7s') lands on 2024-04-04 UTC and
     lasts about a second only if read as microseconds."""
-    path = shared_dir / "data/external/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    path = HTA / "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     tr = load_kineto(path)
     assert tr.meta["display_time_unit"] == "ns"
     start = int(tr.api_calls["start"].min())
@@ -151,7 +171,8 @@ def test_ns_resolution_trace_is_microseconds_with_ns_digits(shared_dir: Path) ->
 
 
 def test_amd_trace(shared_dir: Path) -> None:
-    tr = load_kineto(shared_dir / "data/external/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    HTA = shared_dir / "data/external/hta"
+    tr = load_kineto(HTA / "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     assert counts(tr.gpu_ops["kind"])[OpKind.KERNEL] == 14
     names = {tr.strings[i] for i in tr.api_calls["name"]}
     assert any(n.startswith("hip") for n in names)
@@ -163,7 +184,8 @@ def test_amd_trace(shared_dir: Path) -> None:
 
 def test_cpu_only_trace(shared_dir: Path) -> None:
     """No GPU ops: loads its gloo annotations (host ranges) and says what it dropped."""
-    tr = load_kineto(shared_dir / "data/external/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    HTA = shared_dir / "data/external/hta"
+    tr = load_kineto(HTA / "cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
     assert len(tr.gpu_ops) == 0 and len(tr.api_calls) == 0
     assert len(tr.ranges) == 11
     assert tr.meta["rank"] == 34 and tr.meta["world_size"] == 300
@@ -174,10 +196,18 @@ def test_cpu_only_trace(shared_dir: Path) -> None:
 def test_graph_launches_share_correlations(shared_dir: Path) -> None:
     path = shared_dir / "data/external/hta/trace_diff/test/test.json.gz"
     events = independent(path)["doc"]["traceEvents"]
-    graph_corr = {e["args"]["correlation"] for e in events
-                  if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"}
-    want = sum(1 for e in events if e.get("cat") in GPU_CATS and e.get("ph") == "X"
-               and e["args"].get("correlation") in graph_corr)
+    graph_corr = {
+        e["args"]["correlation"]
+        for e in events
+        if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"
+    }
+    want = sum(
+        1
+        for e in events
+        if e.get("cat") in GPU_CATS
+        and e.get("ph") == "X"
+        and e["args"].get("correlation") in graph_corr
+    )
     assert want > 1000  # this capture replays CUDA graphs
     tr = load_kineto(path)
     g = tr.gpu_ops

@@ -28,15 +28,28 @@ def ns(text: str) -> int:
     return int((Decimal(text) * 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
 
 
-def ev(ph: str, cat: str | None, name: str, ts: str, dur: str | None = None, *,
-       pid: Any = HOST_PID, tid: Any = HOST_TID, args: dict[str, Any] | None = None,
-       **extra: Any) -> str:
+def ev(
+    ph: str,
+    cat: str | None,
+    name: str,
+    ts: str,
+    dur: str | None = None,
+    *,
+    pid: Any = HOST_PID,
+    tid: Any = HOST_TID,
+    args: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
     """One event as JSON text, with ts/dur written verbatim (exact decimal text)."""
     parts = [f'"ph": "{ph}"']
     if cat is not None:
         parts.append(f'"cat": "{cat}"')
-    parts += [f'"name": {json.dumps(name)}', f'"pid": {json.dumps(pid)}',
-              f'"tid": {json.dumps(tid)}', f'"ts": {ts}']
+    parts += [
+        f'"name": {json.dumps(name)}',
+        f'"pid": {json.dumps(pid)}',
+        f'"tid": {json.dumps(tid)}',
+        f'"ts": {ts}',
+    ]
     if dur is not None:
         parts.append(f'"dur": {dur}')
     for k, v in extra.items():
@@ -71,15 +84,39 @@ BASIC = [
     launch(1, "1011.5"),
     kernel(1, "1020.25", "4.5", name="gemm"),
     launch(2, "1031.0", name="cudaMemcpyAsync"),
-    ev("X", "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", "1040.0", "2.0", pid=DEV,
-       tid=STREAM, args={"device": DEV, "stream": STREAM, "correlation": 2, "bytes": 4096}),
+    ev(
+        "X",
+        "gpu_memcpy",
+        "Memcpy HtoD (Pageable -> Device)",
+        "1040.0",
+        "2.0",
+        pid=DEV,
+        tid=STREAM,
+        args={"device": DEV, "stream": STREAM, "correlation": 2, "bytes": 4096},
+    ),
     launch(3, "1050.0", name="cudaMemsetAsync"),
-    ev("X", "gpu_memset", "Memset (Device)", "1060.0", "1.0", pid=DEV, tid=STREAM,
-       args={"device": DEV, "stream": STREAM, "correlation": 3, "bytes": 64}),
+    ev(
+        "X",
+        "gpu_memset",
+        "Memset (Device)",
+        "1060.0",
+        "1.0",
+        pid=DEV,
+        tid=STREAM,
+        args={"device": DEV, "stream": STREAM, "correlation": 3, "bytes": 64},
+    ),
     ev("X", "cuda_driver", "cuLaunchKernelEx", "1070.0", "3.0", args={"correlation": 4}),
     kernel(4, "1075.0", "1.0", name="nvjet"),
-    ev("X", "gpu_user_annotation", "step", "1020.0", "60.0", pid=DEV, tid=STREAM,
-       args={"External id": 1}),
+    ev(
+        "X",
+        "gpu_user_annotation",
+        "step",
+        "1020.0",
+        "60.0",
+        pid=DEV,
+        tid=STREAM,
+        args={"External id": 1},
+    ),
     ev("X", "cpu_op", "aten::mm", "1011.0", "9.0", args={"Input Dims": [[1, 2]]}),
     ev("s", "ac2g", "ac2g", "1011.5", id=1),
     ev("f", "ac2g", "ac2g", "1020.25", pid=DEV, tid=STREAM, id=1, bp="e"),
@@ -118,7 +155,11 @@ def test_basic_trace(tmp_path: Path, gz: bool) -> None:
 
     a = tr.api_calls
     assert [tr.strings[i] for i in a["name"]] == [
-        "cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync", "cuLaunchKernelEx"]
+        "cudaLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+        "cuLaunchKernelEx",
+    ]
     assert list(a["kind"]) == [0, 0, 0, 1]
     assert list(a["correlation"]) == [1, 2, 3, 4]
     th = tr.threads
@@ -128,8 +169,7 @@ def test_basic_trace(tmp_path: Path, gz: bool) -> None:
 
     r = tr.ranges
     assert [tr.strings[i] for i in r["name"]] == ["step", "inner", "step"]
-    assert list(r["kind"]) == [RangeKind.ANNOTATION, RangeKind.ANNOTATION,
-                               RangeKind.GPU_ANNOTATION]
+    assert list(r["kind"]) == [RangeKind.ANNOTATION, RangeKind.ANNOTATION, RangeKind.GPU_ANNOTATION]
     assert list(r["depth"]) == [0, 1, 0]
     assert list(r["thread"]) == [0, 0, -1]
     assert list(r["device"]) == [-1, -1, DEV]
@@ -189,9 +229,10 @@ def test_fast_path_agrees_with_its_python_twin(ts: str, dur: str) -> None:
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
-def test_chunk_boundaries_do_not_matter(tmp_path: Path, chunk: int,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    data = doc(BASIC + [ev("X", "cpu_op", 'a "quoted" \\ name {[', "1.0", "1.0")], **TOP)
+def test_chunk_boundaries_do_not_matter(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = doc([*BASIC, ev("X", "cpu_op", 'a "quoted" \\ name {[', "1.0", "1.0")], **TOP)
     p = write(tmp_path, data)
     ref = load_kineto(p)
     monkeypatch.setattr(kineto, "CHUNK_BYTES", chunk)
@@ -234,10 +275,17 @@ def test_graph_launch_may_share_a_correlation(tmp_path: Path) -> None:
 
 def test_cuda_sync_rows_go_to_the_calling_thread(tmp_path: Path) -> None:
     events = [
-        ev("X", "cuda_runtime", "cudaStreamSynchronize", "1.0", "9.0",
-           args={"correlation": 5}),
-        ev("X", "cuda_sync", "Stream Sync", "2.0", "7.0", pid=DEV, tid=STREAM,
-           args={"correlation": 5, "stream": STREAM, "device": DEV}),
+        ev("X", "cuda_runtime", "cudaStreamSynchronize", "1.0", "9.0", args={"correlation": 5}),
+        ev(
+            "X",
+            "cuda_sync",
+            "Stream Sync",
+            "2.0",
+            "7.0",
+            pid=DEV,
+            tid=STREAM,
+            args={"correlation": 5, "stream": STREAM, "device": DEV},
+        ),
     ]
     tr = load_kineto(write(tmp_path, doc(events)))
     a = tr.api_calls
@@ -248,10 +296,24 @@ def test_cuda_sync_rows_go_to_the_calling_thread(tmp_path: Path) -> None:
 
 def test_rocm_copy_bytes_from_the_hip_call(tmp_path: Path) -> None:
     events = [
-        ev("X", "cuda_runtime", "hipMemcpyWithStream", "1.0", "9.0",
-           args={"correlation": 117, "size": "2560", "stream": "0x0", "kind": "1"}),
-        ev("X", "gpu_memcpy", "Memcpy HtoD (Host -> Device)", "3.0", "1.0", pid=2, tid=0,
-           args={"device": 2, "stream": 0, "correlation": 117, "kind": "HtoD"}),
+        ev(
+            "X",
+            "cuda_runtime",
+            "hipMemcpyWithStream",
+            "1.0",
+            "9.0",
+            args={"correlation": 117, "size": "2560", "stream": "0x0", "kind": "1"},
+        ),
+        ev(
+            "X",
+            "gpu_memcpy",
+            "Memcpy HtoD (Host -> Device)",
+            "3.0",
+            "1.0",
+            pid=2,
+            tid=0,
+            args={"device": 2, "stream": 0, "correlation": 117, "kind": "HtoD"},
+        ),
     ]
     tr = load_kineto(write(tmp_path, doc(events)))
     g = tr.gpu_ops
@@ -323,8 +385,10 @@ def test_unbalanced_quote_is_located(tmp_path: Path) -> None:
         (b'{"traceEvents": {}}', "not an array"),
         (b'{"traceEvents": [1]}', "traceEvents[0] is not a JSON object"),
         (b'{"traceEvents": []}', "no events"),
-        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}',
-         "no events pytimings models"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}',
+            "no events pytimings models",
+        ),
         (b'{"traceEvents": []} x', "after the end"),
         (b"", "empty file"),
         (b'{"traceEvents": [{"ph": "X"}', "truncated"),
@@ -345,8 +409,10 @@ def test_duplicate_correlation(tmp_path: Path) -> None:
 
 
 def test_unknown_time_unit(tmp_path: Path) -> None:
-    expect_error(write(tmp_path, doc(BASIC, displayTimeUnit="fortnights")),
-                 "unknown displayTimeUnit 'fortnights'")
+    expect_error(
+        write(tmp_path, doc(BASIC, displayTimeUnit="fortnights")),
+        "unknown displayTimeUnit 'fortnights'",
+    )
 
 
 def test_bad_timestamp_text(tmp_path: Path) -> None:
@@ -354,21 +420,25 @@ def test_bad_timestamp_text(tmp_path: Path) -> None:
     expect_error(write(tmp_path, doc(events)), "ts is not a number")
 
 
+def test_timestamp_out_of_range(tmp_path: Path) -> None:
+    events = [launch(1, "1e30")]
+    expect_error(write(tmp_path, doc(events)), "timestamp")
+
+
 def test_missing_file(tmp_path: Path) -> None:
     expect_error(tmp_path / "nope.json", "cannot read")
 
 
 # ---- property tests ---------------------------------------------------------------
+FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # tmp_path is reused; files are rewritten
 
-times = st.builds(
-    lambda i, f: f"{i}.{f:03d}", st.integers(0, 2 * 10**15), st.integers(0, 999)
-)
+times = st.builds(lambda i, f: f"{i}.{f:03d}", st.integers(0, 2 * 10**15), st.integers(0, 999))
 
 
 @st.composite
 def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     n_kernels = draw(st.integers(0, 6))
-    n_ann = draw(st.integers(0, 4))
+    n_ann = draw(st.integers(0 if n_kernels else 1, 4))  # something the model holds
     n_other = draw(st.integers(0, 4))
     events, starts = [], []
     for c in range(n_kernels):
@@ -377,34 +447,31 @@ def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
         events.append(kernel(c + 1, t0, d, name=draw(st.text(max_size=8))))
         starts.append((ns(t0), ns(str(Decimal(t0) + Decimal(d)))))
     for _ in range(n_ann):
-        events.append(ev("X", "user_annotation", draw(st.text(max_size=5)), draw(times),
-                         draw(times)))
+        events.append(
+            ev("X", "user_annotation", draw(st.text(max_size=5)), draw(times), draw(times))
+        )
     for _ in range(n_other):
         events.append(ev("X", "cpu_op", "op", draw(times), "1", args={"x": [1, {"y": "]"}]}))
     order = draw(st.permutations(range(len(events))))
     events = [events[i] for i in order]
-    if not events:
-        events = [ev("X", "user_annotation", "a", "1", "1")]
-        n_ann = 1
-    want = {"kernels": sorted(starts), "annotations": n_ann, "other": n_other,
-            "calls": n_kernels}
+    want = {"kernels": sorted(starts), "annotations": n_ann, "other": n_other, "calls": n_kernels}
     return doc(events, **TOP), want
 
 
 @given(traces())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE_OK)
 def test_random_valid_traces_round_trip(tmp_path: Path, case: tuple[bytes, dict[str, Any]]) -> None:
     data, want = case
     tr = load_kineto(write(tmp_path, data, gz=True))
     g = tr.gpu_ops
-    assert sorted(zip(g["start"].tolist(), g["end"].tolist())) == want["kernels"]
+    assert sorted(zip(g["start"].tolist(), g["end"].tolist(), strict=True)) == want["kernels"]
     assert len(tr.api_calls) == want["calls"]
     assert len(tr.ranges) == want["annotations"]
     assert tr.dropped.get("cpu_op events (not modelled)", 0) == want["other"]
 
 
 @given(traces(), st.data())
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=FIXTURE_OK)
 def test_corruption_raises_only_trace_format_error(
     tmp_path: Path, case: tuple[bytes, dict[str, Any]], data: st.DataObject
 ) -> None:
@@ -414,9 +481,10 @@ def test_corruption_raises_only_trace_format_error(
     if how == "truncate":
         bad, gz = raw[:pos], False
     elif how == "flip":
-        bad, gz = raw[:pos] + bytes([data.draw(st.integers(0, 255))]) + raw[pos + 1:], False
+        bad, gz = raw[:pos] + bytes([data.draw(st.integers(0, 255))]) + raw[pos + 1 :], False
     elif how == "insert":
-        bad, gz = raw[:pos] + data.draw(st.sampled_from([b"{", b"]", b'"', b",", b"\\"])) + raw[pos:], False
+        extra = data.draw(st.sampled_from([b"{", b"]", b'"', b",", b"\\"]))
+        bad, gz = raw[:pos] + extra + raw[pos:], False
     else:
         z = gzip.compress(raw)
         bad, gz = z[: data.draw(st.integers(0, len(z) - 1))], True
@@ -432,6 +500,9 @@ def test_corruption_raises_only_trace_format_error(
         return
     # accepted: then the bytes were a valid JSON trace and the result is all of it
     assert reference is not None
-    kernels = [e for e in reference["traceEvents"] if isinstance(e, dict)
-               and e.get("cat") == "kernel" and e.get("ph") == "X"]
+    kernels = [
+        e
+        for e in reference["traceEvents"]
+        if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"
+    ]
     assert len(tr.gpu_ops) == len(kernels)
