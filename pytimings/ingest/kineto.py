@@ -38,8 +38,10 @@ from __future__ import annotations
 import codecs
 import decimal
 import os
+import queue
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import msgspec
@@ -111,6 +113,9 @@ class _Meta(msgspec.Struct, gc=False):
     args: dict[str, Any] | None = None
 
 
+_N_CLASSES = 6
+# (class, JSON array of its elements, document offsets, element indices, buffer offsets)
+_Piece = tuple[int, bytes, "I64", "I64", "I64"]
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
@@ -214,7 +219,60 @@ class _Loader:
     # ---- reading --------------------------------------------------------------------
     def read(self, flows_only: bool = False) -> None:
         """One pass over the file. ``flows_only``: decode just the flow events (a second
-        pass, taken only when some GPU op or API call lacks args.correlation)."""
+        pass, taken only when some GPU op or API call lacks args.correlation).
+
+        A reader thread decompresses and splits (both without the GIL) while this thread
+        decodes the previous piece; the queue holds at most one piece (bounded memory).
+        """
+        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+        reader = threading.Thread(
+            target=self._produce,
+            args=(pieces, stop),
+            name="pytimings-kineto-reader",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            while True:
+                item = pieces.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                for piece in item:
+                    if flows_only:
+                        if piece[0] == _jsonscan.CLASS_FLOW:
+                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                    else:
+                        self._decode(*piece)
+        finally:
+            stop.set()
+            reader.join()
+
+    def _produce(
+        self, out: queue.Queue[list[_Piece] | BaseException | None], stop: threading.Event
+    ) -> None:
+        """Reader thread: pieces of class buffers, then None; or the error."""
+
+        def put(item: list[_Piece] | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            for piece in self._split():
+                if not put(piece):
+                    return
+            put(None)
+        except Exception as e:  # any failure is handed to the reading thread
+            put(e)
+
+    def _split(self) -> Iterator[list[_Piece]]:
         try:
             stream = _open(self.path)
         except OSError as e:
@@ -238,42 +296,27 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
-                if flows_only:
-                    self.drain_flows()
-                else:
-                    self.drain()
+                yield [
+                    (cls, *splitter.take(cls)) for cls in range(_N_CLASSES) if splitter.pending(cls)
+                ]
                 if final:
-                    break
+                    return
 
-    def drain(self) -> None:
-        sp = self.splitter
-        for cls, dec in _DECODERS.items():
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, pos = sp.take(cls)
-            try:
-                # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
-                codecs.utf_8_decode(buf, "strict", True)
-            except UnicodeDecodeError as e:
-                raise self.fail(
-                    self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
-                ) from None
-            try:
-                evs = dec.decode(buf)
-            except msgspec.DecodeError as e:
-                raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
-            del buf
-            self.counts[cls] += len(doc)
-            self._convert(cls, evs, doc, idx)
-
-    def drain_flows(self) -> None:
-        sp = self.splitter
-        for cls in range(6):
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, _pos = sp.take(cls)
-            if cls == _jsonscan.CLASS_FLOW:
-                self._convert(cls, _FLOW_DECODER.decode(buf), doc, idx)
+    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+        try:
+            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+            codecs.utf_8_decode(buf, "strict", True)
+        except UnicodeDecodeError as e:
+            raise self.fail(
+                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+            ) from None
+        try:
+            evs = _DECODERS[cls].decode(buf)
+        except msgspec.DecodeError as e:
+            raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
+        del buf
+        self.counts[cls] += len(doc)
+        self._convert(cls, evs, doc, idx)
 
     def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
         m = _BYTE_OFFSET.search(msg)
@@ -364,6 +407,7 @@ class _Loader:
         gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
         api = _concat(self.rows[_jsonscan.CLASS_API])
         rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
+        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
@@ -383,7 +427,7 @@ class _Loader:
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
         api_calls = self._api_calls(api, thread_of, r)
-        ranges = self._ranges(rng, thread_of, r)
+        ranges = self._ranges(rng, thread_of, main_pid, r)
         devices = self._devices(doc.get("deviceProperties"), r)
 
         meta: dict[str, Any] = {
@@ -577,6 +621,7 @@ class _Loader:
         self,
         rng: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        main_pid: int,
         rank: int,
     ) -> Table:
         n = len(rng["start"])
@@ -606,7 +651,8 @@ class _Loader:
                 "category": np.zeros(n),
                 "depth": depth,
                 "payload": np.full(n, np.nan),
-                "pid": np.where(gpu_side, -1, rng["pid"]),
+                # GPU-side ranges sit on device rows; their process is the host's
+                "pid": np.where(gpu_side, main_pid, rng["pid"]),
                 "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],
