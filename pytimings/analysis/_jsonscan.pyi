@@ -2,12 +2,18 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
-CLASS_GPU: int
-CLASS_API: int
-CLASS_RANGE: int
+CLASS_KERNEL: int
+CLASS_MEMCPY: int
+CLASS_MEMSET: int
+CLASS_RUNTIME: int
+CLASS_DRIVER: int
+CLASS_SYNC: int
+CLASS_ANNOTATION: int
+CLASS_GPU_ANNOTATION: int
 CLASS_FLOW: int
 CLASS_NOCAT: int
 CLASS_OTHER: int
+N_CLASS: int
 
 class SplitError(ValueError):
     offset: int

@@ -97,8 +97,7 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
+    ph: str = ""  # no "cat": the splitter has put each category in its own buffer
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
@@ -124,31 +123,37 @@ class _Meta(msgspec.Struct, gc=False):
     args: dict[str, Any] | None = None
 
 
-_N_CLASSES = 6
 # (class, JSON array of its elements, document offsets, element indices, buffer offsets)
 _Piece = tuple[int, bytes, "I64", "I64", "I64"]
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
+# category -> code; the splitter's classes 0-7 are these categories, one each
+CAT_CODES: dict[str, int] = {
+    "kernel": _jsonscan.CLASS_KERNEL,
+    "gpu_memcpy": _jsonscan.CLASS_MEMCPY,
+    "gpu_memset": _jsonscan.CLASS_MEMSET,
+    "cuda_runtime": _jsonscan.CLASS_RUNTIME,
+    "cuda_driver": _jsonscan.CLASS_DRIVER,
+    "cuda_sync": _jsonscan.CLASS_SYNC,
+    "user_annotation": _jsonscan.CLASS_ANNOTATION,
+    "gpu_user_annotation": _jsonscan.CLASS_GPU_ANNOTATION,
+}
+_CAT_NAMES = {code: name for name, code in CAT_CODES.items()}
+# the table each category's rows go to
+_GROUP = {
+    **dict.fromkeys(("kernel", "gpu_memcpy", "gpu_memset"), "gpu"),
+    **dict.fromkeys(("cuda_runtime", "cuda_driver", "cuda_sync"), "api"),
+    **dict.fromkeys(("user_annotation", "gpu_user_annotation"), "ranges"),
+}
+_GROUP_OF = {CAT_CODES[c]: g for c, g in _GROUP.items()}
+_EVENT_DECODER = msgspec.json.Decoder(list[_Event])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
-    _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_API: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_RANGE: msgspec.json.Decoder(list[_Event]),
+    **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
     # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
     _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
     _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
 }
 
-# cat -> code used in the row arrays
-CAT_CODES: dict[str, int] = {
-    "kernel": 0, "Kernel": 0,
-    "gpu_memcpy": 1, "Memcpy": 1,
-    "gpu_memset": 2, "Memset": 2,
-    "cuda_runtime": 3, "Runtime": 3,
-    "cuda_driver": 4,
-    "cuda_sync": 5,
-    "user_annotation": 6,
-    "gpu_user_annotation": 7,
-}  # fmt: skip
 _OP_KIND = np.array([OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET], dtype=np.int8)
 _GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 
@@ -215,13 +220,13 @@ class _Loader:
         self.ids: dict[str, int] = {"": 0}
         self.strings: list[str] = [""]
         self.keys: dict[Any, int] = {}
-        self.rows: dict[int, list[dict[str, npt.NDArray[Any]]]] = {
-            c: [] for c in (_jsonscan.CLASS_GPU, _jsonscan.CLASS_API, _jsonscan.CLASS_RANGE)
+        self.rows: dict[str, list[dict[str, npt.NDArray[Any]]]] = {
+            g: [] for g in ("gpu", "api", "ranges")
         }
         self.flows: list[dict[str, npt.NDArray[Any]]] = []
         self.meta_events: list[_Meta] = []
         self.dropped: dict[str, int] = {}
-        self.counts = {c: 0 for c in range(6)}
+        self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
         self.ops_without_launch = 0
 
     def fail(self, problem: str) -> TraceFormatError:
@@ -308,7 +313,7 @@ class _Loader:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
                 yield [
-                    (cls, *splitter.take(cls)) for cls in range(_N_CLASSES) if splitter.pending(cls)
+                    (cls, *splitter.take(cls)) for cls in range(_jsonscan.N_CLASS) if splitter.pending(cls)
                 ]
                 if final:
                     return
@@ -345,13 +350,15 @@ class _Loader:
 
     def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
         try:
-            if cls in self.rows:
+            if cls in _GROUP_OF:
                 cols, skipped = _kineto.event_rows(
-                    evs, CAT_CODES, self.ids, self.strings, self.keys, _exact
+                    evs, cls, self.ids, self.strings, self.keys, _exact, idx
                 )
-                self.rows[cls].append(cols)
-                for (cat, ph), n in skipped.items():
-                    self._drop(f"{cat} events with ph={ph!r} (only complete 'X' events)", n)
+                self.rows[_GROUP_OF[cls]].append(cols)
+                for ph, n in skipped.items():
+                    self._drop(
+                        f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n
+                    )
             elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
                 fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
                 self.flows.append(fcols)
@@ -415,9 +422,10 @@ class _Loader:
 
         for name, n in sorted(self.splitter.counts_of_other().items()):
             self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
-        gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
-        api = _concat(self.rows[_jsonscan.CLASS_API])
-        rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
+        # rows in time order, ties in document order (the same however the file was cut)
+        gpu = _by_time(_concat(self.rows["gpu"]))
+        api = _by_time(_concat(self.rows["api"]))
+        rng = _by_time(_concat(self.rows["ranges"]))
         self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
@@ -732,6 +740,7 @@ _ROW_COLS = (
     "device",
     "stream",
     "bytes",
+    "index",
 )
 
 
@@ -742,6 +751,11 @@ def _concat(
         dt = {"name": np.int32, "cat": np.int8, "phase": np.int8}
         return {c: np.empty(0, dtype=dt.get(c, np.int64)) for c in cols}
     return {c: np.concatenate([p[c] for p in parts]) for c in cols}
+
+
+def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    order = np.lexsort((rows["index"], rows["start"]))
+    return {k: v[order] for k, v in rows.items()}
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:
