@@ -312,9 +312,8 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
-                yield [
-                    (cls, *splitter.take(cls)) for cls in range(_jsonscan.N_CLASS) if splitter.pending(cls)
-                ]
+                classes = range(_jsonscan.N_CLASS)
+                yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
                 if final:
                     return
 
