@@ -21,23 +21,33 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
 
-# element classes (kept in sync with pytimings/ingest/kineto.py)
+# element classes (kept in sync with pytimings/ingest/kineto.py); the modelled ones (0-7)
+# are one class per category so that the decoder need not decode "cat"
 cdef enum:
-    C_GPU = 0     # kernel, gpu_memcpy, gpu_memset (and 2021-era Kernel/Memcpy/Memset)
-    C_API = 1     # cuda_runtime, cuda_driver, cuda_sync (and Runtime)
-    C_RANGE = 2   # user_annotation, gpu_user_annotation
-    C_FLOW = 3    # ac2g (and the older async / async_cpu_to_gpu launch flows)
-    C_NOCAT = 4   # elements without "cat": metadata (process/thread names), markers
-    C_OTHER = 5   # everything else (cpu_op, python_function, ...): validated and counted
-CLASS_GPU = C_GPU
-CLASS_API = C_API
-CLASS_RANGE = C_RANGE
+    C_KERNEL = 0       # kernel (2021-era: Kernel)
+    C_MEMCPY = 1       # gpu_memcpy (Memcpy)
+    C_MEMSET = 2       # gpu_memset (Memset)
+    C_RUNTIME = 3      # cuda_runtime (Runtime); also HIP calls on ROCm
+    C_DRIVER = 4       # cuda_driver
+    C_SYNC = 5         # cuda_sync
+    C_ANNOTATION = 6   # user_annotation
+    C_GPU_ANNOTATION = 7  # gpu_user_annotation
+    C_FLOW = 8         # ac2g (and the older async / async_cpu_to_gpu launch flows)
+    C_NOCAT = 9        # elements without "cat": metadata (process/thread names), markers
+    C_OTHER = 10       # everything else (cpu_op, python_function, ...): validated, counted
+    N_CLASSES = 11
+CLASS_KERNEL = C_KERNEL
+CLASS_MEMCPY = C_MEMCPY
+CLASS_MEMSET = C_MEMSET
+CLASS_RUNTIME = C_RUNTIME
+CLASS_DRIVER = C_DRIVER
+CLASS_SYNC = C_SYNC
+CLASS_ANNOTATION = C_ANNOTATION
+CLASS_GPU_ANNOTATION = C_GPU_ANNOTATION
 CLASS_FLOW = C_FLOW
 CLASS_NOCAT = C_NOCAT
 CLASS_OTHER = C_OTHER
-
-cdef enum:
-    N_CLASSES = 6
+N_CLASS = N_CLASSES
 
 cdef enum Mode:
     M_BEFORE = 0
@@ -54,12 +64,12 @@ cdef const char* TE = b"traceEvents"
 
 # (cat, class) table compared with memcmp; order does not matter
 _CATS = (
-    (b"kernel", CLASS_GPU), (b"gpu_memcpy", CLASS_GPU), (b"gpu_memset", CLASS_GPU),
-    (b"Kernel", CLASS_GPU), (b"Memcpy", CLASS_GPU), (b"Memset", CLASS_GPU),
-    (b"cuda_runtime", CLASS_API), (b"cuda_driver", CLASS_API), (b"cuda_sync", CLASS_API),
-    (b"Runtime", CLASS_API),
-    (b"user_annotation", CLASS_RANGE), (b"gpu_user_annotation", CLASS_RANGE),
-    (b"ac2g", CLASS_FLOW), (b"async", CLASS_FLOW), (b"async_cpu_to_gpu", CLASS_FLOW),
+    (b"kernel", C_KERNEL), (b"gpu_memcpy", C_MEMCPY), (b"gpu_memset", C_MEMSET),
+    (b"Kernel", C_KERNEL), (b"Memcpy", C_MEMCPY), (b"Memset", C_MEMSET),
+    (b"cuda_runtime", C_RUNTIME), (b"cuda_driver", C_DRIVER), (b"cuda_sync", C_SYNC),
+    (b"Runtime", C_RUNTIME),
+    (b"user_annotation", C_ANNOTATION), (b"gpu_user_annotation", C_GPU_ANNOTATION),
+    (b"ac2g", C_FLOW), (b"async", C_FLOW), (b"async_cpu_to_gpu", C_FLOW),
 )
 
 
