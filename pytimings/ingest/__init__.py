@@ -1,0 +1,242 @@
+"""Load traces of any supported format into one :class:`~pytimings.ingest._model.Trace`.
+
+The format is detected from the file's content (magic bytes, the start of the JSON), not
+its name: Nsight Systems SQLite exports, Nsight Systems reports (``.nsys-rep``/``.qdrep``,
+exported to SQLite with ``nsys`` when it is installed), PyTorch-profiler (Kineto) JSON,
+plain or gzipped, and pytimings recordings (Arrow IPC).
+
+Several files load in parallel processes (``workers``, default one per file up to the
+number of cores; in-process when the files total under 32 MiB) into one Trace with a
+``rank`` column. A file's
+rank is, in order of precedence: the ``ranks`` argument; the rank the trace itself records
+(Kineto ``distributedInfo``; loaders put it in ``meta['rank']``); a ``rankN``, ``rank-N`` or
+``rank_N`` in the file name; the file's position among the files given (sorted by name
+within a directory). Two files with the same rank are an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from pytimings.errors import TraceFormatError, UsageError
+from pytimings.ingest._model import TABLES, Trace
+
+__all__ = ["detect_format", "load"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+ARROW_MAGIC = b"ARROW1"
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+_HEAD_BYTES = 1 << 16
+_PARALLEL_MIN_BYTES = 32 << 20
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+def load(
+    *paths: str | os.PathLike[str],
+    ranks: Sequence[int] | None = None,
+    workers: int | None = None,
+) -> Trace:
+    """Load one or more trace files (or directories of per-rank traces) into one Trace."""
+    files = _expand(paths)
+    if ranks is not None and len(ranks) != len(files):
+        raise UsageError(f"ranks: {len(ranks)} given for {len(files)} trace files")
+    if workers is None:
+        # starting worker processes (~0.5 s) costs more than loading small files in-process
+        small = sum(os.path.getsize(f) for f in files) < _PARALLEL_MIN_BYTES
+        n_workers = 1 if small else min(len(files), os.cpu_count() or 1)
+    else:
+        n_workers = workers
+    if n_workers < 1:
+        raise UsageError(f"workers must be at least 1, not {workers}")
+    if len(files) == 1 or n_workers == 1:
+        traces = [load_file(f) for f in files]
+    else:
+        # forkserver: a clean child, not a fork of a parent that may hold Arrow/ADBC threads
+        ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+            traces = list(pool.map(load_file, files))
+    assigned = _assign_ranks(files, traces, ranks)
+    for tr, (rank, source) in zip(traces, assigned, strict=True):
+        _set_rank(tr, rank, source)
+    seen: dict[int, str] = {}
+    for f, (rank, _) in zip(files, assigned, strict=True):
+        if rank in seen:
+            raise TraceFormatError(f, f"rank {rank} is also the rank of {seen[rank]}")
+        seen[rank] = f
+    return Trace.merge(traces)
+
+
+def load_file(path: str) -> Trace:
+    """One file, whatever its format."""
+    fmt = detect_format(path)
+    if fmt == "nsys-sqlite":
+        from pytimings.ingest.nsys import load_nsys
+
+        return load_nsys(path)
+    if fmt == "nsys-report":
+        from pytimings.ingest.nsys import load_nsys
+
+        return load_nsys(export_report(path))
+    if fmt == "kineto":
+        kineto = importlib.import_module("pytimings.ingest.kineto")
+        return _nonempty(path, kineto.load_kineto(path))
+    recording = importlib.import_module("pytimings.ingest.recording")
+    return _nonempty(path, recording.load_recording_trace(path))
+
+
+def detect_format(path: str) -> str:
+    """'nsys-sqlite', 'nsys-report', 'kineto' or 'recording', from the file's content."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read ({exc.strerror or exc})") from None
+    if not head:
+        raise TraceFormatError(path, "is empty")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(NSYS_REPORT_MAGIC) or path.lower().endswith(NSYS_REPORT_SUFFIXES):
+        return "nsys-report"
+    if head.startswith(ARROW_MAGIC) and _looks_like("recording", head):
+        return "recording"
+    text = _gunzip_head(path, head) if head.startswith(GZIP_MAGIC) else head
+    if text.lstrip()[:1] in (b"{", b"[") and _looks_like("kineto", text):
+        return "kineto"
+    raise TraceFormatError(
+        path,
+        "unrecognised trace format (expected an nsys SQLite export or report, a PyTorch "
+        "profiler JSON trace, or a pytimings recording)",
+    )
+
+
+def _looks_like(fmt: str, head: bytes) -> bool:
+    """Ask the format's own module (imported only now) whether ``head`` is its format."""
+    try:
+        if fmt == "kineto":
+            kineto = importlib.import_module("pytimings.ingest.kineto")
+            return bool(kineto.looks_like_kineto(head))
+        recording = importlib.import_module("pytimings.ingest.recording")
+        return bool(recording.looks_like_recording(head))
+    except ImportError:  # that loader is not part of this build
+        return False
+
+
+def _gunzip_head(path: str, head: bytes) -> bytes:
+    """The first decompressed bytes of a gzip file (enough to recognise JSON)."""
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        text = d.decompress(head, _HEAD_BYTES)
+    except zlib.error as exc:
+        raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if not text:
+        raise TraceFormatError(path, "corrupt gzip data (nothing decompresses)")
+    return text
+
+
+def export_report(path: str) -> str:
+    """An Nsight Systems report exported to SQLite (cached), or a clear error without nsys."""
+    nsys = shutil.which("nsys")
+    stem = Path(path).name
+    for suffix in NSYS_REPORT_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+    if nsys is None:
+        raise TraceFormatError(
+            path,
+            "is an Nsight Systems report and nsys is not on PATH to export it; run "
+            f"`nsys export --type sqlite -o {stem}.sqlite {path}` and load {stem}.sqlite",
+        )
+    beside = Path(path).with_name(stem + ".sqlite")
+    if os.access(beside.parent, os.W_OK):
+        out = beside
+    else:
+        cache = Path(tempfile.gettempdir()) / "pytimings-nsys-export"
+        cache.mkdir(exist_ok=True)
+        out = cache / f"{stem}-{zlib.crc32(os.path.abspath(path).encode()):08x}.sqlite"
+    if out.exists() and out.stat().st_mtime >= Path(path).stat().st_mtime:
+        return str(out)
+    if out.exists():
+        out.unlink()  # stale: the report is newer
+    print(f"pytimings: exporting {path} to {out} with nsys (once; cached)", file=sys.stderr)
+    cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), path]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not out.exists():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TraceFormatError(path, f"nsys export failed (exit {done.returncode}): {last}")
+    return str(out)
+
+
+def _nonempty(path: str, trace: Trace) -> Trace:
+    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)):
+        raise TraceFormatError(path, "contains no events (no GPU ops, API calls or ranges)")
+    return trace
+
+
+def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    if not paths:
+        raise UsageError("no trace files given")
+    files: list[str] = []
+    for p in (os.fspath(x) for x in paths):
+        if os.path.isdir(p):
+            found = [str(c) for c in sorted(Path(p).iterdir()) if c.is_file() and _is_trace(str(c))]
+            if not found:
+                raise TraceFormatError(p, "directory holds no trace files")
+            files += found
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            raise TraceFormatError(p, "no such file or directory")
+    return files
+
+
+def _is_trace(path: str) -> bool:
+    try:
+        detect_format(path)
+    except TraceFormatError:
+        return False
+    return True
+
+
+def _assign_ranks(
+    files: Sequence[str], traces: Sequence[Trace], ranks: Sequence[int] | None
+) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for i, (f, tr) in enumerate(zip(files, traces, strict=True)):
+        own = tr.meta.get("rank")
+        m = _RANK_IN_NAME.search(Path(f).name)
+        if ranks is not None:
+            out.append((int(ranks[i]), "argument"))
+        elif isinstance(own, int) and not isinstance(own, bool):
+            out.append((own, "trace"))
+        elif m:
+            out.append((int(m.group(1)), "file name"))
+        else:
+            out.append((i, "file order"))
+    return out
+
+
+def _set_rank(trace: Trace, rank: int, source: str) -> None:
+    if not -(2**15) <= rank < 2**15:
+        raise UsageError(f"rank {rank} is out of range")
+    for name in TABLES:
+        t = trace.table(name)
+        setattr(trace, name, t.with_columns(rank=np.full(len(t), rank, dtype=np.int16)))
+    trace.meta["rank"] = rank
+    trace.meta["rank_source"] = source

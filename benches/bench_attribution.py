@@ -1,0 +1,274 @@
+"""Attribution speed: 10 million GPU ops, and side by side with HolisticTraceAnalysis.
+
+    python benches/bench_attribution.py [--ops N] [--hta-python PATH] [--kineto DIR_OR_FILE ...]
+
+1. Scale: a synthetic single-device trace of N GPU ops (default 10 million: kernels on a
+   compute stream, NCCL kernels overlapping them on a comm stream, HtoD copies, memsets,
+   zero-length ops) with one launch call each, generated columnar in a fresh process.
+   Timed: ``attribute(trace)`` (launch linking, classification, whole-trace partition,
+   idle split, launch latency, comm/compute overlap). Targets: < 30 s, < 2 GB peak RSS.
+2. Versus HTA (installed in a separate venv, run in a subprocess): on the same Kineto
+   trace(s), pytimings ``load`` + whole-trace ``attribute`` against HTA's
+   ``TraceAnalysis`` load + ``get_temporal_breakdown`` + ``get_idle_time_breakdown`` +
+   ``get_comm_comp_overlap``. Each side runs in its own fresh process; imports are not
+   timed on either side. Target: pytimings >= 15x faster.
+
+The benchmark checks its own results: labels sum exactly to every window, and the busy
+labels equal the union of op intervals computed independently with numpy. It exits 1
+when a check fails, 3 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parent.parent / "shared"
+
+SCALE_CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+from pytimings.analysis.attribution import LABELS, attribute
+from pytimings.ingest._model import (API_CALL_SCHEMA, DEVICE_SCHEMA, GPU_OP_SCHEMA, RANGE_SCHEMA,
+    THREAD_SCHEMA, CopyKind, MemKind, OpKind, Trace)
+from pytimings.table import Table
+
+def synth(n, seed=0):
+    rng = np.random.default_rng(seed)
+    strings = ["", "gemm_bf16_128x128", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+               "[CUDA memcpy HtoD]", "[CUDA memset]", "cudaLaunchKernel", "python3", "GPU 0",
+               "step"]
+    which = rng.choice(np.array([0, 1, 2, 3], dtype=np.int8), size=n, p=[0.85, 0.05, 0.06, 0.04])
+    dur = rng.integers(500, 9000, size=n, dtype=np.int64)
+    dur[rng.random(n) < 0.001] = 0                     # zero-length ops
+    step = dur + rng.integers(0, 4000, size=n, dtype=np.int64) * (rng.random(n) < 0.3)
+    start = np.cumsum(step)
+    del step
+    comm = which == 1  # comm kernels overlap the compute before them
+    start[comm] -= rng.integers(0, 6000, size=int(comm.sum()), dtype=np.int64)
+    end = start + dur
+    del dur
+    kind = np.where(which == 2, OpKind.MEMCPY,
+                    np.where(which == 3, OpKind.MEMSET, OpKind.KERNEL)).astype(np.int8)
+    ops = Table({
+        "start": start, "end": end,
+        "name": np.array([1, 2, 3, 4], dtype=np.int32)[which],
+        "kind": kind,
+        "copy_kind": np.where(which == 2, CopyKind.HTOD, CopyKind.NONE).astype(np.int8),
+        "src_mem": np.where(which == 2, MemKind.PINNED, MemKind.NONE).astype(np.int8),
+        "dst_mem": np.where(which >= 2, MemKind.DEVICE, MemKind.NONE).astype(np.int8),
+        "bytes": np.where(which == 2, 1 << 20, 0).astype(np.int64),
+        "device": np.zeros(n, dtype=np.int16),
+        "stream": np.where(comm, 2, 1).astype(np.int32),
+        "correlation": np.arange(n, dtype=np.int64),
+        "pid": np.full(n, 7, dtype=np.int32),
+        "rank": np.zeros(n, dtype=np.int16),
+        "graph": np.full(n, -1, dtype=np.int64),
+    })
+    del kind, comm
+    lstart = start - rng.integers(1000, 30000, size=n, dtype=np.int64)
+    api = Table({
+        "start": lstart, "end": lstart + 2500,
+        "name": np.full(n, 5, dtype=np.int32), "kind": np.zeros(n, dtype=np.int8),
+        "thread": np.zeros(n, dtype=np.int32), "correlation": np.arange(n, dtype=np.int64),
+        "pid": np.full(n, 7, dtype=np.int32), "rank": np.zeros(n, dtype=np.int16),
+    })
+    del lstart, which
+    steps = np.linspace(int(start.min()), int(end.max()), 1001).astype(np.int64)
+    ranges = Table({
+        "start": steps[:-1], "end": steps[1:], "name": np.full(1000, 8, dtype=np.int32),
+        "kind": np.zeros(1000, dtype=np.int8), "thread": np.zeros(1000, dtype=np.int32),
+        "device": np.full(1000, -1, dtype=np.int16), "domain": np.zeros(1000, dtype=np.int32),
+        "category": np.zeros(1000, dtype=np.int32), "depth": np.zeros(1000, dtype=np.int16),
+        "payload": np.full(1000, np.nan), "pid": np.full(1000, 7, dtype=np.int32),
+        "rank": np.zeros(1000, dtype=np.int16),
+    })
+    threads = Table({"pid": np.array([7]), "tid": np.array([7]),
+                     "name": np.array([6], dtype=np.int32),
+                     "rank": np.zeros(1, dtype=np.int16)})
+    devices = Table({"device": np.zeros(1, dtype=np.int16), "name": np.array([7], dtype=np.int32),
+                     "rank": np.zeros(1, dtype=np.int16)})
+    for t, schema in ((ops, GPU_OP_SCHEMA), (api, API_CALL_SCHEMA), (ranges, RANGE_SCHEMA),
+                      (threads, THREAD_SCHEMA), (devices, DEVICE_SCHEMA)):
+        assert {c: t[c].dtype for c in t} == {c: np.dtype(d) for c, d in schema.items()}
+    return Trace(ops, api, ranges, threads, devices, strings=strings)
+
+def union_length(s, e):
+    # independent of the kernels: sort, running max of ends, sum the merged pieces
+    keep = e > s
+    order = np.argsort(s[keep], kind="stable")
+    s, e = s[keep][order], e[keep][order]
+    run = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > run[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], s.size) - 1
+    return int((run[last] - s[first]).sum())
+
+n = int(sys.argv[1])
+t0 = time.perf_counter()
+tr = synth(n)
+t1 = time.perf_counter()
+rss_trace = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+a = attribute(tr)
+lat = a.launch_latency.summary()
+t2 = time.perf_counter()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+w = a.windows
+ok_sum = bool((sum(w[f"{x}_ns"] for x in LABELS) == w["window_ns"]).all())
+BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
+busy = sum(int(w[f"{x}_ns"].sum()) for x in BUSY)
+ok_busy = busy == union_length(tr.gpu_ops["start"], tr.gpu_ops["end"])
+t = a.totals
+print(json.dumps({
+    "ops": n, "generate_s": t1 - t0, "analyse_s": t2 - t1, "peak_rss_bytes": peak,
+    "rss_after_generate_bytes": rss_trace, "trace_bytes": tr.nbytes,
+    "ops_per_s": n / (t2 - t1), "trace_bytes_per_op": tr.nbytes / n, "peak_bytes_per_op": peak / n,
+    "labels_sum_to_windows": ok_sum, "busy_equals_union": ok_busy,
+    "overlap_ratio": t["comm_overlapped_ns"]
+    / max(1, t["comm_overlapped_ns"] + t["comm_exposed_ns"]),
+    "totals": t, "launch_latency_p50_ns": lat["p50"],
+}))
+"""
+
+PYT_CHILD = r"""
+import json, sys, time
+import numpy as np
+from pytimings.analysis.attribution import LABELS, attribute
+from pytimings.ingest import load
+import pytimings.ingest.kineto  # imported before timing, as HTA's parser is on its side
+paths = sys.argv[2:]
+workers = int(sys.argv[1])
+t0 = time.perf_counter()
+tr = load(*paths, workers=workers)
+t1 = time.perf_counter()
+a = attribute(tr)  # whole-trace partition + idle split + comm/compute overlap (+ launch latency)
+t2 = time.perf_counter()
+w = a.windows
+ok = bool((sum(w[f"{x}_ns"] for x in LABELS) == w["window_ns"]).all())
+print(json.dumps({"load_s": t1 - t0, "analyse_s": t2 - t1, "total_s": t2 - t0, "ok": ok,
+                  "ranks": int(np.unique(w["rank"]).size)}))
+"""
+
+HTA_CHILD = r"""
+import json, logging, sys, time, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+t0 = time.perf_counter()
+a = TraceAnalysis(trace_dir=sys.argv[1])
+t1 = time.perf_counter()
+a.get_temporal_breakdown(visualize=False)
+a.get_idle_time_breakdown(visualize=False)
+a.get_comm_comp_overlap(visualize=False)
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "analyse_s": t2 - t1, "total_s": t2 - t0}))
+"""
+
+
+def child(python: str, code: str, *args: str) -> dict[str, object]:
+    r = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"child failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    out: dict[str, object] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=10_000_000)
+    ap.add_argument("--hta-python", default="/work/venvs/hta2/bin/python")
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="runs per side in the HTA race (best kept)"
+    )
+    ap.add_argument(
+        "--kineto",
+        nargs="*",
+        default=[
+            str(SHARED / "data/external/param/dlrm_kineto"),
+            str(SHARED / "data/h200/decode_16steps_h200.pt.trace.json.gz"),
+        ],
+        help="Kineto trace directories or files to race on",
+    )
+    args = ap.parse_args()
+    failed_check = missed = False
+
+    s = child(sys.executable, SCALE_CHILD, str(args.ops))
+    print(
+        f"scale: {s['ops']:,} GPU ops (+{s['ops']:,} launch calls), "
+        f"generated in {s['generate_s']:.1f} s"
+    )
+    print(
+        f"  attribute(): {s['analyse_s']:.2f} s = {s['ops_per_s'] / 1e6:.2f} M ops/s; "
+        f"peak RSS {s['peak_rss_bytes'] / 2**30:.2f} GiB ({s['peak_bytes_per_op']:.0f} B/op; "
+        f"the trace itself {s['trace_bytes_per_op']:.0f} B/op)"
+    )
+    print(f"  peak RSS after generating the trace: {s['rss_after_generate_bytes'] / 2**30:.2f} GiB")
+    print(
+        f"  checks: labels sum to windows {s['labels_sum_to_windows']}, "
+        f"busy == union {s['busy_equals_union']}"
+    )
+    if not (s["labels_sum_to_windows"] and s["busy_equals_union"]):
+        failed_check = True
+    if args.ops >= 10_000_000 and (
+        float(s["analyse_s"]) >= 30 or int(s["peak_rss_bytes"]) >= 2 * 10**9
+    ):  # type: ignore[arg-type]
+        missed = True
+        print("  TARGET MISSED: < 30 s and < 2 GB")
+
+    race = []
+    hta_ok = Path(args.hta_python).exists()
+    if not hta_ok:
+        print(f"HTA: {args.hta_python} not found; the race is skipped")
+    for target in args.kineto if hta_ok else []:
+        p = Path(target)
+        with tempfile.TemporaryDirectory() as tmp:
+            if p.is_file():  # HTA reads a directory of per-rank traces
+                os.symlink(p, Path(tmp) / p.name)
+                trace_dir, files = tmp, [str(p)]
+            else:
+                trace_dir, files = (
+                    str(p),
+                    sorted(str(f) for f in p.iterdir() if f.name.endswith((".json", ".json.gz"))),
+                )
+            # runs alternate between the sides so that load on a shared machine hits both
+            sides = {"hta": [], "default": [], "1": []}
+            w_default = str(os.cpu_count() or 1)
+            try:
+                for _ in range(args.repeat):
+                    sides["hta"].append(child(args.hta_python, HTA_CHILD, trace_dir))
+                    sides["default"].append(child(sys.executable, PYT_CHILD, w_default, *files))
+                    sides["1"].append(child(sys.executable, PYT_CHILD, "1", *files))
+            except RuntimeError as exc:
+                print(f"a run failed on {p.name}: {str(exc).splitlines()[-1]}")
+                continue
+        h = min(sides["hta"], key=lambda r: float(r["total_s"]))  # type: ignore[arg-type]
+        for key, w_arg in (("default", w_default), ("1", "1")):
+            q = min(sides[key], key=lambda r: float(r["total_s"]))  # type: ignore[arg-type]
+            if not all(r["ok"] for r in sides[key]):
+                failed_check = True
+            ratio = float(h["total_s"]) / float(q["total_s"])  # type: ignore[arg-type]
+            race.append((p.name, w_arg, h, q, ratio))
+            print(
+                f"race on {p.name} ({len(files)} file(s), load workers={w_arg}): "
+                f"HTA {h['total_s']:.3f} s (load {h['load_s']:.3f}) "
+                f"vs pytimings {q['total_s']:.3f} s "
+                f"(load {q['load_s']:.3f}, analyse {q['analyse_s']:.3f}) -> {ratio:.1f}x"
+            )
+    if race and max(r[4] for r in race) < 15:
+        missed = True
+        print("  TARGET MISSED: >= 15x faster than HTA")
+    if failed_check:
+        print("FAILED: a result check failed")
+        return 1
+    return 3 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

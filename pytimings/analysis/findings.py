@@ -1,0 +1,571 @@
+"""Findings: the biggest losses in an :class:`~pytimings.analysis.attribution.Attribution`,
+ranked by the time they cost, each with its numbers and the evidence behind them.
+
+Every rule here is generic (no trace is special-cased) and states only what its numbers
+show: how long, how often, where in the windows, and what the launching host thread was
+doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis import _intervals as iv
+from pytimings.analysis.attribution import BUSY_LABELS, IDLE_LABELS, LABELS, Attribution
+from pytimings.ingest._model import CopyKind, MemKind, OpKind
+
+I64 = npt.NDArray[np.int64]
+TINY_KERNEL_NS = 10_000  # kernels shorter than this are "tiny" (launch cost is of this order)
+MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
+MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
+GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
+
+
+@dataclass
+class Finding:
+    layer: str  # hardware, kernel, memory, scheduling, parallel, application
+    title: str  # one line with the key numbers
+    loss_ns: int  # time this loss accounts for (the ranking key)
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "title": self.title,
+            "loss_ns": self.loss_ns,
+            "evidence": self.evidence,
+        }
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _span(indices: Sequence[int]) -> str:
+    """1-based ordinals as compact runs: '3-16' or '1, 4-6'."""
+    out: list[str] = []
+    idx = sorted(set(indices))
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(f"{idx[i] + 1}" if i == j else f"{idx[i] + 1}-{idx[j] + 1}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def find(a: Attribution) -> list[Finding]:
+    out: list[Finding] = []
+    for rule in (
+        _hardware,
+        _host_bound_gaps,
+        _kernels,
+        _graphs,
+        _memory,
+        _parallel,
+        _collectives,
+        _tail,
+    ):
+        out.extend(rule(a))
+    total = max(1, a.totals["window_ns"])
+    out = [f for f in out if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
+    out.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
+    return out
+
+
+def _scope(a: Attribution) -> str:
+    return f"{a.by} time" if a.by else "trace time"
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+def _hardware(a: Attribution) -> list[Finding]:
+    """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
+    w = a.windows
+    per: list[dict[str, Any]] = []
+    for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)}):
+        m = (w["rank"] == r) & (w["device"] == d)
+        win = int(w["window_ns"][m].sum())
+        busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY_LABELS)
+        per.append({"rank": r, "device": d, "window_ns": win, "busy_ns": busy})
+    win = int(w["window_ns"].sum())
+    if win == 0:
+        return []
+    busy = sum(p["busy_ns"] for p in per)
+    idle = {x: int(w[f"{x}_ns"].sum()) for x in IDLE_LABELS}
+    parts = ", ".join(f"{x} {pct(v / win)}" for x, v in sorted(idle.items(), key=lambda kv: -kv[1]))
+    ranks = len({p["rank"] for p in per}) > 1
+
+    def tag(p: dict[str, Any]) -> str:
+        return f"rank {p['rank']} GPU {p['device']}" if ranks else f"GPU {p['device']}"
+
+    if len(per) == 1:
+        head = f"{tag(per[0])} is busy"
+    else:
+        share = sorted(per, key=lambda p: p["busy_ns"] / max(1, p["window_ns"]))
+        lo, hi = share[0], share[-1]
+        head = (
+            f"{len(per)} GPUs (least busy {tag(lo)} "
+            f"{pct(lo['busy_ns'] / max(1, lo['window_ns']))}, "
+            f"most {tag(hi)} {pct(hi['busy_ns'] / max(1, hi['window_ns']))}) are busy"
+        )
+    return [
+        Finding(
+            "hardware",
+            f"{head} {pct(busy / win)} of {_scope(a)} ({ms(busy)} of {ms(win)}); "
+            f"idle {pct(1 - busy / win)}: {parts}",
+            win - busy,
+            {
+                "window_ns": win,
+                "busy_ns": busy,
+                **{f"{k}_ns": v for k, v in idle.items()},
+                "devices": per,
+            },
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+def _host_activity(a: Attribution, parts: Sequence[tuple[int, I64, I64]]) -> dict[str, Any]:
+    """What each launching thread was doing during its intervals (``parts``: thread and a
+    set ``[us, ue)``), summed: time inside each CUDA API call name (and calls met), inside
+    any call, and the ranges covering it (name -> share, depth, payloads)."""
+    tr = a.trace
+    api, rg = tr.api_calls, tr.ranges
+    total = in_api = 0
+    by_name, n_calls = Counter[str](), Counter[str]()
+    agg: dict[str, list[int]] = {}
+    payloads: dict[str, set[float]] = {}
+    for thread, us, ue in parts:
+        total += int((ue - us).sum())
+        rows = np.flatnonzero(api["thread"] == thread)
+        ov = iv.overlap_lengths(api["start"][rows], api["end"][rows], us, ue)
+        rows, ov = rows[ov > 0], ov[ov > 0]
+        for nid, v in zip(api["name"][rows], ov, strict=True):
+            by_name[tr.strings[nid]] += int(v)
+            n_calls[tr.strings[nid]] += 1
+        # time inside at least one call (calls may nest): the union of calls met the set
+        order = np.argsort(api["start"][rows], kind="stable")
+        cs, ce = iv.union(api["start"][rows][order], api["end"][rows][order])
+        xs, xe = iv.intersect(cs, ce, us, ue)
+        in_api += int((xe - xs).sum())
+        rrows = np.flatnonzero(rg["thread"] == thread)
+        r_s = rg["start"][rrows]
+        ov = iv.overlap_lengths(r_s, np.maximum(rg["end"][rrows], r_s), us, ue)
+        for nid, depth, pay, v in zip(
+            rg["name"][rrows], rg["depth"][rrows], rg["payload"][rrows], ov, strict=True
+        ):
+            if v > 0:
+                name = tr.strings[nid]
+                e = agg.setdefault(name, [0, int(depth)])
+                e[0] += int(v)
+                e[1] = max(e[1], int(depth))
+                if not np.isnan(pay):
+                    payloads.setdefault(name, set()).add(float(pay))
+    top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    ranges = [
+        {
+            "name": n,
+            "share": v / max(1, total),
+            "depth": dp,
+            "payloads": sorted(payloads.get(n, ())),
+        }
+        for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
+    ]
+    return {
+        "total_ns": total,
+        "in_api_ns": in_api,
+        "api_calls_ns": dict(top),
+        "api_calls": {k: n_calls[k] for k, _ in top},
+        "ranges": ranges[:6],
+    }
+
+
+def _inside(ranges: list[dict[str, Any]]) -> list[str]:
+    """Ranges covering at least half of the time, outermost first."""
+    cover = [r for r in ranges if r["share"] >= 0.5]
+    return [r["name"] for r in sorted(cover, key=lambda r: r["depth"])]
+
+
+def _thread_name(a: Attribution, thread: int) -> str:
+    th = a.trace.threads
+    if 0 <= thread < len(th):
+        name = a.trace.strings[int(th["name"][thread])]
+        return name or f"tid {int(th['tid'][thread])}"
+    return "unknown"
+
+
+def _magnitude_clusters(values: I64) -> npt.NDArray[np.int64]:
+    """Cluster ids for positive values: sorted, split wherever the next value is more than
+    ``GAP_CLUSTER_RATIO`` times the previous one (so 20 µs gaps and 30 ms gaps before the
+    same kernel are reported apart)."""
+    order = np.argsort(values, kind="stable")
+    v = values[order].astype(np.float64)
+    brk = np.zeros(v.size, dtype=np.int64)
+    brk[1:] = v[1:] > GAP_CLUSTER_RATIO * v[:-1]
+    ids = np.empty(v.size, dtype=np.int64)
+    ids[order] = np.cumsum(brk)
+    return ids
+
+
+def _host_bound_gaps(a: Attribution) -> list[Finding]:
+    """Host-bound gaps grouped by the op that ends them and by magnitude: where, and for
+    how long, the GPU waits for the host to begin submitting."""
+    g = a.gaps
+    hb = g.host_bound_end - g.g0
+    sel = np.flatnonzero((hb > 0) & (g.op >= 0))
+    if sel.size == 0:
+        return []
+    tr = a.trace
+    ops = tr.gpu_ops
+    names = ops["name"][g.op[sel]]
+    group = np.empty(sel.size, dtype=np.int64)
+    next_id = 0
+    for nid in np.unique(names):
+        m = np.flatnonzero(names == nid)
+        c = _magnitude_clusters(hb[sel[m]])
+        group[m] = c + next_id
+        next_id += int(c.max()) + 1
+    totals = np.bincount(group, weights=hb[sel], minlength=next_id)
+    top = sorted(range(next_id), key=lambda i: (-totals[i], i))[:MAX_GAP_GROUPS]
+    w = a.windows
+    total_hb = int(hb[sel].sum())
+    total_win = max(1, int(w["window_ns"].sum()))
+    out = []
+    for gid in top:
+        rows = sel[group == gid]
+        nid = int(ops["name"][g.op[rows[0]]])
+
+        v = hb[rows]
+        threads = a.launches.thread[g.op[rows]]
+        parts = []
+        for t in np.unique(threads):
+            mine = rows[threads == t]
+            order = np.argsort(g.g0[mine], kind="stable")
+            parts.append((int(t), *iv.union(g.g0[mine][order], g.host_bound_end[mine][order])))
+        act = _host_activity(a, parts)
+        inside = _inside(act["ranges"])
+        kname = tr.strings[nid]
+        what = "kernel" if int(ops["kind"][g.op[rows[0]]]) == OpKind.KERNEL else "op"
+        at_start = (
+            bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
+        )
+        # which windows: ordinals among the windows of the device, in start order, when
+        # the gaps are on one device; else a count of window entries
+        wrows = np.unique(g.window_row[rows])
+        where = ""
+        if a.by is not None:
+            keys = {(int(w["rank"][x]), int(w["device"][x])) for x in wrows}
+            if len(keys) == 1:
+                r, d = keys.pop()
+                same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+                ordinal = {int(x): i for i, x in enumerate(same)}
+                hit = [ordinal[int(x)] for x in wrows]
+                where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+            else:
+                where = (
+                    f" in {wrows.size} of {len(w)} {a.by} window entries "
+                    f"on {len(keys)} (rank, device) pairs"
+                )
+        tot = act["total_ns"] or 1
+        thread_names = sorted({_thread_name(a, p[0]) for p in parts})
+        shown = ", ".join(repr(n) for n in thread_names[:3])
+        doing = (
+            f"thread '{thread_names[0]}'"
+            if len(parts) == 1
+            else f"the {len(parts)} launching threads ({shown}"
+            + (", ..." if len(thread_names) > 3 else "")
+            + ")"
+        )
+        if inside:
+            doing += f" {'is' if len(parts) == 1 else 'are'} inside range '{inside[-1]}'"
+            pay = next(r["payloads"] for r in act["ranges"] if r["name"] == inside[-1])
+            if len(pay) == 1:
+                doing += f" with payload {pay[0]:g} each time"
+            if len(inside) > 1:
+                doing += f" (within {' > '.join(repr(x) for x in inside[:-1])})"
+        api_txt = ", ".join(
+            f"{n} {ms(t)} in {act['api_calls'][n]} call{'s' if act['api_calls'][n] > 1 else ''}"
+            for n, t in act["api_calls_ns"].items()
+        )
+        doing += (
+            f"; {'it spends' if len(parts) == 1 else 'they spend'} "
+            f"{pct(act['in_api_ns'] / tot)} of that time inside CUDA API calls"
+            + (f" ({api_txt})" if api_txt else "")
+            + f" and {pct(1 - act['in_api_ns'] / tot)} outside them"
+        )
+        title = (
+            f"host_bound before {'the first op of each window, ' if at_start else ''}"
+            f"{what} '{kname}': {rows.size} gaps{where}, median {ms(float(np.median(v)))}, "
+            f"total {ms(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {_scope(a)}); "
+            f"meanwhile {doing}"
+        )
+        out.append(
+            Finding(
+                "scheduling",
+                title,
+                int(v.sum()),
+                {
+                    "op_name": kname,
+                    "gaps": int(rows.size),
+                    "median_ns": float(np.median(v)),
+                    "p90_ns": float(np.percentile(v, 90)),
+                    "total_ns": int(v.sum()),
+                    "share_of_host_bound": int(v.sum()) / max(1, total_hb),
+                    "threads": thread_names,
+                    "inside_ranges": inside,
+                    "host_activity": act,
+                    "window_rows": wrows.tolist(),
+                    "at_window_start": at_start,
+                },
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _kernels(a: Attribution) -> list[Finding]:
+    t = a.totals
+    ops = a.trace.gpu_ops
+    k = np.flatnonzero(ops["kind"] == OpKind.KERNEL)
+    if k.size == 0:
+        return []
+    dur = ops["end"][k] - ops["start"][k]
+    tiny = dur < TINY_KERNEL_NS
+    lo = t["launch_overhead_ns"]
+    win = max(1, t["window_ns"])
+    if lo == 0 and not tiny.any():
+        return []
+    title = (
+        f"launch_overhead is {pct(lo / win)} of {_scope(a)} ({ms(lo)}): "
+        f"the GPU idles after the host "
+        f"began submitting the next op; {int(tiny.sum())} of {k.size} kernels "
+        f"({pct(tiny.mean())}) run under {ms(TINY_KERNEL_NS)} "
+        f"(median kernel {ms(float(np.median(dur)))}), "
+        f"launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
+    )
+    return [
+        Finding(
+            "kernel",
+            title,
+            lo,
+            {
+                "launch_overhead_ns": lo,
+                "kernels": int(k.size),
+                "tiny_kernels": int(tiny.sum()),
+                "tiny_kernel_ns": int(dur[tiny].sum()),
+                "median_kernel_ns": float(np.median(dur)),
+            },
+        )
+    ]
+
+
+def _per_window(a: Attribution, rows: I64) -> list[I64]:
+    """For each window entry, the given gpu_ops rows on its (rank, device) that start in
+    it: one sort per device and two binary searches per window."""
+    ops, w = a.trace.gpu_ops, a.windows
+    out: list[I64] = [rows[:0]] * len(w)
+    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
+        mine = rows[(ops["rank"][rows] == r) & (ops["device"][rows] == d)]
+        mine = mine[np.argsort(ops["start"][mine], kind="stable")]
+        st = ops["start"][mine]
+        for i in np.flatnonzero((w["rank"] == r) & (w["device"] == d)):
+            lo, hi = np.searchsorted(st, [w["start_ns"][i], w["end_ns"][i]])
+            out[i] = mine[lo:hi]
+    return out
+
+
+def _graphs(a: Attribution) -> list[Finding]:
+    """Windows that repeat the same kernels without CUDA graphs."""
+    w = a.windows
+    if a.by is None or len(w) < 3:
+        return []
+    ops = a.trace.gpu_ops
+    sigs: list[bytes] = []  # the sorted kernel names of a window
+    launched_graph = 0
+    for m in _per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
+        sigs.append(np.sort(ops["name"][m]).tobytes())
+        launched_graph += int(np.sum(ops["graph"][m] >= 0))
+    lo = int(w["launch_overhead_ns"].sum())
+    counts = Counter(sigs)
+    sig = min(counts, key=lambda s: (-counts[s], s))
+    n = counts[sig]
+    kernels = len(sig) // np.dtype(np.int32).itemsize
+    if n < 3 or n < len(w) / 2 or launched_graph or not kernels:
+        return []
+    title = (
+        f"{n} of {len(w)} {a.by} windows launch the same {kernels} kernels, "
+        f"none from a CUDA graph; "
+        f"the GPU spends {ms(lo / len(w))} per window in launch_overhead"
+    )
+    return [
+        Finding(
+            "kernel",
+            title,
+            lo,
+            {"repeating_windows": n, "kernels_per_window": kernels, "launch_overhead_ns": lo},
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _memory(a: Attribution) -> list[Finding]:
+    ops = a.trace.gpu_ops
+    out = []
+    t = a.totals
+    win = max(1, t["window_ns"])
+    cp = np.flatnonzero(ops["kind"] == OpKind.MEMCPY)
+    if t["memory_ns"]:
+        out.append(
+            Finding(
+                "memory",
+                f"memory (memcpy/memset not hidden under compute or comm) is "
+                f"{pct(t['memory_ns'] / win)} "
+                f"of {_scope(a)} ({ms(t['memory_ns'])}); {cp.size} memcpys move "
+                f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
+                t["memory_ns"],
+                {
+                    "memory_ns": t["memory_ns"],
+                    "memcpys": int(cp.size),
+                    "bytes": int(ops["bytes"][cp].sum()),
+                },
+            )
+        )
+    pageable = cp[
+        (ops["src_mem"][cp] == MemKind.PAGEABLE) | (ops["dst_mem"][cp] == MemKind.PAGEABLE)
+    ]
+    if pageable.size:
+        d = int((ops["end"][pageable] - ops["start"][pageable]).sum())
+        out.append(
+            Finding(
+                "memory",
+                f"{pageable.size} memcpys use pageable host memory ({ms(d)} of copy time, "
+                f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
+                d,
+                {"pageable_copies": int(pageable.size), "copy_ns": d},
+            )
+        )
+    if a.by is not None:
+        w = a.windows
+        hd = cp[np.isin(ops["copy_kind"][cp], [CopyKind.HTOD, CopyKind.DTOH])]
+        if hd.size:
+            hit = 0
+            d = 0
+            for m in _per_window(a, hd):
+                hit += int(m.size)
+                d += int((ops["end"][m] - ops["start"][m]).sum())
+            if hit:
+                out.append(
+                    Finding(
+                        "memory",
+                        f"{hit} host<->device copies (HtoD/DtoH) run inside {a.by} windows "
+                        f"({hit / len(w):.1f} per window, {ms(d)} in all)",
+                        d,
+                        {"copies": hit, "copy_ns": d},
+                    )
+                )
+    return out
+
+
+# --------------------------------------------------------------------------- parallel
+
+
+def _parallel(a: Attribution) -> list[Finding]:
+    t = a.totals
+    comm = t["comm_overlapped_ns"] + t["comm_exposed_ns"]
+    if comm == 0:
+        return []
+    ratio = t["comm_overlapped_ns"] / comm
+    return [
+        Finding(
+            "parallel",
+            f"comm_exposed is {pct(t['comm_exposed_ns'] / max(1, t['window_ns']))} of {_scope(a)} "
+            f"({ms(t['comm_exposed_ns'])}); only {pct(ratio)} of communication overlaps compute",
+            t["comm_exposed_ns"],
+            {
+                "comm_exposed_ns": t["comm_exposed_ns"],
+                "comm_overlapped_ns": t["comm_overlapped_ns"],
+                "overlap_ratio": ratio,
+            },
+        )
+    ]
+
+
+def _collectives(a: Attribution) -> list[Finding]:
+    c = a.collectives
+    if c is None or len(c.table) == 0:
+        return []
+    tab = c.table
+    skew, wait = tab["skew_ns"], tab["wait_ns"]
+    instances = len({(n, i) for n, i in zip(tab["name"], tab["index"], strict=False)})
+    s = c.straggler
+    coll_ns = int((tab["end_ns"] - tab["start_ns"]).sum())
+    title = (
+        f"arrival skew at {instances} collectives: median {ms(float(np.median(skew)))}, "
+        f"p99 {ms(float(np.percentile(skew, 99)))}; ranks wait {ms(int(wait.sum()))} in all inside "
+        f"collectives ({pct(int(wait.sum()) / max(1, coll_ns))} of "
+        f"collective time)"
+    )
+    if s is not None:
+        title += f"; rank {s} arrives last in {c.last_counts[s]} of {instances}"
+    return [
+        Finding(
+            "parallel",
+            title,
+            int(wait.sum()),
+            {
+                "straggler": s,
+                "last_counts": c.last_counts,
+                "median_skew_ns": float(np.median(skew)),
+                "wait_ns": int(wait.sum()),
+                "clock_offset_ns": c.clock_offset_ns,
+            },
+        )
+    ]
+
+
+# --------------------------------------------------------------------------- application
+
+
+def _tail(a: Attribution) -> list[Finding]:
+    w = a.windows
+    if a.by is None or len(w) < 3:
+        return []
+    n = w["window_ns"].astype(np.float64)
+    p50, p99 = np.percentile(n, [50, 99])
+    if p50 <= 0:
+        return []
+    slow = np.flatnonzero(n >= np.percentile(n, 90))
+    growth = {x: float(w[f"{x}_ns"][slow].mean() - np.median(w[f"{x}_ns"])) for x in LABELS}
+    grows = max(growth, key=lambda x: growth[x])
+    loss = int(np.sum(np.maximum(n - p50, 0)))
+    title = (
+        f"{a.by} p99 {ms(p99)} vs p50 {ms(p50)} ({p99 / p50:.2f}x); in the slowest "
+        f"{slow.size} windows {grows} grows most (+{ms(growth[grows])} over its median)"
+    )
+    return [
+        Finding(
+            "application",
+            title,
+            loss,
+            {"p50_ns": float(p50), "p99_ns": float(p99), "grows": grows, "growth_ns": growth},
+        )
+    ]

@@ -1,0 +1,859 @@
+"""PyTorch-profiler (Kineto) Chrome-trace JSON -> the event model.
+
+Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.md):
+
+* Streaming, bounded memory: the file is decompressed in 1 MiB pieces (``isal``'s igzip,
+  2-3x faster than zlib). Decoding the whole document at once with msgspec held the JSON text
+  plus every event object (peak ~4.4x the JSON size on df_index_resolver, 237 MB), far over
+  the memory budget; streaming peaks at ~1x the JSON size, most of it the interpreter,
+  numpy and msgspec (34 MB before the first byte is read).
+* ``pytimings.analysis._jsonscan.Splitter`` (Cython, without the GIL) cuts the
+  ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
+  buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
+  displayTimeUnit, ...) is kept. It runs in a reader thread, one piece ahead of the decoder.
+* msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
+  C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Events the model
+  has no table for (cpu_op, python_function, instant events, ...) and flows are only
+  validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
+  objects for them was most of the cost of a whole-document typed decode (on
+  df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
+  UTF-8 is checked separately because msgspec does not check the values it skips.
+* ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
+  integer-ns times; links, thread rows and nesting depth are vectorised numpy.
+
+Time units: Kineto writes ``ts`` and ``dur`` in microseconds whatever ``displayTimeUnit``
+says: "ms" (or absent) marks microsecond precision, "ns" nanosecond precision (three
+decimals; see ``hta/ns_resolution_trace``: its 1-second capture window only fits
+microseconds). Both become ``start_ns = round(ts * 1000)`` and
+``end_ns = round((ts + dur) * 1000)``, computed exactly from the decimal text (ties to
+even). ``baseTimeNanoseconds`` (added by Kineto to turn ``ts`` into Unix time) is kept in
+``meta["base_time_ns"]``; times stay on the trace's own timeline, like nsys times.
+
+Links: a GPU op's ``correlation`` comes from its args; only if some op or call lacks one is
+the file read a second time for its ``ac2g`` flows, which then complete the links (flows
+whose id disagrees with args are counted in ``meta["flow_mismatches"]``). A GPU op's ``pid``
+is the host process of its launching call (Kineto puts GPU rows under pid = device). Several
+GPU ops may share a correlation only when launched by one CUDA/HIP graph launch (they get
+``graph`` = that launch's correlation id; Kineto records no graph id) or when the launch
+predates the capture window (``meta["ops_without_launch"]``). Any other repeated
+correlation id is an error, as is a negative duration or an unknown ``displayTimeUnit``.
+
+GPU-side annotation ranges (``gpu_user_annotation``) keep their device; the ranges table
+has no stream column, so their stream is only used for their nesting depth.
+CPU-only traces load their host annotations (and API calls, if any); a trace with nothing
+the model holds is an error rather than an empty result.
+"""
+
+from __future__ import annotations
+
+import codecs
+import decimal
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+from isal import igzip
+from isal.isal_zlib import error as IsalError  # not an OSError subclass
+
+from pytimings.analysis import _jsonscan, _kineto
+from pytimings.errors import TraceFormatError
+from pytimings.ingest._model import (
+    SCHEMAS,
+    ApiKind,
+    CopyKind,
+    MemKind,
+    OpKind,
+    RangeKind,
+    Trace,
+    conform,
+)
+from pytimings.table import Table
+
+__all__ = ["load_kineto", "looks_like_kineto"]
+
+# Decompressed bytes per splitter feed: large enough that per-feed overhead vanishes,
+# small enough that the decoded Structs of one piece stay a few MB.
+CHUNK_BYTES = 1 << 20
+
+I64 = npt.NDArray[np.int64]
+
+
+_NO_RAW = msgspec.Raw(b"")
+
+
+class _Args(msgspec.Struct, gc=False):
+    # ROCm runtime calls write some of these as strings ("stream": "0x0", "size": "2560")
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: int | str | None = None
+    size: int | str | None = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""  # no "cat": the splitter has put each category in its own buffer
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = _NO_RAW  # the number's JSON text (msgspec cannot make Raw optional)
+    dur: msgspec.Raw = _NO_RAW
+    args: _Args | None = None
+
+
+class _Flow(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    id: int | str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = _NO_RAW
+
+
+class _Meta(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: dict[str, Any] | None = None
+
+
+# (class, JSON array of its elements, document offsets, element indices, buffer offsets)
+_Piece = tuple[int, bytes, "I64", "I64", "I64"]
+_FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
+# category -> code; the splitter's classes 0-7 are these categories, one each
+CAT_CODES: dict[str, int] = {
+    "kernel": _jsonscan.CLASS_KERNEL,
+    "gpu_memcpy": _jsonscan.CLASS_MEMCPY,
+    "gpu_memset": _jsonscan.CLASS_MEMSET,
+    "cuda_runtime": _jsonscan.CLASS_RUNTIME,
+    "cuda_driver": _jsonscan.CLASS_DRIVER,
+    "cuda_sync": _jsonscan.CLASS_SYNC,
+    "user_annotation": _jsonscan.CLASS_ANNOTATION,
+    "gpu_user_annotation": _jsonscan.CLASS_GPU_ANNOTATION,
+}
+_CAT_NAMES = {code: name for name, code in CAT_CODES.items()}
+# the table each category's rows go to
+_GROUP = {
+    **dict.fromkeys(("kernel", "gpu_memcpy", "gpu_memset"), "gpu"),
+    **dict.fromkeys(("cuda_runtime", "cuda_driver", "cuda_sync"), "api"),
+    **dict.fromkeys(("user_annotation", "gpu_user_annotation"), "ranges"),
+}
+_GROUP_OF = {CAT_CODES[c]: g for c, g in _GROUP.items()}
+_EVENT_DECODER = msgspec.json.Decoder(list[_Event])
+_DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
+    **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
+    # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
+    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
+    _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
+    _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
+}
+
+_OP_KIND = np.array([OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET], dtype=np.int8)
+_GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
+
+# Kineto's memcpy/memset names: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"
+_MEMCPY_NAME = re.compile(r"^Memcpy (\w+) \(([^)]*?) -> ([^)]*)\)")
+_MEMSET_NAME = re.compile(r"^Memset \(([^)]*)\)")
+_COPY_KINDS = {k.name.replace("TO", "to"): k for k in CopyKind if k.value > 0}
+_MEM_KINDS = {
+    "Pageable": MemKind.PAGEABLE,
+    "Pinned": MemKind.PINNED,
+    "Device": MemKind.DEVICE,
+    "Array": MemKind.ARRAY,
+    "Managed": MemKind.MANAGED,
+    "Device Static": MemKind.DEVICE_STATIC,
+    "Managed Static": MemKind.MANAGED_STATIC,
+    "Unknown": MemKind.UNKNOWN,
+    "Host": MemKind.UNKNOWN,  # ROCm: pinned or pageable is not recorded
+}
+
+_KNOWN_UNITS = {None, "ms", "ns"}
+_BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
+_PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
+
+
+def looks_like_kineto(head: bytes) -> bool:
+    """True when the first bytes (gunzipped) look like a Chrome trace with traceEvents."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text.startswith(b"{"):
+        return False
+    return (
+        b'"traceEvents"' in text
+        or b'"schemaVersion"' in text
+        or (b'"deviceProperties"' in text or b'"distributedInfo"' in text)
+    )
+
+
+def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
+    """Exact ``round(ts*1000)``, ``round((ts+dur)*1000)`` for text the fast path defers."""
+    ctx = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_EVEN)
+    t = ctx.create_decimal(ts.decode())
+    d = ctx.create_decimal(dur.decode()) if dur is not None else decimal.Decimal(0)
+    if not (t.is_finite() and d.is_finite()):
+        raise ValueError("not a finite number")
+    start = int(ctx.multiply(t, 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
+    end = int(ctx.multiply(ctx.add(t, d), 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
+    return start, end
+
+
+def _open(path: str) -> Any:
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return igzip.open(path, "rb")  # type: ignore[no-untyped-call]
+    return open(path, "rb")
+
+
+_ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
+
+
+class _Loader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.splitter = _jsonscan.Splitter()
+        self.ids: dict[str, int] = {"": 0}
+        self.strings: list[str] = [""]
+        self.keys: dict[Any, int] = {}
+        self.rows: dict[str, list[dict[str, npt.NDArray[Any]]]] = {
+            g: [] for g in ("gpu", "api", "ranges")
+        }
+        self.flows: list[dict[str, npt.NDArray[Any]]] = []
+        self.meta_events: list[_Meta] = []
+        self.dropped: dict[str, int] = {}
+        self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
+        self.ops_without_launch = 0
+
+    def fail(self, problem: str) -> TraceFormatError:
+        return TraceFormatError(self.path, problem)
+
+    # ---- reading --------------------------------------------------------------------
+    def read(self, flows_only: bool = False) -> None:
+        """One pass over the file. ``flows_only``: decode just the flow events (a second
+        pass, taken only when some GPU op or API call lacks args.correlation).
+
+        A reader thread decompresses and splits (both without the GIL) while this thread
+        decodes the previous piece; the queue holds at most one piece (bounded memory).
+        """
+        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+        reader = threading.Thread(
+            target=self._produce,
+            args=(pieces, stop),
+            name="pytimings-kineto-reader",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            while True:
+                item = pieces.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                for piece in item:
+                    if flows_only:
+                        if piece[0] == _jsonscan.CLASS_FLOW:
+                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                    else:
+                        self._decode(*piece)
+        finally:
+            stop.set()
+            reader.join()
+
+    def _produce(
+        self, out: queue.Queue[list[_Piece] | BaseException | None], stop: threading.Event
+    ) -> None:
+        """Reader thread: pieces of class buffers, then None; or the error."""
+
+        def put(item: list[_Piece] | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            for piece in self._split():
+                if not put(piece):
+                    return
+            put(None)
+        except Exception as e:  # any failure is handed to the reading thread
+            put(e)
+
+    def _split(self) -> Iterator[list[_Piece]]:
+        try:
+            stream = _open(self.path)
+        except OSError as e:
+            raise self.fail(f"cannot read: {e.strerror or e}") from None
+        splitter = self.splitter = _jsonscan.Splitter()
+        carry = b""
+        total = 0
+        with stream:
+            while True:
+                try:
+                    block = stream.read(CHUNK_BYTES)
+                except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
+                    raise self.fail(f"corrupt or truncated gzip data ({e})") from None
+                total += len(block)
+                final = not block
+                if final and total == 0:
+                    raise self.fail("empty file (no JSON)")
+                buf = carry + block if carry else block
+                try:
+                    used = splitter.feed(buf, final)
+                except _jsonscan.SplitError as e:
+                    raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
+                carry = buf[used:]
+                classes = range(_jsonscan.N_CLASS)
+                yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
+                if final:
+                    return
+
+    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+        try:
+            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+            codecs.utf_8_decode(buf, "strict", True)
+        except UnicodeDecodeError as e:
+            raise self.fail(
+                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+            ) from None
+        try:
+            evs = _DECODERS[cls].decode(buf)
+        except msgspec.DecodeError as e:
+            raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
+        del buf
+        self.counts[cls] += len(doc)
+        self._convert(cls, evs, doc, idx)
+
+    def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
+        m = _BYTE_OFFSET.search(msg)
+        if m:
+            b = int(m.group(1))
+            k = max(int(np.searchsorted(pos, b, side="right")) - 1, 0)
+            off = int(doc[k] + (b - pos[k])) if len(doc) else b
+            return f"invalid JSON at byte {off}: {_BYTE_OFFSET.sub('', msg).strip()}"
+        m = _PATH_INDEX.search(msg)
+        if m:
+            k = int(m.group(1))
+            detail = msg.replace(f"$[{k}]", f"traceEvents[{idx[k]}]")
+            return f"bad event at byte {doc[k]}: {detail}"
+        return f"bad events: {msg}"
+
+    def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
+        try:
+            if cls in _GROUP_OF:
+                cols, skipped = _kineto.event_rows(
+                    evs, cls, self.ids, self.strings, self.keys, _exact, idx
+                )
+                self.rows[_GROUP_OF[cls]].append(cols)
+                for ph, n in skipped.items():
+                    self._drop(
+                        f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n
+                    )
+            elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
+                fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
+                self.flows.append(fcols)
+            elif cls == _jsonscan.CLASS_NOCAT:
+                for ev in evs:
+                    if ev.ph == "M":
+                        self.meta_events.append(ev)
+                    else:
+                        self._drop(f"events without cat (ph={ev.ph!r}, not modelled)", 1)
+        except _kineto.RowError as e:
+            k = e.index
+            raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {e}") from None
+        except (ValueError, decimal.InvalidOperation, OverflowError) as e:
+            raise self.fail(f"bad timestamp: {e}") from None
+
+    def _drop(self, reason: str, n: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    # ---- the document around the events ----------------------------------------------
+    def skeleton(self) -> dict[str, Any]:
+        sp = self.splitter
+        try:
+            doc = msgspec.json.decode(bytes(sp.skeleton))
+        except msgspec.DecodeError as e:
+            msg = str(e)
+            m = _BYTE_OFFSET.search(msg)
+            if m:
+                b = int(m.group(1))
+                starts = [s for s, _ in sp.skeleton_map]
+                k = max(int(np.searchsorted(starts, b, side="right")) - 1, 0)
+                s, d = sp.skeleton_map[k] if sp.skeleton_map else (0, 0)
+                msg = f"at byte {d + b - s}: {_BYTE_OFFSET.sub('', msg).strip()}"
+            else:
+                msg = f"outside traceEvents: {msg}"
+            raise self.fail(f"invalid JSON {msg}") from None
+        if not isinstance(doc, dict) or not sp.saw_events:
+            raise self.fail("not a Kineto/Chrome trace: no traceEvents array")
+        return doc
+
+    # ---- assembling the model -------------------------------------------------------
+    def finish(self) -> Trace:
+        doc = self.skeleton()
+        if self.splitter.n_elements == 0:
+            raise self.fail("the trace has no events (traceEvents is empty)")
+        unit = doc.get("displayTimeUnit")
+        if unit not in _KNOWN_UNITS:
+            raise self.fail(f"unknown displayTimeUnit {unit!r} (Kineto writes 'ms' or 'ns')")
+        dist = doc.get("distributedInfo")
+        rank = world = None
+        if dist is not None:
+            if not isinstance(dist, dict):
+                raise self.fail("distributedInfo is not an object")
+            rank, world = dist.get("rank"), dist.get("world_size")
+            for k, v in (("rank", rank), ("world_size", world)):
+                if v is not None and (not isinstance(v, int) or v < 0 or v > 32767):
+                    raise self.fail(f"distributedInfo.{k} is not a valid rank number: {v!r}")
+        base = doc.get("baseTimeNanoseconds")
+        if base is not None and not isinstance(base, int):
+            raise self.fail(f"baseTimeNanoseconds is not an integer: {base!r}")
+        r = 0 if rank is None else int(rank)
+
+        for name, n in sorted(self.splitter.counts_of_other().items()):
+            self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
+        # rows in time order, ties in document order (the same however the file was cut)
+        gpu = _by_time(_concat(self.rows["gpu"]))
+        api = _by_time(_concat(self.rows["api"]))
+        rng = _by_time(_concat(self.rows["ranges"]))
+        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
+        if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
+            raise self.fail(
+                "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
+                "calls or user annotations"
+            )
+
+        mismatches = 0
+        sync = api["cat"] == CAT_CODES["cuda_sync"]
+        if self.counts[_jsonscan.CLASS_FLOW] and (
+            (gpu["correlation"] < 0).any() or (api["correlation"][~sync] < 0).any()
+        ):
+            self.read(flows_only=True)
+            flows = _concat(self.flows, ("phase", "id", "pid", "tid", "ts"))
+            mismatches = _link_flows(gpu, api, flows)
+        threads, thread_of = self._threads(api, rng, r)
+        main_pid = _main_pid(api, rng)
+
+        gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
+        api_calls = self._api_calls(api, thread_of, r)
+        ranges = self._ranges(rng, thread_of, main_pid, r)
+        devices = self._devices(doc.get("deviceProperties"), r)
+
+        meta: dict[str, Any] = {
+            "format": "kineto",
+            "path": self.path,
+            "tool_version": doc.get("schemaVersion"),
+            "display_time_unit": unit,
+            "base_time_ns": base,
+            "rank": rank,
+            "world_size": world,
+            "backend": dist.get("backend") if dist else None,
+            "trace_name": doc.get("traceName"),
+            "processes": self._process_names(),
+            "events": self.splitter.n_elements,
+            # flows are read (a second pass) only when some args lack a correlation
+            "flow_mismatches": mismatches,
+            "ops_without_launch": self.ops_without_launch,
+        }
+        for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
+            if k in doc:
+                meta[k] = doc[k]
+        return Trace(
+            gpu_ops=gpu_ops,
+            api_calls=api_calls,
+            ranges=ranges,
+            threads=threads,
+            devices=devices,
+            strings=self.strings,
+            meta=meta,
+            dropped=self.dropped,
+        )
+
+    def _threads(
+        self, api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]], rank: int
+    ) -> tuple[Table, Callable[[I64, I64], npt.NDArray[np.int32]]]:
+        host = rng["cat"] == CAT_CODES["user_annotation"]
+        sync = api["cat"] == CAT_CODES["cuda_sync"]
+        pid = np.concatenate([api["pid"][~sync], rng["pid"][host]])
+        tid = np.concatenate([api["tid"][~sync], rng["tid"][host]])
+        pairs = _unique_pairs(pid, tid)
+        names: dict[tuple[int, int], str] = {}
+        for ev in self.meta_events:
+            if ev.name == "thread_name" and ev.args and isinstance(ev.args.get("name"), str):
+                p, t = _py_key(ev.pid, self.keys), _py_key(ev.tid, self.keys)
+                names[(p, t)] = ev.args["name"].strip()
+        ids, strings = self.ids, self.strings
+        name_ids = [_intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs]
+        table = conform(
+            {
+                "pid": pairs[:, 0],
+                "tid": pairs[:, 1],
+                "name": np.asarray(name_ids, dtype=np.int32),
+                "rank": np.full(len(pairs), rank),
+            },
+            SCHEMAS["threads"],
+        )
+
+        def thread_of(p: I64, t: I64) -> npt.NDArray[np.int32]:
+            if len(pairs) == 0:
+                return np.full(len(p), -1, dtype=np.int32)
+            return _lookup_pairs(pairs, p, t)
+
+        return table, thread_of
+
+    def _process_names(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for ev in self.meta_events:
+            if ev.name == "process_name" and ev.args and isinstance(ev.args.get("name"), str):
+                out[_py_key(ev.pid, self.keys)] = ev.args["name"]
+        return out
+
+    def _gpu_ops(
+        self,
+        gpu: dict[str, npt.NDArray[Any]],
+        api: dict[str, npt.NDArray[Any]],
+        main_pid: int,
+        rank: int,
+    ) -> Table:
+        n = len(gpu["start"])
+        cat = gpu["cat"]
+        kind = _OP_KIND[cat]
+        copy_kind = np.full(n, CopyKind.NONE, dtype=np.int8)
+        src = np.full(n, MemKind.NONE, dtype=np.int8)
+        dst = np.full(n, MemKind.NONE, dtype=np.int8)
+        for nid in np.unique(gpu["name"][cat > 0]):
+            sel = (gpu["name"] == nid) & (cat > 0)
+            ck, sk, dk = _copy_kinds(self.strings[nid])
+            copy_kind[sel], src[sel], dst[sel] = ck, sk, dk
+        device = np.where(gpu["device"] >= 0, gpu["device"], gpu["pid"])
+        stream = np.where(gpu["stream"] >= 0, gpu["stream"], gpu["tid"])
+        corr = gpu["correlation"]
+        # the launching call: host pid, graph launches, ROCm copy sizes
+        launch = _lookup_corr(api, corr)
+        found = launch >= 0
+        pid = np.where(found, api["pid"][np.maximum(launch, 0)], main_pid)
+        nbytes = gpu["bytes"].copy()
+        need = (cat > 0) & (nbytes < 0) & found
+        nbytes[need] = api["bytes"][launch[need]]
+        unknown = int(np.count_nonzero((cat > 0) & (nbytes < 0)))
+        if unknown:
+            self._drop("memcpy/memset byte counts (not recorded; bytes set to 0)", unknown)
+        nbytes[kind == OpKind.KERNEL] = 0
+        nbytes = np.maximum(nbytes, 0)
+        graph = np.full(n, -1, dtype=np.int64)
+        launch_ids = np.unique(api["name"])
+        graph_ids = [i for i in launch_ids if _GRAPH_LAUNCH.match(self.strings[i])]
+        g = found.copy()
+        g[found] = np.isin(api["name"][launch[found]], graph_ids)
+        graph[g] = corr[g]
+        self.ops_without_launch = int(np.count_nonzero(~found))
+        self._check_duplicates(pid, corr, g | ~found)
+        return conform(
+            {
+                "start": gpu["start"],
+                "end": gpu["end"],
+                "name": gpu["name"],
+                "kind": kind,
+                "copy_kind": copy_kind,
+                "src_mem": src,
+                "dst_mem": dst,
+                "bytes": nbytes,
+                "device": device,
+                "stream": stream,
+                "correlation": corr,
+                "pid": pid,
+                "rank": np.full(n, rank),
+                "graph": graph,
+            },
+            SCHEMAS["gpu_ops"],
+        )
+
+    def _check_duplicates(self, pid: I64, corr: I64, exempt: npt.NDArray[np.bool_]) -> None:
+        """One API call launches one GPU op, except graph launches. Ops whose launching
+        call is not in the trace (launched before the capture window) are exempt: their
+        launch cannot be checked; they are counted in meta["ops_without_launch"]."""
+        sel = (corr >= 0) & ~exempt
+        if not sel.any():
+            return
+        p, c = pid[sel], corr[sel]
+        order = np.lexsort((c, p))
+        p, c = p[order], c[order]
+        dup = np.flatnonzero((p[1:] == p[:-1]) & (c[1:] == c[:-1]))
+        if len(dup):
+            k = int(dup[0])
+            raise self.fail(
+                f"duplicate correlation id {int(c[k])} among GPU ops of process "
+                f"{int(p[k])} (its launching call is not a graph launch; "
+                f"{len(dup)} duplicate(s))"
+            )
+
+    def _api_calls(
+        self,
+        api: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        rank: int,
+    ) -> Table:
+        n = len(api["start"])
+        cat = api["cat"]
+        kind = np.full(n, ApiKind.RUNTIME, dtype=np.int8)
+        kind[cat == CAT_CODES["cuda_driver"]] = ApiKind.DRIVER
+        sync = cat == CAT_CODES["cuda_sync"]
+        kind[sync] = ApiKind.SYNC
+        thread = thread_of(api["pid"], api["tid"])
+        pid = api["pid"].copy()
+        if sync.any():
+            # CUPTI sync records sit on GPU rows; attribute them to the calling thread
+            calls = {k: v[~sync] for k, v in api.items()}
+            launch = _lookup_corr(calls, api["correlation"][sync])
+            ok = launch >= 0
+            t = np.full(int(sync.sum()), -1, dtype=np.int32)
+            t[ok] = thread_of(calls["pid"][launch[ok]], calls["tid"][launch[ok]])
+            thread[sync] = t
+            ps = np.full(int(sync.sum()), -1, dtype=np.int64)
+            ps[ok] = calls["pid"][launch[ok]]
+            pid[sync] = ps
+        return conform(
+            {
+                "start": api["start"],
+                "end": api["end"],
+                "name": api["name"],
+                "kind": kind,
+                "thread": thread,
+                "correlation": api["correlation"],
+                "pid": pid,
+                "rank": np.full(n, rank),
+            },
+            SCHEMAS["api_calls"],
+        )
+
+    def _ranges(
+        self,
+        rng: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        main_pid: int,
+        rank: int,
+    ) -> Table:
+        n = len(rng["start"])
+        gpu_side = rng["cat"] == CAT_CODES["gpu_user_annotation"]
+        kind = np.where(gpu_side, RangeKind.GPU_ANNOTATION, RangeKind.ANNOTATION).astype(np.int8)
+        thread = thread_of(rng["pid"], rng["tid"])
+        thread[gpu_side] = -1
+        device = np.where(gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1)
+        # nesting depth per host thread, and per (device, stream) on the GPU side
+        group = np.where(gpu_side, -2 - (device * 65536 + rng["tid"]), thread).astype(np.int64)
+        order = np.lexsort((-rng["end"], rng["start"], group))
+        depth = np.empty(n, dtype=np.int16)
+        depth[order] = _kineto.nesting_depth(
+            np.ascontiguousarray(group[order]),
+            np.ascontiguousarray(rng["start"][order]),
+            np.ascontiguousarray(rng["end"][order]),
+        )
+        return conform(
+            {
+                "start": rng["start"],
+                "end": rng["end"],
+                "name": rng["name"],
+                "kind": kind,
+                "thread": thread,
+                "device": device,
+                "domain": np.zeros(n),
+                "category": np.zeros(n),
+                "depth": depth,
+                "payload": np.full(n, np.nan),
+                # GPU-side ranges sit on device rows; their process is the host's
+                "pid": np.where(gpu_side, main_pid, rng["pid"]),
+                "rank": np.full(n, rank),
+            },
+            SCHEMAS["ranges"],
+        )
+
+    def _devices(self, props: Any, rank: int) -> Table:
+        if props is None:
+            props = []
+        if not isinstance(props, list) or not all(isinstance(p, dict) for p in props):
+            raise self.fail("deviceProperties is not a list of objects")
+        dev, names = [], []
+        for p in props:
+            d = p.get("id")
+            if not isinstance(d, int):
+                raise self.fail(f"deviceProperties entry without an integer id: {p!r:.80}")
+            dev.append(d)
+            names.append(_intern(str(p.get("name", "")), self.ids, self.strings))
+        return conform(
+            {"device": dev, "name": names, "rank": np.full(len(dev), rank)},
+            SCHEMAS["devices"],
+        )
+
+
+def _intern(s: str, ids: dict[str, int], strings: list[str]) -> int:
+    i = ids.get(s)
+    if i is None:
+        i = ids[s] = len(strings)
+        strings.append(s)
+    return i
+
+
+def _py_key(v: Any, keys: dict[Any, int]) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    k = keys.get(v)
+    if k is not None:
+        return k
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return -1
+
+
+def _copy_kinds(name: str) -> tuple[int, int, int]:
+    m = _MEMCPY_NAME.match(name)
+    if m:
+        ck = _COPY_KINDS.get(m.group(1), CopyKind.UNKNOWN)
+        return (
+            ck,
+            _MEM_KINDS.get(m.group(2), MemKind.UNKNOWN),
+            _MEM_KINDS.get(m.group(3), MemKind.UNKNOWN),
+        )
+    m = _MEMSET_NAME.match(name)
+    if m:
+        return CopyKind.NONE, MemKind.NONE, _MEM_KINDS.get(m.group(1), MemKind.UNKNOWN)
+    return CopyKind.UNKNOWN, MemKind.UNKNOWN, MemKind.UNKNOWN
+
+
+_ROW_COLS = (
+    "start",
+    "end",
+    "name",
+    "cat",
+    "pid",
+    "tid",
+    "correlation",
+    "device",
+    "stream",
+    "bytes",
+    "index",
+)
+
+
+def _concat(
+    parts: list[dict[str, npt.NDArray[Any]]], cols: tuple[str, ...] = _ROW_COLS
+) -> dict[str, npt.NDArray[Any]]:
+    if not parts:
+        dt = {"name": np.int32, "cat": np.int8, "phase": np.int8}
+        return {c: np.empty(0, dtype=dt.get(c, np.int64)) for c in cols}
+    return {c: np.concatenate([p[c] for p in parts]) for c in cols}
+
+
+def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    order = np.lexsort((rows["index"], rows["start"]))
+    return {k: v[order] for k, v in rows.items()}
+
+
+def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:
+    """Row of the API call (not a sync record) with each correlation id, or -1."""
+    ok = (api["correlation"] >= 0) & (api["cat"] != CAT_CODES["cuda_sync"])
+    rows = np.flatnonzero(ok)
+    keys = api["correlation"][rows]
+    order = np.argsort(keys, kind="stable")
+    keys, rows = keys[order], rows[order]
+    if len(keys) == 0:
+        return np.full(len(corr), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+    hit = (keys[pos] == corr) & (corr >= 0)
+    return np.where(hit, rows[pos], -1)
+
+
+def _unique_pairs(p: I64, t: I64) -> I64:
+    """Sorted unique (p, t) rows as an (n, 2) array."""
+    if len(p) == 0:
+        return np.empty((0, 2), dtype=np.int64)
+    order = np.lexsort((t, p))
+    p, t = p[order], t[order]
+    keep = np.ones(len(p), dtype=bool)
+    keep[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+    return np.stack([p[keep], t[keep]], axis=1)
+
+
+def _lookup_pairs(pairs: I64, p: I64, t: I64) -> npt.NDArray[np.int32]:
+    """Row index of each (p, t) in ``pairs`` (sorted unique rows), or -1."""
+    pp, tt = pairs[:, 0], pairs[:, 1]
+    lo = np.searchsorted(pp, p, side="left")
+    hi = np.searchsorted(pp, p, side="right")
+    out = np.full(len(p), -1, dtype=np.int32)
+    for q in np.unique(p):
+        sel = p == q
+        a, b = int(lo[sel][0]), int(hi[sel][0])
+        if a == b:
+            continue
+        seg = tt[a:b]
+        pos = np.minimum(np.searchsorted(seg, t[sel]), b - a - 1)
+        out[sel] = np.where(seg[pos] == t[sel], a + pos, -1)
+    return out
+
+
+def _join(a: tuple[I64, ...], b: tuple[I64, ...]) -> I64:
+    """For each row of key columns ``a``: the index of an equal row of ``b``, or -1."""
+    na, nb = len(a[0]), len(b[0])
+    out = np.full(na, -1, dtype=np.int64)
+    if na == 0 or nb == 0:
+        return out
+    cols = [np.concatenate([x, y]) for x, y in zip(a, b, strict=True)]
+    tag = np.concatenate([np.ones(na, np.int8), np.zeros(nb, np.int8)])
+    order = np.lexsort([tag, *cols[::-1]])
+    sc = [c[order] for c in cols]
+    change = np.zeros(len(order), dtype=bool)
+    change[0] = True
+    for c in sc:
+        change[1:] |= c[1:] != c[:-1]
+    head = np.maximum.accumulate(np.where(change, np.arange(len(order)), 0))
+    first = order[head]
+    is_b = first >= na
+    mine = order < na
+    out[order[mine & is_b]] = first[mine & is_b] - na
+    return out
+
+
+def _link_flows(
+    gpu: dict[str, npt.NDArray[Any]],
+    api: dict[str, npt.NDArray[Any]],
+    flows: dict[str, npt.NDArray[Any]],
+) -> int:
+    """Complete missing correlations from flows; count flows that disagree with args."""
+    mismatches = 0
+    for rows, phase in ((gpu, 1), (api, 0)):
+        if len(rows["start"]) == 0:
+            continue
+        sel = flows["phase"] == phase
+        f = {k: v[sel] for k, v in flows.items()}
+        hit = _join((rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"]))
+        found = hit >= 0
+        fid = np.where(found, f["id"][np.maximum(hit, 0)], -1)
+        missing = (rows["correlation"] < 0) & found
+        rows["correlation"][missing] = fid[missing]
+        mismatches += int(np.count_nonzero(found & (rows["correlation"] != fid)))
+    return mismatches
+
+
+def _main_pid(api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]]) -> int:
+    host = api["pid"][api["cat"] != CAT_CODES["cuda_sync"]]
+    if len(host) == 0:
+        host = rng["pid"][rng["cat"] == CAT_CODES["user_annotation"]]
+    if len(host) == 0:
+        return -1
+    vals, counts = np.unique(host, return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+def load_kineto(path: str | os.PathLike[str]) -> Trace:
+    """Load one Kineto trace (``.json``, ``.json.gz``, ``*.pt.trace.json[.gz]``)."""
+    loader = _Loader(os.fspath(path))
+    loader.read()
+    return loader.finish()

@@ -1,0 +1,502 @@
+"""``pytimings summary``: what ran, per rank and device, from any loaded trace.
+
+:func:`trace_summary` returns Tables (all times integer-ns based, percentiles by numpy's
+default linear interpolation):
+
+- ``kernels``: per (rank, device, normalised kernel name): count, total, mean, p50, p99,
+  min, max, and ``share`` = total / all kernel time on that rank and device (Nsight's
+  ``cuda_gpu_kern_sum`` "Time (%)").
+- ``memory``: per (rank, device, operation) for memcpys by copy kind and memsets, named
+  as Nsight names them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``): count,
+  bytes, times, and ``gbps`` = bytes / busy time.
+- ``ranges``: per (rank, style, "domain:name") host ranges (NVTX, annotations, regions):
+  count and host-time statistics, plus their GPU projection as Nsight's
+  ``nvtx_gpu_proj_sum`` defines it: the GPU ops launched by API calls that start inside
+  ``[range.start, range.end)`` on the range's thread (matched by correlation id within the
+  process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
+  the first op's start to the last op's end, and ``gpu_busy_ns`` sums the ops' durations.
+- ``api``: per (rank, kind, name) CUDA runtime/driver calls and synchronisation rows;
+  a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``) is dropped from the name,
+  exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060`` keeps its suffix there too).
+
+With ``per_device=False`` every group spans all ranks and devices (rank and device -1),
+which is how Nsight's ``nsys stats`` reports aggregate a multi-process export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
+from pytimings.ingest.links import launch_index
+from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.table import Table
+
+SCHEMA = "pytimings.summary/1"
+_COPY_LABEL = {
+    CopyKind.UNKNOWN: "Unknown",
+    CopyKind.HTOD: "Host-to-Device",
+    CopyKind.DTOH: "Device-to-Host",
+    CopyKind.HTOA: "Host-to-Array",
+    CopyKind.ATOH: "Array-to-Host",
+    CopyKind.ATOA: "Array-to-Array",
+    CopyKind.ATOD: "Array-to-Device",
+    CopyKind.DTOA: "Device-to-Array",
+    CopyKind.DTOD: "Device-to-Device",
+    CopyKind.HTOH: "Host-to-Host",
+    CopyKind.PTOP: "Peer-to-Peer",
+}
+_STYLE = {
+    RangeKind.NVTX_PUSHPOP: "PushPop",
+    RangeKind.NVTX_STARTEND: "StartEnd",
+    RangeKind.ANNOTATION: "Annotation",
+    RangeKind.REGION: "Region",
+    RangeKind.GPU_ANNOTATION: "GpuAnnotation",
+}
+_API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", ApiKind.SYNC: "sync"}
+
+
+def trace_summary(
+    trace: Trace, top: int | None = None, per_device: bool = True
+) -> dict[str, Table]:
+    """The summary tables of a trace (see the module docstring); ``top`` rows per group."""
+    return {
+        "kernels": _kernels(trace, top, per_device),
+        "memory": _memory(trace, per_device),
+        "ranges": _ranges(trace, top, per_device),
+        "api": _api(trace, top, per_device),
+    }
+
+
+# -- grouped statistics ---------------------------------------------------------------------
+def _group_stats(
+    gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+) -> dict[str, npt.NDArray[Any]]:
+    """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1."""
+    g = int(gid.max()) + 1 if len(gid) else 0
+    order = np.lexsort((values, gid))
+    v = values[order].astype(np.int64)
+    count = np.bincount(gid, minlength=g)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    total = np.bincount(gid, weights=values, minlength=g) if len(gid) else np.zeros(0)
+    # exact integer totals (float weights lose ns beyond 2**53): sum per group from cumsum
+    csum = np.concatenate([[0], np.cumsum(v)])
+    total = csum[first + count] - csum[first]
+
+    def pct(q: float) -> npt.NDArray[np.float64]:
+        pos = q * (count - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, count - 1)
+        frac = pos - lo
+        a, b = v[first + lo].astype(np.float64), v[first + hi].astype(np.float64)
+        interpolated: npt.NDArray[np.float64] = a + (b - a) * frac
+        return interpolated
+
+    has = count > 0
+    out = {
+        "count": count,
+        "total_ns": total,
+        "mean_ns": np.where(has, total / np.maximum(count, 1), np.nan),
+        "p50_ns": pct(0.5),
+        "p99_ns": pct(0.99),
+        "min_ns": v[first],
+        "max_ns": v[first + count - 1],
+    }
+    return {k: np.asarray(x)[has] for k, x in out.items()}
+
+
+def _codes(*cols: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
+    """Dense group ids of rows by the given integer columns, and each column's group value.
+
+    The columns are packed into one int64 key (one sort), far faster than
+    ``np.unique(axis=0)`` on millions of rows; columns too wide to pack are first
+    replaced by their dense codes.
+    """
+    n = len(cols[0])
+    if n == 0:
+        return np.empty(0, dtype=np.int64), [c[:0] for c in cols]
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for c in cols:
+        v = np.asarray(c).astype(np.int64)
+        lo = int(v.min())
+        width = int(v.max()) - lo + 1
+        if span * width >= 1 << 62:  # too wide to pack: use dense codes so far
+            _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1).astype(np.int64)
+            span = int(key.max()) + 1
+            if span * width >= 1 << 62:
+                _, inv = np.unique(v, return_inverse=True)
+                v, lo, width = inv.reshape(-1).astype(np.int64), 0, int(inv.max()) + 1
+        key = key * width + (v - lo)
+        span *= width
+    _, first, code = np.unique(key, return_index=True, return_inverse=True)
+    return code.reshape(-1).astype(np.int64), [np.asarray(c)[first] for c in cols]
+
+
+def _finish(cols: dict[str, npt.NDArray[Any]], group_cols: Sequence[str], top: int | None) -> Table:
+    """Sort by group columns then total time (largest first); keep ``top`` per group."""
+    n = len(cols["count"])
+    keys = [-cols["total_ns"]] + [cols[c] for c in reversed(group_cols)]
+    order = np.lexsort(keys) if n else np.empty(0, dtype=np.int64)
+    if top is not None and n:
+        grp = np.stack([cols[c][order] for c in group_cols], axis=1)
+        newgrp = np.ones(n, dtype=bool)
+        newgrp[1:] = np.any(grp[1:] != grp[:-1], axis=1)
+        start = np.maximum.accumulate(np.where(newgrp, np.arange(n), 0))
+        order = order[(np.arange(n) - start) < top]
+    return Table({k: v[order] for k, v in cols.items()})
+
+
+def _scope(trace_table: Table, per_device: bool, device: bool = True) -> list[npt.NDArray[Any]]:
+    n = len(trace_table)
+    if not per_device:
+        return [np.full(n, -1), np.full(n, -1)] if device else [np.full(n, -1)]
+    cols = [trace_table["rank"]]
+    if device:
+        cols.append(trace_table["device"])
+    return cols
+
+
+# -- tables -----------------------------------------------------------------------------
+def _kernels(trace: Trace, top: int | None, per_device: bool) -> Table:
+    ops = trace.gpu_ops.take(trace.gpu_ops["kind"] == OpKind.KERNEL)
+    names, name_code = normalize_ids(trace.strings, ops["name"])
+    rank, device = _scope(ops, per_device)
+    gid, (g_rank, g_dev, g_name) = _codes(rank, device, name_code)
+    stats = _group_stats(gid, ops["end"] - ops["start"])
+    # share of all kernel time on the same rank and device
+    scope_gid, _ = _codes(g_rank, g_dev) if len(g_rank) else (np.empty(0, np.int64), [])
+    scope_total = (
+        np.bincount(scope_gid, weights=stats["total_ns"]) if len(scope_gid) else np.zeros(0)
+    )
+    share = stats["total_ns"] / np.where(scope_total[scope_gid] > 0, scope_total[scope_gid], 1)
+    full = np.array([names[i] for i in g_name], dtype=object)
+    short = np.array([short_kernel_name(s) for s in full], dtype=object)
+    cols = {
+        "rank": g_rank,
+        "device": g_dev,
+        "name": short,
+        "full_name": full,
+        **stats,
+        "share": share,
+    }
+    return _finish(cols, ("rank", "device"), top)
+
+
+def _memory(trace: Trace, per_device: bool) -> Table:
+    ops = trace.gpu_ops.take(trace.gpu_ops["kind"] != OpKind.KERNEL)
+    is_set = ops["kind"] == OpKind.MEMSET
+    op_code = np.where(is_set, 100, ops["copy_kind"]).astype(np.int64)
+    rank, device = _scope(ops, per_device)
+    gid, (g_rank, g_dev, g_op) = _codes(rank, device, op_code)
+    stats = _group_stats(gid, ops["end"] - ops["start"])
+    nbytes = (
+        np.bincount(gid, weights=ops["bytes"]).astype(np.int64)
+        if len(gid)
+        else np.zeros(0, np.int64)
+    )
+    label = np.array(
+        [
+            "[CUDA memset]"
+            if c == 100
+            else f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(c), 'Unknown')}]"
+            for c in g_op
+        ],
+        dtype=object,
+    )
+    gbps = nbytes / np.where(stats["total_ns"] > 0, stats["total_ns"], np.nan)
+    cols = {
+        "rank": g_rank,
+        "device": g_dev,
+        "operation": label,
+        **stats,
+        "bytes": nbytes,
+        "gbps": gbps,
+    }
+    return _finish(cols, ("rank", "device"), None)
+
+
+def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
+    """Per range: GPU ops launched inside it on its thread, their span and busy time."""
+    rg, ops = trace.ranges, trace.gpu_ops
+    n = len(rg)
+    out = {
+        "gpu_ops": np.zeros(n, np.int64),
+        "proj_ns": np.zeros(n, np.int64),
+        "busy_ns": np.zeros(n, np.int64),
+    }
+    launch = launch_index(trace)
+    row = np.flatnonzero(launch >= 0)
+    thread = trace.api_calls["thread"][launch[row]].astype(np.int64)
+    lstart = trace.api_calls["start"][launch[row]]
+    if n == 0 or len(row) == 0:
+        return out
+    # sort launches by (thread, launch start); search each range's [start, end) on its thread
+    instants = np.unique(np.concatenate([lstart, rg["start"], rg["end"]]))
+    m = len(instants) + 1
+    lk = (thread + 1) * m + np.searchsorted(instants, lstart)
+    order = np.argsort(lk, kind="stable")
+    lk, row = lk[order], row[order]
+    host = rg["thread"] >= 0
+    th = rg["thread"].astype(np.int64) + 1
+    lo = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["start"]), side="left")
+    hi = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["end"]), side="left")
+    hi = np.where(host, hi, lo)
+    count = hi - lo
+    dur = (ops["end"] - ops["start"])[row]
+    csum = np.concatenate([[0], np.cumsum(dur)])
+    s, e = ops["start"][row], ops["end"][row]
+    has = count > 0
+    first = np.zeros(n, np.int64)
+    last = np.zeros(n, np.int64)
+    if has.any():
+        seg = np.stack([lo[has], hi[has]], axis=1).reshape(-1)
+        s_pad, e_pad = np.append(s, 0), np.append(e, 0)
+        first[has] = np.minimum.reduceat(s_pad, seg)[::2]
+        last[has] = np.maximum.reduceat(e_pad, seg)[::2]
+    out["gpu_ops"] = count
+    out["proj_ns"] = np.where(has, last - first, 0)
+    out["busy_ns"] = csum[hi] - csum[lo]
+    return out
+
+
+def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
+    rg = trace.ranges
+    proj = _projection(trace)
+    rank = rg["rank"] if per_device else np.full(len(rg), -1)
+    gid, (g_rank, g_kind, g_dom, g_name) = _codes(rank, rg["kind"], rg["domain"], rg["name"])
+    stats = _group_stats(gid, rg["end"] - rg["start"])
+    g = len(stats["count"])
+
+    def per_group(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return (
+            np.bincount(gid, weights=v, minlength=g).astype(np.int64)
+            if len(gid)
+            else np.zeros(0, np.int64)
+        )
+
+    label = np.array(
+        [
+            f"{trace.strings[d]}:{trace.strings[nm]}" if d else trace.strings[nm]
+            for d, nm in zip(g_dom, g_name, strict=True)
+        ],
+        dtype=object,
+    )
+    style = np.array([_STYLE.get(RangeKind(k), str(k)) for k in g_kind], dtype=object)
+    with_ops = per_group((proj["gpu_ops"] > 0).astype(np.int64))
+    cols = {
+        "rank": g_rank,
+        "style": style,
+        "name": label,
+        **stats,
+        "gpu_ops": per_group(proj["gpu_ops"]),
+        "proj_instances": with_ops,
+        "proj_total_ns": per_group(proj["proj_ns"]),
+        "gpu_busy_ns": per_group(proj["busy_ns"]),
+    }
+    return _finish(cols, ("rank",), top)
+
+
+def api_display_name(name: str) -> str:
+    """nsys stats' rule: drop the last 6 characters when they are ``_v`` + 4 characters."""
+    return name[:-6] if len(name) > 6 and name[-6:-4] == "_v" else name
+
+
+def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
+    api = trace.api_calls
+    rank = api["rank"] if per_device else np.full(len(api), -1)
+    names: dict[str, int] = {}
+    uniq, inv = np.unique(api["name"], return_inverse=True)
+    code = np.array(
+        [names.setdefault(api_display_name(trace.strings[u]), len(names)) for u in uniq], np.int64
+    )
+    display = list(names)
+    gid, (g_rank, g_kind, g_name) = _codes(
+        rank, api["kind"], code[inv.reshape(-1)] if len(uniq) else code
+    )
+    stats = _group_stats(gid, api["end"] - api["start"])
+    cols = {
+        "rank": g_rank,
+        "kind": np.array([_API_KIND.get(ApiKind(k), str(k)) for k in g_kind], dtype=object),
+        "name": np.array([display[i] for i in g_name], dtype=object),
+        **stats,
+    }
+    return _finish(cols, ("rank",), top)
+
+
+# -- output -----------------------------------------------------------------------------
+def summary_json(trace: Trace, tables: dict[str, Table], files: Sequence[str]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "files": list(files),
+        "dropped": trace.dropped,
+        "tables": {
+            name: [{c: _jsonable(t[c][i]) for c in t.columns} for i in range(len(t))]
+            for name, t in tables.items()
+        },
+    }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return None if np.isnan(v) else float(v)
+    return v
+
+
+_TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
+    # table -> (column, header, format)
+    "kernels": [
+        ("share", "share", "pct"),
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("name", "kernel", "str"),
+    ],
+    "memory": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("bytes", "MB", "mb"),
+        ("gbps", "GB/s", "f2"),
+        ("p50_ns", "p50 us", "us"),
+        ("operation", "operation", "str"),
+    ],
+    "ranges": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("gpu_ops", "GPU ops", "int"),
+        ("proj_total_ns", "GPU proj ms", "ms"),
+        ("gpu_busy_ns", "GPU busy ms", "ms"),
+        ("style", "style", "str"),
+        ("name", "range", "str"),
+    ],
+    "api": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("kind", "kind", "str"),
+        ("name", "call", "str"),
+    ],
+}
+_TITLES = {
+    "kernels": "Kernels",
+    "memory": "Memory operations",
+    "ranges": "Ranges",
+    "api": "CUDA API calls",
+}
+
+
+def _fmt(v: Any, how: str) -> str:
+    if how == "str":
+        return str(v)
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    if how == "int":
+        return f"{int(v):,}"
+    if how == "ms":
+        return f"{v / 1e6:,.3f}"
+    if how == "us":
+        return f"{v / 1e3:,.2f}"
+    if how == "mb":
+        return f"{v / 1e6:,.3f}"
+    if how == "pct":
+        return f"{100 * v:.1f}%"
+    return f"{v:,.2f}"
+
+
+def render_text(tables: dict[str, Table]) -> str:
+    """Aligned plain-text tables, one section per table and (rank, device)."""
+    lines: list[str] = []
+    for name, t in tables.items():
+        spec = _TEXT_COLUMNS[name]
+        scopes = [c for c in ("rank", "device") if c in t]
+        keys = sorted({tuple(int(t[c][i]) for c in scopes) for i in range(len(t))})
+        if not keys:
+            lines += [f"{_TITLES[name]}: none", ""]
+            continue
+        for key in keys:
+            mask = np.ones(len(t), dtype=bool)
+            for c, k in zip(scopes, key, strict=True):
+                mask &= t[c] == k
+            where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
+            lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
+            rows = [[h for _, h, _ in spec]]
+            for i in np.flatnonzero(mask):
+                rows.append([_fmt(t[c][i], how) for c, _, how in spec])
+            widths = [max(len(r[j]) for r in rows) for j in range(len(spec))]
+            for r in rows:
+                cells = [
+                    cell.ljust(w) if spec[j][2] == "str" else cell.rjust(w)
+                    for j, (cell, w) in enumerate(zip(r, widths, strict=True))
+                ]
+                lines.append("  ".join(cells).rstrip())
+            lines.append("")
+    return "\n".join(lines)
+
+
+# -- the subcommand ---------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces"
+    )
+    parser.add_argument(
+        "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=15,
+        metavar="N",
+        help="rows per table and rank/device (default 15)",
+    )
+    parser.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="aggregate over ranks and devices, as nsys stats does",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytimings.errors import UsageError
+    from pytimings.ingest import load
+
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be at least 1, not {args.top}")
+    trace = load(*args.paths, workers=args.workers)
+    tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
+    if args.json != "-":
+        print(render_text(tables))
+        if trace.dropped:
+            print(
+                "Not loaded (counted): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
+            )
+    if args.json:
+        doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
+        if args.json == "-":
+            sys.stdout.write(doc + "\n")
+        else:
+            try:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    f.write(doc + "\n")
+            except OSError as exc:
+                raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
+    return 0

@@ -1,0 +1,126 @@
+"""Several ranks: clock alignment by collective ends, arrival skew, wait, straggler."""
+
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+import pytest
+from synth import make_trace, shuffled
+
+from pytimings.analysis.attribution import LABELS, attribute
+from pytimings.ingest._model import Trace
+
+RANKS = 8
+DELAY = [0, 30, 10, 50, 20, 400, 5, 15]  # µs each rank arrives after the first; rank 5 last
+OFFSET = [0, 1_000_000, -2_500, 7_777, 40, -123_456, 3_000_000, 9]  # rank clock offsets, ns
+
+
+def eight_ranks(jitter_rank: int | None = None) -> Trace:
+    """10 all-reduces; on rank r the n-th starts at T_n + DELAY[r] (µs) and all end at
+    T_n + 1 ms, seen through rank r's clock (shifted by OFFSET[r]). A compute kernel and
+    its launch precede each collective."""
+    traces = []
+    for r in range(RANKS):
+        ops, api = [], []
+        for n in range(10):
+            t = 10_000_000 * (n + 1)
+            d = DELAY[r] * 1000
+            if jitter_rank == r and n % 2:
+                d = 1_000  # this rank is not last every time
+            ops.append(
+                {
+                    "start": t - 500_000 + OFFSET[r],
+                    "end": t - 100_000 + OFFSET[r],
+                    "name": "gemm",
+                    "correlation": 2 * n,
+                    "rank": r,
+                    "device": r,
+                }
+            )
+            api.append(
+                {
+                    "start": t - 600_000 + OFFSET[r],
+                    "end": t - 590_000 + OFFSET[r],
+                    "correlation": 2 * n,
+                    "rank": r,
+                }
+            )
+            ops.append(
+                {
+                    "start": t + d + OFFSET[r],
+                    "end": t + 1_000_000 + OFFSET[r],
+                    "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                    "correlation": 2 * n + 1,
+                    "rank": r,
+                    "device": r,
+                    "stream": 9,
+                }
+            )
+            api.append(
+                {
+                    "start": t - 200_000 + OFFSET[r],
+                    "end": t - 190_000 + OFFSET[r],
+                    "correlation": 2 * n + 1,
+                    "rank": r,
+                }
+            )
+        traces.append(
+            make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
+        )
+    return Trace.merge(traces)
+
+
+def test_skew_wait_and_straggler():
+    a = attribute(eight_ranks())
+    c = a.collectives
+    assert c is not None and c.straggler == 5 and c.last_counts[5] == 10
+    assert c.clock_offset_ns == {r: OFFSET[r] - OFFSET[0] for r in range(RANKS)}
+    t = c.table
+    assert len(t) == 80
+    for r in range(RANKS):
+        m = t["rank"] == r
+        np.testing.assert_array_equal(t["skew_ns"][m], DELAY[r] * 1000)
+        dur = 1_000_000 - DELAY[r] * 1000
+        wait = min(dur, (max(DELAY) - DELAY[r]) * 1000)
+        np.testing.assert_array_equal(t["wait_ns"][m], wait)
+        np.testing.assert_array_equal(t["transfer_ns"][m], dur - wait)
+    f = next(x for x in a.findings() if x.layer == "parallel" and "arrival skew" in x.title)
+    assert "rank 5 arrives last in 10 of 10" in f.title
+    # per rank, labels partition each rank's own window exactly
+    assert len(a.windows) == RANKS
+    total = sum(a.windows[f"{x}_ns"] for x in LABELS)
+    np.testing.assert_array_equal(total, a.windows["window_ns"])
+
+
+def test_straggler_is_the_rank_last_most_often_and_order_free():
+    tr = eight_ranks(jitter_rank=5)  # rank 5 last in 5 of 10, rank 3 in the other 5: tie
+    a = attribute(tr)
+    assert a.collectives.last_counts[5] == 5 and a.collectives.last_counts[3] == 5
+    assert a.collectives.straggler == 3  # tie: the lowest rank
+    b = attribute(shuffled(tr, 7))
+    assert b.collectives.straggler == 3
+    for col in a.collectives.table.columns:
+        np.testing.assert_array_equal(a.collectives.table[col], b.collectives.table[col])
+
+
+def test_rank_filter():
+    a = attribute(eight_ranks(), ranks=[1, 5])
+    assert sorted(set(a.windows["rank"].tolist())) == [1, 5]
+    assert a.collectives.straggler == 5
+
+
+@pytest.mark.shared
+def test_param_dlrm_eight_ranks_end_to_end(shared_dir):
+    from pytimings.ingest import load
+
+    files = sorted(glob.glob(str(shared_dir / "data/external/param/dlrm_kineto/*.json.gz")))
+    assert len(files) == 8
+    a = attribute(load(*files))
+    assert sorted(set(a.windows["rank"].tolist())) == list(range(8))
+    total = sum(a.windows[f"{x}_ns"] for x in LABELS)
+    np.testing.assert_array_equal(total, a.windows["window_ns"])
+    assert a.collectives is not None and a.collectives.straggler in range(8)
+    assert a.totals["comm_exposed_ns"] > 0
+    layers = {f.layer for f in a.findings()}
+    assert {"hardware", "parallel", "scheduling"} <= layers

@@ -1,0 +1,99 @@
+"""Findings on synthetic traces: what the numbers show, and nothing they do not."""
+
+from __future__ import annotations
+
+from synth import make_trace
+
+from pytimings.analysis.attribution import attribute
+from pytimings.ingest._model import CopyKind, MemKind, OpKind
+
+MS = 1_000_000
+
+
+def stepped_trace(stall_from: int = 2, steps: int = 6):
+    """`steps` windows 'step' of 3 kernels; from step `stall_from` on, the host spends 20 ms
+    inside range 'plan' (calling cuModuleLoadData for 1 ms of it) before launching 'attn'."""
+    ops, api, ranges = [], [], []
+    t = 0
+    corr = 0
+    for s in range(steps):
+        step = {"start": t, "end": t, "name": "step", "payload": float(s)}
+        ranges.append(step)
+        t += 100_000  # the host prepares 0.1 ms before the first launch
+        for name in ("norm", "attn", "mlp"):
+            if name == "attn" and s >= stall_from:
+                ranges.append({"start": t, "end": t + 20 * MS, "name": "plan", "depth": 1})
+                api.append({"start": t + 5 * MS, "end": t + 6 * MS, "name": "cuModuleLoadData"})
+                t += 20 * MS
+            corr += 1
+            api.append({"start": t, "end": t + 5_000, "correlation": corr})
+            ops.append({"start": t + 10_000, "end": t + 60_000, "name": name, "correlation": corr})
+            t += 70_000
+        step["end"] = t
+    return make_trace(ops, api, ranges)
+
+
+def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
+    a = attribute(stepped_trace(), by="step")
+    f = next(x for x in a.findings() if x.layer == "scheduling")
+    assert f.evidence["op_name"] == "attn"
+    assert f.evidence["gaps"] == 4 and f.evidence["window_rows"] == [2, 3, 4, 5]
+    assert f.evidence["inside_ranges"] == ["step", "plan"]
+    act = f.evidence["host_activity"]
+    assert act["api_calls_ns"] == {"cuModuleLoadData": 4 * MS}
+    assert act["in_api_ns"] == 4 * MS
+    assert "kernel 'attn': 4 gaps in 4 of 6 step windows (3-6)" in f.title
+    assert "inside range 'plan' (within 'step')" in f.title
+    assert (
+        "5.0% of that time inside CUDA API calls (cuModuleLoadData 4.00 ms in 4 calls)" in f.title
+    )
+    # most windows are slow: no tail to report (p99 ~ p50)
+    assert not [x for x in a.findings() if x.layer == "application"]
+    b = attribute(stepped_trace(stall_from=4), by="step")
+    tail = next(x for x in b.findings() if x.layer == "application")
+    assert (
+        "p99 20.31 ms vs p50 0.31 ms (65.52x); in the slowest 2 windows "
+        "host_bound grows most (+20.00 ms" in tail.title
+    )
+
+
+def test_no_finding_without_its_numbers():
+    a = attribute(stepped_trace(stall_from=99), by="step")
+    layers = [f.layer for f in a.findings()]
+    assert "parallel" not in layers  # no communication at all
+    assert "memory" not in layers  # no copies
+    # the 0.1 ms at each step start is host_bound, named after the kernel that ends it;
+    # the 10 µs the host takes between launches, after the others
+    sched = {f.evidence["op_name"]: f for f in a.findings() if f.layer == "scheduling"}
+    assert (
+        sched["norm"].evidence["at_window_start"]
+        and "first op of each window" in sched["norm"].title
+    )
+    assert sched["norm"].evidence["median_ns"] == 100_000  # then 10 µs launch_overhead
+    assert not sched["attn"].evidence["at_window_start"]
+    assert sched["attn"].evidence["median_ns"] == 10_000
+    graphs = [f for f in a.findings() if "CUDA graph" in f.title]
+    assert graphs and graphs[0].title.startswith(
+        "6 of 6 step windows launch the same 3 kernels, none from a CUDA graph"
+    )
+
+
+def test_memory_findings():
+    ops = [
+        {"start": 0, "end": 10 * MS, "name": "gemm", "correlation": 1},
+        {
+            "start": 10 * MS,
+            "end": 15 * MS,
+            "kind": OpKind.MEMCPY,
+            "copy_kind": CopyKind.DTOH,
+            "src_mem": MemKind.DEVICE,
+            "dst_mem": MemKind.PAGEABLE,
+            "bytes": 10**8,
+            "name": "copy",
+            "correlation": 2,
+        },
+    ]
+    a = attribute(make_trace(ops), by=None)
+    titles = [f.title for f in a.findings() if f.layer == "memory"]
+    assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
+    assert any(t.startswith("1 memcpys use pageable host memory (5.00 ms") for t in titles)

@@ -1,0 +1,105 @@
+"""trace_summary on small exports with hand-computed answers, and its statistics vs numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nsys_synth as syn
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytimings.ingest.nsys import load_nsys
+from pytimings.ingest.summary import _group_stats, api_display_name, render_text, trace_summary
+
+
+def test_summary_of_a_small_export(tmp_path: Path) -> None:
+    s = trace_summary(load_nsys(syn.basic(tmp_path / "t.sqlite")))
+    k = s["kernels"]
+    assert k["name"].tolist() == ["kernA", "kernB"]
+    assert k["total_ns"].tolist() == [100, 50]
+    assert np.allclose(k["share"], [100 / 150, 50 / 150])
+    m = s["memory"]
+    assert m["operation"].tolist() == ["[CUDA memcpy Host-to-Device]", "[CUDA memset]"]
+    assert m["bytes"].tolist() == [1024, 64]
+    assert np.allclose(m["gbps"], [1024 / 20, 64 / 10])
+    r = s["ranges"]
+    row = {n: i for i, n in enumerate(r["name"].tolist())}
+    # outer [90, 180) holds all four launches: ops run 200..440, busy 100+50+20+10
+    i = row["outer"]
+    assert (r["gpu_ops"][i], r["proj_total_ns"][i], r["gpu_busy_ns"][i]) == (4, 240, 180)
+    i = row["inner"]  # [115, 135): only the launch at 120 (kernB, 300..350)
+    assert (r["gpu_ops"][i], r["proj_total_ns"][i], r["gpu_busy_ns"][i]) == (1, 50, 50)
+    assert r["style"].tolist()[row["reg"]] == "StartEnd"
+    a = s["api"]
+    assert dict(zip(a["name"].tolist(), a["count"].tolist(), strict=True)) == {
+        "cudaLaunchKernel": 2,
+        "cudaMemcpyAsync": 1,
+        "cudaMemsetAsync": 1,
+    }
+    text = render_text(s)
+    assert "Kernels (rank 0, device 0)" in text and "kernA" in text
+
+
+def test_top_keeps_the_largest_per_scope(tmp_path: Path) -> None:
+    s = trace_summary(load_nsys(syn.basic(tmp_path / "t.sqlite")), top=1)
+    assert s["kernels"]["name"].tolist() == ["kernA"]
+
+
+def test_api_display_names_follow_nsys_stats() -> None:
+    assert api_display_name("cudaLaunchKernel_v7000") == "cudaLaunchKernel"
+    assert api_display_name("cudaLaunchKernelExC_v11060") == "cudaLaunchKernelExC_v11060"
+    assert api_display_name("cuLaunchKernel") == "cuLaunchKernel"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10**12)), min_size=1, max_size=40))
+def test_group_statistics_match_numpy(rows: list[tuple[int, int]]) -> None:
+    gid_raw = np.array([r[0] for r in rows])
+    _, gid = np.unique(gid_raw, return_inverse=True)
+    values = np.array([r[1] for r in rows], dtype=np.int64)
+    stats = _group_stats(gid.astype(np.int64), values)
+    for g in range(int(gid.max()) + 1):
+        v = values[gid == g]
+        assert stats["count"][g] == len(v)
+        assert stats["total_ns"][g] == int(v.sum())
+        assert np.isclose(stats["p50_ns"][g], np.percentile(v, 50), rtol=1e-12)
+        assert np.isclose(stats["p99_ns"][g], np.percentile(v, 99), rtol=1e-12)
+        assert (stats["min_ns"][g], stats["max_ns"][g]) == (v.min(), v.max())
+
+
+def test_launch_index_links_within_rank_and_process(tmp_path: Path) -> None:
+    from pytimings.ingest import load
+    from pytimings.ingest.links import launch_index
+
+    a, b = syn.basic(tmp_path / "r_rank0.sqlite"), syn.basic(tmp_path / "r_rank1.sqlite")
+    tr = load(a, b, workers=1)
+    idx = launch_index(tr)
+    assert np.all(idx >= 0)
+    api = tr.api_calls
+    for col in ("rank", "pid", "correlation"):
+        assert np.array_equal(api[col][idx], tr.gpu_ops[col])
+    assert not np.any(api["kind"][idx] == 2)  # never a sync row
+
+
+def test_launch_index_has_no_key_collisions_for_large_ids(tmp_path: Path) -> None:
+    from pytimings.ingest.links import launch_index
+
+    c1, c2 = 5, 5 ^ (3 << 23)  # would alias under a (pid << 23) ^ corr key
+    p1, p2 = 1 << 24, 2 << 24
+    tr = load_nsys(
+        syn.basic(
+            tmp_path / "t.sqlite",
+            CUPTI_ACTIVITY_KIND_KERNEL=[
+                (200, 300, 0, 1, 7, c1, p1, 1),
+                (210, 260, 0, 1, 7, c2, p2, 2),
+            ],
+            CUPTI_ACTIVITY_KIND_RUNTIME=[
+                (100, 110, 0, p1 | 1, c2, 3),
+                (105, 115, 0, p2 | 2, c1, 3),
+            ],
+            CUPTI_ACTIVITY_KIND_MEMCPY=[],
+            CUPTI_ACTIVITY_KIND_MEMSET=[],
+        )
+    )
+    assert launch_index(tr).tolist() == [-1, -1]
