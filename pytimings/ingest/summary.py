@@ -80,12 +80,17 @@ def _group_stats(
     gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 ) -> dict[str, npt.NDArray[Any]]:
     """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1."""
-    g = int(gid.max()) + 1 if len(gid) else 0
+    if len(gid) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return {
+            k: empty.astype(np.float64) if k in ("mean_ns", "p50_ns", "p99_ns") else empty
+            for k in ("count", "total_ns", "mean_ns", "p50_ns", "p99_ns", "min_ns", "max_ns")
+        }
+    g = int(gid.max()) + 1
     order = np.lexsort((values, gid))
     v = values[order].astype(np.int64)
     count = np.bincount(gid, minlength=g)
     first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    total = np.bincount(gid, weights=values, minlength=g) if len(gid) else np.zeros(0)
     # exact integer totals (float weights lose ns beyond 2**53): sum per group from cumsum
     csum = np.concatenate([[0], np.cumsum(v)])
     total = csum[first + count] - csum[first]

@@ -277,3 +277,16 @@ def test_failed_nsys_export_is_a_clear_error(
         match=r"x\.nsys-rep: nsys export failed \(exit 1\): Error: report is damaged",
     ):
         load(report)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_every_export_summarises(shared_dir: Path, name: str) -> None:
+    from pytimings.ingest.summary import render_text, trace_summary
+
+    tr = load_nsys(shared_dir / "data" / name)
+    s = trace_summary(tr)
+    assert int(s["kernels"]["count"].sum()) == int((tr.gpu_ops["kind"] == OpKind.KERNEL).sum())
+    assert int(s["memory"]["count"].sum()) == int((tr.gpu_ops["kind"] != OpKind.KERNEL).sum())
+    assert int(s["ranges"]["count"].sum()) == len(tr.ranges)
+    assert int(s["api"]["count"].sum()) == len(tr.api_calls)
+    assert render_text(trace_summary(tr, top=3))

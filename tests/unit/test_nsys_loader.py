@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._model import ApiKind, CopyKind, MemKind, OpKind, RangeKind, Trace
 from pytimings.ingest.nsys import load_nsys
+from pytimings.ingest.summary import render_text, trace_summary
 
 
 def names(tr: Trace, col: Any) -> list[str]:
@@ -353,6 +354,11 @@ def test_random_table_contents_load_whole_or_fail_cleanly(
     assert np.all(tr.gpu_ops["end"] >= tr.gpu_ops["start"])
     assert np.all(tr.api_calls["end"] >= tr.api_calls["start"])
     assert np.all(tr.ranges["end"] >= tr.ranges["start"])
+    # whatever loads also summarises, every row counted once
+    s = trace_summary(tr)
+    assert int(s["kernels"]["count"].sum() + s["memory"]["count"].sum()) == len(tr.gpu_ops)
+    assert int(s["api"]["count"].sum()) == len(tr.api_calls)
+    assert render_text(s)
 
 
 @settings(
