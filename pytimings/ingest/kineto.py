@@ -17,7 +17,7 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
   objects for them was most of the cost of a whole-document typed decode (on
   df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
-  UTF-8 is checked separately because msgspec does not check the values it skips.
+  The splitter checks UTF-8 (msgspec does not check the values it skips).
 * ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
   integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
@@ -46,7 +46,6 @@ the model holds is an error rather than an empty result.
 
 from __future__ import annotations
 
-import codecs
 import decimal
 import os
 import queue
@@ -319,13 +318,6 @@ class _Loader:
 
     def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
         try:
-            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
-            codecs.utf_8_decode(buf, "strict", True)
-        except UnicodeDecodeError as e:
-            raise self.fail(
-                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
-            ) from None
-        try:
             evs = _DECODERS[cls].decode(buf)
         except msgspec.DecodeError as e:
             raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
@@ -530,7 +522,7 @@ class _Loader:
         copy_kind = np.full(n, CopyKind.NONE, dtype=np.int8)
         src = np.full(n, MemKind.NONE, dtype=np.int8)
         dst = np.full(n, MemKind.NONE, dtype=np.int8)
-        for nid in np.unique(gpu["name"][cat > 0]):
+        for nid in _unique(gpu["name"][cat > 0]):
             sel = (gpu["name"] == nid) & (cat > 0)
             ck, sk, dk = _copy_kinds(self.strings[nid])
             copy_kind[sel], src[sel], dst[sel] = ck, sk, dk
@@ -550,7 +542,7 @@ class _Loader:
         nbytes[kind == OpKind.KERNEL] = 0
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
-        launch_ids = np.unique(api["name"])
+        launch_ids = _unique(api["name"])
         graph_ids = [i for i in launch_ids if _GRAPH_LAUNCH.match(self.strings[i])]
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
@@ -754,7 +746,22 @@ def _concat(
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
     order = np.lexsort((rows["index"], rows["start"]))
+    if (order[1:] > order[:-1]).all():
+        return rows  # already in order
     return {k: v[order] for k, v in rows.items()}
+
+
+def _unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Sorted unique values (np.unique imports numpy.ma on first use: ~20 ms per process)."""
+    v = np.sort(a)
+    return v[_first_of_runs(v)]
+
+
+def _first_of_runs(v: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """True where a sorted array's value differs from the one before."""
+    first = np.ones(len(v), dtype=bool)
+    first[1:] = v[1:] != v[:-1]
+    return first
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:
@@ -788,7 +795,7 @@ def _lookup_pairs(pairs: I64, p: I64, t: I64) -> npt.NDArray[np.int32]:
     lo = np.searchsorted(pp, p, side="left")
     hi = np.searchsorted(pp, p, side="right")
     out = np.full(len(p), -1, dtype=np.int32)
-    for q in np.unique(p):
+    for q in _unique(p):
         sel = p == q
         a, b = int(lo[sel][0]), int(hi[sel][0])
         if a == b:
@@ -848,8 +855,10 @@ def _main_pid(api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]]
         host = rng["pid"][rng["cat"] == CAT_CODES["user_annotation"]]
     if len(host) == 0:
         return -1
-    vals, counts = np.unique(host, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    vals = np.sort(host)
+    starts = np.flatnonzero(_first_of_runs(vals))
+    counts = np.diff(np.append(starts, len(vals)))
+    return int(vals[starts[np.argmax(counts)]])
 
 
 def load_kineto(path: str | os.PathLike[str]) -> Trace:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytimings.analysis import _kineto
+from pytimings.analysis import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
 from pytimings.ingest._model import STRING_COLUMNS, CopyKind, MemKind, OpKind, RangeKind, Trace
@@ -226,6 +226,41 @@ def test_fast_path_agrees_with_its_python_twin(ts: str, dur: str) -> None:
     fast = _kineto.exact_ns_fast(ts.encode(), dur.encode())
     if fast is not None:
         assert fast == kineto._exact(ts.encode(), dur.encode())
+
+
+def python_utf8_bad(data: bytes) -> int:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return -1
+
+
+@given(st.one_of(st.binary(max_size=40), st.text(max_size=20).map(str.encode)))
+@settings(max_examples=500)
+def test_utf8_check_agrees_with_python(data: bytes) -> None:
+    assert _jsonscan.utf8_bad(data) == python_utf8_bad(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xc0\x80",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xe0\x80\x80",
+        b"abcdefgh\xff",
+        "héllo wörld ≥ 𝄞".encode(),
+        b"\xf0\x9f\x98",
+    ],
+)
+def test_utf8_check_edge_cases(data: bytes) -> None:
+    assert _jsonscan.utf8_bad(data) == python_utf8_bad(data)
+
+
+def test_invalid_utf8_in_an_unmodelled_event(tmp_path: Path) -> None:
+    bad = doc(BASIC, **TOP).replace(b"aten::mm", b"aten::\xffmm")
+    expect_error(write(tmp_path, bad), "not valid UTF-8")
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
