@@ -258,7 +258,7 @@ class _Loader:
                 for piece in item:
                     if flows_only:
                         if piece[0] == _jsonscan.CLASS_FLOW:
-                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                            self._convert_flows(*piece)
                     else:
                         self._decode(*piece)
         finally:
@@ -315,6 +315,13 @@ class _Loader:
                 yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
                 if final:
                     return
+
+    def _convert_flows(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+        try:
+            flows = _FLOW_DECODER.decode(buf)
+        except msgspec.DecodeError as e:  # the first pass accepted these bytes
+            raise self.fail(f"changed while being read ({e})") from None
+        self._convert(cls, flows, doc, idx)
 
     def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
         try:
@@ -412,7 +419,8 @@ class _Loader:
         r = 0 if rank is None else int(rank)
 
         for name, n in sorted(self.splitter.counts_of_other().items()):
-            self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
+            cat = name.decode("utf-8", "replace") or "(other categories)"
+            self._drop(f"{cat} events (not modelled)", n)
         # rows in time order, ties in document order (the same however the file was cut)
         gpu = _by_time(_concat(self.rows["gpu"]))
         api = _by_time(_concat(self.rows["api"]))
@@ -443,7 +451,8 @@ class _Loader:
         meta: dict[str, Any] = {
             "format": "kineto",
             "path": self.path,
-            "tool_version": doc.get("schemaVersion"),
+            "tool_version": None,  # Kineto records no profiler version
+            "schema_version": doc.get("schemaVersion"),
             "display_time_unit": unit,
             "base_time_ns": base,
             "rank": rank,
@@ -456,6 +465,9 @@ class _Loader:
             "flow_mismatches": mismatches,
             "ops_without_launch": self.ops_without_launch,
         }
+        # everything Kineto says about the devices and the process groups, as written
+        meta["device_properties"] = doc.get("deviceProperties") or []
+        meta["distributed_info"] = dist or {}
         for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
             if k in doc:
                 meta[k] = doc[k]

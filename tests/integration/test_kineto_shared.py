@@ -149,6 +149,8 @@ def test_h200_kineto_counts(shared_dir: Path) -> None:
     assert counts(tr.gpu_ops["kind"]) == {OpKind.KERNEL: 1047, OpKind.MEMCPY: 16, OpKind.MEMSET: 12}
     assert tr.meta["rank"] == 0 and tr.meta["world_size"] == 1
     assert tr.strings[tr.devices["name"][0]] == "NVIDIA H200"
+    assert tr.meta["device_properties"][0]["totalGlobalMem"] == 150109880320
+    assert tr.meta["distributed_info"]["backend"] == "nccl"
     # the 16 copies: DtoH of the sampled token each step and the side-stream kv_transfer
     copies = tr.gpu_ops.take(tr.gpu_ops["kind"] == OpKind.MEMCPY)
     assert (copies["copy_kind"] > 0).all()
