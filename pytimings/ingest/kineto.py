@@ -295,10 +295,11 @@ class _Loader:
         splitter = self.splitter = _jsonscan.Splitter()
         carry = b""
         total = 0
+        size = CHUNK_BYTES
         with stream:
             while True:
                 try:
-                    block = stream.read(CHUNK_BYTES)
+                    block = stream.read(size)
                 except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
                     raise self.fail(f"corrupt or truncated gzip data ({e})") from None
                 total += len(block)
@@ -311,6 +312,9 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
+                # an event larger than the piece is scanned again with more data: grow the
+                # read so that a huge event costs O(size), not O(size^2)
+                size = max(CHUNK_BYTES, len(carry))
                 classes = range(_jsonscan.N_CLASS)
                 yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
                 if final:

@@ -288,6 +288,13 @@ def assert_same(a: Trace, b: Trace) -> None:
     assert a.dropped == b.dropped
 
 
+def test_an_event_larger_than_a_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = ev("X", "user_annotation", "x" * 5000, "1.0", "2.0")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 100)
+    tr = load_kineto(write(tmp_path, doc([big, *BASIC])))
+    assert len(tr.strings[tr.ranges["name"][0]]) == 5000
+
+
 def test_flows_complete_missing_correlation(tmp_path: Path) -> None:
     events = [
         ev("X", "cuda_runtime", "cudaLaunchKernel", "10.0", "5.0", args={"cbid": 211}),
