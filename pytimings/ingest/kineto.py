@@ -423,7 +423,8 @@ class _Loader:
         r = 0 if rank is None else int(rank)
 
         for name, n in sorted(self.splitter.counts_of_other().items()):
-            cat = name.decode("utf-8", "replace") or "(other categories)"
+            # the splitter counts a cat by its JSON text (valid: the events were decoded)
+            cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
             self._drop(f"{cat} events (not modelled)", n)
         # rows in time order, ties in document order (the same however the file was cut)
         gpu = _by_time(_concat(self.rows["gpu"]))

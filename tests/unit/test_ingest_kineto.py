@@ -6,6 +6,7 @@ import decimal
 import gzip
 import json
 from decimal import Decimal
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -548,3 +549,77 @@ def test_corruption_raises_only_trace_format_error(
         if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"
     ]
     assert len(tr.gpu_ops) == len(kernels)
+
+
+# ---- the splitter against the json module ----------------------------------------
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+CATS = {
+    "kernel": 0,
+    "gpu_memcpy": 1,
+    "Memset": 2,
+    "cuda_runtime": 3,
+    "cuda_driver": 4,
+    "cuda_sync": 5,
+    "user_annotation": 6,
+    "gpu_user_annotation": 7,
+    "ac2g": 8,
+}
+events_st = st.lists(
+    st.builds(
+        lambda extra, cat: {**extra, **({} if cat is None else {"cat": cat})},
+        st.dictionaries(st.text(max_size=6).filter(lambda k: k != "cat"), json_values, max_size=4),
+        st.one_of(st.none(), st.sampled_from([*CATS, "cpu_op", "cät", 'a"b', ""])),
+    ),
+    max_size=12,
+)
+
+
+@given(events_st, json_values, st.sampled_from([None, 0, 2]), st.integers(1, 64), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_splitter_cuts_like_json(
+    events: list[dict[str, Any]], other: Any, indent: int | None, chunk: int, ascii_only: bool
+) -> None:
+    text = json.dumps(
+        {"a": other, "traceEvents": events, "z": [other]}, indent=indent, ensure_ascii=ascii_only
+    ).encode()
+    sp = _jsonscan.Splitter()
+    got: dict[int, list[Any]] = {}
+    carry, i = b"", 0
+    while True:
+        block = text[i : i + chunk]
+        i += chunk
+        buf = carry + block
+        used = sp.feed(buf, not block)
+        carry = buf[used:]
+        for c in range(_jsonscan.N_CLASS):
+            if sp.pending(c):
+                arr, _, idx, _ = sp.take(c)
+                got.setdefault(c, []).extend(zip(idx.tolist(), json.loads(arr), strict=True))
+        if not block:
+            break
+    assert sp.finished and sp.n_elements == len(events)
+    for c, items in got.items():
+        for k, value in items:
+            assert value == events[k]
+            cat = events[k].get("cat")
+            want = _jsonscan.CLASS_NOCAT if cat is None else CATS.get(cat, _jsonscan.CLASS_OTHER)
+            assert c == want
+    assert json.loads(sp.skeleton) == {"a": other, "traceEvents": [], "z": [other]}
+    # counted by the cat's JSON text (escapes and all)
+    others = {json.loads(b'"' + k + b'"'): v for k, v in sp.counts_of_other().items()}
+    want_other = Counter(e["cat"] for e in events if "cat" in e and e["cat"] not in CATS)
+    assert others == dict(want_other)
