@@ -177,16 +177,26 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 _PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
 
 
+# top-level keys only Chrome-trace/Kineto JSON writes
+_MARKERS = (
+    b'"traceEvents"',
+    b'"schemaVersion"',
+    b'"deviceProperties"',
+    b'"distributedInfo"',
+    b'"displayTimeUnit"',
+    b'"baseTimeNanoseconds"',
+)
+
+
 def looks_like_kineto(head: bytes) -> bool:
-    """True when the first bytes (gunzipped) look like a Chrome trace with traceEvents."""
+    """True when the first bytes (gunzipped) look like a Chrome trace / Kineto JSON object.
+
+    Needs one of Kineto's top-level keys within ``head``: Kineto writes them first, but
+    other writers may put other keys before them (TraceLens' Qwen trace has 26 KB of
+    "metadata" first), so pass 64 KB, or fall back on the file name (``*.json[.gz]``).
+    """
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not text.startswith(b"{"):
-        return False
-    return (
-        b'"traceEvents"' in text
-        or b'"schemaVersion"' in text
-        or (b'"deviceProperties"' in text or b'"distributedInfo"' in text)
-    )
+    return text.startswith(b"{") and any(m in text for m in _MARKERS)
 
 
 def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
