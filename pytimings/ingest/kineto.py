@@ -211,12 +211,13 @@ def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
     return start, end
 
 
-def _open(path: str) -> Any:
+def _open(path: str) -> tuple[Any, bool]:
+    """The file as a binary stream, gunzipped when it is gzip (by content, not name)."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return igzip.open(path, "rb")  # type: ignore[no-untyped-call]
-    return open(path, "rb")
+        return igzip.open(path, "rb"), True  # type: ignore[no-untyped-call]
+    return open(path, "rb"), False
 
 
 _ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
@@ -299,7 +300,7 @@ class _Loader:
 
     def _split(self) -> Iterator[list[_Piece]]:
         try:
-            stream = _open(self.path)
+            stream, gzipped = _open(self.path)
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
         splitter = self.splitter = _jsonscan.Splitter()
@@ -311,7 +312,8 @@ class _Loader:
                 try:
                     block = stream.read(size)
                 except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                    raise self.fail(f"corrupt or truncated gzip data ({e})") from None
+                    what = "corrupt or truncated gzip data" if gzipped else "read error"
+                    raise self.fail(f"{what} ({e})") from None
                 total += len(block)
                 final = not block
                 if final and total == 0:
