@@ -15,6 +15,8 @@ CLASS_NOCAT: int
 CLASS_OTHER: int
 N_CLASS: int
 
+def utf8_bad(data: bytes) -> int: ...
+
 class SplitError(ValueError):
     offset: int
     def __init__(self, message: str, offset: int) -> None: ...

@@ -15,7 +15,7 @@ incomplete element is not consumed and is scanned again with the next buffer.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
@@ -84,6 +84,62 @@ class SplitError(ValueError):
 cdef unsigned char SPECIAL[256]
 for _c in (34, 123, 125, 91, 93, 58, 44):  # " { } [ ] : ,
     SPECIAL[_c] = 1
+
+
+cdef Py_ssize_t _utf8_bad(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """Index of the first byte of an invalid UTF-8 sequence in s[:n], or -1 (RFC 3629:
+    no overlong forms, no surrogates, nothing above U+10FFFF). ASCII runs are checked eight
+    bytes at a time. msgspec does not check the values it skips, so the splitter does."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w
+    cdef unsigned char c, c1
+    while i < n:
+        while i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            if w & 0x8080808080808080ULL:
+                break
+            i += 8
+        if i >= n:
+            break
+        c = s[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return i
+        if c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return i
+            i += 2
+            continue
+        if c < 0xF0:
+            if i + 2 >= n:
+                return i
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return i
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return i
+            i += 3
+            continue
+        if c < 0xF5:
+            if i + 3 >= n:
+                return i
+            c1 = s[i + 1]
+            if ((c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80
+                    or (s[i + 3] & 0xC0) != 0x80):
+                return i
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+                return i
+            i += 4
+            continue
+        return i
+    return -1
+
+
+def utf8_bad(bytes data):
+    """Index of the first invalid UTF-8 byte, or -1 (the splitter's check, for tests)."""
+    return _utf8_bad(<const unsigned char*>PyBytes_AS_STRING(data), len(data))
 
 
 cdef inline Py_ssize_t _string_end(const char* p, Py_ssize_t j, Py_ssize_t n) noexcept nogil:
@@ -174,6 +230,7 @@ cdef enum Err:
     E_AFTER = 9
     E_TRUNC_ELEM = 10
     E_TRUNC_DOC = 11
+    E_UTF8 = 12
 
 
 cdef struct Growable:
@@ -341,7 +398,9 @@ cdef class Splitter:
         return self.other_counts
 
     cdef int _emit(self, const char* p, Py_ssize_t start, Py_ssize_t end, int cls) noexcept nogil:
+        """Copy one element into its class buffer; -1 on error (self.err set if not memory)."""
         cdef Growable* b = &self.bufs[cls]
+        cdef Py_ssize_t bad
         cdef int64_t m[3]
         if _reserve(b, end - start + 1) < 0:
             return -1
@@ -352,6 +411,9 @@ cdef class Splitter:
         m[1] = self.n_elements
         m[2] = b.len
         memcpy(b.data + b.len, p + start, end - start)
+        bad = _utf8_bad(<const unsigned char*>(b.data + b.len), end - start)
+        if bad >= 0:
+            return self._fail(E_UTF8, start + bad)
         b.len += end - start
         if _append(&self.meta[cls], m, sizeof(m)) < 0:
             return -1
@@ -428,6 +490,8 @@ cdef class Splitter:
             return f"traceEvents[{self.n_elements}] is not a JSON object"
         if e == E_AFTER:
             return "data after the end of the JSON document"
+        if e == E_UTF8:
+            return f"traceEvents[{self.n_elements}] is not valid UTF-8"
         if e == E_TRUNC_ELEM:
             return f"the document ends inside traceEvents[{self.n_elements}] (truncated?)"
         return "the document ends before its JSON object is closed (truncated?)"
@@ -463,7 +527,7 @@ cdef class Splitter:
                         if cls == C_OTHER:
                             self._count_other(p + cat_s, cat_e - cat_s)
                     if self._emit(p, elem_start, j, cls) < 0:
-                        return self._fail(E_NOMEM, i)
+                        return -1 if self.err else self._fail(E_NOMEM, i)
                     self.arr_state = A_ELEM
                     i = j
                     continue

@@ -17,7 +17,7 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
   objects for them was most of the cost of a whole-document typed decode (on
   df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
-  UTF-8 is checked separately because msgspec does not check the values it skips.
+  The splitter checks UTF-8 (msgspec does not check the values it skips).
 * ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
   integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
@@ -46,7 +46,6 @@ the model holds is an error rather than an empty result.
 
 from __future__ import annotations
 
-import codecs
 import decimal
 import os
 import queue
@@ -178,16 +177,26 @@ _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 _PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
 
 
+# top-level keys only Chrome-trace/Kineto JSON writes
+_MARKERS = (
+    b'"traceEvents"',
+    b'"schemaVersion"',
+    b'"deviceProperties"',
+    b'"distributedInfo"',
+    b'"displayTimeUnit"',
+    b'"baseTimeNanoseconds"',
+)
+
+
 def looks_like_kineto(head: bytes) -> bool:
-    """True when the first bytes (gunzipped) look like a Chrome trace with traceEvents."""
+    """True when the first bytes (gunzipped) look like a Chrome trace / Kineto JSON object.
+
+    Needs one of Kineto's top-level keys within ``head``: Kineto writes them first, but
+    other writers may put other keys before them (TraceLens' Qwen trace has 26 KB of
+    "metadata" first), so pass 64 KB, or fall back on the file name (``*.json[.gz]``).
+    """
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not text.startswith(b"{"):
-        return False
-    return (
-        b'"traceEvents"' in text
-        or b'"schemaVersion"' in text
-        or (b'"deviceProperties"' in text or b'"distributedInfo"' in text)
-    )
+    return text.startswith(b"{") and any(m in text for m in _MARKERS)
 
 
 def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
@@ -202,12 +211,13 @@ def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
     return start, end
 
 
-def _open(path: str) -> Any:
+def _open(path: str) -> tuple[Any, bool]:
+    """The file as a binary stream, gunzipped when it is gzip (by content, not name)."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return igzip.open(path, "rb")  # type: ignore[no-untyped-call]
-    return open(path, "rb")
+        return igzip.open(path, "rb"), True  # type: ignore[no-untyped-call]
+    return open(path, "rb"), False
 
 
 _ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
@@ -259,7 +269,7 @@ class _Loader:
                 for piece in item:
                     if flows_only:
                         if piece[0] == _jsonscan.CLASS_FLOW:
-                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                            self._convert_flows(*piece)
                     else:
                         self._decode(*piece)
         finally:
@@ -290,18 +300,20 @@ class _Loader:
 
     def _split(self) -> Iterator[list[_Piece]]:
         try:
-            stream = _open(self.path)
+            stream, gzipped = _open(self.path)
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
         splitter = self.splitter = _jsonscan.Splitter()
         carry = b""
         total = 0
+        size = CHUNK_BYTES
         with stream:
             while True:
                 try:
-                    block = stream.read(CHUNK_BYTES)
+                    block = stream.read(size)
                 except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                    raise self.fail(f"corrupt or truncated gzip data ({e})") from None
+                    what = "corrupt or truncated gzip data" if gzipped else "read error"
+                    raise self.fail(f"{what} ({e})") from None
                 total += len(block)
                 final = not block
                 if final and total == 0:
@@ -312,19 +324,22 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
+                # an event larger than the piece is scanned again with more data: grow the
+                # read so that a huge event costs O(size), not O(size^2)
+                size = max(CHUNK_BYTES, len(carry))
                 classes = range(_jsonscan.N_CLASS)
                 yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
                 if final:
                     return
 
-    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+    def _convert_flows(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
         try:
-            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
-            codecs.utf_8_decode(buf, "strict", True)
-        except UnicodeDecodeError as e:
-            raise self.fail(
-                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
-            ) from None
+            flows = _FLOW_DECODER.decode(buf)
+        except msgspec.DecodeError as e:  # the first pass accepted these bytes
+            raise self.fail(f"changed while being read ({e})") from None
+        self._convert(cls, flows, doc, idx)
+
+    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
         try:
             evs = _DECODERS[cls].decode(buf)
         except msgspec.DecodeError as e:
@@ -420,7 +435,9 @@ class _Loader:
         r = 0 if rank is None else int(rank)
 
         for name, n in sorted(self.splitter.counts_of_other().items()):
-            self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
+            # the splitter counts a cat by its JSON text (valid: the events were decoded)
+            cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
+            self._drop(f"{cat} events (not modelled)", n)
         # rows in time order, ties in document order (the same however the file was cut)
         gpu = _by_time(_concat(self.rows["gpu"]))
         api = _by_time(_concat(self.rows["api"]))
@@ -451,7 +468,8 @@ class _Loader:
         meta: dict[str, Any] = {
             "format": "kineto",
             "path": self.path,
-            "tool_version": doc.get("schemaVersion"),
+            "tool_version": None,  # Kineto records no profiler version
+            "schema_version": doc.get("schemaVersion"),
             "display_time_unit": unit,
             "base_time_ns": base,
             "rank": rank,
@@ -464,6 +482,9 @@ class _Loader:
             "flow_mismatches": mismatches,
             "ops_without_launch": self.ops_without_launch,
         }
+        # everything Kineto says about the devices and the process groups, as written
+        meta["device_properties"] = doc.get("deviceProperties") or []
+        meta["distributed_info"] = dist or {}
         for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id"):
             if k in doc:
                 meta[k] = doc[k]
@@ -530,7 +551,7 @@ class _Loader:
         copy_kind = np.full(n, CopyKind.NONE, dtype=np.int8)
         src = np.full(n, MemKind.NONE, dtype=np.int8)
         dst = np.full(n, MemKind.NONE, dtype=np.int8)
-        for nid in np.unique(gpu["name"][cat > 0]):
+        for nid in _unique(gpu["name"][cat > 0]):
             sel = (gpu["name"] == nid) & (cat > 0)
             ck, sk, dk = _copy_kinds(self.strings[nid])
             copy_kind[sel], src[sel], dst[sel] = ck, sk, dk
@@ -550,7 +571,7 @@ class _Loader:
         nbytes[kind == OpKind.KERNEL] = 0
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
-        launch_ids = np.unique(api["name"])
+        launch_ids = _unique(api["name"])
         graph_ids = [i for i in launch_ids if _GRAPH_LAUNCH.match(self.strings[i])]
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
@@ -754,7 +775,22 @@ def _concat(
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
     order = np.lexsort((rows["index"], rows["start"]))
+    if (order[1:] > order[:-1]).all():
+        return rows  # already in order
     return {k: v[order] for k, v in rows.items()}
+
+
+def _unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Sorted unique values (np.unique imports numpy.ma on first use: ~20 ms per process)."""
+    v = np.sort(a)
+    return v[_first_of_runs(v)]
+
+
+def _first_of_runs(v: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """True where a sorted array's value differs from the one before."""
+    first = np.ones(len(v), dtype=bool)
+    first[1:] = v[1:] != v[:-1]
+    return first
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:
@@ -788,7 +824,7 @@ def _lookup_pairs(pairs: I64, p: I64, t: I64) -> npt.NDArray[np.int32]:
     lo = np.searchsorted(pp, p, side="left")
     hi = np.searchsorted(pp, p, side="right")
     out = np.full(len(p), -1, dtype=np.int32)
-    for q in np.unique(p):
+    for q in _unique(p):
         sel = p == q
         a, b = int(lo[sel][0]), int(hi[sel][0])
         if a == b:
@@ -848,8 +884,10 @@ def _main_pid(api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]]
         host = rng["pid"][rng["cat"] == CAT_CODES["user_annotation"]]
     if len(host) == 0:
         return -1
-    vals, counts = np.unique(host, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    vals = np.sort(host)
+    starts = np.flatnonzero(_first_of_runs(vals))
+    counts = np.diff(np.append(starts, len(vals)))
+    return int(vals[starts[np.argmax(counts)]])
 
 
 def load_kineto(path: str | os.PathLike[str]) -> Trace:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytimings.ingest._model import ApiKind, OpKind, RangeKind, Trace
-from pytimings.ingest.kineto import load_kineto
+from pytimings.ingest.kineto import load_kineto, looks_like_kineto
 
 pytestmark = pytest.mark.shared
 
@@ -149,6 +149,8 @@ def test_h200_kineto_counts(shared_dir: Path) -> None:
     assert counts(tr.gpu_ops["kind"]) == {OpKind.KERNEL: 1047, OpKind.MEMCPY: 16, OpKind.MEMSET: 12}
     assert tr.meta["rank"] == 0 and tr.meta["world_size"] == 1
     assert tr.strings[tr.devices["name"][0]] == "NVIDIA H200"
+    assert tr.meta["device_properties"][0]["totalGlobalMem"] == 150109880320
+    assert tr.meta["distributed_info"]["backend"] == "nccl"
     # the 16 copies: DtoH of the sampled token each step and the side-stream kv_transfer
     copies = tr.gpu_ops.take(tr.gpu_ops["kind"] == OpKind.MEMCPY)
     assert (copies["copy_kind"] > 0).all()
@@ -227,3 +229,18 @@ def test_ranks_merge_into_one_trace(shared_dir: Path) -> None:
         mine = merged.gpu_ops["rank"] == r
         names = sorted(merged.strings[i] for i in merged.gpu_ops["name"][mine])
         assert names == sorted(part.strings[i] for i in part.gpu_ops["name"])
+
+
+def test_detection_from_the_first_64_kb(shared_dir: Path) -> None:
+    data = shared_dir / "data"
+    kineto_files = {data / rel for rel in KINETO_FILES}
+    seen = 0
+    for path in sorted(p for p in data.rglob("*") if p.is_file()):
+        with path.open("rb") as f:
+            head = f.read(65536)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as g:
+                head = g.read(65536)
+        assert looks_like_kineto(head) == (path in kineto_files), path
+        seen += path in kineto_files
+    assert seen == len(KINETO_FILES)

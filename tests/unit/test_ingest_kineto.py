@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import gzip
 import json
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytimings.analysis import _kineto
+from pytimings.analysis import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
 from pytimings.ingest._model import STRING_COLUMNS, CopyKind, MemKind, OpKind, RangeKind, Trace
@@ -228,6 +229,41 @@ def test_fast_path_agrees_with_its_python_twin(ts: str, dur: str) -> None:
         assert fast == kineto._exact(ts.encode(), dur.encode())
 
 
+def python_utf8_bad(data: bytes) -> int:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return -1
+
+
+@given(st.one_of(st.binary(max_size=40), st.text(max_size=20).map(str.encode)))
+@settings(max_examples=500)
+def test_utf8_check_agrees_with_python(data: bytes) -> None:
+    assert _jsonscan.utf8_bad(data) == python_utf8_bad(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xc0\x80",
+        b"\xed\xa0\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xe0\x80\x80",
+        b"abcdefgh\xff",
+        "héllo wörld ≥ 𝄞".encode(),
+        b"\xf0\x9f\x98",
+    ],
+)
+def test_utf8_check_edge_cases(data: bytes) -> None:
+    assert _jsonscan.utf8_bad(data) == python_utf8_bad(data)
+
+
+def test_invalid_utf8_in_an_unmodelled_event(tmp_path: Path) -> None:
+    bad = doc(BASIC, **TOP).replace(b"aten::mm", b"aten::\xffmm")
+    expect_error(write(tmp_path, bad), "not valid UTF-8")
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
 def test_chunk_boundaries_do_not_matter(
     tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
@@ -251,6 +287,13 @@ def assert_same(a: Trace, b: Trace) -> None:
                 vb = [b.strings[i] for i in vb]
             np.testing.assert_array_equal(va, vb, err_msg=f"{name}.{col}")
     assert a.dropped == b.dropped
+
+
+def test_an_event_larger_than_a_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = ev("X", "user_annotation", "x" * 5000, "1.0", "2.0")
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 100)
+    tr = load_kineto(write(tmp_path, doc([big, *BASIC])))
+    assert len(tr.strings[tr.ranges["name"][0]]) == 5000
 
 
 def test_flows_complete_missing_correlation(tmp_path: Path) -> None:
@@ -506,3 +549,77 @@ def test_corruption_raises_only_trace_format_error(
         if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X"
     ]
     assert len(tr.gpu_ops) == len(kernels)
+
+
+# ---- the splitter against the json module ----------------------------------------
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+CATS = {
+    "kernel": 0,
+    "gpu_memcpy": 1,
+    "Memset": 2,
+    "cuda_runtime": 3,
+    "cuda_driver": 4,
+    "cuda_sync": 5,
+    "user_annotation": 6,
+    "gpu_user_annotation": 7,
+    "ac2g": 8,
+}
+events_st = st.lists(
+    st.builds(
+        lambda extra, cat: {**extra, **({} if cat is None else {"cat": cat})},
+        st.dictionaries(st.text(max_size=6).filter(lambda k: k != "cat"), json_values, max_size=4),
+        st.one_of(st.none(), st.sampled_from([*CATS, "cpu_op", "cät", 'a"b', ""])),
+    ),
+    max_size=12,
+)
+
+
+@given(events_st, json_values, st.sampled_from([None, 0, 2]), st.integers(1, 64), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_splitter_cuts_like_json(
+    events: list[dict[str, Any]], other: Any, indent: int | None, chunk: int, ascii_only: bool
+) -> None:
+    text = json.dumps(
+        {"a": other, "traceEvents": events, "z": [other]}, indent=indent, ensure_ascii=ascii_only
+    ).encode()
+    sp = _jsonscan.Splitter()
+    got: dict[int, list[Any]] = {}
+    carry, i = b"", 0
+    while True:
+        block = text[i : i + chunk]
+        i += chunk
+        buf = carry + block
+        used = sp.feed(buf, not block)
+        carry = buf[used:]
+        for c in range(_jsonscan.N_CLASS):
+            if sp.pending(c):
+                arr, _, idx, _ = sp.take(c)
+                got.setdefault(c, []).extend(zip(idx.tolist(), json.loads(arr), strict=True))
+        if not block:
+            break
+    assert sp.finished and sp.n_elements == len(events)
+    for c, items in got.items():
+        for k, value in items:
+            assert value == events[k]
+            cat = events[k].get("cat")
+            want = _jsonscan.CLASS_NOCAT if cat is None else CATS.get(cat, _jsonscan.CLASS_OTHER)
+            assert c == want
+    assert json.loads(sp.skeleton) == {"a": other, "traceEvents": [], "z": [other]}
+    # counted by the cat's JSON text (escapes and all)
+    others = {json.loads(b'"' + k + b'"'): v for k, v in sp.counts_of_other().items()}
+    want_other = Counter(e["cat"] for e in events if "cat" in e and e["cat"] not in CATS)
+    assert others == dict(want_other)
