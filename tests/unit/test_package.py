@@ -43,3 +43,18 @@ def test_empty_trace_tables() -> None:
 def test_cli_runs_without_subcommand_error() -> None:
     r = subprocess.run([sys.executable, "-m", "pytimings.cli"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_cli_output_into_a_closed_pipe_is_quiet(tmp_path: object) -> None:
+    # `pytimings ... | head -1`: no BrokenPipeError traceback
+    import os
+
+    example = os.path.join(os.path.dirname(pytimings.__file__), "examples")
+    sqlite = next(p for p in os.listdir(example) if p.endswith(".sqlite"))
+    cmd = (
+        f"{sys.executable} -m pytimings.cli summary --top 1000 "
+        f"{os.path.join(example, sqlite)} | head -c 10 >/dev/null; echo ${{PIPESTATUS[0]}}"
+    )
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
+    assert "Traceback" not in r.stderr
+    assert r.stdout.strip() in {"0", "141"}
