@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence intervals"),
+    "export": ("pytimings.report.cli", "Export traces/recordings for Perfetto or chrome://tracing"),
 }
 
 

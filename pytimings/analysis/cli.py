@@ -13,6 +13,7 @@ import numpy as np
 from pytimings.analysis.attribution import LABELS, Attribution, attribute
 from pytimings.analysis.findings import ms, pct
 from pytimings.errors import UsageError
+from pytimings.report import progress, tables
 
 EXAMPLE = "decode_16steps_h200.sqlite"
 EXAMPLE_BY = "decode_step"
@@ -37,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"analyse the bundled H200 Nsight Systems capture (default --by {EXAMPLE_BY})",
     )
+    tables.add_arguments(p, "the windows table")
+    progress.add_quiet_argument(p)
 
 
 def example_path() -> Path:
@@ -46,6 +49,7 @@ def example_path() -> Path:
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest import load
 
+    progress.configure(args.quiet)
     paths: list[str] = list(args.traces)
     by = args.by
     if args.example:
@@ -56,8 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         raise UsageError("give at least one TRACE file (or --example)")
     trace = load(*paths)
-    result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
+    with progress.task("Attributing"):
+        result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
     print(render(result, paths))
+    for written in tables.write(args, {"windows": result.windows}):
+        print(f"\nwrote {written}")
     if args.json:
         try:
             Path(args.json).write_text(result.to_json() + "\n")

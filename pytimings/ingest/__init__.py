@@ -30,6 +30,7 @@ import numpy as np
 
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.ingest._model import TABLES, Trace
+from pytimings.report import progress
 
 __all__ = ["detect_format", "load"]
 
@@ -54,11 +55,19 @@ def load(
     n_workers = min(len(files), os.cpu_count() or 1) if workers is None else workers
     if n_workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
-    if len(files) == 1 or n_workers == 1:
-        traces = [load_file(f) for f in files]
-    else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            traces = list(pool.map(load_file, files))
+    what = Path(files[0]).name if len(files) == 1 else f"{len(files)} trace files"
+    with progress.task(f"Loading {what}", total=len(files)) as bar:
+        if len(files) == 1 or n_workers == 1:
+            traces = []
+            for f in files:
+                traces.append(load_file(f))
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(max_workers=n_workers) as pool:
+                traces = []
+                for tr in pool.map(load_file, files):
+                    traces.append(tr)
+                    bar.advance()
     assigned = _assign_ranks(files, traces, ranks)
     for tr, (rank, source) in zip(traces, assigned, strict=True):
         _set_rank(tr, rank, source)

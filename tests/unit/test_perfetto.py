@@ -1,0 +1,282 @@
+"""Perfetto / Chrome trace-event export: the format's rules, exact times, and the content
+(every op, range and API call drawn once; attribution lanes equal the attribution)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from recording_factory import make_recording
+from synth import make_trace
+
+from pytimings import storage
+from pytimings.analysis.attribution import LABELS, attribute
+from pytimings.cli import main
+from pytimings.ingest import load
+from pytimings.ingest._model import Trace
+from pytimings.report.perfetto import label_segments, nested_lanes, write_perfetto
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
+)
+
+
+def _ns(ts: Any) -> int:
+    """A trace-event timestamp (µs) in integer ns; fails if it is not a whole ns."""
+    d = Decimal(str(ts)) * 1000
+    assert d == d.to_integral_value(), ts
+    return int(d)
+
+
+def check_trace_events(path: Path) -> dict[str, Any]:
+    """The trace-event format as Perfetto and chrome://tracing read it, checked strictly."""
+    raw = path.read_text()
+    doc = json.loads(raw, parse_float=Decimal)  # keep the written decimals exactly
+    assert doc["displayTimeUnit"] == "ns"
+    events = doc["traceEvents"]
+    procs: dict[int, str] = {}
+    threads: dict[tuple[int, int], str] = {}
+    tracks: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for ev in events:
+        ph = ev["ph"]
+        assert ph in ("X", "M", "i"), ev
+        if ph == "M":
+            assert ev["name"] in (
+                "process_name",
+                "process_sort_index",
+                "thread_name",
+                "thread_sort_index",
+            )
+            if ev["name"] == "process_name":
+                assert ev["pid"] not in procs
+                procs[ev["pid"]] = ev["args"]["name"]
+            if ev["name"] == "thread_name":
+                key = (ev["pid"], ev["tid"])
+                assert key not in threads
+                threads[key] = ev["args"]["name"]
+        elif ph == "X":
+            assert isinstance(ev["name"], str) and isinstance(ev["cat"], str)
+            assert isinstance(ev["args"], dict)
+            s, d = _ns(ev["ts"]), _ns(ev["dur"])
+            assert s >= 0 and d >= 0
+            tracks[(ev["pid"], ev["tid"])].append((s, s + d))
+        else:
+            assert ev["s"] == "g" and _ns(ev["ts"]) >= 0
+    tids = [tid for _, tid in threads]
+    assert len(tids) == len(set(tids)), "thread ids are unique across processes"
+    for key, sl in tracks.items():
+        assert key in threads and key[0] in procs, f"unnamed track {key}"
+        starts = [s for s, _ in sl]
+        assert starts == sorted(starts), f"track {threads[key]} not in time order"
+        stack: list[int] = []
+        for s, e in sl:  # any two slices on a track: disjoint or nested
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or e <= stack[-1], f"slices overlap on {threads[key]}"
+            stack.append(e)
+    return {"doc": doc, "procs": procs, "threads": threads, "tracks": tracks, "events": events}
+
+
+def _by_track(info: dict[str, Any], predicate: Any) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ev in info["events"]:
+        if ev["ph"] == "X" and predicate(ev):
+            key = (ev["pid"], ev["tid"])
+            out[f"{info['procs'][key[0]]} / {info['threads'][key]}"].append(ev)
+    return out
+
+
+def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
+    info = check_trace_events(path)
+    origin = info["doc"]["otherData"]["pytimings_origin_ns"]
+    x = [ev for ev in info["events"] if ev["ph"] == "X"]
+    ops = [ev for ev in x if ev["cat"] in ("compute", "comm", "memory", "gpu")]
+    # every GPU op once, with its exact times and name
+    got = sorted(
+        (_ns(e["ts"]) + origin, _ns(e["ts"]) + _ns(e["dur"]) + origin, e["name"]) for e in ops
+    )
+    o = trace.gpu_ops
+    want = sorted(
+        (int(s), int(max(e, s)), trace.strings[int(n)])
+        for s, e, n in zip(o["start"], o["end"], o["name"], strict=True)
+    )
+    assert got == want
+    host_ranges = int(np.count_nonzero(trace.ranges["device"] < 0))
+    assert sum(ev["cat"] == "range" for ev in x) == host_ranges
+    assert sum(ev["cat"] == "cuda_api" for ev in x) == len(trace.api_calls)
+    if a is not None:
+        lanes = _by_track(info, lambda ev: ev["cat"] == "attribution")
+        w = a.windows
+        assert len(lanes) == len(w)
+        for i in range(len(w)):
+            r, d = int(w["rank"][i]), int(w["device"][i])
+            lane = next(v for k, v in lanes.items() if k.startswith(f"rank {r} GPU {d}"))
+            per = dict.fromkeys(LABELS, 0)
+            for ev in lane:
+                per[ev["name"]] += _ns(ev["dur"])
+            assert per == {x: int(w[f"{x}_ns"][i]) for x in LABELS}
+            # the lane tiles the window without gaps
+            assert _ns(lane[0]["ts"]) + origin == int(w["start_ns"][i])
+            ends = [_ns(ev["ts"]) + _ns(ev["dur"]) for ev in lane]
+            assert [_ns(ev["ts"]) for ev in lane[1:]] == ends[:-1]
+            assert ends[-1] + origin == int(w["end_ns"][i])
+        n_find = sum(ev["ph"] == "i" for ev in info["events"])
+        assert n_find == len(a.findings())
+    return info
+
+
+def test_bundled_h200_capture(tmp_path: Path) -> None:
+    trace = load(EXAMPLE)
+    a = attribute(trace)
+    out = tmp_path / "h200.json"
+    stats = write_perfetto(trace, out, a)
+    info = _check_content(trace, out, a)
+    assert stats.events["gpu_op"] == len(trace.gpu_ops)
+    assert any(name.startswith("rank 0 GPU") for name in info["procs"].values())
+    assert any("stream" in name for name in info["threads"].values())
+
+
+def _overlapping_trace() -> Trace:
+    """Ranges that overlap without nesting (start/end ranges), a range ending before it
+    starts, and two ops overlapping on one stream."""
+    ops = [
+        {"start": 100, "end": 200, "correlation": 1, "name": "gemm"},
+        {"start": 150, "end": 260, "correlation": 2, "name": "ncclAllReduce"},
+        {
+            "start": 400,
+            "end": 450,
+            "correlation": 3,
+            "kind": 1,
+            "copy_kind": 1,
+            "bytes": 64,
+            "stream": 9,
+            "name": "memcpy",
+        },
+    ]
+    api = [
+        {"start": 10, "end": 20, "correlation": 1},
+        {"start": 30, "end": 40, "correlation": 2},
+        {"start": 300, "end": 310, "correlation": 3, "name": "cudaMemcpyAsync"},
+    ]
+    ranges = [
+        {"start": 0, "end": 500, "name": "step"},
+        {"start": 5, "end": 35, "name": "a", "kind": 1, "depth": 1},
+        {"start": 25, "end": 45, "name": "b", "kind": 1, "depth": 1, "payload": 2.5},
+        {"start": 60, "end": 50, "name": "backwards", "depth": 1},
+    ]
+    return make_trace(ops, api, ranges)
+
+
+def test_overlaps_go_to_extra_tracks(tmp_path: Path) -> None:
+    trace = _overlapping_trace()
+    a = attribute(trace)
+    out = tmp_path / "t.json"
+    stats = write_perfetto(trace, out, a)
+    info = _check_content(trace, out, a)
+    assert stats.overlap_tracks >= 2  # range b vs a (and API calls), op 2 vs op 1
+    assert any("(overlap 1)" in n for n in info["threads"].values())
+    assert stats.clamped == {"ranges ending before they start (drawn zero-length)": 1}
+    cats = {ev["name"]: ev["cat"] for ev in info["events"] if ev["ph"] == "X"}
+    assert cats["ncclAllReduce"] == "comm" and cats["memcpy"] == "memory"
+
+
+def test_exact_nanoseconds_far_from_zero(tmp_path: Path) -> None:
+    """Epoch-scale ns (as Kineto gives) survive: relative to the origin, exact decimals."""
+    base = 1_700_000_000_123_456_789
+    ops = [{"start": base + 1, "end": base + 1_001, "correlation": 1}]
+    api = [{"start": base, "end": base + 7, "correlation": 1}]
+    trace = make_trace(ops, api)
+    out = tmp_path / "t.json"
+    write_perfetto(trace, out, attribute(trace))
+    info = _check_content(trace, out, attribute(trace))
+    assert info["doc"]["otherData"]["pytimings_origin_ns"] == base
+    x = [ev for ev in info["events"] if ev.get("cat") == "compute"]
+    assert str(x[0]["ts"]) == "0.001" and str(x[0]["dur"]) == "1.000"
+
+
+def test_label_segments_tile_each_window() -> None:
+    trace = _overlapping_trace()
+    a = attribute(trace)
+    s, e, lab = label_segments(a, 0, 0)
+    assert int(s[0]) == int(a.windows["start_ns"][0]) and int(e[-1]) == int(a.windows["end_ns"][0])
+    assert np.array_equal(s[1:], e[:-1])
+    assert set(LABELS[i] for i in lab) >= {"compute", "comm_overlapped", "host_bound"}
+
+
+def test_recording_export(tmp_path: Path) -> None:
+    """Recorder regions on their thread, their GPU time on per-stream tracks."""
+    rows = [
+        {"name": "decode_step", "kind": "compute", "start": 1000, "end": 9000},
+        {
+            "name": "attn",
+            "kind": "compute",
+            "start": 1100,
+            "end": 1500,
+            "depth": 1,
+            "gpu": (1600, 2600),
+            "stream": 0x7F00,
+            "payload": 3,
+        },
+        {
+            "name": "kv_offload",
+            "kind": "memory",
+            "start": 2000,
+            "end": 2100,
+            "depth": 1,
+            "gpu": (2700, 3700),
+            "stream": 0x7F10,
+            "nbytes": 1 << 20,
+        },
+    ]
+    rec = make_recording(rows, meta={"pid": 77, "rank": 1})
+    path = storage.save(tmp_path / "run.pyt", rec)
+    out = tmp_path / "rec.json"
+    assert main(["export", str(path), "--perfetto", str(out), "-q"]) == 0
+    trace = load(path)
+    info = _check_content(trace, out, attribute(trace))
+    regions = _by_track(info, lambda ev: ev["cat"] == "range")
+    assert [k for k in regions] == ["rank 1 host (pid 77) / MainThread (tid 1234)"]
+    assert sorted(ev["name"] for ev in regions[next(iter(regions))]) == [
+        "attn",
+        "decode_step",
+        "kv_offload",
+    ]
+    streams = _by_track(info, lambda ev: ev["cat"] in ("compute", "memory"))
+    assert sorted(streams) == ["rank 1 GPU 0 / stream 0", "rank 1 GPU 0 / stream 1"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), max_size=40))
+def test_nested_lanes_property(spans: list[tuple[int, int]]) -> None:
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    end = start + np.array([d for _, d in spans], dtype=np.int64)
+    order = np.lexsort((-end, start))
+    start, end = start[order], end[order]
+    lanes = nested_lanes(start, end)
+    for lane in np.unique(lanes):
+        m = lanes == lane
+        s, e = start[m], end[m]
+        for i in range(s.size):
+            for j in range(i + 1, s.size):
+                disjoint = e[i] <= s[j] or e[j] <= s[i]
+                nested = (s[i] <= s[j] and e[j] <= e[i]) or (s[j] <= s[i] and e[i] <= e[j])
+                assert disjoint or nested
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(EXAMPLE)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pytimings export: error: give an output: --perfetto OUT"]
+    assert main(["export", str(tmp_path / "nope.sqlite"), "--perfetto", "x.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such file" in err[0]
+    assert main(["export", str(EXAMPLE), "--perfetto", str(tmp_path / "no" / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write" in err[0]
