@@ -38,6 +38,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"analyse the bundled H200 Nsight Systems capture (default --by {EXAMPLE_BY})",
     )
+    p.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="where per-rank files are analysed when several are given: local processes "
+        "(default) or a Dask cluster (one task per rank; only results travel)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="the Dask scheduler to use (default: a LocalCluster of processes here)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="worker processes (local or Dask)"
+    )
     tables.add_arguments(p, "the windows table")
     progress.add_quiet_argument(p)
 
@@ -47,7 +62,7 @@ def example_path() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.ingest import load
+    from pytimings.ingest import _expand, load
 
     progress.configure(args.quiet)
     paths: list[str] = list(args.traces)
@@ -59,9 +74,22 @@ def run(args: argparse.Namespace) -> int:
         by = by or EXAMPLE_BY
     if not paths:
         raise UsageError("give at least one TRACE file (or --example)")
-    trace = load(*paths)
-    with progress.task("Attributing"):
-        result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
+    if len(_expand(paths)) > 1 or args.executor == "dask" or args.scheduler:
+        from pytimings.analysis.ranks import analyze_ranks
+
+        result = analyze_ranks(
+            *paths,
+            by=by,
+            devices=args.device,
+            ranks=args.rank,
+            executor=args.executor,
+            scheduler=args.scheduler,
+            workers=args.workers,
+        )
+    else:
+        trace = load(*paths, workers=args.workers)
+        with progress.task("Attributing"):
+            result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
     print(render(result, paths))
     for written in tables.write(args, {"windows": result.windows}):
         print(f"\nwrote {written}")

@@ -79,8 +79,21 @@ def test_unknown_format_and_unwritable(tmp_path: Path) -> None:
 
 def test_analyze_writes_the_windows_table(tmp_path: Path) -> None:
     out = tmp_path / "w.parquet"
-    assert main(["analyze", str(EXAMPLE), "--by", "decode_step", "--format", "parquet",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(EXAMPLE),
+                "--by",
+                "decode_step",
+                "--format",
+                "parquet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     want = attribute(load(EXAMPLE), by="decode_step").windows
     got = pyarrow.parquet.read_table(out)
     assert got.column_names == want.columns
