@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from ranks_synth import write_ranks  # noqa: E402
+from ranks_synth import write_ranks
 
-from pytimings.analysis.ranks import analyze_ranks  # noqa: E402
+from pytimings.analysis.ranks import analyze_ranks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,21 +35,27 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         files = write_ranks(Path(tmp), args.ranks, args.ops)
         size = sum(f.stat().st_size for f in files) / 1e6
-        print(f"wrote {args.ranks} ranks x {args.ops} ops ({size:.0f} MB) in "
-              f"{time.perf_counter() - t:.1f} s")
+        print(
+            f"wrote {args.ranks} ranks x {args.ops} ops ({size:.0f} MB) in "
+            f"{time.perf_counter() - t:.1f} s"
+        )
         results = {}
         for executor in ("local", "dask"):
             t = time.perf_counter()
             a = analyze_ranks(*files, by=args.by, executor=executor, workers=args.workers)
             dt = time.perf_counter() - t
             results[executor] = (dt, a)
-            print(f"{executor:6s} {dt:8.2f} s  {args.ranks / dt:6.2f} ranks/s  "
-                  f"{args.ranks * args.ops / dt / 1e6:5.2f} M ops/s  windows {len(a.windows)}")
+            print(
+                f"{executor:6s} {dt:8.2f} s  {args.ranks / dt:6.2f} ranks/s  "
+                f"{args.ranks * args.ops / dt / 1e6:5.2f} M ops/s  windows {len(a.windows)}"
+            )
         (t_local, local), (t_dask, dask) = results["local"], results["dask"]
         assert dask.to_dict() == local.to_dict(), "executors disagree"
         assert local.collectives is not None and local.collectives.straggler == 3
-        print(f"dask/local wall-time ratio {t_dask / t_local:.2f}; results identical; "
-              f"straggler rank {local.collectives.straggler}")
+        print(
+            f"dask/local wall-time ratio {t_dask / t_local:.2f}; results identical; "
+            f"straggler rank {local.collectives.straggler}"
+        )
     return 0
 
 

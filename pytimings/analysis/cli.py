@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="worker processes (local or Dask)"
     )
+    p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
     tables.add_arguments(p, "the windows table")
     progress.add_quiet_argument(p)
 
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         by = by or EXAMPLE_BY
     if not paths:
         raise UsageError("give at least one TRACE file (or --example)")
-    if len(_expand(paths)) > 1 or args.executor == "dask" or args.scheduler:
+    per_rank_tasks = len(_expand(paths)) > 1 or args.executor == "dask" or args.scheduler
+    if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
 
         result = analyze_ranks(
@@ -93,6 +95,13 @@ def run(args: argparse.Namespace) -> int:
     print(render(result, paths))
     for written in tables.write(args, {"windows": result.windows}):
         print(f"\nwrote {written}")
+    if args.html:
+        from pytimings.report.html import write_html
+
+        title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
+        with progress.task("Writing the HTML report"):
+            write_html(result, args.html, title, has_events=not per_rank_tasks)
+        print(f"\nwrote {args.html}")
     if args.json:
         try:
             Path(args.json).write_text(result.to_json() + "\n")

@@ -21,7 +21,8 @@ from pytimings.analysis.attribution import LABELS, attribute
 from pytimings.cli import main
 from pytimings.ingest import load
 from pytimings.ingest._model import Trace
-from pytimings.report.perfetto import label_segments, nested_lanes, write_perfetto
+from pytimings.report.perfetto import nested_lanes, write_perfetto
+from pytimings.report.segments import label_segments
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
