@@ -26,8 +26,8 @@ _LAZY: dict[str, str] = {
     "cuda_available": "pytimings.cuda",
     "cuda_status": "pytimings.cuda",
     # recordings: summary, save/load, torch.distributed
-    "summary": "pytimings.summary",
-    "Summary": "pytimings.summary",
+    "summary": "pytimings.region_stats",
+    "Summary": "pytimings.region_stats",
     "save": "pytimings.storage",
     "instrument_torch_distributed": "pytimings.distributed",
     "uninstrument": "pytimings.distributed",

@@ -3,7 +3,6 @@
 from types import TracebackType
 from typing import Any, Literal, final
 
-import numpy as np
 import numpy.typing as npt
 
 def now_ns() -> int: ...

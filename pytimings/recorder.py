@@ -15,6 +15,17 @@ Semantics worth knowing:
   that instance is timed on the host + NVTX only, flagged ``GRAPH_CAPTURE``, with a one-time
   ``RuntimeWarning``.
 * While the recorder is disabled ``region()`` returns one shared do-nothing object.
+* GPU times are placed on the host clock through anchors: an event on the legacy default
+  stream whose completion is polled (bracketed by host stamps). The first GPU-timed region on
+  a device takes the first anchor (a one-time wait for work already queued there); each
+  :meth:`Recorder.flush` retakes it (at most every ``anchor_interval_s``) and reports the
+  residual against the previous one in ``meta["gpu_anchors"]``. GPU durations come from each
+  region's own event pair and are exact whatever the anchor's age; absolute placement loses
+  float precision with distance from the anchor (about 1 us after 10 s), so long runs should
+  flush now and then. Events are resolved at flush/recording(), or, once a thread has made
+  4096 events without a drain, by non-blocking queries on a later region end.
+* Regions rely on the GIL (not for free-threaded builds) and are strictly nested per thread,
+  so they do not span ``await`` points of interleaved tasks.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ _RECORD_BYTES = sum(np.dtype(dt).itemsize for dt in RECORD_SCHEMA.values())
 class Recorder:
     """A recorder of regions and marks. ``pytimings.region`` uses :func:`default_recorder`.
 
-    ``max_records`` (or ``max_bytes``, counted at the in-memory row size of RECORD_SCHEMA)
+    ``max_records`` (or ``max_bytes``, counted at the row size of RECORD_SCHEMA, 72 bytes)
     caps how many records are kept until :meth:`clear`; records beyond it are counted by name
     in ``Recording.dropped``, never lost silently. ``anchor_interval_s`` is the least time
     between two GPU-clock anchors (retaken at :meth:`flush`).

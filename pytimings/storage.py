@@ -9,14 +9,18 @@ Other modules add their own tables to the same file with :func:`register_table_p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.ipc
 
 from pytimings._records import RECORD_SCHEMA, Recording
 from pytimings.errors import TraceFormatError, UsageError
@@ -80,8 +84,6 @@ def as_recording(source: Any = None) -> Recording:
 
 def _as_list_column(table: Any) -> Any:
     """A pyarrow Table as a one-row large_list<struct> array (the table's rows)."""
-    import pyarrow as pa
-
     table = table.combine_chunks()
     children = [col.chunk(0) if col.num_chunks else pa.array([], type=col.type)
                 for col in table.columns]
@@ -91,8 +93,6 @@ def _as_list_column(table: Any) -> Any:
 
 
 def _records_table(rec: Recording) -> Any:
-    import pyarrow as pa
-
     n = {len(np.asarray(rec.records[c])) for c in RECORD_SCHEMA if c in rec.records}
     missing = [c for c in RECORD_SCHEMA if c not in rec.records]
     if missing or len(n) > 1:
@@ -104,8 +104,6 @@ def _records_table(rec: Recording) -> Any:
 
 
 def _threads_table(threads: list[dict[str, Any]]) -> Any:
-    import pyarrow as pa
-
     if not threads:
         return pa.table({"tid": pa.array([], pa.int64()), "name": pa.array([], pa.string())})
     return pa.Table.from_pylist(threads)
@@ -114,8 +112,6 @@ def _threads_table(threads: list[dict[str, Any]]) -> Any:
 def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
     """Write a recording (see :func:`as_recording` for what ``recorder`` may be) and every
     registered provider's table to ``path``, atomically. Returns the path."""
-    import pyarrow as pa
-
     rec = as_recording(recorder)
     tables: dict[str, Any] = {
         "records": _records_table(rec),
@@ -137,8 +133,9 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         arr = _as_list_column(t)
         fields.append(pa.field(name, arr.type, nullable=False, metadata=t.schema.metadata))
         arrays.append(arr)
+    meta = {**_process_rank(), **rec.meta}
     schema = pa.schema(fields, metadata={
-        META_KEY: json.dumps(rec.meta, default=_json_default).encode(),
+        META_KEY: json.dumps(meta, default=_json_default).encode(),
         DROPPED_KEY: json.dumps({str(k): int(v) for k, v in rec.dropped.items()}).encode(),
         # last: Arrow writes metadata in reverse, so the marker lands near the file's start
         FORMAT_KEY: f"{FORMAT_NAME}/{FORMAT_VERSION}".encode(),
@@ -151,6 +148,22 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
     return out
 
 
+def _process_rank() -> dict[str, int]:
+    """This process's rank and world size in a torch.distributed job, if it is in one (from
+    an initialised default group, else torchrun's RANK/WORLD_SIZE), so that recordings of
+    several ranks load as one Trace with the right rank column."""
+    dist = sys.modules.get("torch.distributed")  # never import torch just for this
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size())}
+    except (RuntimeError, ValueError):
+        pass
+    env = {k: os.environ.get(k, "") for k in ("RANK", "WORLD_SIZE")}
+    if all(v.isdigit() for v in env.values()):
+        return {"rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"])}
+    return {}
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, np.generic):
         return o.item()
@@ -161,51 +174,66 @@ def _json_default(o: Any) -> Any:
 
 # -- reading ---------------------------------------------------------------------------------
 
+# what pyarrow raises on damaged files: its own errors, failed reads, undecodable names
+_ARROW_ERRORS = (pa.ArrowException, OSError, UnicodeDecodeError)
+
+
+@contextlib.contextmanager
+def _corrupt_as_format_error(path: str) -> Iterator[None]:
+    """Arrow errors past the validated header (bad buffers) as one TraceFormatError."""
+    try:
+        yield
+    except _ARROW_ERRORS as exc:
+        raise TraceFormatError(path, f"corrupt recording: {exc}") from None
+
 
 def _open(path: str | os.PathLike[str]) -> tuple[Any, dict[bytes, bytes]]:
     """The one record batch of a recording file and its schema metadata, validated."""
-    import pyarrow as pa
-
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise TraceFormatError(p, "no such file")
     try:
         reader = pa.ipc.open_file(pa.memory_map(p, "r"))
         schema = reader.schema
-        meta = dict(schema.metadata or {})
-        fmt = meta.get(FORMAT_KEY)
-        if fmt is None:
-            raise TraceFormatError(p, "an Arrow IPC file but not a pytimings recording "
-                                      "(no pytimings.format in its schema metadata)")
-        name, _, version = fmt.decode("utf-8", "replace").partition("/")
-        if name != FORMAT_NAME or not version.isdigit():
-            raise TraceFormatError(p, f"unknown format {fmt.decode('utf-8', 'replace')!r}, "
-                                      f"expected {FORMAT_NAME}/{FORMAT_VERSION}")
-        if int(version) != FORMAT_VERSION:
-            raise TraceFormatError(p, f"recording format version {version} is not supported; "
-                                      f"this pytimings reads version {FORMAT_VERSION}")
+    except _ARROW_ERRORS as exc:
+        raise TraceFormatError(p, f"not a readable Arrow IPC file (truncated or corrupt?): "
+                                  f"{exc}") from None
+    meta = dict(schema.metadata or {})
+    fmt = meta.get(FORMAT_KEY)
+    if fmt is None:
+        raise TraceFormatError(p, "an Arrow IPC file but not a pytimings recording "
+                                  "(no pytimings.format in its schema metadata)")
+    name, _, version = fmt.decode("utf-8", "replace").partition("/")
+    if name != FORMAT_NAME or not version.isdigit():
+        raise TraceFormatError(p, f"unknown format {fmt.decode('utf-8', 'replace')!r}, "
+                                  f"expected {FORMAT_NAME}/{FORMAT_VERSION}")
+    if int(version) != FORMAT_VERSION:
+        raise TraceFormatError(p, f"recording format version {version} is not supported; "
+                                  f"this pytimings reads version {FORMAT_VERSION}")
+    with _corrupt_as_format_error(p):
         if reader.num_record_batches != 1:
             raise TraceFormatError(p, f"expected 1 record batch, found "
                                       f"{reader.num_record_batches}")
         batch = reader.get_batch(0)
         batch.validate(full=True)
-    except pa.ArrowException as exc:
-        raise TraceFormatError(p, f"not a readable Arrow IPC file (truncated or corrupt?): "
-                                  f"{exc}") from None
-    if batch.num_rows != 1:
-        raise TraceFormatError(p, f"expected 1 row, found {batch.num_rows}")
-    for t in RESERVED:
-        if t not in batch.schema.names:
-            raise TraceFormatError(p, f"table {t!r} is missing")
-    for f in batch.schema:
-        if not (pa.types.is_large_list(f.type) and pa.types.is_struct(f.type.value_type)):
-            raise TraceFormatError(p, f"table {f.name!r} is not a large_list<struct> column")
+        if batch.num_rows != 1:
+            raise TraceFormatError(p, f"expected 1 row, found {batch.num_rows}")
+        for t in RESERVED:
+            if t not in batch.schema.names:
+                raise TraceFormatError(p, f"table {t!r} is missing")
+        if len(set(batch.schema.names)) != batch.num_columns:
+            raise TraceFormatError(p, "a table name appears twice")
+        for f in batch.schema:
+            if not (pa.types.is_large_list(f.type) and pa.types.is_struct(f.type.value_type)):
+                raise TraceFormatError(p, f"table {f.name!r} is not a large_list<struct> "
+                                          "column")
+            cols = [c.name for c in f.type.value_type]
+            if len(set(cols)) != len(cols):
+                raise TraceFormatError(p, f"table {f.name!r} has a column name twice")
     return batch, meta
 
 
 def _table_of(batch: Any, name: str) -> Any:
-    import pyarrow as pa
-
     field = batch.schema.field(name)
     struct = batch.column(name).values
     t = pa.Table.from_arrays(struct.flatten(), schema=pa.schema(list(field.type.value_type)))
@@ -216,7 +244,8 @@ def load_tables(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Every table in a recording file, by name (``records``, ``strings``, ``threads``
     and whatever providers added), as pyarrow Tables (memory-mapped, not copied)."""
     batch, _ = _open(path)
-    return {name: _table_of(batch, name) for name in batch.schema.names}
+    with _corrupt_as_format_error(os.fspath(path)):
+        return {name: _table_of(batch, name) for name in batch.schema.names}
 
 
 def _json(path: str, meta: dict[bytes, bytes], key: bytes, kind: type) -> Any:
@@ -237,6 +266,11 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     read-only numpy views of the memory-mapped file)."""
     p = os.fspath(path)
     batch, meta = _open(p)
+    with _corrupt_as_format_error(p):
+        return _recording_of(p, batch, meta)
+
+
+def _recording_of(p: str, batch: Any, meta: dict[bytes, bytes]) -> Recording:
     records = _table_of(batch, "records")
     columns: dict[str, Any] = {}
     for c, dt in RECORD_SCHEMA.items():
@@ -255,6 +289,9 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         raise TraceFormatError(p, "table 'strings' must be one non-null column 'string'")
     string_list = strings.column("string").to_pylist()
     threads = _table_of(batch, "threads").to_pylist()
+    for t in threads:
+        if not isinstance(t.get("tid"), int) or not isinstance(t.get("name"), str | None):
+            raise TraceFormatError(p, f"thread entry {t!r} lacks an integer tid or a name")
     n = len(columns["name"])
     if n:
         for c, limit, what in (("name", len(string_list), "strings"),

@@ -1,7 +1,7 @@
 // The hot path: region objects and the factory that makes them, written against the CPython
 // API directly. A pybind11 call costs ~150-250 ns of argument dispatch, more than the whole
 // budget of a host-only region (2x a `with nullcontext()`), so these types use vectorcall,
-// METH_FASTCALL, pointer-compared keyword names, a per-recorder cache of argument-free regions
+// METH_FASTCALL, pointer-compared keyword names, a per-recorder cache of shared regions
 // and one process-wide name -> id dict. Everything else in the module is pybind11.
 #include <Python.h>
 #include <structmember.h>
@@ -30,7 +30,7 @@ constexpr int kNArgs = 6;
 const char* const kArgNames[kNArgs] = {"name", "kind", "stream", "nbytes", "payload",
                                        "sample_every"};
 PyObject* s_args[kNArgs] = {};
-constexpr size_t kCacheMax = 4096;  // argument-free regions cached per recorder, by name
+constexpr Py_ssize_t kCacheMax = 4096;  // argument-free regions cached per recorder
 
 // Keeps the C++ recorder alive for the regions that point at it (no reference cycle through
 // the factory's cache).
@@ -97,6 +97,7 @@ PyObject* region_enter(PyObject* o, PyObject*) {
     ThreadState* ts = thread_state(core);
     if (ts == nullptr) return nullptr;
     const uint16_t flags = core->enter(*ts, self->spec, self);
+    Py_INCREF(o);  // the open frame's reference: its identity cannot be reused while open
     if ((flags & kGraphCapture) && core->take_capture_notice()) {
       if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
                            "pytimings: region %R entered during CUDA graph capture; regions "
@@ -104,6 +105,7 @@ PyObject* region_enter(PyObject* o, PyObject*) {
                            "(flag GRAPH_CAPTURE). This notice is shown once.",
                            self->name) < 0) {
         core->abort_enter(*ts);
+        Py_DECREF(o);
         return nullptr;
       }
     }
@@ -116,7 +118,10 @@ PyObject* region_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
   auto* self = reinterpret_cast<RegionObject*>(o);
   const bool error = nargs > 0 && args[0] != Py_None;
   ThreadState* ts = self->core->local();
-  if (ts != nullptr && self->core->exit(*ts, self, error)) Py_RETURN_FALSE;
+  if (ts != nullptr && self->core->exit(*ts, self, error)) {
+    Py_DECREF(o);  // the frame's reference (the caller still holds its own)
+    Py_RETURN_FALSE;
+  }
   if (self->disabled_entries > 0) {
     --self->disabled_entries;
     Py_RETURN_FALSE;
@@ -320,29 +325,51 @@ struct FactoryObject {
   vectorcallfunc vectorcall;
   PyObject* handle;  // CoreHandle
   Recorder* core;
-  PyObject* cache;  // name -> Region without stream/nbytes/payload/sample_every
+  // Regions without stream/nbytes/payload/sample_every, shared by every caller: kind -> name
+  // -> Region. `host` is the default kind's inner dict, looked up without the outer one.
+  PyObject* kinds;
+  PyObject* host;
+  Py_ssize_t cached;
 };
 
 PyTypeObject FactoryType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-PyObject* new_region(FactoryObject* f, PyObject* const* a, bool cacheable) {
+inline bool given(PyObject* a) { return a != nullptr && a != Py_None; }
+
+// The stream and sample_every arguments into `spec` (flags, stream, sample_every).
+bool parse_sampling(PyObject* const* a, RegionSpec& spec) {
+  if (given(a[2])) {
+    if (!stream_arg(a[2], &spec.stream)) return false;
+    spec.flags |= kHasStream;
+  }
+  if (given(a[5])) {
+    long long v = 0;
+    if (!int_arg("region", "sample_every", a[5], &v)) return false;
+    if (v < 1 || v > UINT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "region(): sample_every must be in [1, 2**32), got %lld",
+                   v);
+      return false;
+    }
+    spec.sample_every = static_cast<uint32_t>(v);
+  }
+  return true;
+}
+
+// A new Region from arguments whose stream/sample_every are already in `spec`; cached (for
+// later calls with the same name, kind, stream and sample_every) when `cacheable`.
+PyObject* new_region(FactoryObject* f, PyObject* const* a, RegionSpec spec, bool cacheable) {
   const char* fn = "region";
   PyObject* name = a[0];
   PyObject* kind = a[1] ? a[1] : s_host;
   if (!check_name(fn, name) || !check_kind(fn, kind)) return nullptr;
-  RegionSpec spec;
   const int64_t name_id = string_id(g_name_ids, name, false);
   if (name_id < 0) return nullptr;
   const int64_t kind_id = string_id(g_kind_ids, kind, true);
   if (kind_id < 0) return nullptr;
   spec.name = static_cast<uint32_t>(name_id);
   spec.kind = static_cast<uint32_t>(kind_id);
-  if (a[2] != nullptr && a[2] != Py_None) {
-    if (!stream_arg(a[2], &spec.stream)) return nullptr;
-    spec.flags |= kHasStream;
-  }
   long long v = 0;
-  if (a[3] != nullptr && a[3] != Py_None) {
+  if (given(a[3])) {
     if (!int_arg(fn, "nbytes", a[3], &v)) return nullptr;
     if (v < 0) {
       PyErr_Format(PyExc_ValueError, "region(): nbytes must be >= 0, got %lld", v);
@@ -350,19 +377,10 @@ PyObject* new_region(FactoryObject* f, PyObject* const* a, bool cacheable) {
     }
     spec.nbytes = v;
   }
-  if (a[4] != nullptr && a[4] != Py_None) {
+  if (given(a[4])) {
     if (!int_arg(fn, "payload", a[4], &v)) return nullptr;
     spec.payload = v;
     spec.flags |= kHasPayload;
-  }
-  if (a[5] != nullptr && a[5] != Py_None) {
-    if (!int_arg(fn, "sample_every", a[5], &v)) return nullptr;
-    if (v < 1 || v > UINT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "region(): sample_every must be in [1, 2**32), got %lld",
-                   v);
-      return nullptr;
-    }
-    spec.sample_every = static_cast<uint32_t>(v);
   }
   auto* r = PyObject_New(RegionObject, &RegionType);
   if (r == nullptr) return nullptr;
@@ -375,10 +393,19 @@ PyObject* new_region(FactoryObject* f, PyObject* const* a, bool cacheable) {
   r->kind = kind;
   r->spec = spec;
   r->disabled_entries = 0;
-  if (cacheable && PyDict_GET_SIZE(f->cache) < static_cast<Py_ssize_t>(kCacheMax) &&
-      PyDict_SetDefault(f->cache, name, reinterpret_cast<PyObject*>(r)) == nullptr) {
-    Py_DECREF(r);
-    return nullptr;
+  if (cacheable && f->cached < kCacheMax) {
+    PyObject* by_name = kind == s_host ? f->host : PyDict_GetItemWithError(f->kinds, kind);
+    if (by_name == nullptr && !PyErr_Occurred()) {
+      by_name = PyDict_New();
+      if (by_name != nullptr && PyDict_SetItem(f->kinds, kind, by_name) < 0) Py_CLEAR(by_name);
+      Py_XDECREF(by_name);  // the outer dict holds it
+    }
+    if (by_name == nullptr ||
+        PyDict_SetDefault(by_name, name, reinterpret_cast<PyObject*>(r)) == nullptr) {
+      Py_DECREF(r);
+      return nullptr;
+    }
+    ++f->cached;
   }
   return reinterpret_cast<PyObject*>(r);
 }
@@ -392,14 +419,19 @@ PyObject* factory_call(PyObject* o, PyObject* const* args, size_t nargsf, PyObje
     Py_INCREF(g_null_region);
     return g_null_region;
   }
-  const bool plain = (a[2] == nullptr || a[2] == Py_None) && (a[3] == nullptr || a[3] == Py_None) &&
-                     (a[4] == nullptr || a[4] == Py_None) && (a[5] == nullptr || a[5] == Py_None);
-  if (plain && a[0] != nullptr && PyUnicode_CheckExact(a[0])) {
-    PyObject* hit = PyDict_GetItemWithError(f->cache, a[0]);
+  RegionSpec spec;
+  if (!parse_sampling(a, spec)) return nullptr;
+  // Regions without per-call values (nbytes, payload) are shared: one object per kind, name,
+  // stream and sample_every, found with one or two dict lookups.
+  const bool cacheable = !given(a[3]) && !given(a[4]) && a[0] != nullptr &&
+                         PyUnicode_CheckExact(a[0]) && (a[1] == nullptr || PyUnicode_CheckExact(a[1]));
+  if (cacheable) {
+    PyObject* by_name = a[1] == nullptr || a[1] == s_host ? f->host
+                                                          : PyDict_GetItemWithError(f->kinds, a[1]);
+    PyObject* hit = by_name ? PyDict_GetItemWithError(by_name, a[0]) : nullptr;
     if (hit != nullptr) {
-      auto* r = reinterpret_cast<RegionObject*>(hit);
-      PyObject* kind = a[1] ? a[1] : s_host;
-      if (kind == r->kind || (PyUnicode_Check(kind) && PyUnicode_Compare(kind, r->kind) == 0)) {
+      const RegionSpec& c = reinterpret_cast<RegionObject*>(hit)->spec;
+      if (c.flags == spec.flags && c.stream == spec.stream && c.sample_every == spec.sample_every) {
         Py_INCREF(hit);
         return hit;
       }
@@ -407,14 +439,16 @@ PyObject* factory_call(PyObject* o, PyObject* const* args, size_t nargsf, PyObje
       return nullptr;
     }
   }
-  return new_region(f, a, plain && a[0] != nullptr && PyUnicode_CheckExact(a[0]));
+  return new_region(f, a, spec, cacheable);
 }
 
 PyObject* factory_make(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   auto* f = reinterpret_cast<FactoryObject*>(o);
   PyObject* a[kNArgs] = {};
   if (!parse_args("region", args, static_cast<size_t>(nargs), kwnames, a, kNArgs)) return nullptr;
-  return new_region(f, a, false);
+  RegionSpec spec;
+  if (!parse_sampling(a, spec)) return nullptr;
+  return new_region(f, a, spec, false);
 }
 
 PyObject* factory_mark(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -467,7 +501,8 @@ PyObject* factory_mark(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyO
 void factory_dealloc(PyObject* o) {
   auto* f = reinterpret_cast<FactoryObject*>(o);
   Py_DECREF(f->handle);
-  Py_DECREF(f->cache);
+  Py_DECREF(f->kinds);
+  Py_DECREF(f->host);
   PyObject_Free(o);
 }
 
@@ -524,17 +559,22 @@ py::object make_region_factory(std::shared_ptr<Recorder> core) {
   if (h == nullptr) throw py::error_already_set();
   new (&h->core) std::shared_ptr<Recorder>(core);
   auto* f = PyObject_New(FactoryObject, &FactoryType);
-  PyObject* cache = PyDict_New();
-  if (f == nullptr || cache == nullptr) {
+  PyObject* kinds = PyDict_New();
+  PyObject* host = PyDict_New();
+  if (f == nullptr || kinds == nullptr || host == nullptr ||
+      PyDict_SetItem(kinds, s_host, host) < 0) {
     Py_DECREF(h);
-    Py_XDECREF(cache);
+    Py_XDECREF(kinds);
+    Py_XDECREF(host);
     if (f) PyObject_Free(f);
     throw py::error_already_set();
   }
   f->vectorcall = factory_call;
   f->handle = reinterpret_cast<PyObject*>(h);
   f->core = core.get();
-  f->cache = cache;
+  f->kinds = kinds;
+  f->host = host;
+  f->cached = 0;
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(f));
 }
 

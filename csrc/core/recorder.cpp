@@ -27,6 +27,10 @@ StringTable& table() {
 
 std::atomic<uint64_t> g_serial{0};
 thread_local std::vector<std::pair<uint64_t, ThreadState*>> tls_states;
+// A runtime without a driver or device stays that way for the life of the process.
+std::atomic<bool> g_no_device{false};
+std::mutex g_live_mu;  // serials of live recorders, to prune tls_states on registration
+std::vector<uint64_t> g_live;
 
 const cuda::Api* cuda_api() noexcept {
   const cuda::Runtime& rt = cuda::runtime();
@@ -36,6 +40,8 @@ const cuda::Api* cuda_api() noexcept {
 int64_t ms_to_ns(float ms) { return std::llround(static_cast<double>(ms) * 1e6); }
 
 constexpr uint32_t kEventBatch = 8;
+// Events a thread may create before a region end tries to resolve finished ones itself.
+constexpr uint64_t kCollectAfter = 4096;
 
 }  // namespace
 
@@ -74,9 +80,15 @@ Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
       reanchor_interval_ns_(reanchor_interval_ns),
       budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
   table();  // create the NVTX domain before the first region
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.push_back(serial_);
 }
 
 Recorder::~Recorder() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    g_live.erase(std::find(g_live.begin(), g_live.end(), serial_));
+  }
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
   if (api == nullptr) return;
   // Events still in flight are destroyed too: CUDA defers the release until they complete.
@@ -123,6 +135,17 @@ ThreadState* Recorder::register_thread(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     ts->index = static_cast<uint32_t>(threads_.size());
     threads_.push_back(std::move(ts));
+  }
+  {
+    // Forget this thread's states in recorders that no longer exist (their serials never
+    // come back), so the list stays as short as the set of live recorders.
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    tls_states.erase(std::remove_if(tls_states.begin(), tls_states.end(),
+                                    [](const auto& e) {
+                                      return std::find(g_live.begin(), g_live.end(), e.first) ==
+                                             g_live.end();
+                                    }),
+                     tls_states.end());
   }
   tls_states.emplace_back(serial_, raw);
   tls_last_ = {serial_, raw};
@@ -224,10 +247,24 @@ void Recorder::commit(ThreadState& ts, Record& r) noexcept {
 
 cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
   std::vector<cuda::Event>& pool = ts.pool[device];
-  if (pool.empty()) {
+  auto take_returned = [&ts] {
     if (auto* back = ts.returned.exchange(nullptr, std::memory_order_acquire)) {
       for (auto& [dev, e] : *back) ts.pool[dev].push_back(e);
       delete back;
+    }
+  };
+  if (pool.empty()) take_returned();
+  if (pool.empty() && ts.events_created >= kCollectAfter) {
+    // Nobody has drained for a while: resolve what the GPU has finished (non-blocking
+    // queries, and only if no drain is running) so events are reused instead of piling up.
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      try {
+        collect(false, ready_);
+      } catch (...) {  // out of memory: keep the events out; never fail the region for it
+      }
+      lock.unlock();
+      take_returned();
     }
   }
   if (pool.empty()) {  // warm-up: grow the pool a batch at a time
@@ -236,6 +273,7 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
       cuda::Event e = nullptr;
       if (api->eventCreateWithFlags(&e, cuda::kEventDefault) != cuda::kSuccess) break;
       pool.push_back(e);
+      ++ts.events_created;
     }
     if (pool.empty()) return nullptr;
   }
@@ -247,10 +285,17 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
 void Recorder::gpu_begin(ThreadState& ts, Frame& f) noexcept {
   const cuda::Api* api = cuda_api();
   if (api == nullptr) return;  // no CUDA: host time only
+  if (g_no_device.load(std::memory_order_relaxed)) {
+    f.flags |= kGpuFailed;
+    return;
+  }
   int dev = -1;
   auto* stream = reinterpret_cast<cuda::Stream>(f.spec.stream);
   int capturing = cuda::kCaptureStatusNone;
-  if (api->getDevice(&dev) != cuda::kSuccess || dev < 0 || dev >= kMaxDevices ||
+  const cuda::Error e = api->getDevice(&dev);
+  if (e == cuda::kErrorInsufficientDriver || e == cuda::kErrorNoDevice)
+    g_no_device.store(true, std::memory_order_relaxed);  // for good: stop asking
+  if (e != cuda::kSuccess || dev < 0 || dev >= kMaxDevices ||
       api->streamIsCapturing(stream, &capturing) != cuda::kSuccess) {
     f.flags |= kGpuFailed;
     return;
@@ -404,12 +449,21 @@ void Recorder::release_events(std::vector<Record>& recs) {
 
 std::vector<Record> Recorder::drain(bool sync) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Record> out;
+  out.swap(ready_);
+  collect(sync, out);
+  if (sync) reanchor();
+  drained_ += static_cast<int64_t>(out.size());
+  return out;
+}
+
+void Recorder::collect(bool sync, std::vector<Record>& out) {
   std::vector<Record> batch;
   batch.swap(pending_);
   for (auto& ts : threads_) ts->buffer.drain(batch);
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
-  std::vector<Record> out, done_events;
-  out.reserve(batch.size());
+  std::vector<Record> done_events;
+  out.reserve(out.size() + batch.size());
   {
     std::lock_guard<std::mutex> alock(anchor_mu_);
     for (Record& r : batch) {
@@ -441,15 +495,14 @@ std::vector<Record> Recorder::drain(bool sync) {
   }
   release_events(done_events);
   for (Record& r : out) r.ev_start = r.ev_end = nullptr;
-  if (sync) reanchor();
-  drained_ += static_cast<int64_t>(out.size());
-  return out;
 }
 
 void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Record> discard;
   discard.swap(pending_);
+  discard.insert(discard.end(), ready_.begin(), ready_.end());
+  ready_.clear();
   for (auto& ts : threads_) ts->buffer.drain(discard);
   budget_.release(drained_ + static_cast<int64_t>(discard.size()));
   drained_ = 0;

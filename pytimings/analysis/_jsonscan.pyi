@@ -1,15 +1,19 @@
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
-CLASS_GPU: int
-CLASS_API: int
-CLASS_RANGE: int
+CLASS_KERNEL: int
+CLASS_MEMCPY: int
+CLASS_MEMSET: int
+CLASS_RUNTIME: int
+CLASS_DRIVER: int
+CLASS_SYNC: int
+CLASS_ANNOTATION: int
+CLASS_GPU_ANNOTATION: int
 CLASS_FLOW: int
 CLASS_NOCAT: int
 CLASS_OTHER: int
+N_CLASS: int
 
 class SplitError(ValueError):
     offset: int
@@ -17,19 +21,19 @@ class SplitError(ValueError):
 
 @disjoint_base
 class Splitter:
-    skeleton: bytearray
-    skeleton_map: list[tuple[int, int]]
-    other_counts: dict[bytes, int]
     n_elements: int
     doc_base: int
     @property
     def finished(self) -> bool: ...
     @property
     def saw_events(self) -> bool: ...
-    def feed(self, buf: Any, final: bool) -> int: ...
+    @property
+    def skeleton(self) -> bytes: ...
+    @property
+    def skeleton_map(self) -> list[tuple[int, int]]: ...
+    def feed(self, buf: bytes, final: bool) -> int: ...
     def take(
         self, cls: int
-    ) -> tuple[bytearray, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+    ) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
     def counts_of_other(self) -> dict[bytes, int]: ...
     def pending(self, cls: int) -> int: ...
-    def pending_bytes(self, cls: int) -> int: ...

@@ -13,24 +13,41 @@ Inside an element only the characters "{}[]:, matter (a 256-entry table); at the
 incomplete element is not consumed and is scanned again with the next buffer.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
 
-# element classes (kept in sync with pytimings/ingest/kineto.py)
-CLASS_GPU = 0     # kernel, gpu_memcpy, gpu_memset (and 2021-era Kernel/Memcpy/Memset)
-CLASS_API = 1     # cuda_runtime, cuda_driver, cuda_sync (and Runtime)
-CLASS_RANGE = 2   # user_annotation, gpu_user_annotation
-CLASS_FLOW = 3    # ac2g (and the older async / async_cpu_to_gpu launch flows)
-CLASS_NOCAT = 4   # elements without "cat": metadata (process/thread names), markers
-CLASS_OTHER = 5   # everything else (cpu_op, python_function, ...): validated and counted
-
+# element classes (kept in sync with pytimings/ingest/kineto.py); the modelled ones (0-7)
+# are one class per category so that the decoder need not decode "cat"
 cdef enum:
-    N_CLASSES = 6
+    C_KERNEL = 0       # kernel (2021-era: Kernel)
+    C_MEMCPY = 1       # gpu_memcpy (Memcpy)
+    C_MEMSET = 2       # gpu_memset (Memset)
+    C_RUNTIME = 3      # cuda_runtime (Runtime); also HIP calls on ROCm
+    C_DRIVER = 4       # cuda_driver
+    C_SYNC = 5         # cuda_sync
+    C_ANNOTATION = 6   # user_annotation
+    C_GPU_ANNOTATION = 7  # gpu_user_annotation
+    C_FLOW = 8         # ac2g (and the older async / async_cpu_to_gpu launch flows)
+    C_NOCAT = 9        # elements without "cat": metadata (process/thread names), markers
+    C_OTHER = 10       # everything else (cpu_op, python_function, ...): validated, counted
+    N_CLASSES = 11
+CLASS_KERNEL = C_KERNEL
+CLASS_MEMCPY = C_MEMCPY
+CLASS_MEMSET = C_MEMSET
+CLASS_RUNTIME = C_RUNTIME
+CLASS_DRIVER = C_DRIVER
+CLASS_SYNC = C_SYNC
+CLASS_ANNOTATION = C_ANNOTATION
+CLASS_GPU_ANNOTATION = C_GPU_ANNOTATION
+CLASS_FLOW = C_FLOW
+CLASS_NOCAT = C_NOCAT
+CLASS_OTHER = C_OTHER
+N_CLASS = N_CLASSES
 
 cdef enum Mode:
     M_BEFORE = 0
@@ -47,12 +64,12 @@ cdef const char* TE = b"traceEvents"
 
 # (cat, class) table compared with memcmp; order does not matter
 _CATS = (
-    (b"kernel", CLASS_GPU), (b"gpu_memcpy", CLASS_GPU), (b"gpu_memset", CLASS_GPU),
-    (b"Kernel", CLASS_GPU), (b"Memcpy", CLASS_GPU), (b"Memset", CLASS_GPU),
-    (b"cuda_runtime", CLASS_API), (b"cuda_driver", CLASS_API), (b"cuda_sync", CLASS_API),
-    (b"Runtime", CLASS_API),
-    (b"user_annotation", CLASS_RANGE), (b"gpu_user_annotation", CLASS_RANGE),
-    (b"ac2g", CLASS_FLOW), (b"async", CLASS_FLOW), (b"async_cpu_to_gpu", CLASS_FLOW),
+    (b"kernel", C_KERNEL), (b"gpu_memcpy", C_MEMCPY), (b"gpu_memset", C_MEMSET),
+    (b"Kernel", C_KERNEL), (b"Memcpy", C_MEMCPY), (b"Memset", C_MEMSET),
+    (b"cuda_runtime", C_RUNTIME), (b"cuda_driver", C_DRIVER), (b"cuda_sync", C_SYNC),
+    (b"Runtime", C_RUNTIME),
+    (b"user_annotation", C_ANNOTATION), (b"gpu_user_annotation", C_GPU_ANNOTATION),
+    (b"ac2g", C_FLOW), (b"async", C_FLOW), (b"async_cpu_to_gpu", C_FLOW),
 )
 
 
@@ -144,43 +161,94 @@ cdef Py_ssize_t _elem_end(const char* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t*
     return -1
 
 
-cdef class Splitter:
-    """Feed the decompressed document in pieces; take the class buffers after each feed."""
+cdef enum Err:
+    E_NONE = 0
+    E_NOMEM = 1
+    E_NOT_OBJECT = 2
+    E_TE_NOT_ARRAY = 3
+    E_TE_TWICE = 4
+    E_MISSING_COMMA = 5
+    E_BAD_COMMA = 6
+    E_TRAILING_COMMA = 7
+    E_ELEM_NOT_OBJECT = 8
+    E_AFTER = 9
+    E_TRUNC_ELEM = 10
+    E_TRUNC_DOC = 11
 
-    cdef public bytearray skeleton
-    cdef public list skeleton_map      # [(offset in skeleton, offset in document)]
-    cdef public dict other_counts      # cat bytes -> count, for CLASS_OTHER elements
+
+cdef struct Growable:
+    char* data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _reserve(Growable* g, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t want = g.len + extra, cap = g.cap
+    cdef char* d
+    if want <= cap:
+        return 0
+    if cap < 4096:
+        cap = 4096
+    while cap < want:
+        cap *= 2
+    d = <char*>realloc(g.data, cap)
+    if d == NULL:
+        return -1
+    g.data = d
+    g.cap = cap
+    return 0
+
+
+cdef int _append(Growable* g, const void* src, Py_ssize_t n) noexcept nogil:
+    if _reserve(g, n) < 0:
+        return -1
+    memcpy(g.data + g.len, src, n)
+    g.len += n
+    return 0
+
+
+cdef class Splitter:
+    """Feed the decompressed document in pieces; take the class buffers after each feed.
+
+    ``feed`` scans without the GIL (all its buffers are C memory), so a reader thread can
+    split the next piece while the main thread decodes this one.
+    """
+
     cdef public Py_ssize_t n_elements
     cdef public Py_ssize_t doc_base    # document offset of the next buffer's first byte
     cdef int mode, depth, arr_state
     cdef bint in_str, esc, is_key, key_ok, key_is_te, pending_te, expect_key, seen_te
     cdef int key_match
-    cdef list bufs
-    cdef int64_t* doc_start[N_CLASSES]
-    cdef int64_t* index[N_CLASSES]
-    cdef int64_t* buf_pos[N_CLASSES]
+    cdef Growable skel
+    cdef Growable skel_map             # int64 pairs (offset in skeleton, offset in document)
+    cdef Growable bufs[N_CLASSES]      # "[" + elements joined by ","
+    cdef Growable meta[N_CLASSES]      # int64 triples (document offset, index, buffer offset)
     cdef Py_ssize_t count[N_CLASSES]
-    cdef Py_ssize_t cap[N_CLASSES]
     cdef list cat_names                # keeps the bytes that cat_ptr points into alive
     cdef const char* cat_ptr[32]
     cdef Py_ssize_t cat_len[32]
     cdef int cat_class[32]
     cdef int n_cats
-    cdef char last_other[64]           # run-length count of the last CLASS_OTHER cat
-    cdef Py_ssize_t last_other_len
-    cdef Py_ssize_t last_other_n
+    cdef char other_name[64][64]       # counts of CLASS_OTHER cats (first 64 distinct)
+    cdef Py_ssize_t other_len[64]
+    cdef Py_ssize_t other_n[64]
+    cdef int n_other
+    cdef Py_ssize_t other_overflow
+    cdef int last_other
+    cdef dict other_counts
+    cdef int err
+    cdef Py_ssize_t err_offset
 
     def __cinit__(self):
         cdef int c
+        memset(&self.skel, 0, sizeof(Growable))
+        memset(&self.skel_map, 0, sizeof(Growable))
         for c in range(N_CLASSES):
-            self.doc_start[c] = NULL
-            self.index[c] = NULL
-            self.buf_pos[c] = NULL
+            memset(&self.bufs[c], 0, sizeof(Growable))
+            memset(&self.meta[c], 0, sizeof(Growable))
             self.count[c] = 0
-            self.cap[c] = 0
-        self.skeleton = bytearray()
-        self.skeleton_map = []
-        self.other_counts = {}
+            if _append(&self.bufs[c], b"[", 1) < 0:
+                raise MemoryError()
         self.n_elements = 0
         self.doc_base = 0
         self.mode = M_BEFORE
@@ -188,22 +256,26 @@ cdef class Splitter:
         self.in_str = self.esc = self.is_key = self.key_ok = False
         self.key_is_te = self.pending_te = self.expect_key = self.seen_te = False
         self.key_match = 0
-        self.bufs = [bytearray(b"[") for c in range(N_CLASSES)]
         self.cat_names = [name for name, _ in _CATS]
         self.n_cats = len(_CATS)
         for c in range(self.n_cats):
             self.cat_ptr[c] = <const char*>self.cat_names[c]
             self.cat_len[c] = len(self.cat_names[c])
             self.cat_class[c] = _CATS[c][1]
-        self.last_other_len = -1
-        self.last_other_n = 0
+        self.n_other = 0
+        self.other_overflow = 0
+        self.last_other = -1
+        self.other_counts = {}
+        self.err = E_NONE
+        self.err_offset = 0
 
     def __dealloc__(self):
         cdef int c
+        free(self.skel.data)
+        free(self.skel_map.data)
         for c in range(N_CLASSES):
-            free(self.doc_start[c])
-            free(self.index[c])
-            free(self.buf_pos[c])
+            free(self.bufs[c].data)
+            free(self.meta[c].data)
 
     @property
     def finished(self):
@@ -214,104 +286,158 @@ cdef class Splitter:
     def saw_events(self):
         return self.seen_te
 
-    cdef int _classify(self, const char* s, Py_ssize_t n) noexcept:
+    @property
+    def skeleton(self):
+        """The document without the traceEvents elements."""
+        return PyBytes_FromStringAndSize(self.skel.data, self.skel.len)
+
+    @property
+    def skeleton_map(self):
+        """[(offset in skeleton, offset in document)] for each piece of the skeleton."""
+        cdef int64_t* m = <int64_t*>self.skel_map.data
+        cdef Py_ssize_t k
+        return [(m[2 * k], m[2 * k + 1]) for k in range(self.skel_map.len // 16)]
+
+    cdef int _classify(self, const char* s, Py_ssize_t n) noexcept nogil:
         cdef int k
         for k in range(self.n_cats):
-            if self.cat_len[k] == n and memcmp(self.cat_ptr[k], s, n) == 0:
+            if self.cat_len[k] == n and s[0] == self.cat_ptr[k][0] and \
+                    memcmp(self.cat_ptr[k], s, n) == 0:
                 return self.cat_class[k]
-        return CLASS_OTHER
+        return C_OTHER
 
-    cdef int _count_other(self, const char* s, Py_ssize_t n) except -1:
-        if n == self.last_other_len and memcmp(self.last_other, s, n) == 0:
-            self.last_other_n += 1
-            return 0
-        self._flush_other()
-        if n <= 64:
-            memcpy(self.last_other, s, n)
-            self.last_other_len = n
-            self.last_other_n = 1
-        else:
-            key = s[:n]
-            self.other_counts[key] = self.other_counts.get(key, 0) + 1
-        return 0
-
-    cdef int _flush_other(self) except -1:
-        if self.last_other_n:
-            key = self.last_other[:self.last_other_len]
-            self.other_counts[key] = self.other_counts.get(key, 0) + self.last_other_n
-        self.last_other_len = -1
-        self.last_other_n = 0
-        return 0
+    cdef void _count_other(self, const char* s, Py_ssize_t n) noexcept nogil:
+        cdef int k = self.last_other
+        if k >= 0 and self.other_len[k] == n and memcmp(self.other_name[k], s, n) == 0:
+            self.other_n[k] += 1
+            return
+        for k in range(self.n_other):
+            if self.other_len[k] == n and memcmp(self.other_name[k], s, n) == 0:
+                self.other_n[k] += 1
+                self.last_other = k
+                return
+        if self.n_other == 64 or n > 64:
+            self.other_overflow += 1
+            return
+        k = self.n_other
+        memcpy(self.other_name[k], s, n)
+        self.other_len[k] = n
+        self.other_n[k] = 1
+        self.n_other += 1
+        self.last_other = k
 
     def counts_of_other(self):
-        """{cat bytes: count} of the CLASS_OTHER elements seen so far."""
-        self._flush_other()
+        """{cat bytes: count} of the CLASS_OTHER elements seen so far (cats beyond the
+        first 64 distinct ones, or longer than 64 bytes, are counted under b"")."""
+        cdef int k
+        for k in range(self.n_other):
+            key = self.other_name[k][:self.other_len[k]]
+            self.other_counts[key] = self.other_counts.get(key, 0) + self.other_n[k]
+        if self.other_overflow:
+            self.other_counts[b""] = self.other_counts.get(b"", 0) + self.other_overflow
+        self.n_other = 0
+        self.other_overflow = 0
+        self.last_other = -1
         return self.other_counts
 
-    cdef int _emit(self, const char* p, Py_ssize_t start, Py_ssize_t end, int cls) except -1:
-        cdef bytearray b = self.bufs[cls]
-        cdef Py_ssize_t old = PyByteArray_GET_SIZE(b)
-        cdef Py_ssize_t k = self.count[cls]
-        cdef Py_ssize_t sep = 1 if k > 0 else 0
-        cdef Py_ssize_t newcap
-        if k == self.cap[cls]:
-            newcap = 1024 if k == 0 else 2 * k
-            self.doc_start[cls] = <int64_t*>realloc(self.doc_start[cls], newcap * sizeof(int64_t))
-            self.index[cls] = <int64_t*>realloc(self.index[cls], newcap * sizeof(int64_t))
-            self.buf_pos[cls] = <int64_t*>realloc(self.buf_pos[cls], newcap * sizeof(int64_t))
-            if not self.doc_start[cls] or not self.index[cls] or not self.buf_pos[cls]:
-                raise MemoryError()
-            self.cap[cls] = newcap
-        PyByteArray_Resize(b, old + sep + (end - start))
-        cdef char* dst = PyByteArray_AS_STRING(b)
-        if sep:
-            dst[old] = b','
-        memcpy(dst + old + sep, p + start, end - start)
-        self.doc_start[cls][k] = self.doc_base + start
-        self.index[cls][k] = self.n_elements
-        self.buf_pos[cls][k] = old + sep
-        self.count[cls] = k + 1
+    cdef int _emit(self, const char* p, Py_ssize_t start, Py_ssize_t end, int cls) noexcept nogil:
+        cdef Growable* b = &self.bufs[cls]
+        cdef int64_t m[3]
+        if _reserve(b, end - start + 1) < 0:
+            return -1
+        if self.count[cls] > 0:
+            b.data[b.len] = 44  # ','
+            b.len += 1
+        m[0] = self.doc_base + start
+        m[1] = self.n_elements
+        m[2] = b.len
+        memcpy(b.data + b.len, p + start, end - start)
+        b.len += end - start
+        if _append(&self.meta[cls], m, sizeof(m)) < 0:
+            return -1
+        self.count[cls] += 1
         self.n_elements += 1
         return 0
 
+    cdef int _skel_add(self, const char* p, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+        cdef int64_t m[2]
+        if end <= start:
+            return 0
+        m[0] = self.skel.len
+        m[1] = self.doc_base + start
+        if _append(&self.skel_map, m, sizeof(m)) < 0:
+            return -1
+        return _append(&self.skel, p + start, end - start)
+
     def take(self, int cls):
         """(buffer as a JSON array, document offsets, element indices, buffer offsets); resets."""
-        cdef Py_ssize_t k = self.count[cls]
-        b = self.bufs[cls]
-        b += b"]"
+        cdef Growable* b = &self.bufs[cls]
+        cdef Py_ssize_t k = self.count[cls], j
+        out = PyBytes_FromStringAndSize(NULL, b.len + 1)
+        cdef char* o = PyBytes_AS_STRING(out)
+        memcpy(o, b.data, b.len)
+        o[b.len] = 93  # ']'
         doc = np.empty(k, dtype=np.int64)
         idx = np.empty(k, dtype=np.int64)
         pos = np.empty(k, dtype=np.int64)
         cdef int64_t[::1] d = doc
         cdef int64_t[::1] ix = idx
         cdef int64_t[::1] ps = pos
-        cdef Py_ssize_t j
+        cdef int64_t* m = <int64_t*>self.meta[cls].data
         for j in range(k):
-            d[j] = self.doc_start[cls][j]
-            ix[j] = self.index[cls][j]
-            ps[j] = self.buf_pos[cls][j]
-        self.bufs[cls] = bytearray(b"[")
+            d[j] = m[3 * j]
+            ix[j] = m[3 * j + 1]
+            ps[j] = m[3 * j + 2]
+        b.len = 1
+        self.meta[cls].len = 0
         self.count[cls] = 0
-        return b, doc, idx, pos
+        return out, doc, idx, pos
 
     def pending(self, int cls):
         """Number of elements waiting in a class buffer."""
         return self.count[cls]
 
-    def pending_bytes(self, int cls):
-        return PyByteArray_GET_SIZE(self.bufs[cls])
+    def feed(self, bytes buf, bint final):
+        """Scan ``buf`` (without the GIL); returns how many leading bytes were consumed
+        (the rest is an incomplete element to pass again, followed by more data)."""
+        cdef const char* p = PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t n = len(buf), used
+        with nogil:
+            used = self._scan(p, n, final)
+        if used < 0:
+            raise SplitError(self._message(), self.err_offset)
+        return used
 
-    def feed(self, buf, bint final):
-        """Scan ``buf``; returns how many leading bytes were consumed (the rest is an
-        incomplete element to pass again, followed by more data)."""
-        cdef Py_buffer view
-        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-        try:
-            return self._feed(<const char*>view.buf, view.len, final)
-        finally:
-            PyBuffer_Release(&view)
+    cdef str _message(self):
+        e = self.err
+        if e == E_NOMEM:
+            return "out of memory"
+        if e == E_NOT_OBJECT:
+            return "not a JSON object (a Kineto trace is an object with traceEvents)"
+        if e == E_TE_NOT_ARRAY:
+            return "traceEvents is not an array"
+        if e == E_TE_TWICE:
+            return "more than one traceEvents array"
+        if e == E_MISSING_COMMA:
+            return f"missing ',' between traceEvents[{self.n_elements - 1}] and the next event"
+        if e == E_BAD_COMMA:
+            return "unexpected ',' in traceEvents"
+        if e == E_TRAILING_COMMA:
+            return "trailing ',' at the end of traceEvents"
+        if e == E_ELEM_NOT_OBJECT:
+            return f"traceEvents[{self.n_elements}] is not a JSON object"
+        if e == E_AFTER:
+            return "data after the end of the JSON document"
+        if e == E_TRUNC_ELEM:
+            return f"the document ends inside traceEvents[{self.n_elements}] (truncated?)"
+        return "the document ends before its JSON object is closed (truncated?)"
 
-    cdef Py_ssize_t _feed(self, const char* p, Py_ssize_t n, bint final) except -1:
+    cdef Py_ssize_t _fail(self, int code, Py_ssize_t at) noexcept nogil:
+        self.err = code
+        self.err_offset = self.doc_base + at
+        return -1
+
+    cdef Py_ssize_t _scan(self, const char* p, Py_ssize_t n, bint final) noexcept nogil:
         cdef Py_ssize_t i = 0, skel_from = 0, elem_start = 0, j, cat_s = -1, cat_e = -1
         cdef char c
         cdef bint incomplete = False
@@ -324,39 +450,35 @@ cdef class Splitter:
                     pass
                 elif c == b'{':
                     if self.arr_state == A_ELEM:
-                        raise SplitError(
-                            f"missing ',' between traceEvents[{self.n_elements - 1}] and the "
-                            "next event", self.doc_base + i)
+                        return self._fail(E_MISSING_COMMA, i)
                     elem_start = i
                     j = _elem_end(p, i, n, &cat_s, &cat_e)
                     if j < 0:
                         incomplete = True
                         break
                     if cat_s < 0:
-                        cls = CLASS_NOCAT
+                        cls = C_NOCAT
                     else:
                         cls = self._classify(p + cat_s, cat_e - cat_s)
-                        if cls == CLASS_OTHER:
+                        if cls == C_OTHER:
                             self._count_other(p + cat_s, cat_e - cat_s)
-                    self._emit(p, elem_start, j, cls)
+                    if self._emit(p, elem_start, j, cls) < 0:
+                        return self._fail(E_NOMEM, i)
                     self.arr_state = A_ELEM
                     i = j
                     continue
                 elif c == b',':
                     if self.arr_state != A_ELEM:
-                        raise SplitError("unexpected ',' in traceEvents", self.doc_base + i)
+                        return self._fail(E_BAD_COMMA, i)
                     self.arr_state = A_COMMA
                 elif c == b']':
                     if self.arr_state == A_COMMA:
-                        raise SplitError("trailing ',' at the end of traceEvents",
-                                         self.doc_base + i)
+                        return self._fail(E_TRAILING_COMMA, i)
                     self.mode = M_ROOT
                     self.depth = 1
                     skel_from = i
                 else:
-                    raise SplitError(
-                        f"traceEvents[{self.n_elements}] is not a JSON object",
-                        self.doc_base + i)
+                    return self._fail(E_ELEM_NOT_OBJECT, i)
                 i += 1
                 continue
             elif self.mode == M_ROOT:
@@ -380,11 +502,12 @@ cdef class Splitter:
                 elif self.pending_te:
                     self.pending_te = False
                     if c != b'[':
-                        raise SplitError("traceEvents is not an array", self.doc_base + i)
+                        return self._fail(E_TE_NOT_ARRAY, i)
                     if self.seen_te:
-                        raise SplitError("more than one traceEvents array", self.doc_base + i)
+                        return self._fail(E_TE_TWICE, i)
                     self.seen_te = True
-                    self._skel(p, skel_from, i + 1)
+                    if self._skel_add(p, skel_from, i + 1) < 0:
+                        return self._fail(E_NOMEM, i)
                     self.mode = M_ARRAY
                     self.arr_state = A_OPEN
                     self.depth = 2
@@ -414,38 +537,25 @@ cdef class Splitter:
                     self.depth = 1
                     self.expect_key = True
                 elif not (c == b' ' or c == b'\n' or c == b'\r' or c == b'\t'):
-                    raise SplitError("not a JSON object (a Kineto trace is an object with "
-                                     "traceEvents)", self.doc_base + i)
+                    return self._fail(E_NOT_OBJECT, i)
                 i += 1
                 continue
             else:  # M_AFTER
                 if not (c == b' ' or c == b'\n' or c == b'\r' or c == b'\t'):
-                    raise SplitError("data after the end of the JSON document",
-                                     self.doc_base + i)
+                    return self._fail(E_AFTER, i)
                 i += 1
                 continue
         # end of buffer
         if incomplete:
             if final:
-                raise SplitError(
-                    f"the document ends inside traceEvents[{self.n_elements}] (truncated?)",
-                    self.doc_base + elem_start)
+                return self._fail(E_TRUNC_ELEM, elem_start)
             consumed = elem_start
         else:
             if self.mode != M_ARRAY:
-                self._skel(p, skel_from, n)
+                if self._skel_add(p, skel_from, n) < 0:
+                    return self._fail(E_NOMEM, n)
             consumed = n
             if final and self.mode != M_AFTER:
-                raise SplitError("the document ends before its JSON object is closed "
-                                 "(truncated?)", self.doc_base + n)
+                return self._fail(E_TRUNC_DOC, n)
         self.doc_base += consumed
         return consumed
-
-    cdef int _skel(self, const char* p, Py_ssize_t start, Py_ssize_t end) except -1:
-        if end <= start:
-            return 0
-        cdef Py_ssize_t old = PyByteArray_GET_SIZE(self.skeleton)
-        self.skeleton_map.append((old, self.doc_base + start))
-        PyByteArray_Resize(self.skeleton, old + end - start)
-        memcpy(PyByteArray_AS_STRING(self.skeleton) + old, p + start, end - start)
-        return 0

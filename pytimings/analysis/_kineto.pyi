@@ -13,15 +13,16 @@ class RowError(ValueError):
 def exact_ns_fast(ts: bytes, dur: bytes | None) -> tuple[int, int] | None: ...
 def event_rows(
     evs: list[Any],
-    cat_codes: dict[str, int],
+    cat: int,
     ids: dict[str, int],
     strings: list[str],
     keys: dict[Any, int],
     exact: Callable[[bytes, bytes | None], tuple[int, int]],
-) -> tuple[dict[str, npt.NDArray[Any]], dict[tuple[str, str], int]]: ...
+    index: npt.NDArray[np.int64],
+) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...
 def flow_rows(
     evs: list[Any], keys: dict[Any, int], exact: Callable[[bytes, bytes | None], tuple[int, int]]
-) -> tuple[dict[str, npt.NDArray[Any]], dict[tuple[str, str], int]]: ...
+) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...
 def nesting_depth(
     group: npt.NDArray[np.int64], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int16]: ...

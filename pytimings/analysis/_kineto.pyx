@@ -12,6 +12,7 @@ fallback given by the caller.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 from libc.stdint cimport int64_t
 
 import numpy as np
@@ -186,10 +187,12 @@ cdef inline int _intern(object s, dict ids, list strings) except -1:
     return i
 
 
-def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, object exact):
-    """Columns of complete ('X') events: GPU ops, API calls or ranges (one class per call).
+def event_rows(list evs, int cat, dict ids, list strings, dict keys, object exact,
+               const int64_t[::1] index):
+    """Columns of complete ('X') events of one category (code ``cat``): GPU ops, API calls
+    or ranges. ``index``: each event's position in traceEvents (kept as a column).
 
-    Returns (columns dict, {(cat, ph): count} of events that are not 'X').
+    Returns (columns dict, {ph: count} of events that are not 'X').
     """
     cdef Py_ssize_t n = len(evs), i, k = 0
     st = np.empty(n, dtype=np.int64)
@@ -202,17 +205,18 @@ def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, obje
     dv = np.empty(n, dtype=np.int64)
     sm = np.empty(n, dtype=np.int64)
     nb = np.empty(n, dtype=np.int64)
+    ix = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] vst = st, ven = en, vpd = pd, vtd = td, vco = co, vdv = dv, vsm = sm
-    cdef int64_t[::1] vnb = nb
+    cdef int64_t[::1] vnb = nb, vix = ix
     cdef int[::1] vnm = nm
     cdef signed char[::1] vcc = cc
     cdef int64_t s0 = 0, e0 = 0
     skipped = {}
     for i in range(n):
         ev = evs[i]
-        if ev.ph != "X":
-            key = (ev.cat, ev.ph)
-            skipped[key] = skipped.get(key, 0) + 1
+        ph = ev.ph
+        if not (PyUnicode_GET_LENGTH(ph) == 1 and PyUnicode_READ_CHAR(ph, 0) == 88):  # X
+            skipped[ph] = skipped.get(ph, 0) + 1
             continue
         _times(ev.ts, ev.dur, exact, &s0, &e0, i)
         if e0 < s0:
@@ -220,7 +224,7 @@ def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, obje
         vst[k] = s0
         ven[k] = e0
         vnm[k] = _intern(ev.name, ids, strings)
-        vcc[k] = cat_codes[ev.cat]
+        vcc[k] = cat
         vpd[k] = _key(ev.pid, keys)
         vtd[k] = _key(ev.tid, keys)
         a = ev.args
@@ -231,15 +235,18 @@ def event_rows(list evs, dict cat_codes, dict ids, list strings, dict keys, obje
             vdv[k] = _opt(a.device)
             vsm[k] = _opt(a.stream)
             vnb[k] = _opt(a.bytes) if a.bytes is not None else _opt(a.size)
+        vix[k] = index[i]
         k += 1
     cols = {"start": st[:k], "end": en[:k], "name": nm[:k], "cat": cc[:k], "pid": pd[:k],
             "tid": td[:k], "correlation": co[:k], "device": dv[:k], "stream": sm[:k],
-            "bytes": nb[:k]}
+            "bytes": nb[:k], "index": ix[:k]}
     return cols, skipped
 
 
 def flow_rows(list evs, dict keys, object exact):
-    """Columns of flow events: phase (0 start 's', 1 end 'f'), id, pid, tid, ts ns."""
+    """Columns of flow events: phase (0 start 's', 1 end 'f'), id, pid, tid, ts ns.
+
+    Returns (columns dict, {ph: count} of other phases)."""
     cdef Py_ssize_t n = len(evs), i, k = 0
     ph = np.empty(n, dtype=np.int8)
     fid = np.empty(n, dtype=np.int64)
@@ -258,8 +265,7 @@ def flow_rows(list evs, dict keys, object exact):
         elif p == "f":
             vph[k] = 1
         else:
-            key = (ev.cat, p)
-            skipped[key] = skipped.get(key, 0) + 1
+            skipped[p] = skipped.get(p, 0) + 1
             continue
         _times(ev.ts, None, exact, &s0, &e0, i)
         vts[k] = s0

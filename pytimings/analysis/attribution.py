@@ -525,6 +525,7 @@ class Attribution:
         out = []
         for i in order:
             row = self._row(int(i))
+            row["row"] = int(i)  # in .windows
             row["dominant"] = self.dominant(int(i))
             row["dominant_ns"] = row[f"{row['dominant']}_ns"]
             out.append(row)

@@ -173,9 +173,17 @@ def render(a: Attribution, paths: list[str]) -> str:
         out += _table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
     slow = a.slowest(5)
     t0 = int(w["start_ns"].min()) if len(w) else 0
+    payload = a.trace.ranges["payload"]
+
+    def label(s: dict[str, Any]) -> str:
+        rr = int(a.window_range_rows[s["row"]])
+        if rr >= 0 and not np.isnan(payload[rr]):
+            return f"{s['name']} (payload {payload[rr]:g})"
+        return str(s["name"])
+
     rows = [
         [
-            str(s["name"]),
+            label(s),
             f"{(s['start_ns'] - t0) / 1e6:.3f} ms",
             str(s["rank"]),
             str(s["device"]),
@@ -186,7 +194,7 @@ def render(a: Attribution, paths: list[str]) -> str:
     ]
     out += ["", "Slowest windows"]
     out += _table(
-        ["window", "starts at", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
+        ["window", "starts (from 1st)", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
     )
     lat: dict[str, Any] = a.launch_latency.summary()
     out += ["", "Launch latency (op start - launch call start)"]

@@ -140,41 +140,32 @@ def _hardware(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- scheduling
 
 
-def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, Any]:
-    """What ``thread`` was doing during the set ``[us, ue)``: time inside each CUDA API
-    call name, outside any, and the ranges covering it (name -> share, with depth)."""
+def _host_activity(a: Attribution, parts: Sequence[tuple[int, I64, I64]]) -> dict[str, Any]:
+    """What each launching thread was doing during its intervals (``parts``: thread and a
+    set ``[us, ue)``), summed: time inside each CUDA API call name (and calls met), inside
+    any call, and the ranges covering it (name -> share, depth, payloads)."""
     tr = a.trace
-    total = int((ue - us).sum())
-    api = tr.api_calls
-    rows = np.flatnonzero(api["thread"] == thread)
-    calls: dict[str, int] = {}
-    call_counts: dict[str, int] = {}
-    in_api = 0
-    if rows.size and total:
+    api, rg = tr.api_calls, tr.ranges
+    total = in_api = 0
+    by_name, n_calls = Counter[str](), Counter[str]()
+    agg: dict[str, list[int]] = {}
+    payloads: dict[str, set[float]] = {}
+    for thread, us, ue in parts:
+        total += int((ue - us).sum())
+        rows = np.flatnonzero(api["thread"] == thread)
         ov = iv.overlap_lengths(api["start"][rows], api["end"][rows], us, ue)
-        hit = ov > 0
-        by_name = Counter[str]()
-        n_calls = Counter[str]()
-        for nid, v in zip(api["name"][rows][hit], ov[hit], strict=True):
+        rows, ov = rows[ov > 0], ov[ov > 0]
+        for nid, v in zip(api["name"][rows], ov, strict=True):
             by_name[tr.strings[nid]] += int(v)
             n_calls[tr.strings[nid]] += 1
-        top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-        calls = dict(top)
-        call_counts = {k: n_calls[k] for k, _ in top}
         # time inside at least one call (calls may nest): the union of calls met the set
-        order = np.argsort(api["start"][rows][hit], kind="stable")
-        cs, ce = iv.union(api["start"][rows][hit][order], api["end"][rows][hit][order])
+        order = np.argsort(api["start"][rows], kind="stable")
+        cs, ce = iv.union(api["start"][rows][order], api["end"][rows][order])
         xs, xe = iv.intersect(cs, ce, us, ue)
-        in_api = int((xe - xs).sum())
-    rg = tr.ranges
-    rrows = np.flatnonzero(rg["thread"] == thread)
-    ranges: list[dict[str, Any]] = []
-    if rrows.size and total:
-        ov = iv.overlap_lengths(
-            rg["start"][rrows], np.maximum(rg["end"][rrows], rg["start"][rrows]), us, ue
-        )
-        agg: dict[str, list[int]] = {}
-        payloads: dict[str, set[float]] = {}
+        in_api += int((xe - xs).sum())
+        rrows = np.flatnonzero(rg["thread"] == thread)
+        r_s = rg["start"][rrows]
+        ov = iv.overlap_lengths(r_s, np.maximum(rg["end"][rrows], r_s), us, ue)
         for nid, depth, pay, v in zip(
             rg["name"][rrows], rg["depth"][rrows], rg["payload"][rrows], ov, strict=True
         ):
@@ -185,15 +176,21 @@ def _host_activity(a: Attribution, thread: int, us: I64, ue: I64) -> dict[str, A
                 e[1] = max(e[1], int(depth))
                 if not np.isnan(pay):
                     payloads.setdefault(name, set()).add(float(pay))
-        ranges = [
-            {"name": n, "share": v / total, "depth": dp, "payloads": sorted(payloads.get(n, ()))}
-            for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
-        ]
+    top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    ranges = [
+        {
+            "name": n,
+            "share": v / max(1, total),
+            "depth": dp,
+            "payloads": sorted(payloads.get(n, ())),
+        }
+        for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
+    ]
     return {
         "total_ns": total,
         "in_api_ns": in_api,
-        "api_calls_ns": calls,
-        "api_calls": call_counts,
+        "api_calls_ns": dict(top),
+        "api_calls": {k: n_calls[k] for k, _ in top},
         "ranges": ranges[:6],
     }
 
@@ -255,31 +252,47 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
 
         v = hb[rows]
         threads = a.launches.thread[g.op[rows]]
-        counts = Counter(threads.tolist())
-        thread = min(counts, key=lambda t: (-counts[t], t))  # most gaps, then lowest row
-        mine = rows[threads == thread]
-        order = np.argsort(g.g0[mine], kind="stable")
-        us, ue = iv.union(g.g0[mine][order], g.host_bound_end[mine][order])
-        act = _host_activity(a, int(thread), us, ue)
+        parts = []
+        for t in np.unique(threads):
+            mine = rows[threads == t]
+            order = np.argsort(g.g0[mine], kind="stable")
+            parts.append((int(t), *iv.union(g.g0[mine][order], g.host_bound_end[mine][order])))
+        act = _host_activity(a, parts)
         inside = _inside(act["ranges"])
         kname = tr.strings[nid]
         what = "kernel" if int(ops["kind"][g.op[rows[0]]]) == OpKind.KERNEL else "op"
         at_start = (
             bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
         )
-        # which windows (ordinals among windows of that device, in start order)
+        # which windows: ordinals among the windows of the device, in start order, when
+        # the gaps are on one device; else a count of window entries
         wrows = np.unique(g.window_row[rows])
         where = ""
         if a.by is not None:
-            dev_rank = (w["device"][wrows[0]], w["rank"][wrows[0]])
-            same = np.flatnonzero((w["device"] == dev_rank[0]) & (w["rank"] == dev_rank[1]))
-            ordinal = {int(x): i for i, x in enumerate(same)}
-            hit = [ordinal[int(x)] for x in wrows if int(x) in ordinal]
-            where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+            keys = {(int(w["rank"][x]), int(w["device"][x])) for x in wrows}
+            if len(keys) == 1:
+                r, d = keys.pop()
+                same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+                ordinal = {int(x): i for i, x in enumerate(same)}
+                hit = [ordinal[int(x)] for x in wrows]
+                where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+            else:
+                where = (
+                    f" in {wrows.size} of {len(w)} {a.by} window entries "
+                    f"on {len(keys)} (rank, device) pairs"
+                )
         tot = act["total_ns"] or 1
-        doing = f"thread '{_thread_name(a, int(thread))}'"
+        thread_names = sorted({_thread_name(a, p[0]) for p in parts})
+        shown = ", ".join(repr(n) for n in thread_names[:3])
+        doing = (
+            f"thread '{thread_names[0]}'"
+            if len(parts) == 1
+            else f"the {len(parts)} launching threads ({shown}"
+            + (", ..." if len(thread_names) > 3 else "")
+            + ")"
+        )
         if inside:
-            doing += f" is inside range '{inside[-1]}'"
+            doing += f" {'is' if len(parts) == 1 else 'are'} inside range '{inside[-1]}'"
             pay = next(r["payloads"] for r in act["ranges"] if r["name"] == inside[-1])
             if len(pay) == 1:
                 doing += f" with payload {pay[0]:g} each time"
@@ -290,7 +303,8 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
             for n, t in act["api_calls_ns"].items()
         )
         doing += (
-            f"; it spends {pct(act['in_api_ns'] / tot)} of that time inside CUDA API calls"
+            f"; {'it spends' if len(parts) == 1 else 'they spend'} "
+            f"{pct(act['in_api_ns'] / tot)} of that time inside CUDA API calls"
             + (f" ({api_txt})" if api_txt else "")
             + f" and {pct(1 - act['in_api_ns'] / tot)} outside them"
         )
@@ -312,7 +326,7 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
                     "p90_ns": float(np.percentile(v, 90)),
                     "total_ns": int(v.sum()),
                     "share_of_host_bound": int(v.sum()) / max(1, total_hb),
-                    "thread": _thread_name(a, int(thread)),
+                    "threads": thread_names,
                     "inside_ranges": inside,
                     "host_activity": act,
                     "window_rows": wrows.tolist(),
@@ -362,31 +376,41 @@ def _kernels(a: Attribution) -> list[Finding]:
     ]
 
 
+def _per_window(a: Attribution, rows: I64) -> list[I64]:
+    """For each window entry, the given gpu_ops rows on its (rank, device) that start in
+    it: one sort per device and two binary searches per window."""
+    ops, w = a.trace.gpu_ops, a.windows
+    out: list[I64] = [rows[:0]] * len(w)
+    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
+        mine = rows[(ops["rank"][rows] == r) & (ops["device"][rows] == d)]
+        mine = mine[np.argsort(ops["start"][mine], kind="stable")]
+        st = ops["start"][mine]
+        for i in np.flatnonzero((w["rank"] == r) & (w["device"] == d)):
+            lo, hi = np.searchsorted(st, [w["start_ns"][i], w["end_ns"][i]])
+            out[i] = mine[lo:hi]
+    return out
+
+
 def _graphs(a: Attribution) -> list[Finding]:
     """Windows that repeat the same kernels without CUDA graphs."""
     w = a.windows
     if a.by is None or len(w) < 3:
         return []
     ops = a.trace.gpu_ops
-    sigs: list[tuple[int, ...]] = []
+    sigs: list[bytes] = []  # the sorted kernel names of a window
     launched_graph = 0
-    lo = 0
-    for i in range(len(w)):
-        m = np.flatnonzero(
-            (ops["device"] == w["device"][i])
-            & (ops["rank"] == w["rank"][i])
-            & (ops["start"] >= w["start_ns"][i])
-            & (ops["start"] < w["end_ns"][i])
-            & (ops["kind"] == OpKind.KERNEL)
-        )
-        sigs.append(tuple(sorted(ops["name"][m].tolist())))
+    for m in _per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
+        sigs.append(np.sort(ops["name"][m]).tobytes())
         launched_graph += int(np.sum(ops["graph"][m] >= 0))
-        lo += int(w["launch_overhead_ns"][i])
-    sig, n = Counter(sigs).most_common(1)[0]
-    if n < 3 or n < len(w) / 2 or launched_graph or not sig:
+    lo = int(w["launch_overhead_ns"].sum())
+    counts = Counter(sigs)
+    sig = min(counts, key=lambda s: (-counts[s], s))
+    n = counts[sig]
+    kernels = len(sig) // np.dtype(np.int32).itemsize
+    if n < 3 or n < len(w) / 2 or launched_graph or not kernels:
         return []
     title = (
-        f"{n} of {len(w)} {a.by} windows launch the same {len(sig)} kernels, "
+        f"{n} of {len(w)} {a.by} windows launch the same {kernels} kernels, "
         f"none from a CUDA graph; "
         f"the GPU spends {ms(lo / len(w))} per window in launch_overhead"
     )
@@ -395,7 +419,7 @@ def _graphs(a: Attribution) -> list[Finding]:
             "kernel",
             title,
             lo,
-            {"repeating_windows": n, "kernels_per_window": len(sig), "launch_overhead_ns": lo},
+            {"repeating_windows": n, "kernels_per_window": kernels, "launch_overhead_ns": lo},
         )
     ]
 
@@ -445,13 +469,7 @@ def _memory(a: Attribution) -> list[Finding]:
         if hd.size:
             hit = 0
             d = 0
-            for i in range(len(w)):
-                m = hd[
-                    (ops["device"][hd] == w["device"][i])
-                    & (ops["rank"][hd] == w["rank"][i])
-                    & (ops["start"][hd] >= w["start_ns"][i])
-                    & (ops["start"][hd] < w["end_ns"][i])
-                ]
+            for m in _per_window(a, hd):
                 hit += int(m.size)
                 d += int((ops["end"][m] - ops["start"][m]).sum())
             if hit:

@@ -18,8 +18,10 @@ files at the same paths, e.g. on a shared file system).
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -171,7 +173,9 @@ def _run_local(
                 out.append(analyze_file(f, i, by, devices))
                 bar.advance()
             return out
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        # forkserver, as load() does: a clean child, not a fork of a parent with Arrow threads
+        ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             out = []
             for r in pool.map(analyze_file, files, range(len(files)), repeat(by), repeat(devices)):
                 out.append(r)

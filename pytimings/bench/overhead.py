@@ -193,8 +193,8 @@ def measure(iterations: int = 200_000, repeats: int = 7, budget_s: float = 0.12)
             row.note = str(skip)
             continue
         timer = timeit.Timer(b.stmt, b.init, globals=b.ns)
-        probe = min(iterations, 1000)
-        per_op = max(timer.timeit(probe) / probe, 1e-9)  # also warms the row up
+        probe = min(iterations, 1000)  # the best of 3 short loops (also warms the row up)
+        per_op = max(min(timer.repeat(3, probe)) / probe, 1e-9)
         b.between()
         n = max(min(iterations, int(budget_s / per_op)), min(iterations, 1000))
         timers[row.key] = (timer, b.between, n)

@@ -5,7 +5,9 @@ its name: Nsight Systems SQLite exports, Nsight Systems reports (``.nsys-rep``/`
 exported to SQLite with ``nsys`` when it is installed), PyTorch-profiler (Kineto) JSON,
 plain or gzipped, and pytimings recordings (Arrow IPC).
 
-Several files load in parallel processes into one Trace with a ``rank`` column. A file's
+Several files load in parallel processes (``workers``, default one per file up to the
+number of cores; in-process when the files total under 32 MiB) into one Trace with a
+``rank`` column. A file's
 rank is, in order of precedence: the ``ranks`` argument; the rank the trace itself records
 (Kineto ``distributedInfo``; loaders put it in ``meta['rank']``); a ``rankN``, ``rank-N`` or
 ``rank_N`` in the file name; the file's position among the files given (sorted by name
@@ -15,6 +17,7 @@ within a directory). Two files with the same rank are an error.
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import re
 import shutil
@@ -40,6 +43,7 @@ ARROW_MAGIC = b"ARROW1"
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _HEAD_BYTES = 1 << 16
+_PARALLEL_MIN_BYTES = 32 << 20
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -52,7 +56,12 @@ def load(
     files = _expand(paths)
     if ranks is not None and len(ranks) != len(files):
         raise UsageError(f"ranks: {len(ranks)} given for {len(files)} trace files")
-    n_workers = min(len(files), os.cpu_count() or 1) if workers is None else workers
+    if workers is None:
+        # starting worker processes (~0.5 s) costs more than loading small files in-process
+        small = sum(os.path.getsize(f) for f in files) < _PARALLEL_MIN_BYTES
+        n_workers = 1 if small else min(len(files), os.cpu_count() or 1)
+    else:
+        n_workers = workers
     if n_workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
     what = Path(files[0]).name if len(files) == 1 else f"{len(files)} trace files"
@@ -63,7 +72,9 @@ def load(
                 traces.append(load_file(f))
                 bar.advance()
         else:
-            with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            # forkserver: a clean child, not a fork of a parent that may hold Arrow/ADBC threads
+            ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
                 traces = []
                 for tr in pool.map(load_file, files):
                     traces.append(tr)

@@ -49,4 +49,6 @@ def nesting_depth(
     after = np.minimum(zcount, block_end - q - 1)
     # a zero-length range counted itself among the ranges ended by its start
     depth: npt.NDArray[np.int64] = (q - group_start) - ended + after + (s == e)
+    if int(depth.max()) > np.iinfo(np.int16).max:
+        raise ValueError(f"ranges nest {int(depth.max())} deep; the model holds depths < 32768")
     return depth.astype(np.int16)

@@ -2,35 +2,46 @@
 
 Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.md):
 
-* The file is decompressed in a stream (``isal``'s igzip, 2-3x faster than zlib) in 1 MiB
-  pieces; nothing holds the whole document. Decoding it at once with msgspec would hold the
-  JSON text plus every event object (about 2x the JSON size), breaking the memory budget.
-* ``pytimings.analysis._jsonscan.Splitter`` (Cython) cuts the ``traceEvents`` array into
-  complete elements and sorts them by ``cat`` into per-class buffers; the rest of the
-  document (the skeleton: deviceProperties, distributedInfo, displayTimeUnit, ...) is kept.
+* Streaming, bounded memory: the file is decompressed in 1 MiB pieces (``isal``'s igzip,
+  2-3x faster than zlib). Decoding the whole document at once with msgspec held the JSON text
+  plus every event object (peak ~4.4x the JSON size on df_index_resolver, 237 MB), far over
+  the memory budget; streaming peaks at ~1x the JSON size, most of it the interpreter,
+  numpy and msgspec (34 MB before the first byte is read).
+* ``pytimings.analysis._jsonscan.Splitter`` (Cython, without the GIL) cuts the
+  ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
+  buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
+  displayTimeUnit, ...) is kept. It runs in a reader thread, one piece ahead of the decoder.
 * msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
-  C; ``ts``/``dur`` are kept as their JSON text, ``msgspec.Raw``, for exact ns). Events that
-  the model has no table for (cpu_op, python_function, instant events, ...) are only
-  validated (decoded into an empty Struct) and counted in ``Trace.dropped``; building
-  objects for them was most of the cost of a whole-document decode.
+  C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Events the model
+  has no table for (cpu_op, python_function, instant events, ...) and flows are only
+  validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
+  objects for them was most of the cost of a whole-document typed decode (on
+  df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
+  UTF-8 is checked separately because msgspec does not check the values it skips.
 * ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
-  integer-ns times; linking, thread rows and nesting depth are vectorised numpy.
+  integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
 Time units: Kineto writes ``ts`` and ``dur`` in microseconds whatever ``displayTimeUnit``
 says: "ms" (or absent) marks microsecond precision, "ns" nanosecond precision (three
 decimals; see ``hta/ns_resolution_trace``: its 1-second capture window only fits
 microseconds). Both become ``start_ns = round(ts * 1000)`` and
-``end_ns = round((ts + dur) * 1000)``, computed exactly from the decimal text.
-``baseTimeNanoseconds`` (added by Kineto to turn ``ts`` into Unix time) is kept in
+``end_ns = round((ts + dur) * 1000)``, computed exactly from the decimal text (ties to
+even). ``baseTimeNanoseconds`` (added by Kineto to turn ``ts`` into Unix time) is kept in
 ``meta["base_time_ns"]``; times stay on the trace's own timeline, like nsys times.
 
-Links: a GPU op's ``correlation`` comes from its args, else from the ``ac2g`` flow ending on
-it; an API call's from its args, else from the flow starting on it. Flows that name a
-different id than args are counted in ``meta["flow_mismatches"]``. A GPU op's ``pid`` is the
-host process of its launching call (Kineto puts GPU rows under pid = device). Several GPU ops
-may share a correlation only when launched by one CUDA/HIP graph launch; they get
-``graph`` = that launch's correlation id (Kineto records no graph id). Any other repeated
+Links: a GPU op's ``correlation`` comes from its args; only if some op or call lacks one is
+the file read a second time for its ``ac2g`` flows, which then complete the links (flows
+whose id disagrees with args are counted in ``meta["flow_mismatches"]``). A GPU op's ``pid``
+is the host process of its launching call (Kineto puts GPU rows under pid = device). Several
+GPU ops may share a correlation only when launched by one CUDA/HIP graph launch (they get
+``graph`` = that launch's correlation id; Kineto records no graph id) or when the launch
+predates the capture window (``meta["ops_without_launch"]``). Any other repeated
 correlation id is an error, as is a negative duration or an unknown ``displayTimeUnit``.
+
+GPU-side annotation ranges (``gpu_user_annotation``) keep their device; the ranges table
+has no stream column, so their stream is only used for their nesting depth.
+CPU-only traces load their host annotations (and API calls, if any); a trace with nothing
+the model holds is an error rather than an empty result.
 """
 
 from __future__ import annotations
@@ -38,8 +49,10 @@ from __future__ import annotations
 import codecs
 import decimal
 import os
+import queue
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import msgspec
@@ -84,8 +97,7 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
+    ph: str = ""  # no "cat": the splitter has put each category in its own buffer
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
@@ -111,28 +123,37 @@ class _Meta(msgspec.Struct, gc=False):
     args: dict[str, Any] | None = None
 
 
+# (class, JSON array of its elements, document offsets, element indices, buffer offsets)
+_Piece = tuple[int, bytes, "I64", "I64", "I64"]
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
+# category -> code; the splitter's classes 0-7 are these categories, one each
+CAT_CODES: dict[str, int] = {
+    "kernel": _jsonscan.CLASS_KERNEL,
+    "gpu_memcpy": _jsonscan.CLASS_MEMCPY,
+    "gpu_memset": _jsonscan.CLASS_MEMSET,
+    "cuda_runtime": _jsonscan.CLASS_RUNTIME,
+    "cuda_driver": _jsonscan.CLASS_DRIVER,
+    "cuda_sync": _jsonscan.CLASS_SYNC,
+    "user_annotation": _jsonscan.CLASS_ANNOTATION,
+    "gpu_user_annotation": _jsonscan.CLASS_GPU_ANNOTATION,
+}
+_CAT_NAMES = {code: name for name, code in CAT_CODES.items()}
+# the table each category's rows go to
+_GROUP = {
+    **dict.fromkeys(("kernel", "gpu_memcpy", "gpu_memset"), "gpu"),
+    **dict.fromkeys(("cuda_runtime", "cuda_driver", "cuda_sync"), "api"),
+    **dict.fromkeys(("user_annotation", "gpu_user_annotation"), "ranges"),
+}
+_GROUP_OF = {CAT_CODES[c]: g for c, g in _GROUP.items()}
+_EVENT_DECODER = msgspec.json.Decoder(list[_Event])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
-    _jsonscan.CLASS_GPU: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_API: msgspec.json.Decoder(list[_Event]),
-    _jsonscan.CLASS_RANGE: msgspec.json.Decoder(list[_Event]),
+    **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
     # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
     _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
     _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
 }
 
-# cat -> code used in the row arrays
-CAT_CODES: dict[str, int] = {
-    "kernel": 0, "Kernel": 0,
-    "gpu_memcpy": 1, "Memcpy": 1,
-    "gpu_memset": 2, "Memset": 2,
-    "cuda_runtime": 3, "Runtime": 3,
-    "cuda_driver": 4,
-    "cuda_sync": 5,
-    "user_annotation": 6,
-    "gpu_user_annotation": 7,
-}  # fmt: skip
 _OP_KIND = np.array([OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET], dtype=np.int8)
 _GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 
@@ -199,13 +220,13 @@ class _Loader:
         self.ids: dict[str, int] = {"": 0}
         self.strings: list[str] = [""]
         self.keys: dict[Any, int] = {}
-        self.rows: dict[int, list[dict[str, npt.NDArray[Any]]]] = {
-            c: [] for c in (_jsonscan.CLASS_GPU, _jsonscan.CLASS_API, _jsonscan.CLASS_RANGE)
+        self.rows: dict[str, list[dict[str, npt.NDArray[Any]]]] = {
+            g: [] for g in ("gpu", "api", "ranges")
         }
         self.flows: list[dict[str, npt.NDArray[Any]]] = []
         self.meta_events: list[_Meta] = []
         self.dropped: dict[str, int] = {}
-        self.counts = {c: 0 for c in range(6)}
+        self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
         self.ops_without_launch = 0
 
     def fail(self, problem: str) -> TraceFormatError:
@@ -214,7 +235,60 @@ class _Loader:
     # ---- reading --------------------------------------------------------------------
     def read(self, flows_only: bool = False) -> None:
         """One pass over the file. ``flows_only``: decode just the flow events (a second
-        pass, taken only when some GPU op or API call lacks args.correlation)."""
+        pass, taken only when some GPU op or API call lacks args.correlation).
+
+        A reader thread decompresses and splits (both without the GIL) while this thread
+        decodes the previous piece; the queue holds at most one piece (bounded memory).
+        """
+        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+        reader = threading.Thread(
+            target=self._produce,
+            args=(pieces, stop),
+            name="pytimings-kineto-reader",
+            daemon=True,
+        )
+        reader.start()
+        try:
+            while True:
+                item = pieces.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                for piece in item:
+                    if flows_only:
+                        if piece[0] == _jsonscan.CLASS_FLOW:
+                            self._convert(piece[0], _FLOW_DECODER.decode(piece[1]), *piece[2:4])
+                    else:
+                        self._decode(*piece)
+        finally:
+            stop.set()
+            reader.join()
+
+    def _produce(
+        self, out: queue.Queue[list[_Piece] | BaseException | None], stop: threading.Event
+    ) -> None:
+        """Reader thread: pieces of class buffers, then None; or the error."""
+
+        def put(item: list[_Piece] | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            for piece in self._split():
+                if not put(piece):
+                    return
+            put(None)
+        except Exception as e:  # any failure is handed to the reading thread
+            put(e)
+
+    def _split(self) -> Iterator[list[_Piece]]:
         try:
             stream = _open(self.path)
         except OSError as e:
@@ -238,42 +312,26 @@ class _Loader:
                 except _jsonscan.SplitError as e:
                     raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
                 carry = buf[used:]
-                if flows_only:
-                    self.drain_flows()
-                else:
-                    self.drain()
+                classes = range(_jsonscan.N_CLASS)
+                yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
                 if final:
-                    break
+                    return
 
-    def drain(self) -> None:
-        sp = self.splitter
-        for cls, dec in _DECODERS.items():
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, pos = sp.take(cls)
-            try:
-                # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
-                codecs.utf_8_decode(buf, "strict", True)
-            except UnicodeDecodeError as e:
-                raise self.fail(
-                    self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
-                ) from None
-            try:
-                evs = dec.decode(buf)
-            except msgspec.DecodeError as e:
-                raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
-            del buf
-            self.counts[cls] += len(doc)
-            self._convert(cls, evs, doc, idx)
-
-    def drain_flows(self) -> None:
-        sp = self.splitter
-        for cls in range(6):
-            if sp.pending(cls) == 0:
-                continue
-            buf, doc, idx, _pos = sp.take(cls)
-            if cls == _jsonscan.CLASS_FLOW:
-                self._convert(cls, _FLOW_DECODER.decode(buf), doc, idx)
+    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
+        try:
+            # msgspec does not check the UTF-8 of the values it skips; ASCII is ~5 GB/s
+            codecs.utf_8_decode(buf, "strict", True)
+        except UnicodeDecodeError as e:
+            raise self.fail(
+                self._decode_problem(f"not UTF-8 (byte {e.start})", doc, idx, pos)
+            ) from None
+        try:
+            evs = _DECODERS[cls].decode(buf)
+        except msgspec.DecodeError as e:
+            raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
+        del buf
+        self.counts[cls] += len(doc)
+        self._convert(cls, evs, doc, idx)
 
     def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
         m = _BYTE_OFFSET.search(msg)
@@ -291,13 +349,15 @@ class _Loader:
 
     def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
         try:
-            if cls in self.rows:
+            if cls in _GROUP_OF:
                 cols, skipped = _kineto.event_rows(
-                    evs, CAT_CODES, self.ids, self.strings, self.keys, _exact
+                    evs, cls, self.ids, self.strings, self.keys, _exact, idx
                 )
-                self.rows[cls].append(cols)
-                for (cat, ph), n in skipped.items():
-                    self._drop(f"{cat} events with ph={ph!r} (only complete 'X' events)", n)
+                self.rows[_GROUP_OF[cls]].append(cols)
+                for ph, n in skipped.items():
+                    self._drop(
+                        f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n
+                    )
             elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
                 fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
                 self.flows.append(fcols)
@@ -361,9 +421,11 @@ class _Loader:
 
         for name, n in sorted(self.splitter.counts_of_other().items()):
             self._drop(f"{name.decode('utf-8', 'replace')} events (not modelled)", n)
-        gpu = _concat(self.rows[_jsonscan.CLASS_GPU])
-        api = _concat(self.rows[_jsonscan.CLASS_API])
-        rng = _concat(self.rows[_jsonscan.CLASS_RANGE])
+        # rows in time order, ties in document order (the same however the file was cut)
+        gpu = _by_time(_concat(self.rows["gpu"]))
+        api = _by_time(_concat(self.rows["api"]))
+        rng = _by_time(_concat(self.rows["ranges"]))
+        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
@@ -383,7 +445,7 @@ class _Loader:
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
         api_calls = self._api_calls(api, thread_of, r)
-        ranges = self._ranges(rng, thread_of, r)
+        ranges = self._ranges(rng, thread_of, main_pid, r)
         devices = self._devices(doc.get("deviceProperties"), r)
 
         meta: dict[str, Any] = {
@@ -577,6 +639,7 @@ class _Loader:
         self,
         rng: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        main_pid: int,
         rank: int,
     ) -> Table:
         n = len(rng["start"])
@@ -606,7 +669,8 @@ class _Loader:
                 "category": np.zeros(n),
                 "depth": depth,
                 "payload": np.full(n, np.nan),
-                "pid": np.where(gpu_side, -1, rng["pid"]),
+                # GPU-side ranges sit on device rows; their process is the host's
+                "pid": np.where(gpu_side, main_pid, rng["pid"]),
                 "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],
@@ -675,6 +739,7 @@ _ROW_COLS = (
     "device",
     "stream",
     "bytes",
+    "index",
 )
 
 
@@ -685,6 +750,11 @@ def _concat(
         dt = {"name": np.int32, "cat": np.int8, "phase": np.int8}
         return {c: np.empty(0, dtype=dt.get(c, np.int64)) for c in cols}
     return {c: np.concatenate([p[c] for p in parts]) for c in cols}
+
+
+def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    order = np.lexsort((rows["index"], rows["start"]))
+    return {k: v[order] for k, v in rows.items()}
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:

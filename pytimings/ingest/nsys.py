@@ -26,7 +26,8 @@ Facts of nsys behaviour the loader relies on (each checked on the shared real ex
 - NVTX_EVENTS rows: eventType 59 push/pop range, 60 start/end range, 75 domain create
   (names ``domainId`` within a process), 33 category name (``category`` within a domain),
   34 mark (instant: counted, not a range), 39 thread name. A push/pop or start/end range
-  whose end is NULL was still open when the capture stopped: counted, not loaded.
+  whose end is NULL was still open when the capture stopped: counted, not loaded. A
+  start/end range belongs to the thread that started it (``globalTid``).
 """
 
 from __future__ import annotations
@@ -605,7 +606,9 @@ class _Loader:
                     "coalesce(bytes, 0) AS bytes",
                     f"{self.opt(table, 'memKind', '-1')} AS memKind",
                 ]
-            graph = self.opt(table, "graphId", "0")
+            # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
+            graph_col = next((c for c in ("graphId", "graphExecId") if c in cols), None)
+            graph = self.opt(table, graph_col, "0") if graph_col else "0"
             node = self.opt(table, "graphNodeId", "0")
             tab = self.r.arrow(
                 f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
@@ -616,13 +619,16 @@ class _Loader:
             what = {OpKind.KERNEL: "kernel", OpKind.MEMCPY: "memcpy", OpKind.MEMSET: "memset"}[kind]
             start, end = _ints(tab, "start"), _ints(tab, "end")
             ok = self.timed(what, start, end)
-            start, end = start[ok], end[ok]
+            keep: npt.NDArray[np.bool_] | None = None if ok.all() else ok  # no copy when whole
+            if keep is not None:
+                start, end = start[keep], end[keep]
             n = len(start)
 
             def col(
-                name: str, ok: npt.NDArray[np.bool_] = ok, tab: Any = tab
+                name: str, keep: npt.NDArray[np.bool_] | None = keep, tab: Any = tab
             ) -> npt.NDArray[np.int64]:
-                return _ints(tab, name)[ok]
+                v = _ints(tab, name)
+                return v if keep is None else v[keep]
 
             graph_id = col("graphId")
             part: dict[str, npt.NDArray[Any]] = {
@@ -647,7 +653,8 @@ class _Loader:
                 part.update(_no_copy(n))
                 part["dst_mem"] = _map_mem(col("memKind"))
                 part["bytes"] = col("bytes")
-            parts.append(part)
+            del tab
+            parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
         names = tuple(GPU_OP_SCHEMA)
         ops = _concat(parts, tuple(c for c in names if c != "rank"))
         flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
@@ -861,6 +868,18 @@ class _Loader:
             for p, s, c, pr in rows
             if all(isinstance(v, int) for v in (p, s, c, pr))
         ]
+
+
+def _fit(values: npt.NDArray[Any], dtype: npt.DTypeLike, what: str) -> npt.NDArray[Any]:
+    """``values`` in the model's (narrower) dtype; a value that does not fit is an error."""
+    dt = np.dtype(dtype)
+    if values.dtype == dt or len(values) == 0:
+        return values.astype(dt, copy=False)
+    if dt.kind == "i" and values.dtype.kind in "iu":
+        info = np.iinfo(dt)
+        if int(values.min()) < info.min or int(values.max()) > info.max:
+            raise _Bad(f"{what} values out of range ({int(values.min())}..{int(values.max())})")
+    return values.astype(dt)
 
 
 def _pair_key(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -54,14 +54,25 @@ def looks_like_recording(head: bytes) -> bool:
     return head.startswith(ARROW_MAGIC) and FORMAT_MARKER in head
 
 
+def _meta_int(meta: dict[str, Any], key: str, dtype: Any) -> int | None:
+    """An integer from the recording's meta that fits the model's column, else None."""
+    v = meta.get(key)
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    info = np.iinfo(dtype)
+    return v if info.min <= v <= info.max else None
+
+
 def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     """Load a saved recording as a Trace (see the module docstring)."""
     rec = load_recording(path)
     r = rec.records
     n = len(r["name"])
-    pid = int(rec.meta.get("pid", 0))
-    rank = int(rec.meta.get("rank", 0))
-    device = int(rec.meta.get("device", 0))
+    pid = _meta_int(rec.meta, "pid", np.int32) or 0
+    own_rank = _meta_int(rec.meta, "rank", np.int16)  # saved by a torch.distributed process
+    known_rank = own_rank is not None
+    rank = own_rank or 0
+    device = _meta_int(rec.meta, "device", np.int16) or 0
 
     st = StringTable()
     remap = st.intern_many(rec.strings)  # recording string id -> trace string id
@@ -125,7 +136,7 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
 
     threads = conform({
         "pid": np.full(len(rec.threads), pid, np.int64),
-        "tid": np.array([int(t.get("tid", -1)) for t in rec.threads], np.int64),
+        "tid": np.array([int(t["tid"]) for t in rec.threads], np.int64),
         "name": st.intern_many([str(t.get("name") or "") for t in rec.threads]),
         "rank": np.full(len(rec.threads), rank, np.int16),
     }, THREAD_SCHEMA)
@@ -149,7 +160,8 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
         "recording": rec.meta,
         "streams": [int(s) for s in streams],
         "pid": pid,
-        "rank": rank,
     }
+    if known_rank:  # otherwise pytimings.load() takes the rank from the file name or order
+        meta["rank"] = rank
     return Trace(gpu_ops=gpu_ops, api_calls=api_calls, ranges=ranges, threads=threads,
                  devices=devices, strings=st.strings, meta=meta, dropped=dropped)

@@ -20,7 +20,7 @@ def test_cuda_regions_flow_through_summary_storage_and_trace(tmp_path: Path) -> 
     from pytimings.ingest._model import OpKind
     from pytimings.ingest.recording import load_recording_trace
     from pytimings.recorder import Recorder
-    from pytimings.summary import summary
+    from pytimings.region_stats import summary
 
     assert torch.cuda.is_available(), "torch sees no CUDA device"
     rec = Recorder()
@@ -56,7 +56,7 @@ def test_nccl_collective_is_gpu_timed(tmp_path: Path) -> None:
     import torch.distributed as dist
 
     import pytimings
-    from pytimings.summary import summary
+    from pytimings.region_stats import summary
 
     assert torch.cuda.is_available(), "torch sees no CUDA device"
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'init'}", rank=0,
@@ -71,7 +71,7 @@ def test_nccl_collective_is_gpu_timed(tmp_path: Path) -> None:
         pytimings.uninstrument()
         row = summary(rec)["dist.all_reduce"]
         assert row["count"] == 5 and row["gpu_count"] == 5
-        assert row["nbytes_total"] == 5 * t.nbytes
+        assert row["nbytes"] == 5 * t.nbytes
         assert row["algbw_gbps"] > 0
         assert row["busbw_gbps"] == 0.0  # one rank: nothing crosses a bus, factor 2(n-1)/n = 0
     finally:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytimings.ingest._model import ApiKind, OpKind, RangeKind
+from pytimings.ingest._model import ApiKind, OpKind, RangeKind, Trace
 from pytimings.ingest.kineto import load_kineto
 
 pytestmark = pytest.mark.shared
@@ -214,3 +214,16 @@ def test_graph_launches_share_correlations(shared_dir: Path) -> None:
     graph = g["graph"] >= 0
     assert int(graph.sum()) == want
     assert len(np.unique(g["correlation"][~graph])) == int((~graph).sum())
+
+
+def test_ranks_merge_into_one_trace(shared_dir: Path) -> None:
+    """Per-rank files load into one Trace with a rank column (Trace.merge)."""
+    paths = sorted((shared_dir / "data/external/param/dlrm_kineto").glob("worker*.json.gz"))
+    parts = [load_kineto(p) for p in paths]
+    merged = Trace.merge(parts)
+    assert sorted(set(merged.gpu_ops["rank"].tolist())) == list(range(8))
+    assert len(merged.gpu_ops) == sum(len(p.gpu_ops) for p in parts)
+    for r, part in enumerate(parts):
+        mine = merged.gpu_ops["rank"] == r
+        names = sorted(merged.strings[i] for i in merged.gpu_ops["name"][mine])
+        assert names == sorted(part.strings[i] for i in part.gpu_ops["name"])

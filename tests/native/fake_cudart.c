@@ -166,6 +166,7 @@ cudaError_t cudaGetDeviceCount(int* n) {
 
 cudaError_t cudaGetDevice(int* d) {
   __atomic_add_fetch(&counters.get_device, 1, __ATOMIC_RELAXED);
+  if (env_i64("FAKE_CUDA_DEVICES", 1) <= 0) return kNoDevice;
   *d = current_device;
   return kSuccess;
 }

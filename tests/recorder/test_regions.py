@@ -34,7 +34,9 @@ def test_columns_have_the_schema_dtypes() -> None:
     for k, dt in RECORD_SCHEMA.items():
         assert rec.records[k].dtype == np.dtype(dt), k
     empty = Recorder().recording()
-    assert all(len(v) == 0 and v.dtype == np.dtype(RECORD_SCHEMA[k]) for k, v in empty.records.items())
+    assert all(
+        len(v) == 0 and v.dtype == np.dtype(RECORD_SCHEMA[k]) for k, v in empty.records.items()
+    )
 
 
 def test_nesting_depth_order_and_fields() -> None:
@@ -88,12 +90,36 @@ def test_same_region_object_is_reentrant() -> None:
     assert sorted(rec.records["depth"].tolist()) == [0, 1, 2, 3, 4]
 
 
+def test_argument_free_regions_are_shared_objects() -> None:
+    r = Recorder()
+
+    def region(*args: Any, **kwargs: Any) -> _core.Region:
+        got = r.region(*args, **kwargs)
+        assert isinstance(got, _core.Region)  # enabled: never the NullRegion
+        return got
+
+    assert region("x") is region("x") is region("x", "host")
+    assert region("x", kind="comm") is region("x", "comm")
+    assert region("x", kind="comm") is not region("x")
+    assert region("x", nbytes=1) is not region("x", nbytes=1)  # per-call values: fresh
+    s = region("s", stream=5, sample_every=4)
+    assert s is region("s", stream=5, sample_every=4)
+    assert s.stream == 5 and s.sample_every == 4
+    other = region("s", stream=6, sample_every=4)  # same name, other stream: its own object
+    assert other is not s and other.stream == 6
+    assert region("x").kind == "host" and region("x", kind="comm").kind == "comm"
+    assert region("x", nbytes=1, payload=2).nbytes == 1
+    assert region("x").stream is None and region("x").payload is None
+    assert r.region.make("x") is not r.region.make("x")
+    assert "x" in repr(region("x"))
+
+
 def test_exiting_twice_or_out_of_order_raises() -> None:
     r = Recorder()
     reg = r.region("x")
     reg.__enter__()
     reg.__exit__(None, None, None)
-    with pytest.raises(RuntimeError, match="'x'.*exit without a matching enter"):
+    with pytest.raises(RuntimeError, match=r"'x'.*exit without a matching enter"):
         reg.__exit__(None, None, None)
     a, b = r.region("a"), r.region("b")
     a.__enter__()
@@ -402,7 +428,7 @@ def test_default_recorder_module_functions() -> None:
     assert rec0 is pt.default_recorder()
     rec0.clear()
 
-    @pt.timed("pt-timed")
+    @pt.timed("pt-timed")  # type: ignore[untyped-decorator]  # lazy pt.__getattr__ is Any
     def f() -> None:
         pt.mark("pt-mark")
 

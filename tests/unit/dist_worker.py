@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 import pytimings
 from pytimings import distributed as ptd
+from pytimings.ingest.recording import load_recording_trace
 from pytimings.storage import as_recording
 
 
@@ -59,6 +60,8 @@ def main() -> None:
 
     rec = as_recording(None)
     s = pytimings.summary(rec)
+    saved = pytimings.save(out + ".pyt")
+    trace_rank = load_recording_trace(saved).meta.get("rank")
     pytimings.uninstrument()
     pytimings.uninstrument()  # idempotent
     restored = all(getattr(dist, op) is before[op] for op in before)
@@ -75,6 +78,7 @@ def main() -> None:
         "wrapped_twice": wrapped_twice,
         "ops_still_wrapped": ops_still_wrapped,
         "instrumented_after": ptd.is_instrumented(),
+        "trace_rank": trace_rank,
     }
     dist.destroy_process_group()
     with open(out, "w") as f:

@@ -189,37 +189,73 @@ def random_trace(draw):
                 "stream": draw(st.integers(0, 2)),
             }
         )
-        if draw(st.booleans()):
+        for _ in range(draw(st.integers(0, 2))):  # 0, 1 or 2 calls with this correlation id
             ls = draw(st.integers(0, s + 3))
-            api.append({"start": ls, "end": ls + 1, "correlation": corr})
+            th = draw(st.integers(0, 1))
+            api.append({"start": ls, "end": ls + 1, "correlation": corr, "thread": th})
     nr = draw(st.integers(0, 3))
     ranges = []
     for _ in range(nr):
         s = draw(st.integers(0, 80))
-        ranges.append({"start": s, "end": s + draw(st.integers(0, 40)), "name": "w"})
-    return make_trace(ops, api, ranges)
-
-
-def _reference(tr, a):
-    """Per window row, the contract's partition computed from raw ops."""
-    ops = tr.gpu_ops
-    cls = a.classes
-    launch = a.launches.start
-    raw = [
-        (
-            int(ops["start"][i]),
-            int(ops["end"][i]),
-            int(cls[i]),
-            None if launch[i] == twin.NO_LAUNCH else int(launch[i]),
-            int(ops["correlation"][i]),
+        ranges.append(
+            {
+                "start": s,
+                "end": s + draw(st.integers(0, 40)),
+                "name": "w",
+                "thread": draw(st.integers(0, 1)),
+                "category": draw(st.sampled_from(["", "comm", "Comm", "compute"])),
+            }
         )
-        for i in range(len(ops))
-    ]
-    w = a.windows
-    return [
-        twin.reference_partition(raw, int(w["start_ns"][i]), int(w["end_ns"][i]))
-        for i in range(len(w))
-    ]
+    threads = [{"pid": 100, "tid": 100 + i, "name": f"t{i}"} for i in range(2)]
+    return make_trace(ops, api, ranges, threads)
+
+
+def _reference(tr, by):
+    """The contract read literally, row by row in plain Python: each op's launch call
+    (earliest call with its correlation id, then lowest thread), its class, the windows
+    (whole trace, or per 'w' range up to the end of the last op launched from inside it on
+    its thread), and each window's partition. Returns [(start, end, labels), ...]."""
+    ops, api, rg = (tr.to_pandas(t).to_dict("records") for t in ("gpu_ops", "api_calls", "ranges"))
+    launch = []
+    for o in ops:
+        calls = [c for c in api if c["correlation"] == o["correlation"] >= 0]
+        launch.append(min(calls, key=lambda c: (c["start"], c["thread"])) if calls else None)
+
+    def in_comm_range(call):
+        return any(
+            r["category"].lower() == "comm"
+            and r["thread"] == call["thread"]
+            and r["start"] <= call["start"] < max(r["end"], r["start"])
+            for r in rg
+        )
+
+    raw = []
+    for o, call in zip(ops, launch, strict=True):
+        comm = o["kind"] == OpKind.KERNEL and (
+            "nccl" in o["name"].lower() or "allreduce" in o["name"].lower()
+        )
+        comm |= o["kind"] == OpKind.MEMCPY and o["copy_kind"] == CopyKind.PTOP
+        comm |= call is not None and in_comm_range(call)
+        cls = 1 if comm else (0 if o["kind"] == OpKind.KERNEL else 2)
+        raw.append((o["start"], o["end"], cls, call["start"] if call else None, o["correlation"]))
+    if by is None:
+        launching = [c for c in launch if c is not None]
+        pts = [p for o in ops for p in (o["start"], o["end"])]
+        pts += [p for r in rg for p in (r["start"], r["end"])]
+        pts += [p for c in launching for p in (c["start"], c["end"])]
+        windows = [(min(pts), max(pts))]
+    else:
+        windows = []
+        for r in rg:
+            end = max(r["end"], r["start"])
+            inside = [
+                o["end"]
+                for o, c in zip(ops, launch, strict=True)
+                if c is not None and c["thread"] == r["thread"] and r["start"] <= c["start"] < end
+            ]
+            windows.append((r["start"], max([end, *inside])))
+        windows.sort()
+    return [(ws, we, twin.reference_partition(raw, ws, we)) for ws, we in windows]
 
 
 @settings(max_examples=200, deadline=None)
@@ -229,9 +265,13 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
         if by and len(tr.ranges) == 0:
             continue
         a = attribute(tr, by=by)
-        got = [[int(a.windows[f"{x}_ns"][i]) for x in LABELS] for i in range(len(a.windows))]
-        assert got == _reference(tr, a)
-        np.testing.assert_array_equal(np.sum(got, axis=1), a.windows["window_ns"])
+        w = a.windows
+        got = [
+            (int(w["start_ns"][i]), int(w["end_ns"][i]), [int(w[f"{x}_ns"][i]) for x in LABELS])
+            for i in range(len(w))
+        ]
+        assert sorted(got) == _reference(tr, by)
+        assert [sum(g[2]) for g in got] == (w["end_ns"] - w["start_ns"]).tolist()
         b = attribute(shuffled(tr, seed), by=by)
         for c in a.windows.columns:
             np.testing.assert_array_equal(a.windows[c], b.windows[c])
@@ -260,3 +300,27 @@ def test_unusable_events_are_counted():
 def test_empty_trace_is_a_usage_error():
     with pytest.raises(UsageError, match="no GPU ops"):
         attribute(make_trace([]))
+
+
+def test_launch_at_gap_start_is_device_wait_and_ties_pick_earliest_launch():
+    # the window starts with the launch call at 0: L.start == g0, so [0, 10) is device_wait
+    tr = make_trace(
+        [{"start": 10, "end": 20, "correlation": 1}], [{"start": 0, "end": 1, "correlation": 1}]
+    )
+    assert labels(attribute(tr)._row(0))["device_wait"] == 10
+    # two ops start at 50 after a gap [20, 50): the one launched first (at 15, before g0)
+    # decides, not the lower correlation id launched at 30 -> device_wait, not host_bound
+    tr = make_trace(
+        [
+            {"start": 10, "end": 20, "correlation": 1},
+            {"start": 50, "end": 60, "correlation": 2},
+            {"start": 50, "end": 55, "correlation": 3, "stream": 8},
+        ],
+        [
+            {"start": 0, "end": 1, "correlation": 1},
+            {"start": 30, "end": 31, "correlation": 2},
+            {"start": 15, "end": 16, "correlation": 3},
+        ],
+    )
+    got = labels(attribute(tr)._row(0))
+    assert got["device_wait"] == 10 + 30 and got["host_bound"] == 0

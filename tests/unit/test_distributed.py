@@ -97,7 +97,7 @@ def test_summary_shows_algbw_and_busbw(ranks: list[dict]) -> None:
         for name in EXPECTED_NBYTES:
             op = comm_op_of(name)
             row = rows[name]
-            assert row["count"] == 1 and row["nbytes_total"] == EXPECTED_NBYTES[name]
+            assert row["count"] == 1 and row["nbytes"] == EXPECTED_NBYTES[name]
             if op.asynchronous:
                 assert row["algbw_gbps"] is None and row["busbw_gbps"] is None
                 continue
@@ -113,6 +113,11 @@ def test_uninstrument_restores_identity(ranks: list[dict]) -> None:
         assert not result["wrapped_twice"]
         assert result["ops_still_wrapped"]  # the user's P2POps are given back as they were
         assert not result["instrumented_after"]
+
+
+@pytest.mark.slow
+def test_saved_recordings_know_their_rank(ranks: list[dict]) -> None:
+    assert [r["trace_rank"] for r in ranks] == list(range(WORLD))
 
 
 def test_ops_cover_the_issue_list() -> None:

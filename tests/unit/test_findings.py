@@ -72,6 +72,10 @@ def test_no_finding_without_its_numbers():
     assert sched["norm"].evidence["median_ns"] == 100_000  # then 10 µs launch_overhead
     assert not sched["attn"].evidence["at_window_start"]
     assert sched["attn"].evidence["median_ns"] == 10_000
+    graphs = [f for f in a.findings() if "CUDA graph" in f.title]
+    assert graphs and graphs[0].title.startswith(
+        "6 of 6 step windows launch the same 3 kernels, none from a CUDA graph"
+    )
 
 
 def test_memory_findings():

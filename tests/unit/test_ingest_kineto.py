@@ -420,6 +420,11 @@ def test_bad_timestamp_text(tmp_path: Path) -> None:
     expect_error(write(tmp_path, doc(events)), "ts is not a number")
 
 
+def test_timestamp_out_of_range(tmp_path: Path) -> None:
+    events = [launch(1, "1e30")]
+    expect_error(write(tmp_path, doc(events)), "timestamp")
+
+
 def test_missing_file(tmp_path: Path) -> None:
     expect_error(tmp_path / "nope.json", "cannot read")
 
@@ -433,7 +438,7 @@ times = st.builds(lambda i, f: f"{i}.{f:03d}", st.integers(0, 2 * 10**15), st.in
 @st.composite
 def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     n_kernels = draw(st.integers(0, 6))
-    n_ann = draw(st.integers(0, 4))
+    n_ann = draw(st.integers(0 if n_kernels else 1, 4))  # something the model holds
     n_other = draw(st.integers(0, 4))
     events, starts = [], []
     for c in range(n_kernels):
@@ -449,9 +454,6 @@ def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
         events.append(ev("X", "cpu_op", "op", draw(times), "1", args={"x": [1, {"y": "]"}]}))
     order = draw(st.permutations(range(len(events))))
     events = [events[i] for i in order]
-    if not events:
-        events = [ev("X", "user_annotation", "a", "1", "1")]
-        n_ann = 1
     want = {"kernels": sorted(starts), "annotations": n_ann, "other": n_other, "calls": n_kernels}
     return doc(events, **TOP), want
 

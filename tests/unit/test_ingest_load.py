@@ -132,3 +132,68 @@ def test_cli_missing_file_and_bad_option(export: Path) -> None:
         )
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _bad_exports(d: Path) -> dict[str, tuple[Path, str]]:
+    import sqlite3
+
+    other = d / "other.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (a)")
+    db.commit()
+    db.close()
+    g = syn.GPID
+    return {
+        "not nsys": (other, "not an Nsight Systems export"),
+        "too new": (
+            syn.write(d / "new.sqlite", {"StringIds": [(1, "k")]}, schema_version="9.1.0"),
+            "schema version 9.1.0 is not supported",
+        ),
+        "duplicate ids": (
+            syn.basic(
+                d / "dup.sqlite",
+                CUPTI_ACTIVITY_KIND_KERNEL=[(1, 2, 0, 1, 7, 1, g, 1), (3, 4, 0, 1, 7, 1, g, 1)],
+            ),
+            "share a correlation id",
+        ),
+        "negative": (
+            syn.basic(d / "neg.sqlite", CUPTI_ACTIVITY_KIND_KERNEL=[(5, 2, 0, 1, 7, 1, g, 1)]),
+            "end before they start",
+        ),
+        "no events": (
+            syn.write(d / "none.sqlite", {"StringIds": [(1, "k")]}),
+            "contains no events",
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", ["not nsys", "too new", "duplicate ids", "negative", "no events"])
+def test_cli_bad_exports_exit_2(tmp_path: Path, case: str) -> None:
+    path, message = _bad_exports(tmp_path)[case]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "summary", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pytimings summary: error: {path}: ")
+    assert message in lines[0]
+
+
+def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path) -> None:
+    pytest.importorskip("pytimings.ingest.recording")
+    from recording_factory import make_recording
+
+    from pytimings import storage
+
+    rows = [{"name": "step", "kind": "compute", "start": 10, "end": 90, "gpu": (20, 80)}]
+    rec = make_recording(rows, meta={"pid": 5, "rank": 3})
+    saved = storage.save(tmp_path / "run.pyt", rec)
+    assert detect_format(str(saved)) == "recording"
+    tr = load(saved, export)
+    assert [p["format"] for p in tr.meta["parts"]] == ["pytimings", "nsys-sqlite"]
+    # the recording says its rank (3); the export is second in order (1)
+    assert [p["rank_source"] for p in tr.meta["parts"]] == ["trace", "file order"]
+    assert sorted(set(tr.ranges["rank"].tolist())) == [1, 3]

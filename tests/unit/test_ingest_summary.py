@@ -66,3 +66,40 @@ def test_group_statistics_match_numpy(rows: list[tuple[int, int]]) -> None:
         assert np.isclose(stats["p50_ns"][g], np.percentile(v, 50), rtol=1e-12)
         assert np.isclose(stats["p99_ns"][g], np.percentile(v, 99), rtol=1e-12)
         assert (stats["min_ns"][g], stats["max_ns"][g]) == (v.min(), v.max())
+
+
+def test_launch_index_links_within_rank_and_process(tmp_path: Path) -> None:
+    from pytimings.ingest import load
+    from pytimings.ingest.links import launch_index
+
+    a, b = syn.basic(tmp_path / "r_rank0.sqlite"), syn.basic(tmp_path / "r_rank1.sqlite")
+    tr = load(a, b, workers=1)
+    idx = launch_index(tr)
+    assert np.all(idx >= 0)
+    api = tr.api_calls
+    for col in ("rank", "pid", "correlation"):
+        assert np.array_equal(api[col][idx], tr.gpu_ops[col])
+    assert not np.any(api["kind"][idx] == 2)  # never a sync row
+
+
+def test_launch_index_has_no_key_collisions_for_large_ids(tmp_path: Path) -> None:
+    from pytimings.ingest.links import launch_index
+
+    c1, c2 = 5, 5 ^ (3 << 23)  # would alias under a (pid << 23) ^ corr key
+    p1, p2 = 1 << 24, 2 << 24
+    tr = load_nsys(
+        syn.basic(
+            tmp_path / "t.sqlite",
+            CUPTI_ACTIVITY_KIND_KERNEL=[
+                (200, 300, 0, 1, 7, c1, p1, 1),
+                (210, 260, 0, 1, 7, c2, p2, 2),
+            ],
+            CUPTI_ACTIVITY_KIND_RUNTIME=[
+                (100, 110, 0, p1 | 1, c2, 3),
+                (105, 115, 0, p2 | 2, c1, 3),
+            ],
+            CUPTI_ACTIVITY_KIND_MEMCPY=[],
+            CUPTI_ACTIVITY_KIND_MEMSET=[],
+        )
+    )
+    assert launch_index(tr).tolist() == [-1, -1]

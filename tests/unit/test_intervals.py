@@ -72,7 +72,9 @@ def rows(draw, max_size=14):
     )
     cls = np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)), dtype=np.int8)
     lstart = np.array(
-        draw(st.lists(st.sampled_from([twin.NO_LAUNCH, 0, 1, 2, 30, 61]), min_size=n, max_size=n)),
+        draw(
+            st.lists(st.one_of(st.just(twin.NO_LAUNCH), st.integers(0, 75)), min_size=n, max_size=n)
+        ),
         dtype=np.int64,
     )
     corr = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
@@ -128,3 +130,23 @@ def test_stub_matches_extension():
         text=True,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("lstart", "want"),
+    [
+        (twin.NO_LAUNCH, [0, 0, 0, 5]),  # no launch call known: idle_other
+        (3, [0, 0, 5, 0]),  # submitted before the gap: device_wait
+        (5, [0, 0, 5, 0]),  # submitted at the gap's start: still device_wait
+        (7, [2, 3, 0, 0]),  # host_bound until the launch call, then launch_overhead
+        (12, [5, 0, 0, 0]),  # launch call after the gap: all host_bound
+    ],
+)
+def test_idle_split_cases(lstart, want):
+    i64 = np.array
+    w_s, w_e = i64([5], dtype=np.int64), i64([10], dtype=np.int64)
+    segs = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int8))
+    starts, ls = i64([10], dtype=np.int64), i64([lstart], dtype=np.int64)
+    k_op = i64([0], dtype=np.int64)
+    for impl in (iv.partition_windows, lambda *a: twin.partition_windows(*a)[0]):
+        np.testing.assert_array_equal(impl(w_s, w_e, *segs, k_op, starts, ls)[0, 4:], want)

@@ -397,3 +397,10 @@ def test_loading_never_writes_to_the_file(tmp_path: Path) -> None:
     shutil.copy(p, copy)
     load_nsys(p)
     assert p.read_bytes() == before
+
+
+def test_values_too_wide_for_the_model_are_an_error(tmp_path: Path) -> None:
+    kernels = [(200, 300, 70000, 1, 7, 1, syn.GPID, 1)]  # device ids are int16 in the model
+    p = syn.basic(tmp_path / "wide.sqlite", CUPTI_ACTIVITY_KIND_KERNEL=kernels)
+    with pytest.raises(TraceFormatError, match=r"wide\.sqlite: device values out of range"):
+        load_nsys(p)

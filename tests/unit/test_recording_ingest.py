@@ -96,6 +96,15 @@ def test_gpu_spans_become_ops_linked_to_a_launch_call(tmp_path: Path) -> None:
     }
 
 
+def test_rank_only_when_the_recording_knows_it(tmp_path: Path) -> None:
+    tr = load_recording_trace(_saved(tmp_path))
+    assert tr.meta["rank"] == 1 and set(tr.gpu_ops["rank"]) == {1}
+    rec = make_recording([{"name": "a", "start": 0, "end": 1}], meta={"pid": 1})
+    tr = load_recording_trace(storage.save(tmp_path / "norank.pyt", rec))
+    assert "rank" not in tr.meta  # pytimings.load() then takes it from the file name/order
+    assert set(tr.ranges["rank"]) == {0}
+
+
 def test_not_a_recording(tmp_path: Path) -> None:
     p = tmp_path / "x.pyt"
     p.write_bytes(b"ARROW1\x00\x00pytimings.recording/1 garbage")

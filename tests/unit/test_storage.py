@@ -12,7 +12,7 @@ from recording_factory import make_recording
 from pytimings import storage
 from pytimings._records import RECORD_SCHEMA, RecordFlag, Recording
 from pytimings.errors import TraceFormatError, UsageError
-from pytimings.summary import summary
+from pytimings.region_stats import summary
 
 
 def _recording() -> Recording:
@@ -34,6 +34,12 @@ def _recording() -> Recording:
     )
 
 
+@pytest.fixture(autouse=True)
+def _not_in_a_torchrun_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+
 def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     rec = _recording()
     path = storage.save(tmp_path / "run.pyt", rec)
@@ -48,6 +54,17 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
         assert np.array_equal(back.records[c], rec.records[c]), c
     assert str(summary(path)) == str(summary(rec))  # summary() also takes a path
     assert not (tmp_path / "run.pyt.tmp").exists()
+
+
+def test_saved_meta_gets_the_torchrun_rank(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    back = storage.load_recording(storage.save(tmp_path / "r.pyt", _recording()))
+    assert back.meta["rank"] == 3 and back.meta["world_size"] == 8
+    rec = _recording()
+    rec.meta["rank"] = 5  # what the recording says wins
+    assert storage.load_recording(storage.save(tmp_path / "s.pyt", rec)).meta["rank"] == 5
 
 
 def test_empty_recording_round_trips(tmp_path: Path) -> None:
@@ -185,3 +202,39 @@ def test_save_load_a_real_recording(tmp_path: Path) -> None:
     assert back.strings == want.strings and back.threads == want.threads
     assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
     assert back.meta == json.loads(json.dumps(want.meta))
+
+
+@pytest.fixture(scope="module")
+def good_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = storage.save(tmp_path_factory.mktemp("fuzz") / "good.pyt", _recording())
+    return path.read_bytes()
+
+
+def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Truncated or bit-flipped recordings: a Recording, or one TraceFormatError; never
+    another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    tmp = tmp_path_factory.mktemp("fuzzed")
+
+    @settings(max_examples=150, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(cut=st.integers(0, len(good_bytes)),
+           flips=st.lists(st.tuples(st.integers(0, len(good_bytes) - 1), st.integers(1, 255)),
+                          max_size=4))
+    def check(cut: int, flips: list[tuple[int, int]]) -> None:
+        data = bytearray(good_bytes)
+        for at, mask in flips:
+            data[at] ^= mask
+        path = tmp / "f.pyt"
+        path.write_bytes(bytes(data[:cut]) if cut < len(data) else bytes(data))
+        try:
+            rec = storage.load_recording(path)
+        except TraceFormatError as exc:
+            assert exc.path == str(path)
+        else:
+            assert set(rec.records) == set(RECORD_SCHEMA)
+
+    check()

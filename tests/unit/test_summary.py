@@ -10,7 +10,7 @@ from pytimings._records import RecordFlag
 from pytimings.analysis import _stats
 from pytimings.analysis.grouped import grouped_stats, grouped_stats_numpy
 from pytimings.errors import UsageError
-from pytimings.summary import Summary, fmt_ns, summary
+from pytimings.region_stats import Summary, fmt_ns, summary
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 
@@ -118,7 +118,7 @@ def test_gpu_queue_and_bandwidth(summ: Summary) -> None:
     queue = np.array([300 + i for i in range(10)])
     assert kv["queue_p50_ns"] == np.percentile(queue, 50)
     assert kv["queue_p99_ns"] == np.percentile(queue, 99)
-    assert kv["nbytes_total"] == 10_000_000 and kv["nbytes_per_call"] == 1_000_000
+    assert kv["nbytes"] == 10_000_000 and kv["nbytes_per_call"] == 1_000_000
     assert kv["bandwidth_gbps"] == pytest.approx(500.0)  # GPU time, not host time
     assert kv["algbw_gbps"] is None  # not a collective
     late = summ["late"]
@@ -130,7 +130,7 @@ def test_collective_algbw_and_busbw(summ: Summary) -> None:
     assert ar["algbw_gbps"] == pytest.approx(2000.0)
     assert ar["busbw_gbps"] == pytest.approx(2000.0 * 2 * 3 / 4)
     ag = summ["dist.all_gather.async"]
-    assert ag["nbytes_total"] == 1000
+    assert ag["nbytes"] == 1000
     assert ag["bandwidth_gbps"] is None and ag["algbw_gbps"] is None
 
 
@@ -230,7 +230,7 @@ def test_instrumented_toy_loop_summary_counts_match_what_ran() -> None:
         assert s[name]["count"] == n, name
     assert s["failing"]["errors"] == 2
     assert s["done"]["count"] == 1
-    assert s["kv_copy"]["nbytes_total"] == 4096 * ran["kv_copy"]
+    assert s["kv_copy"]["nbytes"] == 4096 * ran["kv_copy"]
     assert s.dropped_total == 0
     # host statistics agree with an independent computation over the raw records
     r = rec.recording()
@@ -263,3 +263,15 @@ def test_stats_stub_matches_the_extension() -> None:
     r = subprocess.run([sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._stats"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
+    import subprocess
+    import sys
+
+    code = ("import pytimings.region_stats, pytimings.storage, pytimings.distributed\n"
+            "import pytimings as pt\n"
+            "assert callable(pt.summary) and pt.Summary is pytimings.region_stats.Summary\n"
+            "assert callable(pt.save) and callable(pt.instrument_torch_distributed)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -53,6 +53,7 @@ struct ThreadState {
   std::vector<cuda::Event> pool[kMaxDevices];  // idle timing events, per device
   // events handed back by the drainer: it stores, the owner takes all with exchange
   std::atomic<std::vector<std::pair<int, cuda::Event>>*> returned{nullptr};
+  uint64_t events_created = 0;  // by this thread, for its pools
   std::mutex drop_mu;  // taken only when a record is dropped (the cap is reached) or read
   std::unordered_map<uint32_t, uint64_t> drops;
 };
@@ -137,6 +138,9 @@ class Recorder {
   bool take_anchor(int device);  // with `device` current and anchor_mu_ held
   void reanchor();
   void release_events(std::vector<Record>& recs);
+  // Moves committed records out of the thread buffers, resolving those whose GPU work is done
+  // (all of them when sync) into `out`; the rest wait in pending_. mu_ held.
+  void collect(bool sync, std::vector<Record>& out);
 
   const uint64_t serial_;
   const int64_t max_records_;
@@ -148,9 +152,10 @@ class Recorder {
   WallOffset wall_;
   int64_t started_ns_ = 0;
 
-  mutable std::mutex mu_;  // threads_, pending_, drained_, draining
+  mutable std::mutex mu_;  // threads_, pending_, ready_, drained_, draining
   std::vector<std::unique_ptr<ThreadState>> threads_;
   std::vector<Record> pending_;  // drained, GPU events not yet complete
+  std::vector<Record> ready_;    // resolved by an opportunistic collect, for the next drain
   int64_t drained_ = 0;          // records handed out since the last clear (budget held)
 
   mutable std::mutex anchor_mu_;

@@ -7,13 +7,14 @@ the host entered the region the GPU started its work: the launch latency). Perce
 linear interpolation between order statistics (numpy's default) and are computed by the
 Cython kernel in ``pytimings.analysis._stats``.
 
-Bandwidth is ``sum(nbytes) / sum(time)`` over the instances that gave ``nbytes``, with the
-GPU time of an instance when it was timed and its host time otherwise; bytes per ns is GB/s
-(1e9 bytes per second). Collectives recorded by :func:`pytimings.instrument_torch_distributed`
-also get nccl-tests' ``algbw_gbps`` (same formula) and ``busbw_gbps`` (each instance's bytes
-times its bus factor, over the same time); asynchronous calls were timed at enqueue only, so
-they get no bandwidth. Records the recorder dropped (memory cap) are counted per name and in
-total, and always printed.
+Column ``nbytes`` is the total over the instances that gave ``nbytes`` (``nbytes_count`` of
+them), ``nbytes_per_call`` its mean. ``bandwidth_gbps`` is ``sum(nbytes) / sum(time)`` over
+those instances, with the GPU time of an instance when it was timed and its host time
+otherwise; bytes per ns is GB/s (1e9 bytes per second). Collectives recorded by
+:func:`pytimings.instrument_torch_distributed` also get nccl-tests' ``algbw_gbps`` (same
+formula) and ``busbw_gbps`` (each instance's bytes times its bus factor, over the same time);
+asynchronous calls were timed at enqueue only, so they get no bandwidth. Records the recorder
+dropped (memory cap) are counted per name and in total, and always printed.
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ COLUMNS = (
     "host_p99_ns", "host_max_ns",
     "gpu_count", "gpu_total_ns", "gpu_mean_ns", "gpu_p50_ns", "gpu_p90_ns", "gpu_p99_ns",
     "gpu_max_ns", "gpu_pending", "gpu_failed", "queue_p50_ns", "queue_p99_ns",
-    "nbytes_count", "nbytes_total", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
+    "nbytes_count", "nbytes", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
     "busbw_gbps",
 )
 INT_COLUMNS = frozenset((
     "count", "dropped", "errors", "host_count", "host_total_ns", "gpu_count", "gpu_total_ns",
-    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes_total",
+    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes",
 ))
 FLOAT_COLUMNS = frozenset(COLUMNS[2:]) - INT_COLUMNS
 
@@ -138,13 +139,6 @@ class Summary:
 # -- computation -------------------------------------------------------------------------------
 
 
-def _scatter(n: int, keys: npt.NDArray[np.int64], idx_of_key: npt.NDArray[np.int64],
-             values: npt.NDArray[Any], fill: float | int, dtype: Any) -> npt.NDArray[Any]:
-    out = np.full(n, fill, dtype=dtype)
-    out[idx_of_key[keys]] = values
-    return out
-
-
 def _summarise(rec: Recording) -> Table:
     r = rec.records
     strings = rec.strings
@@ -222,10 +216,10 @@ def _summarise(rec: Recording) -> Table:
     has_bytes = (nbytes >= 0) & ~is_mark
     t = np.where(resolved, gpu, host)
     cols["nbytes_count"] = np.bincount(row, weights=has_bytes, minlength=nrows).astype(np.int64)
-    np.add.at(cols["nbytes_total"], row[has_bytes], nbytes[has_bytes])
+    np.add.at(cols["nbytes"], row[has_bytes], nbytes[has_bytes])
     with np.errstate(invalid="ignore", divide="ignore"):
         cols["nbytes_per_call"] = np.where(
-            cols["nbytes_count"] > 0, cols["nbytes_total"] / np.maximum(cols["nbytes_count"], 1),
+            cols["nbytes_count"] > 0, cols["nbytes"] / np.maximum(cols["nbytes_count"], 1),
             np.nan)
     timed_bytes = has_bytes & (t > 0)
     bw_bytes = np.zeros(nrows, dtype=np.int64)
