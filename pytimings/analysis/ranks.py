@@ -201,7 +201,7 @@ def _run_dask(
         if scheduler is None:
             n = min(len(files), os.cpu_count() or 1) if workers is None else workers
             cluster = dd.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
             )
             client = dd.Client(cluster)
         else:

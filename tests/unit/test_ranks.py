@@ -107,3 +107,23 @@ def test_rank_findings_grouping() -> None:
     ]
     assert out[0].evidence["loss_ns_by_rank"] == {0: 10, 2: 30}
     assert rank_findings(found[:1], n_ranks=1)[0].title == found[0][1].title
+
+
+@pytest.mark.slow
+def test_dask_existing_scheduler(rank_files: list[Path]) -> None:
+    """--scheduler: tasks go to a running cluster, which is left running afterwards."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        addr = cluster.scheduler_address
+        assert addr.startswith("tcp://")
+        got = analyze_ranks(*rank_files, executor="dask", scheduler=addr)
+        again = analyze_ranks(*rank_files[:2], executor="dask", scheduler=addr)
+        # a second, own LocalCluster alongside (no fixed dashboard port to clash on)
+        beside = analyze_ranks(*rank_files[:2], executor="dask", workers=1)
+        assert beside.to_dict() == again.to_dict()
+        assert cluster.scheduler.status.name == "running"
+    assert got.to_dict() == analyze_ranks(*rank_files, workers=1).to_dict()
+    assert sorted(again.windows["rank"].tolist()) == [0, 1]
