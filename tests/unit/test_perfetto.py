@@ -281,3 +281,22 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["export", str(EXAMPLE), "--perfetto", str(tmp_path / "no" / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot write" in err[0]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "h200/decode_16steps_h200.pt.trace.json.gz",  # Kineto, epoch-scale µs
+        "external/hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz",
+        "external/nsys_ai/h100_2gpu_1s.sqlite",  # two GPUs
+        "external/nsys_extrap/concurrent.s8_profile8.sqlite",  # concurrent streams
+        "external/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    ],
+)
+def test_real_captures(shared_dir: Path, tmp_path: Path, rel: str) -> None:
+    trace = load(shared_dir / "data" / rel)
+    a = attribute(trace)
+    out = tmp_path / "t.json"
+    write_perfetto(trace, out, a)
+    _check_content(trace, out, a)
