@@ -287,6 +287,11 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
     )
     ends = _clamped_ends(ops["start"], ops["end"], "GPU ops", w.stats)
     classes = a.classes if a is not None else None
+    lanes = (
+        set(zip(a.windows["rank"].tolist(), a.windows["device"].tolist(), strict=True))
+        if a is not None
+        else set()
+    )
     cat_names = [json.dumps(c) for c in CLASS_NAMES]
     with task("Exporting GPU ops", total=len(ops)) as bar:
         for di, (rank, dev) in enumerate(keys):
@@ -294,7 +299,7 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
             jpid = w.process(
                 f"rank {rank} GPU {dev}" + (f": {label}" if label else ""), 10_000 + di
             )
-            if a is not None:
+            if a is not None and (rank, dev) in lanes:  # a device with no GPU ops has none
                 _attribution_lane(w, jpid, a, rank, dev)
             on_dev = np.flatnonzero((ops["rank"] == rank) & (ops["device"] == dev))
             streams = ops["stream"][on_dev]

@@ -300,3 +300,24 @@ def test_real_captures(shared_dir: Path, tmp_path: Path, rel: str) -> None:
     out = tmp_path / "t.json"
     write_perfetto(trace, out, a)
     _check_content(trace, out, a)
+
+
+def test_gpu_annotations_without_ops_and_a_host_only_recording(tmp_path: Path) -> None:
+    """A device with only GPU-side annotations gets its track and no attribution lane; a
+    recording without GPU times exports its regions alone."""
+    ops = [{"start": 100, "end": 200, "correlation": 1}]
+    api = [{"start": 10, "end": 20, "correlation": 1}]
+    ranges = [{"start": 90, "end": 150, "name": "gpu_note", "thread": -1, "device": 1, "kind": 4}]
+    trace = make_trace(ops, api, ranges)
+    a = attribute(trace)
+    out = tmp_path / "t.json"
+    write_perfetto(trace, out, a)
+    info = _check_content(trace, out, a)
+    notes = _by_track(info, lambda ev: ev["cat"] == "gpu_annotation")
+    assert list(notes) == ["rank 0 GPU 1 / GPU annotations"]
+    rec = make_recording([{"name": "load", "kind": "host", "start": 5, "end": 50}])
+    path = storage.save(tmp_path / "host.pyt", rec)
+    out = tmp_path / "host.json"
+    assert main(["export", str(path), "--perfetto", str(out)]) == 0
+    info = _check_content(load(path), out, None)
+    assert [ev["name"] for ev in info["events"] if ev["ph"] == "X"] == ["load"]
