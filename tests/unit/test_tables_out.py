@@ -10,12 +10,14 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 import pytest
+from recording_factory import make_recording
 
 from pytimings.analysis.attribution import attribute
 from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest import load
 from pytimings.ingest.summary import trace_summary
+from pytimings.region_stats import Summary
 from pytimings.table import Table
 
 EXAMPLE = (
@@ -123,3 +125,17 @@ def test_format_needs_out(argv: list[str], capsys: pytest.CaptureFixture[str]) -
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("--format and --out go together")
+
+
+def test_recording_summary_table_writes(tmp_path: Path) -> None:
+    """The recorder's per-region summary is a Table too."""
+    rec = make_recording(
+        [
+            {"name": "step", "kind": "host", "start": 0, "end": 1_000},
+            {"name": "step", "kind": "host", "start": 2_000, "end": 5_000},
+        ]
+    )
+    s = Summary.from_recording(rec)
+    s.table.write(tmp_path / "regions.json")
+    rows = json.loads((tmp_path / "regions.json").read_text())
+    assert len(rows) == 1 and rows[0]["name"] == "step" and rows[0]["count"] == 2
