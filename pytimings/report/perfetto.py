@@ -13,9 +13,12 @@ A track never holds slices that overlap without nesting (viewers mis-draw those)
 that would are moved to an extra track named ``... (overlap N)``; how many is returned.
 
 Times: the trace-event format counts microseconds. Every timestamp is written relative to
-the earliest event (``otherData.pytimings_origin_ns``) as an exact decimal with three
-fractional digits, so integer nanoseconds survive (a double holds them exactly up to
-104 days after the origin). Ranks' clocks are drawn as recorded (not aligned).
+the earliest event (``otherData.pytimings_origin_ns``) as a decimal with exactly three
+fractional digits, so it names an integer nanosecond. Perfetto reads it as a double and
+rounds ``ts * 1000`` to ns, which gives back the exact ns up to 52 days after the origin.
+No ``displayTimeUnit`` is written: Perfetto takes ``"ns"`` there as the unit of ``ts``
+while ``chrome://tracing`` takes it as a display setting only, so the two would disagree.
+Ranks' clocks are drawn as recorded (not aligned).
 """
 
 from __future__ import annotations
@@ -192,7 +195,7 @@ def write_perfetto(
             f"--perfetto {os.fspath(path)}: cannot write ({exc.strerror or exc})"
         ) from None
     with f:
-        f.write('{"displayTimeUnit":"ns","traceEvents":[')
+        f.write('{"traceEvents":[')
         w = _Writer(f, origin)
         names = _json_strings(trace.strings)
         _host(w, trace, names)

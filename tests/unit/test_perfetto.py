@@ -30,9 +30,11 @@ EXAMPLE = (
 
 
 def _ns(ts: Any) -> int:
-    """A trace-event timestamp (µs) in integer ns; fails if it is not a whole ns."""
+    """A trace-event timestamp (µs) in integer ns; fails if it is not a whole ns, or if
+    Perfetto's reading of it (a double, ``llround(ts * 1000)``) would differ."""
     d = Decimal(str(ts)) * 1000
     assert d == d.to_integral_value(), ts
+    assert round(float(str(ts)) * 1000.0) == int(d), ts
     return int(d)
 
 
@@ -40,7 +42,8 @@ def check_trace_events(path: Path) -> dict[str, Any]:
     """The trace-event format as Perfetto and chrome://tracing read it, checked strictly."""
     raw = path.read_text()
     doc = json.loads(raw, parse_float=Decimal)  # keep the written decimals exactly
-    assert doc["displayTimeUnit"] == "ns"
+    # Perfetto would read ts as ns under displayTimeUnit "ns", chrome://tracing as µs
+    assert "displayTimeUnit" not in doc
     events = doc["traceEvents"]
     procs: dict[int, str] = {}
     threads: dict[tuple[int, int], str] = {}
@@ -189,10 +192,18 @@ def test_overlaps_go_to_extra_tracks(tmp_path: Path) -> None:
 
 
 def test_exact_nanoseconds_far_from_zero(tmp_path: Path) -> None:
-    """Epoch-scale ns (as Kineto gives) survive: relative to the origin, exact decimals."""
+    """Epoch-scale ns (as Kineto gives) survive: relative to the origin, exact decimals,
+    and read back exactly as Perfetto reads them, 40 days after the origin too."""
     base = 1_700_000_000_123_456_789
-    ops = [{"start": base + 1, "end": base + 1_001, "correlation": 1}]
-    api = [{"start": base, "end": base + 7, "correlation": 1}]
+    late = base + 40 * 86_400 * 10**9 + 5  # odd ns: 1.005-like decimals, far out
+    ops = [
+        {"start": base + 1, "end": base + 1_001, "correlation": 1},
+        {"start": late, "end": late + 1_005, "correlation": 2},
+    ]
+    api = [
+        {"start": base, "end": base + 7, "correlation": 1},
+        {"start": late - 10, "end": late - 3, "correlation": 2},
+    ]
     trace = make_trace(ops, api)
     out = tmp_path / "t.json"
     write_perfetto(trace, out, attribute(trace))
