@@ -78,6 +78,12 @@ def nested_lanes(start: I64, end: I64) -> npt.NDArray[np.int32]:
     return lanes
 
 
+def _json(value: Any) -> str:
+    """Compact JSON with non-ASCII kept as UTF-8: Perfetto's JSON reader has not always
+    accepted ``\\uXXXX`` escapes."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _ts(ns: int) -> str:
     """Microseconds as an exact decimal (ns >= 0 relative to the origin)."""
     q, r = divmod(ns, 1000)
@@ -103,7 +109,7 @@ class _Writer:
     def meta(self, what: str, pid: int, tid: int | None, args: dict[str, Any]) -> None:
         t = "" if tid is None else f',"tid":{tid}'
         self.raw(
-            f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{json.dumps(args)}}}', "metadata"
+            f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{_json(args)}}}', "metadata"
         )
 
     def process(self, name: str, sort_index: int) -> int:
@@ -156,7 +162,7 @@ class _Writer:
 
 
 def _json_strings(strings: Sequence[str]) -> list[str]:
-    return [json.dumps(s) for s in strings]
+    return [_json(s) for s in strings]
 
 
 def _origin(trace: Trace) -> int:
@@ -203,7 +209,7 @@ def write_perfetto(
         if attribution is not None and findings:
             _findings(w, attribution)
         other = {"pytimings_origin_ns": origin, "overlap_tracks": w.stats.overlap_tracks}
-        f.write(f'\n],\n"otherData":{json.dumps(other)}}}\n')
+        f.write(f'\n],\n"otherData":{_json(other)}}}\n')
     return w.stats
 
 
@@ -273,7 +279,7 @@ def _range_args(trace: Trace, i: int) -> str:
     p = float(rg["payload"][i])
     if not np.isnan(p):
         out["payload"] = p
-    return json.dumps(out)
+    return _json(out)
 
 
 def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> None:
@@ -295,7 +301,7 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
         if a is not None
         else set()
     )
-    cat_names = [json.dumps(c) for c in CLASS_NAMES]
+    cat_names = [_json(c) for c in CLASS_NAMES]
     with task("Exporting GPU ops", total=len(ops)) as bar:
         for di, (rank, dev) in enumerate(keys):
             label = dev_names.get((rank, dev), "")
@@ -350,12 +356,12 @@ def _op_args(ops: Any, i: int) -> str:
     g = int(ops["graph"][i])
     if g >= 0:
         out["graph"] = g
-    return json.dumps(out)
+    return _json(out)
 
 
 def _attribution_lane(w: _Writer, jpid: int, a: Attribution, rank: int, dev: int) -> None:
     s, e, lab = label_segments(a, rank, dev)
-    label_json = [json.dumps(x) for x in LABELS]
+    label_json = [_json(x) for x in LABELS]
     w.track(
         jpid,
         "attribution",
@@ -371,8 +377,8 @@ def _attribution_lane(w: _Writer, jpid: int, a: Attribution, rank: int, dev: int
 
 def _findings(w: _Writer, a: Attribution) -> None:
     for i, fd in enumerate(a.findings(), 1):
-        args = json.dumps({"layer": fd.layer, "loss_ns": fd.loss_ns, "evidence": fd.evidence})
-        name = json.dumps(f"#{i} [{fd.layer}] {fd.title}")
+        args = _json({"layer": fd.layer, "loss_ns": fd.loss_ns, "evidence": fd.evidence})
+        name = _json(f"#{i} [{fd.layer}] {fd.title}")
         w.raw(
             f'{{"ph":"i","s":"g","pid":0,"tid":0,"ts":{_ts(0)},"name":{name},'
             f'"cat":"finding","args":{args}}}',

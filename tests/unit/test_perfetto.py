@@ -151,7 +151,7 @@ def _overlapping_trace() -> Trace:
     """Ranges that overlap without nesting (start/end ranges), a range ending before it
     starts, and two ops overlapping on one stream."""
     ops = [
-        {"start": 100, "end": 200, "correlation": 1, "name": "gemm"},
+        {"start": 100, "end": 200, "correlation": 1, "name": "gemm_µ"},
         {"start": 150, "end": 260, "correlation": 2, "name": "ncclAllReduce"},
         {
             "start": 400,
@@ -189,6 +189,8 @@ def test_overlaps_go_to_extra_tracks(tmp_path: Path) -> None:
     assert stats.clamped == {"ranges ending before they start (drawn zero-length)": 1}
     cats = {ev["name"]: ev["cat"] for ev in info["events"] if ev["ph"] == "X"}
     assert cats["ncclAllReduce"] == "comm" and cats["memcpy"] == "memory"
+    raw = out.read_text(encoding="utf-8")
+    assert '"gemm_µ"' in raw and "\\u" not in raw  # UTF-8, no \u escapes
 
 
 def test_exact_nanoseconds_far_from_zero(tmp_path: Path) -> None:
