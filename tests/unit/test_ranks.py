@@ -127,3 +127,27 @@ def test_dask_existing_scheduler(rank_files: list[Path]) -> None:
         assert cluster.scheduler.status.name == "running"
     assert got.to_dict() == analyze_ranks(*rank_files, workers=1).to_dict()
     assert sorted(again.windows["rank"].tolist()) == [0, 1]
+
+
+def test_dask_missing_and_bad_workers(
+    rank_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from pytimings.errors import UsageError
+
+    real = importlib.import_module
+
+    def no_dask(name: str, *args: Any) -> Any:
+        if name.startswith("dask"):
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_dask)
+    with pytest.raises(UsageError, match=r"pip install 'pytimings\[dask\]'"):
+        analyze_ranks(*rank_files[:2], executor="dask")
+    monkeypatch.undo()
+    with pytest.raises(UsageError, match="workers must be at least 1, not 0"):
+        analyze_ranks(*rank_files[:2], workers=0)
+    with pytest.raises(UsageError, match="--executor 'spark'"):
+        analyze_ranks(*rank_files[:2], executor="spark")
