@@ -108,9 +108,7 @@ class _Writer:
 
     def meta(self, what: str, pid: int, tid: int | None, args: dict[str, Any]) -> None:
         t = "" if tid is None else f',"tid":{tid}'
-        self.raw(
-            f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{_json(args)}}}', "metadata"
-        )
+        self.raw(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{_json(args)}}}', "metadata")
 
     def process(self, name: str, sort_index: int) -> int:
         pid = self.next_pid
