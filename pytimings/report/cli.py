@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="leave out the attribution lanes and findings (faster)",
     )
     p.add_argument(
+        "--no-flows", action="store_true", help="no arrows from launch calls to their GPU ops"
+    )
+    p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
     progress.add_quiet_argument(p)
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
             result = attribute(trace)
-    stats = write_perfetto(trace, args.perfetto, result)
+    stats = write_perfetto(trace, args.perfetto, result, flows=not args.no_flows)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")
     if stats.overlap_tracks:

@@ -7,7 +7,8 @@ Layout (one JSON "process" per host process and per GPU, names in metadata event
 * GPU (rank, device): an ``attribution`` track with the eight labels of the partition of
   the whole-trace window (see ../shared/docs/attribution.md), then one track per stream with
   its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
-* the findings as global instant events at the start of the trace.
+* the findings as global instant events at the start of the trace;
+* a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them).
 
 A track never holds slices that overlap without nesting (viewers mis-draw those): slices
 that would are moved to an extra track named ``... (overlap N)``; how many is returned.
@@ -32,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.attribution import CLASS_NAMES, LABELS, Attribution
+from pytimings.analysis.attribution import CLASS_NAMES, LABELS, Attribution, link_launches
 from pytimings.errors import UsageError
 from pytimings.ingest._model import OpKind, Trace
 from pytimings.report.progress import task
@@ -135,8 +136,9 @@ class _Writer:
         cats: Sequence[str],
         args: Sequence[str],
         kind: str,
-    ) -> None:
-        """Slices on one track (spilling non-nested overlaps to extra tracks).
+    ) -> npt.NDArray[np.int64]:
+        """Slices on one track (spilling non-nested overlaps to extra tracks); returns the
+        tid each slice went to, in input order.
 
         ``names``/``cats`` are JSON-encoded strings, ``args`` JSON objects, one per slice.
         """
@@ -157,6 +159,40 @@ class _Writer:
                 f'"dur":{_ts(b - a)},"name":{names[i]},"cat":{cats[i]},"args":{args[i]}}}',
                 kind,
             )
+        placed = np.empty(order.size, dtype=np.int64)
+        placed[order] = np.asarray(tids, dtype=np.int64)[lanes]
+        return placed
+
+    def flows(self, start: I64, src: Placed, dst: Placed, a_rows: I64, o_rows: I64) -> None:
+        """A flow arrow from each launch call (row of ``src``) to its GPU op (``dst``), as
+        Kineto writes them (``s`` on the call, ``f`` binding to the op's slice)."""
+        origin = self.origin
+        for k, (ar, orow) in enumerate(zip(a_rows.tolist(), o_rows.tolist(), strict=True)):
+            ts_s = _ts(int(src.start[ar]) - origin)
+            ts_f = _ts(int(start[orow]) - origin)
+            self.raw(
+                f'{{"ph":"s","id":{k},"pid":{src.pid[ar]},"tid":{src.tid[ar]},"ts":{ts_s},'
+                f'"name":"launch","cat":"launch"}}',
+                "flow",
+            )
+            self.raw(
+                f'{{"ph":"f","bp":"e","id":{k},"pid":{dst.pid[orow]},"tid":{dst.tid[orow]},'
+                f'"ts":{ts_f},"name":"launch","cat":"launch"}}',
+                "flow",
+            )
+
+
+@dataclass
+class Placed:
+    """Where each row of a table was drawn: JSON pid and tid (-1: not drawn), and start."""
+
+    pid: npt.NDArray[np.int64]
+    tid: npt.NDArray[np.int64]
+    start: I64
+
+    @classmethod
+    def none(cls, start: I64) -> Placed:
+        return cls(np.full(start.size, -1, np.int64), np.full(start.size, -1, np.int64), start)
 
 
 def _json_strings(strings: Sequence[str]) -> list[str]:
@@ -186,9 +222,11 @@ def write_perfetto(
     path: str | os.PathLike[str],
     attribution: Attribution | None = None,
     findings: bool = True,
+    flows: bool = True,
 ) -> ExportStats:
     """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
-    whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``."""
+    whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
+    ``flows`` draws an arrow from each launch call to the GPU op it launched."""
     if attribution is not None and attribution.by is not None:
         raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
     origin = _origin(trace)
@@ -202,8 +240,14 @@ def write_perfetto(
         f.write('{"traceEvents":[')
         w = _Writer(f, origin)
         names = _json_strings(trace.strings)
-        _host(w, trace, names)
-        _gpus(w, trace, names, attribution)
+        api_at = _host(w, trace, names)
+        op_at = _gpus(w, trace, names, attribution)
+        if flows and len(trace.gpu_ops) and len(trace.api_calls):
+            launches = attribution.launches if attribution is not None else link_launches(trace)
+            o_rows = np.flatnonzero(launches.api_row >= 0)
+            a_rows = launches.api_row[o_rows]
+            drawn = (api_at.tid[a_rows] >= 0) & (op_at.tid[o_rows] >= 0)
+            w.flows(trace.gpu_ops["start"], api_at, op_at, a_rows[drawn], o_rows[drawn])
         if attribution is not None and findings:
             _findings(w, attribution)
         other = {"pytimings_origin_ns": origin, "overlap_tracks": w.stats.overlap_tracks}
@@ -211,10 +255,11 @@ def write_perfetto(
     return w.stats
 
 
-def _host(w: _Writer, trace: Trace, names: list[str]) -> None:
+def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
     """Per host process: a track per thread (ranges and API calls), and one for events
-    that name no known thread (e.g. synchronisation rows)."""
+    that name no known thread (e.g. synchronisation rows). Returns where API calls went."""
     th, rg, api = trace.threads, trace.ranges, trace.api_calls
+    api_at = Placed.none(api["start"])
     n_th = len(th)
     host_rg = np.flatnonzero(rg["device"] < 0)
     rg_thread = rg["thread"][host_rg]
@@ -252,7 +297,7 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> None:
             for si, (tname, r_sel, a_sel) in enumerate(tracks):
                 args = [_range_args(trace, int(i)) for i in r_sel.tolist()]
                 args += [f'{{"correlation":{int(c)}}}' for c in api["correlation"][a_sel].tolist()]
-                w.track(
+                tids = w.track(
                     jpid,
                     tname,
                     1000 * si,
@@ -264,7 +309,10 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> None:
                     args,
                     "slice",
                 )
+                api_at.pid[a_sel] = jpid
+                api_at.tid[a_sel] = tids[r_sel.size :]
                 bar.advance(r_sel.size + a_sel.size)
+    return api_at
 
 
 def _range_args(trace: Trace, i: int) -> str:
@@ -280,8 +328,11 @@ def _range_args(trace: Trace, i: int) -> str:
     return _json(out)
 
 
-def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> None:
+def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> Placed:
+    """Per (rank, device): the attribution lane, a track per stream, GPU annotations.
+    Returns where GPU ops went."""
     ops, rg = trace.gpu_ops, trace.ranges
+    op_at = Placed.none(ops["start"])
     dev_names = {
         (int(r), int(d)): trace.strings[int(n)]
         for r, d, n in zip(
@@ -317,7 +368,8 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
                     if classes is not None
                     else ['"gpu"'] * sel.size
                 )
-                w.track(
+                op_at.pid[sel] = jpid
+                op_at.tid[sel] = w.track(
                     jpid,
                     f"stream {s}",
                     1000 * (si + 1),
@@ -342,6 +394,7 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
                     [_range_args(trace, int(i)) for i in g_sel.tolist()],
                     "slice",
                 )
+    return op_at
 
 
 def _op_args(ops: Any, i: int) -> str:

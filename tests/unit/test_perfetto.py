@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 from decimal import Decimal
@@ -48,9 +49,11 @@ def check_trace_events(path: Path) -> dict[str, Any]:
     procs: dict[int, str] = {}
     threads: dict[tuple[int, int], str] = {}
     tracks: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    slices: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    flows: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     for ev in events:
         ph = ev["ph"]
-        assert ph in ("X", "M", "i"), ev
+        assert ph in ("X", "M", "i", "s", "f"), ev
         if ph == "M":
             assert ev["name"] in (
                 "process_name",
@@ -71,6 +74,11 @@ def check_trace_events(path: Path) -> dict[str, Any]:
             s, d = _ns(ev["ts"]), _ns(ev["dur"])
             assert s >= 0 and d >= 0
             tracks[(ev["pid"], ev["tid"])].append((s, s + d))
+            slices[(ev["pid"], ev["tid"])].append(ev)
+        elif ph in ("s", "f"):
+            assert ph not in flows[ev["id"]], f"flow {ev['id']} has two {ph} events"
+            assert ph == "s" or ev["bp"] == "e"
+            flows[ev["id"]][ph] = ev
         else:
             assert ev["s"] == "g" and _ns(ev["ts"]) >= 0
     tids = [tid for _, tid in threads]
@@ -85,7 +93,36 @@ def check_trace_events(path: Path) -> dict[str, Any]:
                 stack.pop()
             assert not stack or e <= stack[-1], f"slices overlap on {threads[key]}"
             stack.append(e)
-    return {"doc": doc, "procs": procs, "threads": threads, "tracks": tracks, "events": events}
+    # each flow binds to a slice on its track: a launch call to the op it launched
+    indexed = {
+        key: ([a for a, _ in tracks[key]], [b for _, b in tracks[key]], evs)
+        for key, evs in slices.items()
+    }
+    for fid, ends in flows.items():
+        assert set(ends) == {"s", "f"}, f"flow {fid} is not one s and one f"
+        call = _innermost(indexed[(ends["s"]["pid"], ends["s"]["tid"])], _ns(ends["s"]["ts"]))
+        op = _innermost(indexed[(ends["f"]["pid"], ends["f"]["tid"])], _ns(ends["f"]["ts"]))
+        assert call["cat"] == "cuda_api" and op["cat"] in ("compute", "comm", "memory", "gpu")
+        assert call["args"]["correlation"] == op["args"]["correlation"]
+    return {
+        "doc": doc,
+        "procs": procs,
+        "threads": threads,
+        "tracks": tracks,
+        "events": events,
+        "flows": len(flows),
+    }
+
+
+def _innermost(track: tuple[list[int], list[int], list[dict[str, Any]]], ts: int) -> Any:
+    """The deepest slice of a (time-ordered, nested) track holding ``ts``: the last one
+    starting at or before ``ts`` that still holds it, as Perfetto binds a flow."""
+    starts, ends, events = track
+    i = bisect.bisect_right(starts, ts) - 1
+    while i >= 0 and ends[i] < ts:
+        i -= 1
+    assert i >= 0, f"no slice at {ts}"
+    return events[i]
 
 
 def _by_track(info: dict[str, Any], predicate: Any) -> dict[str, list[dict[str, Any]]]:
@@ -115,6 +152,18 @@ def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
     host_ranges = int(np.count_nonzero(trace.ranges["device"] < 0))
     assert sum(ev["cat"] == "range" for ev in x) == host_ranges
     assert sum(ev["cat"] == "cuda_api" for ev in x) == len(trace.api_calls)
+    # a flow per GPU op whose correlation id has a call in its (rank, pid)
+    api = trace.api_calls
+    calls = set(
+        zip(api["rank"].tolist(), api["pid"].tolist(), api["correlation"].tolist(), strict=True)
+    )
+    linked = sum(
+        c >= 0 and (r, p, c) in calls
+        for r, p, c in zip(
+            o["rank"].tolist(), o["pid"].tolist(), o["correlation"].tolist(), strict=True
+        )
+    )
+    assert info["flows"] == linked
     if a is not None:
         lanes = _by_track(info, lambda ev: ev["cat"] == "attribution")
         w = a.windows
@@ -255,6 +304,9 @@ def test_recording_export(tmp_path: Path) -> None:
     assert main(["export", str(path), "--perfetto", str(out), "-q"]) == 0
     trace = load(path)
     info = _check_content(trace, out, attribute(trace))
+    assert info["flows"] == 2  # region call -> its GPU span
+    assert main(["export", str(path), "--perfetto", str(out), "--no-flows"]) == 0
+    assert check_trace_events(out)["flows"] == 0
     regions = _by_track(info, lambda ev: ev["cat"] == "range")
     assert [k for k in regions] == ["rank 1 host (pid 77) / MainThread (tid 1234)"]
     assert sorted(ev["name"] for ev in regions[next(iter(regions))]) == [
