@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
     "bench": ("pytimings.bench.cli", "Copy, latency, collective and KV-cache benchmarks"),
+    "export": ("pytimings.report.cli", "Export traces/recordings for Perfetto or chrome://tracing"),
 }
 
 

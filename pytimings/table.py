@@ -6,6 +6,8 @@ as CSV, Parquet or JSON and handed to pandas or Arrow without copies where possi
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,8 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
+
+WRITE_FORMATS = ("csv", "parquet", "json")
 
 
 class Table:
@@ -76,6 +80,43 @@ class Table:
         import pyarrow as pa
 
         return pa.table({k: pa.array(v) for k, v in self._cols.items()})
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Rows as dicts of plain Python values (NaN becomes None), e.g. for JSON."""
+        cols = []
+        for c in self._cols.values():
+            values = c.tolist()
+            if c.dtype.kind == "f":
+                values = [None if v != v else v for v in values]
+            cols.append(values)
+        return [dict(zip(self._cols, row, strict=True)) for row in zip(*cols, strict=True)]
+
+    def write(self, path: str | os.PathLike[str], format: str | None = None) -> None:
+        """Write as ``csv``, ``parquet`` or ``json`` (a list of row objects); the format
+        defaults to the path's suffix. Raises ``UsageError`` for an unknown format."""
+        from pytimings.errors import UsageError
+
+        fmt = format or os.path.splitext(os.fspath(path))[1].lstrip(".").lower()
+        if fmt not in WRITE_FORMATS:
+            raise UsageError(
+                f"{os.fspath(path)}: unknown table format {fmt!r}; "
+                f"formats: {', '.join(WRITE_FORMATS)}"
+            )
+        try:
+            if fmt == "json":
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(self.to_records(), f, allow_nan=False)
+                    f.write("\n")
+            elif fmt == "csv":
+                import pyarrow.csv
+
+                pyarrow.csv.write_csv(self.to_arrow(), path)
+            else:
+                import pyarrow.parquet
+
+                pyarrow.parquet.write_table(self.to_arrow(), path)
+        except OSError as exc:
+            raise UsageError(f"{os.fspath(path)}: cannot write ({exc.strerror or exc})") from None
 
     def __repr__(self) -> str:
         return f"Table({len(self)} rows: {', '.join(self._cols)})"

@@ -13,6 +13,7 @@ import numpy as np
 from pytimings.analysis.attribution import LABELS, Attribution, attribute
 from pytimings.analysis.findings import ms, pct
 from pytimings.errors import UsageError
+from pytimings.report import progress, tables
 
 EXAMPLE = "decode_16steps_h200.sqlite"
 EXAMPLE_BY = "decode_step"
@@ -37,6 +38,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"analyse the bundled H200 Nsight Systems capture (default --by {EXAMPLE_BY})",
     )
+    p.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="where per-rank files are analysed when several are given: local processes "
+        "(default) or a Dask cluster (one task per rank; only results travel)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="the Dask scheduler to use (default: a LocalCluster of processes here)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="worker processes (local or Dask)"
+    )
+    p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
+    tables.add_arguments(p, "the windows table")
+    progress.add_quiet_argument(p)
 
 
 def example_path() -> Path:
@@ -44,8 +63,9 @@ def example_path() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.ingest import load
+    from pytimings.ingest import _expand, load
 
+    progress.configure(args.quiet)
     paths: list[str] = list(args.traces)
     by = args.by
     if args.example:
@@ -55,9 +75,33 @@ def run(args: argparse.Namespace) -> int:
         by = by or EXAMPLE_BY
     if not paths:
         raise UsageError("give at least one TRACE file (or --example)")
-    trace = load(*paths)
-    result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
+    per_rank_tasks = len(_expand(paths)) > 1 or args.executor == "dask" or args.scheduler
+    if per_rank_tasks:
+        from pytimings.analysis.ranks import analyze_ranks
+
+        result = analyze_ranks(
+            *paths,
+            by=by,
+            devices=args.device,
+            ranks=args.rank,
+            executor=args.executor,
+            scheduler=args.scheduler,
+            workers=args.workers,
+        )
+    else:
+        trace = load(*paths, workers=args.workers)
+        with progress.task("Attributing"):
+            result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
     print(render(result, paths))
+    for written in tables.write(args, {"windows": result.windows}):
+        print(f"\nwrote {written}")
+    if args.html:
+        from pytimings.report.html import write_html
+
+        title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
+        with progress.task("Writing the HTML report"):
+            write_html(result, args.html, title, has_events=not per_rank_tasks)
+        print(f"\nwrote {args.html}")
     if args.json:
         try:
             Path(args.json).write_text(result.to_json() + "\n")

@@ -33,6 +33,7 @@ import numpy as np
 
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.ingest._model import TABLES, Trace
+from pytimings.report import progress
 
 __all__ = ["detect_format", "load"]
 
@@ -63,13 +64,21 @@ def load(
         n_workers = workers
     if n_workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
-    if len(files) == 1 or n_workers == 1:
-        traces = [load_file(f) for f in files]
-    else:
-        # forkserver: a clean child, not a fork of a parent that may hold Arrow/ADBC threads
-        ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
-            traces = list(pool.map(load_file, files))
+    what = Path(files[0]).name if len(files) == 1 else f"{len(files)} trace files"
+    with progress.task(f"Loading {what}", total=len(files)) as bar:
+        if len(files) == 1 or n_workers == 1:
+            traces = []
+            for f in files:
+                traces.append(load_file(f))
+                bar.advance()
+        else:
+            # forkserver: a clean child, not a fork of a parent that may hold Arrow/ADBC threads
+            ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+            with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+                traces = []
+                for tr in pool.map(load_file, files):
+                    traces.append(tr)
+                    bar.advance()
     assigned = _assign_ranks(files, traces, ranks)
     for tr, (rank, source) in zip(traces, assigned, strict=True):
         _set_rank(tr, rank, source)

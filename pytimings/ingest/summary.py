@@ -37,6 +37,8 @@ import numpy.typing as npt
 from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.ingest.links import launch_index
 from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.report import progress
+from pytimings.report import tables as report_tables
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
@@ -477,12 +479,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
+    report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
+    progress.add_quiet_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from pytimings.errors import UsageError
     from pytimings.ingest import load
 
+    progress.configure(args.quiet)
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
     trace = load(*args.paths, workers=args.workers)
@@ -504,4 +509,6 @@ def run(args: argparse.Namespace) -> int:
                     f.write(doc + "\n")
             except OSError as exc:
                 raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
+    for written in report_tables.write(args, tables):
+        print(f"wrote {written}", file=sys.stderr if args.json == "-" else sys.stdout)
     return 0

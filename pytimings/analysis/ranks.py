@@ -1,0 +1,352 @@
+"""Many ranks: each rank's file is loaded and attributed as its own task; the client reduces.
+
+A task (:func:`analyze_file`) loads one rank's trace, attributes it, runs the findings that
+need the events (host-bound gaps, kernels, graphs, memory) and returns a :class:`RankResult`:
+the window rows, launch latencies, the communication ops and those findings. Traces never
+leave the worker, so a worker holds one rank's data at a time and the client holds only the
+results. The client then computes what needs all ranks: the collectives (arrival skew, wait,
+straggler), the findings on the totals (hardware, parallel, collectives, tail), and the
+report, exactly as :func:`~pytimings.analysis.attribution.attribute` would on all ranks
+loaded together (the per-rank partition does not depend on other ranks).
+
+Executors: ``"local"`` (a pool of processes here) or ``"dask"`` (a ``dask.distributed``
+cluster: a ``LocalCluster`` of single-threaded worker processes, or the scheduler at
+``scheduler="tcp://HOST:PORT"``; every worker needs pytimings installed and the trace
+files at the same paths, e.g. on a shared file system).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis import findings as fnd
+from pytimings.analysis.attribution import (
+    COMM,
+    NO_LAUNCH,
+    Attribution,
+    Gaps,
+    Launches,
+    LaunchLatency,
+    attribute,
+    collectives,
+)
+from pytimings.errors import PytimingsError, TraceFormatError, UsageError
+from pytimings.ingest import _assign_ranks, _expand, _set_rank, load_file
+from pytimings.ingest._model import SCHEMAS, Trace
+from pytimings.report import progress
+from pytimings.table import Table
+
+EXECUTORS = ("local", "dask")
+# findings that need a rank's events (run in the task) / only totals and collectives (client)
+RANK_RULES: tuple[Callable[[Attribution], list[fnd.Finding]], ...] = (
+    fnd._host_bound_gaps,
+    fnd._kernels,
+    fnd._graphs,
+    fnd._memory,
+)
+GLOBAL_RULES: tuple[Callable[[Attribution], list[fnd.Finding]], ...] = (
+    fnd._hardware,
+    fnd._parallel,
+    fnd._collectives,
+    fnd._tail,
+)
+
+
+@dataclass
+class RankResult:
+    """What one task sends back: small, whatever the size of the rank's trace."""
+
+    path: str
+    rank: int
+    rank_source: str
+    windows: Table
+    window_thread: npt.NDArray[np.int32]  # tie-break of the window order (as attribute())
+    latency_ns: npt.NDArray[np.int64]
+    in_host_bound_ns: npt.NDArray[np.int64]
+    comm: Trace  # the rank's communication ops only (for the collectives)
+    findings: list[fnd.Finding]
+    ignored: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+def analyze_file(
+    path: str, position: int, by: str | None, devices: Sequence[int] | None
+) -> RankResult:
+    """The task: one rank's file -> its :class:`RankResult` (``position``: its place among
+    the files, the rank of last resort as in :func:`pytimings.load`)."""
+    try:
+        trace = load_file(path)
+        ((rank, source),) = _assign_ranks([path], [trace], None)
+        if source == "file order":
+            rank = position
+        _set_rank(trace, rank, source)
+        a = attribute(trace, by=by, devices=devices)
+        found = [f for rule in RANK_RULES for f in rule(a)]
+    except TraceFormatError as exc:  # re-raised as a plain message: crosses processes intact
+        raise UsageError(str(exc)) from None
+    except PytimingsError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    rows = np.flatnonzero(a.classes == COMM)
+    comm = Trace(
+        gpu_ops=trace.gpu_ops.take(rows),
+        api_calls=Table.empty(SCHEMAS["api_calls"]),
+        ranges=Table.empty(SCHEMAS["ranges"]),
+        threads=Table.empty(SCHEMAS["threads"]),
+        devices=Table.empty(SCHEMAS["devices"]),
+        strings=trace.strings,
+    )
+    return RankResult(
+        path=path,
+        rank=rank,
+        rank_source=source,
+        windows=a.windows,
+        window_thread=_window_threads(a),
+        latency_ns=a.launch_latency.latency_ns,
+        in_host_bound_ns=a.launch_latency.in_host_bound_ns,
+        comm=comm,
+        findings=found,
+        ignored=a.ignored,
+        dropped=trace.dropped,
+    )
+
+
+def _window_threads(a: Attribution) -> npt.NDArray[np.int32]:
+    rr = a.window_range_rows
+    th = a.trace.ranges["thread"]
+    return np.where(rr >= 0, th[np.maximum(rr, 0)] if th.size else -1, -1).astype(np.int32)
+
+
+def analyze_ranks(
+    *paths: str | os.PathLike[str],
+    by: str | None = None,
+    devices: Sequence[int] | None = None,
+    ranks: Sequence[int] | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    workers: int | None = None,
+) -> Attribution:
+    """Attribute per-rank trace files with one task per file (see the module docstring).
+
+    Returns an :class:`Attribution` whose windows, totals, statistics, launch latency,
+    collectives and findings are those of all ranks; its ``trace`` holds only the
+    communication ops, and per-op details that index a rank's trace (``gaps``, ``launches``,
+    ``window_range_rows``, the op rows of ``launch_latency``) are not shipped and left empty
+    (-1). Findings about a rank's events come from each rank (see :func:`rank_findings`).
+    """
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r}: choose one of {', '.join(EXECUTORS)}")
+    if scheduler is not None and executor != "dask":
+        raise UsageError("--scheduler needs --executor dask")
+    if workers is not None and workers < 1:
+        raise UsageError(f"workers must be at least 1, not {workers}")
+    files = _expand(paths)
+    run = _run_dask if executor == "dask" else _run_local
+    results = run(files, by, devices, scheduler, workers)
+    return reduce_ranks(results, by, ranks)
+
+
+def _run_local(
+    files: list[str],
+    by: str | None,
+    devices: Sequence[int] | None,
+    scheduler: str | None,
+    workers: int | None,
+) -> list[RankResult]:
+    n = min(len(files), os.cpu_count() or 1) if workers is None else workers
+    with progress.task(f"Analysing {len(files)} ranks", total=len(files)) as bar:
+        if n == 1 or len(files) == 1:
+            out = []
+            for i, f in enumerate(files):
+                out.append(analyze_file(f, i, by, devices))
+                bar.advance()
+            return out
+        # forkserver, as load() does: a clean child, not a fork of a parent with Arrow threads
+        ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            out = []
+            for r in pool.map(analyze_file, files, range(len(files)), repeat(by), repeat(devices)):
+                out.append(r)
+                bar.advance()
+            return out
+
+
+def _run_dask(
+    files: list[str],
+    by: str | None,
+    devices: Sequence[int] | None,
+    scheduler: str | None,
+    workers: int | None,
+) -> list[RankResult]:
+    try:
+        dd: Any = importlib.import_module("dask.distributed")  # untyped; optional extra
+    except ImportError:
+        raise UsageError(
+            "--executor dask needs dask.distributed: pip install 'pytimings[dask]'"
+        ) from None
+    cluster: Any = None
+    try:
+        if scheduler is None:
+            n = min(len(files), os.cpu_count() or 1) if workers is None else workers
+            cluster = dd.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
+            client = dd.Client(cluster)
+        else:
+            client = dd.Client(scheduler, timeout="15s")
+    except (OSError, TimeoutError) as exc:
+        if cluster is not None:
+            cluster.close()
+        raise UsageError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+    try:
+        futures = client.map(
+            analyze_file, files, range(len(files)), by=by, devices=devices, pure=False
+        )
+        with progress.task(f"Analysing {len(files)} ranks on Dask", total=len(files)) as bar:
+            for _ in dd.as_completed(futures):
+                bar.advance()
+        results: list[RankResult] = client.gather(futures)
+        return results
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def reduce_ranks(
+    results: Sequence[RankResult], by: str | None, ranks: Sequence[int] | None = None
+) -> Attribution:
+    """Combine per-rank results into the all-ranks :class:`Attribution` (on the client)."""
+    seen: dict[int, str] = {}
+    for r in results:
+        if r.rank in seen:
+            raise TraceFormatError(r.path, f"rank {r.rank} is also the rank of {seen[r.rank]}")
+        seen[r.rank] = r.path
+    if ranks is not None:
+        missing = sorted(set(ranks) - set(seen))
+        if missing:
+            raise UsageError(
+                f"rank {', '.join(map(str, missing))} not in the traces; "
+                f"they have ranks {', '.join(map(str, sorted(seen)))}"
+            )
+        results = [r for r in results if r.rank in set(ranks)]
+    results = sorted(results, key=lambda r: r.rank)
+    cols = results[0].windows.columns
+    windows = Table({c: np.concatenate([r.windows[c] for r in results]) for c in cols})
+    thread = np.concatenate([r.window_thread for r in results])
+    order = np.lexsort(
+        (
+            thread,
+            windows["name"].astype(str),
+            windows["end_ns"],
+            windows["device"],
+            windows["rank"],
+            windows["start_ns"],
+        )
+    )
+    windows = windows.take(order)
+    comm = Trace.merge([r.comm for r in results])
+    dropped: dict[str, int] = {}
+    ignored: dict[str, int] = {}
+    for r in results:
+        for src, dst in ((r.dropped, dropped), (r.ignored, ignored)):
+            for k, v in src.items():
+                dst[k] = dst.get(k, 0) + v
+    comm.dropped = dropped
+    comm.meta = {"ranks": {r.rank: r.path for r in results}}
+    n_comm = len(comm.gpu_ops)
+    latency = np.concatenate([r.latency_ns for r in results])
+    a = Attribution(
+        trace=comm,
+        by=by,
+        windows=windows,
+        gaps=Gaps.concat([]),
+        launches=Launches(
+            api_row=np.full(n_comm, -1, dtype=np.int64),
+            start=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
+            api_thread=np.empty(0, dtype=np.int32),
+        ),
+        classes=np.full(n_comm, COMM, dtype=np.int8),
+        launch_latency=LaunchLatency(
+            latency,
+            np.full(latency.size, -1, dtype=np.int64),
+            np.concatenate([r.in_host_bound_ns for r in results]),
+        ),
+        collectives=collectives(
+            comm, np.full(n_comm, COMM, dtype=np.int8), [r.rank for r in results]
+        ),
+        window_range_rows=np.full(len(windows), -1, dtype=np.int64),
+        ignored=ignored,
+    )
+    found = [f for rule in GLOBAL_RULES for f in rule(a)]
+    found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))
+    total = max(1, a.totals["window_ns"])
+    found = [f for f in found if f.loss_ns >= fnd.MIN_SHARE * total or f.layer == "hardware"]
+    found.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
+    a._findings = found
+    return a
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _shape(title: str) -> str:
+    """A finding's title with its numbers masked (quoted names, e.g. kernels, kept)."""
+    parts = title.split("'")
+    return "'".join(p if i % 2 else _NUMBER.sub("#", p) for i, p in enumerate(parts))
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    """Compact runs: '0-7' or '1, 3-5'."""
+    out: list[str] = []
+    rs = sorted(ranks)
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(f"{rs[i]}" if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> list[fnd.Finding]:
+    """Per-rank findings for the report: the same finding on several ranks (same layer and
+    title up to its numbers) becomes one, its loss the sum, titled by the worst rank."""
+    if n_ranks == 1:
+        return [f for _, f in found]
+    groups: dict[tuple[str, str], list[tuple[int, fnd.Finding]]] = defaultdict(list)
+    for rank, f in found:
+        groups[(f.layer, _shape(f.title))].append((rank, f))
+    out = []
+    for members in groups.values():
+        rank, worst = max(members, key=lambda m: (m[1].loss_ns, -m[0]))
+        if len(members) == 1:
+            title = f"rank {rank}: {worst.title}"
+            evidence = {"rank": rank, **worst.evidence}
+        else:
+            ranks = [r for r, _ in members]
+            title = (
+                f"ranks {_ranks_text(ranks)} ({len(ranks)} of {n_ranks}); worst, "
+                f"rank {rank}: {worst.title}"
+            )
+            evidence = {
+                "ranks": sorted(ranks),
+                "loss_ns_by_rank": {r: f.loss_ns for r, f in sorted(members, key=lambda m: m[0])},
+                "worst_rank": rank,
+                **worst.evidence,
+            }
+        out.append(fnd.Finding(worst.layer, title, sum(f.loss_ns for _, f in members), evidence))
+    return out

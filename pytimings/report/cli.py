@@ -1,0 +1,61 @@
+"""``pytimings export``: a trace or recording as a file for other viewers (Perfetto UI,
+``chrome://tracing``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pytimings.errors import UsageError
+from pytimings.report import progress
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE_OR_RECORDING",
+        help="trace files (nsys SQLite/report, Kineto JSON) or pytimings recordings",
+    )
+    p.add_argument(
+        "--perfetto",
+        metavar="OUT",
+        help="write Chrome trace-event JSON (Perfetto, chrome://tracing)",
+    )
+    p.add_argument(
+        "--no-attribution",
+        action="store_true",
+        help="leave out the attribution lanes and findings (faster)",
+    )
+    p.add_argument(
+        "--no-flows", action="store_true", help="no arrows from launch calls to their GPU ops"
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
+    )
+    progress.add_quiet_argument(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytimings.analysis.attribution import attribute
+    from pytimings.ingest import load
+    from pytimings.report.perfetto import write_perfetto
+
+    progress.configure(args.quiet)
+    if not args.perfetto:
+        raise UsageError("give an output: --perfetto OUT")
+    trace = load(*args.traces, workers=args.workers)
+    result = None
+    if not args.no_attribution and len(trace.gpu_ops):
+        with progress.task("Attributing"):
+            result = attribute(trace)
+    stats = write_perfetto(trace, args.perfetto, result, flows=not args.no_flows)
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
+    print(f"wrote {args.perfetto}: {counts}")
+    if stats.overlap_tracks:
+        print(
+            f"{stats.overlap_tracks} extra tracks hold slices that overlap without nesting",
+        )
+    for what, n in sorted({**trace.dropped, **stats.clamped}.items()):
+        print(f"note: {what}: {n}", file=sys.stderr)
+    return 0

@@ -1,0 +1,229 @@
+"""A self-contained HTML report of an attribution (plotly, its JavaScript inlined: the file
+opens with no network).
+
+Sections: the totals; per-window stacked breakdown of the eight labels (windows in time
+order); timeline lanes of the labels per device for one window (the slowest by default);
+per-rank arrival skew at collectives; the launch-latency histogram; the findings.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytimings.analysis.attribution import LABELS, Attribution
+from pytimings.errors import UsageError
+from pytimings.report.segments import label_segments
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+COLORS = {
+    "compute": "#2ca02c",
+    "comm_overlapped": "#17becf",
+    "comm_exposed": "#d62728",
+    "memory": "#9467bd",
+    "host_bound": "#ff7f0e",
+    "launch_overhead": "#bcbd22",
+    "device_wait": "#1f77b4",
+    "idle_other": "#7f7f7f",
+}
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: right; }
+td:first-child, th:first-child { text-align: left; } tr:nth-child(even) { background: #f4f4f4; }
+.note { color: #666; } li { margin: 0.4em 0; }
+"""
+
+
+def _go() -> Any:
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise UsageError("--html needs plotly: pip install 'pytimings[html]'") from None
+    return go
+
+
+def _ms(ns: float) -> float:
+    return float(ns) / 1e6
+
+
+def _breakdown(a: Attribution) -> go.Figure:
+    go = _go()
+    w = a.windows
+    order = np.lexsort((w["device"], w["rank"], w["start_ns"]))
+    several = len(set(zip(w["rank"].tolist(), w["device"].tolist(), strict=True))) > 1
+    x = [
+        f"{w['name'][i]} {k + 1}"
+        + (f" r{int(w['rank'][i])} GPU{int(w['device'][i])}" if several else "")
+        for k, i in enumerate(order.tolist())
+    ]
+    fig = go.Figure()
+    for lab in LABELS:
+        fig.add_bar(name=lab, x=x, y=_ms_arr(w[f"{lab}_ns"][order]), marker_color=COLORS[lab])
+    fig.update_layout(
+        barmode="stack",
+        title="Where each window's time went (time order)",
+        yaxis_title="ms",
+        height=420,
+        bargap=0.05,
+        xaxis={"showticklabels": len(x) <= 60},
+    )
+    return fig
+
+
+def _ms_arr(ns: Any) -> list[float]:
+    values: list[float] = (np.asarray(ns, dtype=np.float64) / 1e6).tolist()
+    return values
+
+
+def _lanes(a: Attribution, row: int) -> go.Figure:
+    go = _go()
+    w = a.windows
+    name, rank = w["name"][row], int(w["rank"][row])
+    s0, e0 = int(w["start_ns"][row]), int(w["end_ns"][row])
+    same = np.flatnonzero(
+        (w["name"] == name) & (w["rank"] == rank) & (w["start_ns"] == s0) & (w["end_ns"] == e0)
+    )
+    segs: dict[str, tuple[list[float], list[float], list[str]]] = {
+        lab: ([], [], []) for lab in LABELS
+    }
+    for i in same.tolist():
+        dev = int(w["device"][i])
+        s, e, labels = label_segments(a, rank, dev, (s0, e0))
+        for a_, b_, k in zip(s.tolist(), e.tolist(), labels.tolist(), strict=True):
+            base, length, lane = segs[LABELS[k]]
+            base.append((a_ - s0) / 1e3)
+            length.append((b_ - a_) / 1e3)
+            lane.append(f"rank {rank} GPU {dev}")
+    fig = go.Figure()
+    for lab, (base, length, lane) in segs.items():
+        if not base:
+            continue  # a label absent from this window gets no legend entry
+        fig.add_bar(
+            name=lab,
+            y=lane,
+            x=length,
+            base=base,
+            orientation="h",
+            marker_color=COLORS[lab],
+            hovertemplate="%{base:.1f} µs + %{x:.1f} µs<extra>" + lab + "</extra>",
+        )
+    fig.update_layout(
+        barmode="overlay",
+        title=f"Timeline of {name} (rank {rank}, {_ms(e0 - s0):.3f} ms)",
+        xaxis_title="µs from the window start",
+        legend={"orientation": "h", "y": -0.35 - 0.1 / same.size},
+        height=260 + 60 * same.size,
+    )
+    return fig
+
+
+def _skew(a: Attribution) -> go.Figure | None:
+    c = a.collectives
+    if c is None or len(c.table) == 0:
+        return None
+    go = _go()
+    t = c.table
+    fig = go.Figure()
+    for r in sorted(set(t["rank"].tolist())):
+        m = t["rank"] == r
+        fig.add_box(y=(t["skew_ns"][m] / 1e3).tolist(), name=f"rank {r}", boxpoints=False)
+    fig.update_layout(
+        title=f"Arrival skew at collectives (straggler: rank {c.straggler})",
+        yaxis_title="µs after the first rank",
+        showlegend=False,
+        height=380,
+    )
+    return fig
+
+
+def _latency(a: Attribution) -> go.Figure | None:
+    lat = a.launch_latency.latency_ns
+    if lat.size == 0:
+        return None
+    go = _go()
+    fig = go.Figure()
+    fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#1f77b4")
+    fig.update_layout(
+        title=f"Launch latency, op start - launch call start ({lat.size} ops)",
+        xaxis_title="µs",
+        yaxis_title="ops",
+        yaxis_type="log",
+        height=360,
+    )
+    return fig
+
+
+def _totals_table(a: Attribution) -> str:
+    t = a.totals
+    win = max(1, t["window_ns"])
+    rows = "".join(
+        f"<tr><td>{lab}</td><td>{_ms(t[f'{lab}_ns']):.3f}</td>"
+        f"<td>{100 * t[f'{lab}_ns'] / win:.1f}%</td></tr>"
+        for lab in LABELS
+    )
+    return (
+        "<table><tr><th>label</th><th>ms</th><th>share</th></tr>"
+        f"{rows}<tr><th>window</th><th>{_ms(t['window_ns']):.3f}</th><th>100%</th></tr></table>"
+    )
+
+
+def render(a: Attribution, title: str, has_events: bool = True) -> str:
+    """The report as one HTML document. ``has_events=False`` (an attribution reduced from
+    per-rank tasks, without the events) leaves out the timeline lanes, saying so."""
+    if len(a.windows) == 0:
+        raise UsageError("--html: the attribution has no windows to draw")
+    parts: list[str] = []
+    first = True
+
+    def figure(fig: go.Figure | None, missing: str) -> None:
+        nonlocal first
+        if fig is None:
+            parts.append(f'<p class="note">{html.escape(missing)}</p>')
+            return
+        parts.append(
+            fig.to_html(full_html=False, include_plotlyjs=first, config={"responsive": True})
+        )
+        first = False
+
+    parts.append(f"<h1>{html.escape(title)}</h1>")
+    scope = f"by {a.by}: {len(a.windows)} window entries" if a.by else "whole trace"
+    parts.append(f"<p>{html.escape(scope)}</p><h2>Totals</h2>{_totals_table(a)}")
+    figure(_breakdown(a), "")
+    slowest = int(np.lexsort((a.windows["start_ns"], -a.windows["window_ns"]))[0])
+    figure(
+        _lanes(a, slowest) if has_events else None,
+        "Timeline lanes need the events, which per-rank tasks do not send back; "
+        "analyse one rank's file for them.",
+    )
+    figure(_skew(a), "No collectives matched across ranks (one rank, or no communication).")
+    figure(_latency(a), "No GPU op has a known launch call.")
+    items = "".join(
+        f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)} "
+        f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
+        for f in a.findings()
+    )
+    parts.append(f"<h2>Findings (biggest losses first)</h2><ol>{items}</ol>")
+    body = "\n".join(parts)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
+        f"<body>\n{body}\n</body></html>\n"
+    )
+
+
+def write_html(
+    a: Attribution, path: str | os.PathLike[str], title: str, has_events: bool = True
+) -> None:
+    doc = render(a, title, has_events)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(doc)
+    except OSError as exc:
+        raise UsageError(
+            f"--html {os.fspath(path)}: cannot write ({exc.strerror or exc})"
+        ) from None

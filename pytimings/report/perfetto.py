@@ -1,0 +1,437 @@
+"""Chrome trace-event JSON for the Perfetto UI and ``chrome://tracing``.
+
+Layout (one JSON "process" per host process and per GPU, names in metadata events):
+
+* host process (rank, pid): one track per thread with its ranges (NVTX, annotations,
+  pytimings regions) and CUDA API calls as complete (``X``) slices;
+* GPU (rank, device): an ``attribution`` track with the eight labels of the partition of
+  the whole-trace window (see ../shared/docs/attribution.md), then one track per stream with
+  its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
+* the findings as global instant events at the start of the trace;
+* a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them).
+
+A track never holds slices that overlap without nesting (viewers mis-draw those): slices
+that would are moved to an extra track named ``... (overlap N)``; how many is returned.
+
+Times: the trace-event format counts microseconds. Every timestamp is written relative to
+the earliest event (``otherData.pytimings_origin_ns``) as a decimal with exactly three
+fractional digits, so it names an integer nanosecond. Perfetto reads it as a double and
+rounds ``ts * 1000`` to ns, which gives back the exact ns up to 52 days after the origin.
+No ``displayTimeUnit`` is written: Perfetto takes ``"ns"`` there as the unit of ``ts``
+while ``chrome://tracing`` takes it as a display setting only, so the two would disagree.
+Ranks' clocks are drawn as recorded (not aligned).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis.attribution import CLASS_NAMES, LABELS, Attribution, link_launches
+from pytimings.errors import UsageError
+from pytimings.ingest._model import OpKind, Trace
+from pytimings.report.progress import task
+from pytimings.report.segments import label_segments
+
+I64 = npt.NDArray[np.int64]
+_OP_KIND = {
+    int(OpKind.KERNEL): "kernel",
+    int(OpKind.MEMCPY): "memcpy",
+    int(OpKind.MEMSET): "memset",
+}
+
+
+@dataclass
+class ExportStats:
+    """What was written: events by kind, extra overlap tracks, and what was clamped."""
+
+    events: dict[str, int] = field(default_factory=dict)
+    overlap_tracks: int = 0
+    origin_ns: int = 0
+    clamped: dict[str, int] = field(default_factory=dict)
+
+
+def nested_lanes(start: I64, end: I64) -> npt.NDArray[np.int32]:
+    """For slices sorted by (start, -end): the lane of each such that on every lane, any two
+    slices are disjoint or one contains the other (first lane that fits, in order)."""
+    n = start.size
+    lanes = np.zeros(n, dtype=np.int32)
+    if n < 2 or bool(np.all(start[1:] >= end[:-1])):
+        return lanes  # already disjoint (the usual case for a stream): one lane
+    stacks: list[list[int]] = []
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist(), strict=True)):
+        for j, stack in enumerate(stacks):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if not stack or e <= stack[-1]:
+                stack.append(e)
+                lanes[i] = j
+                break
+        else:
+            stacks.append([e])
+            lanes[i] = len(stacks) - 1
+    return lanes
+
+
+def _json(value: Any) -> str:
+    """Compact JSON with non-ASCII kept as UTF-8: Perfetto's JSON reader has not always
+    accepted ``\\uXXXX`` escapes."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ts(ns: int) -> str:
+    """Microseconds as an exact decimal (ns >= 0 relative to the origin)."""
+    q, r = divmod(ns, 1000)
+    return f"{q}.{r:03d}"
+
+
+class _Writer:
+    """Streams events to the file, assigning JSON pids/tids and naming them."""
+
+    def __init__(self, f: IO[str], origin: int) -> None:
+        self.f = f
+        self.origin = origin
+        self.first = True
+        self.next_pid = 1
+        self.next_tid = 1
+        self.stats = ExportStats(origin_ns=origin)
+
+    def raw(self, event: str, kind: str) -> None:
+        self.f.write(("\n" if self.first else ",\n") + event)
+        self.first = False
+        self.stats.events[kind] = self.stats.events.get(kind, 0) + 1
+
+    def meta(self, what: str, pid: int, tid: int | None, args: dict[str, Any]) -> None:
+        t = "" if tid is None else f',"tid":{tid}'
+        self.raw(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{_json(args)}}}', "metadata")
+
+    def process(self, name: str, sort_index: int) -> int:
+        pid = self.next_pid
+        self.next_pid += 1
+        self.meta("process_name", pid, None, {"name": name})
+        self.meta("process_sort_index", pid, None, {"sort_index": sort_index})
+        return pid
+
+    def thread(self, pid: int, name: str, sort_index: int) -> int:
+        tid = self.next_tid
+        self.next_tid += 1
+        self.meta("thread_name", pid, tid, {"name": name})
+        self.meta("thread_sort_index", pid, tid, {"sort_index": sort_index})
+        return tid
+
+    def track(
+        self,
+        pid: int,
+        name: str,
+        sort_index: int,
+        start: I64,
+        end: I64,
+        names: Sequence[str],
+        cats: Sequence[str],
+        args: Sequence[str],
+        kind: str,
+    ) -> npt.NDArray[np.int64]:
+        """Slices on one track (spilling non-nested overlaps to extra tracks); returns the
+        tid each slice went to, in input order.
+
+        ``names``/``cats`` are JSON-encoded strings, ``args`` JSON objects, one per slice.
+        """
+        order = np.lexsort((-end, start))
+        s, e = start[order], end[order]
+        lanes = nested_lanes(s, e)
+        tids = [
+            self.thread(pid, name if k == 0 else f"{name} (overlap {k})", sort_index + k)
+            for k in range(int(lanes.max(initial=0)) + 1)
+        ]
+        self.stats.overlap_tracks += len(tids) - 1
+        origin = self.origin
+        for i, a, b, lane in zip(
+            order.tolist(), s.tolist(), e.tolist(), lanes.tolist(), strict=True
+        ):
+            self.raw(
+                f'{{"ph":"X","pid":{pid},"tid":{tids[lane]},"ts":{_ts(a - origin)},'
+                f'"dur":{_ts(b - a)},"name":{names[i]},"cat":{cats[i]},"args":{args[i]}}}',
+                kind,
+            )
+        placed = np.empty(order.size, dtype=np.int64)
+        placed[order] = np.asarray(tids, dtype=np.int64)[lanes]
+        return placed
+
+    def flows(self, start: I64, src: Placed, dst: Placed, a_rows: I64, o_rows: I64) -> None:
+        """A flow arrow from each launch call (row of ``src``) to its GPU op (``dst``), as
+        Kineto writes them (``s`` on the call, ``f`` binding to the op's slice)."""
+        origin = self.origin
+        for k, (ar, orow) in enumerate(zip(a_rows.tolist(), o_rows.tolist(), strict=True)):
+            ts_s = _ts(int(src.start[ar]) - origin)
+            ts_f = _ts(int(start[orow]) - origin)
+            self.raw(
+                f'{{"ph":"s","id":{k},"pid":{src.pid[ar]},"tid":{src.tid[ar]},"ts":{ts_s},'
+                f'"name":"launch","cat":"launch"}}',
+                "flow",
+            )
+            self.raw(
+                f'{{"ph":"f","bp":"e","id":{k},"pid":{dst.pid[orow]},"tid":{dst.tid[orow]},'
+                f'"ts":{ts_f},"name":"launch","cat":"launch"}}',
+                "flow",
+            )
+
+
+@dataclass
+class Placed:
+    """Where each row of a table was drawn: JSON pid and tid (-1: not drawn), and start."""
+
+    pid: npt.NDArray[np.int64]
+    tid: npt.NDArray[np.int64]
+    start: I64
+
+    @classmethod
+    def none(cls, start: I64) -> Placed:
+        return cls(np.full(start.size, -1, np.int64), np.full(start.size, -1, np.int64), start)
+
+
+def _json_strings(strings: Sequence[str]) -> list[str]:
+    return [_json(s) for s in strings]
+
+
+def _origin(trace: Trace) -> int:
+    starts = [
+        int(trace.table(t)["start"].min())
+        for t in ("gpu_ops", "api_calls", "ranges")
+        if len(trace.table(t))
+    ]
+    if not starts:
+        raise UsageError("the trace has no events to export")
+    return min(starts)
+
+
+def _clamped_ends(start: I64, end: I64, what: str, stats: ExportStats) -> I64:
+    bad = int(np.count_nonzero(end < start))
+    if bad:
+        stats.clamped[f"{what} ending before they start (drawn zero-length)"] = bad
+    return np.maximum(end, start)
+
+
+def write_perfetto(
+    trace: Trace,
+    path: str | os.PathLike[str],
+    attribution: Attribution | None = None,
+    findings: bool = True,
+    flows: bool = True,
+) -> ExportStats:
+    """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
+    whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
+    ``flows`` draws an arrow from each launch call to the GPU op it launched."""
+    if attribution is not None and attribution.by is not None:
+        raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
+    origin = _origin(trace)
+    try:
+        f = open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"--perfetto {os.fspath(path)}: cannot write ({exc.strerror or exc})"
+        ) from None
+    with f:
+        f.write('{"traceEvents":[')
+        w = _Writer(f, origin)
+        names = _json_strings(trace.strings)
+        api_at = _host(w, trace, names)
+        op_at = _gpus(w, trace, names, attribution)
+        if flows and len(trace.gpu_ops) and len(trace.api_calls):
+            launches = attribution.launches if attribution is not None else link_launches(trace)
+            o_rows = np.flatnonzero(launches.api_row >= 0)
+            a_rows = launches.api_row[o_rows]
+            drawn = (api_at.tid[a_rows] >= 0) & (op_at.tid[o_rows] >= 0)
+            w.flows(trace.gpu_ops["start"], api_at, op_at, a_rows[drawn], o_rows[drawn])
+        if attribution is not None and findings:
+            _findings(w, attribution)
+        other = {"pytimings_origin_ns": origin, "overlap_tracks": w.stats.overlap_tracks}
+        f.write(f'\n],\n"otherData":{_json(other)}}}\n')
+    return w.stats
+
+
+def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
+    """Per host process: a track per thread (ranges and API calls), and one for events
+    that name no known thread (e.g. synchronisation rows). Returns where API calls went."""
+    th, rg, api = trace.threads, trace.ranges, trace.api_calls
+    api_at = Placed.none(api["start"])
+    n_th = len(th)
+    host_rg = np.flatnonzero(rg["device"] < 0)
+    rg_thread = rg["thread"][host_rg]
+    keys = sorted(
+        set(zip(th["rank"].tolist(), th["pid"].tolist(), strict=True))
+        | set(zip(api["rank"].tolist(), api["pid"].tolist(), strict=True))
+        | set(zip(rg["rank"][host_rg].tolist(), rg["pid"][host_rg].tolist(), strict=True))
+    )
+    rg_end = _clamped_ends(rg["start"], rg["end"], "ranges", w.stats)
+    api_end = _clamped_ends(api["start"], api["end"], "API calls", w.stats)
+    rg_lost = host_rg[(rg_thread < 0) | (rg_thread >= n_th)]
+    api_lost = np.flatnonzero((api["thread"] < 0) | (api["thread"] >= n_th))
+    with task("Exporting host threads", total=len(host_rg) + len(api)) as bar:
+        for pi, (rank, pid) in enumerate(keys):
+            rows = np.flatnonzero((th["rank"] == rank) & (th["pid"] == pid)).tolist()
+            tracks = [
+                (
+                    f"{trace.strings[int(th['name'][t])] or 'thread'} (tid {int(th['tid'][t])})",
+                    host_rg[rg_thread == t],
+                    np.flatnonzero(api["thread"] == t),
+                )
+                for t in rows
+            ]
+            tracks.append(
+                (
+                    "(no thread)",
+                    rg_lost[(rg["rank"][rg_lost] == rank) & (rg["pid"][rg_lost] == pid)],
+                    api_lost[(api["rank"][api_lost] == rank) & (api["pid"][api_lost] == pid)],
+                )
+            )
+            tracks = [t for t in tracks if t[1].size + t[2].size]
+            if not tracks:
+                continue  # a process with threads but no events
+            jpid = w.process(f"rank {rank} host (pid {pid})", pi)
+            for si, (tname, r_sel, a_sel) in enumerate(tracks):
+                args = [_range_args(trace, int(i)) for i in r_sel.tolist()]
+                args += [f'{{"correlation":{int(c)}}}' for c in api["correlation"][a_sel].tolist()]
+                tids = w.track(
+                    jpid,
+                    tname,
+                    1000 * si,
+                    np.concatenate([rg["start"][r_sel], api["start"][a_sel]]),
+                    np.concatenate([rg_end[r_sel], api_end[a_sel]]),
+                    [names[i] for i in rg["name"][r_sel].tolist()]
+                    + [names[i] for i in api["name"][a_sel].tolist()],
+                    ['"range"'] * r_sel.size + ['"cuda_api"'] * a_sel.size,
+                    args,
+                    "slice",
+                )
+                api_at.pid[a_sel] = jpid
+                api_at.tid[a_sel] = tids[r_sel.size :]
+                bar.advance(r_sel.size + a_sel.size)
+    return api_at
+
+
+def _range_args(trace: Trace, i: int) -> str:
+    rg = trace.ranges
+    out: dict[str, Any] = {"depth": int(rg["depth"][i])}
+    for col in ("domain", "category"):
+        s = trace.strings[int(rg[col][i])]
+        if s:
+            out[col] = s
+    p = float(rg["payload"][i])
+    if not np.isnan(p):
+        out["payload"] = p
+    return _json(out)
+
+
+def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> Placed:
+    """Per (rank, device): the attribution lane, a track per stream, GPU annotations.
+    Returns where GPU ops went."""
+    ops, rg = trace.gpu_ops, trace.ranges
+    op_at = Placed.none(ops["start"])
+    dev_names = {
+        (int(r), int(d)): trace.strings[int(n)]
+        for r, d, n in zip(
+            trace.devices["rank"], trace.devices["device"], trace.devices["name"], strict=True
+        )
+    }
+    keys = sorted(
+        {(int(r), int(d)) for r, d in zip(ops["rank"], ops["device"], strict=True)}
+        | {(int(r), int(d)) for r, d in zip(rg["rank"], rg["device"], strict=True) if d >= 0}
+    )
+    ends = _clamped_ends(ops["start"], ops["end"], "GPU ops", w.stats)
+    classes = a.classes if a is not None else None
+    lanes = (
+        set(zip(a.windows["rank"].tolist(), a.windows["device"].tolist(), strict=True))
+        if a is not None
+        else set()
+    )
+    cat_names = [_json(c) for c in CLASS_NAMES]
+    with task("Exporting GPU ops", total=len(ops)) as bar:
+        for di, (rank, dev) in enumerate(keys):
+            label = dev_names.get((rank, dev), "")
+            jpid = w.process(
+                f"rank {rank} GPU {dev}" + (f": {label}" if label else ""), 10_000 + di
+            )
+            if a is not None and (rank, dev) in lanes:  # a device with no GPU ops has none
+                _attribution_lane(w, jpid, a, rank, dev)
+            on_dev = np.flatnonzero((ops["rank"] == rank) & (ops["device"] == dev))
+            streams = ops["stream"][on_dev]
+            for si, s in enumerate(np.unique(streams).tolist()):
+                sel = on_dev[streams == s]
+                cats = (
+                    [cat_names[c] for c in classes[sel].tolist()]
+                    if classes is not None
+                    else ['"gpu"'] * sel.size
+                )
+                op_at.pid[sel] = jpid
+                op_at.tid[sel] = w.track(
+                    jpid,
+                    f"stream {s}",
+                    1000 * (si + 1),
+                    ops["start"][sel],
+                    ends[sel],
+                    [names[i] for i in ops["name"][sel].tolist()],
+                    cats,
+                    [_op_args(ops, int(i)) for i in sel.tolist()],
+                    "gpu_op",
+                )
+                bar.advance(sel.size)
+            g_sel = np.flatnonzero((rg["rank"] == rank) & (rg["device"] == dev))
+            if g_sel.size:
+                w.track(
+                    jpid,
+                    "GPU annotations",
+                    10**9,
+                    rg["start"][g_sel],
+                    np.maximum(rg["end"][g_sel], rg["start"][g_sel]),
+                    [names[i] for i in rg["name"][g_sel].tolist()],
+                    ['"gpu_annotation"'] * g_sel.size,
+                    [_range_args(trace, int(i)) for i in g_sel.tolist()],
+                    "slice",
+                )
+    return op_at
+
+
+def _op_args(ops: Any, i: int) -> str:
+    out: dict[str, Any] = {"kind": _OP_KIND.get(int(ops["kind"][i]), "op")}
+    corr = int(ops["correlation"][i])
+    if corr >= 0:
+        out["correlation"] = corr
+    if int(ops["kind"][i]) != OpKind.KERNEL:
+        out["bytes"] = int(ops["bytes"][i])
+    g = int(ops["graph"][i])
+    if g >= 0:
+        out["graph"] = g
+    return _json(out)
+
+
+def _attribution_lane(w: _Writer, jpid: int, a: Attribution, rank: int, dev: int) -> None:
+    s, e, lab = label_segments(a, rank, dev)
+    label_json = [_json(x) for x in LABELS]
+    w.track(
+        jpid,
+        "attribution",
+        0,
+        s,
+        e,
+        [label_json[i] for i in lab.tolist()],
+        ['"attribution"'] * s.size,
+        ["{}"] * s.size,
+        "attribution",
+    )
+
+
+def _findings(w: _Writer, a: Attribution) -> None:
+    for i, fd in enumerate(a.findings(), 1):
+        args = _json({"layer": fd.layer, "loss_ns": fd.loss_ns, "evidence": fd.evidence})
+        name = _json(f"#{i} [{fd.layer}] {fd.title}")
+        w.raw(
+            f'{{"ph":"i","s":"g","pid":0,"tid":0,"ts":{_ts(0)},"name":{name},'
+            f'"cat":"finding","args":{args}}}',
+            "finding",
+        )

@@ -1,0 +1,48 @@
+"""``--format``/``--out`` for the CLIs: write the tables a command computed.
+
+One table goes to the file ``--out``; several go into the directory ``--out``, one file
+``<name>.<format>`` each. The writing itself is :meth:`pytimings.table.Table.write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pytimings.errors import UsageError
+from pytimings.table import WRITE_FORMATS, Table
+
+
+def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--format", choices=WRITE_FORMATS, help=f"write {what} in this format (needs --out)"
+    )
+    p.add_argument("--out", metavar="PATH", help=f"where --format writes {what}")
+
+
+def write(args: argparse.Namespace, tables: Mapping[str, Table]) -> list[str]:
+    """Write ``tables`` as ``args.format`` to ``args.out``; the paths written (none when
+    no ``--format`` was given)."""
+    fmt, out = args.format, args.out
+    if fmt is None and out is None:
+        return []
+    if fmt is None or out is None:
+        raise UsageError("--format and --out go together")
+    if len(tables) == 1:
+        (table,) = tables.values()
+        table.write(out, fmt)
+        return [os.fspath(out)]
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {out}: cannot create the directory ({exc.strerror or exc})"
+        ) from None
+    paths = []
+    for name, table in tables.items():
+        path = Path(out) / f"{name}.{fmt}"
+        table.write(path, fmt)
+        paths.append(os.fspath(path))
+    return paths

@@ -1,0 +1,87 @@
+"""The HTML report: one self-contained file whose charts draw in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from ranks_synth import write_ranks
+
+from pytimings.analysis.attribution import attribute
+from pytimings.cli import main
+from pytimings.ingest import load
+from pytimings.report.html import render, write_html
+
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
+)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _dom(path: Path) -> str:
+    """The page's DOM after its scripts ran, from headless Chromium."""
+    assert CHROMIUM is not None
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def multi_rank_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("html")
+    a = attribute(load(*write_ranks(d / "ranks", 4, ops=450)), by="decode_step")
+    out = d / "report.html"
+    write_html(a, out, "4 synthetic ranks")
+    return out
+
+
+def test_self_contained(multi_rank_report: Path) -> None:
+    doc = multi_rank_report.read_text()
+    assert not re.search(r"<script[^>]+src=", doc), "no external scripts"
+    assert not re.search(r"<link[^>]+href=", doc), "no external stylesheets"
+    assert doc.count("Plotly.newPlot") == 4  # breakdown, lanes, skew, latency
+    assert "straggler: rank 3" in doc and "Findings" in doc
+
+
+def test_missing_parts_are_said() -> None:
+    a = attribute(load(EXAMPLE), by="decode_step")
+    doc = render(a, "one rank")
+    assert doc.count("Plotly.newPlot") == 3
+    assert "No collectives matched across ranks" in doc
+    doc = render(a, "reduced", has_events=False)
+    assert "Timeline lanes need the events" in doc and doc.count("Plotly.newPlot") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_charts_draw_in_chromium(multi_rank_report: Path) -> None:
+    dom = _dom(multi_rank_report)
+    assert dom.count('class="main-svg"') >= 8  # two SVG layers per drawn chart
+    bars = re.findall(r'<g class="point"><path d="M([^"]+)"', dom)
+    assert len(bars) > 100 and all(len(d) > 5 for d in bars[:100])  # bars with real shapes
+    assert "trace boxes" in dom  # the skew box plot drew
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_cli_html(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["analyze", "--example", "--html", str(out), "-q"]) == 0
+    dom = _dom(out)
+    assert dom.count('class="main-svg"') >= 6
