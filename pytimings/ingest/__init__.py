@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pytimings.errors import TraceFormatError, UsageError
-from pytimings.ingest._model import TABLES, Trace
+from pytimings.ingest._model import TABLES, Trace, ValueOutOfRange
 from pytimings.report import progress
 
 __all__ = ["detect_format", "load"]
@@ -92,6 +92,13 @@ def load(
 
 def load_file(path: str) -> Trace:
     """One file, whatever its format."""
+    try:
+        return _load_file(path)
+    except ValueOutOfRange as exc:  # a value the model cannot hold: never wrap silently
+        raise TraceFormatError(path, str(exc)) from None
+
+
+def _load_file(path: str) -> Trace:
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":
         from pytimings.ingest.nsys import load_nsys

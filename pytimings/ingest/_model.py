@@ -170,12 +170,32 @@ class StringTable:
         return len(self.strings)
 
 
+class ValueOutOfRange(ValueError):
+    """A value that the model's column type cannot hold (it would wrap silently)."""
+
+
+def _fitted(name: str, values: npt.ArrayLike, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    src = np.asarray(values)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu" and src.size and src.dtype.kind in "iuf" and not np.can_cast(src, dt):
+        info = np.iinfo(dt)
+        lo, hi = src.min(), src.max()
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise ValueOutOfRange(f"{name} value {bad} is outside the range of {dt} in the model")
+    return src.astype(dt, copy=False)
+
+
 def conform(table: Mapping[str, npt.ArrayLike], schema: Mapping[str, npt.DTypeLike]) -> Table:
-    """A Table with exactly the schema's columns and dtypes (missing columns are an error)."""
+    """A Table with exactly the schema's columns and dtypes (missing columns are an error).
+
+    Integer values that a column's type cannot hold raise ValueOutOfRange instead of
+    wrapping (a device id of 99999999 must not become "GPU -7937").
+    """
     missing = [c for c in schema if c not in table]
     if missing:
         raise ValueError(f"missing columns {missing}")
-    return Table({c: np.asarray(table[c], dtype=dt) for c, dt in schema.items()})
+    return Table({c: _fitted(c, table[c], dt) for c, dt in schema.items()})
 
 
 @dataclass
@@ -232,12 +252,6 @@ class Trace:
             else:
                 cols[col] = pa.array(arr)
         return pa.table(cols)
-
-    def string_ids(self, predicate: Any) -> npt.NDArray[np.int32]:
-        """Ids of all strings for which ``predicate(str)`` is true."""
-        return np.fromiter(
-            (i for i, s in enumerate(self.strings) if predicate(s)), dtype=np.int32
-        )
 
     @property
     def nbytes(self) -> int:

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytimings.errors import TraceFormatError
+from pytimings.ingest import load
+from pytimings.ingest._model import DEVICE_SCHEMA, ValueOutOfRange, conform
+
+
+def test_conform_refuses_values_that_would_wrap() -> None:
+    with pytest.raises(ValueOutOfRange, match="device value 99999999"):
+        conform({"device": [0, 99999999], "name": [0, 0], "rank": [0, 0]}, DEVICE_SCHEMA)
+
+
+def test_conform_keeps_values_that_fit() -> None:
+    t = conform(
+        {"device": np.array([0, 7], dtype=np.int64), "name": [1, 2], "rank": [0, 0]},
+        DEVICE_SCHEMA,
+    )
+    assert t["device"].dtype == np.int16
+    assert t["device"].tolist() == [0, 7]
+
+
+def _kineto_with_device(path: Path, device: int) -> None:
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10.0, "dur": 2.0, "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": device, "tid": 7, "ts": 13.0,
+         "dur": 4.0, "args": {"correlation": 5, "device": device, "stream": 7}},
+    ]
+    with gzip.open(path, "wt") as f:
+        json.dump({"schemaVersion": 1, "traceEvents": events}, f)
+
+
+def test_a_device_id_the_model_cannot_hold_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "big_device.pt.trace.json.gz"
+    _kineto_with_device(path, 99999999)
+    with pytest.raises(TraceFormatError, match=r"big_device.*99999999"):
+        load(path)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "summary", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "99999999" in r.stderr
