@@ -623,3 +623,46 @@ def test_splitter_cuts_like_json(
     others = {json.loads(b'"' + k + b'"'): v for k, v in sp.counts_of_other().items()}
     want_other = Counter(e["cat"] for e in events if "cat" in e and e["cat"] not in CATS)
     assert others == dict(want_other)
+
+
+def split_whole(text: bytes) -> tuple[dict[int, list[Any]], bytes]:
+    """The splitter fed one buffer: {class: [elements]}, skeleton."""
+    sp = _jsonscan.Splitter()
+    assert sp.feed(text, True) == len(text)
+    got: dict[int, list[Any]] = {}
+    for c in range(_jsonscan.N_CLASS):
+        if sp.pending(c):
+            got[c] = json.loads(sp.take(c)[0])
+    return got, sp.skeleton
+
+
+@pytest.mark.parametrize("pad", range(0, 140))
+def test_splitter_escapes_and_specials_at_every_block_offset(pad: int) -> None:
+    # the splitter visits special bytes 64 at a time: put an escaped quote, an escaped
+    # backslash before a quote, structural bytes inside a string and a non-ASCII character
+    # at every offset around the 64-byte block edges
+    tricky = "a" * pad + '\\"}]{[:,\\\\' + "é" + "b" * (pad % 7)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": tricky, "args": {tricky: [tricky, {"k": 1}]}},
+        {"cat": "cpu_op", tricky: tricky, "x": {"cat": "kernel"}},
+        {"name": tricky},
+    ]
+    for ensure_ascii in (True, False):
+        text = json.dumps({"traceEvents": events, "z": tricky}, ensure_ascii=ensure_ascii)
+        got, skel = split_whole(text.encode())
+        assert got == {
+            _jsonscan.CLASS_KERNEL: [events[0]],
+            _jsonscan.CLASS_OTHER: [events[1]],
+            _jsonscan.CLASS_NOCAT: [events[2]],
+        }
+        assert json.loads(skel) == {"traceEvents": [], "z": tricky}
+
+
+@pytest.mark.parametrize("at", [*range(0, 140), 1000, 4095])
+def test_splitter_finds_bad_utf8_anywhere_in_a_long_event(at: int) -> None:
+    # ASCII elements skip the UTF-8 check; a byte >= 0x80 at any offset must bring it back
+    name = b"n" * at + b"\xff" + b"n" * 70
+    text = b'{"traceEvents": [{"cat": "cpu_op", "name": "' + name + b'"}]}'
+    with pytest.raises(_jsonscan.SplitError, match="not valid UTF-8") as e:
+        _jsonscan.Splitter().feed(text, True)
+    assert e.value.offset == text.index(b"\xff")
