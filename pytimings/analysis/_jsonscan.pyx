@@ -22,6 +22,21 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 import numpy as np
 
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, const void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, const void*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+
 # element classes (kept in sync with pytimings/ingest/kineto.py); the modelled ones (0-7)
 # are one class per category so that the decoder need not decode "cat"
 cdef enum:
@@ -373,9 +388,20 @@ cdef class Splitter:
     cdef dict other_counts
     cdef int err
     cdef Py_ssize_t err_offset
+    # the helper thread (serve/submit/result/close): it never takes the GIL
+    cdef pthread_mutex_t mu
+    cdef pthread_cond_t cv
+    cdef bint job_pending, quit, busy
+    cdef const char* job_p
+    cdef Py_ssize_t job_n, job_used
+    cdef bint job_final
+    cdef bytes job_buf                 # keeps the submitted buffer alive
 
     def __cinit__(self):
         cdef int c
+        pthread_mutex_init(&self.mu, NULL)
+        pthread_cond_init(&self.cv, NULL)
+        self.job_pending = self.quit = self.busy = False
         memset(&self.skel, 0, sizeof(Growable))
         memset(&self.skel_map, 0, sizeof(Growable))
         for c in range(N_CLASSES):
@@ -406,6 +432,8 @@ cdef class Splitter:
 
     def __dealloc__(self):
         cdef int c
+        pthread_cond_destroy(&self.cv)
+        pthread_mutex_destroy(&self.mu)
         free(self.skel.data)
         free(self.skel_map.data)
         for c in range(N_CLASSES):
@@ -515,6 +543,7 @@ cdef class Splitter:
         """(buffer as a JSON array, document offsets, element indices, buffer offsets); resets."""
         cdef Growable* b = &self.bufs[cls]
         cdef Py_ssize_t k = self.count[cls], j
+        self._check_idle()
         out = PyBytes_FromStringAndSize(NULL, b.len + 1)
         cdef char* o = PyBytes_AS_STRING(out)
         memcpy(o, b.data, b.len)
@@ -537,6 +566,7 @@ cdef class Splitter:
 
     def pending(self, int cls):
         """Number of elements waiting in a class buffer."""
+        self._check_idle()
         return self.count[cls]
 
     def feed(self, bytes buf, bint final):
@@ -544,11 +574,82 @@ cdef class Splitter:
         (the rest is an incomplete element to pass again, followed by more data)."""
         cdef const char* p = PyBytes_AS_STRING(buf)
         cdef Py_ssize_t n = len(buf), used
+        self._check_idle()
         with nogil:
             used = self._scan(p, n, final)
         if used < 0:
             raise SplitError(self._message(), self.err_offset)
         return used
+
+    # ---- splitting on a helper thread ------------------------------------------------
+    # A thread that splits while the caller decodes must not need the GIL: handing a
+    # piece over from a thread that does (the GIL comes back only after the holder's
+    # switch interval, 5 ms, longer than decoding a piece) serialises the two threads.
+    # ``serve`` (the helper thread's target) releases the GIL once and waits on a C
+    # condition variable; ``submit`` hands it a buffer, ``result`` waits for its ``feed``
+    # result, ``close`` ends ``serve``.
+
+    def serve(self):
+        """Split submitted buffers until ``close`` (run it on a helper thread)."""
+        with nogil:
+            self._serve()
+
+    cdef void _serve(self) noexcept nogil:
+        cdef Py_ssize_t used
+        pthread_mutex_lock(&self.mu)
+        while True:
+            while not self.quit and not self.job_pending:
+                pthread_cond_wait(&self.cv, &self.mu)
+            if self.quit:
+                break
+            pthread_mutex_unlock(&self.mu)
+            used = self._scan(self.job_p, self.job_n, self.job_final)
+            pthread_mutex_lock(&self.mu)
+            self.job_used = used
+            self.job_pending = False
+            pthread_cond_broadcast(&self.cv)
+        pthread_mutex_unlock(&self.mu)
+
+    cdef _check_idle(self):
+        if self.busy:
+            raise RuntimeError("the splitter is busy with a submitted buffer")
+
+    def submit(self, bytes buf, bint final):
+        """Give ``buf`` to the thread running ``serve``; returns at once."""
+        self._check_idle()
+        self.job_buf = buf
+        self.job_p = PyBytes_AS_STRING(buf)
+        self.job_n = len(buf)
+        self.job_final = final
+        self.busy = True
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.job_pending = True
+            pthread_cond_broadcast(&self.cv)
+            pthread_mutex_unlock(&self.mu)
+
+    def result(self):
+        """Wait for the submitted buffer; what ``feed`` would have returned or raised."""
+        if not self.busy:
+            raise RuntimeError("nothing was submitted")
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            while self.job_pending:
+                pthread_cond_wait(&self.cv, &self.mu)
+            pthread_mutex_unlock(&self.mu)
+        self.busy = False
+        self.job_buf = None
+        if self.job_used < 0:
+            raise SplitError(self._message(), self.err_offset)
+        return self.job_used
+
+    def close(self):
+        """Make ``serve`` return (after the buffer it is splitting, if any)."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.quit = True
+            pthread_cond_broadcast(&self.cv)
+            pthread_mutex_unlock(&self.mu)
 
     cdef str _message(self):
         e = self.err
