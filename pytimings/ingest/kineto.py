@@ -10,14 +10,16 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
 * ``pytimings.analysis._jsonscan.Splitter`` (Cython, without the GIL) cuts the
   ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
   buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
-  displayTimeUnit, ...) is kept. It runs in a reader thread, one piece ahead of the decoder.
+  displayTimeUnit, ...) is kept. It runs on a helper thread that never takes the GIL, one
+  piece ahead of the decoder (files up to 256 KiB: on the calling thread).
 * msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
   C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Events the model
   has no table for (cpu_op, python_function, instant events, ...) and flows are only
   validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
   objects for them was most of the cost of a whole-document typed decode (on
   df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
-  The splitter checks UTF-8 (msgspec does not check the values it skips).
+  The splitter checks UTF-8 (msgspec does not check the values it skips) in the elements
+  that have a byte >= 0x80.
 * ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
   integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
