@@ -10,14 +10,16 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
 * ``pytimings.analysis._jsonscan.Splitter`` (Cython, without the GIL) cuts the
   ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
   buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
-  displayTimeUnit, ...) is kept. It runs in a reader thread, one piece ahead of the decoder.
+  displayTimeUnit, ...) is kept. It runs on a helper thread that never takes the GIL, one
+  piece ahead of the decoder (files up to 256 KiB: on the calling thread).
 * msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
   C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Events the model
   has no table for (cpu_op, python_function, instant events, ...) and flows are only
   validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
   objects for them was most of the cost of a whole-document typed decode (on
   df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
-  The splitter checks UTF-8 (msgspec does not check the values it skips).
+  The splitter checks UTF-8 (msgspec does not check the values it skips) in the elements
+  that have a byte >= 0x80.
 * ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
   integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
@@ -46,12 +48,12 @@ the model holds is an error rather than an empty result.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import os
-import queue
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, cast
 
 import msgspec
@@ -79,6 +81,8 @@ __all__ = ["load_kineto", "looks_like_kineto"]
 # Decompressed bytes per splitter feed: large enough that per-feed overhead vanishes,
 # small enough that the decoded Structs of one piece stay a few MB.
 CHUNK_BYTES = 1 << 20
+# Files up to this size (as stored, gzip or not) are split without the helper thread
+INLINE_BYTES = 256 << 10
 
 I64 = npt.NDArray[np.int64]
 
@@ -245,92 +249,74 @@ class _Loader:
     # ---- reading --------------------------------------------------------------------
     def read(self, flows_only: bool = False) -> None:
         """One pass over the file. ``flows_only``: decode just the flow events (a second
-        pass, taken only when some GPU op or API call lacks args.correlation).
-
-        A reader thread decompresses and splits (both without the GIL) while this thread
-        decodes the previous piece; the queue holds at most one piece (bounded memory).
-        """
-        pieces: queue.Queue[list[_Piece] | BaseException | None] = queue.Queue(maxsize=1)
-        stop = threading.Event()
-        reader = threading.Thread(
-            target=self._produce,
-            args=(pieces, stop),
-            name="pytimings-kineto-reader",
-            daemon=True,
-        )
-        reader.start()
-        try:
-            while True:
-                item = pieces.get()
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
+        pass, taken only when some GPU op or API call lacks args.correlation)."""
+        with contextlib.closing(self._split()) as pieces:
+            for item in pieces:
                 for piece in item:
                     if flows_only:
                         if piece[0] == _jsonscan.CLASS_FLOW:
                             self._convert_flows(*piece)
                     else:
                         self._decode(*piece)
-        finally:
-            stop.set()
-            reader.join()
 
-    def _produce(
-        self, out: queue.Queue[list[_Piece] | BaseException | None], stop: threading.Event
-    ) -> None:
-        """Reader thread: pieces of class buffers, then None; or the error."""
+    def _split(self) -> Generator[list[_Piece], None, None]:
+        """The class buffers of each piece of the file.
 
-        def put(item: list[_Piece] | BaseException | None) -> bool:
-            while not stop.is_set():
-                try:
-                    out.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        try:
-            for piece in self._split():
-                if not put(piece):
-                    return
-            put(None)
-        except Exception as e:  # any failure is handed to the reading thread
-            put(e)
-
-    def _split(self) -> Iterator[list[_Piece]]:
+        This thread decompresses; a helper thread splits piece k (without ever taking the
+        GIL, see ``Splitter.serve``) while this thread decodes piece k-1: one piece ahead,
+        so memory stays bounded. Files of at most ``INLINE_BYTES`` are split on this
+        thread: for them the helper costs more than it saves.
+        """
         try:
             stream, gzipped = _open(self.path)
+            threaded = os.fstat(stream.fileno()).st_size > INLINE_BYTES
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
         splitter = self.splitter = _jsonscan.Splitter()
+        helper = None
+        if threaded:
+            helper = threading.Thread(
+                target=splitter.serve, name="pytimings-kineto-splitter", daemon=True
+            )
+            helper.start()
         carry = b""
         total = 0
         size = CHUNK_BYTES
-        with stream:
-            while True:
-                try:
-                    block = stream.read(size)
-                except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                    what = "corrupt or truncated gzip data" if gzipped else "read error"
-                    raise self.fail(f"{what} ({e})") from None
-                total += len(block)
-                final = not block
-                if final and total == 0:
-                    raise self.fail("empty file (no JSON)")
-                buf = carry + block if carry else block
-                try:
-                    used = splitter.feed(buf, final)
-                except _jsonscan.SplitError as e:
-                    raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
-                carry = buf[used:]
-                # an event larger than the piece is scanned again with more data: grow the
-                # read so that a huge event costs O(size), not O(size^2)
-                size = max(CHUNK_BYTES, len(carry))
-                classes = range(_jsonscan.N_CLASS)
-                yield [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
-                if final:
-                    return
+        out = None
+        try:
+            with stream:
+                while True:
+                    try:
+                        block = stream.read(size)
+                    except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
+                        what = "corrupt or truncated gzip data" if gzipped else "read error"
+                        raise self.fail(f"{what} ({e})") from None
+                    total += len(block)
+                    final = not block
+                    if final and total == 0:
+                        raise self.fail("empty file (no JSON)")
+                    buf = carry + block if carry else block
+                    if helper is not None:
+                        splitter.submit(buf, final)
+                    if out is not None:
+                        yield out  # decoded while the helper splits buf
+                    try:
+                        used = splitter.result() if helper else splitter.feed(buf, final)
+                    except _jsonscan.SplitError as e:
+                        raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
+                    carry = buf[used:]
+                    # an event larger than the piece is scanned again with more data: grow
+                    # the read so that a huge event costs O(size), not O(size^2)
+                    size = max(CHUNK_BYTES, len(carry))
+                    classes = range(_jsonscan.N_CLASS)
+                    out = [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
+                    if final:
+                        yield out
+                        return
+        finally:
+            if helper is not None:
+                splitter.close()
+                helper.join()
 
     def _convert_flows(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import gzip
 import json
+import threading
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -272,7 +273,7 @@ def test_chunk_boundaries_do_not_matter(
     p = write(tmp_path, data)
     ref = load_kineto(p)
     monkeypatch.setattr(kineto, "CHUNK_BYTES", chunk)
-    got = load_kineto(p)
+    got = load_both_ways(p)
     assert_same(ref, got)
 
 
@@ -292,7 +293,7 @@ def assert_same(a: Trace, b: Trace) -> None:
 def test_an_event_larger_than_a_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = ev("X", "user_annotation", "x" * 5000, "1.0", "2.0")
     monkeypatch.setattr(kineto, "CHUNK_BYTES", 100)
-    tr = load_kineto(write(tmp_path, doc([big, *BASIC])))
+    tr = load_both_ways(write(tmp_path, doc([big, *BASIC])))
     assert len(tr.strings[tr.ranges["name"][0]]) == 5000
 
 
@@ -380,9 +381,31 @@ def test_looks_like_kineto() -> None:
     assert not looks_like_kineto(b'{"records": []}')
 
 
+def load_both_ways(path: Path) -> Trace:
+    """load_kineto splitting on the calling thread and on the helper thread: the same
+    tables or the same error."""
+    got: list[Trace | TraceFormatError] = []
+    saved = kineto.INLINE_BYTES
+    for inline_bytes in (1 << 40, 0):
+        kineto.INLINE_BYTES = inline_bytes
+        try:
+            got.append(load_kineto(path))
+        except TraceFormatError as e:
+            got.append(e)
+        finally:
+            kineto.INLINE_BYTES = saved
+    here, helper = got
+    if isinstance(here, TraceFormatError):
+        assert str(here) == str(helper)
+        raise here
+    assert isinstance(helper, Trace), helper
+    assert_same(here, helper)
+    return here
+
+
 def expect_error(path: Path, *fragments: str) -> TraceFormatError:
     with pytest.raises(TraceFormatError) as info:
-        load_kineto(path)
+        load_both_ways(path)
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith(str(path))
     for f in fragments:
@@ -505,7 +528,7 @@ def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE_OK)
 def test_random_valid_traces_round_trip(tmp_path: Path, case: tuple[bytes, dict[str, Any]]) -> None:
     data, want = case
-    tr = load_kineto(write(tmp_path, data, gz=True))
+    tr = load_both_ways(write(tmp_path, data, gz=True))
     g = tr.gpu_ops
     assert sorted(zip(g["start"].tolist(), g["end"].tolist(), strict=True)) == want["kernels"]
     assert len(tr.api_calls) == want["calls"]
@@ -538,7 +561,7 @@ def test_corruption_raises_only_trace_format_error(
     except Exception:
         reference = None
     try:
-        tr = load_kineto(p)
+        tr = load_both_ways(p)
     except TraceFormatError:
         return
     # accepted: then the bytes were a valid JSON trace and the result is all of it
@@ -623,3 +646,77 @@ def test_splitter_cuts_like_json(
     others = {json.loads(b'"' + k + b'"'): v for k, v in sp.counts_of_other().items()}
     want_other = Counter(e["cat"] for e in events if "cat" in e and e["cat"] not in CATS)
     assert others == dict(want_other)
+
+
+def split_whole(text: bytes) -> tuple[dict[int, list[Any]], bytes]:
+    """The splitter fed one buffer: {class: [elements]}, skeleton."""
+    sp = _jsonscan.Splitter()
+    assert sp.feed(text, True) == len(text)
+    got: dict[int, list[Any]] = {}
+    for c in range(_jsonscan.N_CLASS):
+        if sp.pending(c):
+            got[c] = json.loads(sp.take(c)[0])
+    return got, sp.skeleton
+
+
+@pytest.mark.parametrize("pad", range(0, 140))
+def test_splitter_escapes_and_specials_at_every_block_offset(pad: int) -> None:
+    # the splitter visits special bytes 64 at a time: put an escaped quote, an escaped
+    # backslash before a quote, structural bytes inside a string and a non-ASCII character
+    # at every offset around the 64-byte block edges
+    tricky = "a" * pad + '\\"}]{[:,\\\\' + "é" + "b" * (pad % 7)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": tricky, "args": {tricky: [tricky, {"k": 1}]}},
+        {"cat": "cpu_op", tricky: tricky, "x": {"cat": "kernel"}},
+        {"name": tricky},
+    ]
+    for ensure_ascii in (True, False):
+        text = json.dumps({"traceEvents": events, "z": tricky}, ensure_ascii=ensure_ascii)
+        got, skel = split_whole(text.encode())
+        assert got == {
+            _jsonscan.CLASS_KERNEL: [events[0]],
+            _jsonscan.CLASS_OTHER: [events[1]],
+            _jsonscan.CLASS_NOCAT: [events[2]],
+        }
+        assert json.loads(skel) == {"traceEvents": [], "z": tricky}
+
+
+@pytest.mark.parametrize("at", [*range(0, 140), 1000, 4095])
+def test_splitter_finds_bad_utf8_anywhere_in_a_long_event(at: int) -> None:
+    # ASCII elements skip the UTF-8 check; a byte >= 0x80 at any offset must bring it back
+    name = b"n" * at + b"\xff" + b"n" * 70
+    text = b'{"traceEvents": [{"cat": "cpu_op", "name": "' + name + b'"}]}'
+    with pytest.raises(_jsonscan.SplitError, match="not valid UTF-8") as e:
+        _jsonscan.Splitter().feed(text, True)
+    assert e.value.offset == text.index(b"\xff")
+
+
+def test_splitter_on_a_helper_thread_matches_feed() -> None:
+    text = json.dumps({"traceEvents": [{"cat": "kernel", "i": i} for i in range(500)]}).encode()
+    here, there = _jsonscan.Splitter(), _jsonscan.Splitter()
+    helper = threading.Thread(target=there.serve)
+    helper.start()
+    try:
+        carry = b""
+        for k in range(0, len(text) + 1, 1000):
+            block = text[k : k + 1000]
+            buf = carry + block
+            there.submit(buf, not block)
+            with pytest.raises(RuntimeError, match="busy"):
+                there.take(_jsonscan.CLASS_KERNEL)
+            with pytest.raises(RuntimeError, match="busy"):
+                there.submit(buf, False)
+            used = there.result()
+            assert used == here.feed(buf, not block)
+            carry = buf[used:]
+            assert there.take(_jsonscan.CLASS_KERNEL)[0] == here.take(_jsonscan.CLASS_KERNEL)[0]
+        assert there.finished and there.n_elements == 500
+        with pytest.raises(RuntimeError, match="nothing was submitted"):
+            there.result()
+        there.submit(b"]", True)  # an error comes back from result, as from feed
+        with pytest.raises(_jsonscan.SplitError, match="data after the end"):
+            there.result()
+    finally:
+        there.close()
+        helper.join(timeout=10)
+    assert not helper.is_alive()
