@@ -23,6 +23,3 @@ def event_rows(
 def flow_rows(
     evs: list[Any], keys: dict[Any, int], exact: Callable[[bytes, bytes | None], tuple[int, int]]
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...
-def nesting_depth(
-    group: npt.NDArray[np.int64], start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int16]: ...

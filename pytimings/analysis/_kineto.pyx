@@ -274,22 +274,3 @@ def flow_rows(list evs, dict keys, object exact):
         vtd[k] = _key(ev.tid, keys)
         k += 1
     return {"phase": ph[:k], "id": fid[:k], "pid": pd[:k], "tid": td[:k], "ts": ts[:k]}, skipped
-
-
-def nesting_depth(const int64_t[::1] group, const int64_t[::1] start, const int64_t[::1] end):
-    """Depth of each range among the open ranges of its group. Input sorted by
-    (group, start, -end); a range is open at ``s`` while its end is after ``s``."""
-    cdef Py_ssize_t n = group.shape[0], i, top = 0
-    out = np.zeros(n, dtype=np.int16)
-    cdef short[::1] d = out
-    stack = np.empty(max(n, 1), dtype=np.int64)
-    cdef int64_t[::1] stk = stack
-    for i in range(n):
-        if i > 0 and group[i] != group[i - 1]:
-            top = 0
-        while top > 0 and stk[top - 1] <= start[i]:
-            top -= 1
-        d[i] = <short>min(top, 32767)
-        stk[top] = end[i]
-        top += 1
-    return out

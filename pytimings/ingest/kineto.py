@@ -74,6 +74,7 @@ from pytimings.ingest._model import (
     Trace,
     conform,
 )
+from pytimings.ingest._nesting import nesting_depth
 from pytimings.table import Table
 
 __all__ = ["load_kineto", "looks_like_kineto"]
@@ -547,7 +548,8 @@ class _Loader:
         # the launching call: host pid, graph launches, ROCm copy sizes
         launch = _lookup_corr(api, corr)
         found = launch >= 0
-        pid = np.where(found, api["pid"][np.maximum(launch, 0)], main_pid)
+        pid = np.full(n, main_pid, dtype=np.int64)
+        pid[found] = api["pid"][launch[found]]
         nbytes = gpu["bytes"].copy()
         need = (cat > 0) & (nbytes < 0) & found
         nbytes[need] = api["bytes"][launch[need]]
@@ -657,13 +659,7 @@ class _Loader:
         device = np.where(gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1)
         # nesting depth per host thread, and per (device, stream) on the GPU side
         group = np.where(gpu_side, -2 - (device * 65536 + rng["tid"]), thread).astype(np.int64)
-        order = np.lexsort((-rng["end"], rng["start"], group))
-        depth = np.empty(n, dtype=np.int16)
-        depth[order] = _kineto.nesting_depth(
-            np.ascontiguousarray(group[order]),
-            np.ascontiguousarray(rng["start"][order]),
-            np.ascontiguousarray(rng["end"][order]),
-        )
+        depth = nesting_depth(group, rng["start"], rng["end"])
         return conform(
             {
                 "start": rng["start"],
@@ -857,7 +853,8 @@ def _link_flows(
         f = {k: v[sel] for k, v in flows.items()}
         hit = _join((rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"]))
         found = hit >= 0
-        fid = np.where(found, f["id"][np.maximum(hit, 0)], -1)
+        fid = np.full(len(hit), -1, dtype=np.int64)
+        fid[found] = f["id"][hit[found]]
         missing = (rows["correlation"] < 0) & found
         rows["correlation"][missing] = fid[missing]
         mismatches += int(np.count_nonzero(found & (rows["correlation"] != fid)))

@@ -720,3 +720,21 @@ def test_splitter_on_a_helper_thread_matches_feed() -> None:
         there.close()
         helper.join(timeout=10)
     assert not helper.is_alive()
+
+
+def test_gpu_ops_without_any_runtime_call_load(tmp_path: Path) -> None:
+    """A trace of GPU activity alone (no cuda_runtime/driver events) loads: the ops keep
+    their correlation, have no launch call, and take the trace's process (review finding)."""
+    path = tmp_path / "gpu_only.json"
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 13.0,
+         "dur": 4.0, "args": {"correlation": 5, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 42, "tid": 1,
+         "ts": 10.0, "dur": 9.0},
+    ]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    tr = load_kineto(path)
+    assert len(tr.gpu_ops) == 1
+    assert len(tr.api_calls) == 0
+    assert tr.gpu_ops["start"].tolist() == [13_000]
+    assert tr.gpu_ops["pid"].tolist() == [42]
