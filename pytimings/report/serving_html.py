@@ -40,6 +40,8 @@ PALETTE = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 _ARROW_MAGIC = b"ARROW1"
+# where each run's knee label sits, so knees at the same throughput stay readable
+_KNEE_TEXT_AT = ("bottom right", "top right", "bottom left", "top left")
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def _cdf_figure(results: Sequence[SourceResult], metric: str, title: str) -> Any
                 col=k % cols + 1,
             )
             shown.add(label)
-    fig.update_xaxes(title_text="ms")
+    fig.update_xaxes(title_text="ms", exponentformat="none")
     fig.update_yaxes(title_text="fraction", range=[0, 1.02], col=1)
     fig.update_layout(title=title, height=120 + 300 * rows)
     return fig
@@ -218,12 +220,12 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
                     x=at.metrics.output_throughput,
                     line={"color": _color(i), "dash": "dot", "width": 1.5},
                     annotation_text=f"knee {r.source.label}: c={r.knee}",
-                    annotation_position="bottom right",
+                    annotation_position=_KNEE_TEXT_AT[i % len(_KNEE_TEXT_AT)],
                     row=1,
                     col=col,
                 )
     fig.update_xaxes(title_text="output token throughput (tok/s)")
-    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    fig.update_yaxes(title_text="ms", rangemode="tozero", exponentformat="none")
     fig.update_layout(
         title="Throughput vs latency across concurrency levels (p50 solid, p99 dashed)",
         height=480,
