@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
     "bench": ("pytimings.bench.cli", "Copy, latency, collective and KV-cache benchmarks"),
     "export": ("pytimings.report.cli", "Export traces/recordings for Perfetto or chrome://tracing"),
+    "report": ("pytimings.report.serving_cli", "Serving runs as an HTML report: CDFs, knee"),
 }
 
 

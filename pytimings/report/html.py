@@ -36,6 +36,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1200px; color
 table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: right; }
 td:first-child, th:first-child { text-align: left; } tr:nth-child(even) { background: #f4f4f4; }
 .note { color: #666; } li { margin: 0.4em 0; }
+.scroll { overflow-x: auto; } table.metrics td, table.metrics th { white-space: nowrap; }
 """
 
 
@@ -208,7 +209,11 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
         for f in a.findings()
     )
     parts.append(f"<h2>Findings (biggest losses first)</h2><ol>{items}</ol>")
-    body = "\n".join(parts)
+    return page(title, "\n".join(parts))
+
+
+def page(title: str, body: str) -> str:
+    """One HTML document around ``body`` (the report's style inlined)."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
@@ -219,7 +224,11 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
 def write_html(
     a: Attribution, path: str | os.PathLike[str], title: str, has_events: bool = True
 ) -> None:
-    doc = render(a, title, has_events)
+    write_document(render(a, title, has_events), path)
+
+
+def write_document(doc: str, path: str | os.PathLike[str]) -> None:
+    """Write an HTML document; a path that cannot be written is a UsageError naming it."""
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(doc)

@@ -1,0 +1,59 @@
+"""``pytimings report``: serving runs (load-generator run files, recordings with request
+timelines) as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytimings.errors import UsageError
+from pytimings.serving.metrics import DEFINITIONS
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="RUN",
+        help="`pytimings loadgen` run files (JSON) or recordings (.pyt) with request timelines",
+    )
+    p.add_argument("--html", metavar="OUT", help="write the HTML report here")
+    p.add_argument("--labels", default=None, help="comma-separated names, one per file")
+    p.add_argument(
+        "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
+    )
+    p.add_argument(
+        "--knee-pct", type=float, default=10.0, help="TPOT mean rise that marks the knee"
+    )
+    p.add_argument("--title", default=None, help="page title (default: the labels)")
+
+
+def labels_for(files: list[str], labels: str | None) -> list[str]:
+    if labels is None:
+        names = [Path(f).name for f in files]
+        return names if len(set(names)) == len(names) else list(files)
+    out = [x.strip() for x in labels.split(",")]
+    if len(out) != len(files) or not all(out) or len(set(out)) != len(out):
+        raise UsageError(f"--labels {labels!r}: need {len(files)} distinct non-empty names")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytimings.report.serving_html import load_source, write_report
+
+    if not args.html:
+        raise UsageError("give an output: --html OUT")
+    if args.definition not in DEFINITIONS:
+        raise UsageError(
+            f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
+        )
+    if not args.knee_pct > 0:
+        raise UsageError(f"--knee-pct must be positive, got {args.knee_pct}")
+    labels = labels_for(args.files, args.labels)
+    sources = [load_source(f, label) for f, label in zip(args.files, labels, strict=True)]
+    title = args.title or "Serving: " + ", ".join(labels)
+    results = write_report(sources, args.html, title, args.definition, args.knee_pct)
+    levels = sum(len(r.levels) for r in results)
+    failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)
+    print(f"wrote {args.html}: {len(results)} runs, {levels} levels, {failed} failed requests")
+    return 0

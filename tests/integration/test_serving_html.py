@@ -1,0 +1,260 @@
+"""``pytimings report --html``: serving runs as one page whose charts draw in headless
+Chromium, with every plotted number equal to serving_metrics' (and compare's sweep)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pytimings
+from pytimings.cli import main
+from pytimings.report.serving_html import (
+    MAX_CDF_POINTS,
+    _cdf_figure,
+    _curve_figure,
+    analyse,
+    cdf_points,
+    load_source,
+    render,
+)
+from pytimings.serving._format import fmt_num
+from pytimings.serving.compare import sweep
+from pytimings.serving.metrics import serving_metrics
+from pytimings.serving.record import default_log, load_requests, request
+from pytimings.serving.requests import RequestRecord
+from pytimings.serving.runfile import SCHEMA, load_run
+
+MS = 1_000_000
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+LEVELS = (1, 4, 8)
+N_REQ = 12  # per round
+N_OUT = 6  # tokens per request, one per chunk
+
+
+def _ttft_ms(scale: float, conc: int, i: int) -> int:
+    return int(scale * (10 + 2 * conc + i % 5))
+
+
+def _gap_ms(scale: float, conc: int, i: int) -> int:
+    return int(scale * (4 + conc)) + i % 3
+
+
+def _write_run(path: Path, scale: float, failed_at: int | None = None) -> Path:
+    """Two rounds per level; request i sent at a known time with TTFT and token gaps
+    given by _ttft_ms/_gap_ms (whole ms, so every statistic is known exactly)."""
+    t = 0
+    levels = []
+    for conc in LEVELS:
+        rounds = []
+        for ri in range(2):
+            recs = []
+            for i in range(N_REQ):
+                start = t + (i // conc) * 200 * MS
+                first = start + _ttft_ms(scale, conc, i) * MS
+                chunks = [first + j * _gap_ms(scale, conc, i) * MS for j in range(N_OUT)]
+                recs.append(RequestRecord(f"c{conc}r{ri}q{i}", start, chunks[-1] + MS, chunks,
+                                          [1] * N_OUT, input_tokens=32,
+                                          output_tokens=N_OUT))  # fmt: skip
+            errors: dict[str, int] = {}
+            if conc == failed_at:
+                recs.append(RequestRecord(f"bad{ri}", t, t + MS, error="http_5xx",
+                                          error_detail="500 overloaded"))  # fmt: skip
+                errors = {"http_5xx": 1}
+            end = max(r.end_ns or 0 for r in recs)
+            rounds.append({"round": ri, "start_ns": t, "end_ns": end, "errors": errors,
+                           "summary": {}, "requests": [r.to_json() for r in recs]})  # fmt: skip
+            t = end + 50 * MS
+        levels.append({"concurrency": conc, "rate": None,
+                       "warmup": {"requests": 2, "errors": {}}, "rounds": rounds,
+                       "summary": {}})  # fmt: skip
+    path.write_text(json.dumps({"schema": SCHEMA, "created_utc": "2026-11-30T00:00:00Z",
+                                "config": {}, "levels": levels}))  # fmt: skip
+    return path
+
+
+@pytest.fixture
+def clean_log() -> Iterator[None]:
+    default_log().clear()
+    yield
+    default_log().clear()
+
+
+@pytest.fixture
+def inputs(tmp_path: Path, clean_log: None) -> tuple[Path, Path, Path]:
+    a = _write_run(tmp_path / "a.json", 1.0, failed_at=4)
+    b = _write_run(tmp_path / "b.json", 0.7)
+    for k in range(5):  # an engine's request log, saved with its regions
+        with request(f"e{k}", input_tokens=8) as r:
+            for _ in range(4 + k):
+                r.token()
+    with pytest.raises(RuntimeError), request("e-bad"):
+        raise RuntimeError("evicted")
+    rec = tmp_path / "engine.pyt"
+    pytimings.save(rec, pytimings.Recorder())
+    return a, b, rec
+
+
+def _level_metrics(path: Path, conc: int) -> Any:
+    lv = load_run(path).level(conc)
+    assert lv is not None
+    recs = [q for rd in lv.rounds for q in rd.records]
+    return serving_metrics(recs, windows=[(rd.start_ns, rd.end_ns) for rd in lv.rounds])
+
+
+def test_plotted_values_are_serving_metrics(inputs: tuple[Path, Path, Path]) -> None:
+    a, b, rec = inputs
+    results = analyse([load_source(a, "A"), load_source(b, "B"), load_source(rec, "eng")],
+                      "vllm", 10.0)  # fmt: skip
+    ttft = _cdf_figure(results, "ttft", "")
+    itl = _cdf_figure(results, "itl", "")
+    curve = _curve_figure(results)
+    for path, label, scale in ((a, "A", 1.0), (b, "B", 0.7)):
+        for conc in LEVELS:
+            # CDFs against the latencies the file was built with (independent of the code)
+            want_ttft = sorted(
+                float(_ttft_ms(scale, conc, i)) for _ in range(2) for i in range(N_REQ)
+            )
+            tr = next(t for t in ttft.data if list(t.meta) == [label, conc, "ttft"])
+            assert list(tr.x) == want_ttft
+            assert list(tr.y) == [(k + 1) / len(want_ttft) for k in range(len(want_ttft))]
+            gaps = sorted(
+                float(_gap_ms(scale, conc, i))
+                for _ in range(2)
+                for i in range(N_REQ)
+                for _ in range(N_OUT - 1)
+            )
+            tr = next(t for t in itl.data if list(t.meta) == [label, conc, "itl"])
+            assert list(tr.x) == gaps
+        # the throughput-latency curve: serving_metrics per level, compare.sweep agrees
+        ms = [_level_metrics(path, c) for c in LEVELS]
+        sw = sweep(load_run(path), "vllm", 10.0)
+        for stat in ("tpot", "itl"):
+            for q in ("median", "p99"):
+                tr = next(t for t in curve.data if list(t.meta) == [label, stat, q])
+                assert list(tr.y) == [getattr(getattr(m, stat), q) for m in ms]
+                assert list(tr.x) == [m.output_throughput for m in ms]
+                assert list(tr.x) == pytest.approx([r["throughput"] for r in sw["levels"]])
+    # known latencies: TPOT = the gap, so TPOT mean rises 10% past c=1 at once (knee c=4)
+    assert [r.knee for r in results[:2]] == [4, 4]
+    knees = [s for s in curve.layout.shapes if s.type == "line"]
+    assert len(knees) == 4  # one knee line per run in each of the two panels
+    # the recording: one level at its peak concurrency, metrics of load_requests' records
+    m = serving_metrics(load_requests(rec))
+    assert m.completed == 5 and m.errors == {"exception": 1}
+    (lv,) = results[2].levels
+    assert lv.concurrency == 1 and lv.metrics.itl.p99 == m.itl.p99
+    tr = next(t for t in ttft.data if list(t.meta) == ["eng", 1, "ttft"])
+    assert list(tr.x) == sorted((np.asarray(m.per_request["ttft_ns"]) / 1e6).tolist())
+    tr = next(t for t in curve.data if list(t.meta) == ["eng", "tpot", "median"])
+    assert list(tr.y) == [m.tpot.median] and list(tr.x) == [m.output_throughput]
+
+    # the table shows the same numbers and counts the failures
+    doc = render(results, "t", "vllm")
+    m4 = _level_metrics(a, 4)
+    assert m4.errors == {"http_5xx": 2} and "http_5xx=2" in doc
+    for v in (m4.ttft.mean, m4.ttft.median, m4.ttft.p99, m4.tpot.p99, m4.itl.median,
+              m4.e2el.p99, m4.output_throughput):  # fmt: skip
+        assert f"<td>{fmt_num(v, 1 if v == m4.output_throughput else 2)}</td>" in doc
+    assert "c=1: 2, c=4: 2, c=8: 2" in doc  # warmup requests are reported, not dropped
+
+
+def test_cdf_points_are_exact_when_thinned() -> None:
+    rng = np.random.default_rng(3)
+    v = rng.lognormal(3, 0.5, size=25_000)
+    x, y = cdf_points(v)
+    assert len(x) == MAX_CDF_POINTS and x[0] == v.min() and x[-1] == v.max() and y[-1] == 1.0
+    s = np.sort(v)
+    for xi, yi in zip(x[::97], y[::97], strict=False):  # each point lies on the full CDF
+        assert yi == np.searchsorted(s, xi, side="right") / v.size
+
+
+def test_failed_level_is_counted_not_drawn(tmp_path: Path) -> None:
+    path = _write_run(tmp_path / "a.json", 1.0)
+    doc = json.loads(path.read_text())
+    for rd in doc["levels"][2]["rounds"]:  # c=8: every request timed out
+        for q in rd["requests"]:
+            q["error"] = "timeout"
+    path.write_text(json.dumps(doc))
+    results = analyse([load_source(path, "A")], "vllm", 10.0)
+    assert [t.meta[1] for t in _cdf_figure(results, "ttft", "").data] == [1, 4]
+    assert "timeout=24" in render(results, "t", "vllm")
+    for rd in doc["levels"][0]["rounds"] + doc["levels"][1]["rounds"]:
+        for q in rd["requests"]:
+            q["error"] = "connect"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(pytimings.errors.UsageError, match="no request succeeded"):
+        render(analyse([load_source(path, "A")], "vllm", 10.0), "t", "vllm")
+
+
+def _report(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = main(["report", *args])
+    return rc, capsys.readouterr().err
+
+
+def test_bad_inputs_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_log: None
+) -> None:
+    out = str(tmp_path / "r.html")
+    good = str(_write_run(tmp_path / "a.json", 1.0))
+    other = tmp_path / "other.json"
+    other.write_text('{"schema": "something/2"}')
+    bare = tmp_path / "bare.pyt"
+    pytimings.save(bare, pytimings.Recorder())  # a recording without request timelines
+    cases = [
+        ([str(tmp_path / "missing.json"), "--html", out], "missing.json: cannot read"),
+        ([str(other), "--html", out], "not a pytimings.serving/1 run file"),
+        ([str(bare), "--html", out], "bare.pyt: has no requests table"),
+        ([good], "give an output: --html OUT"),
+        ([good, "--labels", "a,b", "--html", out], "--labels 'a,b': need 1"),
+        ([good, "--definition", "x", "--html", out], "--definition 'x'"),
+        ([good, "--html", str(tmp_path / "no" / "r.html")], "cannot write"),
+    ]
+    for args, message in cases:
+        rc, err = _report(args, capsys)
+        assert rc == 2 and message in err and err.count("\n") == 1, (args, err)
+        assert "Traceback" not in err
+    assert not Path(out).exists()
+
+
+def _dom(path: Path) -> str:
+    assert CHROMIUM is not None
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
+         "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_every_curve_draws_in_chromium(
+    inputs: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b, rec = inputs
+    out = tmp_path / "report.html"
+    assert (
+        main(["report", str(a), str(b), str(rec), "--labels", "A,B,eng", "--html", str(out)]) == 0
+    )
+    assert "wrote" in capsys.readouterr().out
+    doc = out.read_text()
+    assert not re.search(r"<script[^>]+src=", doc), "no external scripts"
+    assert doc.count("Plotly.newPlot") == 3
+    dom = _dom(out)
+    assert dom.count('class="main-svg"') >= 6  # two SVG layers per drawn chart
+    # each plotted trace's line (legend samples are drawn in "legendlines", not "lines")
+    lines = re.findall(r'<g class="lines"><path class="js-line" d="([^"]*)"', dom)
+    # CDFs: (2 runs x 3 levels + 1 recording) x (TTFT, ITL); curve: 3 sources x 4 lines
+    assert len(lines) == 7 * 2 + 3 * 4
+    assert all(d.startswith("M") for d in lines)
+    # every CDF and every run's curve is a drawn polyline; the recording's curve is one point
+    assert sum(bool(re.search("[LHV]", d)) for d in lines) == 7 * 2 + 2 * 4
+    assert "knee A: c=4" in dom and "knee B: c=4" in dom
