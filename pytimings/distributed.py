@@ -43,20 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytimings import nccl
+
 PREFIX = "dist."
 ASYNC_SUFFIX = ".async"
-
-
-def _all_reduce_factor(n: int) -> float:
-    return 2.0 * (n - 1) / n if n > 0 else 0.0
-
-
-def _spread_factor(n: int) -> float:
-    return (n - 1) / n if n > 0 else 0.0
-
-
-def _one(n: int) -> float:
-    return 1.0
 
 
 def _arg_nbytes(name: str) -> Callable[[dict[str, Any]], int]:
@@ -73,32 +63,32 @@ def _batch_nbytes(a: dict[str, Any]) -> int:
 
 @dataclass(frozen=True)
 class _OpSpec:
-    factor: Callable[[int], float]
+    collective: str  # nccl-tests' operation whose bus factor applies (pytimings.nccl)
     nbytes: Callable[[dict[str, Any]], int]
     tensor: str  # argument whose device decides where the GPU is timed
     always_async: bool = False
 
 
 _SPECS: dict[str, _OpSpec] = {
-    "all_reduce": _OpSpec(_all_reduce_factor, _arg_nbytes("tensor"), "tensor"),
-    "all_gather": _OpSpec(_spread_factor, _list_nbytes("tensor_list"), "tensor"),
+    "all_reduce": _OpSpec("all_reduce", _arg_nbytes("tensor"), "tensor"),
+    "all_gather": _OpSpec("all_gather", _list_nbytes("tensor_list"), "tensor"),
     "all_gather_into_tensor": _OpSpec(
-        _spread_factor, _arg_nbytes("output_tensor"), "input_tensor"
+        "all_gather", _arg_nbytes("output_tensor"), "input_tensor"
     ),
-    "all_gather_single": _OpSpec(_spread_factor, _arg_nbytes("output_tensor"), "input_tensor"),
-    "reduce_scatter": _OpSpec(_spread_factor, _list_nbytes("input_list"), "output"),
-    "reduce_scatter_tensor": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
-    "reduce_scatter_single": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
+    "all_gather_single": _OpSpec("all_gather", _arg_nbytes("output_tensor"), "input_tensor"),
+    "reduce_scatter": _OpSpec("reduce_scatter", _list_nbytes("input_list"), "output"),
+    "reduce_scatter_tensor": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
+    "reduce_scatter_single": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
     "all_to_all": _OpSpec(
-        _spread_factor, _list_nbytes("input_tensor_list"), "output_tensor_list"
+        "all_to_all", _list_nbytes("input_tensor_list"), "output_tensor_list"
     ),
-    "all_to_all_single": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
-    "broadcast": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "send": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "recv": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "isend": _OpSpec(_one, _arg_nbytes("tensor"), "tensor", always_async=True),
-    "irecv": _OpSpec(_one, _arg_nbytes("tensor"), "tensor", always_async=True),
-    "batch_isend_irecv": _OpSpec(_one, _batch_nbytes, "p2p_op_list", always_async=True),
+    "all_to_all_single": _OpSpec("all_to_all", _arg_nbytes("input"), "input"),
+    "broadcast": _OpSpec("broadcast", _arg_nbytes("tensor"), "tensor"),
+    "send": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "recv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "isend": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
+    "irecv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
+    "batch_isend_irecv": _OpSpec("sendrecv", _batch_nbytes, "p2p_op_list", always_async=True),
 }
 OPS = tuple(_SPECS)
 
@@ -112,7 +102,7 @@ class CommOp:
 
     def bus_factor(self, world_size: int) -> float:
         """nccl-tests' busbw / algbw ratio of this op among ``world_size`` ranks."""
-        return _SPECS[self.op].factor(world_size)
+        return nccl.bus_factor(_SPECS[self.op].collective, world_size)
 
 
 def comm_op_of(region_name: str) -> CommOp | None:
