@@ -520,4 +520,14 @@ def run(args: argparse.Namespace) -> int:
         print(summary_table(doc))
         print(f"wrote {args.out}")
     completed = sum(lv["summary"]["completed"] for lv in doc["levels"])
-    return 0 if completed else 1
+    if completed:
+        return 0
+    # said even with --quiet: exit status 1 alone does not tell why
+    errors: dict[str, int] = {}
+    for lv in doc["levels"]:
+        for kind, n in lv["summary"]["errors"].items():
+            errors[kind] = errors.get(kind, 0) + int(n)
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(errors.items())) or "none counted"
+    print(f"pytimings loadgen: every measured request failed ({counts}); see {args.out}",
+          file=sys.stderr)
+    return 1

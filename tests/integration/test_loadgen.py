@@ -139,7 +139,8 @@ def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path
     assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
 
 
-def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
+def test_connect_failure_counted_and_exit_1(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -147,6 +148,11 @@ def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
     rc = _loadgen(f"http://127.0.0.1:{port}/v1", out, "--requests", "2", "--rounds", "1",
                   "--warmup", "0")  # fmt: skip
     assert rc == 1
+    # even with --quiet, one line says why the exit status is 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert err == f"pytimings loadgen: every measured request failed (connect 2); see {out}"
 
     def no_nan(const: str) -> None:
         pytest.fail(f"{const} in the run file: not strict JSON")
