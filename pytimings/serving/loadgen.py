@@ -454,6 +454,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
+    if os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out!r}: is a directory")
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {args.out!r}: directory {out_dir} is not writable")
     return Config(
         url=args.url, model=args.model, api=args.api, concurrency=levels,
         input_len=args.input_len, output_len=args.output_len, requests=args.requests,

@@ -174,6 +174,8 @@ def test_connect_failure_counted_and_exit_1(tmp_path: Path,
         (["--requests", "0"], "--requests"),
         (["--slo", "ttft=fast"], "--slo"),
         (["--definition", "tgi"], "--definition"),
+        (["--out", "/nonexist/o.json"], "directory /nonexist does not exist"),
+        (["--out", "/"], "is a directory"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
@@ -248,3 +250,12 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     assert "requests" in err_tty and "TTFT mean" in out_tty  # bar on stderr, table on stdout
     assert "requests" not in out_tty
     assert err_q == "" and out_q == ""  # --quiet: nothing
+
+
+def test_run_file_write_error_is_a_usage_error(tmp_path: Path) -> None:
+    from pytimings.errors import UsageError
+    from pytimings.serving.runfile import write_json
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="cannot write"):
+        write_json({"schema": SCHEMA}, tmp_path / "file" / "run.json")
