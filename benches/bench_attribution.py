@@ -7,7 +7,8 @@
    zero-length ops) with one launch call each, generated columnar in a fresh process.
    Timed: ``attribute(trace)`` (launch linking, classification, whole-trace partition,
    idle split, launch latency, comm/compute overlap). Targets: < 30 s, < 2 GB peak RSS.
-2. Versus HTA (installed in a separate venv, run in a subprocess): on the same Kineto
+2. Versus HTA (installed in a separate venv, run in a subprocess; set ``PYTIMINGS_HTA_PYTHON``
+   to that venv's python, or pass ``--hta-python``; unset, the race is skipped): on the same Kineto
    trace(s), pytimings ``load`` + whole-trace ``attribute`` against HTA's
    ``TraceAnalysis`` load + ``get_temporal_breakdown`` + ``get_idle_time_breakdown`` +
    ``get_comm_comp_overlap``. Each side runs in its own fresh process; imports are not
@@ -183,7 +184,8 @@ def child(python: str, code: str, *args: str) -> dict[str, object]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000_000)
-    ap.add_argument("--hta-python", default="/work/venvs/hta2/bin/python")
+    ap.add_argument("--hta-python", default=os.environ.get("PYTIMINGS_HTA_PYTHON"),
+                    help="python of a venv with HTA (default: $PYTIMINGS_HTA_PYTHON)")
     ap.add_argument(
         "--repeat", type=int, default=5, help="runs per side in the HTA race (best kept)"
     )
@@ -223,8 +225,10 @@ def main() -> int:
         print("  TARGET MISSED: < 30 s and < 2 GB")
 
     race = []
-    hta_ok = Path(args.hta_python).exists()
-    if not hta_ok:
+    hta_ok = bool(args.hta_python) and Path(args.hta_python).exists()
+    if not args.hta_python:
+        print("HTA: PYTIMINGS_HTA_PYTHON is not set (nor --hta-python); the race is skipped")
+    elif not hta_ok:
         print(f"HTA: {args.hta_python} not found; the race is skipped")
     for target in args.kineto if hta_ok else []:
         p = Path(target)

@@ -7,8 +7,9 @@ and shifted correlation ids (written to a temporary directory, not committed).
 Each loader runs in a fresh subprocess per repetition; the parent measures the child's
 peak RSS (ru_maxrss from wait4), the child its own load wall and CPU time (imports excluded,
 reported separately). HTA is run from its own virtual environment (its pins would disturb
-ours): ``python3 -m venv /work/venvs/hta && /work/venvs/hta/bin/pip install
-holistictraceanalysis``; without it only pytimings runs.
+ours): ``python3 -m venv VENV && VENV/bin/pip install holistictraceanalysis``, then point
+``PYTIMINGS_HTA_PYTHON`` at ``VENV/bin/python`` (or pass ``--hta-python``); without it only
+pytimings runs, and the run says so.
 
 A third contender, "msgspec*", decodes the whole document at once into typed Structs (the
 design pytimings rejected for its memory; it builds no model, so it only bounds parsing).
@@ -230,7 +231,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", type=int, default=16, help="H200 copies (16 -> ~56 MB JSON)")
-    ap.add_argument("--hta-python", default="/work/venvs/hta/bin/python")
+    ap.add_argument("--hta-python", default=os.environ.get("PYTIMINGS_HTA_PYTHON") or
+                    "(PYTIMINGS_HTA_PYTHON unset)", help="python of a venv with HTA")
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}

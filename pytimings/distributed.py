@@ -16,8 +16,14 @@ What ``nbytes`` means follows nccl-tests (the "size" column of its tables), so t
 * ``reduce_scatter``, ``reduce_scatter_tensor``, ``reduce_scatter_single``: the whole input;
   (n-1)/n
 * ``all_to_all``, ``all_to_all_single``: the whole input; (n-1)/n
-* ``broadcast``, ``send``, ``recv``, ``isend``, ``irecv``: the tensor; 1
+* ``broadcast``, ``reduce``, ``send``, ``recv``, ``isend``, ``irecv``: the tensor; 1
+* ``gather``: the whole gathered buffer (the tensor times n, on every rank); (n-1)/n
+* ``scatter``: the whole scattered buffer (the output tensor times n); (n-1)/n
 * ``batch_isend_irecv``: the sum of its ops' tensors; 1
+* ``barrier``: no bytes, so no bandwidth (its time is still recorded)
+
+Not wrapped: the ``*_object`` calls (pickled Python objects, no meaningful byte count),
+``all_reduce_coalesced``/``all_gather_coalesced`` and the ``_coalescing_manager`` batches.
 
 (n is the size of the call's process group, recorded as the region's payload.)
 
@@ -38,67 +44,75 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytimings import nccl
+
 PREFIX = "dist."
 ASYNC_SUFFIX = ".async"
 
 
-def _all_reduce_factor(n: int) -> float:
-    return 2.0 * (n - 1) / n if n > 0 else 0.0
+# nbytes(arguments, group size): nccl-tests' "size" of the call, None for no bytes
+_NBytes = Callable[[dict[str, Any], int], int | None]
 
 
-def _spread_factor(n: int) -> float:
-    return (n - 1) / n if n > 0 else 0.0
+def _arg_nbytes(name: str) -> _NBytes:
+    return lambda a, n: int(a[name].nbytes)
 
 
-def _one(n: int) -> float:
-    return 1.0
+def _list_nbytes(name: str) -> _NBytes:
+    return lambda a, n: sum(int(t.nbytes) for t in a[name])
 
 
-def _arg_nbytes(name: str) -> Callable[[dict[str, Any]], int]:
-    return lambda a: int(a[name].nbytes)
+def _times_group(name: str) -> _NBytes:
+    # gather/scatter: the list exists on the root only; every rank has its n-th part
+    return lambda a, n: int(a[name].nbytes) * n
 
 
-def _list_nbytes(name: str) -> Callable[[dict[str, Any]], int]:
-    return lambda a: sum(int(t.nbytes) for t in a[name])
-
-
-def _batch_nbytes(a: dict[str, Any]) -> int:
+def _batch_nbytes(a: dict[str, Any], n: int) -> int:
     return sum(int(p.tensor.nbytes) for p in a["p2p_op_list"])
+
+
+def _no_bytes(a: dict[str, Any], n: int) -> None:
+    return None
 
 
 @dataclass(frozen=True)
 class _OpSpec:
-    factor: Callable[[int], float]
-    nbytes: Callable[[dict[str, Any]], int]
+    collective: str | None  # nccl-tests' operation whose bus factor applies (pytimings.nccl)
+    nbytes: _NBytes
     tensor: str  # argument whose device decides where the GPU is timed
     always_async: bool = False
 
 
 _SPECS: dict[str, _OpSpec] = {
-    "all_reduce": _OpSpec(_all_reduce_factor, _arg_nbytes("tensor"), "tensor"),
-    "all_gather": _OpSpec(_spread_factor, _list_nbytes("tensor_list"), "tensor"),
+    "all_reduce": _OpSpec("all_reduce", _arg_nbytes("tensor"), "tensor"),
+    "all_gather": _OpSpec("all_gather", _list_nbytes("tensor_list"), "tensor"),
     "all_gather_into_tensor": _OpSpec(
-        _spread_factor, _arg_nbytes("output_tensor"), "input_tensor"
+        "all_gather", _arg_nbytes("output_tensor"), "input_tensor"
     ),
-    "all_gather_single": _OpSpec(_spread_factor, _arg_nbytes("output_tensor"), "input_tensor"),
-    "reduce_scatter": _OpSpec(_spread_factor, _list_nbytes("input_list"), "output"),
-    "reduce_scatter_tensor": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
-    "reduce_scatter_single": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
+    "all_gather_single": _OpSpec("all_gather", _arg_nbytes("output_tensor"), "input_tensor"),
+    "reduce_scatter": _OpSpec("reduce_scatter", _list_nbytes("input_list"), "output"),
+    "reduce_scatter_tensor": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
+    "reduce_scatter_single": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
     "all_to_all": _OpSpec(
-        _spread_factor, _list_nbytes("input_tensor_list"), "output_tensor_list"
+        "all_to_all", _list_nbytes("input_tensor_list"), "output_tensor_list"
     ),
-    "all_to_all_single": _OpSpec(_spread_factor, _arg_nbytes("input"), "input"),
-    "broadcast": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "send": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "recv": _OpSpec(_one, _arg_nbytes("tensor"), "tensor"),
-    "isend": _OpSpec(_one, _arg_nbytes("tensor"), "tensor", always_async=True),
-    "irecv": _OpSpec(_one, _arg_nbytes("tensor"), "tensor", always_async=True),
-    "batch_isend_irecv": _OpSpec(_one, _batch_nbytes, "p2p_op_list", always_async=True),
+    "all_to_all_single": _OpSpec("all_to_all", _arg_nbytes("input"), "input"),
+    "broadcast": _OpSpec("broadcast", _arg_nbytes("tensor"), "tensor"),
+    "reduce": _OpSpec("reduce", _arg_nbytes("tensor"), "tensor"),
+    "gather": _OpSpec("gather", _times_group("tensor"), "tensor"),
+    "scatter": _OpSpec("scatter", _times_group("tensor"), "tensor"),
+    "barrier": _OpSpec(None, _no_bytes, ""),
+    "send": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "recv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "isend": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
+    "irecv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
+    "batch_isend_irecv": _OpSpec("sendrecv", _batch_nbytes, "p2p_op_list", always_async=True),
 }
 OPS = tuple(_SPECS)
 
@@ -111,8 +125,10 @@ class CommOp:
     asynchronous: bool
 
     def bus_factor(self, world_size: int) -> float:
-        """nccl-tests' busbw / algbw ratio of this op among ``world_size`` ranks."""
-        return _SPECS[self.op].factor(world_size)
+        """nccl-tests' busbw / algbw ratio of this op among ``world_size`` ranks (NaN for
+        ``barrier``, which moves no bytes)."""
+        collective = _SPECS[self.op].collective
+        return math.nan if collective is None else nccl.bus_factor(collective, world_size)
 
 
 def comm_op_of(region_name: str) -> CommOp | None:
@@ -185,7 +201,8 @@ def _wrap(op: str, original: Callable[..., Any]) -> Any:
             if isinstance(t, torch.Tensor) and t.is_cuda:
                 stream = torch.cuda.current_stream(t.device)
         name = async_name if asynchronous else sync_name
-        with region(name, kind="comm", stream=stream, nbytes=spec.nbytes(a), payload=world):
+        with region(name, kind="comm", stream=stream, nbytes=spec.nbytes(a, world),
+                    payload=world):
             if op == "batch_isend_irecv":
                 return _call_batch(original, a["p2p_op_list"])
             return original(*args, **kwargs)

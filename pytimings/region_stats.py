@@ -9,12 +9,15 @@ Cython kernel in ``pytimings.analysis._stats``.
 
 Column ``nbytes`` is the total over the instances that gave ``nbytes`` (``nbytes_count`` of
 them), ``nbytes_per_call`` its mean. ``bandwidth_gbps`` is ``sum(nbytes) / sum(time)`` over
-those instances, with the GPU time of an instance when it was timed and its host time
-otherwise; bytes per ns is GB/s (1e9 bytes per second). Collectives recorded by
-:func:`pytimings.instrument_torch_distributed` also get nccl-tests' ``algbw_gbps`` (same
-formula) and ``busbw_gbps`` (each instance's bytes times its bus factor, over the same time);
-asynchronous calls were timed at enqueue only, so they get no bandwidth. Records the recorder
-dropped (memory cap) are counted per name and in total, and always printed.
+those instances, with the GPU time of an instance when it was timed and its host time when
+it was host-only; bytes per ns is GB/s (1e9 bytes per second). A GPU-timed instance whose
+GPU timing failed or is still pending has only its host (enqueue) time, which would inflate
+the bandwidth: it is left out of every bandwidth column and counted in ``nbytes_untimed``.
+Collectives recorded by :func:`pytimings.instrument_torch_distributed` also get
+nccl-tests' ``algbw_gbps`` (same formula) and ``busbw_gbps`` (each instance's bytes times its
+bus factor, over the same time); asynchronous calls were timed at enqueue only, so they get
+no bandwidth. Records the recorder dropped (memory cap) are counted per name and in total,
+and always printed.
 """
 
 from __future__ import annotations
@@ -45,11 +48,11 @@ COLUMNS = (
     "gpu_count", "gpu_total_ns", "gpu_mean_ns", "gpu_p50_ns", "gpu_p90_ns", "gpu_p99_ns",
     "gpu_max_ns", "gpu_pending", "gpu_failed", "queue_p50_ns", "queue_p99_ns",
     "nbytes_count", "nbytes", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
-    "busbw_gbps",
+    "busbw_gbps", "nbytes_untimed",
 )
 INT_COLUMNS = frozenset((
     "count", "dropped", "errors", "host_count", "host_total_ns", "gpu_count", "gpu_total_ns",
-    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes",
+    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes", "nbytes_untimed",
 ))
 FLOAT_COLUMNS = frozenset(COLUMNS[2:]) - INT_COLUMNS
 
@@ -212,16 +215,21 @@ def _summarise(rec: Recording) -> Table:
     cols["gpu_pending"] = np.bincount(row, weights=pending, minlength=nrows).astype(np.int64)
     cols["gpu_failed"] = np.bincount(row, weights=failed, minlength=nrows).astype(np.int64)
 
-    # bytes and bandwidth: the GPU time of an instance when it has one, else its host time
+    # bytes and bandwidth: the GPU time of an instance when it has one, its host time when it
+    # was host-only; GPU-timed instances without a GPU time (failed, pending) have no honest
+    # duration (host time is only the enqueue) and are counted instead
     has_bytes = (nbytes >= 0) & ~is_mark
     t = np.where(resolved, gpu, host)
+    untimed = has_bytes & ((flags & RecordFlag.GPU_TIMED) > 0) & ~resolved
+    cols["nbytes_untimed"] = np.bincount(row, weights=untimed,
+                                         minlength=nrows).astype(np.int64)
     cols["nbytes_count"] = np.bincount(row, weights=has_bytes, minlength=nrows).astype(np.int64)
     np.add.at(cols["nbytes"], row[has_bytes], nbytes[has_bytes])
     with np.errstate(invalid="ignore", divide="ignore"):
         cols["nbytes_per_call"] = np.where(
             cols["nbytes_count"] > 0, cols["nbytes"] / np.maximum(cols["nbytes_count"], 1),
             np.nan)
-    timed_bytes = has_bytes & (t > 0)
+    timed_bytes = has_bytes & ~untimed & (t > 0)
     bw_bytes = np.zeros(nrows, dtype=np.int64)
     bw_time = np.zeros(nrows, dtype=np.int64)
     np.add.at(bw_bytes, row[timed_bytes], nbytes[timed_bytes])
@@ -303,6 +311,7 @@ _LAYOUT: list[tuple[str, str, str, Any]] = [
     ("queue", "p99", "queue_p99_ns", fmt_ns),
     ("bytes", "per call", "nbytes_per_call", fmt_bytes),
     ("bytes", "GB/s", "bandwidth_gbps", fmt_num),
+    ("bytes", "untimed", "nbytes_untimed", str),
     ("comm", "algbw", "algbw_gbps", fmt_num),
     ("comm", "busbw", "busbw_gbps", fmt_num),
     ("", "errors", "errors", str),
@@ -314,7 +323,7 @@ _SHOWN_WHEN = {  # column -> shown only when this column has data (always shown 
     "queue_p50_ns": "gpu_count", "queue_p99_ns": "gpu_count", "gpu_pending": "gpu_pending",
     "gpu_failed": "gpu_failed", "nbytes_per_call": "nbytes_count",
     "bandwidth_gbps": "nbytes_count", "algbw_gbps": "algbw_gbps", "busbw_gbps": "algbw_gbps",
-    "errors": "errors",
+    "nbytes_untimed": "nbytes_untimed", "errors": "errors",
 }
 
 

@@ -9,7 +9,13 @@ import argparse
 import sys
 from typing import Any
 
-from pytimings.bench.report import BenchReport, render_text, write_json, write_plot
+from pytimings.bench.report import (
+    BenchReport,
+    check_output,
+    render_text,
+    write_json,
+    write_plot,
+)
 from pytimings.bench.sizes import parse_size, parse_sweep
 from pytimings.errors import UsageError
 
@@ -88,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--samples {args.samples}: need at least one sample")
     if getattr(args, "warmup", 0) < 0:
         raise UsageError(f"--warmup {args.warmup}: must be 0 or more")
+    if args.json:
+        check_output("--json", args.json)
+    if args.plot:
+        check_output("--plot", args.plot)
     if args.bench == "collective":
         return _collective(args)
     if args.bench == "copy":

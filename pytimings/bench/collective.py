@@ -17,29 +17,36 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytimings import now_ns
+from pytimings import nccl, now_ns
 from pytimings.bench.report import BenchReport, Column, add_fits
 from pytimings.errors import UsageError
+from pytimings.nccl import algbw_gbps
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    bus_factor: Callable[[int], float]
-    per_rank_split: bool  # size is split into world_size equal parts (count per part)
+    collective: str  # nccl-tests' operation whose size and bus factor conventions apply
     in_place: bool  # torch.distributed offers an in-place form
     out_of_place: bool  # ... and an out-of-place one
+
+    def bus_factor(self, world_size: int) -> float:
+        return nccl.bus_factor(self.collective, world_size)
+
+    @property
+    def per_rank_split(self) -> bool:
+        return nccl.per_rank_split(self.collective)
 
 
 OPS: dict[str, OpSpec] = {
     # torch.distributed.all_reduce and broadcast only work in place
-    "all_reduce": OpSpec(lambda n: 2 * (n - 1) / n, False, True, False),
-    "all_gather": OpSpec(lambda n: (n - 1) / n, True, True, True),
-    "reduce_scatter": OpSpec(lambda n: (n - 1) / n, True, True, True),
+    "all_reduce": OpSpec("all_reduce", True, False),
+    "all_gather": OpSpec("all_gather", True, True),
+    "reduce_scatter": OpSpec("reduce_scatter", True, True),
     # all_to_all_single needs distinct input and output tensors
-    "all_to_all": OpSpec(lambda n: (n - 1) / n, True, False, True),
-    "broadcast": OpSpec(lambda n: 1.0, False, True, False),
+    "all_to_all": OpSpec("all_to_all", False, True),
+    "broadcast": OpSpec("broadcast", True, False),
     # sendrecv: every rank sends to rank+1 and receives from rank-1 at once
-    "sendrecv": OpSpec(lambda n: 1.0, False, False, True),
+    "sendrecv": OpSpec("sendrecv", False, True),
 }
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8")
@@ -55,11 +62,6 @@ def op_spec(op: str) -> OpSpec:
 def bus_factor(op: str, world_size: int) -> float:
     """nccl-tests' busbw/algbw factor for ``op`` on ``world_size`` ranks."""
     return op_spec(op).bus_factor(world_size)
-
-
-def algbw_gbps(size_bytes: int, time_us: float) -> float:
-    """Algorithm bandwidth in GB/s (1e9 bytes per second), nccl-tests' definition."""
-    return size_bytes / (time_us * 1e3) if time_us > 0 else 0.0
 
 
 def message_shape(op: str, size_bytes: int, world_size: int, elsize: int) -> tuple[int, int]:

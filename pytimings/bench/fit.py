@@ -1,7 +1,7 @@
 """The alpha-beta (latency-bandwidth) model of a transfer: ``time = alpha + bytes / beta``.
 
-Fitted by ordinary least squares of time on bytes over a size sweep, so that later analyses
-can predict the time of a copy or collective of any size on the same path.
+Fitted by ordinary least squares of time on bytes over a size sweep; reported with the
+benchmark's rows (alpha, beta, r2) so the fixed and per-byte costs of a path can be read off.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ class AlphaBeta:
     beta_gbps: float  # asymptotic bandwidth, 1 GB/s = 1e9 bytes/s; inf when slope is not > 0
     r2: float  # coefficient of determination of the fit (1 = perfect)
     n_points: int
-
-    def predict_us(self, nbytes: float) -> float:
-        return self.alpha_us + nbytes / (self.beta_gbps * 1e3)
 
 
 def fit_alpha_beta(nbytes: Sequence[float], time_us: Sequence[float]) -> AlphaBeta | None:

@@ -283,6 +283,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        from pytimings.bench.report import check_output
+
+        check_output("--json", args.json)
     rows = measure(args.iterations, args.repeats)
     checks = targets(rows)
     print(format_table(rows, checks, args.iterations, args.repeats))
@@ -300,5 +304,8 @@ def write_json(path: str, rows: list[Row], checks: list[Target], iterations: int
         "rows": [asdict(r) for r in rows],
         "targets": [asdict(t) for t in checks],
     }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+    except OSError as exc:
+        raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from exc

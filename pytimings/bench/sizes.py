@@ -39,7 +39,10 @@ def parse_sweep(text: str, factor: int = 2, what: str = "--sizes") -> list[int]:
     """``"4K:1G"`` -> [4096, 8192, ..., 1 GiB]; a single size ``"1M"`` is a sweep of one."""
     parts = text.split(":")
     if len(parts) == 1:
-        return [parse_size(parts[0], what)]
+        size = parse_size(parts[0], what)
+        if size < 1:
+            raise UsageError(f"{what} {text!r}: a size must be at least 1 byte")
+        return [size]
     if len(parts) == 2:
         return size_sweep(parse_size(parts[0], what), parse_size(parts[1], what), factor, what)
     raise UsageError(f"{what} {text!r}: expected BEGIN:END such as 4K:1G, or one value")

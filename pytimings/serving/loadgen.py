@@ -454,6 +454,10 @@ def config_from_args(args: argparse.Namespace) -> Config:
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
+    if os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out!r}: is a directory")
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {args.out!r}: directory {out_dir} is not writable")
     return Config(
         url=args.url, model=args.model, api=args.api, concurrency=levels,
         input_len=args.input_len, output_len=args.output_len, requests=args.requests,
@@ -520,4 +524,14 @@ def run(args: argparse.Namespace) -> int:
         print(summary_table(doc))
         print(f"wrote {args.out}")
     completed = sum(lv["summary"]["completed"] for lv in doc["levels"])
-    return 0 if completed else 1
+    if completed:
+        return 0
+    # said even with --quiet: exit status 1 alone does not tell why
+    errors: dict[str, int] = {}
+    for lv in doc["levels"]:
+        for kind, n in lv["summary"]["errors"].items():
+            errors[kind] = errors.get(kind, 0) + int(n)
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(errors.items())) or "none counted"
+    print(f"pytimings loadgen: every measured request failed ({counts}); see {args.out}",
+          file=sys.stderr)
+    return 1

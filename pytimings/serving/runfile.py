@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytimings.errors import TraceFormatError
+from pytimings.errors import TraceFormatError, UsageError
 from pytimings.serving.requests import RequestRecord
 
 SCHEMA = "pytimings.serving/1"
@@ -97,10 +97,13 @@ def write_json(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write strict JSON atomically (temp file + rename): a crash never leaves half a file."""
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(_strict(obj), f, separators=(",", ":"), allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_strict(obj), f, separators=(",", ":"), allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot write: {exc.strerror}") from exc
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:

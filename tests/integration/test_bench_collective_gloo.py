@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytimings.bench.collective import OPS, algbw_gbps, bus_factor
+from pytimings.bench.collective import OPS, bus_factor
+from pytimings.nccl import algbw_gbps
 
 pytestmark = pytest.mark.slow
 

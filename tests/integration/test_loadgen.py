@@ -8,7 +8,6 @@ import pty
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -55,28 +54,28 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
         table = serving_metrics(recs).per_request
         # 1. Against what the server actually did to the same request, on the same clock
         # (CLOCK_MONOTONIC in both processes), paired per request and per chunk, as
-        # medians. Bounds: a process on this shared 2-core box (load average ~8 at times)
-        # is descheduled for a few ms at a time, so delivery (write -> client stamp) gets
-        # 5 ms; the paired TPOT/gap differences cancel common delays and get 1 ms. What
-        # they must catch is far larger: TPOT divided by n instead of n-1 is 20/8 = 2.5 ms
-        # off, TTFT counted into TPOT (llmperf-style) ~5 ms, stamping a chunk when the
-        # stream ends rather than when it arrives, tens of ms.
-        d_ttft, d_tpot, d_gap, delivery = [], [], [], []
+        # medians of ratios (no absolute times: on a loaded 2-core box a process is
+        # descheduled for ms at a time, and that stretches both sides alike). What the
+        # bounds must catch: TPOT divided by n instead of n-1 (ratio 7/8), TTFT counted into
+        # TPOT llmperf-style (ratio 25/20), stamping a chunk when the stream ends rather
+        # than when it arrives (gaps ratio ~0, delivery ~ the whole stream).
+        r_ttft, r_tpot, r_gap, delivery, write_gap = [], [], [], [], []
         for r, ttft_ns, tpot_ns in zip(recs, table["ttft_ns"], table["tpot_ns"], strict=True):
             w = np.asarray(truth[r.server_id]["write_ns"])
             arrive = np.asarray(r.chunk_ns)
             assert (arrive >= w).all()  # causality: no chunk is seen before it was written
-            delivery.extend((arrive - w) / 1e6)
-            d_ttft.append((ttft_ns - (w[0] - r.start_ns)) / 1e6)
-            d_tpot.append((tpot_ns - (w[-1] - w[0]) / (N_OUT - 1)) / 1e6)
-            d_gap.extend((np.diff(arrive) - np.diff(w)) / 1e6)
-        assert np.median(delivery) < 5.0
-        assert 0 <= np.median(d_ttft) < 5.0
-        assert abs(np.median(d_tpot)) < 1.0
-        assert abs(np.median(d_gap)) < 1.0
+            delivery.extend(arrive - w)
+            write_gap.extend(np.diff(w))
+            r_ttft.append(ttft_ns / (w[0] - r.start_ns))
+            r_tpot.append(tpot_ns / ((w[-1] - w[0]) / (N_OUT - 1)))
+            r_gap.append(np.median(np.diff(arrive)) / np.median(np.diff(w)))
+        assert np.median(delivery) < 0.5 * np.median(write_gap)
+        assert 1.0 <= np.median(r_ttft) < 1.25
+        assert abs(np.median(r_tpot) - 1) < 0.06
+        assert abs(np.median(r_gap) - 1) < 0.1
         # 2. Against the injected sleeps, which only overshoot (more so under load): looser
-        assert TTFT_S * 1e3 <= s["ttft_ms"]["median"] < TTFT_S * 1e3 + 15
-        assert ITL_S * 1e3 - 0.5 <= s["tpot_ms"]["median"] < ITL_S * 1e3 + 4
+        assert 1.0 <= s["ttft_ms"]["median"] / (TTFT_S * 1e3) < 1.5
+        assert 0.95 <= s["tpot_ms"]["median"] / (ITL_S * 1e3) < 1.5
         assert s["itl_ms"]["count"] == rounds * per_round * (N_OUT - 1)
         e2e = s["ttft_ms"]["mean"] + (N_OUT - 1) * s["tpot_ms"]["mean"]
         assert s["e2el_ms"]["mean"] == pytest.approx(e2e)  # E2E ends at the last token
@@ -91,17 +90,19 @@ def test_measured_latencies_match_injected_delays(tmp_path: Path, api: str) -> N
 def test_open_loop_poisson_and_counted_tokens_without_usage(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     with serve([Behaviour(0.02, 0.01, send_usage=False)]) as server:
-        t0 = time.monotonic()
         rc = _loadgen(server.url, out, "--rate", "50", "--concurrency", "4", "--requests", "8",
                       "--rounds", "1", "--warmup", "0", "--seed", "3")  # fmt: skip
-        took = time.monotonic() - t0
-    assert rc == 0 and took < 5
+    assert rc == 0
     run = load_run(out)
     (rd,) = run.levels[0].rounds
     assert len(rd.records) == 8 and run.config["rate"] == 50
     assert all(r.output_tokens is None and r.n_output == N_OUT for r in rd.records)
     starts = sorted(r.start_ns for r in rd.records)
     assert starts[-1] - starts[0] > 0  # spread out by the arrival process, not all at once
+    # open loop: arrivals follow the schedule (7 gaps of mean 1/50 s), not the end of earlier
+    # requests; serialised requests would span at least the sum of 7 requests' durations
+    busy = sum(r.chunk_ns[-1] - r.start_ns for r in rd.records)
+    assert starts[-1] - starts[0] < 0.5 * busy
 
 
 def test_multi_token_chunks_counted_from_running_usage(tmp_path: Path) -> None:
@@ -138,7 +139,8 @@ def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path
     assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
 
 
-def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
+def test_connect_failure_counted_and_exit_1(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -146,6 +148,11 @@ def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
     rc = _loadgen(f"http://127.0.0.1:{port}/v1", out, "--requests", "2", "--rounds", "1",
                   "--warmup", "0")  # fmt: skip
     assert rc == 1
+    # even with --quiet, one line says why the exit status is 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip()
+    assert err == f"pytimings loadgen: every measured request failed (connect 2); see {out}"
 
     def no_nan(const: str) -> None:
         pytest.fail(f"{const} in the run file: not strict JSON")
@@ -167,6 +174,8 @@ def test_connect_failure_counted_and_exit_1(tmp_path: Path) -> None:
         (["--requests", "0"], "--requests"),
         (["--slo", "ttft=fast"], "--slo"),
         (["--definition", "tgi"], "--definition"),
+        (["--out", "/nonexist/o.json"], "directory /nonexist does not exist"),
+        (["--out", "/"], "is a directory"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
@@ -241,3 +250,12 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     assert "requests" in err_tty and "TTFT mean" in out_tty  # bar on stderr, table on stdout
     assert "requests" not in out_tty
     assert err_q == "" and out_q == ""  # --quiet: nothing
+
+
+def test_run_file_write_error_is_a_usage_error(tmp_path: Path) -> None:
+    from pytimings.errors import UsageError
+    from pytimings.serving.runfile import write_json
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="cannot write"):
+        write_json({"schema": SCHEMA}, tmp_path / "file" / "run.json")

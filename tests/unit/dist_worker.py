@@ -41,6 +41,17 @@ def main() -> None:
     dist.all_to_all([torch.empty(n) for _ in range(world)], [torch.ones(n) for _ in range(world)])
     dist.all_to_all_single(torch.empty(n * world), torch.ones(n * world))
     dist.broadcast(t, src=0)
+    r = torch.full((n,), float(rank + 1))
+    dist.reduce(r, dst=0)
+    assert rank != 0 or r[0].item() == sum(range(1, world + 1))
+    gathered = [torch.empty(n) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.full((n,), float(rank)), gathered, dst=0)
+    assert gathered is None or [g[0].item() for g in gathered] == list(range(world))
+    part = torch.empty(n)
+    dist.scatter(part, [torch.full((n,), float(i)) for i in range(world)] if rank == 0
+                 else None, src=0)
+    assert part[0].item() == rank
+    dist.barrier()
     peer = 1 - rank
     if rank == 0:
         dist.send(torch.ones(n), dst=peer)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytimings.bench.collective import OPS, algbw_gbps, bus_factor, message_shape
+from pytimings.bench.collective import OPS, bus_factor, message_shape
 from pytimings.errors import UsageError
+from pytimings.nccl import algbw_gbps
 
 LOGS = {"all_reduce": "nccl_allreduce.log", "all_gather": "nccl_allgather.log",
         "reduce_scatter": "nccl_reducescatter.log", "all_to_all": "nccl_alltoall.log",
@@ -85,3 +86,15 @@ def test_log_check_tells_factors_apart(shared_dir: Path) -> None:
     for tokens in big:
         ours = algbw_gbps(int(tokens[0]), float(tokens[-8]))
         assert float(tokens[-6]) != pytest.approx(ours * bus_factor("all_gather", n), rel=0.05)
+
+
+def test_recorder_and_benchmark_share_one_definition() -> None:
+    # the benchmark's ops and the recorder's wrappers read their factors from pytimings.nccl
+    from pytimings import nccl
+    from pytimings.distributed import comm_op_of
+
+    for n in (2, 3, 8):
+        for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):
+            assert bus_factor(op, n) == comm_op_of(f"dist.{op}").bus_factor(n)
+            assert bus_factor(op, n) == nccl.bus_factor(op, n)
+        assert bus_factor("sendrecv", n) == comm_op_of("dist.send").bus_factor(n)

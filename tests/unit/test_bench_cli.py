@@ -38,6 +38,15 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: 
     [
         (["bench", "copy", "--sizes", "1G:4K"], "ends below"),
         (["bench", "copy", "--sizes", "4Q"], "expected bytes"),
+        (["bench", "copy", "--sizes", "0"], "at least 1 byte"),
+        (["bench", "latency", "--sizes", "0"], "at least 1 byte"),
+        (["bench", "kv", "--blocks", "0"], "at least 1 byte"),
+        (["bench", "copy", "--json", "/nonexist/o.json"], "/nonexist does not exist"),
+        (["bench", "copy", "--plot", "/nonexist/o.png"], "/nonexist does not exist"),
+        (["bench", "latency", "--json", "/nonexist/o.json"], "/nonexist does not exist"),
+        (["bench", "kv", "--plot", "/nonexist/o.png"], "/nonexist does not exist"),
+        (["bench", "collective", "--op", "all_reduce", "--json", "/nonexist/o.json"],
+         "/nonexist does not exist"),
         (["bench", "copy", "--samples", "0"], "--samples 0"),
         (["bench", "latency", "--warmup", "-1"], "--warmup -1"),
         (["bench", "collective", "--op", "allreduce"], "unknown operation"),
@@ -158,3 +167,21 @@ def test_without_torch(
     assert "; torch is not installed" in capsys.readouterr().err
     rows = json.loads(out.read_text())["rows"]
     assert [r["path"] for r in rows] == ["host numpy copyto (pageable)"]
+
+
+def test_output_path_that_is_a_directory_is_refused_before_measuring(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _one_line_error(capsys, ["bench", "copy", "--json", str(tmp_path)], "is a directory")
+
+
+def test_unwritable_output_directory_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if os.fspath(p) == str(tmp_path)
+                        else real_access(p, mode))
+    _one_line_error(capsys, ["bench", "kv", "--json", str(tmp_path / "o.json")],
+                    "is not writable")

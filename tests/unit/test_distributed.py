@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +12,20 @@ from pytimings.distributed import OPS, comm_op_of
 
 WORLD = 2
 N_BYTES = 4000  # one float32 tensor of 1000 elements
+NO_BYTES = -1  # the record schema's nbytes when none was given
 
 
 def test_bus_factors_follow_nccl_tests() -> None:
     for n in (2, 4, 8):
         assert comm_op_of("dist.all_reduce").bus_factor(n) == 2 * (n - 1) / n
         for op in ("all_gather", "all_gather_into_tensor", "reduce_scatter",
-                   "reduce_scatter_tensor", "all_to_all", "all_to_all_single"):
+                   "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
+                   "scatter"):
             assert comm_op_of(f"dist.{op}").bus_factor(n) == (n - 1) / n
-        for op in ("broadcast", "send", "recv", "isend", "irecv", "batch_isend_irecv"):
+        for op in ("broadcast", "reduce", "send", "recv", "isend", "irecv",
+                   "batch_isend_irecv"):
             assert comm_op_of(f"dist.{op}").bus_factor(n) == 1.0
+        assert math.isnan(comm_op_of("dist.barrier").bus_factor(n))  # moves no bytes
 
 
 def test_region_names_map_back_to_ops() -> None:
@@ -68,6 +73,10 @@ EXPECTED_NBYTES = {  # nccl-tests' "size" for each call the worker makes (n = 10
     "dist.all_to_all": N_BYTES * WORLD,
     "dist.all_to_all_single": N_BYTES * WORLD,
     "dist.broadcast": N_BYTES,
+    "dist.reduce": N_BYTES,
+    "dist.gather": N_BYTES * WORLD,  # the whole gathered buffer, on every rank
+    "dist.scatter": N_BYTES * WORLD,  # the whole scattered buffer, on every rank
+    "dist.barrier": None,  # no bytes
     "dist.send": N_BYTES,
     "dist.recv": N_BYTES,
     "dist.isend": N_BYTES,
@@ -86,7 +95,8 @@ def test_every_call_is_one_comm_region_with_nccl_tests_sizes(ranks: list[dict]) 
         assert sorted(names) == sorted(EXPECTED_NBYTES), names
         for r in recs:
             assert r["kind"] == "comm"
-            assert r["nbytes"] == EXPECTED_NBYTES[r["name"]], r
+            want = EXPECTED_NBYTES[r["name"]]
+            assert r["nbytes"] == (NO_BYTES if want is None else want), r
             assert r["payload"] == WORLD  # group size, for the bus factor
 
 
@@ -97,6 +107,11 @@ def test_summary_shows_algbw_and_busbw(ranks: list[dict]) -> None:
         for name in EXPECTED_NBYTES:
             op = comm_op_of(name)
             row = rows[name]
+            if EXPECTED_NBYTES[name] is None:  # barrier: timed, no bytes, no bandwidth
+                assert row["count"] == 1 and row["nbytes_count"] == 0
+                assert row["host_total_ns"] > 0
+                assert row["bandwidth_gbps"] is None and row["algbw_gbps"] is None
+                continue
             assert row["count"] == 1 and row["nbytes"] == EXPECTED_NBYTES[name]
             if op.asynchronous:
                 assert row["algbw_gbps"] is None and row["busbw_gbps"] is None
@@ -123,7 +138,8 @@ def test_saved_recordings_know_their_rank(ranks: list[dict]) -> None:
 def test_ops_cover_the_issue_list() -> None:
     want = {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
             "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "send",
-            "recv", "isend", "irecv", "batch_isend_irecv"}
+            "recv", "isend", "irecv", "batch_isend_irecv", "reduce", "gather", "scatter",
+            "barrier"}
     assert want <= set(OPS)
 
 

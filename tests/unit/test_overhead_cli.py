@@ -14,6 +14,7 @@ import pytest
 
 from pytimings import cli
 from pytimings.bench import overhead
+from pytimings.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,6 +72,24 @@ def test_targets_arithmetic() -> None:
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["overhead", "--iterations", "0"]) == 2
     assert "error: --iterations" in capsys.readouterr().err
+
+
+def test_bad_json_path_fails_before_measuring(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def measured(*_: object) -> None:
+        raise AssertionError("measured before checking --json")
+
+    monkeypatch.setattr(overhead, "measure", measured)
+    assert cli.main(["overhead", "--json", "/nonexist/o.json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "\n" not in err, err
+    assert "--json /nonexist/o.json: directory /nonexist does not exist" in err, err
+
+
+def test_write_error_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="cannot write"):
+        overhead.write_json(str(tmp_path / "file" / "o.json"), [], [], 1, 1)
 
 
 @pytest.mark.slow

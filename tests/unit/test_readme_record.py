@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -26,10 +24,6 @@ def test_quickstart_is_ten_lines_or_so() -> None:
 
 
 def test_quickstart_runs(tmp_path: Path) -> None:
-    import pytimings.ingest as ingest
-
-    if not hasattr(ingest, "load"):
-        pytest.skip("pytimings.load arrives with the trace-loading branch")
     check = (
         "\nassert pt.summary()['kv_copy']['count'] == 8\n"
         "assert pt.summary()['decode_step']['count'] == 8\n"

@@ -125,6 +125,35 @@ def test_gpu_queue_and_bandwidth(summ: Summary) -> None:
     assert late["gpu_pending"] == 1 and late["gpu_count"] == 0
 
 
+def test_gpu_timed_instances_without_gpu_time_are_left_out_of_bandwidth() -> None:
+    # 2 copies with GPU time (1 MB in 2 µs: 500 GB/s) and 2 whose GPU timing failed or is
+    # pending: their host time (100 ns enqueue) would claim 10000 GB/s, so they must not count
+    rows = [{"name": "h2d", "kind": "memory", "start": 10_000 * i, "end": 10_000 * i + 5000,
+             "gpu": (10_000 * i + 100, 10_000 * i + 2100), "stream": 7, "nbytes": 1_000_000}
+            for i in range(2)]
+    rows += [{"name": "h2d", "kind": "memory", "start": 50_000 + i, "end": 50_100 + i,
+              "stream": 7, "nbytes": 1_000_000, "flags": f}
+             for i, f in enumerate((RecordFlag.GPU_TIMED | RecordFlag.GPU_FAILED,
+                                    RecordFlag.GPU_TIMED))]
+    rows += [{"name": "dist.all_reduce", "kind": "comm", "start": 90_000, "end": 94_000,
+              "nbytes": 8_000_000, "payload": 2},
+             {"name": "dist.all_reduce", "kind": "comm", "start": 95_000, "end": 95_100,
+              "nbytes": 8_000_000, "payload": 2, "stream": 7, "flags": RecordFlag.GPU_TIMED}]
+    s = summary(make_recording(rows))
+    h2d = s["h2d"]
+    assert h2d["gpu_failed"] == 1 and h2d["gpu_pending"] == 1
+    assert h2d["nbytes"] == 4_000_000 and h2d["nbytes_count"] == 4  # every byte counted
+    assert h2d["bandwidth_gbps"] == pytest.approx(500.0)
+    assert h2d["nbytes_untimed"] == 2
+    ar = s["dist.all_reduce"]
+    assert ar["algbw_gbps"] == pytest.approx(2000.0) and ar["nbytes_untimed"] == 1
+    assert ar["busbw_gbps"] == pytest.approx(2000.0)
+    header = str(s).splitlines()[1].split()
+    assert "untimed" in header
+    assert s["dist.all_reduce"]["bandwidth_gbps"] == pytest.approx(2000.0)
+    assert "untimed" not in str(summary(make_recording(rows[:2]))).splitlines()[1].split()
+
+
 def test_collective_algbw_and_busbw(summ: Summary) -> None:
     ar = summ["dist.all_reduce"]
     assert ar["algbw_gbps"] == pytest.approx(2000.0)
