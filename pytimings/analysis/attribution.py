@@ -426,14 +426,15 @@ def collectives(
     skew = a_start - first[inv]
     wait = np.minimum(dur, last[inv] - a_start)
     transfer = dur - wait
-    # straggler: the rank arriving last most often (ties: lowest rank)
+    # straggler: the rank arriving last most often (ties in that count: lowest rank). An
+    # instance has a last arriver only when one rank alone arrives latest, after the first:
+    # ranks arriving together (zero skew, or a tie for last) blame nobody.
     is_last = a_start == last[inv]
-    # one last rank per instance: the lowest rank among those arriving last
-    cand = np.where(is_last, rank.astype(np.int64), np.iinfo(np.int64).max)
-    last_rank = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(last_rank, inv, cand)
-    counts = {int(r): int(np.sum(last_rank == r)) for r in np.unique(rank)}
-    straggler = max(sorted(counts), key=lambda r: counts[r]) if counts else None
+    n_last = np.bincount(inv, weights=is_last, minlength=uniq.size)
+    has_last = (n_last == 1) & (last > first)
+    counted = is_last & has_last[inv]
+    counts = {int(r): int(np.sum(counted & (rank == r))) for r in np.unique(rank)}
+    straggler = max(sorted(counts), key=lambda r: counts[r]) if any(counts.values()) else None
     table = Table(
         {
             "name": np.asarray([trace.strings[i] for i in name], dtype=object),
