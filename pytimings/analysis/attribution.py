@@ -379,6 +379,17 @@ class Collectives:
     last_counts: dict[int, int]  # rank -> instances it arrived last
 
 
+def _median_ns(values: I64) -> int:
+    """The median of integer nanoseconds rounded to the nearest ns (halves up), exactly:
+    no float, whose 53-bit mantissa would drop nanoseconds of offsets between epochs."""
+    v = np.sort(values)
+    mid = v.size // 2
+    if v.size % 2:
+        return int(v[mid])
+    a, b = int(v[mid - 1]), int(v[mid])
+    return a + (b - a + 1) // 2
+
+
 def collectives(
     trace: Trace, classes: npt.NDArray[np.int8], ranks: Sequence[int]
 ) -> Collectives | None:
@@ -415,7 +426,7 @@ def collectives(
     offsets: dict[int, int] = {}
     for r in np.unique(rank):
         m = (rank == r) & (ref_end[inv] != np.iinfo(np.int64).min)
-        offsets[int(r)] = int(np.median(end[m] - ref_end[inv[m]])) if m.any() else 0
+        offsets[int(r)] = _median_ns(end[m] - ref_end[inv[m]]) if m.any() else 0
     off = np.fromiter((offsets[int(r)] for r in rank), dtype=np.int64, count=rank.size)
     a_start, a_end = start - off, end - off
     first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)

@@ -176,3 +176,33 @@ def test_same_rank_file_twice_has_no_straggler():
     assert a.collectives is not None and a.collectives.straggler is None
     (f,) = _collectives(a)
     assert "arrives last" not in f.title and f.evidence["straggler"] is None
+
+
+def test_clock_offset_is_the_rounded_median():
+    # rank 1's collectives end 1, 2 ns later than rank 0's: median 1.5 ns rounds to 2, not 1
+    traces = []
+    for r, extra in ((0, [0, 0]), (1, [1, 2])):
+        ops = [
+            {
+                "start": 1_000_000 * (n + 1),
+                "end": 1_000_000 * (n + 1) + 500_000 + extra[n],
+                "name": "ncclDevKernel_AllReduce",
+                "correlation": n,
+                "rank": r,
+            }
+            for n in range(2)
+        ]
+        traces.append(
+            make_trace(ops, [], threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
+        )
+    c = attribute(Trace.merge(traces)).collectives
+    assert c is not None and c.clock_offset_ns == {0: 0, 1: 2}
+
+
+def test_median_ns_is_exact_and_rounds_to_nearest():
+    from pytimings.analysis.attribution import _median_ns
+
+    assert _median_ns(np.asarray([0, 3], dtype=np.int64)) == 2  # 1.5 -> 2, not truncated to 1
+    assert _median_ns(np.asarray([5, -1, 2], dtype=np.int64)) == 2
+    big = 1 << 60  # beyond float64's exact integers
+    assert _median_ns(np.asarray([big, big + 1, big + 3, big + 4], dtype=np.int64)) == big + 2
