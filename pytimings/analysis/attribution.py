@@ -278,10 +278,14 @@ def range_names(trace: Trace) -> list[str]:
 def _range_windows(
     trace: Trace, launches: Launches, pattern: str, ranks: npt.NDArray[np.int16]
 ) -> _Windows:
-    """One window per instance of the ranges named ``pattern`` (a name or glob)."""
+    """One window per instance of the ranges named ``pattern``: that exact name when the
+    trace has it (names may hold ``[``, ``*``, ``?``), else a glob."""
     rg, ops = trace.ranges, trace.gpu_ops
     names = range_names(trace)
-    matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
+    if pattern in names:
+        matched = [pattern]
+    else:
+        matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
     if not matched:
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.0)
         hint = (
