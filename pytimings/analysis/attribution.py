@@ -26,6 +26,11 @@ from pytimings.errors import UsageError
 from pytimings.ingest._model import CopyKind, OpKind, Trace
 from pytimings.table import Table
 
+# The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
+# windows) and per_window_stats, slowest, launch_latency, findings, collectives (several
+# ranks); "ignored": events the partition could not use, by reason; "dropped": records
+# the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
+# number; a reason that did not occur is absent.
 SCHEMA = "pytimings.attribution/1"
 LABELS: tuple[str, ...] = (
     "compute",
@@ -570,6 +575,7 @@ class Attribution:
             "launch_latency": self.launch_latency.summary(),
             "findings": [f.to_dict() for f in self.findings()],
             "ignored": self.ignored,
+            "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
         }
         if self.collectives is not None:
             c = self.collectives

@@ -313,6 +313,14 @@ def test_unusable_events_are_counted():
     assert json.loads(a.to_json())["ignored"] == a.ignored
 
 
+def test_loader_drop_counts_are_in_the_json():
+    tr = make_trace([{"start": 10, "end": 20}])
+    assert json.loads(attribute(tr).to_json())["dropped"] == {}
+    tr.dropped.update({"kernels without a device": 3, "never": 0})
+    doc = json.loads(attribute(tr).to_json())
+    assert doc["dropped"] == {"kernels without a device": 3} and doc["ignored"] == {}
+
+
 def test_empty_trace_is_a_usage_error():
     with pytest.raises(UsageError, match="no GPU ops"):
         attribute(make_trace([]))
