@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis import _intervals as iv
-from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.errors import UsageError
 from pytimings.ingest._model import CopyKind, OpKind, Trace
+from pytimings.ingest.links import launch_index, unlinked
 from pytimings.table import Table
 
 # The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
@@ -65,11 +65,13 @@ I64 = npt.NDArray[np.int64]
 @dataclass
 class Launches:
     """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown) and
-    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use."""
+    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use;
+    ``unlinked`` counts the ops whose correlation id no launch call carries."""
 
     api_row: I64
     start: I64
     api_thread: npt.NDArray[np.int32]  # api_calls["thread"], to derive ``thread``
+    unlinked: int = 0  # ops with a correlation id that no launch call carries
 
     @cached_property
     def thread(self) -> npt.NDArray[np.int32]:
@@ -81,72 +83,17 @@ class Launches:
         return t
 
 
-def _group_keys(ops: Table, api: Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Join keys for correlation ids, which are unique only within (rank, pid)."""
-    o_corr, a_corr = ops["correlation"], api["correlation"]
-    o_rank, a_rank, o_pid, a_pid = ops["rank"], api["rank"], ops["pid"], api["pid"]
-    r0, p0 = int(a_rank[0]), int(a_pid[0])
-    if (
-        np.all(a_rank == r0)
-        and np.all(o_rank == r0)
-        and np.all(a_pid == p0)
-        and np.all(o_pid == p0)
-    ):
-        return o_corr, a_corr
-    if max(int(o_corr.max(initial=0)), int(a_corr.max(initial=0))) >= 1 << 40:
-        raise UsageError("correlation ids above 2**40 cannot be joined across processes")
-    o_grp = (o_rank.astype(np.int64) << 32) | (o_pid.astype(np.int64) & 0xFFFFFFFF)
-    a_grp = (a_rank.astype(np.int64) << 32) | (a_pid.astype(np.int64) & 0xFFFFFFFF)
-    groups = np.unique(np.concatenate([np.unique(o_grp), np.unique(a_grp)]))
-    o_key = (np.searchsorted(groups, o_grp).astype(np.int64) << 40) | o_corr
-    a_key = (np.searchsorted(groups, a_grp).astype(np.int64) << 40) | a_corr
-    return o_key, a_key
-
-
 def link_launches(trace: Trace) -> Launches:
-    """Match each GPU op to the API call with the same correlation id in its process.
-
-    When several calls share an id, the earliest (then lowest thread) is the launch.
-    Written to hold few full-length temporaries: traces reach 10^7 ops.
-    """
-    ops, api = trace.gpu_ops, trace.api_calls
-    n = len(ops)
-    api_row = np.full(n, -1, dtype=np.int64)
-    if n and len(api):
-        o_key, a_key = _group_keys(ops, api)
-        valid: I64 | None = None
-        if int(api["correlation"].min()) < 0:
-            valid = np.flatnonzero(api["correlation"] >= 0)
-            a_key = a_key[valid]
-        rows: I64 | None = None  # None: row i of the sorted keys is api row i
-        if is_sorted_i64(np.ascontiguousarray(a_key)):
-            ks = a_key
-        else:
-            rows = np.argsort(a_key, kind="stable")
-            ks = a_key[rows]
-        if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # duplicates: the earliest call wins
-            sub = np.arange(a_key.size) if valid is None else valid
-            rows = np.lexsort((api["thread"][sub], api["start"][sub], a_key))
-            ks = a_key[rows]
-            first = np.ones(ks.size, dtype=bool)
-            first[1:] = ks[1:] != ks[:-1]
-            ks, rows = ks[first], rows[first]
-            del first, sub
-        if valid is not None:
-            rows = valid if rows is None else valid[rows]
-        del a_key, valid
-        if ks.size:
-            pos = np.searchsorted(ks, o_key)
-            np.minimum(pos, ks.size - 1, out=pos)
-            hit = ks[pos] == o_key
-            hit &= ops["correlation"] >= 0
-            if rows is not None:
-                np.take(rows, pos, out=pos)
-            api_row[hit] = pos[hit]
-            del pos, hit
+    """Each GPU op's launch call (:func:`pytimings.ingest.links.launch_index`, the one
+    implementation of the contract's link) and its start."""
+    api = trace.api_calls
+    api_row = launch_index(trace)
+    n = api_row.size
     start = np.take(api["start"], np.maximum(api_row, 0)) if len(api) else np.empty(n, np.int64)
     start[api_row < 0] = NO_LAUNCH
-    return Launches(api_row=api_row, start=start, api_thread=api["thread"])
+    return Launches(
+        api_row=api_row, start=start, api_thread=api["thread"], unlinked=unlinked(trace, api_row)
+    )
 
 
 # --------------------------------------------------------------------------- classes
@@ -572,7 +519,10 @@ class Attribution:
             "windows": [self._row(i) for i in range(len(self.windows))],
             "per_window_stats": self.per_window_stats(),
             "slowest": self.slowest(5),
-            "launch_latency": self.launch_latency.summary(),
+            "launch_latency": {
+                **self.launch_latency.summary(),
+                "unlinked_ops": self.launches.unlinked,
+            },
             "findings": [f.to_dict() for f in self.findings()],
             "ignored": self.ignored,
             "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
