@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.ingest.links import launch_index
 from pytimings.ingest.names import normalize_ids, short_kernel_name
@@ -81,42 +82,24 @@ def trace_summary(
 def _group_stats(
     gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 ) -> dict[str, npt.NDArray[Any]]:
-    """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1."""
+    """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1 (the shared
+    :func:`pytimings.analysis.grouped.grouped_stats`; percentiles numpy's linear ones)."""
     if len(gid) == 0:
         empty = np.empty(0, dtype=np.int64)
         return {
             k: empty.astype(np.float64) if k in ("mean_ns", "p50_ns", "p99_ns") else empty
             for k in ("count", "total_ns", "mean_ns", "p50_ns", "p99_ns", "min_ns", "max_ns")
         }
-    g = int(gid.max()) + 1
-    order = np.lexsort((values, gid))
-    v = values[order].astype(np.int64)
-    count = np.bincount(gid, minlength=g)
-    first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    # exact integer totals (float weights lose ns beyond 2**53): sum per group from cumsum
-    csum = np.concatenate([[0], np.cumsum(v)])
-    total = csum[first + count] - csum[first]
-
-    def pct(q: float) -> npt.NDArray[np.float64]:
-        pos = q * (count - 1)
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, count - 1)
-        frac = pos - lo
-        a, b = v[first + lo].astype(np.float64), v[first + hi].astype(np.float64)
-        interpolated: npt.NDArray[np.float64] = a + (b - a) * frac
-        return interpolated
-
-    has = count > 0
-    out = {
-        "count": count,
-        "total_ns": total,
-        "mean_ns": np.where(has, total / np.maximum(count, 1), np.nan),
-        "p50_ns": pct(0.5),
-        "p99_ns": pct(0.99),
-        "min_ns": v[first],
-        "max_ns": v[first + count - 1],
+    gs = grouped_stats(gid, values, [0.0, 0.5, 0.99])
+    return {
+        "count": gs.counts,
+        "total_ns": gs.sums,
+        "mean_ns": gs.sums / gs.counts,
+        "p50_ns": gs.quantiles[:, 1],
+        "p99_ns": gs.quantiles[:, 2],
+        "min_ns": gs.quantiles[:, 0].astype(np.int64),  # the 0-quantile is the smallest value
+        "max_ns": gs.maxs,
     }
-    return {k: np.asarray(x)[has] for k, x in out.items()}
 
 
 def _codes(*cols: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
