@@ -23,7 +23,7 @@ import numpy.typing as npt
 from pytimings.analysis import _intervals as iv
 from pytimings.errors import UsageError
 from pytimings.ingest._model import CopyKind, OpKind, Trace
-from pytimings.ingest.links import launch_index, unlinked
+from pytimings.ingest.links import launch_index, project, unlinked
 from pytimings.table import Table
 
 # The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
@@ -232,7 +232,7 @@ def _range_windows(
 ) -> _Windows:
     """One window per instance of the ranges named ``pattern``: that exact name when the
     trace has it (names may hold ``[``, ``*``, ``?``), else a glob."""
-    rg, ops = trace.ranges, trace.gpu_ops
+    rg = trace.ranges
     names = range_names(trace)
     if pattern in names:
         matched = [pattern]
@@ -249,15 +249,8 @@ def _range_windows(
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]
-    w_end = r_e.copy()
-    for t in np.unique(r_t[r_t >= 0]):
-        sel = np.flatnonzero(r_t == t)
-        launched = np.flatnonzero(launches.thread == t)
-        order = launched[np.argsort(launches.start[launched], kind="stable")]
-        _, last = iv.project(
-            launches.start[order], ops["end"][order], r_s[sel].copy(), r_e[sel].copy()
-        )
-        w_end[sel] = last
+    count, _, last, _ = project(trace, launches.api_row, rows)
+    w_end = np.where(count > 0, np.maximum(last, r_e), r_e)
     return _Windows(
         name=[trace.strings[i] for i in rg["name"][rows]],
         start=r_s,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis import _intervals as iv
 from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.ingest._model import ApiKind, Trace
 
@@ -92,3 +93,42 @@ def launch_index(trace: Trace) -> I64:
 def unlinked(trace: Trace, index: I64) -> int:
     """GPU ops that carry a correlation id but have no launch call in the trace."""
     return int(np.count_nonzero((index < 0) & (trace.gpu_ops["correlation"] >= 0)))
+
+
+def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I64, I64, I64]:
+    """The GPU projection of ranges (``rows`` of ``trace.ranges``, default all): per range,
+    the GPU ops launched from inside it — launch call starting in ``[start, end)`` on the
+    range's thread (an end before the start is taken as the start) — as their count,
+    earliest start, latest end and summed durations (all 0 when none). ``api_row`` is
+    :func:`launch_index`. One implementation for ``summary`` and ``analyze --by``."""
+    rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
+    rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
+    r_s = rg["start"][rows]
+    r_e = np.maximum(rg["end"][rows], r_s)
+    r_t = rg["thread"][rows]
+    out = tuple(np.zeros(rows.size, dtype=np.int64) for _ in range(4))
+    linked = np.flatnonzero(api_row >= 0)
+    if linked.size == 0 or rows.size == 0:
+        return out  # type: ignore[return-value]
+    l_thread = api["thread"][api_row[linked]]
+    l_start = api["start"][api_row[linked]]
+    order = np.lexsort((l_start, l_thread))  # by thread, then launch start
+    linked, l_thread, l_start = linked[order], l_thread[order], l_start[order]
+    threads = np.unique(r_t[r_t >= 0])
+    lo = np.searchsorted(l_thread, threads, side="left")
+    hi = np.searchsorted(l_thread, threads, side="right")
+    for t, a, b in zip(threads, lo, hi, strict=True):
+        if a == b:
+            continue
+        sel = np.flatnonzero(r_t == t)
+        mine = linked[a:b]
+        res = iv.project(
+            np.ascontiguousarray(l_start[a:b]),
+            ops["start"][mine],
+            ops["end"][mine],
+            r_s[sel],
+            r_e[sel],
+        )
+        for dst, src in zip(out, res, strict=True):
+            dst[sel] = src
+    return out  # type: ignore[return-value]

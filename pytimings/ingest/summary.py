@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
-from pytimings.ingest.links import launch_index
+from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, short_kernel_name
 from pytimings.report import progress
 from pytimings.report import tables as report_tables
@@ -215,47 +215,10 @@ def _memory(trace: Trace, per_device: bool) -> Table:
 
 
 def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
-    """Per range: GPU ops launched inside it on its thread, their span and busy time."""
-    rg, ops = trace.ranges, trace.gpu_ops
-    n = len(rg)
-    out = {
-        "gpu_ops": np.zeros(n, np.int64),
-        "proj_ns": np.zeros(n, np.int64),
-        "busy_ns": np.zeros(n, np.int64),
-    }
-    launch = launch_index(trace)
-    row = np.flatnonzero(launch >= 0)
-    thread = trace.api_calls["thread"][launch[row]].astype(np.int64)
-    lstart = trace.api_calls["start"][launch[row]]
-    if n == 0 or len(row) == 0:
-        return out
-    # sort launches by (thread, launch start); search each range's [start, end) on its thread
-    instants = np.unique(np.concatenate([lstart, rg["start"], rg["end"]]))
-    m = len(instants) + 1
-    lk = (thread + 1) * m + np.searchsorted(instants, lstart)
-    order = np.argsort(lk, kind="stable")
-    lk, row = lk[order], row[order]
-    host = rg["thread"] >= 0
-    th = rg["thread"].astype(np.int64) + 1
-    lo = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["start"]), side="left")
-    hi = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["end"]), side="left")
-    hi = np.where(host, hi, lo)
-    count = hi - lo
-    dur = (ops["end"] - ops["start"])[row]
-    csum = np.concatenate([[0], np.cumsum(dur)])
-    s, e = ops["start"][row], ops["end"][row]
-    has = count > 0
-    first = np.zeros(n, np.int64)
-    last = np.zeros(n, np.int64)
-    if has.any():
-        seg = np.stack([lo[has], hi[has]], axis=1).reshape(-1)
-        s_pad, e_pad = np.append(s, 0), np.append(e, 0)
-        first[has] = np.minimum.reduceat(s_pad, seg)[::2]
-        last[has] = np.maximum.reduceat(e_pad, seg)[::2]
-    out["gpu_ops"] = count
-    out["proj_ns"] = np.where(has, last - first, 0)
-    out["busy_ns"] = csum[hi] - csum[lo]
-    return out
+    """Per range: GPU ops launched inside it on its thread, their span and busy time
+    (:func:`pytimings.ingest.links.project`, the projection ``analyze --by`` uses)."""
+    count, first, last, busy = project(trace, launch_index(trace))
+    return {"gpu_ops": count, "proj_ns": last - first, "busy_ns": busy}
 
 
 def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:

@@ -58,8 +58,9 @@ def test_overlap_lengths_and_points(q, u):
 @given(intervals(), intervals(), st.randoms(use_true_random=False))
 def test_project(points, ranges, rnd):
     p = points[0]
-    values = np.array([rnd.randint(0, 90) for _ in p], dtype=np.int64)
-    _eq(iv.project(p, values, *ranges), twin.project(p, values, *ranges))
+    starts = np.array([rnd.randint(0, 90) for _ in p], dtype=np.int64)
+    ends = starts + np.array([rnd.randint(0, 20) for _ in p], dtype=np.int64)
+    _eq(iv.project(p, starts, ends, *ranges), twin.project(p, starts, ends, *ranges))
 
 
 @st.composite

@@ -93,3 +93,34 @@ def test_summary_and_analyze_use_the_same_links(tmp_path):
     tr = load(syn.basic(tmp_path / "r_rank0.sqlite"), syn.basic(tmp_path / "r_rank1.sqlite"))
     np.testing.assert_array_equal(link_launches(tr).api_row, launch_index(tr))
     assert (launch_index(tr) >= 0).all()
+
+
+def test_summary_and_analyze_project_ranges_alike():
+    from pytimings.analysis.attribution import _range_windows
+    from pytimings.ingest.links import project
+    from pytimings.ingest.summary import trace_summary
+
+    ops = [
+        {"start": 100, "end": 200, "correlation": 1},
+        {"start": 300, "end": 450, "correlation": 2},
+        {"start": 500, "end": 510, "correlation": 3},
+    ]
+    api = [
+        {"start": 10, "end": 20, "correlation": 1},
+        {"start": 30, "end": 40, "correlation": 2},
+        {"start": 60, "end": 70, "correlation": 3, "thread": 1},  # another thread
+    ]
+    ranges = [
+        {"start": 0, "end": 50, "name": "step"},
+        {"start": 25, "end": 5, "name": "bad"},  # ends before it starts: zero-length
+    ]
+    tr = make_trace(ops, api, ranges, THREADS)
+    count, first, last, busy = project(tr, launch_index(tr))
+    assert count.tolist() == [2, 0] and first.tolist() == [100, 0]
+    assert last.tolist() == [450, 0] and busy.tolist() == [250, 0]
+    rows = {n: i for i, n in enumerate(trace_summary(tr)["ranges"]["name"])}
+    t = trace_summary(tr)["ranges"]
+    assert t["gpu_ops"][rows["step"]] == 2 and t["proj_total_ns"][rows["step"]] == 350
+    assert t["gpu_ops"][rows["bad"]] == 0  # was -1: a negative count of ops
+    w = _range_windows(tr, link_launches(tr), "step", np.asarray([0], dtype=np.int16))
+    assert w.end.tolist() == [450]
