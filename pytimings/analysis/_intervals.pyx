@@ -109,37 +109,6 @@ def intersect(const int64_t[::1] a_s, const int64_t[::1] a_e,
     return out_s_arr[:k], out_e_arr[:k]
 
 
-def difference(const int64_t[::1] a_s, const int64_t[::1] a_e,
-               const int64_t[::1] b_s, const int64_t[::1] b_e):
-    """``a`` minus ``b`` for two sets (a set)."""
-    cdef Py_ssize_t na = a_s.shape[0], nb = b_s.shape[0], i, j = 0, k = 0
-    out_s_arr = np.empty(na + nb, dtype=np.int64)
-    out_e_arr = np.empty(na + nb, dtype=np.int64)
-    cdef int64_t[::1] out_s = out_s_arr, out_e = out_e_arr
-    cdef int64_t cur, e
-    with nogil:
-        for i in range(na):
-            cur = a_s[i]
-            e = a_e[i]
-            while j < nb and b_e[j] <= cur:
-                j += 1
-            while j < nb and b_s[j] < e:
-                if b_s[j] > cur:
-                    out_s[k] = cur
-                    out_e[k] = b_s[j]
-                    k += 1
-                if b_e[j] >= e:
-                    cur = e
-                    break
-                cur = b_e[j]
-                j += 1
-            if cur < e:
-                out_s[k] = cur
-                out_e[k] = e
-                k += 1
-    return out_s_arr[:k], out_e_arr[:k]
-
-
 def overlap_lengths(const int64_t[::1] q_s, const int64_t[::1] q_e,
                     const int64_t[::1] u_s, const int64_t[::1] u_e):
     """For each query interval (any order), the length it shares with the set ``u``."""

@@ -57,13 +57,6 @@ def intersect(a_s, a_e, b_s, b_e):
     )
 
 
-def difference(a_s, a_e, b_s, b_e):
-    a, b = _pairs(a_s, a_e), _pairs(b_s, b_e)
-    return _arrays(
-        _merge([(x, y) for x, y in _elementary(a, b) if _covers(a, x, y) and not _covers(b, x, y)])
-    )
-
-
 def overlap_lengths(q_s, q_e, u_s, u_e):
     u = _pairs(u_s, u_e)
     return np.array(
