@@ -109,37 +109,6 @@ def intersect(const int64_t[::1] a_s, const int64_t[::1] a_e,
     return out_s_arr[:k], out_e_arr[:k]
 
 
-def difference(const int64_t[::1] a_s, const int64_t[::1] a_e,
-               const int64_t[::1] b_s, const int64_t[::1] b_e):
-    """``a`` minus ``b`` for two sets (a set)."""
-    cdef Py_ssize_t na = a_s.shape[0], nb = b_s.shape[0], i, j = 0, k = 0
-    out_s_arr = np.empty(na + nb, dtype=np.int64)
-    out_e_arr = np.empty(na + nb, dtype=np.int64)
-    cdef int64_t[::1] out_s = out_s_arr, out_e = out_e_arr
-    cdef int64_t cur, e
-    with nogil:
-        for i in range(na):
-            cur = a_s[i]
-            e = a_e[i]
-            while j < nb and b_e[j] <= cur:
-                j += 1
-            while j < nb and b_s[j] < e:
-                if b_s[j] > cur:
-                    out_s[k] = cur
-                    out_e[k] = b_s[j]
-                    k += 1
-                if b_e[j] >= e:
-                    cur = e
-                    break
-                cur = b_e[j]
-                j += 1
-            if cur < e:
-                out_s[k] = cur
-                out_e[k] = e
-                k += 1
-    return out_s_arr[:k], out_e_arr[:k]
-
-
 def overlap_lengths(const int64_t[::1] q_s, const int64_t[::1] q_e,
                     const int64_t[::1] u_s, const int64_t[::1] u_e):
     """For each query interval (any order), the length it shares with the set ``u``."""
@@ -184,30 +153,42 @@ def points_in_set(const int64_t[::1] points, const int64_t[::1] u_s, const int64
     return out_arr
 
 
-def project(const int64_t[::1] points, const int64_t[::1] values,
-            const int64_t[::1] r_s, const int64_t[::1] r_e):
-    """Projection of launches onto ranges.
+def project(const int64_t[::1] points, const int64_t[::1] starts,
+            const int64_t[::1] ends, const int64_t[::1] r_s, const int64_t[::1] r_e):
+    """Projection of launches onto ranges (the NVTX "GPU projection").
 
-    ``points`` (sorted) are launch-call starts and ``values`` the end of the op each one
-    launched. For each range ``[r_s, r_e)`` returns the number of points inside it and the
-    largest value among them (``r_e`` when none), so windows may overlap or nest.
+    ``points`` (sorted) are launch-call starts, ``starts``/``ends`` the op each one
+    launched. For each range ``[r_s, r_e)`` returns the number of points inside it, the
+    earliest start, the latest end and the summed ``ends - starts`` of their ops (all 0
+    when none), so ranges may overlap or nest.
     """
-    cdef Py_ssize_t n = points.shape[0], m = r_s.shape[0], i, j, lo, hi
+    cdef Py_ssize_t m = r_s.shape[0], i, j, lo, hi
     count_arr = np.zeros(m, dtype=np.int64)
-    last_arr = np.empty(m, dtype=np.int64)
-    cdef int64_t[::1] count = count_arr, last = last_arr
-    cdef int64_t best
+    first_arr = np.zeros(m, dtype=np.int64)
+    last_arr = np.zeros(m, dtype=np.int64)
+    busy_arr = np.zeros(m, dtype=np.int64)
+    cdef int64_t[::1] count = count_arr, first = first_arr, last = last_arr, busy = busy_arr
+    cdef int64_t lo_v, hi_v, tot
     with nogil:
         for i in range(m):
             lo = _first_ge(points, r_s[i])
             hi = _first_ge(points, r_e[i])
-            best = r_e[i]
+            if hi <= lo:
+                continue
+            lo_v = starts[lo]
+            hi_v = ends[lo]
+            tot = 0
             for j in range(lo, hi):
-                if values[j] > best:
-                    best = values[j]
-            last[i] = best
-            count[i] = hi - lo if hi > lo else 0
-    return count_arr, last_arr
+                if starts[j] < lo_v:
+                    lo_v = starts[j]
+                if ends[j] > hi_v:
+                    hi_v = ends[j]
+                tot += ends[j] - starts[j]
+            count[i] = hi - lo
+            first[i] = lo_v
+            last[i] = hi_v
+            busy[i] = tot
+    return count_arr, first_arr, last_arr, busy_arr
 
 
 def union_by_class(const int64_t[::1] order, const int64_t[::1] starts,

@@ -5,7 +5,7 @@ The input is sorted by (key, value) once by the caller (``numpy.lexsort``); this
 then walks each run of equal keys exactly once. Percentiles use linear interpolation
 between order statistics with numpy's formula (``numpy.quantile(..., method="linear")``,
 including its lerp that is exact at both ends), so results agree with numpy bit for bit.
-The Python twin is ``pytimings.analysis.stats.grouped_stats_numpy``.
+The Python twin is ``pytimings.analysis.grouped.grouped_stats_numpy``.
 """
 
 import numpy as np

@@ -21,11 +21,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis import _intervals as iv
-from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.errors import UsageError
 from pytimings.ingest._model import CopyKind, OpKind, Trace
+from pytimings.ingest.links import launch_index, project, unlinked
 from pytimings.table import Table
 
+# The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
+# windows) and per_window_stats, slowest, launch_latency, findings, collectives (several
+# ranks); "ignored": events the partition could not use, by reason; "dropped": records
+# the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
+# number; a reason that did not occur is absent.
 SCHEMA = "pytimings.attribution/1"
 LABELS: tuple[str, ...] = (
     "compute",
@@ -60,11 +65,13 @@ I64 = npt.NDArray[np.int64]
 @dataclass
 class Launches:
     """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown) and
-    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use."""
+    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use;
+    ``unlinked`` counts the ops whose correlation id no launch call carries."""
 
     api_row: I64
     start: I64
     api_thread: npt.NDArray[np.int32]  # api_calls["thread"], to derive ``thread``
+    unlinked: int = 0  # ops with a correlation id that no launch call carries
 
     @cached_property
     def thread(self) -> npt.NDArray[np.int32]:
@@ -76,72 +83,17 @@ class Launches:
         return t
 
 
-def _group_keys(ops: Table, api: Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Join keys for correlation ids, which are unique only within (rank, pid)."""
-    o_corr, a_corr = ops["correlation"], api["correlation"]
-    o_rank, a_rank, o_pid, a_pid = ops["rank"], api["rank"], ops["pid"], api["pid"]
-    r0, p0 = int(a_rank[0]), int(a_pid[0])
-    if (
-        np.all(a_rank == r0)
-        and np.all(o_rank == r0)
-        and np.all(a_pid == p0)
-        and np.all(o_pid == p0)
-    ):
-        return o_corr, a_corr
-    if max(int(o_corr.max(initial=0)), int(a_corr.max(initial=0))) >= 1 << 40:
-        raise UsageError("correlation ids above 2**40 cannot be joined across processes")
-    o_grp = (o_rank.astype(np.int64) << 32) | (o_pid.astype(np.int64) & 0xFFFFFFFF)
-    a_grp = (a_rank.astype(np.int64) << 32) | (a_pid.astype(np.int64) & 0xFFFFFFFF)
-    groups = np.unique(np.concatenate([np.unique(o_grp), np.unique(a_grp)]))
-    o_key = (np.searchsorted(groups, o_grp).astype(np.int64) << 40) | o_corr
-    a_key = (np.searchsorted(groups, a_grp).astype(np.int64) << 40) | a_corr
-    return o_key, a_key
-
-
 def link_launches(trace: Trace) -> Launches:
-    """Match each GPU op to the API call with the same correlation id in its process.
-
-    When several calls share an id, the earliest (then lowest thread) is the launch.
-    Written to hold few full-length temporaries: traces reach 10^7 ops.
-    """
-    ops, api = trace.gpu_ops, trace.api_calls
-    n = len(ops)
-    api_row = np.full(n, -1, dtype=np.int64)
-    if n and len(api):
-        o_key, a_key = _group_keys(ops, api)
-        valid: I64 | None = None
-        if int(api["correlation"].min()) < 0:
-            valid = np.flatnonzero(api["correlation"] >= 0)
-            a_key = a_key[valid]
-        rows: I64 | None = None  # None: row i of the sorted keys is api row i
-        if is_sorted_i64(np.ascontiguousarray(a_key)):
-            ks = a_key
-        else:
-            rows = np.argsort(a_key, kind="stable")
-            ks = a_key[rows]
-        if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # duplicates: the earliest call wins
-            sub = np.arange(a_key.size) if valid is None else valid
-            rows = np.lexsort((api["thread"][sub], api["start"][sub], a_key))
-            ks = a_key[rows]
-            first = np.ones(ks.size, dtype=bool)
-            first[1:] = ks[1:] != ks[:-1]
-            ks, rows = ks[first], rows[first]
-            del first, sub
-        if valid is not None:
-            rows = valid if rows is None else valid[rows]
-        del a_key, valid
-        if ks.size:
-            pos = np.searchsorted(ks, o_key)
-            np.minimum(pos, ks.size - 1, out=pos)
-            hit = ks[pos] == o_key
-            hit &= ops["correlation"] >= 0
-            if rows is not None:
-                np.take(rows, pos, out=pos)
-            api_row[hit] = pos[hit]
-            del pos, hit
+    """Each GPU op's launch call (:func:`pytimings.ingest.links.launch_index`, the one
+    implementation of the contract's link) and its start."""
+    api = trace.api_calls
+    api_row = launch_index(trace)
+    n = api_row.size
     start = np.take(api["start"], np.maximum(api_row, 0)) if len(api) else np.empty(n, np.int64)
     start[api_row < 0] = NO_LAUNCH
-    return Launches(api_row=api_row, start=start, api_thread=api["thread"])
+    return Launches(
+        api_row=api_row, start=start, api_thread=api["thread"], unlinked=unlinked(trace, api_row)
+    )
 
 
 # --------------------------------------------------------------------------- classes
@@ -278,10 +230,14 @@ def range_names(trace: Trace) -> list[str]:
 def _range_windows(
     trace: Trace, launches: Launches, pattern: str, ranks: npt.NDArray[np.int16]
 ) -> _Windows:
-    """One window per instance of the ranges named ``pattern`` (a name or glob)."""
-    rg, ops = trace.ranges, trace.gpu_ops
+    """One window per instance of the ranges named ``pattern``: that exact name when the
+    trace has it (names may hold ``[``, ``*``, ``?``), else a glob."""
+    rg = trace.ranges
     names = range_names(trace)
-    matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
+    if pattern in names:
+        matched = [pattern]
+    else:
+        matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
     if not matched:
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.0)
         hint = (
@@ -293,15 +249,8 @@ def _range_windows(
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]
-    w_end = r_e.copy()
-    for t in np.unique(r_t[r_t >= 0]):
-        sel = np.flatnonzero(r_t == t)
-        launched = np.flatnonzero(launches.thread == t)
-        order = launched[np.argsort(launches.start[launched], kind="stable")]
-        _, last = iv.project(
-            launches.start[order], ops["end"][order], r_s[sel].copy(), r_e[sel].copy()
-        )
-        w_end[sel] = last
+    count, _, last, _ = project(trace, launches.api_row, rows)
+    w_end = np.where(count > 0, np.maximum(last, r_e), r_e)
     return _Windows(
         name=[trace.strings[i] for i in rg["name"][rows]],
         start=r_s,
@@ -379,6 +328,17 @@ class Collectives:
     last_counts: dict[int, int]  # rank -> instances it arrived last
 
 
+def _median_ns(values: I64) -> int:
+    """The median of integer nanoseconds rounded to the nearest ns (halves up), exactly:
+    no float, whose 53-bit mantissa would drop nanoseconds of offsets between epochs."""
+    v = np.sort(values)
+    mid = v.size // 2
+    if v.size % 2:
+        return int(v[mid])
+    a, b = int(v[mid - 1]), int(v[mid])
+    return a + (b - a + 1) // 2
+
+
 def collectives(
     trace: Trace, classes: npt.NDArray[np.int8], ranks: Sequence[int]
 ) -> Collectives | None:
@@ -415,7 +375,7 @@ def collectives(
     offsets: dict[int, int] = {}
     for r in np.unique(rank):
         m = (rank == r) & (ref_end[inv] != np.iinfo(np.int64).min)
-        offsets[int(r)] = int(np.median(end[m] - ref_end[inv[m]])) if m.any() else 0
+        offsets[int(r)] = _median_ns(end[m] - ref_end[inv[m]]) if m.any() else 0
     off = np.fromiter((offsets[int(r)] for r in rank), dtype=np.int64, count=rank.size)
     a_start, a_end = start - off, end - off
     first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
@@ -426,14 +386,15 @@ def collectives(
     skew = a_start - first[inv]
     wait = np.minimum(dur, last[inv] - a_start)
     transfer = dur - wait
-    # straggler: the rank arriving last most often (ties: lowest rank)
+    # straggler: the rank arriving last most often (ties in that count: lowest rank). An
+    # instance has a last arriver only when one rank alone arrives latest, after the first:
+    # ranks arriving together (zero skew, or a tie for last) blame nobody.
     is_last = a_start == last[inv]
-    # one last rank per instance: the lowest rank among those arriving last
-    cand = np.where(is_last, rank.astype(np.int64), np.iinfo(np.int64).max)
-    last_rank = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(last_rank, inv, cand)
-    counts = {int(r): int(np.sum(last_rank == r)) for r in np.unique(rank)}
-    straggler = max(sorted(counts), key=lambda r: counts[r]) if counts else None
+    n_last = np.bincount(inv, weights=is_last, minlength=uniq.size)
+    has_last = (n_last == 1) & (last > first)
+    counted = is_last & has_last[inv]
+    counts = {int(r): int(np.sum(counted & (rank == r))) for r in np.unique(rank)}
+    straggler = max(sorted(counts), key=lambda r: counts[r]) if any(counts.values()) else None
     table = Table(
         {
             "name": np.asarray([trace.strings[i] for i in name], dtype=object),
@@ -551,9 +512,13 @@ class Attribution:
             "windows": [self._row(i) for i in range(len(self.windows))],
             "per_window_stats": self.per_window_stats(),
             "slowest": self.slowest(5),
-            "launch_latency": self.launch_latency.summary(),
+            "launch_latency": {
+                **self.launch_latency.summary(),
+                "unlinked_ops": self.launches.unlinked,
+            },
             "findings": [f.to_dict() for f in self.findings()],
             "ignored": self.ignored,
+            "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
         }
         if self.collectives is not None:
             c = self.collectives

@@ -202,6 +202,11 @@ def render(a: Attribution, paths: list[str]) -> str:
         f"  {lat['count']} ops: p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}, max {ms(lat['max'])}; "
         f"{ms(lat['in_host_bound_ns'])} of it inside host_bound gaps"
         + (f"; {lat['negative']} negative (clock skew)" if lat["negative"] else "")
+        + (
+            f"; {a.launches.unlinked} ops carry a correlation id no launch call has"
+            if a.launches.unlinked
+            else ""
+        )
     )
     if a.collectives is not None:
         c = a.collectives

@@ -219,6 +219,12 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
             files.append(p)
         else:
             raise TraceFormatError(p, "no such file or directory")
+    seen: dict[str, str] = {}
+    for f in files:  # the same file twice would be analysed as two ranks
+        real = os.path.realpath(f)
+        if real in seen:
+            raise UsageError(f"{f}: given more than once (also as {seen[real]})")
+        seen[real] = f
     return files
 
 

@@ -1,62 +1,134 @@
 """Links between tables of a Trace: each GPU op's launching API call.
 
-A GPU op and the CUDA runtime/driver call that submitted it share a correlation id within
-one process of one rank (CUPTI ids are per process). Synchronisation rows reuse the id of
-the call they belong to and are never launch calls.
+The one implementation of the contract's link (../shared/docs/attribution.md), used by
+``pytimings summary`` and ``pytimings analyze`` alike: the launch call of a GPU op is the
+API call with the same correlation id in the same process (rank, pid) — CUPTI ids are per
+process. Synchronisation rows (``ApiKind.SYNC``) reuse the id of the call they belong to
+and are never launch calls. When several calls share an id, the earliest (then the lowest
+thread) is the launch. Any id links, however large; ops whose id matches no call are
+counted (:func:`unlinked`), never dropped.
+
+Written to hold few full-length temporaries: traces reach 10^7 ops.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis import _intervals as iv
+from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.ingest._model import ApiKind, Trace
 
-_CORR_BITS = 40  # CUPTI correlation ids are 32-bit; Kineto's fit too
+I64 = npt.NDArray[np.int64]
 
 
-def process_codes(*columns: npt.ArrayLike) -> list[npt.NDArray[np.int64]]:
-    """Dense process numbers for several tables' (rank, pid) columns, consistent across them.
+def _keys(trace: Trace, rows: I64) -> tuple[I64, I64]:
+    """Join keys (process, correlation) of the GPU ops and of the api_calls ``rows``."""
+    ops, api = trace.gpu_ops, trace.api_calls
+    o_corr, a_corr = ops["correlation"], api["correlation"][rows]
+    o_rank, a_rank, o_pid, a_pid = ops["rank"], api["rank"][rows], ops["pid"], api["pid"][rows]
+    r0, p0 = int(a_rank[0]), int(a_pid[0])
+    if (
+        np.all(a_rank == r0)
+        and np.all(o_rank == r0)
+        and np.all(a_pid == p0)
+        and np.all(o_pid == p0)
+    ):
+        return o_corr.astype(np.int64, copy=False), a_corr.astype(np.int64, copy=False)
+    o_grp = (o_rank.astype(np.int64) << 32) | (o_pid.astype(np.int64) & 0xFFFFFFFF)
+    a_grp = (a_rank.astype(np.int64) << 32) | (a_pid.astype(np.int64) & 0xFFFFFFFF)
+    groups = np.unique(np.concatenate([np.unique(o_grp), np.unique(a_grp)]))
+    shift = 63 - max(1, (groups.size - 1).bit_length())
+    o_code = np.searchsorted(groups, o_grp).astype(np.int64)
+    a_code = np.searchsorted(groups, a_grp).astype(np.int64)
+    del o_grp, a_grp
+    if max(int(o_corr.max(initial=0)), int(a_corr.max(initial=0))) >= 1 << shift:
+        # ids too wide to pack beside the process: pack their dense codes instead
+        ids = np.unique(np.concatenate([o_corr, a_corr]))
+        o_corr = np.searchsorted(ids, o_corr).astype(np.int64)
+        a_corr = np.searchsorted(ids, a_corr).astype(np.int64)
+    o_key = (o_code << shift) | np.maximum(o_corr, 0)
+    a_key = (a_code << shift) | a_corr
+    return o_key, a_key
 
-    ``columns`` alternates rank and pid arrays: ``process_codes(r1, p1, r2, p2, ...)``.
-    """
-    ranks = [np.asarray(c, dtype=np.int64) for c in columns[0::2]]
-    pids = [np.asarray(c, dtype=np.int64) for c in columns[1::2]]
-    pairs = np.stack([np.concatenate(ranks), np.concatenate(pids)], axis=1)
-    if len(pairs) == 0:
-        return [np.empty(0, dtype=np.int64) for _ in ranks]
-    _, code = np.unique(pairs, axis=0, return_inverse=True)
-    code = code.reshape(-1).astype(np.int64)
-    bounds = np.cumsum([len(r) for r in ranks])[:-1]
-    return list(np.split(code, bounds))
 
-
-def launch_index(trace: Trace) -> npt.NDArray[np.int64]:
-    """Per GPU op, the row of its launching API call in ``trace.api_calls``, or -1."""
-    api, ops = trace.api_calls, trace.gpu_ops
+def launch_index(trace: Trace) -> I64:
+    """Per GPU op, the row of its launch call in ``trace.api_calls``, or -1."""
+    ops, api = trace.gpu_ops, trace.api_calls
     out = np.full(len(ops), -1, dtype=np.int64)
-    launch = np.flatnonzero(api["kind"] != ApiKind.SYNC)
-    if len(launch) == 0 or len(ops) == 0:
+    if len(ops) == 0 or len(api) == 0:
         return out
-    a_proc, o_proc = process_codes(api["rank"][launch], api["pid"][launch], ops["rank"], ops["pid"])
-    a_corr = api["correlation"][launch].astype(np.int64)
-    o_corr = ops["correlation"].astype(np.int64)
-    a_ok = (a_corr >= 0) & (a_corr < (1 << _CORR_BITS))
-    a_key = _key(a_proc[a_ok], a_corr[a_ok])
-    rows = launch[a_ok]
-    order = np.argsort(a_key, kind="stable")
-    sk = a_key[order]
-    if len(sk) == 0:
+    cand = api["correlation"] >= 0
+    sync = api["kind"] == ApiKind.SYNC
+    if sync.any():
+        cand &= ~sync
+    del sync
+    rows = np.flatnonzero(cand)
+    del cand
+    if rows.size == 0:
         return out
-    o_ok = (o_corr >= 0) & (o_corr < (1 << _CORR_BITS))
-    o_key = _key(o_proc, np.where(o_ok, o_corr, 0))
-    pos = np.minimum(np.searchsorted(sk, o_key), len(sk) - 1)
-    hit = o_ok & (sk[pos] == o_key)
-    out[hit] = rows[order[pos[hit]]]
+    o_key, a_key = _keys(trace, rows)
+    order: I64 | None = None  # None: a_key is sorted already
+    if not is_sorted_i64(np.ascontiguousarray(a_key)):
+        order = np.argsort(a_key, kind="stable")
+    ks = a_key if order is None else a_key[order]
+    if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # shared ids: earliest, then lowest thread
+        order = np.lexsort((api["thread"][rows], api["start"][rows], a_key))
+        ks = a_key[order]
+        first = np.ones(ks.size, dtype=bool)
+        first[1:] = ks[1:] != ks[:-1]
+        ks, order = ks[first], order[first]
+        del first
+    del a_key
+    rows = rows if order is None else rows[order]
+    pos = np.searchsorted(ks, o_key)
+    np.minimum(pos, ks.size - 1, out=pos)
+    hit = ks[pos] == o_key
+    hit &= ops["correlation"] >= 0
+    out[hit] = rows[pos[hit]]
     return out
 
 
-def _key(proc: npt.NDArray[np.int64], corr: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-    return (proc << _CORR_BITS) | np.asarray(corr, dtype=np.int64)
+def unlinked(trace: Trace, index: I64) -> int:
+    """GPU ops that carry a correlation id but have no launch call in the trace."""
+    return int(np.count_nonzero((index < 0) & (trace.gpu_ops["correlation"] >= 0)))
+
+
+def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I64, I64, I64]:
+    """The GPU projection of ranges (``rows`` of ``trace.ranges``, default all): per range,
+    the GPU ops launched from inside it — launch call starting in ``[start, end)`` on the
+    range's thread (an end before the start is taken as the start) — as their count,
+    earliest start, latest end and summed durations (all 0 when none). ``api_row`` is
+    :func:`launch_index`. One implementation for ``summary`` and ``analyze --by``."""
+    rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
+    rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
+    r_s = rg["start"][rows]
+    r_e = np.maximum(rg["end"][rows], r_s)
+    r_t = rg["thread"][rows]
+    out = tuple(np.zeros(rows.size, dtype=np.int64) for _ in range(4))
+    linked = np.flatnonzero(api_row >= 0)
+    if linked.size == 0 or rows.size == 0:
+        return out  # type: ignore[return-value]
+    l_thread = api["thread"][api_row[linked]]
+    l_start = api["start"][api_row[linked]]
+    order = np.lexsort((l_start, l_thread))  # by thread, then launch start
+    linked, l_thread, l_start = linked[order], l_thread[order], l_start[order]
+    threads = np.unique(r_t[r_t >= 0])
+    lo = np.searchsorted(l_thread, threads, side="left")
+    hi = np.searchsorted(l_thread, threads, side="right")
+    for t, a, b in zip(threads, lo, hi, strict=True):
+        if a == b:
+            continue
+        sel = np.flatnonzero(r_t == t)
+        mine = linked[a:b]
+        res = iv.project(
+            np.ascontiguousarray(l_start[a:b]),
+            ops["start"][mine],
+            ops["end"][mine],
+            r_s[sel],
+            r_e[sel],
+        )
+        for dst, src in zip(out, res, strict=True):
+            dst[sel] = src
+    return out  # type: ignore[return-value]

@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
-from pytimings.ingest.links import launch_index
+from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, short_kernel_name
 from pytimings.report import progress
 from pytimings.report import tables as report_tables
@@ -81,42 +82,24 @@ def trace_summary(
 def _group_stats(
     gid: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 ) -> dict[str, npt.NDArray[Any]]:
-    """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1."""
+    """count, total, mean, p50, p99, min, max of ``values`` per group id 0..G-1 (the shared
+    :func:`pytimings.analysis.grouped.grouped_stats`; percentiles numpy's linear ones)."""
     if len(gid) == 0:
         empty = np.empty(0, dtype=np.int64)
         return {
             k: empty.astype(np.float64) if k in ("mean_ns", "p50_ns", "p99_ns") else empty
             for k in ("count", "total_ns", "mean_ns", "p50_ns", "p99_ns", "min_ns", "max_ns")
         }
-    g = int(gid.max()) + 1
-    order = np.lexsort((values, gid))
-    v = values[order].astype(np.int64)
-    count = np.bincount(gid, minlength=g)
-    first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
-    # exact integer totals (float weights lose ns beyond 2**53): sum per group from cumsum
-    csum = np.concatenate([[0], np.cumsum(v)])
-    total = csum[first + count] - csum[first]
-
-    def pct(q: float) -> npt.NDArray[np.float64]:
-        pos = q * (count - 1)
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, count - 1)
-        frac = pos - lo
-        a, b = v[first + lo].astype(np.float64), v[first + hi].astype(np.float64)
-        interpolated: npt.NDArray[np.float64] = a + (b - a) * frac
-        return interpolated
-
-    has = count > 0
-    out = {
-        "count": count,
-        "total_ns": total,
-        "mean_ns": np.where(has, total / np.maximum(count, 1), np.nan),
-        "p50_ns": pct(0.5),
-        "p99_ns": pct(0.99),
-        "min_ns": v[first],
-        "max_ns": v[first + count - 1],
+    gs = grouped_stats(gid, values, [0.0, 0.5, 0.99])
+    return {
+        "count": gs.counts,
+        "total_ns": gs.sums,
+        "mean_ns": gs.sums / gs.counts,
+        "p50_ns": gs.quantiles[:, 1],
+        "p99_ns": gs.quantiles[:, 2],
+        "min_ns": gs.quantiles[:, 0].astype(np.int64),  # the 0-quantile is the smallest value
+        "max_ns": gs.maxs,
     }
-    return {k: np.asarray(x)[has] for k, x in out.items()}
 
 
 def _codes(*cols: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
@@ -232,47 +215,10 @@ def _memory(trace: Trace, per_device: bool) -> Table:
 
 
 def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
-    """Per range: GPU ops launched inside it on its thread, their span and busy time."""
-    rg, ops = trace.ranges, trace.gpu_ops
-    n = len(rg)
-    out = {
-        "gpu_ops": np.zeros(n, np.int64),
-        "proj_ns": np.zeros(n, np.int64),
-        "busy_ns": np.zeros(n, np.int64),
-    }
-    launch = launch_index(trace)
-    row = np.flatnonzero(launch >= 0)
-    thread = trace.api_calls["thread"][launch[row]].astype(np.int64)
-    lstart = trace.api_calls["start"][launch[row]]
-    if n == 0 or len(row) == 0:
-        return out
-    # sort launches by (thread, launch start); search each range's [start, end) on its thread
-    instants = np.unique(np.concatenate([lstart, rg["start"], rg["end"]]))
-    m = len(instants) + 1
-    lk = (thread + 1) * m + np.searchsorted(instants, lstart)
-    order = np.argsort(lk, kind="stable")
-    lk, row = lk[order], row[order]
-    host = rg["thread"] >= 0
-    th = rg["thread"].astype(np.int64) + 1
-    lo = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["start"]), side="left")
-    hi = np.searchsorted(lk, th * m + np.searchsorted(instants, rg["end"]), side="left")
-    hi = np.where(host, hi, lo)
-    count = hi - lo
-    dur = (ops["end"] - ops["start"])[row]
-    csum = np.concatenate([[0], np.cumsum(dur)])
-    s, e = ops["start"][row], ops["end"][row]
-    has = count > 0
-    first = np.zeros(n, np.int64)
-    last = np.zeros(n, np.int64)
-    if has.any():
-        seg = np.stack([lo[has], hi[has]], axis=1).reshape(-1)
-        s_pad, e_pad = np.append(s, 0), np.append(e, 0)
-        first[has] = np.minimum.reduceat(s_pad, seg)[::2]
-        last[has] = np.maximum.reduceat(e_pad, seg)[::2]
-    out["gpu_ops"] = count
-    out["proj_ns"] = np.where(has, last - first, 0)
-    out["busy_ns"] = csum[hi] - csum[lo]
-    return out
+    """Per range: GPU ops launched inside it on its thread, their span and busy time
+    (:func:`pytimings.ingest.links.project`, the projection ``analyze --by`` uses)."""
+    count, first, last, busy = project(trace, launch_index(trace))
+    return {"gpu_ops": count, "proj_ns": last - first, "busy_ns": busy}
 
 
 def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:

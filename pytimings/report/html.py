@@ -134,7 +134,8 @@ def _skew(a: Attribution) -> go.Figure | None:
         m = t["rank"] == r
         fig.add_box(y=(t["skew_ns"][m] / 1e3).tolist(), name=f"rank {r}", boxpoints=False)
     fig.update_layout(
-        title=f"Arrival skew at collectives (straggler: rank {c.straggler})",
+        title="Arrival skew at collectives ("
+        + (f"straggler: rank {c.straggler})" if c.straggler is not None else "no straggler)"),
         yaxis_title="µs after the first rank",
         showlegend=False,
         height=380,

@@ -57,13 +57,6 @@ def intersect(a_s, a_e, b_s, b_e):
     )
 
 
-def difference(a_s, a_e, b_s, b_e):
-    a, b = _pairs(a_s, a_e), _pairs(b_s, b_e)
-    return _arrays(
-        _merge([(x, y) for x, y in _elementary(a, b) if _covers(a, x, y) and not _covers(b, x, y)])
-    )
-
-
 def overlap_lengths(q_s, q_e, u_s, u_e):
     u = _pairs(u_s, u_e)
     return np.array(
@@ -80,13 +73,17 @@ def points_in_set(points, u_s, u_e):
     return np.array([any(s <= p < e for s, e in u) for p in points], dtype=np.uint8)
 
 
-def project(points, values, r_s, r_e):
-    count, last = [], []
+def project(points, starts, ends, r_s, r_e):
+    out = ([], [], [], [])
     for a, b in zip(r_s, r_e, strict=False):
-        inside = [int(v) for p, v in zip(points, values, strict=False) if a <= p < b]
-        count.append(len(inside))
-        last.append(max([int(b), *inside]))
-    return np.array(count, dtype=np.int64), np.array(last, dtype=np.int64)
+        inside = [
+            (int(s), int(e)) for p, s, e in zip(points, starts, ends, strict=False) if a <= p < b
+        ]
+        out[0].append(len(inside))
+        out[1].append(min((s for s, _ in inside), default=0))
+        out[2].append(max((e for _, e in inside), default=0))
+        out[3].append(sum(e - s for s, e in inside))
+    return tuple(np.array(x, dtype=np.int64) for x in out)
 
 
 def union_by_class(order, starts, ends, cls):

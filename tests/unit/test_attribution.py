@@ -123,6 +123,22 @@ def test_glob_and_closest_names():
         attribute(known_trace(), by="stpe")
 
 
+def test_literal_names_with_glob_characters_are_selected_exactly():
+    odd = [
+        {"start": 0, "end": 50, "name": "layer[0]", "depth": 1},
+        {"start": 50, "end": 100, "name": "layer0", "depth": 1},
+        {"start": 0, "end": 30, "name": "step*", "depth": 2},
+    ]
+    a = attribute(known_trace(odd), by="layer[0]")  # as a glob it matches only 'layer0'
+    assert a.windows["name"].tolist() == ["layer[0]"]
+    assert attribute(known_trace(odd), by="step*").windows["name"].tolist() == ["step*"]
+    # a name the trace lacks is still a glob
+    assert sorted(attribute(known_trace(odd), by="layer?*").windows["name"].tolist()) == [
+        "layer0",
+        "layer[0]",
+    ]
+
+
 def test_comm_range_makes_launched_ops_comm_any_enclosing_range():
     outer = {"start": 44, "end": 48, "name": "kv_transfer", "category": "COMM", "depth": 0}
     inner = {"start": 44, "end": 46, "name": "copy", "category": "compute", "depth": 1}
@@ -295,6 +311,14 @@ def test_unusable_events_are_counted():
         "ranges ending before they start (taken as zero-length)": 1,
     }
     assert json.loads(a.to_json())["ignored"] == a.ignored
+
+
+def test_loader_drop_counts_are_in_the_json():
+    tr = make_trace([{"start": 10, "end": 20}])
+    assert json.loads(attribute(tr).to_json())["dropped"] == {}
+    tr.dropped.update({"kernels without a device": 3, "never": 0})
+    doc = json.loads(attribute(tr).to_json())
+    assert doc["dropped"] == {"kernels without a device": 3} and doc["ignored"] == {}
 
 
 def test_empty_trace_is_a_usage_error():

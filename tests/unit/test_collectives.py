@@ -124,3 +124,85 @@ def test_param_dlrm_eight_ranks_end_to_end(shared_dir):
     assert a.totals["comm_exposed_ns"] > 0
     layers = {f.layer for f in a.findings()}
     assert {"hardware", "parallel", "scheduling"} <= layers
+
+
+def _together(delays: list[int]) -> Trace:
+    """One all-reduce per step on each rank; rank r starts ``delays[r]`` ns after the step."""
+    traces = []
+    for r, d in enumerate(delays):
+        ops = [
+            {
+                "start": 1_000_000 * (n + 1) + d,
+                "end": 1_000_000 * (n + 1) + 500_000,
+                "name": "ncclDevKernel_AllReduce",
+                "correlation": n,
+                "rank": r,
+            }
+            for n in range(4)
+        ]
+        api = [
+            {"start": 1_000_000 * (n + 1) - 1000, "end": 1_000_000 * (n + 1), "correlation": n}
+            for n in range(4)
+        ]
+        for row in api:
+            row["rank"] = r
+        traces.append(
+            make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
+        )
+    return Trace.merge(traces)
+
+
+def test_ranks_arriving_together_have_no_straggler():
+    # zero skew: every rank is "last"; nobody is blamed (was: rank 0, the lowest)
+    c = attribute(_together([0, 0, 0])).collectives
+    assert c is not None and c.straggler is None
+    assert c.last_counts == {0: 0, 1: 0, 2: 0}
+    np.testing.assert_array_equal(c.table["skew_ns"], 0)
+
+
+def test_tie_for_last_counts_for_nobody():
+    # ranks 1 and 2 arrive together, after rank 0: no unique last arriver
+    c = attribute(_together([0, 5_000, 5_000])).collectives
+    assert c is not None and c.straggler is None and c.last_counts == {0: 0, 1: 0, 2: 0}
+    # a unique last arriver is counted
+    c = attribute(_together([0, 5_000, 7_000])).collectives
+    assert c is not None and c.straggler == 2 and c.last_counts == {0: 0, 1: 0, 2: 4}
+
+
+def test_same_rank_file_twice_has_no_straggler():
+    from pytimings.analysis.findings import _collectives
+
+    a = attribute(_together([0, 0]))  # what two copies of one rank file look like
+    assert a.collectives is not None and a.collectives.straggler is None
+    (f,) = _collectives(a)
+    assert "arrives last" not in f.title and f.evidence["straggler"] is None
+
+
+def test_clock_offset_is_the_rounded_median():
+    # rank 1's collectives end 1, 2 ns later than rank 0's: median 1.5 ns rounds to 2, not 1
+    traces = []
+    for r, extra in ((0, [0, 0]), (1, [1, 2])):
+        ops = [
+            {
+                "start": 1_000_000 * (n + 1),
+                "end": 1_000_000 * (n + 1) + 500_000 + extra[n],
+                "name": "ncclDevKernel_AllReduce",
+                "correlation": n,
+                "rank": r,
+            }
+            for n in range(2)
+        ]
+        traces.append(
+            make_trace(ops, [], threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
+        )
+    c = attribute(Trace.merge(traces)).collectives
+    assert c is not None and c.clock_offset_ns == {0: 0, 1: 2}
+
+
+def test_median_ns_is_exact_and_rounds_to_nearest():
+    from pytimings.analysis.attribution import _median_ns
+
+    assert _median_ns(np.asarray([0, 3], dtype=np.int64)) == 2  # 1.5 -> 2, not truncated to 1
+    assert _median_ns(np.asarray([5, -1, 2], dtype=np.int64)) == 2
+    big = 1 << 60  # beyond float64's exact integers
+    assert _median_ns(np.asarray([big, big + 1, big + 3, big + 4], dtype=np.int64)) == big + 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 from synth import make_trace
 
 from pytimings.analysis.attribution import attribute
-from pytimings.ingest._model import CopyKind, MemKind, OpKind
+from pytimings.analysis.findings import _graphs, _host_bound_gaps, _kernels, _memory
+from pytimings.ingest._model import ApiKind, CopyKind, MemKind, OpKind, Trace
 
 MS = 1_000_000
 
@@ -97,3 +98,103 @@ def test_memory_findings():
     titles = [f.title for f in a.findings() if f.layer == "memory"]
     assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
     assert any(t.startswith("1 memcpys use pageable host memory (5.00 ms") for t in titles)
+
+
+def _two_ranks(kernels: tuple[int, int]) -> Trace:
+    traces = []
+    for r, n in enumerate(kernels):
+        ops = [
+            {"start": i * MS, "end": i * MS + 5_000, "correlation": i, "rank": r} for i in range(n)
+        ]
+        ops.append(
+            {
+                "start": n * MS,
+                "end": n * MS + MS,
+                "kind": OpKind.MEMCPY,
+                "copy_kind": CopyKind.HTOD,
+                "src_mem": MemKind.PAGEABLE,
+                "dst_mem": MemKind.DEVICE,
+                "bytes": 1000,
+                "name": "copy",
+                "rank": r,
+            }
+        )
+        api = [
+            {"start": i * MS - 1000, "end": i * MS, "correlation": i, "rank": r} for i in range(n)
+        ]
+        threads = [{"pid": 100, "tid": 100, "name": "python3", "rank": r}]
+        traces.append(make_trace(ops, api, threads=threads))
+    return Trace.merge(traces)
+
+
+def test_kernel_and_memory_findings_count_only_the_selected_rank():
+    a = attribute(_two_ranks((2, 5)), ranks=[0])
+    (k,) = _kernels(a)
+    assert k.evidence["kernels"] == 2 and "2 of 2 kernels" in k.title
+    mem = {f.title.split(" ")[1]: f for f in _memory(a)}
+    assert mem["memcpys"].evidence["pageable_copies"] == 1  # not rank 1's copy
+    assert next(f for f in _memory(a) if "memory (" in f.title).evidence["memcpys"] == 1
+    b = attribute(_two_ranks((2, 5)))
+    assert _kernels(b)[0].evidence["kernels"] == 7
+
+
+def test_pageable_copy_loss_is_the_time_not_hidden_under_compute():
+    ops = [
+        {"start": 0, "end": 10 * MS, "name": "gemm", "correlation": 1},
+        {
+            "start": 2 * MS,  # 2-7 ms: hidden under gemm; 8-12 ms: 2 ms exposed
+            "end": 7 * MS,
+            "kind": OpKind.MEMCPY,
+            "copy_kind": CopyKind.HTOD,
+            "src_mem": MemKind.PAGEABLE,
+            "stream": 8,
+            "name": "copy",
+        },
+        {
+            "start": 8 * MS,
+            "end": 12 * MS,
+            "kind": OpKind.MEMCPY,
+            "copy_kind": CopyKind.HTOD,
+            "src_mem": MemKind.PAGEABLE,
+            "stream": 8,
+            "name": "copy",
+        },
+    ]
+    a = attribute(make_trace(ops))
+    assert a.totals["memory_ns"] == 2 * MS
+    (f,) = [x for x in _memory(a) if "pageable" in x.title]
+    assert f.loss_ns == 2 * MS == f.evidence["exposed_ns"]
+    assert f.evidence["copy_ns"] == 9 * MS
+
+
+def test_launch_overhead_is_not_claimed_twice():
+    a = attribute(stepped_trace(stall_from=99), by="step")
+    (k,) = _kernels(a)
+    (g,) = _graphs(a)
+    lo = a.totals["launch_overhead_ns"]
+    assert lo > 0 and k.loss_ns + g.loss_ns == lo
+    assert g.loss_ns == lo  # every window repeats: the graph finding claims all of it
+    assert k.evidence["launch_overhead_ns"] == lo
+    # without repeating windows the kernel finding keeps it all
+    (k,) = _kernels(attribute(stepped_trace(stall_from=99)))
+    assert k.loss_ns == a.totals["launch_overhead_ns"]
+
+
+def test_sync_rows_are_not_counted_as_api_calls():
+    ops = [
+        {"start": 10_000, "end": 60_000, "name": "a", "correlation": 1},
+        {"start": 1_210_000, "end": 1_260_000, "name": "b", "correlation": 2},
+    ]
+    api = [
+        {"start": 0, "end": 5_000, "correlation": 1},
+        {"start": 100_000, "end": 1_100_000, "name": "cudaStreamSynchronize"},
+        # the synchronisation activity row of that call (nsys SYNCHRONIZATION table)
+        {"start": 100_000, "end": 1_150_000, "name": "Stream synchronize", "kind": ApiKind.SYNC},
+        {"start": 1_200_000, "end": 1_205_000, "correlation": 2},
+    ]
+    a = attribute(make_trace(ops, api))
+    f = next(x for x in _host_bound_gaps(a) if x.evidence["op_name"] == "b")
+    act = f.evidence["host_activity"]
+    assert act["api_calls_ns"] == {"cudaStreamSynchronize": 1_000_000}
+    assert act["api_calls"] == {"cudaStreamSynchronize": 1}
+    assert act["in_api_ns"] == 1_000_000

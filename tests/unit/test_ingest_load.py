@@ -97,6 +97,20 @@ def test_two_files_with_one_rank_are_an_error(export: Path, tmp_path: Path) -> N
         load(a, b)
 
 
+def test_the_same_file_twice_is_an_error(export: Path, tmp_path: Path) -> None:
+    a = tmp_path / "a.sqlite"
+    shutil.copy(export, a)
+    (tmp_path / "link.sqlite").symlink_to(a)
+    for again in (a, tmp_path / "." / "a.sqlite", tmp_path / "link.sqlite"):
+        with pytest.raises(UsageError, match=r"given more than once \(also as .*a\.sqlite\)"):
+            load(a, again)
+    d = tmp_path / "d"
+    d.mkdir()
+    shutil.copy(export, d / "r.sqlite")
+    with pytest.raises(UsageError, match=r"r\.sqlite: given more than once"):
+        load(d, d / "r.sqlite")
+
+
 def test_directory_without_traces(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hi")
     with pytest.raises(TraceFormatError, match="directory holds no trace files"):
@@ -183,7 +197,6 @@ def test_cli_bad_exports_exit_2(tmp_path: Path, case: str) -> None:
 
 
 def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path) -> None:
-    pytest.importorskip("pytimings.ingest.recording")
     from recording_factory import make_recording
 
     from pytimings import storage

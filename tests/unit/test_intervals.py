@@ -42,9 +42,8 @@ def test_union(x):
 
 @settings(max_examples=150, deadline=None)
 @given(sets(), sets())
-def test_intersect_and_difference(a, b):
+def test_intersect(a, b):
     _eq(iv.intersect(*a, *b), twin.intersect(*a, *b))
-    _eq(iv.difference(*a, *b), twin.difference(*a, *b))
 
 
 @settings(max_examples=150, deadline=None)
@@ -58,8 +57,9 @@ def test_overlap_lengths_and_points(q, u):
 @given(intervals(), intervals(), st.randoms(use_true_random=False))
 def test_project(points, ranges, rnd):
     p = points[0]
-    values = np.array([rnd.randint(0, 90) for _ in p], dtype=np.int64)
-    _eq(iv.project(p, values, *ranges), twin.project(p, values, *ranges))
+    starts = np.array([rnd.randint(0, 90) for _ in p], dtype=np.int64)
+    ends = starts + np.array([rnd.randint(0, 20) for _ in p], dtype=np.int64)
+    _eq(iv.project(p, starts, ends, *ranges), twin.project(p, starts, ends, *ranges))
 
 
 @st.composite

@@ -1,0 +1,126 @@
+"""The one launch link (pytimings.ingest.links) that summary and analyze both use."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from synth import make_trace, shuffled
+
+from pytimings.analysis.attribution import attribute, link_launches
+from pytimings.ingest._model import ApiKind, Trace
+from pytimings.ingest.links import launch_index, unlinked
+
+THREADS = [
+    {"pid": 100, "tid": 100, "name": "main"},
+    {"pid": 100, "tid": 101, "name": "other"},
+]
+
+
+def test_sync_rows_are_never_launch_calls():
+    ops = [{"start": 100, "end": 200, "correlation": 7}]
+    api = [
+        # the synchronisation row of the call shares its id and starts earlier
+        {"start": 10, "end": 90, "correlation": 7, "kind": ApiKind.SYNC, "name": "sync"},
+        {"start": 20, "end": 30, "correlation": 7},
+    ]
+    tr = make_trace(ops, api)
+    assert launch_index(tr).tolist() == [1]
+    assert link_launches(tr).start.tolist() == [20]
+
+
+def test_shared_ids_pick_the_earliest_call_then_the_lowest_thread():
+    ops = [
+        {"start": 100, "end": 200, "correlation": 7},
+        {"start": 300, "end": 400, "correlation": 8},
+    ]
+    api = [
+        {"start": 20, "end": 30, "correlation": 7, "thread": 1},
+        {"start": 20, "end": 30, "correlation": 7, "thread": 0},
+        {"start": 50, "end": 60, "correlation": 8, "thread": 0},
+        {"start": 40, "end": 45, "correlation": 8, "thread": 1},
+    ]
+    tr = make_trace(ops, api, threads=THREADS)
+    for t in (tr, *(shuffled(tr, s) for s in range(5))):
+        idx = launch_index(t)
+        api_t = t.api_calls
+        got = sorted(
+            (int(t.gpu_ops["correlation"][i]), int(api_t["start"][r]), int(api_t["thread"][r]))
+            for i, r in enumerate(idx)
+        )
+        assert got == [(7, 20, 0), (8, 40, 1)]
+
+
+def _two_processes(corr: int) -> Trace:
+    traces = []
+    for r in (0, 1):
+        ops = [{"start": 100, "end": 200, "correlation": corr + r, "rank": r}]
+        api = [{"start": 10 + r, "end": 20, "correlation": corr + r, "rank": r}]
+        traces.append(
+            make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "m", "rank": r}])
+        )
+    return Trace.merge(traces)
+
+
+def test_ids_beyond_2_40_link_across_processes():
+    tr = _two_processes((1 << 62) + 5)
+    idx = launch_index(tr)
+    assert (idx >= 0).all()
+    np.testing.assert_array_equal(tr.api_calls["correlation"][idx], tr.gpu_ops["correlation"])
+    np.testing.assert_array_equal(tr.api_calls["rank"][idx], tr.gpu_ops["rank"])
+    a = attribute(tr)  # was: UsageError "correlation ids above 2**40 cannot be joined"
+    assert a.launches.unlinked == 0 and (a.launches.api_row >= 0).all()
+
+
+def test_unlinked_ops_are_counted_and_reported():
+    ops = [
+        {"start": 100, "end": 200, "correlation": 1},
+        {"start": 300, "end": 400, "correlation": 2},  # its call is not in the trace
+        {"start": 500, "end": 600},  # no id at all: not 'unlinked'
+    ]
+    tr = make_trace(ops, [{"start": 10, "end": 20, "correlation": 1}])
+    assert unlinked(tr, launch_index(tr)) == 1
+    a = attribute(tr)
+    assert a.launches.unlinked == 1
+    assert json.loads(a.to_json())["launch_latency"]["unlinked_ops"] == 1
+
+
+def test_summary_and_analyze_use_the_same_links(tmp_path):
+    import nsys_synth as syn
+
+    from pytimings.ingest import load
+
+    tr = load(syn.basic(tmp_path / "r_rank0.sqlite"), syn.basic(tmp_path / "r_rank1.sqlite"))
+    np.testing.assert_array_equal(link_launches(tr).api_row, launch_index(tr))
+    assert (launch_index(tr) >= 0).all()
+
+
+def test_summary_and_analyze_project_ranges_alike():
+    from pytimings.analysis.attribution import _range_windows
+    from pytimings.ingest.links import project
+    from pytimings.ingest.summary import trace_summary
+
+    ops = [
+        {"start": 100, "end": 200, "correlation": 1},
+        {"start": 300, "end": 450, "correlation": 2},
+        {"start": 500, "end": 510, "correlation": 3},
+    ]
+    api = [
+        {"start": 10, "end": 20, "correlation": 1},
+        {"start": 30, "end": 40, "correlation": 2},
+        {"start": 60, "end": 70, "correlation": 3, "thread": 1},  # another thread
+    ]
+    ranges = [
+        {"start": 0, "end": 50, "name": "step"},
+        {"start": 25, "end": 5, "name": "bad"},  # ends before it starts: zero-length
+    ]
+    tr = make_trace(ops, api, ranges, THREADS)
+    count, first, last, busy = project(tr, launch_index(tr))
+    assert count.tolist() == [2, 0] and first.tolist() == [100, 0]
+    assert last.tolist() == [450, 0] and busy.tolist() == [250, 0]
+    rows = {n: i for i, n in enumerate(trace_summary(tr)["ranges"]["name"])}
+    t = trace_summary(tr)["ranges"]
+    assert t["gpu_ops"][rows["step"]] == 2 and t["proj_total_ns"][rows["step"]] == 350
+    assert t["gpu_ops"][rows["bad"]] == 0  # was -1: a negative count of ops
+    w = _range_windows(tr, link_launches(tr), "step", np.asarray([0], dtype=np.int16))
+    assert w.end.tolist() == [450]
