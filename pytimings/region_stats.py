@@ -32,6 +32,7 @@ import numpy.typing as npt
 from pytimings._records import NO_TIME, RecordFlag, Recording
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.distributed import comm_op_of
+from pytimings.report.text import column_widths, table
 from pytimings.table import Table
 
 if TYPE_CHECKING:
@@ -339,15 +340,10 @@ def _format(s: Summary) -> str:
         spec for spec in _LAYOUT
         if spec[2] not in _SHOWN_WHEN or (len(t) and _has_data(t[_SHOWN_WHEN[spec[2]]]))
     ]
-    cells = [[fmt(v) for v in t[col]] for _, _, col, fmt in layout]
-    widths = [max([len(h), *(len(c) for c in column)]) for (_, h, _, _), column in zip(
-        layout, cells, strict=True)]
-
-    def line(parts: list[str]) -> str:
-        out = []
-        for i, (p, w) in enumerate(zip(parts, widths, strict=True)):
-            out.append(p.ljust(w) if i < 2 else p.rjust(w))
-        return "  ".join(out).rstrip()
+    headers = [h for _, h, _, _ in layout]
+    columns = [[fmt(v) for v in t[col]] for _, _, col, fmt in layout]
+    rows = [[c[r] for c in columns] for r in range(len(t))]
+    widths = column_widths([headers, *rows])
 
     # group header: each group's name centred over its columns
     group_line: list[str] = []
@@ -360,8 +356,8 @@ def _format(s: Summary) -> str:
         span = sum(widths[i:j]) + 2 * (j - i - 1)
         group_line.append(f" {g} ".center(span, "-") if g else " " * span)
         i = j
-    lines = ["  ".join(group_line).rstrip(), line([h for _, h, _, _ in layout])]
-    lines += [line([c[r] for c in cells]) for r in range(len(t))]
+    lines = ["  ".join(group_line).rstrip()]
+    lines += table(headers, rows, "ll" + "r" * (len(layout) - 2), underline=False)
     kept = s.total_count
     dropped_names = [
         f"{n} {d}" for n, d in zip(t["name"], t["dropped"], strict=True) if d

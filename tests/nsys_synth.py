@@ -14,32 +14,31 @@ PID = 731
 GPID = PID << 24
 GTID = (PID << 24) | PID
 
+# the leading columns of every CUPTI activity table that runs on a device
+_GPU_ACTIVITY = (
+    "start INTEGER NOT NULL",
+    '"end" INTEGER NOT NULL',
+    "deviceId INTEGER",
+    "contextId INTEGER",
+    "streamId INTEGER",
+    "correlationId INTEGER",
+    "globalPid INTEGER",
+)
+
 TABLES: dict[str, tuple[str, ...]] = {
     "StringIds": ("id INTEGER PRIMARY KEY", "value TEXT NOT NULL"),
     "META_DATA_EXPORT": ("name TEXT", "value TEXT"),
     "ThreadNames": ("nameId INTEGER", "priority INTEGER", "globalTid INTEGER"),
     "PROCESSES": ("globalPid INTEGER", "pid INTEGER", "name TEXT"),
     "CUPTI_ACTIVITY_KIND_KERNEL": (
-        "start INTEGER NOT NULL",
-        '"end" INTEGER NOT NULL',
-        "deviceId INTEGER",
-        "contextId INTEGER",
-        "streamId INTEGER",
-        "correlationId INTEGER",
-        "globalPid INTEGER",
+        *_GPU_ACTIVITY,
         "demangledName INTEGER",
         "shortName INTEGER",
         "graphNodeId INTEGER",
         "graphId INTEGER",
     ),
     "CUPTI_ACTIVITY_KIND_MEMCPY": (
-        "start INTEGER NOT NULL",
-        '"end" INTEGER NOT NULL',
-        "deviceId INTEGER",
-        "contextId INTEGER",
-        "streamId INTEGER",
-        "correlationId INTEGER",
-        "globalPid INTEGER",
+        *_GPU_ACTIVITY,
         "bytes INTEGER",
         "copyKind INTEGER",
         "srcKind INTEGER",
@@ -47,13 +46,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "graphNodeId INTEGER",
     ),
     "CUPTI_ACTIVITY_KIND_MEMSET": (
-        "start INTEGER NOT NULL",
-        '"end" INTEGER NOT NULL',
-        "deviceId INTEGER",
-        "contextId INTEGER",
-        "streamId INTEGER",
-        "correlationId INTEGER",
-        "globalPid INTEGER",
+        *_GPU_ACTIVITY,
         "value INTEGER",
         "bytes INTEGER",
         "graphNodeId INTEGER",
@@ -70,13 +63,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "callchainId INTEGER",
     ),
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (
-        "start INTEGER NOT NULL",
-        '"end" INTEGER NOT NULL',
-        "deviceId INTEGER",
-        "contextId INTEGER",
-        "streamId INTEGER",
-        "correlationId INTEGER",
-        "globalPid INTEGER",
+        *_GPU_ACTIVITY,
         "syncType INTEGER",
         "eventId INTEGER",
     ),
@@ -106,6 +93,15 @@ TABLES: dict[str, tuple[str, ...]] = {
 
 def columns(table: str) -> list[str]:
     return [c.split()[0].strip('"') for c in TABLES[table]]
+
+
+def execute(path: Path, *statements: str) -> None:
+    """Runs SQL ``statements`` on the database at ``path`` and commits (to damage an export)."""
+    db = sqlite3.connect(path)
+    for sql in statements:
+        db.execute(sql)
+    db.commit()
+    db.close()
 
 
 def write(

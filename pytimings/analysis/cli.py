@@ -14,6 +14,7 @@ from pytimings.analysis.attribution import LABELS, Attribution, attribute
 from pytimings.analysis.findings import ms, pct
 from pytimings.errors import UsageError
 from pytimings.report import progress, tables
+from pytimings.report.text import table
 
 EXAMPLE = "decode_16steps_h200.sqlite"
 EXAMPLE_BY = "decode_step"
@@ -111,19 +112,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
-    """Aligned text columns; ``align`` has one 'l' or 'r' per column."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def fmt(r: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if a == "l" else c.rjust(w)
-            for c, w, a in zip(r, widths, align, strict=False)
-        ).rstrip()
-
-    return [fmt(header), fmt(["-" * w for w in widths]), *(fmt(r) for r in rows)]
-
-
 def render(a: Attribution, paths: list[str]) -> str:
     w = a.windows
     out: list[str] = []
@@ -155,7 +143,7 @@ def render(a: Attribution, paths: list[str]) -> str:
             row += [ms(v), pct(v / tot)]
         rows.append(row)
     out += ["", "Where the time went (per device, all windows)"]
-    out += _table(header, rows, "l" + "rr" * len(keys))
+    out += table(header, rows, "l" + "rr" * len(keys))
     if a.by is not None:
         st = a.per_window_stats()
         rows = [
@@ -170,7 +158,7 @@ def render(a: Attribution, paths: list[str]) -> str:
             for lab, s in st.items()
         ]
         out += ["", f"Per {a.by} window"]
-        out += _table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
+        out += table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
     slow = a.slowest(5)
     t0 = int(w["start_ns"].min()) if len(w) else 0
     payload = a.trace.ranges["payload"]
@@ -193,7 +181,7 @@ def render(a: Attribution, paths: list[str]) -> str:
         for s in slow
     ]
     out += ["", "Slowest windows"]
-    out += _table(
+    out += table(
         ["window", "starts (from 1st)", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
     )
     lat: dict[str, Any] = a.launch_latency.summary()
@@ -224,7 +212,7 @@ def render(a: Attribution, paths: list[str]) -> str:
                     str(c.last_counts.get(r, 0)),
                 ]
             )
-        out += _table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
+        out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
     out += ["", "Findings (biggest losses first)"]
     for i, f in enumerate(a.findings(), 1):
         out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")

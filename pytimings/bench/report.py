@@ -20,6 +20,7 @@ from typing import Any
 
 from pytimings.bench.fit import fit_alpha_beta
 from pytimings.errors import UsageError
+from pytimings.report import text
 
 SCHEMA = "pytimings.bench/1"
 
@@ -110,9 +111,8 @@ def _cell(value: Any, fmt: str) -> str:
 def render_table(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) -> str:
     cells = [[c.title for c in columns]]
     cells += [[_cell(row.get(c.key), c.fmt) for c in columns] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths, strict=True))
-                     for line in cells)
+    return "\n".join(text.table(cells[0], cells[1:], "r" * len(columns), underline=False,
+                                 strip=False))
 
 
 def render_text(report: BenchReport) -> str:

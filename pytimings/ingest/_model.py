@@ -170,6 +170,19 @@ class StringTable:
         return len(self.strings)
 
 
+def concat_columns(
+    parts: Sequence[Mapping[str, npt.NDArray[Any]]],
+    names: Sequence[str],
+    empty: Mapping[str, npt.DTypeLike] | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """Columns ``names`` of the row blocks ``parts``, concatenated; with no parts, empty
+    columns of dtype ``empty[name]`` (int64 for names not in ``empty``)."""
+    if not parts:
+        dtypes = empty or {}
+        return {n: np.empty(0, dtype=dtypes.get(n, np.int64)) for n in names}
+    return {n: np.concatenate([p[n] for p in parts]) for n in names}
+
+
 class ValueOutOfRange(ValueError):
     """A value that the model's column type cannot hold (it would wrap silently)."""
 

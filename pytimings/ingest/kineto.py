@@ -72,6 +72,7 @@ from pytimings.ingest._model import (
     OpKind,
     RangeKind,
     Trace,
+    concat_columns,
     conform,
 )
 from pytimings.ingest._nesting import nesting_depth
@@ -426,9 +427,9 @@ class _Loader:
             cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
             self._drop(f"{cat} events (not modelled)", n)
         # rows in time order, ties in document order (the same however the file was cut)
-        gpu = _by_time(_concat(self.rows["gpu"]))
-        api = _by_time(_concat(self.rows["api"]))
-        rng = _by_time(_concat(self.rows["ranges"]))
+        gpu = _by_time(concat_columns(self.rows["gpu"], _ROW_COLS, _EMPTY_DTYPES))
+        api = _by_time(concat_columns(self.rows["api"], _ROW_COLS, _EMPTY_DTYPES))
+        rng = _by_time(concat_columns(self.rows["ranges"], _ROW_COLS, _EMPTY_DTYPES))
         self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
             raise self.fail(
@@ -442,7 +443,7 @@ class _Loader:
             (gpu["correlation"] < 0).any() or (api["correlation"][~sync] < 0).any()
         ):
             self.read(flows_only=True)
-            flows = _concat(self.flows, ("phase", "id", "pid", "tid", "ts"))
+            flows = concat_columns(self.flows, ("phase", "id", "pid", "tid", "ts"), _EMPTY_DTYPES)
             mismatches = _link_flows(gpu, api, flows)
         threads, thread_of = self._threads(api, rng, r)
         main_pid = _main_pid(api, rng)
@@ -744,15 +745,7 @@ _ROW_COLS = (
     "bytes",
     "index",
 )
-
-
-def _concat(
-    parts: list[dict[str, npt.NDArray[Any]]], cols: tuple[str, ...] = _ROW_COLS
-) -> dict[str, npt.NDArray[Any]]:
-    if not parts:
-        dt = {"name": np.int32, "cat": np.int8, "phase": np.int8}
-        return {c: np.empty(0, dtype=dt.get(c, np.int64)) for c in cols}
-    return {c: np.concatenate([p[c] for p in parts]) for c in cols}
+_EMPTY_DTYPES = {"name": np.int32, "cat": np.int8, "phase": np.int8}  # of an empty column
 
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import TraceFormatError
+from pytimings.ingest import SQLITE_MAGIC
 from pytimings.ingest._model import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
@@ -53,13 +54,14 @@ from pytimings.ingest._model import (
     MemKind,
     OpKind,
     RangeKind,
+    StringTable,
     Trace,
+    concat_columns,
     conform,
 )
 from pytimings.ingest._nesting import nesting_depth
 
 FORMAT = "nsys-sqlite"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # schema majors this loader understands; 2.x and 3.x exports were checked (2.9.1 .. 3.25.0)
 SUPPORTED_SCHEMA_MAJORS = (2, 3)
 TESTED_SCHEMA = (3, 25)
@@ -247,23 +249,15 @@ def _q(col: str) -> str:
     return f'"{col}"'
 
 
-class _Strings:
+class _Strings(StringTable):
     """The trace's string table, seeded with StringIds, plus id remapping."""
 
     def __init__(self) -> None:
-        self.strings: list[str] = [""]
-        self.ids: dict[str, int] = {"": 0}
+        super().__init__()
         self.non_utf8 = 0
         self._lut = np.zeros(1, dtype=np.int32)  # StringIds id -> trace id; -1 unknown
         self._lut[:] = -1
         self.unresolved = 0
-
-    def intern(self, s: str) -> int:
-        i = self.ids.get(s)
-        if i is None:
-            i = self.ids[s] = len(self.strings)
-            self.strings.append(s)
-        return i
 
     def decode(self, raw: bytes | str | None) -> str:
         if raw is None:
@@ -507,11 +501,11 @@ class _Loader:
                     "correlation": _ints(tab, "corr")[sel],
                 }
             )
-        calls = _concat(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
+        calls = concat_columns(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
         calls["pid"] = pid_of(calls["gtid"])
         calls["thread"] = self.thread_index(calls["gtid"])
         sync = self.read_sync(calls)
-        out = _concat(
+        out = concat_columns(
             [calls, sync], ("start", "end", "name", "kind", "thread", "correlation", "pid")
         )
         order = np.argsort(out["start"], kind="stable")
@@ -656,7 +650,7 @@ class _Loader:
             del tab
             parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
         names = tuple(GPU_OP_SCHEMA)
-        ops = _concat(parts, tuple(c for c in names if c != "rank"))
+        ops = concat_columns(parts, tuple(c for c in names if c != "rank"))
         flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
         self.check_correlation(ops, flags)
         if len(ops["start"]) > 1 and not np.all(ops["start"][1:] >= ops["start"][:-1]):
@@ -925,11 +919,3 @@ def _no_copy(n: int) -> dict[str, npt.NDArray[Any]]:
         "dst_mem": np.full(n, MemKind.NONE, dtype=np.int8),
         "bytes": np.zeros(n, dtype=np.int64),
     }
-
-
-def _concat(
-    parts: Sequence[dict[str, npt.NDArray[Any]]], names: Sequence[str]
-) -> dict[str, npt.NDArray[Any]]:
-    if not parts:
-        return {n: np.empty(0, dtype=np.int64) for n in names}
-    return {n: np.concatenate([p[n] for p in parts]) for n in names}

@@ -40,6 +40,7 @@ from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, short_kernel_name
 from pytimings.report import progress
 from pytimings.report import tables as report_tables
+from pytimings.report.text import table
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
@@ -388,16 +389,9 @@ def render_text(tables: dict[str, Table]) -> str:
                 mask &= t[c] == k
             where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
             lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
-            rows = [[h for _, h, _ in spec]]
-            for i in np.flatnonzero(mask):
-                rows.append([_fmt(t[c][i], how) for c, _, how in spec])
-            widths = [max(len(r[j]) for r in rows) for j in range(len(spec))]
-            for r in rows:
-                cells = [
-                    cell.ljust(w) if spec[j][2] == "str" else cell.rjust(w)
-                    for j, (cell, w) in enumerate(zip(r, widths, strict=True))
-                ]
-                lines.append("  ".join(cells).rstrip())
+            rows = [[_fmt(t[c][i], how) for c, _, how in spec] for i in np.flatnonzero(mask)]
+            align = "".join("l" if how == "str" else "r" for _, _, how in spec)
+            lines += table([h for _, h, _ in spec], rows, align, underline=False)
             lines.append("")
     return "\n".join(lines)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pytimings.report.text import table
+
 
 def fmt_num(x: float | int | None, digits: int = 2) -> str:
     """A number for a table cell: "-" when missing or NaN."""
@@ -16,15 +18,5 @@ def fmt_num(x: float | int | None, digits: int = 2) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+    """First column left, the others right, headers underlined."""
+    return "\n".join(table(headers, rows, "l" + "r" * (len(headers) - 1)))

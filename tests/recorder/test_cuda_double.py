@@ -16,6 +16,7 @@ from pytimings import _core
 from pytimings._records import NO_TIME, RecordFlag
 
 RunScript = Callable[..., Any]  # the run_script fixture (conftest.py)
+RunFake = Callable[..., Any]  # the run_fake fixture (below)
 
 PRELUDE = """
 import ctypes, json, os, time, threading, warnings
@@ -57,12 +58,20 @@ def fake_env(fake_cudart: Path) -> dict[str, str]:
     return {"PYTIMINGS_CUDART": str(fake_cudart), "FAKE_CUDA_LAUNCH_NS": str(LAUNCH_NS)}
 
 
-def test_hot_path_never_synchronises_and_events_are_pooled(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+@pytest.fixture
+def run_fake(run_script: RunScript, fake_env: dict[str, str]) -> RunFake:
+    """run_fake(body, **env) runs PRELUDE + ``body`` in a fresh interpreter against the fake
+    runtime (``fake_env``, updated with ``env``)."""
+
+    def run(body: str, **env: str) -> Any:
+        return run_script(PRELUDE + body, **{**fake_env, **env})
+
+    return run
+
+
+def test_hot_path_never_synchronises_and_events_are_pooled(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder(anchor_interval_s=0)
 S = 0x1000
 with r.region("warm", stream=S):
@@ -84,8 +93,7 @@ with r.region("probe", stream=S):
     pass
 rec = r.recording()
 print(json.dumps({"status": pt.cuda_status(), "c": [c0, c1, c2, c3], **dump(rec)}))
-""",
-        **fake_env,
+"""
     )
     assert "(PYTIMINGS_CUDART)" in out["status"] and "CUDA 12.4" in out["status"]
     c0, c1, c2, c3 = out["c"]
@@ -119,12 +127,9 @@ print(json.dumps({"status": pt.cuda_status(), "c": [c0, c1, c2, c3], **dump(rec)
     assert out["meta"]["gpu_anchors"][0]["uncertainty_ns"] < 100_000
 
 
-def test_sample_every_times_every_nth_instance(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_sample_every_times_every_nth_instance(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 with r.region("warm", stream=7):
     pass
@@ -138,8 +143,7 @@ for i in range(8):
         pass
 c1 = counters(lib)
 print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
-""",
-        **fake_env,
+"""
     )
     c0, c1 = out["c"]
     assert c1["records"] - c0["records"] == 2 * (2 + 2)
@@ -151,12 +155,9 @@ print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
         assert np.all(r["gpu_start_ns"][~timed] == NO_TIME)
 
 
-def test_graph_capture_falls_back_to_host_with_one_notice(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_graph_capture_falls_back_to_host_with_one_notice(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 lib = fake_lib()
 CAP = 0x2000
@@ -177,8 +178,7 @@ out["warnings"] = [str(w.message) for w in caught]
 out["categories"] = [w.category.__name__ for w in caught]
 out["c"] = counters(lib)
 print(json.dumps(out))
-""",
-        **fake_env,
+"""
     )
     assert len(out["warnings"]) == 1 and out["categories"] == ["RuntimeWarning"]
     assert "graph capture" in out["warnings"][0] and "'captured'" in out["warnings"][0]
@@ -195,11 +195,10 @@ print(json.dumps(out))
 
 
 def test_capture_notice_raises_under_error_filter_without_leaking_the_region(
-    run_script: RunScript, fake_env: dict[str, str]
+    run_fake: RunFake,
 ) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+    out = run_fake(
+        """
 warnings.simplefilter("error")
 r = Recorder()
 lib = fake_lib()
@@ -213,19 +212,15 @@ except RuntimeWarning:
 with r.region("next"):  # the failed enter left nothing open: depth 0
     pass
 print(json.dumps({"raised": raised, **dump(r.recording())}))
-""",
-        **fake_env,
+"""
     )
     assert out["raised"]
     assert out["records"]["name"] == ["next"] and out["records"]["depth"] == [0]
 
 
-def test_drain_without_sync_leaves_running_work_pending(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_drain_without_sync_leaves_running_work_pending(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 lib = fake_lib()
 with r.region("long", stream=9):
@@ -235,8 +230,7 @@ early = r.recording(sync=False)
 s1 = counters(lib)["event_syncs"]
 late = r.recording()
 print(json.dumps({"early": dump(early), "late": dump(late), "syncs": s1 - s0}))
-""",
-        **fake_env,
+"""
     )
     assert out["syncs"] == 0
     assert out["early"]["records"]["name"] == []
@@ -247,12 +241,9 @@ print(json.dumps({"early": dump(early), "late": dump(late), "syncs": s1 - s0}))
     assert out["late"]["meta"]["gpu_pending"] == 0
 
 
-def test_anchor_residual_reports_gpu_clock_drift(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_anchor_residual_reports_gpu_clock_drift(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder(anchor_interval_s=0)
 with r.region("a", stream=3):
     pass
@@ -263,7 +254,6 @@ with r.region("b", stream=3):
 r.flush()           # re-anchors again, 0.3 s later
 print(json.dumps(dump(r.recording())))
 """,
-        **fake_env,
         FAKE_CUDA_DRIFT_PPM="200",
     )
     anchors = out["meta"]["gpu_anchors"]
@@ -277,10 +267,9 @@ print(json.dumps(dump(r.recording())))
     assert abs(last["residual_ns"] - expected) <= tolerance
 
 
-def test_threads_with_their_own_streams(run_script: RunScript, fake_env: dict[str, str]) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_threads_with_their_own_streams(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 lib = fake_lib()
 def work(i):
@@ -292,8 +281,7 @@ def work(i):
 ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
 [t.start() for t in ts]; [t.join() for t in ts]
 print(json.dumps(dump(r.recording())))
-""",
-        **fake_env,
+"""
     )
     t = rows(out, "t")
     assert len(t["name"]) == 8 * 150
@@ -358,12 +346,9 @@ def test_event_record_floor_without_cuda_raises() -> None:
         _core.event_record_floor_ns(0, 10)
 
 
-def test_long_runs_without_flush_reuse_events(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_long_runs_without_flush_reuse_events(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 lib = fake_lib()
 c0 = counters(lib)
@@ -373,7 +358,7 @@ for i in range(6000):
 c1 = counters(lib)
 print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
 """,
-        **{**fake_env, "FAKE_CUDA_LAUNCH_NS": "2000"},
+        FAKE_CUDA_LAUNCH_NS="2000",
     )
     c0, c1 = out["c"]
     assert c1["event_syncs"] == c0["event_syncs"]  # resolved with non-blocking queries only
@@ -383,12 +368,9 @@ print(json.dumps({"c": [c0, c1], **dump(r.recording())}))
     assert np.all(loop["flags"] & RecordFlag.GPU_RESOLVED)
 
 
-def test_exited_threads_destroy_their_events(
-    run_script: RunScript, fake_env: dict[str, str]
-) -> None:
-    out = run_script(
-        PRELUDE
-        + """
+def test_exited_threads_destroy_their_events(run_fake: RunFake) -> None:
+    out = run_fake(
+        """
 r = Recorder()
 lib = fake_lib()
 with r.region("main", stream=1):
@@ -405,8 +387,7 @@ time.sleep(0.2)  # thread exit hooks run after join() returns
 rec = r.recording()
 rec = r.recording()  # the second drain releases what the first resolved
 print(json.dumps({"c": [c0, counters(lib)], **dump(rec)}))
-""",
-        **fake_env,
+"""
     )
     c0, c1 = out["c"]
     created = c1["created"] - c0["created"]

@@ -170,37 +170,29 @@ def test_negative_durations_are_an_error(tmp_path: Path, table: str, row: list[A
         load_nsys(p)
 
 
-def test_not_an_nsys_export(tmp_path: Path) -> None:
-    p = tmp_path / "other.sqlite"
-    db = sqlite3.connect(p)
-    db.execute("CREATE TABLE t (a)")
-    db.commit()
-    db.close()
-    with pytest.raises(TraceFormatError, match="not an Nsight Systems export"):
-        load_nsys(p)
-
-
-def test_export_without_stringids(tmp_path: Path) -> None:
-    p = tmp_path / "nostr.sqlite"
-    syn.basic(p)
-    db = sqlite3.connect(p)
-    db.execute("DROP TABLE StringIds")
-    db.commit()
-    db.close()
-    with pytest.raises(TraceFormatError, match="lacks its StringIds table"):
-        load_nsys(p)
-
-
-def test_table_lacking_needed_columns(tmp_path: Path) -> None:
-    p = tmp_path / "cols.sqlite"
-    syn.basic(p)
-    db = sqlite3.connect(p)
-    db.execute('ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "correlationId" TO "corr"')
-    db.commit()
-    db.close()
-    with pytest.raises(
-        TraceFormatError, match=r"CUPTI_ACTIVITY_KIND_KERNEL lacks column.*correlationId"
-    ):
+@pytest.mark.parametrize(
+    ("name", "from_basic", "damage", "problem"),
+    [
+        ("other", False, "CREATE TABLE t (a)", "not an Nsight Systems export"),
+        ("nostr", True, "DROP TABLE StringIds", "lacks its StringIds table"),
+        (
+            "cols",
+            True,
+            'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "correlationId" TO "corr"',
+            r"CUPTI_ACTIVITY_KIND_KERNEL lacks column.*correlationId",
+        ),
+    ],
+    ids=["not_an_nsys_export", "without_stringids", "table_lacking_needed_columns"],
+)
+def test_damaged_export_is_an_error(
+    tmp_path: Path, name: str, from_basic: bool, damage: str, problem: str
+) -> None:
+    """An SQLite file that is not an export, or an export missing a table or column."""
+    p = tmp_path / f"{name}.sqlite"
+    if from_basic:
+        syn.basic(p)
+    syn.execute(p, damage)
+    with pytest.raises(TraceFormatError, match=problem):
         load_nsys(p)
 
 
@@ -248,11 +240,11 @@ def test_legacy_export_without_meta_table(tmp_path: Path) -> None:
 
 def test_non_utf8_strings_are_replaced_and_counted(tmp_path: Path) -> None:
     p = syn.basic(tmp_path / "bytes.sqlite")
-    db = sqlite3.connect(p)
-    db.execute("UPDATE StringIds SET value = CAST(X'6B65726EFF41' AS TEXT) WHERE id = 1")
-    db.execute("UPDATE NVTX_EVENTS SET text = CAST(X'6F7574FE6572' AS TEXT) WHERE text = 'outer'")
-    db.commit()
-    db.close()
+    syn.execute(
+        p,
+        "UPDATE StringIds SET value = CAST(X'6B65726EFF41' AS TEXT) WHERE id = 1",
+        "UPDATE NVTX_EVENTS SET text = CAST(X'6F7574FE6572' AS TEXT) WHERE text = 'outer'",
+    )
     tr = load_nsys(p)
     assert "kern\ufffdA" in tr.strings and "out\ufffder" in tr.strings
     assert tr.meta["non_utf8_strings"] == 2

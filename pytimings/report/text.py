@@ -1,0 +1,36 @@
+"""Aligned plain-text tables: the one renderer every command's text output uses."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def column_widths(lines: Sequence[Sequence[str]]) -> list[int]:
+    """The width of each column: its longest cell over ``lines`` (header included)."""
+    return [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    align: str,
+    *,
+    underline: bool = True,
+    strip: bool = True,
+) -> list[str]:
+    """The lines of a table, columns two spaces apart.
+
+    ``align`` has one 'l' (left) or 'r' (right) per column; ``underline`` adds a line of dashes
+    under the headers; ``strip`` drops trailing blanks from each line.
+    """
+    widths = column_widths([headers, *rows])
+
+    def line(cells: Sequence[str]) -> str:
+        text = "  ".join(
+            c.ljust(w) if a == "l" else c.rjust(w)
+            for c, w, a in zip(cells, widths, align, strict=False)
+        )
+        return text.rstrip() if strip else text
+
+    head = [line(headers), line(["-" * w for w in widths])] if underline else [line(headers)]
+    return [*head, *(line(r) for r in rows)]
