@@ -57,16 +57,18 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def _span(indices: Sequence[int]) -> str:
-    """1-based ordinals as compact runs: '3-16' or '1, 4-6'."""
+def runs_text(values: Sequence[int], first: int = 0) -> str:
+    """Integers as compact runs, shifted so that 0 reads as ``first``: '3-16' or '1, 4-6'
+    (window indices are shown 1-based, ranks as they are)."""
     out: list[str] = []
-    idx = sorted(set(indices))
+    idx = sorted(set(values))
     i = 0
     while i < len(idx):
         j = i
         while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
             j += 1
-        out.append(f"{idx[i] + 1}" if i == j else f"{idx[i] + 1}-{idx[j] + 1}")
+        lo, hi = idx[i] + first, idx[j] + first
+        out.append(f"{lo}" if i == j else f"{lo}-{hi}")
         i = j + 1
     return ", ".join(out)
 
@@ -283,7 +285,7 @@ def _host_bound_gaps(a: Attribution) -> list[Finding]:
                 same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
                 ordinal = {int(x): i for i, x in enumerate(same)}
                 hit = [ordinal[int(x)] for x in wrows]
-                where = f" in {len(hit)} of {same.size} {a.by} windows ({_span(hit)})"
+                where = f" in {len(hit)} of {same.size} {a.by} windows ({runs_text(hit, first=1)})"
             else:
                 where = (
                     f" in {wrows.size} of {len(w)} {a.by} window entries "

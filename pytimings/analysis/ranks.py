@@ -308,20 +308,6 @@ def _shape(title: str) -> str:
     return "'".join(p if i % 2 else _NUMBER.sub("#", p) for i, p in enumerate(parts))
 
 
-def _ranks_text(ranks: Sequence[int]) -> str:
-    """Compact runs: '0-7' or '1, 3-5'."""
-    out: list[str] = []
-    rs = sorted(ranks)
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(f"{rs[i]}" if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> list[fnd.Finding]:
     """Per-rank findings for the report: the same finding on several ranks (same layer and
     title up to its numbers) becomes one, its loss the sum, titled by the worst rank."""
@@ -339,7 +325,7 @@ def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> lis
         else:
             ranks = [r for r, _ in members]
             title = (
-                f"ranks {_ranks_text(ranks)} ({len(ranks)} of {n_ranks}); worst, "
+                f"ranks {fnd.runs_text(ranks)} ({len(ranks)} of {n_ranks}); worst, "
                 f"rank {rank}: {worst.title}"
             )
             evidence = {
