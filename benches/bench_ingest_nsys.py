@@ -67,7 +67,9 @@ def replicate(src: Path, dst: Path, factor: int, tables: tuple[str, ...]) -> dic
             else f'"{c}"'
             for c in cols
         )
-        db.execute(f"INSERT INTO {t} SELECT {sel} FROM {t}, k")
+        # copy k follows copy k-1 in time, in the table's own row order, as a longer
+        # capture would be written (nsys writes each table in start order)
+        db.execute(f"INSERT INTO {t} SELECT {sel} FROM k, {t} ORDER BY k.i, {t}.rowid")
         expected[t] = db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
     db.commit()
     db.execute("VACUUM")

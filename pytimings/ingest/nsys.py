@@ -442,7 +442,7 @@ class _Loader:
         self._pending_thread_keys = keys
 
     def add_threads(self, global_tids: npt.NDArray[np.int64]) -> None:
-        self._pending_thread_keys.append(global_tids)
+        self._pending_thread_keys.append(_runs(global_tids)[0])
 
     def thread_index(self, global_tids: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
         if self._pending_thread_keys:
@@ -450,7 +450,9 @@ class _Loader:
                 np.concatenate([self.thread_keys, *self._pending_thread_keys])
             )
             self._pending_thread_keys = []
-        return np.searchsorted(self.thread_keys, global_tids).astype(np.int32)
+        # a thread's calls come in runs: look up one value per run
+        values, lengths = _runs(global_tids)
+        return np.repeat(np.searchsorted(self.thread_keys, values).astype(np.int32), lengths)
 
     def thread_table(self) -> dict[str, npt.NDArray[Any]]:
         self.thread_index(np.empty(0, dtype=np.int64))
@@ -874,6 +876,14 @@ def _fit(values: npt.NDArray[Any], dtype: npt.DTypeLike, what: str) -> npt.NDArr
         if int(values.min()) < info.min or int(values.max()) > info.max:
             raise _Bad(f"{what} values out of range ({int(values.min())}..{int(values.max())})")
     return values.astype(dt)
+
+
+def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Run-length encoding of ``v``: the value and the length of each run of equal values."""
+    if len(v) == 0:
+        return v, np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
+    return v[starts], np.diff(starts, append=len(v))
 
 
 def _pair_key(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

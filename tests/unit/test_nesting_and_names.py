@@ -43,6 +43,12 @@ def test_depth_matches_stack_twin(rows: list[tuple[int, int, int]]) -> None:
     start = [r[1] for r in rows]
     end = [r[1] + r[2] for r in rows]  # zero-length ranges included
     assert nesting_depth(thread, start, end).tolist() == stack_depth(thread, start, end)
+    # the same rows in start order, as loaders usually hand them over (no sort taken)
+    rows.sort(key=lambda r: (r[1], -r[2]))
+    thread = [r[0] for r in rows]
+    start = [r[1] for r in rows]
+    end = [r[1] + r[2] for r in rows]
+    assert nesting_depth(thread, start, end).tolist() == stack_depth(thread, start, end)
 
 
 @pytest.mark.parametrize(
