@@ -184,8 +184,11 @@ def child(python: str, code: str, *args: str) -> dict[str, object]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000_000)
-    ap.add_argument("--hta-python", default=os.environ.get("PYTIMINGS_HTA_PYTHON"),
-                    help="python of a venv with HTA (default: $PYTIMINGS_HTA_PYTHON)")
+    ap.add_argument(
+        "--hta-python",
+        default=os.environ.get("PYTIMINGS_HTA_PYTHON"),
+        help="python of a venv with HTA (default: $PYTIMINGS_HTA_PYTHON)",
+    )
     ap.add_argument(
         "--repeat", type=int, default=5, help="runs per side in the HTA race (best kept)"
     )

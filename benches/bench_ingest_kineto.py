@@ -231,8 +231,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--copies", type=int, default=16, help="H200 copies (16 -> ~56 MB JSON)")
-    ap.add_argument("--hta-python", default=os.environ.get("PYTIMINGS_HTA_PYTHON") or
-                    "(PYTIMINGS_HTA_PYTHON unset)", help="python of a venv with HTA")
+    ap.add_argument(
+        "--hta-python",
+        default=os.environ.get("PYTIMINGS_HTA_PYTHON") or "(PYTIMINGS_HTA_PYTHON unset)",
+        help="python of a venv with HTA",
+    )
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}

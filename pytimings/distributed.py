@@ -92,16 +92,12 @@ class _OpSpec:
 _SPECS: dict[str, _OpSpec] = {
     "all_reduce": _OpSpec("all_reduce", _arg_nbytes("tensor"), "tensor"),
     "all_gather": _OpSpec("all_gather", _list_nbytes("tensor_list"), "tensor"),
-    "all_gather_into_tensor": _OpSpec(
-        "all_gather", _arg_nbytes("output_tensor"), "input_tensor"
-    ),
+    "all_gather_into_tensor": _OpSpec("all_gather", _arg_nbytes("output_tensor"), "input_tensor"),
     "all_gather_single": _OpSpec("all_gather", _arg_nbytes("output_tensor"), "input_tensor"),
     "reduce_scatter": _OpSpec("reduce_scatter", _list_nbytes("input_list"), "output"),
     "reduce_scatter_tensor": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
     "reduce_scatter_single": _OpSpec("reduce_scatter", _arg_nbytes("input"), "input"),
-    "all_to_all": _OpSpec(
-        "all_to_all", _list_nbytes("input_tensor_list"), "output_tensor_list"
-    ),
+    "all_to_all": _OpSpec("all_to_all", _list_nbytes("input_tensor_list"), "output_tensor_list"),
     "all_to_all_single": _OpSpec("all_to_all", _arg_nbytes("input"), "input"),
     "broadcast": _OpSpec("broadcast", _arg_nbytes("tensor"), "tensor"),
     "reduce": _OpSpec("reduce", _arg_nbytes("tensor"), "tensor"),
@@ -135,7 +131,7 @@ def comm_op_of(region_name: str) -> CommOp | None:
     """The collective behind a region name such as ``dist.all_reduce``, else None."""
     if not region_name.startswith(PREFIX):
         return None
-    op = region_name[len(PREFIX):]
+    op = region_name[len(PREFIX) :]
     asynchronous = op.endswith(ASYNC_SUFFIX)
     if asynchronous:
         op = op[: -len(ASYNC_SUFFIX)]
@@ -201,8 +197,7 @@ def _wrap(op: str, original: Callable[..., Any]) -> Any:
             if isinstance(t, torch.Tensor) and t.is_cuda:
                 stream = torch.cuda.current_stream(t.device)
         name = async_name if asynchronous else sync_name
-        with region(name, kind="comm", stream=stream, nbytes=spec.nbytes(a, world),
-                    payload=world):
+        with region(name, kind="comm", stream=stream, nbytes=spec.nbytes(a, world), payload=world):
             if op == "batch_isend_irecv":
                 return _call_batch(original, a["p2p_op_list"])
             return original(*args, **kwargs)

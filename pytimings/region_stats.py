@@ -43,18 +43,53 @@ QUANTILES = (0.5, 0.9, 0.99)
 SCHEMA_ID = "pytimings.summary/1"
 
 COLUMNS = (
-    "name", "kind", "count", "dropped", "errors",
-    "host_count", "host_total_ns", "host_mean_ns", "host_p50_ns", "host_p90_ns",
-    "host_p99_ns", "host_max_ns",
-    "gpu_count", "gpu_total_ns", "gpu_mean_ns", "gpu_p50_ns", "gpu_p90_ns", "gpu_p99_ns",
-    "gpu_max_ns", "gpu_pending", "gpu_failed", "queue_p50_ns", "queue_p99_ns",
-    "nbytes_count", "nbytes", "nbytes_per_call", "bandwidth_gbps", "algbw_gbps",
-    "busbw_gbps", "nbytes_untimed",
+    "name",
+    "kind",
+    "count",
+    "dropped",
+    "errors",
+    "host_count",
+    "host_total_ns",
+    "host_mean_ns",
+    "host_p50_ns",
+    "host_p90_ns",
+    "host_p99_ns",
+    "host_max_ns",
+    "gpu_count",
+    "gpu_total_ns",
+    "gpu_mean_ns",
+    "gpu_p50_ns",
+    "gpu_p90_ns",
+    "gpu_p99_ns",
+    "gpu_max_ns",
+    "gpu_pending",
+    "gpu_failed",
+    "queue_p50_ns",
+    "queue_p99_ns",
+    "nbytes_count",
+    "nbytes",
+    "nbytes_per_call",
+    "bandwidth_gbps",
+    "algbw_gbps",
+    "busbw_gbps",
+    "nbytes_untimed",
 )
-INT_COLUMNS = frozenset((
-    "count", "dropped", "errors", "host_count", "host_total_ns", "gpu_count", "gpu_total_ns",
-    "gpu_pending", "gpu_failed", "nbytes_count", "nbytes", "nbytes_untimed",
-))
+INT_COLUMNS = frozenset(
+    (
+        "count",
+        "dropped",
+        "errors",
+        "host_count",
+        "host_total_ns",
+        "gpu_count",
+        "gpu_total_ns",
+        "gpu_pending",
+        "gpu_failed",
+        "nbytes_count",
+        "nbytes",
+        "nbytes_untimed",
+    )
+)
 FLOAT_COLUMNS = frozenset(COLUMNS[2:]) - INT_COLUMNS
 
 
@@ -136,8 +171,10 @@ class Summary:
         return _format(self)
 
     def __repr__(self) -> str:
-        return (f"Summary({len(self)} regions, {self.total_count} records, "
-                f"{self.dropped_total} dropped)")
+        return (
+            f"Summary({len(self)} regions, {self.total_count} records, "
+            f"{self.dropped_total} dropped)"
+        )
 
 
 # -- computation -------------------------------------------------------------------------------
@@ -177,8 +214,9 @@ def _summarise(rec: Recording) -> Table:
     row = pos[name]  # row index of every record
     cols["count"] = np.bincount(row, minlength=nrows).astype(np.int64)
     cols["dropped"] = np.array([int(rec.dropped.get(n, 0)) for n in row_names], dtype=np.int64)
-    cols["errors"] = np.bincount(row, weights=(flags & RecordFlag.ERROR) > 0,
-                                 minlength=nrows).astype(np.int64)
+    cols["errors"] = np.bincount(
+        row, weights=(flags & RecordFlag.ERROR) > 0, minlength=nrows
+    ).astype(np.int64)
 
     # kind: the one kind a name was recorded with, else all of them joined by "|"
     kinds: list[set[str]] = [set() for _ in range(nrows)]
@@ -188,8 +226,9 @@ def _summarise(rec: Recording) -> Table:
             kinds[pair // base].add(strings[pair % base])
     kind_col = np.array(["|".join(sorted(k)) for k in kinds], dtype=object)
 
-    def put(prefix: str, mask: npt.NDArray[np.bool_], values: npt.NDArray[np.int64],
-            full: bool) -> None:
+    def put(
+        prefix: str, mask: npt.NDArray[np.bool_], values: npt.NDArray[np.int64], full: bool
+    ) -> None:
         g = grouped_stats(row[mask], values[mask], QUANTILES if full else (0.5, 0.99))
         at = g.keys
         if full:
@@ -222,14 +261,13 @@ def _summarise(rec: Recording) -> Table:
     has_bytes = (nbytes >= 0) & ~is_mark
     t = np.where(resolved, gpu, host)
     untimed = has_bytes & ((flags & RecordFlag.GPU_TIMED) > 0) & ~resolved
-    cols["nbytes_untimed"] = np.bincount(row, weights=untimed,
-                                         minlength=nrows).astype(np.int64)
+    cols["nbytes_untimed"] = np.bincount(row, weights=untimed, minlength=nrows).astype(np.int64)
     cols["nbytes_count"] = np.bincount(row, weights=has_bytes, minlength=nrows).astype(np.int64)
     np.add.at(cols["nbytes"], row[has_bytes], nbytes[has_bytes])
     with np.errstate(invalid="ignore", divide="ignore"):
         cols["nbytes_per_call"] = np.where(
-            cols["nbytes_count"] > 0, cols["nbytes"] / np.maximum(cols["nbytes_count"], 1),
-            np.nan)
+            cols["nbytes_count"] > 0, cols["nbytes"] / np.maximum(cols["nbytes_count"], 1), np.nan
+        )
     timed_bytes = has_bytes & ~untimed & (t > 0)
     bw_bytes = np.zeros(nrows, dtype=np.int64)
     bw_time = np.zeros(nrows, dtype=np.int64)
@@ -319,12 +357,22 @@ _LAYOUT: list[tuple[str, str, str, Any]] = [
     ("", "dropped", "dropped", str),
 ]
 _SHOWN_WHEN = {  # column -> shown only when this column has data (always shown if absent)
-    "gpu_count": "gpu_count", "gpu_mean_ns": "gpu_count", "gpu_p50_ns": "gpu_count",
-    "gpu_p90_ns": "gpu_count", "gpu_p99_ns": "gpu_count", "gpu_max_ns": "gpu_count",
-    "queue_p50_ns": "gpu_count", "queue_p99_ns": "gpu_count", "gpu_pending": "gpu_pending",
-    "gpu_failed": "gpu_failed", "nbytes_per_call": "nbytes_count",
-    "bandwidth_gbps": "nbytes_count", "algbw_gbps": "algbw_gbps", "busbw_gbps": "algbw_gbps",
-    "nbytes_untimed": "nbytes_untimed", "errors": "errors",
+    "gpu_count": "gpu_count",
+    "gpu_mean_ns": "gpu_count",
+    "gpu_p50_ns": "gpu_count",
+    "gpu_p90_ns": "gpu_count",
+    "gpu_p99_ns": "gpu_count",
+    "gpu_max_ns": "gpu_count",
+    "queue_p50_ns": "gpu_count",
+    "queue_p99_ns": "gpu_count",
+    "gpu_pending": "gpu_pending",
+    "gpu_failed": "gpu_failed",
+    "nbytes_per_call": "nbytes_count",
+    "bandwidth_gbps": "nbytes_count",
+    "algbw_gbps": "algbw_gbps",
+    "busbw_gbps": "algbw_gbps",
+    "nbytes_untimed": "nbytes_untimed",
+    "errors": "errors",
 }
 
 
@@ -337,7 +385,8 @@ def _has_data(col: npt.NDArray[Any]) -> bool:
 def _format(s: Summary) -> str:
     t = s.table
     layout = [
-        spec for spec in _LAYOUT
+        spec
+        for spec in _LAYOUT
         if spec[2] not in _SHOWN_WHEN or (len(t) and _has_data(t[_SHOWN_WHEN[spec[2]]]))
     ]
     headers = [h for _, h, _, _ in layout]
@@ -359,12 +408,9 @@ def _format(s: Summary) -> str:
     lines = ["  ".join(group_line).rstrip()]
     lines += table(headers, rows, "ll" + "r" * (len(layout) - 2), underline=False)
     kept = s.total_count
-    dropped_names = [
-        f"{n} {d}" for n, d in zip(t["name"], t["dropped"], strict=True) if d
-    ]
+    dropped_names = [f"{n} {d}" for n, d in zip(t["name"], t["dropped"], strict=True) if d]
     tail = f"records: {kept} kept, {s.dropped_total} dropped"
     if s.dropped_total:
         tail += " (recorder memory cap: " + ", ".join(dropped_names) + ")"
     lines.append(tail)
     return "\n".join(lines)
-

@@ -42,8 +42,10 @@ def register_table_provider(name: str, provider: TableProvider) -> None:
     """Have ``save`` also store ``provider()`` (a ``pyarrow.Table``, or None to skip) as
     table ``name``. Registering a name again replaces its provider."""
     if not isinstance(name, str) or not name or name in RESERVED:
-        raise UsageError(f"table provider name must be a non-empty string other than "
-                         f"{', '.join(RESERVED)}; got {name!r}")
+        raise UsageError(
+            f"table provider name must be a non-empty string other than "
+            f"{', '.join(RESERVED)}; got {name!r}"
+        )
     if not callable(provider):
         raise UsageError(f"table provider for {name!r} is not callable")
     with _providers_lock:
@@ -69,9 +71,7 @@ def as_recording(source: Any = None) -> Recording:
     flush = getattr(source, "flush", None)
     recording = getattr(source, "recording", None)
     if not callable(flush) or not callable(recording):
-        raise UsageError(
-            f"expected a Recorder, a Recording or a path, got {type(source).__name__}"
-        )
+        raise UsageError(f"expected a Recorder, a Recording or a path, got {type(source).__name__}")
     flush()
     rec = recording()
     if not isinstance(rec, Recording):
@@ -85,8 +85,9 @@ def as_recording(source: Any = None) -> Recording:
 def _as_list_column(table: Any) -> Any:
     """A pyarrow Table as a one-row large_list<struct> array (the table's rows)."""
     table = table.combine_chunks()
-    children = [col.chunk(0) if col.num_chunks else pa.array([], type=col.type)
-                for col in table.columns]
+    children = [
+        col.chunk(0) if col.num_chunks else pa.array([], type=col.type) for col in table.columns
+    ]
     struct = pa.StructArray.from_arrays(children, fields=list(table.schema))
     offsets = pa.array([0, len(struct)], type=pa.int64())
     return pa.LargeListArray.from_arrays(offsets, struct)
@@ -97,10 +98,12 @@ def _records_table(rec: Recording) -> Any:
     missing = [c for c in RECORD_SCHEMA if c not in rec.records]
     if missing or len(n) > 1:
         raise UsageError(f"recording records are malformed (missing {missing}, lengths {n})")
-    return pa.table({
-        c: pa.array(np.ascontiguousarray(rec.records[c], dtype=dt))
-        for c, dt in RECORD_SCHEMA.items()
-    })
+    return pa.table(
+        {
+            c: pa.array(np.ascontiguousarray(rec.records[c], dtype=dt))
+            for c, dt in RECORD_SCHEMA.items()
+        }
+    )
 
 
 def _threads_table(threads: list[dict[str, Any]]) -> Any:
@@ -125,8 +128,9 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         if t is None:
             continue
         if not isinstance(t, pa.Table):
-            raise UsageError(f"table provider {name!r} returned {type(t).__name__}, "
-                             "not a pyarrow.Table or None")
+            raise UsageError(
+                f"table provider {name!r} returned {type(t).__name__}, not a pyarrow.Table or None"
+            )
         tables[name] = t
     fields, arrays = [], []
     for name, t in tables.items():
@@ -134,12 +138,15 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         fields.append(pa.field(name, arr.type, nullable=False, metadata=t.schema.metadata))
         arrays.append(arr)
     meta = {**_process_rank(), **rec.meta}
-    schema = pa.schema(fields, metadata={
-        META_KEY: json.dumps(meta, default=_json_default).encode(),
-        DROPPED_KEY: json.dumps({str(k): int(v) for k, v in rec.dropped.items()}).encode(),
-        # last: Arrow writes metadata in reverse, so the marker lands near the file's start
-        FORMAT_KEY: f"{FORMAT_NAME}/{FORMAT_VERSION}".encode(),
-    })
+    schema = pa.schema(
+        fields,
+        metadata={
+            META_KEY: json.dumps(meta, default=_json_default).encode(),
+            DROPPED_KEY: json.dumps({str(k): int(v) for k, v in rec.dropped.items()}).encode(),
+            # last: Arrow writes metadata in reverse, so the marker lands near the file's start
+            FORMAT_KEY: f"{FORMAT_NAME}/{FORMAT_VERSION}".encode(),
+        },
+    )
     out = Path(path)
     tmp = out.with_name(out.name + ".tmp")
     with pa.OSFile(os.fspath(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
@@ -196,24 +203,33 @@ def _open(path: str | os.PathLike[str]) -> tuple[Any, dict[bytes, bytes]]:
         reader = pa.ipc.open_file(pa.memory_map(p, "r"))
         schema = reader.schema
     except _ARROW_ERRORS as exc:
-        raise TraceFormatError(p, f"not a readable Arrow IPC file (truncated or corrupt?): "
-                                  f"{exc}") from None
+        raise TraceFormatError(
+            p, f"not a readable Arrow IPC file (truncated or corrupt?): {exc}"
+        ) from None
     meta = dict(schema.metadata or {})
     fmt = meta.get(FORMAT_KEY)
     if fmt is None:
-        raise TraceFormatError(p, "an Arrow IPC file but not a pytimings recording "
-                                  "(no pytimings.format in its schema metadata)")
+        raise TraceFormatError(
+            p,
+            "an Arrow IPC file but not a pytimings recording "
+            "(no pytimings.format in its schema metadata)",
+        )
     name, _, version = fmt.decode("utf-8", "replace").partition("/")
     if name != FORMAT_NAME or not version.isdigit():
-        raise TraceFormatError(p, f"unknown format {fmt.decode('utf-8', 'replace')!r}, "
-                                  f"expected {FORMAT_NAME}/{FORMAT_VERSION}")
+        raise TraceFormatError(
+            p,
+            f"unknown format {fmt.decode('utf-8', 'replace')!r}, "
+            f"expected {FORMAT_NAME}/{FORMAT_VERSION}",
+        )
     if int(version) != FORMAT_VERSION:
-        raise TraceFormatError(p, f"recording format version {version} is not supported; "
-                                  f"this pytimings reads version {FORMAT_VERSION}")
+        raise TraceFormatError(
+            p,
+            f"recording format version {version} is not supported; "
+            f"this pytimings reads version {FORMAT_VERSION}",
+        )
     with _corrupt_as_format_error(p):
         if reader.num_record_batches != 1:
-            raise TraceFormatError(p, f"expected 1 record batch, found "
-                                      f"{reader.num_record_batches}")
+            raise TraceFormatError(p, f"expected 1 record batch, found {reader.num_record_batches}")
         batch = reader.get_batch(0)
         batch.validate(full=True)
         if batch.num_rows != 1:
@@ -225,8 +241,7 @@ def _open(path: str | os.PathLike[str]) -> tuple[Any, dict[bytes, bytes]]:
             raise TraceFormatError(p, "a table name appears twice")
         for f in batch.schema:
             if not (pa.types.is_large_list(f.type) and pa.types.is_struct(f.type.value_type)):
-                raise TraceFormatError(p, f"table {f.name!r} is not a large_list<struct> "
-                                          "column")
+                raise TraceFormatError(p, f"table {f.name!r} is not a large_list<struct> column")
             cols = [c.name for c in f.type.value_type]
             if len(set(cols)) != len(cols):
                 raise TraceFormatError(p, f"table {f.name!r} has a column name twice")
@@ -281,8 +296,9 @@ def _recording_of(p: str, batch: Any, meta: dict[bytes, bytes]) -> Recording:
             raise TraceFormatError(p, f"record column {c!r} has nulls")
         arr = col.to_numpy()
         if arr.dtype != np.dtype(dt):
-            raise TraceFormatError(p, f"record column {c!r} is {arr.dtype}, expected "
-                                      f"{np.dtype(dt)}")
+            raise TraceFormatError(
+                p, f"record column {c!r} is {arr.dtype}, expected {np.dtype(dt)}"
+            )
         columns[c] = arr
     strings = _table_of(batch, "strings")
     if strings.column_names != ["string"] or strings.column("string").null_count:
@@ -294,16 +310,20 @@ def _recording_of(p: str, batch: Any, meta: dict[bytes, bytes]) -> Recording:
             raise TraceFormatError(p, f"thread entry {t!r} lacks an integer tid or a name")
     n = len(columns["name"])
     if n:
-        for c, limit, what in (("name", len(string_list), "strings"),
-                               ("kind", len(string_list), "strings"),
-                               ("thread", len(threads), "threads")):
+        for c, limit, what in (
+            ("name", len(string_list), "strings"),
+            ("kind", len(string_list), "strings"),
+            ("thread", len(threads), "threads"),
+        ):
             top = int(columns[c].max())
             if top >= limit:
-                raise TraceFormatError(p, f"record column {c!r} refers to entry {top} of "
-                                          f"{what}, which has {limit}")
+                raise TraceFormatError(
+                    p, f"record column {c!r} refers to entry {top} of {what}, which has {limit}"
+                )
     rec_meta = _json(p, meta, META_KEY, dict)
     dropped = _json(p, meta, DROPPED_KEY, dict)
     if not all(isinstance(v, int) and v >= 0 for v in dropped.values()):
         raise TraceFormatError(p, "pytimings.dropped counts must be non-negative integers")
-    return Recording(records=columns, strings=string_list, threads=threads, meta=rec_meta,
-                     dropped=dropped)
+    return Recording(
+        records=columns, strings=string_list, threads=threads, meta=rec_meta, dropped=dropped
+    )

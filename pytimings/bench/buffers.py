@@ -28,7 +28,7 @@ class Arena:
 
     def view(self, k: int) -> Any:
         start = (k % self.slots) * self.stride
-        return self.buffer[start:start + self.nbytes]
+        return self.buffer[start : start + self.nbytes]
 
     def ptr(self, k: int) -> int:
         return int(self.base) + (k % self.slots) * self.stride
@@ -42,8 +42,9 @@ def host_arena(nbytes: int, rotate_bytes: int) -> Arena:
     return Arena(nbytes, rotate_bytes, alloc)
 
 
-def torch_arena(torch: Any, nbytes: int, rotate_bytes: int, device: str,
-                pinned: bool = False) -> Arena:
+def torch_arena(
+    torch: Any, nbytes: int, rotate_bytes: int, device: str, pinned: bool = False
+) -> Arena:
     def alloc(total: int) -> tuple[Any, int]:
         buf = torch.ones(total, dtype=torch.uint8, device=device, pin_memory=pinned)
         return buf, buf.data_ptr()

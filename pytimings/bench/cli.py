@@ -22,27 +22,40 @@ from pytimings.errors import UsageError
 
 def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="write the result as JSON (pytimings.bench/1)")
-    p.add_argument("--plot", metavar="OUT.png", help="plot bandwidth against size (needs "
-                   "matplotlib: pip install 'pytimings[plot]')")
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="plot bandwidth against size (needs matplotlib: pip install 'pytimings[plot]')",
+    )
     p.add_argument("--quiet", action="store_true", help="print no table")
 
 
 def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
-    p.add_argument("--samples", type=int, default=samples, help="timed samples per row "
-                   f"(median, min, max reported; default {samples})")
-    p.add_argument("--warmup", type=int, default=warmup,
-                   help=f"untimed samples first (default {warmup})")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=samples,
+        help=f"timed samples per row (median, min, max reported; default {samples})",
+    )
+    p.add_argument(
+        "--warmup", type=int, default=warmup, help=f"untimed samples first (default {warmup})"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
 
     copy = sub.add_parser("copy", help="host<->device, device-local and peer copy bandwidth")
-    copy.add_argument("--sizes", default="4K:1G", help="BEGIN:END or one size, K/M/G suffixes "
-                      "(default 4K:1G)")
+    copy.add_argument(
+        "--sizes", default="4K:1G", help="BEGIN:END or one size, K/M/G suffixes (default 4K:1G)"
+    )
     copy.add_argument("--factor", type=int, default=2, help="size step factor (default 2)")
-    copy.add_argument("--rotate", default="256M", help="rotate through buffers of at least this "
-                      "many bytes per side so caches never hold a copy's data (default 256M)")
+    copy.add_argument(
+        "--rotate",
+        default="256M",
+        help="rotate through buffers of at least this "
+        "many bytes per side so caches never hold a copy's data (default 256M)",
+    )
     copy.add_argument("--peer-size", help="size of the peer matrices (default: largest size)")
     _sampling(copy, 10, 3)
     _outputs(copy)
@@ -55,22 +68,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _outputs(lat)
 
     coll = sub.add_parser("collective", help="nccl-tests-style collective sweep (under torchrun)")
-    coll.add_argument("--op", required=True, help="all_reduce, all_gather, reduce_scatter, "
-                      "all_to_all, broadcast or sendrecv; several comma-separated run in one "
-                      "launch")
+    coll.add_argument(
+        "--op",
+        required=True,
+        help="all_reduce, all_gather, reduce_scatter, "
+        "all_to_all, broadcast or sendrecv; several comma-separated run in one "
+        "launch",
+    )
     coll.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
     coll.add_argument("-e", "--maxbytes", default="1G", help="largest size (default 1G)")
     coll.add_argument("-f", "--stepfactor", type=int, default=2, help="size factor (default 2)")
     coll.add_argument("-w", "--warmup-iters", type=int, default=5, help="default 5")
     coll.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
     coll.add_argument("--dtype", default="float32", help="element type (default float32)")
-    coll.add_argument("--placement", default="both", help="out-of-place, in-place or both "
-                      "(rows only for the forms torch.distributed offers)")
+    coll.add_argument(
+        "--placement",
+        default="both",
+        help="out-of-place, in-place or both (rows only for the forms torch.distributed offers)",
+    )
     coll.add_argument("--backend", default="auto", help="nccl, gloo or auto (nccl with CUDA)")
-    coll.add_argument("--env-ab", action="append", default=[], metavar="NAME=VALUE",
-                      help="also run the sweep with this environment (several NAME=VALUE "
-                      "separated by spaces form one variant; repeat for more variants) and "
-                      "report each variant's change against the baseline")
+    coll.add_argument(
+        "--env-ab",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="also run the sweep with this environment (several NAME=VALUE "
+        "separated by spaces form one variant; repeat for more variants) and "
+        "report each variant's change against the baseline",
+    )
     coll.add_argument("--record-env", action="append", default=[], help=argparse.SUPPRESS)
     _outputs(coll)
 
@@ -80,8 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kv.add_argument("--head-dim", type=int, default=128)
     kv.add_argument("--dtype", default="bfloat16")
     kv.add_argument("--block-size", type=int, default=16, help="tokens per block (default 16)")
-    kv.add_argument("--blocks", default="16:1024", help="blocks moved: a count or BEGIN:END "
-                    "swept by factor 2 (default 16:1024)")
+    kv.add_argument(
+        "--blocks",
+        default="16:1024",
+        help="blocks moved: a count or BEGIN:END swept by factor 2 (default 16:1024)",
+    )
     _sampling(kv, 10, 2)
     _outputs(kv)
 
@@ -104,8 +132,10 @@ def run(args: argparse.Namespace) -> int:
         from pytimings.bench import copy
 
         report, missing = copy.copy_report(
-            parse_sweep(args.sizes, args.factor), parse_size(args.rotate, "--rotate"),
-            args.samples, args.warmup,
+            parse_sweep(args.sizes, args.factor),
+            parse_size(args.rotate, "--rotate"),
+            args.samples,
+            args.warmup,
             parse_size(args.peer_size, "--peer-size") if args.peer_size else None,
         )
         _emit(report, args, "gbps", ["path", "engine"], "bandwidth (GB/s)")
@@ -116,15 +146,17 @@ def run(args: argparse.Namespace) -> int:
 
         if args.batch < 1:
             raise UsageError(f"--batch {args.batch}: need at least one operation per batch")
-        report = latency.latency_report(parse_sweep(args.sizes, args.factor), args.batch,
-                                        args.samples, args.warmup)
+        report = latency.latency_report(
+            parse_sweep(args.sizes, args.factor), args.batch, args.samples, args.warmup
+        )
         _emit(report, args, "gpu_us", ["path"], "GPU time per operation (us)")
     else:
         from pytimings.bench import kv
 
         shape = kv.KVShape(args.layers, args.kv_heads, args.head_dim, args.dtype, args.block_size)
-        report = kv.kv_report(shape, parse_sweep(args.blocks, 2, "--blocks"), args.samples,
-                              args.warmup)
+        report = kv.kv_report(
+            shape, parse_sweep(args.blocks, 2, "--blocks"), args.samples, args.warmup
+        )
         _emit(report, args, "gbps", ["path", "pattern"], "effective bandwidth (GB/s)")
     return 0
 
@@ -138,15 +170,23 @@ def _collective(args: argparse.Namespace) -> int:
         raise UsageError(f"--placement {args.placement!r}: choose {', '.join(_PLACEMENTS)}")
     cfg = collective.SweepConfig(
         ops=tuple(op.strip() for op in args.op.split(",") if op.strip()),
-        sizes=size_sweep(parse_size(args.minbytes, "-b/--minbytes"),
-                         parse_size(args.maxbytes, "-e/--maxbytes"), args.stepfactor,
-                         "-b/-e/-f"),
-        dtype=args.dtype, warmup=args.warmup_iters, iters=args.iters, placements=placements,
+        sizes=size_sweep(
+            parse_size(args.minbytes, "-b/--minbytes"),
+            parse_size(args.maxbytes, "-e/--maxbytes"),
+            args.stepfactor,
+            "-b/-e/-f",
+        ),
+        dtype=args.dtype,
+        warmup=args.warmup_iters,
+        iters=args.iters,
+        placements=placements,
     )
     cfg.validate()
     if system.torch_or_none() is None:
-        raise UsageError("collective runs on torch.distributed, and torch is not installed "
-                         "(pip install 'pytimings[torch]')")
+        raise UsageError(
+            "collective runs on torch.distributed, and torch is not installed "
+            "(pip install 'pytimings[torch]')"
+        )
     variants: list[tuple[str, dict[str, str]]] = [(envab.BASELINE, {})]
     variants += [(text, envab.parse_variant(text)) for text in args.env_ab]
     rank, world, _ = collective.world_from_env()
@@ -155,11 +195,32 @@ def _collective(args: argparse.Namespace) -> int:
         report = collective.collective_report(cfg, args.backend, args.record_env)
     else:
         names = sorted({name for _, settings in variants for name in settings})
-        child = [sys.executable, "-m", "pytimings.cli", "bench", "collective",
-                 "--op", ",".join(cfg.ops), "-b", str(cfg.sizes[0]), "-e", str(cfg.sizes[-1]),
-                 "-f", str(args.stepfactor),
-                 "-w", str(cfg.warmup), "-n", str(cfg.iters), "--dtype", cfg.dtype,
-                 "--placement", args.placement, "--backend", args.backend, "--quiet"]
+        child = [
+            sys.executable,
+            "-m",
+            "pytimings.cli",
+            "bench",
+            "collective",
+            "--op",
+            ",".join(cfg.ops),
+            "-b",
+            str(cfg.sizes[0]),
+            "-e",
+            str(cfg.sizes[-1]),
+            "-f",
+            str(args.stepfactor),
+            "-w",
+            str(cfg.warmup),
+            "-n",
+            str(cfg.iters),
+            "--dtype",
+            cfg.dtype,
+            "--placement",
+            args.placement,
+            "--backend",
+            args.backend,
+            "--quiet",
+        ]
         child += [arg for name in names for arg in ("--record-env", name)]
         runs = envab.run_variants(child, variants, rank, world)
         report = envab.compare(runs, [label for label, _ in variants]) if runs else None
@@ -170,8 +231,10 @@ def _collective(args: argparse.Namespace) -> int:
     wrong = [r for r in report.rows if not r["valid"]]
     if wrong:
         where = sorted({(r["op"], r["size_bytes"]) for r in wrong})
-        print(f"pytimings bench: collective gave wrong results in {len(wrong)} row(s): {where}",
-              file=sys.stderr)
+        print(
+            f"pytimings bench: collective gave wrong results in {len(wrong)} row(s): {where}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -123,8 +123,18 @@ class _Buffers:
     """Tensors for one op, size and placement; ``call`` runs the op once, ``fill`` writes a
     known pattern and ``check`` compares the output with what the op must produce from it."""
 
-    def __init__(self, torch: Any, dist: Any, op: str, count: int, world: int, rank: int,
-                 in_place: bool, dtype: Any, device: Any) -> None:
+    def __init__(
+        self,
+        torch: Any,
+        dist: Any,
+        op: str,
+        count: int,
+        world: int,
+        rank: int,
+        in_place: bool,
+        dtype: Any,
+        device: Any,
+    ) -> None:
         def buf(n: int) -> Any:
             return torch.zeros(n, dtype=dtype, device=device)
 
@@ -164,8 +174,10 @@ class _Buffers:
             send, recv = buf(count), buf(count)
 
             def sendrecv() -> None:
-                ops = [dist.P2POp(dist.isend, send, (rank + 1) % world),
-                       dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+                ops = [
+                    dist.P2POp(dist.isend, send, (rank + 1) % world),
+                    dist.P2POp(dist.irecv, recv, (rank - 1) % world),
+                ]
                 for work in dist.batch_isend_irecv(ops):
                     work.wait()
 
@@ -184,26 +196,39 @@ class _Buffers:
 
     def check(self, torch: Any) -> bool:
         expected = torch.as_tensor(self.expected, dtype=torch.float64).to(self.out.device)
-        return bool(torch.allclose(self.out.double(), expected.expand_as(self.out.double()),
-                                   rtol=1e-2, atol=0))
+        return bool(
+            torch.allclose(
+                self.out.double(), expected.expand_as(self.out.double()), rtol=1e-2, atol=0
+            )
+        )
 
 
-def run_sweep(cfg: SweepConfig, torch: Any, dist: Any, device: Any) -> tuple[list[dict[str, Any]],
-                                                                             list[str]]:
+def run_sweep(
+    cfg: SweepConfig, torch: Any, dist: Any, device: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Time every op, size and placement; every rank returns the same rows, plus notes."""
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     for op in cfg.ops:
         skipped = [p for p in cfg.placements if p not in cfg.runs(op)]
         if skipped:
-            notes.append(f"{op}: torch.distributed has no "
-                         f"{'in-place' if skipped[0] else 'out-of-place'} form; not run")
+            notes.append(
+                f"{op}: torch.distributed has no "
+                f"{'in-place' if skipped[0] else 'out-of-place'} form; not run"
+            )
         _sweep_op(op, cfg, torch, dist, device, rows, notes)
     return rows, notes
 
 
-def _sweep_op(op: str, cfg: SweepConfig, torch: Any, dist: Any, device: Any,
-              rows: list[dict[str, Any]], notes: list[str]) -> None:
+def _sweep_op(
+    op: str,
+    cfg: SweepConfig,
+    torch: Any,
+    dist: Any,
+    device: Any,
+    rows: list[dict[str, Any]],
+    notes: list[str],
+) -> None:
     spec = op_spec(op)
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = getattr(torch, cfg.dtype)
@@ -213,12 +238,16 @@ def _sweep_op(op: str, cfg: SweepConfig, torch: Any, dist: Any, device: Any,
     unit = "rank" if spec.per_rank_split else "message"
     too_small = [s for s, _, count in shapes if count == 0]
     if too_small:
-        notes.append(f"{op}: skipped {len(too_small)} size(s) below one {cfg.dtype} element "
-                     f"per {unit}: {too_small}")
+        notes.append(
+            f"{op}: skipped {len(too_small)} size(s) below one {cfg.dtype} element "
+            f"per {unit}: {too_small}"
+        )
     rounded = [s for s, size, count in shapes if count and size != s]
     if rounded:
-        notes.append(f"{op}: {len(rounded)} size(s) rounded down to whole elements per {unit} "
-                     f"as nccl-tests does (size_bytes is what ran): {rounded}")
+        notes.append(
+            f"{op}: {len(rounded)} size(s) rounded down to whole elements per {unit} "
+            f"as nccl-tests does (size_bytes is what ran): {rounded}"
+        )
     seen: set[int] = set()
     for _, size, count in shapes:
         if count == 0 or size in seen:
@@ -246,12 +275,20 @@ def _sweep_op(op: str, cfg: SweepConfig, torch: Any, dist: Any, device: Any,
             valid = torch.tensor([int(bufs.check(torch))], dtype=torch.int32, device=device)
             dist.all_reduce(valid, op=dist.ReduceOp.MIN)
             algbw = algbw_gbps(size, time_us)
-            rows.append({
-                "op": op, "size_bytes": size, "count": count, "dtype": cfg.dtype,
-                "in_place": in_place, "time_us": time_us, "max_rank_time_us": float(slowest.item()),
-                "algbw_gbps": algbw, "busbw_gbps": algbw * spec.bus_factor(world),
-                "valid": bool(valid.item()),
-            })
+            rows.append(
+                {
+                    "op": op,
+                    "size_bytes": size,
+                    "count": count,
+                    "dtype": cfg.dtype,
+                    "in_place": in_place,
+                    "time_us": time_us,
+                    "max_rank_time_us": float(slowest.item()),
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": algbw * spec.bus_factor(world),
+                    "valid": bool(valid.item()),
+                }
+            )
 
 
 def _describe_sizes(sizes: list[int]) -> str:
@@ -314,7 +351,7 @@ def collective_report(
             + ", ".join(f"{op} {OPS[op].bus_factor(world):.4g}" for op in cfg.ops)
         ),
         "validation": "after timing, one run per size and placement on a known pattern, "
-                      "checked on every rank (valid = all ranks got the expected result)",
+        "checked on every rank (valid = all ranks got the expected result)",
         "ranks": ranks,
         **system_header(devices=backend == "nccl"),
     }

@@ -44,27 +44,52 @@ class CopyPath:
 
 
 def host_paths(torch: Any, rotate: int, pinned: bool) -> list[CopyPath]:
-    paths = [CopyPath("host numpy copyto (pageable)", "CPU", HOST,
-                      lambda n: (host_arena(n, rotate), host_arena(n, rotate)),
-                      lambda dst, src: np.copyto(dst, src))]
+    paths = [
+        CopyPath(
+            "host numpy copyto (pageable)",
+            "CPU",
+            HOST,
+            lambda n: (host_arena(n, rotate), host_arena(n, rotate)),
+            lambda dst, src: np.copyto(dst, src),
+        )
+    ]
     if torch is not None:
-        paths.append(CopyPath("host torch copy_ (pageable)", "CPU", HOST,
-                              lambda n: (torch_arena(torch, n, rotate, "cpu"),
-                                         torch_arena(torch, n, rotate, "cpu")),
-                              lambda dst, src: dst.copy_(src)))
+        paths.append(
+            CopyPath(
+                "host torch copy_ (pageable)",
+                "CPU",
+                HOST,
+                lambda n: (
+                    torch_arena(torch, n, rotate, "cpu"),
+                    torch_arena(torch, n, rotate, "cpu"),
+                ),
+                lambda dst, src: dst.copy_(src),
+            )
+        )
     if pinned:
-        paths.append(CopyPath("host torch copy_ (pinned)", "CPU", HOST,
-                              lambda n: (torch_arena(torch, n, rotate, "cpu", True),
-                                         torch_arena(torch, n, rotate, "cpu", True)),
-                              lambda dst, src: dst.copy_(src)))
+        paths.append(
+            CopyPath(
+                "host torch copy_ (pinned)",
+                "CPU",
+                HOST,
+                lambda n: (
+                    torch_arena(torch, n, rotate, "cpu", True),
+                    torch_arena(torch, n, rotate, "cpu", True),
+                ),
+                lambda dst, src: dst.copy_(src),
+            )
+        )
     return paths
 
 
 def gpu_paths(torch: Any, rotate: int) -> list[CopyPath]:
-    def arenas(src: str, dst: str, src_pinned: bool = False, dst_pinned: bool = False
-               ) -> Callable[[int], tuple[Arena, Arena]]:
-        return lambda n: (torch_arena(torch, n, rotate, src, src_pinned),
-                          torch_arena(torch, n, rotate, dst, dst_pinned))
+    def arenas(
+        src: str, dst: str, src_pinned: bool = False, dst_pinned: bool = False
+    ) -> Callable[[int], tuple[Arena, Arena]]:
+        return lambda n: (
+            torch_arena(torch, n, rotate, src, src_pinned),
+            torch_arena(torch, n, rotate, dst, dst_pinned),
+        )
 
     def ce(dst: Any, src: Any) -> None:
         dst.copy_(src, non_blocking=True)
@@ -82,8 +107,9 @@ def gpu_paths(torch: Any, rotate: int) -> list[CopyPath]:
     ]
 
 
-def measure_path(p: CopyPath, nbytes: int, samples: int, warmup: int,
-                 timer: GpuTimer | None) -> tuple[dict[str, Any], int]:
+def measure_path(
+    p: CopyPath, nbytes: int, samples: int, warmup: int, timer: GpuTimer | None
+) -> tuple[dict[str, Any], int]:
     """One row (median, min, max over samples) and how many samples the spin did not cover."""
     src, dst = p.make(nbytes)
     batch = batch_size(nbytes)
@@ -107,9 +133,16 @@ def measure_path(p: CopyPath, nbytes: int, samples: int, warmup: int,
             per_op.append(us / batch)
             uncovered += not covered
     s = summarize(per_op)
-    return {"path": p.path, "engine": p.engine, "size_bytes": nbytes, "time_us": s.median,
-            "min_us": s.min, "max_us": s.max, "gbps": nbytes / (s.median * 1e3),
-            "method": p.method}, uncovered
+    return {
+        "path": p.path,
+        "engine": p.engine,
+        "size_bytes": nbytes,
+        "time_us": s.median,
+        "min_us": s.min,
+        "max_us": s.max,
+        "gbps": nbytes / (s.median * 1e3),
+        "method": p.method,
+    }, uncovered
 
 
 def reference_row(torch: Any, p: CopyPath, nbytes: int, samples: int) -> dict[str, Any]:
@@ -127,9 +160,16 @@ def reference_row(torch: Any, p: CopyPath, nbytes: int, samples: int) -> dict[st
         if k:
             times.append(start.elapsed_time(end) * 1e3)
     s = summarize(times)
-    return {"path": p.path, "engine": "CE reference", "size_bytes": nbytes, "time_us": s.median,
-            "min_us": s.min, "max_us": s.max, "gbps": nbytes / (s.median * 1e3),
-            "method": REFERENCE}
+    return {
+        "path": p.path,
+        "engine": "CE reference",
+        "size_bytes": nbytes,
+        "time_us": s.median,
+        "min_us": s.min,
+        "max_us": s.max,
+        "gbps": nbytes / (s.median * 1e3),
+        "method": REFERENCE,
+    }
 
 
 def copy_report(
@@ -145,7 +185,7 @@ def copy_report(
         "rotation": f"buffers rotate through >= {format_size(rotate)} per side",
         "method": f"GPU: {SPIN} (nvbandwidth's method); pageable: {NO_SPIN}; host: {HOST}",
         "bandwidth": "GB/s = bytes copied / time, 1 GB = 1e9 bytes (device-local read+write "
-                     "traffic is twice this)",
+        "traffic is twice this)",
         **system_header(devices=gpu),
     }
     report = BenchReport("copy", header, COLUMNS)
@@ -157,32 +197,46 @@ def copy_report(
     missing = None
     references: list[dict[str, Any]] = []
     if gpu:
-        uncovered, references = _gpu_rows(torch, report, sizes, rotate, samples, warmup,
-                                          peer_size)
+        uncovered, references = _gpu_rows(torch, report, sizes, rotate, samples, warmup, peer_size)
     else:
-        why = ("none is visible" if torch is not None
-               else "torch is not installed (pip install 'pytimings[torch]')")
-        missing = ("copy: host rows ran; the GPU rows (h2d, d2h, d2d, peer) need a CUDA GPU and "
-                   f"torch with CUDA; {why}")
+        why = (
+            "none is visible"
+            if torch is not None
+            else "torch is not installed (pip install 'pytimings[torch]')"
+        )
+        missing = (
+            "copy: host rows ran; the GPU rows (h2d, d2h, d2d, peer) need a CUDA GPU and "
+            f"torch with CUDA; {why}"
+        )
         report.header["gpu"] = "none visible: GPU rows not run"
     if uncovered:
-        report.notes.append(f"{uncovered} sample(s) ran without the spin kernel covering the "
-                            "enqueueing (host gaps may be included)")
+        report.notes.append(
+            f"{uncovered} sample(s) ran without the spin kernel covering the "
+            "enqueueing (host gaps may be included)"
+        )
     add_fits(report, ["path", "engine"])
     report.rows += references  # one size each: no fit
     return report, missing
 
 
-def _gpu_rows(torch: Any, report: BenchReport, sizes: Sequence[int], rotate: int,
-              samples: int, warmup: int, peer_size: int | None
-              ) -> tuple[int, list[dict[str, Any]]]:
+def _gpu_rows(
+    torch: Any,
+    report: BenchReport,
+    sizes: Sequence[int],
+    rotate: int,
+    samples: int,
+    warmup: int,
+    peer_size: int | None,
+) -> tuple[int, list[dict[str, Any]]]:
     from pytimings.bench.peer import CudaPeerDevices, peer_benchmark
 
     l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
     report.header["l2_bytes"] = l2
     if rotate < 2 * l2:
-        report.notes.append(f"--rotate {rotate} is under twice the L2 ({l2} bytes): small "
-                            "device-side copies may be served from L2")
+        report.notes.append(
+            f"--rotate {rotate} is under twice the L2 ({l2} bytes): small "
+            "device-side copies may be served from L2"
+        )
     report.header["placement"] = "host and device-local rows on cuda:0"
     timer = GpuTimer(torch, 0)
     uncovered = 0
@@ -200,17 +254,26 @@ def _gpu_rows(torch: Any, report: BenchReport, sizes: Sequence[int], rotate: int
     for p in paths:
         if p.engine == "CE" and p.method == SPIN:
             ref = reference_row(torch, p, largest, samples)
-            ours = next(r for r in report.rows if r["path"] == p.path and r["engine"] == "CE"
-                        and r["size_bytes"] == largest)
+            ours = next(
+                r
+                for r in report.rows
+                if r["path"] == p.path and r["engine"] == "CE" and r["size_bytes"] == largest
+            )
             references.append(ref)
-            report.notes.append(f"{p.path} at {format_size(largest)}: {ours['gbps']:.2f} GB/s "
-                                f"= {ours['gbps'] / ref['gbps']:.1%} of same-run plain torch "
-                                f"copy_ ({ref['gbps']:.2f} GB/s)")
-    peer = peer_benchmark(CudaPeerDevices(torch, rotate), peer_size or largest, sizes,
-                          samples, warmup)
+            report.notes.append(
+                f"{p.path} at {format_size(largest)}: {ours['gbps']:.2f} GB/s "
+                f"= {ours['gbps'] / ref['gbps']:.1%} of same-run plain torch "
+                f"copy_ ({ref['gbps']:.2f} GB/s)"
+            )
+    peer = peer_benchmark(
+        CudaPeerDevices(torch, rotate), peer_size or largest, sizes, samples, warmup
+    )
     report.matrices += peer.matrices
     report.rows += peer.rows
     report.notes += peer.notes
-    report.header["peer"] = (peer.notes[0] if not peer.matrices else
-                             "cudaMemcpyPeerAsync, every ordered pair; sweep on 0->1")
+    report.header["peer"] = (
+        peer.notes[0]
+        if not peer.matrices
+        else "cudaMemcpyPeerAsync, every ordered pair; sweep on 0->1"
+    )
     return uncovered, references

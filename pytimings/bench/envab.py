@@ -61,8 +61,14 @@ def _store(rank: int, world: int) -> Any:
     if not port:
         raise UsageError("collective --env-ab: MASTER_PORT is unset; launch with torchrun")
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    return TCPStore(host, port, world, is_master=rank == 0 and not agent,
-                    timeout=timedelta(seconds=300), wait_for_workers=False)
+    return TCPStore(
+        host,
+        port,
+        world,
+        is_master=rank == 0 and not agent,
+        timeout=timedelta(seconds=300),
+        wait_for_workers=False,
+    )
 
 
 def _free_port() -> int:
@@ -91,8 +97,10 @@ def run_variants(
             argv = [*child_argv, "--json", str(out)] if rank == 0 else child_argv
             done = subprocess.run(argv, env=env, check=False)
             if done.returncode != 0:
-                raise UsageError(f"collective --env-ab: the {label!r} run failed on rank {rank} "
-                                 f"(exit status {done.returncode}); its output is above")
+                raise UsageError(
+                    f"collective --env-ab: the {label!r} run failed on rank {rank} "
+                    f"(exit status {done.returncode}); its output is above"
+                )
             if rank == 0:
                 results.append(json.loads(out.read_text()))
     return results if rank == 0 else None
@@ -103,8 +111,9 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
     base = runs[0]
     header = dict(base["header"])
     header.pop("env", None)
-    header["env_ab"] = {label: run["header"].get("env")
-                        for label, run in zip(labels, runs, strict=True)}
+    header["env_ab"] = {
+        label: run["header"].get("env") for label, run in zip(labels, runs, strict=True)
+    }
     header["env_ab_method"] = (
         "each variant in fresh processes (NCCL and torch.distributed read the environment when "
         "they start), launched by every rank; baseline = all A/B variables removed"
@@ -118,9 +127,14 @@ def compare(runs: list[dict[str, Any]], labels: list[str]) -> BenchReport:
             change = None
             if label != BASELINE and ref is not None and ref["time_us"] > 0:
                 change = 100.0 * (row["time_us"] - ref["time_us"]) / ref["time_us"]
-            rows.append({"variant": label, **row,
-                         "baseline_time_us": ref["time_us"] if ref else None,
-                         "time_change_pct": change})
+            rows.append(
+                {
+                    "variant": label,
+                    **row,
+                    "baseline_time_us": ref["time_us"] if ref else None,
+                    "time_change_pct": change,
+                }
+            )
     report = BenchReport("collective", header, COLUMNS, rows, notes=notes)
     add_fits(report, ["variant", "op", "in_place"])
     return report

@@ -61,8 +61,9 @@ class KVShape:
 Op = Callable[[], None]
 
 
-def _patterns(torch: Any, cache: Any, ids: Any, packed: Any, dst: Any, stage: Any,
-              direction: str) -> dict[str, list[Op]]:
+def _patterns(
+    torch: Any, cache: Any, ids: Any, packed: Any, dst: Any, stage: Any, direction: str
+) -> dict[str, list[Op]]:
     """The operations of each pattern for one block count. ``cache`` [L, 2, pool, E] holds
     the paged blocks; ``dst`` [L, 2, n, E] is where they go (or come from, for reload);
     ``packed`` and ``stage`` are contiguous buffers on the cache's device."""
@@ -74,19 +75,26 @@ def _patterns(torch: Any, cache: Any, ids: Any, packed: Any, dst: Any, stage: An
     if direction == "reload":  # host -> device, blocks scattered into the pool
         return {
             "contiguous copy": [partial(flat_packed.copy_, flat_dst, non_blocking=True)],
-            "per-block copies": [partial(cache[lay, kv, b].copy_, dst[lay, kv, i],
-                                         non_blocking=True)
-                                 for lay, kv in planes for i, b in blocks],
+            "per-block copies": [
+                partial(cache[lay, kv, b].copy_, dst[lay, kv, i], non_blocking=True)
+                for lay, kv in planes
+                for i, b in blocks
+            ],
             "copy + scatter kernel": [
                 partial(staged.reshape(-1).copy_, flat_dst, non_blocking=True),
-                *[partial(cache[lay, kv].index_copy_, 0, ids, staged[lay, kv])
-                  for lay, kv in planes],
+                *[
+                    partial(cache[lay, kv].index_copy_, 0, ids, staged[lay, kv])
+                    for lay, kv in planes
+                ],
             ],
         }
     patterns: dict[str, list[Op]] = {
         "contiguous copy": [partial(flat_dst.copy_, flat_packed, non_blocking=True)],
-        "per-block copies": [partial(dst[lay, kv, i].copy_, cache[lay, kv, b], non_blocking=True)
-                             for lay, kv in planes for i, b in blocks],
+        "per-block copies": [
+            partial(dst[lay, kv, i].copy_, cache[lay, kv, b], non_blocking=True)
+            for lay, kv in planes
+            for i, b in blocks
+        ],
     }
     if direction == "local":
         patterns["gather kernel"] = [
@@ -95,8 +103,10 @@ def _patterns(torch: Any, cache: Any, ids: Any, packed: Any, dst: Any, stage: An
         ]
     else:  # peer or offload: gather on the source device, then one bulk copy
         patterns["gather kernel + copy"] = [
-            *[partial(torch.index_select, cache[lay, kv], 0, ids, out=staged[lay, kv])
-              for lay, kv in planes],
+            *[
+                partial(torch.index_select, cache[lay, kv], 0, ids, out=staged[lay, kv])
+                for lay, kv in planes
+            ],
             partial(flat_dst.copy_, staged.reshape(-1), non_blocking=True),
         ]
     return patterns
@@ -106,8 +116,9 @@ def _runner(ops: list[Op]) -> Callable[[int], None]:
     return lambda i: ops[i]()
 
 
-def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
-              warmup: int) -> BenchReport:
+def kv_report(
+    shape: KVShape, block_counts: Sequence[int], samples: int, warmup: int
+) -> BenchReport:
     shape.validate()
     torch = require_cuda("kv")
     dtype = getattr(torch, shape.dtype)
@@ -117,22 +128,26 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
     pool = 2 * most
     header: dict[str, Any] = {
         "shape": f"layers={shape.layers} kv_heads={shape.kv_heads} head_dim={shape.head_dim} "
-                 f"dtype={shape.dtype} block_size={shape.block_size}",
+        f"dtype={shape.dtype} block_size={shape.block_size}",
         "block": f"one layer's K or V of one block = {block_bytes} bytes; N blocks move "
-                 f"2*layers*N of them",
+        f"2*layers*N of them",
         "blocks": " ".join(str(n) for n in block_counts),
         "pool": f"{pool} blocks per layer and K/V on cuda:0; the N moved are a random "
-                f"permutation (seed {SEED}) of the pool",
+        f"permutation (seed {SEED}) of the pool",
         "samples": f"{samples} timed after {warmup} warm-up; median (min, max)",
         "method": f"CUDA events around each pattern; spin kernel holds the stream when the "
-                  f"pattern has <= {SPIN_MAX_OPS} operations (else launches are included)",
+        f"pattern has <= {SPIN_MAX_OPS} operations (else launches are included)",
         **system_header(devices=True),
     }
     report = BenchReport("kv", header, COLUMNS)
 
     def alloc(device: str, blocks: int, pinned: bool = False) -> Any:
-        return torch.empty((shape.layers, 2, blocks, shape.block_elems()), dtype=dtype,
-                           device=device, pin_memory=pinned)
+        return torch.empty(
+            (shape.layers, 2, blocks, shape.block_elems()),
+            dtype=dtype,
+            device=device,
+            pin_memory=pinned,
+        )
 
     cache = alloc("cuda:0", pool)
     cache.view(torch.uint8).fill_(1)
@@ -144,8 +159,10 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
     else:
         report.notes.append("peer path needs two GPUs; found 1")
     host = alloc("cpu", most, pinned=True)
-    paths += [("offload to pinned host", "offload", host), ("reload from pinned host", "reload",
-                                                             host)]
+    paths += [
+        ("offload to pinned host", "offload", host),
+        ("reload from pinned host", "reload", host),
+    ]
     gen = torch.Generator().manual_seed(SEED)
     timer = GpuTimer(torch, 0)
     uncovered = 0
@@ -154,7 +171,8 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
         moved = 2 * shape.layers * n
         for label, direction, full_dst in paths:
             dst = full_dst.reshape(-1)[: moved * shape.block_elems()].view(
-                shape.layers, 2, n, shape.block_elems())
+                shape.layers, 2, n, shape.block_elems()
+            )
             base_us: float | None = None
             for pattern, ops in _patterns(torch, cache, ids, packed, dst, stage, direction).items():
                 spin = len(ops) <= SPIN_MAX_OPS
@@ -168,18 +186,30 @@ def kv_report(shape: KVShape, block_counts: Sequence[int], samples: int,
                 if base_us is None:
                     base_us = s.median
                 nbytes = moved * block_bytes
-                report.rows.append({
-                    "path": label, "pattern": pattern, "blocks": n, "size_bytes": nbytes,
-                    "time_us": s.median, "min_us": s.min, "max_us": s.max,
-                    "gbps": nbytes / (s.median * 1e3),
-                    "per_block_overhead_us": None if pattern == "contiguous copy"
-                    else (s.median - base_us) / moved,
-                    "method": "spin + events" if spin else "events, launches included",
-                })
+                report.rows.append(
+                    {
+                        "path": label,
+                        "pattern": pattern,
+                        "blocks": n,
+                        "size_bytes": nbytes,
+                        "time_us": s.median,
+                        "min_us": s.min,
+                        "max_us": s.max,
+                        "gbps": nbytes / (s.median * 1e3),
+                        "per_block_overhead_us": None
+                        if pattern == "contiguous copy"
+                        else (s.median - base_us) / moved,
+                        "method": "spin + events" if spin else "events, launches included",
+                    }
+                )
     if uncovered:
-        report.notes.append(f"{uncovered} sample(s) ran without the spin kernel covering the "
-                            "enqueueing (host gaps may be included)")
-    report.notes.append("per-block copies are enqueued from Python (a few us each on the "
-                        "host); engines that loop in C++ launch faster")
+        report.notes.append(
+            f"{uncovered} sample(s) ran without the spin kernel covering the "
+            "enqueueing (host gaps may be included)"
+        )
+    report.notes.append(
+        "per-block copies are enqueued from Python (a few us each on the "
+        "host); engines that loop in C++ launch faster"
+    )
     add_fits(report, ["path", "pattern"])
     return report

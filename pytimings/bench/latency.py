@@ -43,9 +43,17 @@ def _naive_us(torch: Any, op: Callable[[], None], samples: int) -> list[float]:
     return times
 
 
-def _row(torch: Any, timer: GpuTimer, path: str, size: int, op: Callable[[], None],
-         batch: int, samples: int, warmup: int,
-         naive_op: Callable[[], None] | None = None) -> tuple[dict[str, Any], int]:
+def _row(
+    torch: Any,
+    timer: GpuTimer,
+    path: str,
+    size: int,
+    op: Callable[[], None],
+    batch: int,
+    samples: int,
+    warmup: int,
+    naive_op: Callable[[], None] | None = None,
+) -> tuple[dict[str, Any], int]:
     gpu, launch = [], []
     uncovered = 0
     for k in range(warmup + samples):
@@ -56,9 +64,15 @@ def _row(torch: Any, timer: GpuTimer, path: str, size: int, op: Callable[[], Non
             uncovered += not bt.covered
     g = summarize(gpu)
     naive = summarize(_naive_us(torch, naive_op or op, samples))
-    return {"path": path, "size_bytes": size, "gpu_us": g.median, "gpu_min_us": g.min,
-            "gpu_max_us": g.max, "naive_us": naive.median,
-            "launch_us": summarize(launch).median}, uncovered
+    return {
+        "path": path,
+        "size_bytes": size,
+        "gpu_us": g.median,
+        "gpu_min_us": g.min,
+        "gpu_max_us": g.max,
+        "naive_us": naive.median,
+        "launch_us": summarize(launch).median,
+    }, uncovered
 
 
 def latency_report(sizes: Sequence[int], batch: int, samples: int, warmup: int) -> BenchReport:
@@ -68,7 +82,7 @@ def latency_report(sizes: Sequence[int], batch: int, samples: int, warmup: int) 
         "samples": f"{samples} timed after {warmup} warm-up; median (min, max) of gpu_us",
         "batch": f"{batch} operations per spin-blocked batch",
         "gpu_us": "spin kernel holds the stream while the batch is enqueued; CUDA events "
-                  "around the batch / batch size: the GPU's time per operation",
+        "around the batch / batch size: the GPU's time per operation",
         "naive_us": "CUDA events around one operation on an idle stream (includes launch)",
         "launch_us": "host time to enqueue one operation (launch overhead)",
         "placement": "cuda:0, pinned host buffers, one buffer per side (no rotation)",
@@ -77,14 +91,24 @@ def latency_report(sizes: Sequence[int], batch: int, samples: int, warmup: int) 
     report = BenchReport("latency", header, COLUMNS)
     timer = GpuTimer(torch, 0)
     uncovered = 0
-    for path, src_dev, dst_dev in (("h2d pinned", "cpu", "cuda:0"),
-                                   ("d2h pinned", "cuda:0", "cpu"),
-                                   ("d2d", "cuda:0", "cuda:0")):
+    for path, src_dev, dst_dev in (
+        ("h2d pinned", "cpu", "cuda:0"),
+        ("d2h pinned", "cuda:0", "cpu"),
+        ("d2d", "cuda:0", "cuda:0"),
+    ):
         for n in sizes:
             src = torch_arena(torch, n, 0, src_dev, pinned=src_dev == "cpu").view(0)
             dst = torch_arena(torch, n, 0, dst_dev, pinned=dst_dev == "cpu").view(0)
-            row, bad = _row(torch, timer, path, n, partial(dst.copy_, src, non_blocking=True),
-                            batch, samples, warmup)
+            row, bad = _row(
+                torch,
+                timer,
+                path,
+                n,
+                partial(dst.copy_, src, non_blocking=True),
+                batch,
+                samples,
+                warmup,
+            )
             report.rows.append(row)
             uncovered += bad
     add_fits(report, ["path"], y="gpu_us")
@@ -99,12 +123,16 @@ def latency_report(sizes: Sequence[int], batch: int, samples: int, warmup: int) 
     def nothing() -> None:  # naive event row: two events back to back
         pass
 
-    for path, op, naive in (("event record", event, nothing),
-                            ("empty kernel", lambda: torch.cuda._sleep(0), None)):
+    for path, op, naive in (
+        ("event record", event, nothing),
+        ("empty kernel", lambda: torch.cuda._sleep(0), None),
+    ):
         row, bad = _row(torch, timer, path, 0, op, batch, samples, warmup, naive)
         report.rows.append(row)  # no size: no fit
         uncovered += bad
     if uncovered:
-        report.notes.append(f"{uncovered} batch(es) ran without the spin kernel covering the "
-                            "enqueueing (host gaps may be included)")
+        report.notes.append(
+            f"{uncovered} batch(es) ran without the spin kernel covering the "
+            "enqueueing (host gaps may be included)"
+        )
     return report

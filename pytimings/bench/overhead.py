@@ -151,15 +151,21 @@ def _torch_event_pair() -> _Bench:
 ROWS: list[tuple[str, str, Setup | None]] = [  # None: measured natively (_floor_ns)
     ("nullcontext", "with contextlib.nullcontext()  (fresh)", _nullcontext),
     ("pytimings_host", "pytimings region, host-only (+ NVTX range)", _recorder()),
-    ("pytimings_host_args", "pytimings region, host-only, kind+nbytes+payload",
-     _recorder(kind="comm", nbytes=4096, payload=2)),
+    (
+        "pytimings_host_args",
+        "pytimings region, host-only, kind+nbytes+payload",
+        _recorder(kind="comm", nbytes=4096, payload=2),
+    ),
     ("pytimings_disabled", "pytimings region, recorder disabled", _recorder_disabled),
     ("nvtx_reused", "nvtx.annotate(name), reused object", _nvtx_reused),
     ("nvtx_fresh", "nvtx.annotate(name), fresh", _nvtx_fresh),
     ("torch_record_function", "torch.profiler.record_function(name)", _record_function),
     ("pytimings_cuda", "pytimings region, CUDA events", _gpu_region()),
-    ("pytimings_sampled16", "pytimings region, CUDA events sampled 1/16",
-     _gpu_region(sample_every=16)),
+    (
+        "pytimings_sampled16",
+        "pytimings region, CUDA events sampled 1/16",
+        _gpu_region(sample_every=16),
+    ),
     ("torch_event_pair", "pooled torch.cuda.Event pair, record x2", _torch_event_pair),
     ("cuda_floor", "floor: 2 raw cudaEventRecord (pytimings._core)", None),
 ]
@@ -212,8 +218,9 @@ def measure(iterations: int = 200_000, repeats: int = 7, budget_s: float = 0.12)
                 between()
     loop_ns = statistics.median(baseline)
     tool = os.environ.get("NVTX_INJECTION64_PATH")
-    rows[1].note = (f"NVTX tool attached ({tool})" if tool
-                    else "no NVTX tool attached: its calls are no-ops")
+    rows[1].note = (
+        f"NVTX tool attached ({tool})" if tool else "no NVTX tool attached: its calls are no-ops"
+    )
     for row in rows:
         if row.samples:
             row.ns = statistics.median(s - loop_ns for s in row.samples)
@@ -242,14 +249,18 @@ def targets(rows: list[Row]) -> list[Target]:
     if have("pytimings_cuda", "cuda_floor", "pytimings_host"):
         bound = ns["cuda_floor"] + ns["pytimings_host"]  # type: ignore[operator]
         ratio = ns["pytimings_cuda"] / bound  # type: ignore[operator]
-        out.append(Target("GPU-timed <= 1.1x (floor + host-only)", ratio <= 1.1,
-                          f"{ratio:.2f}x of {bound:.0f} ns"))
+        out.append(
+            Target(
+                "GPU-timed <= 1.1x (floor + host-only)",
+                ratio <= 1.1,
+                f"{ratio:.2f}x of {bound:.0f} ns",
+            )
+        )
     else:
         out.append(Target("GPU-timed <= 1.1x (floor + host-only)", None, "no GPU here"))
     if have("pytimings_sampled16", "pytimings_host"):
         extra = ns["pytimings_sampled16"] - ns["pytimings_host"]  # type: ignore[operator]
-        out.append(Target("sampled 1/16 <= host-only + 200 ns", extra <= 200.0,
-                          f"+{extra:.0f} ns"))
+        out.append(Target("sampled 1/16 <= host-only + 200 ns", extra <= 200.0, f"+{extra:.0f} ns"))
     else:
         out.append(Target("sampled 1/16 <= host-only + 200 ns", None, "no GPU here"))
     return out
@@ -258,9 +269,11 @@ def targets(rows: list[Row]) -> list[Target]:
 def format_table(rows: list[Row], checks: list[Target], iterations: int, repeats: int) -> str:
     base = rows[0].ns
     width = max(len(r.label) for r in rows)
-    lines = [f"per-region overhead: median of {repeats} repeats of up to {iterations} regions, "
-             "net of an empty loop",
-             f"{'row'.ljust(width)}  {'ns':>8}  {'ratio':>6}  note"]
+    lines = [
+        f"per-region overhead: median of {repeats} repeats of up to {iterations} regions, "
+        "net of an empty loop",
+        f"{'row'.ljust(width)}  {'ns':>8}  {'ratio':>6}  note",
+    ]
     for r in rows:
         if r.ns is None:
             lines.append(f"{r.label.ljust(width)}  {'-':>8}  {'-':>6}  {r.note}")
@@ -275,10 +288,15 @@ def format_table(rows: list[Row], checks: list[Target], iterations: int, repeats
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--iterations", type=int, default=200_000,
-                        help="regions per repeat and row (default 200000)")
-    parser.add_argument("--repeats", type=int, default=7,
-                        help="repeats per row; the median is reported (default 7)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=200_000,
+        help="regions per repeat and row (default 200000)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="repeats per row; the median is reported (default 7)"
+    )
     parser.add_argument("--json", metavar="OUT", help="also write the rows and targets here")
 
 
@@ -295,8 +313,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_json(path: str, rows: list[Row], checks: list[Target], iterations: int,
-               repeats: int) -> None:
+def write_json(
+    path: str, rows: list[Row], checks: list[Target], iterations: int, repeats: int
+) -> None:
     doc = {
         "schema": "pytimings.overhead/1",
         "iterations": iterations,

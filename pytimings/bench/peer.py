@@ -69,12 +69,12 @@ def peer_benchmark(
         return PeerResult([], [], [f"peer matrices need two GPUs; found {n}"])
     names = [f"{i}:{dev.name(i)}" for i in range(n)]
     notes: list[str] = []
-    access = {(i, j): dev.can_access_peer(i, j) and dev.can_access_peer(j, i)
-              for i, j in _pairs(n)}
+    access = {(i, j): dev.can_access_peer(i, j) and dev.can_access_peer(j, i) for i, j in _pairs(n)}
     for (i, j), ok in access.items():
         if not ok and i < j:
-            notes.append(f"cuda:{i} <-> cuda:{j}: no peer access; the access-on matrices "
-                         "leave the pair n/a")
+            notes.append(
+                f"cuda:{i} <-> cuda:{j}: no peer access; the access-on matrices leave the pair n/a"
+            )
     uncovered = 0
     matrices: list[Matrix] = []
     for bidirectional in (False, True):
@@ -90,8 +90,15 @@ def peer_benchmark(
                 uncovered += bad
                 grid[i][j] = _gbps(matrix_bytes, bidirectional, summarize(times).median)
             grids[enabled] = grid
-            matrices.append(Matrix(f"peer copy {kind}, peer access {'on' if enabled else 'off'}, "
-                                   f"{matrix_bytes} bytes, median", "GB/s", names, grid))
+            matrices.append(
+                Matrix(
+                    f"peer copy {kind}, peer access {'on' if enabled else 'off'}, "
+                    f"{matrix_bytes} bytes, median",
+                    "GB/s",
+                    names,
+                    grid,
+                )
+            )
         ratio: list[list[float | None]] = [[None] * n for _ in range(n)]
         for i, j in _pairs(n):
             on, off = grids[True][i][j], grids[False][i][j]
@@ -107,19 +114,26 @@ def peer_benchmark(
                 times, bad = dev.time_copies(0, 1, size, bidirectional, samples, warmup)
                 uncovered += bad
                 s = summarize(times)
-                rows.append({
-                    "path": f"peer 0->1 {'bidir' if bidirectional else 'uni'} "
-                            f"access {'on' if enabled else 'off'}",
-                    "engine": "CE", "size_bytes": size, "time_us": s.median,
-                    "min_us": s.min, "max_us": s.max,
-                    "gbps": _gbps(size, bidirectional, s.median),
-                })
+                rows.append(
+                    {
+                        "path": f"peer 0->1 {'bidir' if bidirectional else 'uni'} "
+                        f"access {'on' if enabled else 'off'}",
+                        "engine": "CE",
+                        "size_bytes": size,
+                        "time_us": s.median,
+                        "min_us": s.min,
+                        "max_us": s.max,
+                        "gbps": _gbps(size, bidirectional, s.median),
+                    }
+                )
     for i, j in _pairs(n):  # leave peer access on where possible, as torch expects it
         if i < j and access[(i, j)]:
             _set_pair(dev, i, j, True)
     if uncovered:
-        notes.append(f"{uncovered} peer sample(s) ran without the spin kernel covering the "
-                     "enqueueing (host gaps may be included)")
+        notes.append(
+            f"{uncovered} peer sample(s) ran without the spin kernel covering the "
+            "enqueueing (host gaps may be included)"
+        )
     return PeerResult(matrices, rows, notes)
 
 
@@ -135,14 +149,22 @@ def _cudart() -> ctypes.CDLL:
 
 def _declare(rt: ctypes.CDLL) -> ctypes.CDLL:
     """Argument types of the few runtime functions used, so ctypes passes them exactly."""
-    c_int, c_uint, c_void_p, c_size_t = (ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
-                                         ctypes.c_size_t)
+    c_int, c_uint, c_void_p, c_size_t = (
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+    )
     rt.cudaDeviceEnablePeerAccess.argtypes = [c_int, c_uint]
     rt.cudaDeviceDisablePeerAccess.argtypes = [c_int]
     rt.cudaGetLastError.argtypes = []
     rt.cudaMemcpyPeerAsync.argtypes = [c_void_p, c_int, c_void_p, c_int, c_size_t, c_void_p]
-    for fn in (rt.cudaDeviceEnablePeerAccess, rt.cudaDeviceDisablePeerAccess,
-               rt.cudaGetLastError, rt.cudaMemcpyPeerAsync):
+    for fn in (
+        rt.cudaDeviceEnablePeerAccess,
+        rt.cudaDeviceDisablePeerAccess,
+        rt.cudaGetLastError,
+        rt.cudaMemcpyPeerAsync,
+    ):
         fn.restype = c_int  # cudaError_t
     return rt
 

@@ -86,11 +86,18 @@ def add_fits(
             report.notes.append(f"no alpha-beta fit for {_label(label)}: fewer than two sizes")
             continue
         if math.isinf(fit.beta_gbps):
-            report.notes.append(f"{_label(label)}: time did not grow with size over this sweep, "
-                                "so the fit leaves bandwidth undetermined (beta inf/null)")
+            report.notes.append(
+                f"{_label(label)}: time did not grow with size over this sweep, "
+                "so the fit leaves bandwidth undetermined (beta inf/null)"
+            )
         report.fits.append(
-            {**label, "alpha_us": fit.alpha_us, "beta_gbps": fit.beta_gbps, "r2": fit.r2,
-             "n_points": fit.n_points}
+            {
+                **label,
+                "alpha_us": fit.alpha_us,
+                "beta_gbps": fit.beta_gbps,
+                "r2": fit.r2,
+                "n_points": fit.n_points,
+            }
         )
 
 
@@ -111,8 +118,9 @@ def _cell(value: Any, fmt: str) -> str:
 def render_table(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) -> str:
     cells = [[c.title for c in columns]]
     cells += [[_cell(row.get(c.key), c.fmt) for c in columns] for row in rows]
-    return "\n".join(text.table(cells[0], cells[1:], "r" * len(columns), underline=False,
-                                 strip=False))
+    return "\n".join(
+        text.table(cells[0], cells[1:], "r" * len(columns), underline=False, strip=False)
+    )
 
 
 def render_text(report: BenchReport) -> str:
@@ -123,17 +131,24 @@ def render_text(report: BenchReport) -> str:
     for m in report.matrices:
         out += ["", f"{m.name} ({m.unit}), src(row) -> dst(column)"]
         cols = [Column("src", "")] + [Column(str(i), lab, ".2f") for i, lab in enumerate(m.labels)]
-        rows = [{"src": lab, **{str(j): v for j, v in enumerate(vals)}}
-                for lab, vals in zip(m.labels, m.values, strict=True)]
+        rows = [
+            {"src": lab, **{str(j): v for j, v in enumerate(vals)}}
+            for lab, vals in zip(m.labels, m.values, strict=True)
+        ]
         out.append(render_table(cols, rows))
     if report.fits:
         keys = [k for k in report.fits[0] if k not in ("alpha_us", "beta_gbps", "r2", "n_points")]
         cols = [Column(k, k) for k in keys] + [
-            Column("alpha_us", "alpha(us)", ".2f"), Column("beta_gbps", "beta(GB/s)", ".2f"),
-            Column("r2", "R2", ".4f"), Column("n_points", "sizes"),
+            Column("alpha_us", "alpha(us)", ".2f"),
+            Column("beta_gbps", "beta(GB/s)", ".2f"),
+            Column("r2", "R2", ".4f"),
+            Column("n_points", "sizes"),
         ]
-        out += ["", "alpha-beta fit, time = alpha + bytes/beta (least squares over the sweep)",
-                render_table(cols, report.fits)]
+        out += [
+            "",
+            "alpha-beta fit, time = alpha + bytes/beta (least squares over the sweep)",
+            render_table(cols, report.fits),
+        ]
     out += [f"note: {n}" for n in report.notes]
     return "\n".join(out)
 
@@ -169,7 +184,10 @@ def write_json(report: BenchReport, path: str | os.PathLike[str]) -> None:
 
 
 def write_plot(
-    report: BenchReport, path: str | os.PathLike[str], y: str, group_keys: Sequence[str],
+    report: BenchReport,
+    path: str | os.PathLike[str],
+    y: str,
+    group_keys: Sequence[str],
     ylabel: str,
 ) -> None:
     """Bandwidth (or time) against message size, one line per group, log-log axes."""

@@ -23,8 +23,9 @@ def require_cuda(what: str) -> Any:
     """torch with a visible CUDA device, or a UsageError naming what needed it."""
     torch = torch_or_none()
     if torch is None:
-        raise UsageError(f"{what} {_NO_GPU}; torch is not installed "
-                         "(pip install 'pytimings[torch]')")
+        raise UsageError(
+            f"{what} {_NO_GPU}; torch is not installed (pip install 'pytimings[torch]')"
+        )
     if not torch.cuda.is_available():
         raise UsageError(f"{what} {_NO_GPU}; none is visible here (torch {torch.__version__})")
     return torch

@@ -83,23 +83,29 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     name = remap[r["name"]] if n else np.empty(0, np.int32)
     category = remap[r["kind"]] if n else np.empty(0, np.int32)
     has_payload = (flags & RecordFlag.HAS_PAYLOAD) > 0
-    ranges = conform({
-        "start": r["start_ns"],
-        "end": r["end_ns"],
-        "name": name,
-        "kind": np.full(n, RangeKind.REGION, np.int8),
-        "thread": r["thread"],
-        "device": np.full(n, -1, np.int16),
-        "domain": np.full(n, domain, np.int32),
-        "category": category,
-        "depth": r["depth"],
-        "payload": np.where(has_payload, r["payload"].astype(np.float64), np.nan),
-        "pid": np.full(n, pid, np.int32),
-        "rank": np.full(n, rank, np.int16),
-    }, RANGE_SCHEMA)
+    ranges = conform(
+        {
+            "start": r["start_ns"],
+            "end": r["end_ns"],
+            "name": name,
+            "kind": np.full(n, RangeKind.REGION, np.int8),
+            "thread": r["thread"],
+            "device": np.full(n, -1, np.int16),
+            "domain": np.full(n, domain, np.int32),
+            "category": category,
+            "depth": r["depth"],
+            "payload": np.where(has_payload, r["payload"].astype(np.float64), np.nan),
+            "pid": np.full(n, pid, np.int32),
+            "rank": np.full(n, rank, np.int16),
+        },
+        RANGE_SCHEMA,
+    )
 
-    resolved = (((flags & RecordFlag.GPU_RESOLVED) > 0)
-                & (r["gpu_start_ns"] != NO_TIME) & (r["gpu_end_ns"] != NO_TIME))
+    resolved = (
+        ((flags & RecordFlag.GPU_RESOLVED) > 0)
+        & (r["gpu_start_ns"] != NO_TIME)
+        & (r["gpu_end_ns"] != NO_TIME)
+    )
     idx = np.flatnonzero(resolved)
     m = len(idx)
     streams, stream_ids = np.unique(r["stream"][idx], return_inverse=True)
@@ -107,45 +113,57 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     is_copy = r["kind"][idx].astype(np.int64) == memory_id
     correlation = idx.astype(np.int64) + 1  # synthetic: record row + 1, shared by op and call
     nbytes = r["nbytes"][idx]
-    gpu_ops = conform({
-        "start": r["gpu_start_ns"][idx],
-        "end": r["gpu_end_ns"][idx],
-        "name": name[idx],
-        "kind": np.where(is_copy, OpKind.MEMCPY, OpKind.KERNEL),
-        "copy_kind": np.where(is_copy, CopyKind.UNKNOWN, CopyKind.NONE),
-        "src_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
-        "dst_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
-        "bytes": np.where(is_copy & (nbytes >= 0), nbytes, 0),
-        "device": np.full(m, device, np.int16),
-        "stream": stream_ids,
-        "correlation": correlation,
-        "pid": np.full(m, pid, np.int32),
-        "rank": np.full(m, rank, np.int16),
-        "graph": np.full(m, -1, np.int64),
-    }, GPU_OP_SCHEMA)
-    api_calls = conform({
-        "start": r["start_ns"][idx],
-        "end": r["end_ns"][idx],
-        "name": np.full(m, api_name, np.int32),
-        "kind": np.full(m, ApiKind.RUNTIME, np.int8),
-        "thread": r["thread"][idx],
-        "correlation": correlation,
-        "pid": np.full(m, pid, np.int32),
-        "rank": np.full(m, rank, np.int16),
-    }, API_CALL_SCHEMA)
+    gpu_ops = conform(
+        {
+            "start": r["gpu_start_ns"][idx],
+            "end": r["gpu_end_ns"][idx],
+            "name": name[idx],
+            "kind": np.where(is_copy, OpKind.MEMCPY, OpKind.KERNEL),
+            "copy_kind": np.where(is_copy, CopyKind.UNKNOWN, CopyKind.NONE),
+            "src_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
+            "dst_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
+            "bytes": np.where(is_copy & (nbytes >= 0), nbytes, 0),
+            "device": np.full(m, device, np.int16),
+            "stream": stream_ids,
+            "correlation": correlation,
+            "pid": np.full(m, pid, np.int32),
+            "rank": np.full(m, rank, np.int16),
+            "graph": np.full(m, -1, np.int64),
+        },
+        GPU_OP_SCHEMA,
+    )
+    api_calls = conform(
+        {
+            "start": r["start_ns"][idx],
+            "end": r["end_ns"][idx],
+            "name": np.full(m, api_name, np.int32),
+            "kind": np.full(m, ApiKind.RUNTIME, np.int8),
+            "thread": r["thread"][idx],
+            "correlation": correlation,
+            "pid": np.full(m, pid, np.int32),
+            "rank": np.full(m, rank, np.int16),
+        },
+        API_CALL_SCHEMA,
+    )
 
-    threads = conform({
-        "pid": np.full(len(rec.threads), pid, np.int64),
-        "tid": np.array([int(t["tid"]) for t in rec.threads], np.int64),
-        "name": st.intern_many([str(t.get("name") or "") for t in rec.threads]),
-        "rank": np.full(len(rec.threads), rank, np.int16),
-    }, THREAD_SCHEMA)
+    threads = conform(
+        {
+            "pid": np.full(len(rec.threads), pid, np.int64),
+            "tid": np.array([int(t["tid"]) for t in rec.threads], np.int64),
+            "name": st.intern_many([str(t.get("name") or "") for t in rec.threads]),
+            "rank": np.full(len(rec.threads), rank, np.int16),
+        },
+        THREAD_SCHEMA,
+    )
     device_name = str(rec.meta.get("device_name", ""))
-    devices = conform({
-        "device": np.full(1 if m else 0, device, np.int16),
-        "name": np.full(1 if m else 0, st.intern(device_name), np.int32),
-        "rank": np.full(1 if m else 0, rank, np.int16),
-    }, DEVICE_SCHEMA)
+    devices = conform(
+        {
+            "device": np.full(1 if m else 0, device, np.int16),
+            "name": np.full(1 if m else 0, st.intern(device_name), np.int32),
+            "rank": np.full(1 if m else 0, rank, np.int16),
+        },
+        DEVICE_SCHEMA,
+    )
 
     dropped: dict[str, int] = {}
     unresolved = int(np.count_nonzero(((flags & RecordFlag.GPU_TIMED) > 0) & ~resolved))
@@ -163,5 +181,13 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     }
     if known_rank:  # otherwise pytimings.load() takes the rank from the file name or order
         meta["rank"] = rank
-    return Trace(gpu_ops=gpu_ops, api_calls=api_calls, ranges=ranges, threads=threads,
-                 devices=devices, strings=st.strings, meta=meta, dropped=dropped)
+    return Trace(
+        gpu_ops=gpu_ops,
+        api_calls=api_calls,
+        ranges=ranges,
+        threads=threads,
+        devices=devices,
+        strings=st.strings,
+        meta=meta,
+        dropped=dropped,
+    )

@@ -532,6 +532,8 @@ def run(args: argparse.Namespace) -> int:
         for kind, n in lv["summary"]["errors"].items():
             errors[kind] = errors.get(kind, 0) + int(n)
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(errors.items())) or "none counted"
-    print(f"pytimings loadgen: every measured request failed ({counts}); see {args.out}",
-          file=sys.stderr)
+    print(
+        f"pytimings loadgen: every measured request failed ({counts}); see {args.out}",
+        file=sys.stderr,
+    )
     return 1

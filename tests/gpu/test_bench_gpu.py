@@ -15,8 +15,9 @@ pytestmark = pytest.mark.gpu
 
 
 def _row(rows: list[dict[str, Any]], path: str, engine: str, size: int) -> dict[str, Any]:
-    return next(r for r in rows if r["path"] == path and r["engine"] == engine
-                and r["size_bytes"] == size)
+    return next(
+        r for r in rows if r["path"] == path and r["engine"] == engine and r["size_bytes"] == size
+    )
 
 
 def test_copy_targets_against_same_run_torch_copy() -> None:
@@ -58,8 +59,9 @@ def test_kv_patterns_on_gpu() -> None:
     shape = KVShape(layers=4, kv_heads=8, head_dim=128, dtype="bfloat16", block_size=16)
     report = kv_report(shape, [16, 64], samples=5, warmup=1)
     local = {(r["pattern"], r["blocks"]): r for r in report.rows if r["path"] == "device-local"}
-    assert set(local) == {(p, n) for p in ("contiguous copy", "per-block copies",
-                                           "gather kernel") for n in (16, 64)}
+    assert set(local) == {
+        (p, n) for p in ("contiguous copy", "per-block copies", "gather kernel") for n in (16, 64)
+    }
     for r in report.rows:
         assert r["gbps"] > 0 and r["min_us"] <= r["time_us"] <= r["max_us"]
     # correctness on the device: the gather kernel and per-block copies move the chosen blocks
@@ -68,8 +70,9 @@ def test_kv_patterns_on_gpu() -> None:
     expected = cache[:, :, ids].clone()
     for name in ("per-block copies", "gather kernel"):
         dst = torch.zeros(2, 2, 3, 64, device="cuda:0")
-        for op in _patterns(torch, cache, ids, expected.clone(), dst,
-                            torch.zeros_like(dst), "local")[name]:
+        for op in _patterns(
+            torch, cache, ids, expected.clone(), dst, torch.zeros_like(dst), "local"
+        )[name]:
             op()
         torch.cuda.synchronize()
         assert torch.equal(dst, expected), name

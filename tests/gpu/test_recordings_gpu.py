@@ -59,8 +59,7 @@ def test_nccl_collective_is_gpu_timed(tmp_path: Path) -> None:
     from pytimings.region_stats import summary
 
     assert torch.cuda.is_available(), "torch sees no CUDA device"
-    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'init'}", rank=0,
-                            world_size=1)
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
     try:
         pytimings.instrument_torch_distributed()
         t = torch.ones(1 << 20, device="cuda")

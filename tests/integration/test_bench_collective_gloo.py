@@ -17,23 +17,54 @@ from pytimings.nccl import algbw_gbps
 pytestmark = pytest.mark.slow
 
 
-def _torchrun(tmp_path: Path, *args: str, nproc: int = 2) -> tuple[subprocess.CompletedProcess[str],
-                                                                   dict[str, Any] | None]:
+def _torchrun(
+    tmp_path: Path, *args: str, nproc: int = 2
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     out = tmp_path / "out.json"
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")}
     env["PYTHONWARNINGS"] = "ignore::FutureWarning"
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc-per-node={nproc}", "-m", "pytimings.cli", "bench", "collective",
-         *args, "--json", str(out)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            "-m",
+            "pytimings.cli",
+            "bench",
+            "collective",
+            *args,
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
     )
     return done, json.loads(out.read_text()) if out.exists() else None
 
 
 def test_every_op_on_gloo_in_one_launch(tmp_path: Path) -> None:
-    done, doc = _torchrun(tmp_path, "--op", ",".join(OPS), "-b", "8", "-e", "1K", "-f", "8",
-                          "-w", "1", "-n", "3", "--dtype", "int32")
+    done, doc = _torchrun(
+        tmp_path,
+        "--op",
+        ",".join(OPS),
+        "-b",
+        "8",
+        "-e",
+        "1K",
+        "-f",
+        "8",
+        "-w",
+        "1",
+        "-n",
+        "3",
+        "--dtype",
+        "int32",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert doc is not None and doc["schema"] == "pytimings.bench/1"
     head = doc["header"]
@@ -46,8 +77,16 @@ def test_every_op_on_gloo_in_one_launch(tmp_path: Path) -> None:
         # nccl-tests sizes: 8, 64, 512 requested; split ops need 2 ranks x 4 bytes: all fit
         assert sorted({r["size_bytes"] for r in rows}) == [8, 64, 512], op
         for r in rows:
-            assert {"op", "size_bytes", "count", "dtype", "in_place", "time_us", "algbw_gbps",
-                    "busbw_gbps"} <= set(r)
+            assert {
+                "op",
+                "size_bytes",
+                "count",
+                "dtype",
+                "in_place",
+                "time_us",
+                "algbw_gbps",
+                "busbw_gbps",
+            } <= set(r)
             assert r["dtype"] == "int32" and r["valid"] is True
             split = 2 if spec.per_rank_split else 1
             assert r["count"] * 4 * split == r["size_bytes"]
@@ -59,16 +98,32 @@ def test_every_op_on_gloo_in_one_launch(tmp_path: Path) -> None:
 
 
 def test_env_ab_on_gloo_runs_each_variant_in_fresh_processes(tmp_path: Path) -> None:
-    done, doc = _torchrun(tmp_path, "--op", "all_reduce", "-b", "64", "-e", "256", "-f", "4",
-                          "-w", "1", "-n", "2",
-                          "--env-ab", "PYTIMINGS_AB_PROBE=2 PYTIMINGS_AB_OTHER=x")
+    done, doc = _torchrun(
+        tmp_path,
+        "--op",
+        "all_reduce",
+        "-b",
+        "64",
+        "-e",
+        "256",
+        "-f",
+        "4",
+        "-w",
+        "1",
+        "-n",
+        "2",
+        "--env-ab",
+        "PYTIMINGS_AB_PROBE=2 PYTIMINGS_AB_OTHER=x",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert doc is not None
     # the children saw the variant's environment when their process group started
     assert doc["header"]["env_ab"] == {
         "baseline": {"PYTIMINGS_AB_OTHER": None, "PYTIMINGS_AB_PROBE": None},
-        "PYTIMINGS_AB_PROBE=2 PYTIMINGS_AB_OTHER=x": {"PYTIMINGS_AB_OTHER": "x",
-                                                      "PYTIMINGS_AB_PROBE": "2"},
+        "PYTIMINGS_AB_PROBE=2 PYTIMINGS_AB_OTHER=x": {
+            "PYTIMINGS_AB_OTHER": "x",
+            "PYTIMINGS_AB_PROBE": "2",
+        },
     }
     rows = doc["rows"]
     assert [r["variant"] for r in rows].count("baseline") == 2
@@ -79,7 +134,8 @@ def test_env_ab_on_gloo_runs_each_variant_in_fresh_processes(tmp_path: Path) -> 
             assert r["time_change_pct"] is None
         else:
             assert r["time_change_pct"] == pytest.approx(
-                100 * (r["time_us"] - base[r["size_bytes"]]) / base[r["size_bytes"]])
+                100 * (r["time_us"] - base[r["size_bytes"]]) / base[r["size_bytes"]]
+            )
     assert {f["variant"] for f in doc["fits"]} == set(doc["header"]["env_ab"])
 
 

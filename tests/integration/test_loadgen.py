@@ -139,8 +139,9 @@ def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path
     assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
 
 
-def test_connect_failure_counted_and_exit_1(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_connect_failure_counted_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

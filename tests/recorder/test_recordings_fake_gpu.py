@@ -73,9 +73,13 @@ print(json.dumps({
 def test_gpu_times_flow_through_summary_storage_and_trace(
     fake_env: dict[str, str], tmp_path: Path
 ) -> None:
-    r = subprocess.run([sys.executable, "-c", WORKLOAD, str(tmp_path / "gpu.pyt")],
-                       env={**os.environ, **fake_env}, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", WORKLOAD, str(tmp_path / "gpu.pyt")],
+        env={**os.environ, **fake_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["same_as_live"]
@@ -112,10 +116,24 @@ def test_overhead_gpu_rows_run_against_the_fake_runtime(
     fake_env: dict[str, str], tmp_path: Path
 ) -> None:
     js = tmp_path / "oh.json"
-    r = subprocess.run([sys.executable, "-m", "pytimings.cli", "overhead", "--iterations",
-                        "2000", "--repeats", "2", "--json", str(js)],
-                       env={**os.environ, **fake_env}, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytimings.cli",
+            "overhead",
+            "--iterations",
+            "2000",
+            "--repeats",
+            "2",
+            "--json",
+            str(js),
+        ],
+        env={**os.environ, **fake_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(js.read_text())
     rows = {row["key"]: row for row in doc["rows"]}

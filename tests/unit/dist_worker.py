@@ -22,8 +22,7 @@ from pytimings.storage import as_recording
 def main() -> None:
     rank, world, init_file, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     warnings.simplefilter("ignore", FutureWarning)  # torch 2.13 deprecates *_tensor names
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     before = {op: getattr(dist, op) for op in ptd.OPS if hasattr(dist, op)}
     pytimings.instrument_torch_distributed()
     pytimings.instrument_torch_distributed()  # idempotent: wraps once
@@ -48,8 +47,9 @@ def main() -> None:
     dist.gather(torch.full((n,), float(rank)), gathered, dst=0)
     assert gathered is None or [g[0].item() for g in gathered] == list(range(world))
     part = torch.empty(n)
-    dist.scatter(part, [torch.full((n,), float(i)) for i in range(world)] if rank == 0
-                 else None, src=0)
+    dist.scatter(
+        part, [torch.full((n,), float(i)) for i in range(world)] if rank == 0 else None, src=0
+    )
     assert part[0].item() == rank
     dist.barrier()
     peer = 1 - rank
@@ -62,8 +62,10 @@ def main() -> None:
     reqs = [dist.isend(torch.ones(n), dst=peer), dist.irecv(torch.empty(n), src=peer)]
     for r in reqs:
         r.wait()
-    ops = [dist.P2POp(dist.isend, torch.ones(n), peer),
-           dist.P2POp(dist.irecv, torch.empty(n), peer)]
+    ops = [
+        dist.P2POp(dist.isend, torch.ones(n), peer),
+        dist.P2POp(dist.irecv, torch.empty(n), peer),
+    ]
     for r in dist.batch_isend_irecv(ops):
         r.wait()
     ops_still_wrapped = all(isinstance(p.op, ptd._P2PFunction) for p in ops)
@@ -81,8 +83,14 @@ def main() -> None:
     result = {
         "records": [
             {"name": nm, "kind": k, "nbytes": int(b), "payload": int(p), "flags": int(f)}
-            for nm, k, b, p, f in zip(names, kinds, rec.records["nbytes"],
-                                      rec.records["payload"], rec.records["flags"], strict=True)
+            for nm, k, b, p, f in zip(
+                names,
+                kinds,
+                rec.records["nbytes"],
+                rec.records["payload"],
+                rec.records["flags"],
+                strict=True,
+            )
         ],
         "summary": s.to_dict(),
         "restored": restored,

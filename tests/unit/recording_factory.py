@@ -49,8 +49,10 @@ def make_recording(
         cols["nbytes"].append(int(row.get("nbytes", -1)))
         cols["payload"].append(int(row.get("payload", 0)))
     return Recording(
-        records={c: np.array(v, dtype=dt) for (c, dt), v in zip(
-            RECORD_SCHEMA.items(), cols.values(), strict=True)},
+        records={
+            c: np.array(v, dtype=dt)
+            for (c, dt), v in zip(RECORD_SCHEMA.items(), cols.values(), strict=True)
+        },
         strings=strings,
         threads=threads if threads is not None else [{"tid": 1234, "name": "MainThread"}],
         meta=meta if meta is not None else {"pid": 4321},

@@ -12,9 +12,13 @@ from pytimings.bench.collective import OPS, bus_factor, message_shape
 from pytimings.errors import UsageError
 from pytimings.nccl import algbw_gbps
 
-LOGS = {"all_reduce": "nccl_allreduce.log", "all_gather": "nccl_allgather.log",
-        "reduce_scatter": "nccl_reducescatter.log", "all_to_all": "nccl_alltoall.log",
-        "broadcast": "nccl_broadcast.log"}
+LOGS = {
+    "all_reduce": "nccl_allreduce.log",
+    "all_gather": "nccl_allgather.log",
+    "reduce_scatter": "nccl_reducescatter.log",
+    "all_to_all": "nccl_alltoall.log",
+    "broadcast": "nccl_broadcast.log",
+}
 
 
 def test_factors_by_hand() -> None:
@@ -27,8 +31,14 @@ def test_factors_by_hand() -> None:
         assert bus_factor(op, 8) == 7 / 8
     for op in ("broadcast", "sendrecv"):
         assert bus_factor(op, 8) == 1.0
-    assert set(OPS) == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                        "broadcast", "sendrecv"}
+    assert set(OPS) == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "broadcast",
+        "sendrecv",
+    }
     with pytest.raises(UsageError, match="unknown operation"):
         bus_factor("allreduce", 2)
 
@@ -51,8 +61,9 @@ def _rows(path: Path) -> tuple[int, list[list[str]]]:
     text = path.read_text()
     m = re.search(r"nGpus (\d+)", text)
     assert m is not None
-    rows = [line.split() for line in text.splitlines()
-            if line.strip() and line.split()[0].isdigit()]
+    rows = [
+        line.split() for line in text.splitlines() if line.strip() and line.split()[0].isdigit()
+    ]
     return int(m.group(1)), rows
 
 
@@ -66,8 +77,10 @@ def test_factors_and_counts_match_real_nccl_tests_logs(op: str, shared_dir: Path
         if size == 0:
             continue
         assert message_shape(op, size, n, 4) == (size, count), tokens  # float rows
-        for time_s, alg_s, bus_s in ((tokens[-8], tokens[-7], tokens[-6]),
-                                     (tokens[-4], tokens[-3], tokens[-2])):
+        for time_s, alg_s, bus_s in (
+            (tokens[-8], tokens[-7], tokens[-6]),
+            (tokens[-4], tokens[-3], tokens[-2]),
+        ):
             time_us, alg, bus = float(time_s), float(alg_s), float(bus_s)
             ours = algbw_gbps(size, time_us)
             # bandwidths print with 2 decimals (+-0.005), times with 4 significant digits

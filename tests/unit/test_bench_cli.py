@@ -45,16 +45,20 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: 
         (["bench", "copy", "--plot", "/nonexist/o.png"], "/nonexist does not exist"),
         (["bench", "latency", "--json", "/nonexist/o.json"], "/nonexist does not exist"),
         (["bench", "kv", "--plot", "/nonexist/o.png"], "/nonexist does not exist"),
-        (["bench", "collective", "--op", "all_reduce", "--json", "/nonexist/o.json"],
-         "/nonexist does not exist"),
+        (
+            ["bench", "collective", "--op", "all_reduce", "--json", "/nonexist/o.json"],
+            "/nonexist does not exist",
+        ),
         (["bench", "copy", "--samples", "0"], "--samples 0"),
         (["bench", "latency", "--warmup", "-1"], "--warmup -1"),
         (["bench", "collective", "--op", "allreduce"], "unknown operation"),
         (["bench", "collective", "--op", "all_reduce", "-n", "0"], "--iters 0"),
         (["bench", "collective", "--op", "all_reduce", "-b", "1G", "-e", "4K"], "ends below"),
         (["bench", "collective", "--op", "all_reduce", "--dtype", "float128"], "--dtype"),
-        (["bench", "collective", "--op", "all_reduce", "--placement", "out-of-place"],
-         "no out-of-place form"),
+        (
+            ["bench", "collective", "--op", "all_reduce", "--placement", "out-of-place"],
+            "no out-of-place form",
+        ),
         (["bench", "collective", "--op", "all_reduce", "--placement", "sideways"], "--placement"),
         (["bench", "collective", "--op", "all_reduce", "--env-ab", "NOEQUALS"], "NAME=VALUE"),
         (["bench", "kv", "--layers", "0"], "--layers 0"),
@@ -62,7 +66,9 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: 
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
     match: str,
 ) -> None:
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -94,8 +100,20 @@ def test_copy_without_gpu_runs_host_rows_then_exits_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     out, png = tmp_path / "copy.json", tmp_path / "copy.png"
-    argv = ["bench", "copy", "--sizes", "64K:256K", "--samples", "3", "--warmup", "1",
-            "--rotate", "1M", "--json", str(out)]
+    argv = [
+        "bench",
+        "copy",
+        "--sizes",
+        "64K:256K",
+        "--samples",
+        "3",
+        "--warmup",
+        "1",
+        "--rotate",
+        "1M",
+        "--json",
+        str(out),
+    ]
     if importlib.util.find_spec("matplotlib") is not None:
         argv += ["--plot", str(png)]
     assert main(argv) == 2
@@ -111,18 +129,24 @@ def test_copy_without_gpu_runs_host_rows_then_exits_2(
     for r in rows:
         assert r["min_us"] <= r["time_us"] <= r["max_us"]
         assert r["gbps"] == pytest.approx(r["size_bytes"] / (r["time_us"] * 1e3))
-    assert any(f["path"] == "host numpy copyto (pageable)" and f["n_points"] == 3
-               for f in doc["fits"])
+    assert any(
+        f["path"] == "host numpy copyto (pageable)" and f["n_points"] == 3 for f in doc["fits"]
+    )
     if "--plot" in argv:
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def _report() -> BenchReport:
-    rows = [{"path": "p", "size_bytes": s, "time_us": 1 + s / 1e3, "gbps": s / (1 + s / 1e3) / 1e3}
-            for s in (1024, 2048, 4096)]
-    return BenchReport("copy", {"sizes": [1024, 2048, 4096]},
-                       [Column("path", "path"), Column("size_bytes", "size(B)"),
-                        Column("gbps", "GB/s", ".3f")], rows)
+    rows = [
+        {"path": "p", "size_bytes": s, "time_us": 1 + s / 1e3, "gbps": s / (1 + s / 1e3) / 1e3}
+        for s in (1024, 2048, 4096)
+    ]
+    return BenchReport(
+        "copy",
+        {"sizes": [1024, 2048, 4096]},
+        [Column("path", "path"), Column("size_bytes", "size(B)"), Column("gbps", "GB/s", ".3f")],
+        rows,
+    )
 
 
 def test_table_is_aligned() -> None:
@@ -162,8 +186,24 @@ def test_without_torch(
     _one_line_error(capsys, ["bench", "collective", "--op", "all_reduce"], "torch is not installed")
     _one_line_error(capsys, ["bench", "latency"], "torch is not installed")
     out = tmp_path / "c.json"
-    assert main(["bench", "copy", "--sizes", "64K", "--samples", "2", "--rotate", "256K",
-                 "--quiet", "--json", str(out)]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "copy",
+                "--sizes",
+                "64K",
+                "--samples",
+                "2",
+                "--rotate",
+                "256K",
+                "--quiet",
+                "--json",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "; torch is not installed" in capsys.readouterr().err
     rows = json.loads(out.read_text())["rows"]
     assert [r["path"] for r in rows] == ["host numpy copyto (pageable)"]
@@ -181,7 +221,9 @@ def test_unwritable_output_directory_is_refused(
     import os
 
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode: False if os.fspath(p) == str(tmp_path)
-                        else real_access(p, mode))
-    _one_line_error(capsys, ["bench", "kv", "--json", str(tmp_path / "o.json")],
-                    "is not writable")
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode: False if os.fspath(p) == str(tmp_path) else real_access(p, mode),
+    )
+    _one_line_error(capsys, ["bench", "kv", "--json", str(tmp_path / "o.json")], "is not writable")

@@ -36,13 +36,33 @@ def _json(tmp_path: Path, argv: list[str]) -> dict[str, Any]:
 
 def test_copy_runs_every_gpu_path(fake_gpus: Any, tmp_path: Path) -> None:
     fake_gpus(1)
-    doc = _json(tmp_path, ["bench", "copy", "--sizes", "4K:16K", "--samples", "2",
-                           "--warmup", "0", "--rotate", "64K"])
+    doc = _json(
+        tmp_path,
+        [
+            "bench",
+            "copy",
+            "--sizes",
+            "4K:16K",
+            "--samples",
+            "2",
+            "--warmup",
+            "0",
+            "--rotate",
+            "64K",
+        ],
+    )
     paths = {(r["path"], r["engine"]) for r in doc["rows"]}
-    for expected in [("h2d pinned", "CE"), ("h2d pageable", "CE"), ("d2h pinned", "CE"),
-                     ("d2h pageable", "CE"), ("d2d", "CE"), ("d2d", "SM"),
-                     ("h2d pinned", "CE reference"), ("d2d", "CE reference"),
-                     ("host torch copy_ (pinned)", "CPU")]:
+    for expected in [
+        ("h2d pinned", "CE"),
+        ("h2d pageable", "CE"),
+        ("d2h pinned", "CE"),
+        ("d2h pageable", "CE"),
+        ("d2d", "CE"),
+        ("d2d", "SM"),
+        ("h2d pinned", "CE reference"),
+        ("d2d", "CE reference"),
+        ("host torch copy_ (pinned)", "CPU"),
+    ]:
         assert expected in paths
     sweep = [r for r in doc["rows"] if r["engine"] != "CE reference"]
     assert len(sweep) == (3 + 6) * 3  # 3 host and 6 GPU paths, 3 sizes each
@@ -54,25 +74,32 @@ def test_copy_runs_every_gpu_path(fake_gpus: Any, tmp_path: Path) -> None:
     assert any("of same-run plain torch copy_" in n for n in doc["notes"])
     assert doc["header"]["devices"] == ["cuda:0 FakeGPU"]
     assert {(f["path"], f["engine"]) for f in doc["fits"]} == {
-        (p, e) for p, e in paths if e != "CE reference"}
+        (p, e) for p, e in paths if e != "CE reference"
+    }
 
 
 def test_copy_spin_batches_that_the_spin_did_not_cover_are_reported(
     fake_gpus: Any, tmp_path: Path
 ) -> None:
     fake_gpus(1)  # the fake spin kernel returns at once: nothing is ever covered
-    doc = _json(tmp_path, ["bench", "copy", "--sizes", "4K", "--samples", "2", "--warmup", "0",
-                           "--rotate", "8K"])
+    doc = _json(
+        tmp_path,
+        ["bench", "copy", "--sizes", "4K", "--samples", "2", "--warmup", "0", "--rotate", "8K"],
+    )
     assert any("without the spin kernel covering" in n for n in doc["notes"])
 
 
 def test_latency_rows(fake_gpus: Any, tmp_path: Path) -> None:
     fake_gpus(1)
-    doc = _json(tmp_path, ["bench", "latency", "--sizes", "4:64", "--samples", "2",
-                           "--warmup", "0", "--batch", "4"])
+    doc = _json(
+        tmp_path,
+        ["bench", "latency", "--sizes", "4:64", "--samples", "2", "--warmup", "0", "--batch", "4"],
+    )
     paths = [(r["path"], r["size_bytes"]) for r in doc["rows"]]
     assert paths == [(p, s) for p in ("h2d pinned", "d2h pinned", "d2d") for s in (4, 16, 64)] + [
-        ("event record", 0), ("empty kernel", 0)]
+        ("event record", 0),
+        ("empty kernel", 0),
+    ]
     for r in doc["rows"]:
         assert r["gpu_min_us"] <= r["gpu_us"] <= r["gpu_max_us"]
         assert r["launch_us"] >= 0 and r["naive_us"] >= 0
@@ -81,27 +108,63 @@ def test_latency_rows(fake_gpus: Any, tmp_path: Path) -> None:
 
 def test_kv_patterns_and_per_block_overhead(fake_gpus: Any, tmp_path: Path) -> None:
     fake_gpus(2)
-    doc = _json(tmp_path, ["bench", "kv", "--layers", "2", "--kv-heads", "2", "--head-dim", "8",
-                           "--dtype", "float16", "--block-size", "4", "--blocks", "2:4",
-                           "--samples", "2", "--warmup", "0"])
+    doc = _json(
+        tmp_path,
+        [
+            "bench",
+            "kv",
+            "--layers",
+            "2",
+            "--kv-heads",
+            "2",
+            "--head-dim",
+            "8",
+            "--dtype",
+            "float16",
+            "--block-size",
+            "4",
+            "--blocks",
+            "2:4",
+            "--samples",
+            "2",
+            "--warmup",
+            "0",
+        ],
+    )
     block_bytes = 4 * 2 * 8 * 2
     rows = doc["rows"]
-    assert {r["path"] for r in rows} == {"device-local", "peer cuda:0->cuda:1",
-                                         "offload to pinned host", "reload from pinned host"}
+    assert {r["path"] for r in rows} == {
+        "device-local",
+        "peer cuda:0->cuda:1",
+        "offload to pinned host",
+        "reload from pinned host",
+    }
     for r in rows:
         assert r["size_bytes"] == 2 * 2 * r["blocks"] * block_bytes
-        base = next(b for b in rows if b["path"] == r["path"] and b["blocks"] == r["blocks"]
-                    and b["pattern"] == "contiguous copy")
+        base = next(
+            b
+            for b in rows
+            if b["path"] == r["path"]
+            and b["blocks"] == r["blocks"]
+            and b["pattern"] == "contiguous copy"
+        )
         if r["pattern"] == "contiguous copy":
             assert r["per_block_overhead_us"] is None
         else:
             moved = 2 * 2 * r["blocks"]
             assert r["per_block_overhead_us"] == pytest.approx(
-                (r["time_us"] - base["time_us"]) / moved)
+                (r["time_us"] - base["time_us"]) / moved
+            )
     assert {r["pattern"] for r in rows if r["path"] == "device-local"} == {
-        "contiguous copy", "per-block copies", "gather kernel"}
+        "contiguous copy",
+        "per-block copies",
+        "gather kernel",
+    }
     assert {r["pattern"] for r in rows if r["path"] == "reload from pinned host"} == {
-        "contiguous copy", "per-block copies", "copy + scatter kernel"}
+        "contiguous copy",
+        "per-block copies",
+        "copy + scatter kernel",
+    }
 
 
 def test_kv_moves_the_right_blocks(fake_gpus: Any) -> None:
@@ -115,8 +178,10 @@ def test_kv_moves_the_right_blocks(fake_gpus: Any) -> None:
     ids = torch.tensor([4, 1, 3])
     expected = cache[:, :, ids].clone()
     stage = torch.zeros(2, 2, 3, 3)
-    for direction, names in (("local", ("contiguous copy", "per-block copies", "gather kernel")),
-                             ("offload", ("per-block copies", "gather kernel + copy"))):
+    for direction, names in (
+        ("local", ("contiguous copy", "per-block copies", "gather kernel")),
+        ("offload", ("per-block copies", "gather kernel + copy")),
+    ):
         for name in names:
             dst = torch.zeros(2, 2, 3, 3)
             for op in _patterns(fake, cache, ids, expected.clone(), dst, stage, direction)[name]:
@@ -125,7 +190,14 @@ def test_kv_moves_the_right_blocks(fake_gpus: Any) -> None:
     fresh = torch.zeros_like(cache)
     for name in ("per-block copies", "copy + scatter kernel"):
         fresh.zero_()
-        for op in _patterns(fake, fresh, ids, torch.zeros(2, 2, 3, 3), expected.clone(),
-                            torch.zeros(2, 2, 3, 3), "reload")[name]:
+        for op in _patterns(
+            fake,
+            fresh,
+            ids,
+            torch.zeros(2, 2, 3, 3),
+            expected.clone(),
+            torch.zeros(2, 2, 3, 3),
+            "reload",
+        )[name]:
             op()
         assert torch.equal(fresh[:, :, ids], expected), name

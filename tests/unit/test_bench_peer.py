@@ -15,8 +15,9 @@ class FakeDevices:
     ``on_gbps`` when both directions of the pair have access enabled, else ``off_gbps``;
     a bidirectional copy moves both directions at that speed each (time = one direction)."""
 
-    def __init__(self, n: int, links: set[tuple[int, int]], on_gbps: float = 300.0,
-                 off_gbps: float = 20.0) -> None:
+    def __init__(
+        self, n: int, links: set[tuple[int, int]], on_gbps: float = 300.0, off_gbps: float = 20.0
+    ) -> None:
         self.n = n
         self.links = links | {(j, i) for i, j in links}
         self.on_gbps, self.off_gbps = on_gbps, off_gbps
@@ -39,8 +40,9 @@ class FakeDevices:
         else:
             self.enabled.discard((device, peer))
 
-    def time_copies(self, src: int, dst: int, nbytes: int, bidirectional: bool, samples: int,
-                    warmup: int) -> tuple[list[float], int]:
+    def time_copies(
+        self, src: int, dst: int, nbytes: int, bidirectional: bool, samples: int, warmup: int
+    ) -> tuple[list[float], int]:
         on = (src, dst) in self.enabled and (dst, src) in self.enabled
         self.copies.append((src, dst, nbytes, bidirectional, on))
         gbps = self.on_gbps if on else self.off_gbps
@@ -82,12 +84,16 @@ def test_matrices_for_every_ordered_pair_with_access_on_and_off() -> None:
     matrix_copies = [c for c in dev.copies if c[2] == size]
     assert len(matrix_copies) == 2 * (4 + 6)
     assert {(c[0], c[1]) for c in matrix_copies if not c[4]} == {
-        (i, j) for i in range(3) for j in range(3) if i != j}
+        (i, j) for i in range(3) for j in range(3) if i != j
+    }
     # the sweep on 0 -> 1: uni/bi x on/off x 2 sizes, fit-ready rows
     assert len(result.rows) == 8
     assert {r["path"] for r in result.rows} == {
-        "peer 0->1 uni access on", "peer 0->1 uni access off",
-        "peer 0->1 bidir access on", "peer 0->1 bidir access off"}
+        "peer 0->1 uni access on",
+        "peer 0->1 uni access off",
+        "peer 0->1 bidir access on",
+        "peer 0->1 bidir access off",
+    }
     # access is left enabled where the hardware allows it
     assert dev.enabled == {(0, 1), (1, 0), (1, 2), (2, 1)}
 

@@ -8,8 +8,17 @@ from pytimings.errors import UsageError
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("8", 8), ("4K", 4096), ("4k", 4096), ("16M", 16 << 20), ("1G", 1 << 30), ("2KiB", 2048),
-     ("3KB", 3072), ("1T", 1 << 40), (" 64 ", 64)],
+    [
+        ("8", 8),
+        ("4K", 4096),
+        ("4k", 4096),
+        ("16M", 16 << 20),
+        ("1G", 1 << 30),
+        ("2KiB", 2048),
+        ("3KB", 3072),
+        ("1T", 1 << 40),
+        (" 64 ", 64),
+    ],
 )
 def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
@@ -30,8 +39,12 @@ def test_sweep_is_geometric_and_inclusive() -> None:
 
 @pytest.mark.parametrize(
     ("text", "factor", "match"),
-    [("1G:4K", 2, "ends below"), ("0:4K", 2, "at least 1"), ("4K:1M", 1, "factor"),
-     ("1:2:3", 2, "BEGIN:END")],
+    [
+        ("1G:4K", 2, "ends below"),
+        ("0:4K", 2, "at least 1"),
+        ("4K:1M", 1, "factor"),
+        ("1:2:3", 2, "BEGIN:END"),
+    ],
 )
 def test_bad_sweeps(text: str, factor: int, match: str) -> None:
     with pytest.raises(UsageError, match=match):

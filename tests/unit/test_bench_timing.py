@@ -79,8 +79,12 @@ class _HostClock:
         monkeypatch.setattr(timing, "now_ns", lambda: self.ns)
 
 
-def _op(fake: _FakeTorch, gpu_us: float, host: _HostClock | None = None,
-        host_us: Callable[[], float] = lambda: 0.0) -> Callable[[int], None]:
+def _op(
+    fake: _FakeTorch,
+    gpu_us: float,
+    host: _HostClock | None = None,
+    host_us: Callable[[], float] = lambda: 0.0,
+) -> Callable[[int], None]:
     def enqueue(_: int) -> None:
         if host is not None:
             host.ns += int(host_us() * 1e3)

@@ -18,12 +18,18 @@ NO_BYTES = -1  # the record schema's nbytes when none was given
 def test_bus_factors_follow_nccl_tests() -> None:
     for n in (2, 4, 8):
         assert comm_op_of("dist.all_reduce").bus_factor(n) == 2 * (n - 1) / n
-        for op in ("all_gather", "all_gather_into_tensor", "reduce_scatter",
-                   "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
-                   "scatter"):
+        for op in (
+            "all_gather",
+            "all_gather_into_tensor",
+            "reduce_scatter",
+            "reduce_scatter_tensor",
+            "all_to_all",
+            "all_to_all_single",
+            "gather",
+            "scatter",
+        ):
             assert comm_op_of(f"dist.{op}").bus_factor(n) == (n - 1) / n
-        for op in ("broadcast", "reduce", "send", "recv", "isend", "irecv",
-                   "batch_isend_irecv"):
+        for op in ("broadcast", "reduce", "send", "recv", "isend", "irecv", "batch_isend_irecv"):
             assert comm_op_of(f"dist.{op}").bus_factor(n) == 1.0
         assert math.isnan(comm_op_of("dist.barrier").bus_factor(n))  # moves no bytes
 
@@ -52,9 +58,17 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     worker = Path(__file__).with_name("dist_worker.py")
     procs = [
         subprocess.Popen(
-            [sys.executable, str(worker), str(r), str(WORLD), str(tmp / "init"),
-             str(tmp / f"rank{r}.json")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                str(worker),
+                str(r),
+                str(WORLD),
+                str(tmp / "init"),
+                str(tmp / f"rank{r}.json"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for r in range(WORLD)
     ]
@@ -136,10 +150,25 @@ def test_saved_recordings_know_their_rank(ranks: list[dict]) -> None:
 
 
 def test_ops_cover_the_issue_list() -> None:
-    want = {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-            "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "send",
-            "recv", "isend", "irecv", "batch_isend_irecv", "reduce", "gather", "scatter",
-            "barrier"}
+    want = {
+        "all_reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+        "reduce",
+        "gather",
+        "scatter",
+        "barrier",
+    }
     assert want <= set(OPS)
 
 

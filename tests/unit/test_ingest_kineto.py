@@ -727,10 +727,25 @@ def test_gpu_ops_without_any_runtime_call_load(tmp_path: Path) -> None:
     their correlation, have no launch call, and take the trace's process (review finding)."""
     path = tmp_path / "gpu_only.json"
     events = [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 13.0,
-         "dur": 4.0, "args": {"correlation": 5, "device": 0, "stream": 7}},
-        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 42, "tid": 1,
-         "ts": 10.0, "dur": 9.0},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 13.0,
+            "dur": 4.0,
+            "args": {"correlation": 5, "device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "step",
+            "pid": 42,
+            "tid": 1,
+            "ts": 10.0,
+            "dur": 9.0,
+        },
     ]
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     tr = load_kineto(path)

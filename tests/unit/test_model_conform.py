@@ -30,10 +30,26 @@ def test_conform_keeps_values_that_fit() -> None:
 
 def _kineto_with_device(path: Path, device: int) -> None:
     events = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": 10.0, "dur": 2.0, "args": {"correlation": 5}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": device, "tid": 7, "ts": 13.0,
-         "dur": 4.0, "args": {"correlation": 5, "device": device, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10.0,
+            "dur": 2.0,
+            "args": {"correlation": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": device,
+            "tid": 7,
+            "ts": 13.0,
+            "dur": 4.0,
+            "args": {"correlation": 5, "device": device, "stream": 7},
+        },
     ]
     with gzip.open(path, "wt") as f:
         json.dump({"schemaVersion": 1, "traceEvents": events}, f)

@@ -19,11 +19,11 @@ from pytimings.errors import UsageError
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_cli_prints_every_row_and_writes_json(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_every_row_and_writes_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "oh.json"
-    assert cli.main(["overhead", "--iterations", "2000", "--repeats", "2", "--json",
-                     str(out)]) == 0
+    assert cli.main(["overhead", "--iterations", "2000", "--repeats", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert doc["schema"] == "pytimings.overhead/1"
@@ -52,8 +52,7 @@ def test_gpu_rows_say_why_without_a_gpu() -> None:
         pytest.skip("a GPU is present")
     rows = overhead.measure(iterations=500, repeats=1)
     for r in rows:
-        if r.key in ("pytimings_cuda", "pytimings_sampled16", "torch_event_pair",
-                     "cuda_floor"):
+        if r.key in ("pytimings_cuda", "pytimings_sampled16", "torch_event_pair", "cuda_floor"):
             assert r.ns is None and r.note.startswith("no GPU")
     assert [t.passed for t in overhead.targets(rows)][1:] == [None, None]
 
@@ -62,8 +61,15 @@ def test_targets_arithmetic() -> None:
     def rows(**ns: float) -> list[overhead.Row]:
         return [overhead.Row(k, k, ns.get(k)) for k in overhead.EXPECTED_KEYS]
 
-    t = overhead.targets(rows(nullcontext=100, pytimings_host=150, pytimings_cuda=700,
-                              cuda_floor=500, pytimings_sampled16=400))
+    t = overhead.targets(
+        rows(
+            nullcontext=100,
+            pytimings_host=150,
+            pytimings_cuda=700,
+            cuda_floor=500,
+            pytimings_sampled16=400,
+        )
+    )
     assert [x.passed for x in t] == [True, True, False]
     t = overhead.targets(rows(nullcontext=100, pytimings_host=250))
     assert [x.passed for x in t] == [False, None, None]
@@ -74,8 +80,9 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "error: --iterations" in capsys.readouterr().err
 
 
-def test_bad_json_path_fails_before_measuring(capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_json_path_fails_before_measuring(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def measured(*_: object) -> None:
         raise AssertionError("measured before checking --json")
 
@@ -94,9 +101,19 @@ def test_write_error_is_a_usage_error(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_script_checks_its_rows(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, str(REPO / "benches" / "bench_overhead.py"),
-                        "--iterations", "1000", "--repeats", "1"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benches" / "bench_overhead.py"),
+            "--iterations",
+            "1000",
+            "--repeats",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     sys.path.insert(0, str(REPO / "benches"))
     try:

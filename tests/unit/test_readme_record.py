@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _quickstart() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Record\n"):]
+    section = text[text.index("## Record\n") :]
     m = re.search(r"```python\n(.*?)```", section, re.S)
     assert m, "no python block in the Record section"
     return m.group(1)
@@ -29,7 +29,12 @@ def test_quickstart_runs(tmp_path: Path) -> None:
         "assert pt.summary()['decode_step']['count'] == 8\n"
         "assert len(trace.ranges) == 16\n"
     )
-    r = subprocess.run([sys.executable, "-c", _quickstart() + check], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _quickstart() + check],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "kv_copy" in r.stdout and (tmp_path / "run.pyt").is_file()

@@ -19,19 +19,51 @@ STREAM_B = 0x7F00_0000_0100
 def _saved(tmp_path: Path) -> Path:
     rows = [
         {"name": "decode_step", "kind": "compute", "start": 1000, "end": 9000, "thread": 0},
-        {"name": "attn", "kind": "compute", "start": 1100, "end": 1500, "depth": 1,
-         "gpu": (1600, 2600), "stream": STREAM_A, "payload": 3},
-        {"name": "kv_offload", "kind": "memory", "start": 2000, "end": 2100, "depth": 1,
-         "gpu": (2700, 3700), "stream": STREAM_B, "nbytes": 1 << 20},
-        {"name": "allreduce", "kind": "comm", "start": 3000, "end": 3050, "depth": 1,
-         "gpu": (3800, 4800), "stream": STREAM_A, "nbytes": 4096},
+        {
+            "name": "attn",
+            "kind": "compute",
+            "start": 1100,
+            "end": 1500,
+            "depth": 1,
+            "gpu": (1600, 2600),
+            "stream": STREAM_A,
+            "payload": 3,
+        },
+        {
+            "name": "kv_offload",
+            "kind": "memory",
+            "start": 2000,
+            "end": 2100,
+            "depth": 1,
+            "gpu": (2700, 3700),
+            "stream": STREAM_B,
+            "nbytes": 1 << 20,
+        },
+        {
+            "name": "allreduce",
+            "kind": "comm",
+            "start": 3000,
+            "end": 3050,
+            "depth": 1,
+            "gpu": (3800, 4800),
+            "stream": STREAM_A,
+            "nbytes": 4096,
+        },
         {"name": "bg", "kind": "host", "start": 500, "end": 700, "thread": 1},
-        {"name": "pending", "kind": "compute", "start": 5000, "end": 5100,
-         "flags": RecordFlag.GPU_TIMED},
+        {
+            "name": "pending",
+            "kind": "compute",
+            "start": 5000,
+            "end": 5100,
+            "flags": RecordFlag.GPU_TIMED,
+        },
     ]
-    rec = make_recording(rows, threads=[{"tid": 100, "name": "MainThread"},
-                                        {"tid": 101, "name": "sched"}],
-                         meta={"pid": 77, "rank": 1}, dropped={"attn": 4})
+    rec = make_recording(
+        rows,
+        threads=[{"tid": 100, "name": "MainThread"}, {"tid": 101, "name": "sched"}],
+        meta={"pid": 77, "rank": 1},
+        dropped={"attn": 4},
+    )
     return storage.save(tmp_path / "run.pyt", rec)
 
 

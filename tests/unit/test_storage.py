@@ -18,18 +18,37 @@ from pytimings.region_stats import summary
 def _recording() -> Recording:
     rows = [
         {"name": "step", "kind": "compute", "start": 10, "end": 90, "depth": 0, "thread": 0},
-        {"name": "kv_copy", "kind": "memory", "start": 20, "end": 30, "gpu": (25, 40),
-         "stream": 2**63 + 5, "nbytes": 4096, "depth": 1, "thread": 1},
-        {"name": "all_reduce", "kind": "comm", "start": 50, "end": 60, "payload": -7,
-         "flags": RecordFlag.ERROR, "thread": 1},
-        {"name": "tick", "kind": "user kind é", "start": 70, "end": 70,
-         "flags": RecordFlag.MARK},
+        {
+            "name": "kv_copy",
+            "kind": "memory",
+            "start": 20,
+            "end": 30,
+            "gpu": (25, 40),
+            "stream": 2**63 + 5,
+            "nbytes": 4096,
+            "depth": 1,
+            "thread": 1,
+        },
+        {
+            "name": "all_reduce",
+            "kind": "comm",
+            "start": 50,
+            "end": 60,
+            "payload": -7,
+            "flags": RecordFlag.ERROR,
+            "thread": 1,
+        },
+        {"name": "tick", "kind": "user kind é", "start": 70, "end": 70, "flags": RecordFlag.MARK},
     ]
     return make_recording(
         rows,
         threads=[{"tid": 11, "name": "MainThread"}, {"tid": 12, "name": "worker ✓"}],
-        meta={"pid": 99, "clock": "CLOCK_MONOTONIC", "wall_offset_ns": 1_700_000_000,
-              "nested": {"a": [1, 2]}},
+        meta={
+            "pid": 99,
+            "clock": "CLOCK_MONOTONIC",
+            "wall_offset_ns": 1_700_000_000,
+            "nested": {"a": [1, 2]},
+        },
         dropped={"step": 3, "gone": 1},
     )
 
@@ -56,8 +75,7 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     assert not (tmp_path / "run.pyt.tmp").exists()
 
 
-def test_saved_meta_gets_the_torchrun_rank(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_saved_meta_gets_the_torchrun_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "8")
     back = storage.load_recording(storage.save(tmp_path / "r.pyt", _recording()))
@@ -134,25 +152,61 @@ def _bad_files(tmp_path: Path) -> list[tuple[str, Path, str]]:
     empty = tmp_path / "empty.pyt"
     empty.write_bytes(b"")
     cases.append(("empty", empty, "not a readable Arrow IPC file"))
-    cases.append(("other arrow", _write(tmp_path / "o.arrow", pa.table({"a": [1]})),
-                  "not a pytimings recording"))
+    cases.append(
+        (
+            "other arrow",
+            _write(tmp_path / "o.arrow", pa.table({"a": [1]})),
+            "not a pytimings recording",
+        )
+    )
 
     def with_meta(key: bytes, value: bytes):
         def edit(t: pa.Table) -> pa.Table:
             return t.replace_schema_metadata({**t.schema.metadata, key: value})
+
         return edit
 
-    cases.append(("newer version", _rewrite(good, tmp_path / "v2.pyt", with_meta(
-        b"pytimings.format", b"pytimings.recording/2")), "version 2 is not supported"))
-    cases.append(("other format", _rewrite(good, tmp_path / "f.pyt", with_meta(
-        b"pytimings.format", b"something/1")), "unknown format"))
-    cases.append(("bad meta", _rewrite(good, tmp_path / "m.pyt", with_meta(
-        b"pytimings.meta", b"{oops")), "pytimings.meta is not valid JSON"))
-    cases.append(("bad dropped", _rewrite(good, tmp_path / "d.pyt", with_meta(
-        b"pytimings.dropped", json.dumps({"a": -1}).encode())), "non-negative"))
-    cases.append(("no strings", _rewrite(good, tmp_path / "s.pyt",
-                                         lambda t: t.drop_columns(["strings"])),
-                  "table 'strings' is missing"))
+    cases.append(
+        (
+            "newer version",
+            _rewrite(
+                good, tmp_path / "v2.pyt", with_meta(b"pytimings.format", b"pytimings.recording/2")
+            ),
+            "version 2 is not supported",
+        )
+    )
+    cases.append(
+        (
+            "other format",
+            _rewrite(good, tmp_path / "f.pyt", with_meta(b"pytimings.format", b"something/1")),
+            "unknown format",
+        )
+    )
+    cases.append(
+        (
+            "bad meta",
+            _rewrite(good, tmp_path / "m.pyt", with_meta(b"pytimings.meta", b"{oops")),
+            "pytimings.meta is not valid JSON",
+        )
+    )
+    cases.append(
+        (
+            "bad dropped",
+            _rewrite(
+                good,
+                tmp_path / "d.pyt",
+                with_meta(b"pytimings.dropped", json.dumps({"a": -1}).encode()),
+            ),
+            "non-negative",
+        )
+    )
+    cases.append(
+        (
+            "no strings",
+            _rewrite(good, tmp_path / "s.pyt", lambda t: t.drop_columns(["strings"])),
+            "table 'strings' is missing",
+        )
+    )
 
     def records_edit(fn):
         def edit(t: pa.Table) -> pa.Table:
@@ -161,18 +215,50 @@ def _bad_files(tmp_path: Path) -> list[tuple[str, Path, str]]:
             arr = storage._as_list_column(rec)
             i = t.schema.get_field_index("records")
             return t.set_column(i, pa.field("records", arr.type, nullable=False), [arr])
+
         return edit
 
-    cases.append(("missing column", _rewrite(good, tmp_path / "c.pyt", records_edit(
-        lambda r: r.drop_columns(["payload"]))), "record column 'payload' is missing"))
-    cases.append(("wrong dtype", _rewrite(good, tmp_path / "t.pyt", records_edit(
-        lambda r: r.set_column(r.schema.get_field_index("start_ns"), "start_ns",
-                               r.column("start_ns").cast(pa.float64())))),
-                  "record column 'start_ns' is float64, expected int64"))
-    cases.append(("dangling id", _rewrite(good, tmp_path / "i.pyt", records_edit(
-        lambda r: r.set_column(r.schema.get_field_index("name"), "name",
-                               pa.array([0, 1, 2, 99], pa.uint32())))),
-                  "refers to entry 99 of strings"))
+    cases.append(
+        (
+            "missing column",
+            _rewrite(good, tmp_path / "c.pyt", records_edit(lambda r: r.drop_columns(["payload"]))),
+            "record column 'payload' is missing",
+        )
+    )
+    cases.append(
+        (
+            "wrong dtype",
+            _rewrite(
+                good,
+                tmp_path / "t.pyt",
+                records_edit(
+                    lambda r: r.set_column(
+                        r.schema.get_field_index("start_ns"),
+                        "start_ns",
+                        r.column("start_ns").cast(pa.float64()),
+                    )
+                ),
+            ),
+            "record column 'start_ns' is float64, expected int64",
+        )
+    )
+    cases.append(
+        (
+            "dangling id",
+            _rewrite(
+                good,
+                tmp_path / "i.pyt",
+                records_edit(
+                    lambda r: r.set_column(
+                        r.schema.get_field_index("name"),
+                        "name",
+                        pa.array([0, 1, 2, 99], pa.uint32()),
+                    )
+                ),
+            ),
+            "refers to entry 99 of strings",
+        )
+    )
     return cases
 
 
@@ -211,8 +297,9 @@ def good_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 @pytest.mark.slow
-def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
-                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_corrupt_files_load_or_fail_cleanly(
+    good_bytes: bytes, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Truncated or bit-flipped recordings: a Recording (and a Trace), or one
     TraceFormatError; never another exception."""
     from hypothesis import HealthCheck, given, settings
@@ -222,11 +309,18 @@ def test_corrupt_files_load_or_fail_cleanly(good_bytes: bytes,
 
     tmp = tmp_path_factory.mktemp("fuzzed")
 
-    @settings(max_examples=300, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(cut=st.integers(0, len(good_bytes)),
-           flips=st.lists(st.tuples(st.integers(0, len(good_bytes) - 1), st.integers(1, 255)),
-                          max_size=4))
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        cut=st.integers(0, len(good_bytes)),
+        flips=st.lists(
+            st.tuples(st.integers(0, len(good_bytes) - 1), st.integers(1, 255)), max_size=4
+        ),
+    )
     def check(cut: int, flips: list[tuple[int, int]]) -> None:
         data = bytearray(good_bytes)
         for at, mask in flips:

@@ -67,27 +67,79 @@ def _rows() -> list[dict]:
     rows = []
     # 100 host-only "step" instances of 1..100 µs
     for i in range(100):
-        rows.append({"name": "step", "kind": "compute", "start": 10_000 * i,
-                     "end": 10_000 * i + 1000 * (i + 1)})
+        rows.append(
+            {
+                "name": "step",
+                "kind": "compute",
+                "start": 10_000 * i,
+                "end": 10_000 * i + 1000 * (i + 1),
+            }
+        )
     # 10 GPU-timed copies, 1 MB each, GPU 2 µs (500 GB/s), queued 300 ns after host start
     for i in range(10):
         s = 2_000_000 + 10_000 * i
-        rows.append({"name": "kv_copy", "kind": "memory", "start": s, "end": s + 5000,
-                     "gpu": (s + 300 + i, s + 2300 + i), "stream": 7, "nbytes": 1_000_000})
+        rows.append(
+            {
+                "name": "kv_copy",
+                "kind": "memory",
+                "start": s,
+                "end": s + 5000,
+                "gpu": (s + 300 + i, s + 2300 + i),
+                "stream": 7,
+                "nbytes": 1_000_000,
+            }
+        )
     # all_reduce among 4 ranks: 8 MB in 4 µs (algbw 2000, busbw 2000 * 1.5)
     for i in range(4):
         s = 3_000_000 + 10_000 * i
-        rows.append({"name": "dist.all_reduce", "kind": "comm", "start": s, "end": s + 4000,
-                     "nbytes": 8_000_000, "payload": 4})
+        rows.append(
+            {
+                "name": "dist.all_reduce",
+                "kind": "comm",
+                "start": s,
+                "end": s + 4000,
+                "nbytes": 8_000_000,
+                "payload": 4,
+            }
+        )
     # async all_gather: enqueue time only, no bandwidth
-    rows.append({"name": "dist.all_gather.async", "kind": "comm", "start": 4_000_000,
-                 "end": 4_000_100, "nbytes": 1000, "payload": 4})
-    rows.append({"name": "tick", "kind": "host", "start": 5_000_000, "end": 5_000_000,
-                 "flags": RecordFlag.MARK})
-    rows.append({"name": "step", "kind": "compute", "start": 6_000_000, "end": 6_000_050,
-                 "flags": RecordFlag.ERROR})
-    rows.append({"name": "late", "kind": "compute", "start": 7_000_000, "end": 7_000_010,
-                 "flags": RecordFlag.GPU_TIMED})
+    rows.append(
+        {
+            "name": "dist.all_gather.async",
+            "kind": "comm",
+            "start": 4_000_000,
+            "end": 4_000_100,
+            "nbytes": 1000,
+            "payload": 4,
+        }
+    )
+    rows.append(
+        {
+            "name": "tick",
+            "kind": "host",
+            "start": 5_000_000,
+            "end": 5_000_000,
+            "flags": RecordFlag.MARK,
+        }
+    )
+    rows.append(
+        {
+            "name": "step",
+            "kind": "compute",
+            "start": 6_000_000,
+            "end": 6_000_050,
+            "flags": RecordFlag.ERROR,
+        }
+    )
+    rows.append(
+        {
+            "name": "late",
+            "kind": "compute",
+            "start": 7_000_000,
+            "end": 7_000_010,
+            "flags": RecordFlag.GPU_TIMED,
+        }
+    )
     return rows
 
 
@@ -128,17 +180,50 @@ def test_gpu_queue_and_bandwidth(summ: Summary) -> None:
 def test_gpu_timed_instances_without_gpu_time_are_left_out_of_bandwidth() -> None:
     # 2 copies with GPU time (1 MB in 2 µs: 500 GB/s) and 2 whose GPU timing failed or is
     # pending: their host time (100 ns enqueue) would claim 10000 GB/s, so they must not count
-    rows = [{"name": "h2d", "kind": "memory", "start": 10_000 * i, "end": 10_000 * i + 5000,
-             "gpu": (10_000 * i + 100, 10_000 * i + 2100), "stream": 7, "nbytes": 1_000_000}
-            for i in range(2)]
-    rows += [{"name": "h2d", "kind": "memory", "start": 50_000 + i, "end": 50_100 + i,
-              "stream": 7, "nbytes": 1_000_000, "flags": f}
-             for i, f in enumerate((RecordFlag.GPU_TIMED | RecordFlag.GPU_FAILED,
-                                    RecordFlag.GPU_TIMED))]
-    rows += [{"name": "dist.all_reduce", "kind": "comm", "start": 90_000, "end": 94_000,
-              "nbytes": 8_000_000, "payload": 2},
-             {"name": "dist.all_reduce", "kind": "comm", "start": 95_000, "end": 95_100,
-              "nbytes": 8_000_000, "payload": 2, "stream": 7, "flags": RecordFlag.GPU_TIMED}]
+    rows = [
+        {
+            "name": "h2d",
+            "kind": "memory",
+            "start": 10_000 * i,
+            "end": 10_000 * i + 5000,
+            "gpu": (10_000 * i + 100, 10_000 * i + 2100),
+            "stream": 7,
+            "nbytes": 1_000_000,
+        }
+        for i in range(2)
+    ]
+    rows += [
+        {
+            "name": "h2d",
+            "kind": "memory",
+            "start": 50_000 + i,
+            "end": 50_100 + i,
+            "stream": 7,
+            "nbytes": 1_000_000,
+            "flags": f,
+        }
+        for i, f in enumerate((RecordFlag.GPU_TIMED | RecordFlag.GPU_FAILED, RecordFlag.GPU_TIMED))
+    ]
+    rows += [
+        {
+            "name": "dist.all_reduce",
+            "kind": "comm",
+            "start": 90_000,
+            "end": 94_000,
+            "nbytes": 8_000_000,
+            "payload": 2,
+        },
+        {
+            "name": "dist.all_reduce",
+            "kind": "comm",
+            "start": 95_000,
+            "end": 95_100,
+            "nbytes": 8_000_000,
+            "payload": 2,
+            "stream": 7,
+            "flags": RecordFlag.GPU_TIMED,
+        },
+    ]
     s = summary(make_recording(rows))
     h2d = s["h2d"]
     assert h2d["gpu_failed"] == 1 and h2d["gpu_pending"] == 1
@@ -206,10 +291,14 @@ def test_empty_recording_and_bad_source() -> None:
 
 
 def test_mixed_kinds_are_joined() -> None:
-    s = summary(make_recording([
-        {"name": "x", "kind": "compute", "start": 0, "end": 1},
-        {"name": "x", "kind": "comm", "start": 0, "end": 1},
-    ]))
+    s = summary(
+        make_recording(
+            [
+                {"name": "x", "kind": "compute", "start": 0, "end": 1},
+                {"name": "x", "kind": "comm", "start": 0, "end": 1},
+            ]
+        )
+    )
     assert s["x"]["kind"] == "comm|compute"
 
 
@@ -289,8 +378,12 @@ def test_stats_stub_matches_the_extension() -> None:
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._stats"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._stats"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -298,9 +391,11 @@ def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
     import subprocess
     import sys
 
-    code = ("import pytimings.region_stats, pytimings.storage, pytimings.distributed\n"
-            "import pytimings as pt\n"
-            "assert callable(pt.summary) and pt.Summary is pytimings.region_stats.Summary\n"
-            "assert callable(pt.save) and callable(pt.instrument_torch_distributed)\n")
+    code = (
+        "import pytimings.region_stats, pytimings.storage, pytimings.distributed\n"
+        "import pytimings as pt\n"
+        "assert callable(pt.summary) and pt.Summary is pytimings.region_stats.Summary\n"
+        "assert callable(pt.save) and callable(pt.instrument_torch_distributed)\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
