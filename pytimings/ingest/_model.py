@@ -175,11 +175,14 @@ def concat_columns(
     names: Sequence[str],
     empty: Mapping[str, npt.DTypeLike] | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
-    """Columns ``names`` of the row blocks ``parts``, concatenated; with no parts, empty
-    columns of dtype ``empty[name]`` (int64 for names not in ``empty``)."""
+    """Columns ``names`` of the row blocks ``parts``, concatenated (one part: its own
+    arrays, not copies); with no parts, empty columns of dtype ``empty[name]`` (int64 for
+    names not in ``empty``)."""
     if not parts:
         dtypes = empty or {}
         return {n: np.empty(0, dtype=dtypes.get(n, np.int64)) for n in names}
+    if len(parts) == 1:
+        return {n: parts[0][n] for n in names}
     return {n: np.concatenate([p[n] for p in parts]) for n in names}
 
 

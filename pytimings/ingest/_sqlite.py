@@ -28,10 +28,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis._sqlitescan import MASK_ABSENT, MASK_NULL, scan_table
+from pytimings.ingest import SQLITE_MAGIC
 
-__all__ = ["Column", "SqliteFile"]
+__all__ = ["Column", "SqliteFile", "ro_uri"]
 
-_MAGIC = b"SQLite format 3\x00"
 _KINDS = ("i", "f", "b")
 _INT_LITERAL = re.compile(r"\(*\s*([+-]?\d+)\s*\)*")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -83,7 +83,7 @@ class SqliteFile:
             scan_path = self._consistent_copy()
             head = _read_header(scan_path)
         self.page_size, self.usable_size = _geometry(head, scan_path)
-        self._db = sqlite3.connect(_ro_uri(scan_path), uri=True)
+        self._db = sqlite3.connect(ro_uri(scan_path), uri=True)
         with open(scan_path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             self._mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
@@ -95,7 +95,7 @@ class SqliteFile:
     def _consistent_copy(self) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="pytimings-sqlite-")
         dst = os.path.join(self._tmp.name, "copy.sqlite")
-        src = sqlite3.connect(_ro_uri(self.path), uri=True)
+        src = sqlite3.connect(ro_uri(self.path), uri=True)
         try:
             src.execute("VACUUM INTO ?", (dst,))
         finally:
@@ -224,14 +224,15 @@ class SqliteFile:
         return pk[0] if "Rowid" in ops and "Column" not in ops else -1
 
 
-def _ro_uri(path: str) -> str:
+def ro_uri(path: str) -> str:
+    """A read-only sqlite3 URI for ``path``."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
 
 
 def _read_header(path: str) -> bytes:
     with open(path, "rb") as f:
         head = f.read(100)
-    if len(head) < 100 or head[:16] != _MAGIC:
+    if len(head) < 100 or head[:16] != SQLITE_MAGIC:
         raise ValueError("not an SQLite database (no 'SQLite format 3' header)")
     return head
 

@@ -4,12 +4,13 @@ Reads every schema era found in real exports (2020 legacy files without a META t
 ``EXPORT_META_DATA`` 2.x, ``META_DATA_EXPORT`` 3.x up to 3.25): tables that are absent when
 empty, columns added over time, non-UTF-8 bytes in strings.
 
-Speed: the large tables are read with ADBC's SQLite driver straight into Arrow columns
-(no Python object per row; measured 3x faster than ``sqlite3`` + ``fetchall`` + numpy, see
-benches/RESULTS.md). Every nullable or mixed-type column is coalesced in SQL so that
-Arrow's per-batch type inference sees one type; a value of the wrong type (a corrupt file)
-is an error, never a silent cast. Strings stay integer ids: ``StringIds`` ids are remapped
-to trace string ids with one numpy take, inline NVTX text is dictionary-encoded by Arrow.
+Speed: the large tables are read by ``pytimings.ingest._sqlite`` straight from the file's
+b-tree pages into numpy columns (no SQL engine, no Python object per row: ~30 ns a row
+against ~265 ns for ``sqlite3_step`` in C, see benches/RESULTS.md); small tables go through
+the stdlib ``sqlite3``. NULLs arrive as masks and get this loader's defaults; a value of
+the wrong type (a corrupt file) is an error, never a silent cast. Strings stay integer ids:
+``StringIds`` ids are remapped to trace string ids with one numpy take, inline NVTX text is
+dictionary-encoded by Arrow.
 
 Facts of nsys behaviour the loader relies on (each checked on the shared real exports):
 - ``globalPid``/``globalTid`` hold the OS pid in bits 24..47 and the tid in bits 0..23;
@@ -34,13 +35,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import SQLITE_MAGIC
 from pytimings.ingest._model import (
@@ -60,6 +61,7 @@ from pytimings.ingest._model import (
     conform,
 )
 from pytimings.ingest._nesting import nesting_depth
+from pytimings.ingest._sqlite import Column, SqliteFile, ro_uri
 
 FORMAT = "nsys-sqlite"
 # schema majors this loader understands; 2.x and 3.x exports were checked (2.9.1 .. 3.25.0)
@@ -86,8 +88,6 @@ NVTX_PUSHPOP = 59
 NVTX_STARTEND = 60
 NVTX_DOMAIN_CREATE = 75
 
-_NULL = np.iinfo(np.int64).min  # SQL NULL in coalesced integer columns
-_ARROW_BATCH_ROWS = "262144"  # large batches: 1.8x faster than ADBC's default of 1024
 
 # ENUM_CUDA_MEMCPY_OPER (identical in every era that has the table; CUPTI values)
 _COPY_NAMES = {
@@ -129,6 +129,37 @@ _SYNC_NAMES = {
 }
 
 
+# the columns read from each event table; a column an era lacks reads as its default
+_API_COLUMNS = ("start", "end", "eventClass", "globalTid", "correlationId", "nameId")
+_SYNC_COLUMNS = ("start", "end", "correlationId", "globalPid", "syncType")
+_GPU_OP_COLUMNS = (
+    "start",
+    "end",
+    "deviceId",
+    "streamId",
+    "correlationId",
+    "globalPid",
+    "graphId",
+    "graphExecId",
+    "graphNodeId",
+)
+# NVTX payload union members, in the order of precedence when several are set
+_NVTX_PAYLOADS = (
+    "doubleValue",
+    "floatValue",
+    "int64Value",
+    "uint64Value",
+    "int32Value",
+    "uint32Value",
+)
+_NVTX_COLUMNS = {
+    **dict.fromkeys(("start", "end", "eventType", "globalTid", "textId", "domainId"), "i"),
+    "category": "i",
+    "text": "b",
+    **dict.fromkeys(_NVTX_PAYLOADS, "f"),
+}
+
+
 class _Bad(Exception):
     """A problem with the file's content; becomes a TraceFormatError naming the file."""
 
@@ -153,100 +184,89 @@ def load_nsys(path: str | os.PathLike[str], rank: int = 0) -> Trace:
         raise TraceFormatError(path, f"cannot read ({exc.strerror or exc})") from None
     if head != SQLITE_MAGIC:
         raise TraceFormatError(path, "not an SQLite file (no 'SQLite format 3' header)")
-    from adbc_driver_manager import Error as AdbcError
-    from pyarrow import ArrowException
-
     try:
         with _Reader(path) as reader:
             return _Loader(reader, rank).load()
     except _Bad as exc:
         raise TraceFormatError(path, str(exc)) from None
-    except (sqlite3.Error, AdbcError, ArrowException, OSError, ValueError, OverflowError) as exc:
-        # sqlite3 and the ADBC driver (OSError subclasses) report corrupt pages, type
-        # mismatches and truncation; nothing of a partly read file is returned
+    except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
+        # sqlite3 and the page scanner report corrupt pages, type mismatches and
+        # truncation; nothing of a partly read file is returned
         msg = " ".join(str(exc).split()) or type(exc).__name__
         raise TraceFormatError(path, f"corrupt or unreadable nsys export ({msg})") from None
 
 
 class _Reader:
-    """Both SQLite clients on one read-only file: ADBC for big tables, sqlite3 for small."""
+    """One read-only export: the page scanner for big tables, sqlite3 for small ones."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-        self.db = sqlite3.connect(uri, uri=True)
+        self.file = SqliteFile(path)
+        self.db = sqlite3.connect(ro_uri(path), uri=True)
         self.db.text_factory = bytes
-        try:
-            rows = self.db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-        except sqlite3.DatabaseError:
-            self.db.close()
-            raise
-        self.tables = {r[0].decode("utf-8", "replace") for r in rows}
-        self._columns: dict[str, set[str]] = {}
-        self._uri = uri
-        self._adbc: Any = None
 
     def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.db.close()
-        if self._adbc is not None:
-            self._adbc.close()
+        self.file.close()
 
     def columns(self, table: str) -> set[str]:
-        cols = self._columns.get(table)
-        if cols is None:
-            rows = self.db.execute(f'PRAGMA table_info("{table}")').fetchall()
-            cols = self._columns[table] = {r[1].decode("utf-8", "replace") for r in rows}
-        return cols
+        return set(self.file.columns(table))
 
     def has(self, table: str) -> bool:
-        return table in self.tables
+        return self.file.has(table)
 
     def small(self, sql: str) -> list[tuple[Any, ...]]:
         return self.db.execute(sql).fetchall()
 
-    def arrow(self, sql: str) -> Any:
-        """A query's result as a pyarrow Table (columnar, no Python object per row)."""
-        if self._adbc is None:
-            import adbc_driver_sqlite.dbapi as adbc
-
-            self._adbc = adbc.connect(self._uri)
-        cur = self._adbc.cursor()
-        try:
-            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ARROW_BATCH_ROWS})
-            cur.execute(sql)
-            return cur.fetch_arrow_table()
-        finally:
-            cur.close()
+    def rows(self, table: str, kinds: dict[str, str]) -> _Rows:
+        """The columns ``kinds`` names ('i' integer, 'f' number, 'b' text) that the table
+        has; those of other schema eras are absent and read as their defaults."""
+        have = set(self.columns(table))
+        return _Rows(self.file.read(table, {c: k for c, k in kinds.items() if c in have}))
 
 
-def _ints(tab: Any, name: str) -> npt.NDArray[np.int64]:
-    """An integer column of an Arrow result (NULLs were coalesced in SQL)."""
-    import pyarrow as pa
+class _Rows:
+    """A table's columns as read, with this loader's defaults for NULL and absent columns."""
 
-    col = tab.column(name)
-    if not (pa.types.is_integer(col.type) or (pa.types.is_null(col.type) and len(col) == 0)):
-        raise _Bad(f"column {name!r} holds {col.type} values where integers are expected")
-    if len(col) == 0:
-        return np.empty(0, dtype=np.int64)
-    return np.asarray(col.to_numpy(), dtype=np.int64)
+    def __init__(self, cols: dict[str, Column]) -> None:
+        self.cols = cols
+        first = next(iter(cols.values()))
+        self.n = len(first.values) - (first.data is not None)
 
+    def null(self, name: str) -> npt.NDArray[np.bool_] | None:
+        """Where the column is NULL; None when no row is (or the column is absent)."""
+        col = self.cols.get(name)
+        return None if col is None else col.mask
 
-def _floats(tab: Any, name: str) -> npt.NDArray[np.float64]:
-    import pyarrow as pa
+    def int(self, name: str, default: int) -> npt.NDArray[np.int64]:
+        col = self.cols.get(name)
+        if col is None:
+            return np.full(self.n, default, dtype=np.int64)
+        if col.mask is not None:
+            col.values[col.mask] = default
+        return col.values
 
-    col = tab.column(name)
-    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type) or len(col) == 0):
-        raise _Bad(f"column {name!r} holds {col.type} values where numbers are expected")
-    if len(col) == 0:
-        return np.empty(0, dtype=np.float64)
-    return np.asarray(col.to_numpy(), dtype=np.float64)
+    def num(self, name: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]] | None:
+        """Values and where they are present, or None for an absent column."""
+        col = self.cols.get(name)
+        if col is None:
+            return None
+        has = np.ones(self.n, dtype=bool) if col.mask is None else ~col.mask
+        return col.values, has
 
+    def blob(self, name: str) -> Any:
+        """A pyarrow large_binary array (NULL and an absent column: empty bytes)."""
+        import pyarrow as pa
 
-def _q(col: str) -> str:
-    return f'"{col}"'
+        col = self.cols.get(name)
+        if col is None:
+            return pa.array([b""] * self.n, type=pa.large_binary())
+        return pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), self.n, [None, pa.py_buffer(col.values), pa.py_buffer(col.data)]
+        )
 
 
 class _Strings(StringTable):
@@ -301,15 +321,12 @@ class _Strings(StringTable):
         return out
 
     def encode_blobs(self, col: Any) -> npt.NDArray[np.int32]:
-        """Trace string ids of an Arrow binary column, via Arrow's dictionary encoding."""
-        import pyarrow as pa
+        """Trace string ids of an Arrow binary array, via Arrow's dictionary encoding."""
         import pyarrow.compute as pc
 
         if len(col) == 0:
             return np.empty(0, dtype=np.int32)
-        if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
-            raise _Bad(f"a text column holds {col.type} values")
-        enc = pc.dictionary_encode(col).combine_chunks()
+        enc = pc.dictionary_encode(col)
         remap = np.fromiter(
             (self.intern(self.decode(v)) for v in enc.dictionary.to_pylist()),
             dtype=np.int32,
@@ -339,13 +356,14 @@ class _Loader:
 
     def opt(self, table: str, col: str, default: str) -> str:
         """A column expression, or a constant when this era's table lacks the column."""
-        return f"coalesce({_q(col)}, {default})" if col in self.r.columns(table) else default
+        return f'coalesce("{col}", {default})' if col in self.r.columns(table) else default
 
     def check_times(
         self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
     ) -> None:
-        bad = np.flatnonzero(end < start)
-        if len(bad):
+        backwards = end < start
+        if backwards.any():
+            bad = np.flatnonzero(backwards)
             i = int(bad[0])
             raise _Bad(
                 f"{len(bad)} {what} row(s) end before they start "
@@ -353,13 +371,18 @@ class _Loader:
             )
 
     def timed(
-        self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.bool_]:
-        """Rows with both times (NULL times cannot be placed: counted); checks order."""
-        ok: npt.NDArray[np.bool_] = (start != _NULL) & (end != _NULL)
-        self.drop(f"{what}_without_time", len(ok) - int(ok.sum()))
-        self.check_times(what, start[ok], end[ok])
-        return ok
+        self, what: str, rows: _Rows
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_] | None]:
+        """Start, end, and the rows that have both times (None: all do); a row with a NULL
+        time cannot be placed and is counted. Checks that no kept row ends before it starts."""
+        start, end = rows.int("start", 0), rows.int("end", 0)
+        ok = _none_of(rows.null("start"), rows.null("end"))
+        if ok is None:
+            self.check_times(what, start, end)
+        else:
+            self.drop(f"{what}_without_time", len(ok) - int(ok.sum()))
+            self.check_times(what, start[ok], end[ok])
+        return start, end, ok
 
     # -- the file -----------------------------------------------------------------------
     def load(self) -> Trace:
@@ -474,68 +497,51 @@ class _Loader:
             if not self.r.has(table):
                 continue
             self.need(table, ("start", "end", "globalTid", "correlationId", "nameId"))
-            cls = self.opt(table, "eventClass", str(EVENT_CLASS_DRIVER if table == DRIVER else 0))
-            tab = self.r.arrow(
-                f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
-                f"coalesce(nameId, -1) AS nameId, coalesce(globalTid, 0) AS globalTid, "
-                f"coalesce(correlationId, -1) AS corr, {cls} AS cls FROM {table}"
-            )
-            cls_v = _ints(tab, "cls")
-            backtrace = cls_v == EVENT_CLASS_CUDA_BACKTRACE
-            self.drop("cuda_backtrace_duplicate_rows", int(backtrace.sum()))
+            rows = self.r.rows(table, dict.fromkeys(_API_COLUMNS, "i"))
+            cls_v = rows.int("eventClass", EVENT_CLASS_DRIVER if table == DRIVER else 0)
             known = (cls_v == EVENT_CLASS_RUNTIME) | (cls_v == EVENT_CLASS_DRIVER)
-            for c in np.unique(cls_v[~known & ~backtrace]).tolist():
-                self.drop(f"{table.lower()}_event_class_{c}_rows", int((cls_v == c).sum()))
-            start, end = _ints(tab, "start"), _ints(tab, "end")
-            sel = np.flatnonzero(known & self.timed("cuda_api_call", start, end))
-            start, end = start[sel], end[sel]
-            gtid = _ints(tab, "globalTid")[sel]
-            self.add_threads(gtid)
-            parts.append(
-                {
-                    "start": start,
-                    "end": end,
-                    "name": self.s.remap(_ints(tab, "nameId")[sel], "CUDA API"),
-                    "kind": np.where(
-                        cls_v[sel] == EVENT_CLASS_DRIVER, ApiKind.DRIVER, ApiKind.RUNTIME
-                    ),
-                    "gtid": gtid,
-                    "correlation": _ints(tab, "corr")[sel],
-                }
-            )
+            keep: npt.NDArray[np.bool_] | None = None if known.all() else known
+            if keep is not None:
+                backtrace = cls_v == EVENT_CLASS_CUDA_BACKTRACE
+                self.drop("cuda_backtrace_duplicate_rows", int(backtrace.sum()))
+                for c in np.unique(cls_v[~known & ~backtrace]).tolist():
+                    self.drop(f"{table.lower()}_event_class_{c}_rows", int((cls_v == c).sum()))
+            start, end, ok = self.timed("cuda_api_call", rows)
+            keep = _both(keep, ok)
+            cols = {
+                "start": start,
+                "end": end,
+                "kind": (cls_v == EVENT_CLASS_DRIVER).astype(np.int8),  # ApiKind values
+                "gtid": rows.int("globalTid", 0),
+                "correlation": rows.int("correlationId", -1),
+                "name": rows.int("nameId", -1),
+            }
+            if keep is not None:
+                cols = {k: v[keep] for k, v in cols.items()}
+            cols["name"] = self.s.remap(cols["name"], "CUDA API")
+            self.add_threads(cols["gtid"])
+            parts.append(cols)
         calls = concat_columns(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
-        calls["pid"] = pid_of(calls["gtid"])
+        calls["pid"] = pid_of(calls["gtid"]).astype(np.int32)
         calls["thread"] = self.thread_index(calls["gtid"])
-        sync = self.read_sync(calls)
-        out = concat_columns(
-            [calls, sync], ("start", "end", "name", "kind", "thread", "correlation", "pid")
-        )
-        order = np.argsort(out["start"], kind="stable")
-        out = {k: v[order] for k, v in out.items()}
-        out["rank"] = np.full(len(order), self.rank, dtype=np.int16)
+        names = ("start", "end", "name", "kind", "thread", "correlation", "pid")
+        out = _merge_by_start([calls, self.read_sync(calls)], names)
+        out["rank"] = np.full(len(out["start"]), self.rank, dtype=np.int16)
         return out
 
     def read_sync(self, calls: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
         """Synchronisation rows; their thread is that of the API call with their id."""
-        empty = {
-            k: np.empty(0, dtype=np.int64)
-            for k in ("start", "end", "name", "kind", "thread", "correlation", "pid")
-        }
         if not self.r.has(SYNC):
-            return empty
+            return {k: v[:0] for k, v in calls.items()}
         self.need(SYNC, ("start", "end", "correlationId", "globalPid"))
-        stype = self.opt(SYNC, "syncType", "0")
-        tab = self.r.arrow(
-            f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
-            f"coalesce(correlationId, -1) AS corr, coalesce(globalPid, 0) AS gpid, "
-            f"{stype} AS stype FROM {SYNC}"
-        )
-        start, end = _ints(tab, "start"), _ints(tab, "end")
-        ok = self.timed("synchronization", start, end)
-        start, end = start[ok], end[ok]
-        corr = _ints(tab, "corr")[ok]
-        pid = pid_of(_ints(tab, "gpid")[ok])
-        stype_v = _ints(tab, "stype")[ok]
+        rows = self.r.rows(SYNC, dict.fromkeys(_SYNC_COLUMNS, "i"))
+        start, end, ok = self.timed("synchronization", rows)
+        corr = rows.int("correlationId", -1)
+        pid = pid_of(rows.int("globalPid", 0)).astype(np.int32)
+        stype_v = rows.int("syncType", 0)
+        if ok is not None:
+            start, end, corr, stype_v = start[ok], end[ok], corr[ok], stype_v[ok]
+            pid = pid[ok]
         names_by_type = self.enum_names("ENUM_CUPTI_SYNC_TYPE", _SYNC_NAMES)
         uniq, inv = np.unique(stype_v, return_inverse=True)
         ids = np.array(
@@ -545,13 +551,14 @@ class _Loader:
         # the launching call's thread, found by (pid, correlation id)
         thread = np.full(len(corr), -1, dtype=np.int32)
         ck = _pair_key(calls["pid"], calls["correlation"])
-        order = np.argsort(ck, kind="stable")
+        order = None if is_sorted_i64(ck) else np.argsort(ck, kind="stable")
+        sorted_ck = ck if order is None else ck[order]
         sk = _pair_key(pid, corr)
-        pos = np.searchsorted(ck[order], sk)
-        pos_c = np.minimum(pos, max(len(ck) - 1, 0))
+        pos = np.minimum(np.searchsorted(sorted_ck, sk), max(len(ck) - 1, 0))
         if len(ck):
-            hit = ck[order][pos_c] == sk
-            thread[hit] = calls["thread"][order][pos_c][hit]
+            hit = sorted_ck[pos] == sk
+            at = pos[hit] if order is None else order[pos[hit]]
+            thread[hit] = calls["thread"][at]
         self.meta["sync_rows_without_api_call"] = int((thread < 0).sum())
         return {
             "start": start,
@@ -582,80 +589,67 @@ class _Loader:
                 continue
             self.need(table, ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"))
             cols = self.r.columns(table)
-            extra = []
+            wanted = dict.fromkeys(_GPU_OP_COLUMNS, "i")
             if kind == OpKind.KERNEL:
                 name_col = next((c for c in ("demangledName", "shortName") if c in cols), None)
                 if name_col is None:
                     raise _Bad(f"table {table} lacks column(s) demangledName")
-                extra.append(f"coalesce({_q(name_col)}, -1) AS nameId")
+                wanted[name_col] = "i"
             elif kind == OpKind.MEMCPY:
                 self.need(table, ("bytes", "copyKind"))
-                extra += [
-                    "coalesce(bytes, 0) AS bytes",
-                    "coalesce(copyKind, 0) AS copyKind",
-                    f"{self.opt(table, 'srcKind', '-1')} AS srcKind",
-                    f"{self.opt(table, 'dstKind', '-1')} AS dstKind",
-                ]
+                wanted |= dict.fromkeys(("bytes", "copyKind", "srcKind", "dstKind"), "i")
             else:
                 self.need(table, ("bytes",))
-                extra += [
-                    "coalesce(bytes, 0) AS bytes",
-                    f"{self.opt(table, 'memKind', '-1')} AS memKind",
-                ]
-            # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
-            graph_col = next((c for c in ("graphId", "graphExecId") if c in cols), None)
-            graph = self.opt(table, graph_col, "0") if graph_col else "0"
-            node = self.opt(table, "graphNodeId", "0")
-            tab = self.r.arrow(
-                f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
-                f"coalesce(deviceId, -1) AS deviceId, coalesce(streamId, -1) AS streamId, "
-                f"coalesce(correlationId, -1) AS corr, coalesce(globalPid, 0) AS gpid, "
-                f"{graph} AS graphId, {node} AS graphNodeId, {', '.join(extra)} FROM {table}"
-            )
+                wanted |= dict.fromkeys(("bytes", "memKind"), "i")
+            rows = self.r.rows(table, wanted)
             what = {OpKind.KERNEL: "kernel", OpKind.MEMCPY: "memcpy", OpKind.MEMSET: "memset"}[kind]
-            start, end = _ints(tab, "start"), _ints(tab, "end")
-            ok = self.timed(what, start, end)
-            keep: npt.NDArray[np.bool_] | None = None if ok.all() else ok  # no copy when whole
+            start, end, keep = self.timed(what, rows)
             if keep is not None:
                 start, end = start[keep], end[keep]
             n = len(start)
 
             def col(
-                name: str, keep: npt.NDArray[np.bool_] | None = keep, tab: Any = tab
+                name: str,
+                default: int,
+                keep: npt.NDArray[np.bool_] | None = keep,
+                rows: _Rows = rows,
             ) -> npt.NDArray[np.int64]:
-                v = _ints(tab, name)
+                v = rows.int(name, default)
                 return v if keep is None else v[keep]
 
-            graph_id = col("graphId")
+            # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
+            graph_id = col("graphId" if "graphId" in cols else "graphExecId", 0)
             part: dict[str, npt.NDArray[Any]] = {
                 "start": start,
                 "end": end,
                 "kind": np.full(n, kind, dtype=np.int8),
-                "device": col("deviceId"),
-                "stream": col("streamId"),
-                "correlation": col("corr"),
-                "pid": pid_of(col("gpid")),
+                "device": col("deviceId", -1),
+                "stream": col("streamId", -1),
+                "correlation": col("correlationId", -1),
+                "pid": pid_of(col("globalPid", 0)),
                 "graph": np.where(graph_id > 0, graph_id, -1),
             }
-            in_graph.append((graph_id > 0) | (col("graphNodeId") > 0))
+            in_graph.append((graph_id > 0) | (col("graphNodeId", 0) > 0))
             if kind == OpKind.KERNEL:
-                part["name"] = self.s.remap(col("nameId"), "kernel")
+                part["name"] = self.s.remap(col(name_col or "", -1), "kernel")
                 part.update(_no_copy(n))
             elif kind == OpKind.MEMCPY:
-                part.update(self.memcpy_columns(col("copyKind"), col("srcKind"), col("dstKind")))
-                part["bytes"] = col("bytes")
+                part.update(
+                    self.memcpy_columns(col("copyKind", 0), col("srcKind", -1), col("dstKind", -1))
+                )
+                part["bytes"] = col("bytes", 0)
             else:
                 part["name"] = np.full(n, self.s.intern("[CUDA memset]"), dtype=np.int32)
                 part.update(_no_copy(n))
-                part["dst_mem"] = _map_mem(col("memKind"))
-                part["bytes"] = col("bytes")
-            del tab
+                part["dst_mem"] = _map_mem(col("memKind", -1))
+                part["bytes"] = col("bytes", 0)
+            del rows
             parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
         names = tuple(GPU_OP_SCHEMA)
         ops = concat_columns(parts, tuple(c for c in names if c != "rank"))
         flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
         self.check_correlation(ops, flags)
-        if len(ops["start"]) > 1 and not np.all(ops["start"][1:] >= ops["start"][:-1]):
+        if len(ops["start"]) > 1 and not is_sorted_i64(ops["start"]):
             order = np.argsort(ops["start"], kind="stable")
             ops = {k: v[order] for k, v in ops.items()}
         ops["rank"] = np.full(len(ops["start"]), self.rank, dtype=np.int16)
@@ -715,39 +709,15 @@ class _Loader:
         if not self.r.has(NVTX):
             return empty
         self.need(NVTX, ("start", "end", "eventType", "globalTid"))
-        cols = self.r.columns(NVTX)
-        payload_cols = [
-            c
-            for c in (
-                "doubleValue",
-                "floatValue",
-                "int64Value",
-                "uint64Value",
-                "int32Value",
-                "uint32Value",
-            )
-            if c in cols
-        ]
-        payload_sql = "".join(
-            f", coalesce({_q(c)}, 0) AS p{i}, {_q(c)} IS NULL AS n{i}"
-            for i, c in enumerate(payload_cols)
-        )
-        text = "coalesce(CAST(text AS BLOB), X'')" if "text" in cols else "X''"
-        tab = self.r.arrow(
-            f'SELECT coalesce(start, {_NULL}) AS start, coalesce("end", {_NULL}) AS "end", '
-            f"coalesce(eventType, -1) AS etype, coalesce(globalTid, 0) AS gtid, "
-            f"{self.opt(NVTX, 'textId', '-1')} AS textId, {text} AS text, "
-            f"{self.opt(NVTX, 'domainId', '0')} AS domainId, "
-            f"{self.opt(NVTX, 'category', '0')} AS category{payload_sql} FROM {NVTX}"
-        )
-        etype = _ints(tab, "etype")
-        gtid = _ints(tab, "gtid")
+        rows = self.r.rows(NVTX, dict(_NVTX_COLUMNS))
+        etype = rows.int("eventType", -1)
+        gtid = rows.int("globalTid", 0)
         pid = pid_of(gtid)
-        domain_id = _ints(tab, "domainId")
-        category = _ints(tab, "category")
-        text_id = _ints(tab, "textId")
+        domain_id = rows.int("domainId", 0)
+        category = rows.int("category", 0)
+        text_id = rows.int("textId", -1)
         # names: a registered string (textId) wins over inline text
-        inline = self.s.encode_blobs(tab.column("text"))
+        inline = self.s.encode_blobs(rows.blob("text"))
         has_id = text_id >= 0
         names = inline.copy()
         if has_id.any():
@@ -776,11 +746,16 @@ class _Loader:
             if t not in handled:
                 self.drop(f"nvtx_event_type_{t}_rows", int((etype == t).sum()))
         is_range = (etype == NVTX_PUSHPOP) | (etype == NVTX_STARTEND)
-        start, end = _ints(tab, "start"), _ints(tab, "end")
-        self.drop("nvtx_ranges_without_start", int((is_range & (start == _NULL)).sum()))
-        open_ = is_range & (start != _NULL) & (end == _NULL)
-        self.drop("nvtx_ranges_open_at_capture_end", int(open_.sum()))
-        sel = np.flatnonzero(is_range & (start != _NULL) & (end != _NULL))
+        start, end = rows.int("start", 0), rows.int("end", 0)
+        placed = is_range
+        no_start, no_end = rows.null("start"), rows.null("end")
+        if no_start is not None:
+            self.drop("nvtx_ranges_without_start", int((is_range & no_start).sum()))
+            placed = placed & ~no_start
+        if no_end is not None:
+            self.drop("nvtx_ranges_open_at_capture_end", int((placed & no_end).sum()))
+            placed = placed & ~no_end
+        sel = np.flatnonzero(placed)
         start, end = start[sel], end[sel]
         self.check_times("NVTX range", start, end)
         gtid_s = gtid[sel]
@@ -790,9 +765,11 @@ class _Loader:
             etype[sel] == NVTX_PUSHPOP, RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND
         ).astype(np.int8)
         payload = np.full(len(sel), np.nan)
-        for i in reversed(range(len(payload_cols))):  # first listed column wins
-            has = _ints(tab, f"n{i}")[sel] == 0
-            payload[has] = _floats(tab, f"p{i}")[sel][has]
+        for c in reversed(_NVTX_PAYLOADS):  # the first listed column wins
+            value = rows.num(c)
+            if value is not None:
+                has = value[1][sel]
+                payload[has] = value[0][sel][has]
         pid_s, dom_s, cat_s = pid[sel], domain_id[sel], category[sel]
         out = {
             "start": start,
@@ -830,7 +807,7 @@ class _Loader:
             cuda = "computeMajor > 0" if "computeMajor" in cols else "1"
             if dev is not None:
                 rows = self.r.small(
-                    f'SELECT {_q(dev)}, CAST(name AS BLOB) FROM "TARGET_INFO_GPU" WHERE {cuda}'
+                    f'SELECT "{dev}", CAST(name AS BLOB) FROM "TARGET_INFO_GPU" WHERE {cuda}'
                 )
                 for d, n in rows:
                     if isinstance(d, int) and d >= 0:
@@ -878,6 +855,53 @@ def _fit(values: npt.NDArray[Any], dtype: npt.DTypeLike, what: str) -> npt.NDArr
     return values.astype(dt)
 
 
+def _none_of(*masks: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_] | None:
+    """Rows where none of ``masks`` is set; None when no mask has a row set."""
+    ok: npt.NDArray[np.bool_] | None = None
+    for m in masks:
+        if m is not None:
+            ok = ~m if ok is None else ok & ~m
+    return ok
+
+
+def _both(
+    a: npt.NDArray[np.bool_] | None, b: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[np.bool_] | None:
+    """Rows kept by both selections (None: every row)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return a & b
+
+
+def _merge_by_start(
+    parts: Sequence[dict[str, npt.NDArray[Any]]], names: Sequence[str]
+) -> dict[str, npt.NDArray[Any]]:
+    """The parts' columns ``names`` as one table in start order (ties keep part order).
+
+    Two parts each in start order (API calls and sync rows, as nsys writes them) are
+    interleaved by position: each output column is written once, no gather."""
+    parts = [p for p in parts if len(p["start"])] or list(parts[:1])
+    if len(parts) == 2 and all(is_sorted_i64(p["start"]) for p in parts):
+        a, b = parts
+        n = len(a["start"]) + len(b["start"])
+        at_b = np.searchsorted(a["start"], b["start"], side="right")
+        at_b += np.arange(len(at_b))
+        from_a = np.ones(n, dtype=bool)
+        from_a[at_b] = False
+        out = {}
+        for name in names:
+            col = np.empty(n, dtype=np.result_type(a[name], b[name]))
+            col[from_a] = a[name]
+            col[at_b] = b[name]
+            out[name] = col
+        return out
+    cols = concat_columns(parts, names)
+    if len(cols["start"]) > 1 and not is_sorted_i64(cols["start"]):
+        order = np.argsort(cols["start"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+    return cols
+
+
 def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Run-length encoding of ``v``: the value and the length of each run of equal values."""
     if len(v) == 0:
@@ -886,7 +910,7 @@ def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     return v[starts], np.diff(starts, append=len(v))
 
 
-def _pair_key(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def _pair_key(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     """One int64 per (pid < 2**24, id < 2**39) pair, for sorting and searching."""
     return (np.asarray(a, dtype=np.int64) << 39) | (np.asarray(b, dtype=np.int64) & ((1 << 39) - 1))
 

@@ -402,3 +402,31 @@ def test_values_too_wide_for_the_model_are_an_error(tmp_path: Path) -> None:
     p = syn.basic(tmp_path / "wide.sqlite", CUPTI_ACTIVITY_KIND_KERNEL=kernels)
     with pytest.raises(TraceFormatError, match=r"wide\.sqlite: device values out of range"):
         load_nsys(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(0, 30), max_size=12).map(sorted) | st.lists(st.integers(0, 30)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_merge_by_start_equals_a_stable_sort(starts: list[list[int]]) -> None:
+    """API calls and sync rows merged in start order, ties in part order: the interleaving
+    path (two sorted parts) and the sorting path agree with a stable argsort."""
+    from pytimings.ingest.nsys import _merge_by_start
+
+    parts = [
+        {"start": np.array(s, dtype=np.int64), "tag": np.full(len(s), i, dtype=np.int8)}
+        for i, s in enumerate(starts)
+    ]
+    for p in parts:
+        p["row"] = np.arange(len(p["start"]), dtype=np.int32)
+    got = _merge_by_start(parts, ("start", "tag", "row"))
+    all_start = np.concatenate([p["start"] for p in parts])
+    order = np.argsort(all_start, kind="stable")
+    for name in ("start", "tag", "row"):
+        want = np.concatenate([p[name] for p in parts])[order]
+        assert got[name].tolist() == want.tolist()
+        assert got[name].dtype == parts[0][name].dtype
