@@ -163,8 +163,11 @@ class StringTable:
         return i
 
     def intern_many(self, values: Sequence[str]) -> npt.NDArray[np.int32]:
-        intern = self.intern
-        return np.fromiter((intern(v) for v in values), dtype=np.int32, count=len(values))
+        ids = self._ids
+        new = [v for v in dict.fromkeys(values) if v not in ids]  # first-seen order
+        ids.update(zip(new, range(len(self.strings), len(self.strings) + len(new)), strict=True))
+        self.strings.extend(new)
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))
 
     def __len__(self) -> int:
         return len(self.strings)

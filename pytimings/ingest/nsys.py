@@ -290,21 +290,28 @@ class _Strings(StringTable):
             self.non_utf8 += 1
             return raw.decode("utf-8", "replace")
 
-    def load_string_ids(self, rows: Sequence[tuple[Any, Any]]) -> None:
-        if not rows:
+    def texts(self, arr: Any) -> list[str]:
+        """An Arrow binary array as str (invalid UTF-8 replaced, and counted)."""
+        import pyarrow as pa
+
+        try:
+            texts: list[str] = arr.cast(pa.large_string()).to_pylist()
+        except pa.ArrowInvalid:
+            texts = [self.decode(v) for v in arr.to_pylist()]
+        return texts
+
+    def load_string_ids(self, rows: _Rows) -> None:
+        if not rows.n:
             return
-        if not all(type(r[0]) is int and isinstance(r[1], bytes) for r in rows):
+        if rows.null("id") is not None or rows.null("value") is not None:
             raise _Bad("StringIds holds a row that is not an (integer id, text) pair")
-        sid = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        sid = rows.int("id", -1)
         if sid.min() < 0:
             raise _Bad("StringIds holds a negative id")
         if sid.max() > 1 << 31:
             raise _Bad(f"StringIds id {int(sid.max())} is out of range")
         lut = np.full(int(sid.max()) + 1, -1, dtype=np.int32)
-        decode, intern = self.decode, self.intern
-        lut[sid] = np.fromiter(
-            (intern(decode(r[1])) for r in rows), dtype=np.int32, count=len(rows)
-        )
+        lut[sid] = self.intern_many(self.texts(rows.blob("value")))
         self._lut = lut
 
     def remap(self, string_ids: npt.NDArray[np.int64], what: str) -> npt.NDArray[np.int32]:
@@ -327,11 +334,7 @@ class _Strings(StringTable):
         if len(col) == 0:
             return np.empty(0, dtype=np.int32)
         enc = pc.dictionary_encode(col)
-        remap = np.fromiter(
-            (self.intern(self.decode(v)) for v in enc.dictionary.to_pylist()),
-            dtype=np.int32,
-            count=len(enc.dictionary),
-        )
+        remap = self.intern_many(self.texts(enc.dictionary))
         return remap[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
 
 
@@ -392,7 +395,7 @@ class _Loader:
                 raise _Bad("an SQLite database, but not an Nsight Systems export (no StringIds)")
             raise _Bad("nsys export lacks its StringIds table (names cannot be resolved)")
         self.need("StringIds", ("id", "value"))
-        self.s.load_string_ids(self.r.small('SELECT id, CAST(value AS BLOB) FROM "StringIds"'))
+        self.s.load_string_ids(self.r.rows("StringIds", {"id": "i", "value": "b"}))
         self.read_threads()
         api = self.read_api_calls()
         ops = self.read_gpu_ops()

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import load
-from pytimings.ingest._model import DEVICE_SCHEMA, ValueOutOfRange, conform
+from pytimings.ingest._model import DEVICE_SCHEMA, StringTable, ValueOutOfRange, conform
 
 
 def test_conform_refuses_values_that_would_wrap() -> None:
@@ -68,3 +70,16 @@ def test_a_device_id_the_model_cannot_hold_is_a_clear_error(tmp_path: Path) -> N
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert "99999999" in r.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=3), max_size=8), st.lists(st.text(max_size=3), max_size=30))
+def test_intern_many_matches_one_at_a_time(seed: list[str], values: list[str]) -> None:
+    """Bulk interning gives the ids, and grows the table, exactly as interning each value in
+    turn does (first-seen order, existing strings keep their ids)."""
+    bulk, single = StringTable(seed), StringTable(seed)
+    got = bulk.intern_many(values)
+    want = [single.intern(v) for v in values]
+    assert got.tolist() == want
+    assert got.dtype == np.int32
+    assert bulk.strings == single.strings
