@@ -133,7 +133,8 @@ def analyze_file_processes(
 
 
 def _renumber(per_file: Sequence[Sequence[RankResult]]) -> list[RankResult]:
-    """Each file's ranks after the previous file's (file order), as :func:`pytimings.load`."""
+    """Each file's ranks (0.. within the file, from :func:`analyze_file_processes`) after the
+    previous file's (file order), as :func:`pytimings.load` numbers them."""
     out: list[RankResult] = []
     for results in per_file:
         shift = len(out)
@@ -215,7 +216,9 @@ def analyze_ranks(
     files = _expand(paths)
     run = _run_dask if executor == "dask" else _run_local
     per_file = run(files, by, devices, scheduler, workers, processes_as_ranks)
-    return reduce_ranks(_renumber(per_file), by, ranks)
+    if processes_as_ranks:
+        return reduce_ranks(_renumber(per_file), by, ranks)
+    return reduce_ranks([r for results in per_file for r in results], by, ranks)
 
 
 def _task(

@@ -188,9 +188,10 @@ def multi_process_hint(trace: Trace) -> str | None:
         procs = gpu_processes(trace, int(r))
         devices = {d for ds in procs.values() for d in ds}
         if len(procs) >= 2 and len(devices) >= 2:
-            where = f"rank {r} holds" if len(np.unique(trace.gpu_ops["rank"])) > 1 else "holds"
+            several = len(np.unique(trace.gpu_ops["rank"])) > 1
+            where = f"rank {r} of the trace holds" if several else "the trace holds"
             return (
-                f"hint: the trace {where} {len(procs)} processes with GPU ops on "
+                f"hint: {where} {len(procs)} processes with GPU ops on "
                 f"{len(devices)} devices; --processes-as-ranks analyses each process as a rank"
             )
     return None
