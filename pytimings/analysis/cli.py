@@ -13,6 +13,7 @@ import numpy as np
 from pytimings.analysis.attribution import LABELS, Attribution, attribute
 from pytimings.analysis.findings import ms, pct
 from pytimings.errors import UsageError
+from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import progress, tables
 from pytimings.report.text import table
 
@@ -34,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)"
     )
+    add_processes_argument(p)
     p.add_argument(
         "--example",
         action="store_true",
@@ -88,9 +90,12 @@ def run(args: argparse.Namespace) -> int:
             executor=args.executor,
             scheduler=args.scheduler,
             workers=args.workers,
+            processes_as_ranks=args.processes_as_ranks,
         )
     else:
-        trace = load(*paths, workers=args.workers)
+        trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
+        if not args.processes_as_ranks:
+            print_hint(trace)
         with progress.task("Attributing"):
             result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
     print(render(result, paths))

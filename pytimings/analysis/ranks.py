@@ -46,6 +46,7 @@ from pytimings.analysis.attribution import (
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
 from pytimings.ingest import _assign_ranks, _expand, _set_rank, load_file
 from pytimings.ingest._model import SCHEMAS, Trace
+from pytimings.ingest.processes import select_rank, split_processes
 from pytimings.report import progress
 from pytimings.table import Table
 
@@ -93,12 +94,67 @@ def analyze_file(
         if source == "file order":
             rank = position
         _set_rank(trace, rank, source)
-        a = attribute(trace, by=by, devices=devices)
-        found = [f for rule in RANK_RULES for f in rule(a)]
+        return _analyze_rank(path, trace, rank, source, by, devices)
     except TraceFormatError as exc:  # re-raised as a plain message: crosses processes intact
         raise UsageError(str(exc)) from None
     except PytimingsError as exc:
         raise UsageError(f"{path}: {exc}") from None
+
+
+def analyze_file_processes(
+    path: str, by: str | None, devices: Sequence[int] | None
+) -> list[RankResult]:
+    """The task with ``processes_as_ranks``: one file -> a :class:`RankResult` per process
+    with GPU ops, ranked 0.. within the file (:func:`_renumber` then places the files'
+    ranks one after another); the file's dropped counts travel with its first rank."""
+    try:
+        trace = split_processes(load_file(path))
+        ranks = sorted(set(trace.meta["process_ranks"].values())) or [0]
+        have = set(trace.gpu_ops["device"].tolist())
+        if devices is not None and not set(devices) <= have:
+            missing = sorted(set(devices) - have)
+            raise UsageError(
+                f"device {', '.join(map(str, missing))} not in the trace; it has devices "
+                f"{', '.join(map(str, sorted(have))) or 'none'}"
+            )
+        out = []
+        for i, rank in enumerate(ranks):
+            one = select_rank(trace, rank) if len(ranks) > 1 else trace
+            one.dropped = dict(trace.dropped) if i == 0 else {}
+            mine = None  # each rank reports the selected devices it has (maybe none)
+            if devices is not None:
+                mine = sorted(set(devices) & set(one.gpu_ops["device"].tolist()))
+            out.append(_analyze_rank(path, one, rank, "process", by, mine))
+        return out
+    except TraceFormatError as exc:
+        raise UsageError(str(exc)) from None
+    except PytimingsError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def _renumber(per_file: Sequence[Sequence[RankResult]]) -> list[RankResult]:
+    """Each file's ranks (0.. within the file, from :func:`analyze_file_processes`) after the
+    previous file's (file order), as :func:`pytimings.load` numbers them."""
+    out: list[RankResult] = []
+    for results in per_file:
+        shift = len(out)
+        for r in results:
+            if shift:
+                r.rank += shift
+                r.windows = r.windows.with_columns(
+                    rank=(r.windows["rank"] + shift).astype(np.int16)
+                )
+                ops = r.comm.gpu_ops
+                r.comm.gpu_ops = ops.with_columns(rank=(ops["rank"] + shift).astype(np.int16))
+            out.append(r)
+    return out
+
+
+def _analyze_rank(
+    path: str, trace: Trace, rank: int, source: str, by: str | None, devices: Sequence[int] | None
+) -> RankResult:
+    a = attribute(trace, by=by, devices=devices)
+    found = [f for rule in RANK_RULES for f in rule(a)]
     rows = np.flatnonzero(a.classes == COMM)
     comm = Trace(
         gpu_ops=trace.gpu_ops.take(rows),
@@ -137,8 +193,13 @@ def analyze_ranks(
     executor: str = "local",
     scheduler: str | None = None,
     workers: int | None = None,
+    processes_as_ranks: bool = False,
 ) -> Attribution:
     """Attribute per-rank trace files with one task per file (see the module docstring).
+
+    ``processes_as_ranks``: each process with GPU ops in a file is a rank, numbered as
+    :func:`pytimings.load` does (:mod:`pytimings.ingest.processes`); a task still takes one
+    file and returns a result per process. ``ranks`` selects ranks (as ``--rank``).
 
     Returns an :class:`Attribution` whose windows, totals, statistics, launch latency,
     collectives and findings are those of all ranks; its ``trace`` holds only the
@@ -154,8 +215,19 @@ def analyze_ranks(
         raise UsageError(f"workers must be at least 1, not {workers}")
     files = _expand(paths)
     run = _run_dask if executor == "dask" else _run_local
-    results = run(files, by, devices, scheduler, workers)
-    return reduce_ranks(results, by, ranks)
+    per_file = run(files, by, devices, scheduler, workers, processes_as_ranks)
+    if processes_as_ranks:
+        return reduce_ranks(_renumber(per_file), by, ranks)
+    return reduce_ranks([r for results in per_file for r in results], by, ranks)
+
+
+def _task(
+    path: str, position: int, by: str | None, devices: Sequence[int] | None, processes: bool
+) -> list[RankResult]:
+    """One file's results: its rank's, or (``processes``) one per process with GPU ops."""
+    if processes:
+        return analyze_file_processes(path, by, devices)
+    return [analyze_file(path, position, by, devices)]
 
 
 def _run_local(
@@ -164,20 +236,23 @@ def _run_local(
     devices: Sequence[int] | None,
     scheduler: str | None,
     workers: int | None,
-) -> list[RankResult]:
+    processes: bool = False,
+) -> list[list[RankResult]]:
     n = min(len(files), os.cpu_count() or 1) if workers is None else workers
-    with progress.task(f"Analysing {len(files)} ranks", total=len(files)) as bar:
+    what = "files" if processes else "ranks"
+    with progress.task(f"Analysing {len(files)} {what}", total=len(files)) as bar:
         if n == 1 or len(files) == 1:
             out = []
             for i, f in enumerate(files):
-                out.append(analyze_file(f, i, by, devices))
+                out.append(_task(f, i, by, devices, processes))
                 bar.advance()
             return out
         # forkserver, as load() does: a clean child, not a fork of a parent with Arrow threads
         ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             out = []
-            for r in pool.map(analyze_file, files, range(len(files)), repeat(by), repeat(devices)):
+            args = (files, range(len(files)), repeat(by), repeat(devices), repeat(processes))
+            for r in pool.map(_task, *args):
                 out.append(r)
                 bar.advance()
             return out
@@ -189,7 +264,8 @@ def _run_dask(
     devices: Sequence[int] | None,
     scheduler: str | None,
     workers: int | None,
-) -> list[RankResult]:
+    processes: bool = False,
+) -> list[list[RankResult]]:
     try:
         dd: Any = importlib.import_module("dask.distributed")  # untyped; optional extra
     except ImportError:
@@ -212,12 +288,19 @@ def _run_dask(
         raise UsageError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
     try:
         futures = client.map(
-            analyze_file, files, range(len(files)), by=by, devices=devices, pure=False
+            _task,
+            files,
+            range(len(files)),
+            by=by,
+            devices=devices,
+            processes=processes,
+            pure=False,
         )
-        with progress.task(f"Analysing {len(files)} ranks on Dask", total=len(files)) as bar:
+        what = "files" if processes else "ranks"
+        with progress.task(f"Analysing {len(files)} {what} on Dask", total=len(files)) as bar:
             for _ in dd.as_completed(futures):
                 bar.advance()
-        results: list[RankResult] = client.gather(futures)
+        results: list[list[RankResult]] = client.gather(futures)
         return results
     finally:
         client.close()

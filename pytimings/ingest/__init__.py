@@ -12,6 +12,13 @@ rank is, in order of precedence: the ``ranks`` argument; the rank the trace itse
 (Kineto ``distributedInfo``; loaders put it in ``meta['rank']``); a ``rankN``, ``rank-N`` or
 ``rank_N`` in the file name; the file's position among the files given (sorted by name
 within a directory). Two files with the same rank are an error.
+
+``processes_as_ranks=True`` is for a file that holds several processes, each driving its
+own GPU (``nsys profile torchrun --nproc-per-node N ...``): each process that ran GPU ops
+becomes a rank (see :mod:`pytimings.ingest.processes` for the numbering and for processes
+without GPU ops). With several files, each file's processes take the ranks after the
+previous file's (in the order above), so two nodes of 8 GPUs give ranks 0..15; the ranks a
+file or its name records are not used, and ``ranks`` cannot be given with it.
 """
 
 from __future__ import annotations
@@ -51,9 +58,15 @@ def load(
     *paths: str | os.PathLike[str],
     ranks: Sequence[int] | None = None,
     workers: int | None = None,
+    processes_as_ranks: bool = False,
 ) -> Trace:
-    """Load one or more trace files (or directories of per-rank traces) into one Trace."""
+    """Load one or more trace files (or directories of per-rank traces) into one Trace;
+    ``processes_as_ranks``: each process with GPU ops is a rank (module docstring)."""
     files = _expand(paths)
+    if processes_as_ranks and ranks is not None:
+        raise UsageError(
+            "ranks cannot be given with processes_as_ranks (ranks then follow the processes)"
+        )
     if ranks is not None and len(ranks) != len(files):
         raise UsageError(f"ranks: {len(ranks)} given for {len(files)} trace files")
     if workers is None:
@@ -79,6 +92,14 @@ def load(
                 for tr in pool.map(load_file, files):
                     traces.append(tr)
                     bar.advance()
+    if processes_as_ranks:
+        from pytimings.ingest.processes import split_processes
+
+        first = 0
+        for i, tr in enumerate(traces):
+            traces[i] = split_processes(tr, first)
+            first += max(1, len(traces[i].meta["process_ranks"]))  # no GPU ops: one rank
+        return Trace.merge(traces)
     assigned = _assign_ranks(files, traces, ranks)
     for tr, (rank, source) in zip(traces, assigned, strict=True):
         _set_rank(tr, rank, source)

@@ -38,6 +38,7 @@ from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.ingest.processes import add_processes_argument
 from pytimings.report import progress
 from pytimings.report import tables as report_tables
 from pytimings.report.text import table
@@ -419,6 +420,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
+    add_processes_argument(parser)
     report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
     progress.add_quiet_argument(parser)
 
@@ -426,11 +428,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytimings.errors import UsageError
     from pytimings.ingest import load
+    from pytimings.ingest.processes import print_hint
 
     progress.configure(args.quiet)
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
-    trace = load(*args.paths, workers=args.workers)
+    trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
+    if not args.processes_as_ranks:
+        print_hint(trace)
     tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
     if args.json != "-":
         print(render_text(tables))
