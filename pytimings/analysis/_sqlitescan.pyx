@@ -12,9 +12,10 @@ two passes, both without the GIL:
    overflow pages is first gathered into a scratch buffer.
 
 Every read is bounds-checked against its page (the usable part) and the file: a corrupt or
-hostile file raises ValueError("page N: ...") and never reads outside the buffer. A file
-changed while it is scanned (an mmap of a file someone rewrites) is not defended against
-beyond those checks.
+hostile file raises ValueError("page N: ...") and never reads outside the buffer nor past a
+page's usable part (tests/unit/test_sqlitescan_asan.py checks this under AddressSanitizer).
+A file changed while it is scanned (an mmap of a file someone rewrites) is not defended
+against beyond those checks.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
@@ -332,10 +333,11 @@ cdef int _value(Scan* s, Out* o, const uint8_t* v, uint64_t t, uint64_t size, in
             return _type_error(s, E_TYPE_FLOAT, o, rowid, t)
     else:
         if t >= 12:
-            if o.dlen + <int64_t>size > o.dcap and _grow_bytes(o, size) < 0:
-                return _fail(s, E_NOMEM, pgno, 0)
-            memcpy(o.data + o.dlen, v, size)
-            o.dlen += size
+            if size:  # not memcpy(NULL, v, 0): data is NULL until the first non-empty value
+                if o.dlen + <int64_t>size > o.dcap and _grow_bytes(o, size) < 0:
+                    return _fail(s, E_NOMEM, pgno, 0)
+                memcpy(o.data + o.dlen, v, size)
+                o.dlen += size
         elif t == 0:
             o.mask[r] = M_NULL
             o.nmask += 1
@@ -446,7 +448,6 @@ cdef int _leaves(Scan* s) noexcept nogil:
     cdef const uint8_t* pg
     cdef const uint8_t* end
     cdef const uint8_t* p
-    cdef const uint8_t* flim = s.file + s.nbytes
     cdef Out* o
     m = ((u - 12) * 32 // 255) - 23
     for li in range(s.nleaves):
@@ -485,7 +486,9 @@ cdef int _leaves(Scan* s) noexcept nogil:
             if <int64_t>plen <= x:
                 if <int64_t>plen > end - p:
                     return _fail(s, E_CELL, pgno, off)
-                if _record(s, p, <int64_t>plen, flim, <int64_t>key, r, pgno) < 0:
+                # lim = the page's usable end, not the file's: the 8-byte loads of the last
+                # values on a page stay out of its reserved bytes and the next page
+                if _record(s, p, <int64_t>plen, end, <int64_t>key, r, pgno) < 0:
                     return -1
             else:
                 k = m + ((<int64_t>plen - m) % (u - 4))

@@ -407,6 +407,18 @@ def test_corrupt_structures_give_short_messages(small_db: tuple[bytes, int, int]
         scan_table(data, page_size, page_size, root, [0, 0], b"ii", -1)
 
 
+def test_empty_first_bytes_value(tmp_path: Path) -> None:
+    """Empty TEXT/BLOB values before any byte is stored (once memcpy(NULL, p, 0), undefined
+    behaviour that UBSan reports in test_sqlitescan_asan.py)."""
+    path = tmp_path / "e.sqlite"
+    db = _make_db(path, 4096)
+    db.execute("CREATE TABLE t (a TEXT, b BLOB)")
+    db.executemany("INSERT INTO t VALUES (?, ?)", [("", b""), ("", None), ("x", b"yz")])
+    db.commit()
+    db.close()
+    assert _check(path, "t") == 3
+
+
 def test_scan_reads_an_mmap(small_db: tuple[bytes, int, int], tmp_path: Path) -> None:
     data, page_size, root = small_db
     path = tmp_path / "m.sqlite"
