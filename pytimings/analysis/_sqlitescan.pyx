@@ -12,7 +12,11 @@ two passes, both without the GIL:
    overflow pages is first gathered into a scratch buffer.
 
 Every read is bounds-checked against its page (the usable part) and the file: a corrupt or
-hostile file raises ValueError("page N: ...") and never reads outside the buffer. A file
+hostile file raises ValueError("page N: ...") and never reads outside the buffer nor past a
+page's usable part (tests/unit/test_sqlitescan_asan.py checks this under AddressSanitizer).
+Every page is used once: a b-tree that loops, or an overflow chain that loops, shares a page
+with another chain or the b-tree, or has more or fewer pages than its payload needs
+(ceil(spilled bytes / (usable - 4))), is an error too, not garbage. A file
 changed while it is scanned (an mmap of a file someone rewrites) is not defended against
 beyond those checks.
 """
@@ -20,7 +24,7 @@ beyond those checks.
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy
 
 import numpy as np
@@ -61,6 +65,7 @@ cdef enum:
     E_TYPE_INT
     E_TYPE_FLOAT
     E_TYPE_BYTES
+    E_OVERFLOW_TWICE
 
 _MESSAGES = {
     E_PAGE_NUMBER: "page {page}: child or overflow page number {a} out of range",
@@ -76,12 +81,13 @@ _MESSAGES = {
     E_OVERFLOW_SHORT: "page {page}: overflow chain too short",
     E_OVERFLOW_LONG: "page {page}: overflow chain too long",
     E_DEPTH: "page {page}: b-tree deeper than 64 levels",
-    E_LOOP: "page {page}: b-tree visits more pages than the file has (a loop)",
+    E_LOOP: "page {page}: child page {a} is already in the b-tree (a loop or shared subtree)",
     E_CHANGED: "page {page}: file changed during the scan",
     E_NOMEM: "out of memory",
     E_TYPE_INT: "column {a}, rowid {b}: {what} value in an integer column",
     E_TYPE_FLOAT: "column {a}, rowid {b}: {what} value in a float column",
     E_TYPE_BYTES: "column {a}, rowid {b}: {what} value in a text/blob column",
+    E_OVERFLOW_TWICE: "page {page}: overflow page {a} is already in use (a loop or shared page)",
 }
 
 
@@ -165,6 +171,7 @@ cdef struct Scan:
     uint32_t* counts    # their cell counts
     int64_t nleaves
     int64_t nrows
+    uint8_t* seen       # one bit per page: in the b-tree or an overflow chain already
     uint8_t* scratch    # payloads with overflow pages are gathered here
     int64_t scap
     Err err
@@ -175,6 +182,16 @@ cdef inline int _fail(Scan* s, int code, int64_t page, int64_t a) noexcept nogil
     s.err.page = page
     s.err.a = a
     return -1
+
+
+cdef inline bint _reuse(Scan* s, int64_t pgno) noexcept nogil:
+    """Mark page pgno (1..npages) as used; true when it already was: a b-tree loop, an
+    overflow chain that loops or that shares a page with another chain or the b-tree."""
+    cdef uint8_t bit = <uint8_t>(1 << (pgno & 7))
+    if s.seen[pgno >> 3] & bit:
+        return True
+    s.seen[pgno >> 3] |= bit
+    return False
 
 
 cdef inline const uint8_t* _varint(const uint8_t* p, const uint8_t* end,
@@ -209,7 +226,7 @@ cdef int _walk(Scan* s, int64_t root) noexcept nogil:
     cdef int64_t stack_next[MAX_DEPTH]   # next child to visit; ncells means the right-most
     cdef int64_t stack_cells[MAX_DEPTH]
     cdef int depth = 0
-    cdef int64_t visits = 0, pgno = root, ncells, child, off, hdr
+    cdef int64_t pgno = root, ncells, child, off, hdr
     cdef const uint8_t* pg
     cdef const uint8_t* h
     cdef uint8_t kind
@@ -217,9 +234,8 @@ cdef int _walk(Scan* s, int64_t root) noexcept nogil:
         # visit pgno: a leaf is listed, an interior page is pushed
         if pgno < 1 or pgno > s.npages:
             return _fail(s, E_PAGE_NUMBER, stack_page[depth - 1] if depth else root, pgno)
-        visits += 1
-        if visits > s.npages:
-            return _fail(s, E_LOOP, pgno, 0)
+        if _reuse(s, pgno):
+            return _fail(s, E_LOOP, stack_page[depth - 1] if depth else root, pgno)
         pg = _page(s, pgno)
         hdr = 100 if pgno == 1 else 0
         h = pg + hdr
@@ -332,10 +348,11 @@ cdef int _value(Scan* s, Out* o, const uint8_t* v, uint64_t t, uint64_t size, in
             return _type_error(s, E_TYPE_FLOAT, o, rowid, t)
     else:
         if t >= 12:
-            if o.dlen + <int64_t>size > o.dcap and _grow_bytes(o, size) < 0:
-                return _fail(s, E_NOMEM, pgno, 0)
-            memcpy(o.data + o.dlen, v, size)
-            o.dlen += size
+            if size:  # not memcpy(NULL, v, 0): data is NULL until the first non-empty value
+                if o.dlen + <int64_t>size > o.dcap and _grow_bytes(o, size) < 0:
+                    return _fail(s, E_NOMEM, pgno, 0)
+                memcpy(o.data + o.dlen, v, size)
+                o.dlen += size
         elif t == 0:
             o.mask[r] = M_NULL
             o.nmask += 1
@@ -424,6 +441,8 @@ cdef int _gather(Scan* s, const uint8_t* local, int64_t nlocal, int64_t plen,
             return _fail(s, E_OVERFLOW_SHORT, pgno, 0)
         if ovf > s.npages:
             return _fail(s, E_PAGE_NUMBER, pgno, ovf)
+        if _reuse(s, ovf):
+            return _fail(s, E_OVERFLOW_TWICE, pgno, ovf)
         op = _page(s, ovf)
         take = plen - got
         if take > per:
@@ -446,7 +465,6 @@ cdef int _leaves(Scan* s) noexcept nogil:
     cdef const uint8_t* pg
     cdef const uint8_t* end
     cdef const uint8_t* p
-    cdef const uint8_t* flim = s.file + s.nbytes
     cdef Out* o
     m = ((u - 12) * 32 // 255) - 23
     for li in range(s.nleaves):
@@ -485,7 +503,9 @@ cdef int _leaves(Scan* s) noexcept nogil:
             if <int64_t>plen <= x:
                 if <int64_t>plen > end - p:
                     return _fail(s, E_CELL, pgno, off)
-                if _record(s, p, <int64_t>plen, flim, <int64_t>key, r, pgno) < 0:
+                # lim = the page's usable end, not the file's: the 8-byte loads of the last
+                # values on a page stay out of its reserved bytes and the next page
+                if _record(s, p, <int64_t>plen, end, <int64_t>key, r, pgno) < 0:
                     return -1
             else:
                 k = m + ((<int64_t>plen - m) % (u - 4))
@@ -564,6 +584,7 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
     s.nleaves = 0
     s.nrows = 0
     s.scratch = NULL
+    s.seen = NULL
     s.scap = 0
     s.err.code = 0
     s.want = NULL
@@ -591,7 +612,9 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
         s.fast = <int64_t**>malloc(sizeof(int64_t*) * (s.maxcol + 1))
         s.leaves = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
         s.counts = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
-        if s.want == NULL or s.fast == NULL or s.leaves == NULL or s.counts == NULL:
+        s.seen = <uint8_t*>calloc((s.npages >> 3) + 1, 1)
+        if s.want == NULL or s.fast == NULL or s.leaves == NULL or s.counts == NULL \
+                or s.seen == NULL:
             raise MemoryError()
         for j in range(s.maxcol + 1):
             s.want[j] = -1
@@ -647,4 +670,5 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
         free(s.fast)
         free(s.leaves)
         free(s.counts)
+        free(s.seen)
         free(s.scratch)

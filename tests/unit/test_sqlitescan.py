@@ -399,12 +399,96 @@ def test_corrupt_structures_give_short_messages(small_db: tuple[bytes, int, int]
     looped = bytearray(data)
     assert looped[off] == 0x05  # interior: point its right-most child back at itself
     looped[off + 8 : off + 12] = root.to_bytes(4, "big")
-    with pytest.raises(ValueError, match=r"deeper than 64 levels|more pages than the file"):
+    with pytest.raises(ValueError, match=rf"^page {root}: child page {root} is already in the b"):
         scan_table(bytes(looped), page_size, page_size, root, [0], b"i", -1)
     with pytest.raises(ValueError, match="power of two"):
         scan_table(data, 1000, 1000, root, [0], b"i", -1)
     with pytest.raises(ValueError, match="twice"):
         scan_table(data, page_size, page_size, root, [0, 0], b"ii", -1)
+
+
+def _varint(b: bytes, p: int) -> tuple[int, int]:
+    v = 0
+    for i in range(8):
+        v = (v << 7) | (b[p + i] & 0x7F)
+        if b[p + i] < 0x80:
+            return v, p + i + 1
+    return (v << 8) | b[p + 8], p + 9
+
+
+@pytest.fixture(scope="module")
+def chained_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int, list[list[int]]]:
+    """Two 2,000-byte blobs on one 512-byte leaf, each spilling onto a chain of 4 overflow
+    pages; returns the file, the root and per cell [offset of the first-overflow pointer,
+    then the offset of each overflow page's next pointer]."""
+    path = tmp_path_factory.mktemp("chains") / "c.sqlite"
+    db = _make_db(path, 512)
+    db.execute("CREATE TABLE t (v BLOB)")
+    db.executemany("INSERT INTO t VALUES (?)", [(bytes([i]) * 2000,) for i in (1, 2)])
+    db.commit()
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
+    db.close()
+    data = path.read_bytes()
+    base = (root - 1) * 512
+    assert data[base] == 0x0D and data[base + 3 : base + 5] == b"\x00\x02"
+    chains = []
+    for c in range(2):
+        cell = base + int.from_bytes(data[base + 8 + 2 * c : base + 10 + 2 * c], "big")
+        plen, p = _varint(data, cell)
+        _, p = _varint(data, p)
+        assert plen == 2003
+        at = [p + 39]  # the local part: the minimum, 39 bytes (fileformat2 section 1.6)
+        while (ovf := int.from_bytes(data[at[-1] : at[-1] + 4], "big")) != 0:
+            at.append((ovf - 1) * 512)
+        assert len(at) == 5  # ceil((2003 - 39) / (512 - 4)) = 4 overflow pages
+        chains.append(at)
+    return data, root, chains
+
+
+def _page_of(at: int) -> int:
+    return at // 512 + 1
+
+
+@pytest.mark.parametrize(
+    "case", ["loop", "self", "shared", "tail", "tree_page", "past_file", "short", "long"]
+)
+def test_corrupt_overflow_chains_name_the_page(
+    chained_db: tuple[bytes, int, list[list[int]]], case: str
+) -> None:
+    """A chain must have exactly the pages its payload needs, each in the file and used once."""
+    data, root, (c0, c1) = chained_db
+    npages = len(data) // 512
+    page = [_page_of(a) for a in c0]  # page[0] is the leaf; page[1:] the chain
+    edit, message = {
+        # the 3rd overflow page points back at the 1st (once "too long", naming another page)
+        "loop": ((c0[3], page[1]), rf"page {page[3]}: overflow page {page[1]} is already in use"),
+        "self": ((c0[2], page[2]), rf"page {page[2]}: overflow page {page[2]} is already in use"),
+        # the second cell's chain is the first's (once no error: the first cell's bytes twice)
+        "shared": ((c1[0], page[1]), rf"page {root}: overflow page {page[1]} is already in use"),
+        "tail": ((c1[0], page[2]), rf"page {root}: overflow page {page[2]} is already in use"),
+        "tree_page": ((c0[0], root), rf"page {root}: overflow page {root} is already in use"),
+        "past_file": ((c0[2], npages + 1), rf"page {page[2]}: .* number {npages + 1} out of"),
+        "short": ((c0[2], 0), rf"page {page[2]}: overflow chain too short"),
+        # the last page goes on (to page 1, a page of another b-tree)
+        "long": ((c0[4], 1), rf"page {page[4]}: overflow chain too long"),
+    }[case]
+    at, value = edit
+    buf = data[:at] + value.to_bytes(4, "big") + data[at + 4 :]
+    assert scan_table(data, 512, 512, root, [0], b"b", -1)[0][1] == b"\x01" * 2000 + b"\x02" * 2000
+    with pytest.raises(ValueError, match=f"^{message}"):
+        scan_table(buf, 512, 512, root, [0], b"b", -1)
+
+
+def test_empty_first_bytes_value(tmp_path: Path) -> None:
+    """Empty TEXT/BLOB values before any byte is stored (once memcpy(NULL, p, 0), undefined
+    behaviour that UBSan reports in test_sqlitescan_asan.py)."""
+    path = tmp_path / "e.sqlite"
+    db = _make_db(path, 4096)
+    db.execute("CREATE TABLE t (a TEXT, b BLOB)")
+    db.executemany("INSERT INTO t VALUES (?, ?)", [("", b""), ("", None), ("x", b"yz")])
+    db.commit()
+    db.close()
+    assert _check(path, "t") == 3
 
 
 def test_scan_reads_an_mmap(small_db: tuple[bytes, int, int], tmp_path: Path) -> None:
