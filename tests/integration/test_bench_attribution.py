@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_attribution_smoke():

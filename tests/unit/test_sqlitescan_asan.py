@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, SHARED
 
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
 PYX = REPO / "pytimings" / "analysis" / "_sqlitescan.pyx"
 CHILD = Path(__file__).with_name("sqlitescan_asan_child.py")
 MUTATIONS = 3000  # per fuzzed table (three): about 15 s under ASan on one core
