@@ -212,7 +212,7 @@ def main() -> int:
     print(report)
     if args.results and not failures:
         with open(args.results, "a", encoding="utf-8") as f:
-            f.write(report + "\n")
+            f.write("\n" + report)
     for msg in failures:
         print("MISMATCH:", msg, file=sys.stderr)
     return 1 if failures else 0
