@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, safe-path
+from sqlite_files import make_db
+
 import pytimings.ingest._sqlite as sqlite_ingest
 from pytimings.ingest._sqlite import SqliteFile, ro_uri
 
@@ -111,23 +114,6 @@ def check_file(path: Path) -> int:
 
 
 # --- generated databases ------------------------------------------------------------------
-
-
-def make_db(path: Path, page_size: int, reserved: int = 0) -> sqlite3.Connection:
-    """An empty database with this page size and ``reserved`` bytes at the end of each page
-    (set by editing the one-page file; Python's sqlite3 cannot set them)."""
-    db = sqlite3.connect(path)
-    db.execute(f"PRAGMA page_size = {page_size}")
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    if reserved:
-        db.close()
-        head = bytearray(path.read_bytes())
-        head[20] = reserved
-        head[105:107] = ((page_size - reserved) % 65536).to_bytes(2, "big")
-        path.write_bytes(bytes(head))
-        db = sqlite3.connect(path)
-    return db
 
 
 def payload_lengths(usable: int, rng: random.Random, small: bool) -> list[int]:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from sqlite_files import make_db
 
 from pytimings.analysis._sqlitescan import MASK_NULL, scan_table
 from pytimings.ingest._sqlite import Column, SqliteFile
@@ -28,28 +29,6 @@ INT_EDGES += [-(2**31), 2**47 - 1, -(2**47), 2**48, 2**63 - 1, -(2**63)]
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _make_db(
-    path: Path, page_size: int, reserved: int = 0, wal: bool = False
-) -> sqlite3.Connection:
-    """An empty database with this page size; ``reserved`` bytes at the end of each page are
-    set by editing the one-page file's header (Python's sqlite3 cannot set them)."""
-    db = sqlite3.connect(path)
-    db.execute(f"PRAGMA page_size = {page_size}")
-    db.execute("PRAGMA user_version = 1")
-    db.commit()
-    if reserved:
-        db.close()
-        head = bytearray(path.read_bytes())
-        head[20] = reserved
-        head[105:107] = ((page_size - reserved) % 65536).to_bytes(2, "big")
-        path.write_bytes(bytes(head))
-        db = sqlite3.connect(path)
-    if wal:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA wal_autocheckpoint = 0")
-    return db
 
 
 def _kind(values: list[Any]) -> str | None:
@@ -177,7 +156,7 @@ def test_generated_tables_match_sqlite3(
 ) -> None:
     types, rows = spec
     path = tmp_path_factory.mktemp("gen") / "t.sqlite"
-    db = _make_db(path, page_size, reserved)
+    db = make_db(path, page_size, reserved)
     cols = [f"c{i} {t}" for i, t in enumerate(types)]
     if alias:
         cols.insert(0, "id INTEGER PRIMARY KEY")
@@ -206,7 +185,7 @@ def test_generated_tables_match_sqlite3(
 
 def test_multi_level_tree_and_overflow_chains(tmp_path: Path) -> None:
     path = tmp_path / "deep.sqlite"
-    db = _make_db(path, 512)
+    db = make_db(path, 512)
     db.execute("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d BLOB)")
     rng = np.random.default_rng(7)
     rows = [
@@ -222,7 +201,7 @@ def test_multi_level_tree_and_overflow_chains(tmp_path: Path) -> None:
 
 def test_integer_primary_key_alias_and_desc_non_alias(tmp_path: Path) -> None:
     path = tmp_path / "pk.sqlite"
-    db = _make_db(path, 1024)
+    db = make_db(path, 1024)
     db.execute("CREATE TABLE a (id INTEGER PRIMARY KEY, v INTEGER)")
     db.execute("CREATE TABLE d (id INTEGER PRIMARY KEY DESC, v INTEGER)")
     db.execute("CREATE TABLE k (x TEXT, id INTEGER, PRIMARY KEY (id DESC))")
@@ -243,7 +222,7 @@ def test_integer_primary_key_alias_and_desc_non_alias(tmp_path: Path) -> None:
 
 def test_added_columns_take_their_default(tmp_path: Path) -> None:
     path = tmp_path / "alter.sqlite"
-    db = _make_db(path, 4096)
+    db = make_db(path, 4096)
     db.execute("CREATE TABLE t (a INTEGER)")
     db.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(1000)])
     db.execute("ALTER TABLE t ADD COLUMN b INTEGER DEFAULT 7")
@@ -269,7 +248,7 @@ def test_added_columns_take_their_default(tmp_path: Path) -> None:
 
 def test_wal_file_not_yet_checkpointed(tmp_path: Path) -> None:
     path = tmp_path / "wal.sqlite"
-    db = _make_db(path, 4096, wal=True)
+    db = make_db(path, 4096, wal=True)
     db.execute("CREATE TABLE t (a INTEGER, b TEXT)")
     db.executemany("INSERT INTO t VALUES (?, ?)", [(i, str(i) * 50) for i in range(3000)])
     db.commit()
@@ -283,7 +262,7 @@ def test_wal_file_not_yet_checkpointed(tmp_path: Path) -> None:
 
 def test_without_rowid_tables_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "wr.sqlite"
-    db = _make_db(path, 4096)
+    db = make_db(path, 4096)
     db.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER) WITHOUT ROWID")
     db.execute("INSERT INTO t VALUES ('a', 1)")
     db.commit()
@@ -305,7 +284,7 @@ def test_utf16_databases_are_refused(tmp_path: Path) -> None:
 
 def test_wrong_types_and_bad_requests(tmp_path: Path) -> None:
     path = tmp_path / "ty.sqlite"
-    db = _make_db(path, 4096)
+    db = make_db(path, 4096)
     db.execute("CREATE TABLE t (a INTEGER, b, c REAL)")  # b: no affinity, 3 stays a number
     db.executemany("INSERT INTO t VALUES (?, ?, ?)", [(1, "s", 1.5), ("x", 3, 2.5)])
     db.commit()
@@ -336,7 +315,7 @@ def test_wrong_types_and_bad_requests(tmp_path: Path) -> None:
 def small_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int, int]:
     """A multi-page file (512-byte pages, interior pages, overflow chains) and its table's root."""
     path = tmp_path_factory.mktemp("fuzz") / "small.sqlite"
-    db = _make_db(path, 512)
+    db = make_db(path, 512)
     db.execute("CREATE TABLE t (a INTEGER, b TEXT, c REAL, d INTEGER)")
     db.executemany(
         "INSERT INTO t VALUES (?, ?, ?, ?)",
@@ -422,7 +401,7 @@ def chained_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int, li
     pages; returns the file, the root and per cell [offset of the first-overflow pointer,
     then the offset of each overflow page's next pointer]."""
     path = tmp_path_factory.mktemp("chains") / "c.sqlite"
-    db = _make_db(path, 512)
+    db = make_db(path, 512)
     db.execute("CREATE TABLE t (v BLOB)")
     db.executemany("INSERT INTO t VALUES (?)", [(bytes([i]) * 2000,) for i in (1, 2)])
     db.commit()
@@ -483,7 +462,7 @@ def test_empty_first_bytes_value(tmp_path: Path) -> None:
     """Empty TEXT/BLOB values before any byte is stored (once memcpy(NULL, p, 0), undefined
     behaviour that UBSan reports in test_sqlitescan_asan.py)."""
     path = tmp_path / "e.sqlite"
-    db = _make_db(path, 4096)
+    db = make_db(path, 4096)
     db.execute("CREATE TABLE t (a TEXT, b BLOB)")
     db.executemany("INSERT INTO t VALUES (?, ?)", [("", b""), ("", None), ("x", b"yz")])
     db.commit()
