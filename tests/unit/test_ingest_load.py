@@ -210,3 +210,24 @@ def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path)
     # the recording says its rank (3); the export is second in order (1)
     assert [p["rank_source"] for p in tr.meta["parts"]] == ["trace", "file order"]
     assert sorted(set(tr.ranges["rank"].tolist())) == [1, 3]
+
+
+def test_parallel_loads_equal_one_at_a_time(tmp_path: Path, export: Path) -> None:
+    """nsys exports load in threads, a mix with other formats in worker processes; either
+    way the Trace equals loading the files one after the other."""
+    from recording_factory import make_recording
+
+    from pytimings import storage
+    from pytimings.ingest._model import TABLES
+
+    other = syn.basic(tmp_path / "other_rank1.sqlite")
+    rows = [{"name": "step", "kind": "compute", "start": 10, "end": 90, "gpu": (20, 80)}]
+    saved = storage.save(tmp_path / "run.pyt", make_recording(rows, meta={"pid": 5}))
+    for files in ([export, other], [export, other, saved]):
+        serial, pooled = load(*files, workers=1), load(*files, workers=3)
+        assert pooled.strings == serial.strings
+        for name in TABLES:
+            a, b = serial.table(name), pooled.table(name)
+            assert list(a.columns) == list(b.columns)
+            for col in a.columns:
+                assert np.array_equal(a[col], b[col], equal_nan=a[col].dtype.kind == "f"), col
