@@ -120,18 +120,6 @@ def test_unsorted_input_is_an_error():
         iv.union(np.array([5, 1], dtype=np.int64), np.array([6, 2], dtype=np.int64))
 
 
-def test_stub_matches_extension():
-    import subprocess
-    import sys
-
-    r = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._intervals"],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 @pytest.mark.parametrize(
     ("lstart", "want"),
     [

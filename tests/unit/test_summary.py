@@ -373,20 +373,6 @@ def test_records_over_the_cap_are_counted_and_printed() -> None:
     assert "20 dropped (recorder memory cap: capped 20)" in str(s)
 
 
-@pytest.mark.slow
-def test_stats_stub_matches_the_extension() -> None:
-    import subprocess
-    import sys
-
-    r = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "pytimings.analysis._stats"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
     import subprocess
     import sys

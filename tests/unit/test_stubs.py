@@ -1,0 +1,28 @@
+"""Every compiled module's .pyi must describe it exactly (mypy.stubtest): the recorder
+extension and each Cython kernel module in pytimings/analysis."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = ["pytimings._core"] + [
+    f"pytimings.analysis.{p.stem}" for p in sorted((REPO / "pytimings/analysis").glob("*.pyx"))
+]
+
+
+@pytest.mark.slow
+def test_stubs_match_the_compiled_modules() -> None:
+    pytest.importorskip("mypy")
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", *MODULES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(MODULES) >= 7  # _core + the six kernel modules at least
