@@ -242,6 +242,7 @@ class _Rows:
         return None if col is None else col.mask
 
     def int(self, name: str, default: int) -> npt.NDArray[np.int64]:
+        """The column with NULLs set to ``default`` (in place: ask for a column once)."""
         col = self.cols.get(name)
         if col is None:
             return np.full(self.n, default, dtype=np.int64)
