@@ -14,7 +14,6 @@ report aborts the process.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import random
 import sqlite3
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, safe-path
-from sqlite_files import make_db
+from sqlite_files import check_table, make_db
 
 import pytimings.ingest._sqlite as sqlite_ingest
 from pytimings.ingest._sqlite import SqliteFile, ro_uri
@@ -57,60 +56,11 @@ def scan(scanner: Any, data: Any, page_size: int, usable: int, *args: Any) -> An
         _asan.__asan_unpoison_memory_region(at, len(buf))
 
 
-def _kind(values: list[Any]) -> str | None:
-    types = {type(v) for v in values if v is not None}
-    if types <= {int}:
-        return "i"
-    if types <= {int, float}:
-        return "f"
-    if types <= {bytes}:
-        return "b"
-    return None  # mixed numbers and bytes: test_sqlitescan.py checks the type error
-
-
-def check_table(path: Path, table: str) -> int:
-    """Every column of ``table`` of a consistent kind, read by SqliteFile (through the ASan
-    scanner), equals sqlite3's ``SELECT ... ORDER BY rowid``; returns the row count."""
-    ref = sqlite3.connect(ro_uri(str(path)), uri=True)
-    ref.text_factory = bytes
-    try:
-        with SqliteFile(path) as f:
-            if f._table(table).without_rowid:
-                return 0
-            names = f.columns(table)
-            quoted = ", ".join('"' + n.replace('"', '""') + '"' for n in names)
-            rows = ref.execute(f'SELECT {quoted} FROM "{table}" ORDER BY rowid').fetchall()
-            kinds = {}
-            for i, name in enumerate(names):
-                kind = _kind([r[i] for r in rows])
-                if kind is not None:
-                    kinds[name] = kind
-            got = f.read(table, kinds)
-    finally:
-        ref.close()
-    for i, name in enumerate(names):
-        if name not in kinds:
-            continue
-        want = [r[i] for r in rows]
-        col, where = got[name], f"{path.name} {table}.{name}"
-        nulls = [v is None for v in want]
-        mask = [False] * len(want) if col.mask is None else col.mask.tolist()
-        assert mask == nulls, where
-        if kinds[name] == "b":
-            assert col.data is not None, where
-            offs = col.values.tolist()
-            values = [col.data[a:b] for a, b in itertools.pairwise(offs)]
-            assert values == [b"" if v is None else v for v in want], where
-        else:
-            cast = int if kinds[name] == "i" else float
-            assert col.values.tolist() == [cast(0 if v is None else v) for v in want], where
-    return len(rows)
-
-
 def check_file(path: Path) -> int:
     with SqliteFile(path) as f:
-        tables = sorted(f._roots)
-    return sum(check_table(path, t) for t in tables if not t.startswith("sqlite_"))
+        names = [t for t in sorted(f._roots) if not t.startswith("sqlite_")]
+        tables = [t for t in names if not f._table(t).without_rowid]
+    return sum(check_table(path, t) for t in tables)
 
 
 # --- generated databases ------------------------------------------------------------------

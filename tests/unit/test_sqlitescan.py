@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from sqlite_files import make_db
+from sqlite_files import check_table, make_db
 
 from pytimings.analysis._sqlitescan import MASK_NULL, scan_table
-from pytimings.ingest._sqlite import Column, SqliteFile
+from pytimings.ingest._sqlite import SqliteFile
 
 NSYS_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -27,67 +27,14 @@ INT_EDGES = [0, 1, -1, 127, 128, -128, 255, 32767, -32768, 2**23 - 1, -(2**23), 
 INT_EDGES += [-(2**31), 2**47 - 1, -(2**47), 2**48, 2**63 - 1, -(2**63)]
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _kind(values: list[Any]) -> str | None:
-    """The kind a column of these values reads as; None when it mixes numbers and bytes."""
-    types = {type(v) for v in values if v is not None}
-    if types <= {int}:
-        return "i"
-    if types <= {int, float}:
-        return "f"
-    if types <= {bytes}:
-        return "b"
-    return None
-
-
-def _assert_column(col: Column, kind: str, want: list[Any], where: str) -> None:
-    nulls = np.array([v is None for v in want], dtype=bool)
-    if nulls.any():
-        assert col.mask is not None, where
-        np.testing.assert_array_equal(col.mask, nulls, err_msg=where)
-    else:
-        assert col.mask is None, where
-    if kind == "b":
-        assert col.data is not None and len(col.values) == len(want) + 1, where
-        got = [col.data[a:b] for a, b in zip(col.values[:-1], col.values[1:], strict=True)]
-        assert got == [b"" if v is None else v for v in want], where
-        return
-    assert col.data is None and len(col.values) == len(want), where
-    dtype = np.int64 if kind == "i" else np.float64
-    expect = np.array([0 if v is None else v for v in want], dtype=dtype)
-    assert col.values.dtype == dtype, where
-    np.testing.assert_array_equal(col.values, expect, err_msg=where)
+def _refuses_mixed(f: SqliteFile, table: str, name: str) -> None:
+    with pytest.raises(ValueError, match=r"column \d+, rowid"):
+        f.read(table, {name: "i"})
 
 
 def _check(path: Path, table: str) -> int:
-    """Every column of ``table`` read by SqliteFile equals sqlite3's; returns the row count."""
-    ref = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    ref.text_factory = bytes
-    try:
-        with SqliteFile(path) as f:
-            names = f.columns(table)
-            rows = ref.execute(
-                f"SELECT {', '.join(map(_quote, names))} FROM {_quote(table)} ORDER BY rowid"
-            ).fetchall()
-            kinds = {}
-            for i, name in enumerate(names):
-                kind = _kind([r[i] for r in rows])
-                if kind is None:
-                    with pytest.raises(ValueError, match=r"column \d+, rowid"):
-                        f.read(table, {name: "i"})
-                else:
-                    kinds[name] = kind
-            got = f.read(table, kinds)
-            for i, name in enumerate(names):
-                if name in kinds:
-                    want = [r[i] for r in rows]
-                    _assert_column(got[name], kinds[name], want, f"{path.name} {table}.{name}")
-    finally:
-        ref.close()
-    return len(rows)
+    """check_table, and a column mixing numbers and bytes must fail as an integer column."""
+    return check_table(path, table, _refuses_mixed)
 
 
 # --- generated tables ---------------------------------------------------------------------
