@@ -276,18 +276,22 @@ class DeviceTimeline:
     k_op: I64  # per distinct start of a non-empty op: the gpu_ops row that ends gaps there
 
 
+def _device_rows(ops: Table, mask: npt.NDArray[np.bool_], rank: int, device: int) -> I64:
+    """Rows of the ops of (rank, device) where ``mask`` holds; a column every op shares
+    (one rank, one GPU) is not compared."""
+    if not (ops["rank"] == rank).all():
+        mask &= ops["rank"] == rank
+    if not (ops["device"] == device).all():
+        mask &= ops["device"] == device
+    return np.flatnonzero(mask)
+
+
 def device_timeline(
     trace: Trace, classes: npt.NDArray[np.int8], launches: Launches, rank: int, device: int
 ) -> DeviceTimeline:
     ops = trace.gpu_ops
     start, end = ops["start"], ops["end"]
-    mask = end > start
-    if not (ops["rank"] == rank).all():
-        mask &= ops["rank"] == rank
-    if not (ops["device"] == device).all():
-        mask &= ops["device"] == device
-    rows = np.flatnonzero(mask)
-    del mask
+    rows = _device_rows(ops, end > start, rank, device)
     order = rows[np.argsort(start[rows], kind="stable")]
     del rows
     seg_s, seg_e, seg_l = iv.sweep(*iv.union_by_class(order, start, end, classes))
@@ -714,13 +718,7 @@ def _device_latency(
 ) -> tuple[I64, I64, I64]:
     """Launch latency of the ops of one device: (latency, op row, part in host_bound)."""
     ops = trace.gpu_ops
-    mask = launches.api_row >= 0
-    if not (ops["rank"] == rank).all():
-        mask &= ops["rank"] == rank
-    if not (ops["device"] == device).all():
-        mask &= ops["device"] == device
-    rows = np.flatnonzero(mask)
-    del mask
+    rows = _device_rows(ops, launches.api_row >= 0, rank, device)
     ls = launches.start[rows]
     os_ = ops["start"][rows]
     in_hb = iv.overlap_lengths(ls, os_, *host_bound)

@@ -75,7 +75,9 @@ def load(
     n_workers = min(len(files), os.cpu_count() or 1) if workers is None else workers
     if n_workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
-    in_threads = len(files) > 1 and all(detect_format(f) in _GIL_FREE_FORMATS for f in files)
+    # detected once here, not again by each load
+    formats: list[str | None] = [detect_format(f) for f in files] if len(files) > 1 else [None]
+    in_threads = len(files) > 1 and all(fmt in _GIL_FREE_FORMATS for fmt in formats)
     if workers is None and not in_threads:
         # starting worker processes (~0.5 s) costs more than loading small files in-process
         if sum(os.path.getsize(f) for f in files) < _PARALLEL_MIN_BYTES:
@@ -84,8 +86,8 @@ def load(
     with progress.task(f"Loading {what}", total=len(files)) as bar:
         if len(files) == 1 or n_workers == 1:
             traces = []
-            for f in files:
-                traces.append(load_file(f))
+            for f, fmt in zip(files, formats, strict=True):
+                traces.append(load_file(f, fmt))
                 bar.advance()
         else:
             pool: Executor
@@ -99,7 +101,7 @@ def load(
                 pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx)
             with pool:
                 traces = []
-                for tr in pool.map(load_file, files):
+                for tr in pool.map(load_file, files, formats):
                     traces.append(tr)
                     bar.advance()
     if processes_as_ranks:
@@ -121,16 +123,15 @@ def load(
     return Trace.merge(traces)
 
 
-def load_file(path: str) -> Trace:
-    """One file, whatever its format."""
+def load_file(path: str, fmt: str | None = None) -> Trace:
+    """One file, whatever its format (``fmt``: as :func:`detect_format` found it)."""
     try:
-        return _load_file(path)
+        return _load_file(path, fmt or detect_format(path))
     except ValueOutOfRange as exc:  # a value the model cannot hold: never wrap silently
         raise TraceFormatError(path, str(exc)) from None
 
 
-def _load_file(path: str) -> Trace:
-    fmt = detect_format(path)
+def _load_file(path: str, fmt: str) -> Trace:
     if fmt == "nsys-sqlite":
         from pytimings.ingest.nsys import load_nsys
 

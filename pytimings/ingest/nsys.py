@@ -263,10 +263,9 @@ class _Rows:
         import pyarrow as pa
 
         col = self.cols.get(name)
-        if col is None:
-            return pa.array([b""] * self.n, type=pa.large_binary())
+        offsets, data = (col.values, col.data) if col else (np.zeros(self.n + 1, np.int64), b"")
         return pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), self.n, [None, pa.py_buffer(col.values), pa.py_buffer(col.data)]
+            pa.large_binary(), self.n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
 
 

@@ -60,10 +60,9 @@ def gpu_processes(trace: Trace, rank: int | None = None) -> dict[int, list[int]]
     if rank is not None:
         on = ops["rank"] == rank
         pid, dev = pid[on], dev[on]
-    pairs = np.unique((pid.astype(np.int64) << 16) | (dev.astype(np.int64) & 0xFFFF))
     out: dict[int, list[int]] = {}
-    devs = (pairs & 0xFFFF).astype(np.uint16).astype(np.int16)
-    for p, d in zip((pairs >> 16).tolist(), devs.tolist(), strict=True):
+    pids, devs = _distinct_with_device(pid, dev)
+    for p, d in zip(pids.tolist(), devs.tolist(), strict=True):
         out.setdefault(int(p), []).append(int(d))
     return {p: sorted(ds) for p, ds in out.items()}
 
@@ -119,12 +118,8 @@ def split_processes(trace: Trace, first_rank: int = 0) -> Trace:
         if orphan.any():
             th["rank"][ref[orphan]] = cols[name]["rank"][rows[orphan]]
             keep["threads"][ref[orphan]] = True
-    new_index = np.cumsum(keep["threads"], dtype=np.int64) - 1
     for name in ("api_calls", "ranges"):
-        t = cols[name]
-        old = t["thread"]
-        ok = (old >= 0) & (old < new_index.size)
-        t["thread"] = np.where(ok, new_index[np.where(ok, old, 0)], old).astype(np.int32)
+        cols[name]["thread"] = _renumbered(cols[name]["thread"], keep["threads"])
 
     dropped = dict(trace.dropped)
     tables: dict[str, Table] = {}
@@ -153,11 +148,8 @@ def _devices(trace: Trace, ops: Table, lone_rank: int | None) -> Table:
     if lone_rank is not None:
         return old.with_columns(rank=np.full(len(old), lone_rank, dtype=np.int16))
     name_of = dict(zip(old["device"].tolist(), old["name"].tolist(), strict=True))
-    pairs = np.unique(
-        (ops["rank"].astype(np.int64) << 16) | (ops["device"].astype(np.int64) & 0xFFFF)
-    )
-    rank = (pairs >> 16).astype(np.int16)
-    device = (pairs & 0xFFFF).astype(np.uint16).astype(np.int16)
+    ranks, device = _distinct_with_device(ops["rank"], ops["device"])
+    rank = ranks.astype(np.int16)
     name = np.asarray([name_of.get(int(d), 0) for d in device], dtype=np.int32)
     return conform({"device": device, "name": name, "rank": rank}, SCHEMAS["devices"])
 
@@ -169,16 +161,28 @@ def select_rank(trace: Trace, rank: int) -> Trace:
         t = trace.table(name)
         tables[name] = t.take(np.flatnonzero(t["rank"] == rank))
     mine = trace.threads["rank"] == rank
-    new_index = np.cumsum(mine, dtype=np.int64) - 1
     for name in ("api_calls", "ranges"):
         t = tables[name]
-        old = t["thread"]
-        ok = (old >= 0) & (old < new_index.size)
-        fixed = np.where(ok, new_index[np.where(ok, old, 0)], old).astype(np.int32)
-        tables[name] = t.with_columns(thread=fixed)
+        tables[name] = t.with_columns(thread=_renumbered(t["thread"], mine))
     meta = dict(trace.meta)
     meta["rank"] = rank
     return Trace(**tables, strings=trace.strings, meta=meta, dropped={})
+
+
+def _distinct_with_device(
+    key: npt.NDArray[Any], device: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int16]]:
+    """The distinct (key, device) pairs, sorted: keys and int16 devices."""
+    pairs = np.unique((key.astype(np.int64) << 16) | (device.astype(np.int64) & 0xFFFF))
+    return pairs >> 16, (pairs & 0xFFFF).astype(np.uint16).astype(np.int16)
+
+
+def _renumbered(thread: npt.NDArray[Any], kept: npt.NDArray[np.bool_]) -> npt.NDArray[np.int32]:
+    """Thread row indices after only the ``kept`` thread rows remain (out-of-range and -1
+    references unchanged)."""
+    new_index = np.cumsum(kept, dtype=np.int64) - 1
+    ok = (thread >= 0) & (thread < new_index.size)
+    return np.where(ok, new_index[np.where(ok, thread, 0)], thread).astype(np.int32)
 
 
 def multi_process_hint(trace: Trace) -> str | None:

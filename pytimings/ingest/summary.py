@@ -418,7 +418,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="aggregate over ranks and devices, as nsys stats does",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="files loaded in parallel (threads for nsys exports, else processes)",
     )
     add_processes_argument(parser)
     report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
