@@ -268,7 +268,8 @@ def first_per_start(const int64_t[::1] order, const int64_t[::1] starts,
     ``lstart`` (launch-call start, ``NO_LAUNCH`` when unknown) and ``corr`` are full
     columns read in place. Returns, per distinct start, the row of the op chosen among
     those starting there: earliest launch call first (unknown launches last), then
-    lowest correlation id, then lowest row.
+    lowest correlation id, then the first in ``order`` (the caller orders ties by content,
+    so that the choice never depends on the input's row order).
     """
     cdef Py_ssize_t n = order.shape[0], i, k = -1
     out_arr = np.empty(n, dtype=np.int64)
@@ -290,7 +291,7 @@ def first_per_start(const int64_t[::1] order, const int64_t[::1] starts,
                 best_l = l
                 best_c = c
                 best_r = r
-            elif l < best_l or (l == best_l and (c < best_c or (c == best_c and r < best_r))):
+            elif l < best_l or (l == best_l and c < best_c):
                 best_l = l
                 best_c = c
                 best_r = r

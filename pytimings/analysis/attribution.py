@@ -286,13 +286,32 @@ def _device_rows(ops: Table, mask: npt.NDArray[np.bool_], rank: int, device: int
     return np.flatnonzero(mask)
 
 
+def _by_start(trace: Trace, rows: I64) -> I64:
+    """``rows`` of gpu_ops by start; ops starting together by end, stream and name, so that
+    which of them ends an idle gap never depends on the order the rows came in."""
+    ops = trace.gpu_ops
+    order = rows[np.argsort(ops["start"][rows], kind="stable")]
+    s = ops["start"][order]
+    tie = np.flatnonzero(s[1:] == s[:-1])
+    if len(tie) == 0:
+        return order
+    at = np.union1d(tie, tie + 1)  # positions in ``order`` inside groups of equal start
+    sub = order[at]
+    ids, inv = np.unique(ops["name"][sub], return_inverse=True)
+    by_text = np.argsort([trace.strings[i] for i in ids.tolist()], kind="stable")
+    name_rank = np.argsort(by_text)[inv.reshape(-1)]  # each op's name's rank as text
+    # start first: each group keeps its positions, its members are reordered among them
+    order[at] = sub[np.lexsort((name_rank, ops["stream"][sub], ops["end"][sub], s[at]))]
+    return order
+
+
 def device_timeline(
     trace: Trace, classes: npt.NDArray[np.int8], launches: Launches, rank: int, device: int
 ) -> DeviceTimeline:
     ops = trace.gpu_ops
     start, end = ops["start"], ops["end"]
     rows = _device_rows(ops, end > start, rank, device)
-    order = rows[np.argsort(start[rows], kind="stable")]
+    order = _by_start(trace, rows)
     del rows
     seg_s, seg_e, seg_l = iv.sweep(*iv.union_by_class(order, start, end, classes))
     k_op = iv.first_per_start(order, start, launches.start, ops["correlation"])

@@ -95,13 +95,13 @@ def union_by_class(order, starts, ends, cls):
 
 
 def first_per_start(order, starts, lstart, corr):
-    best: dict[int, tuple[int, int, int]] = {}
-    for r in order:
-        key = (int(lstart[r]) if lstart[r] != NO_LAUNCH else 2**63, int(corr[r]), int(r))
+    best: dict[int, tuple[int, int, int, int]] = {}
+    for i, r in enumerate(order):
+        key = (int(lstart[r]) if lstart[r] != NO_LAUNCH else 2**63, int(corr[r]), i, int(r))
         s = int(starts[r])
         if s not in best or key < best[s]:
             best[s] = key
-    return np.array([best[s][2] for s in sorted(best)], dtype=np.int64)
+    return np.array([best[s][3] for s in sorted(best)], dtype=np.int64)
 
 
 def _label(c: bool, m: bool, x: bool) -> int:
