@@ -36,7 +36,7 @@ SCALE_CHILD = r"""
 import json, resource, sys, time
 import numpy as np
 from pytimings.analysis.attribution import LABELS, attribute
-from pytimings.ingest._model import (API_CALL_SCHEMA, DEVICE_SCHEMA, GPU_OP_SCHEMA, RANGE_SCHEMA,
+from pytimings.model.trace import (API_CALL_SCHEMA, DEVICE_SCHEMA, GPU_OP_SCHEMA, RANGE_SCHEMA,
     THREAD_SCHEMA, CopyKind, MemKind, OpKind, Trace)
 from pytimings.table import Table
 

@@ -12,7 +12,7 @@ import contextlib
 import timeit
 
 import pytimings as pt
-from pytimings.recorder import Recorder
+from pytimings.record.recorder import Recorder
 
 
 def per_call_ns(

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from pytimings.ingest._model import OpKind, Trace
 from pytimings.ingest._sqlite import SqliteFile
 from pytimings.ingest.nsys import load_nsys
+from pytimings.model.trace import OpKind, Trace
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"

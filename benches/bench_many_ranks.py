@@ -1,6 +1,6 @@
 """Many ranks: `analyze_ranks` on local processes vs a Dask LocalCluster (same worker count).
 
-Writes N synthetic per-rank pytimings recordings (tests/ranks_synth.py: a data-parallel
+Writes N synthetic per-rank pytimings recordings (tests/helpers/ranks_synth.py: a data-parallel
 decode loop, OPS GPU ops per rank, rank 3 a straggler), then times one task per rank on
 each executor, wall clock including pool/cluster start-up, and checks both results are
 identical (and find the straggler). Reports ranks/s and the Dask/local ratio.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from ranks_synth import write_ranks
+from helpers.ranks_synth import write_ranks
 
 from pytimings.analysis.ranks import analyze_ranks
 

@@ -22,9 +22,9 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
+from pytimings.model.requests import RequestRecord
+from pytimings.record.requests import RequestLog, request
 from pytimings.serving.loadgen import Config, _read_events
-from pytimings.serving.record import RequestLog, request
-from pytimings.serving.requests import RequestRecord
 
 
 def _best_ns(fn: Callable[[], None], n: int, repeats: int) -> float:

@@ -9,35 +9,47 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pytimings._core import now_ns
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
+
+try:
+    from pytimings._core import now_ns
+except ModuleNotFoundError as _exc:  # a source checkout that was never built
+    if _exc.name != "pytimings._core":
+        raise
+    raise ImportError(
+        "pytimings' native extension (pytimings._core) is not built here: this looks like a "
+        "source checkout. Install it with `pip install .` (or, to work on it, "
+        "`pip install --no-build-isolation -e .` after `pip install scikit-build-core "
+        "pybind11 cython nvidia-nvtx-cu12`), then import pytimings from outside the "
+        "checkout's root or through that install."
+    ) from None
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
     # recording (recorder.py, cuda.py)
-    "region": "pytimings.recorder",
-    "timed": "pytimings.recorder",
-    "mark": "pytimings.recorder",
-    "Recorder": "pytimings.recorder",
-    "default_recorder": "pytimings.recorder",
-    "flush": "pytimings.recorder",
-    "cuda_available": "pytimings.cuda",
-    "cuda_status": "pytimings.cuda",
+    "region": "pytimings.record.recorder",
+    "timed": "pytimings.record.recorder",
+    "mark": "pytimings.record.recorder",
+    "Recorder": "pytimings.record.recorder",
+    "default_recorder": "pytimings.record.recorder",
+    "flush": "pytimings.record.recorder",
+    "cuda_available": "pytimings.record.cuda",
+    "cuda_status": "pytimings.record.cuda",
     # recordings: summary, save/load, torch.distributed
-    "summary": "pytimings.region_stats",
-    "Summary": "pytimings.region_stats",
-    "save": "pytimings.storage",
-    "instrument_torch_distributed": "pytimings.distributed",
-    "uninstrument": "pytimings.distributed",
+    "summary": "pytimings.record.summary",
+    "Summary": "pytimings.record.summary",
+    "save": "pytimings.record.storage",
+    "instrument_torch_distributed": "pytimings.record.distributed",
+    "uninstrument": "pytimings.record.distributed",
     # traces
     "load": "pytimings.ingest",
-    "Trace": "pytimings.ingest._model",
+    "Trace": "pytimings.model.trace",
     # analysis
     "attribute": "pytimings.analysis.attribution",
     # serving
-    "request": "pytimings.serving.record",
+    "request": "pytimings.record.requests",
     "serving_metrics": "pytimings.serving.metrics",
 }
 

@@ -17,14 +17,20 @@ from pytimings.errors import PytimingsError
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "summary": ("pytimings.ingest.summary", "Summarise traces: kernels, copies, ranges, API calls"),
-    "analyze": ("pytimings.analysis.cli", "Attribute end-to-end latency in traces"),
+    "summary": (
+        "pytimings.commands.summary",
+        "Summarise traces: kernels, copies, ranges, API calls",
+    ),
+    "analyze": ("pytimings.commands.analyze", "Attribute end-to-end latency in traces"),
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
     "bench": ("pytimings.bench.cli", "Copy, latency, collective and KV-cache benchmarks"),
-    "export": ("pytimings.report.cli", "Export traces/recordings for Perfetto or chrome://tracing"),
-    "report": ("pytimings.report.serving_cli", "Serving runs as an HTML report: CDFs, knee"),
+    "export": (
+        "pytimings.commands.export",
+        "Export traces/recordings for Perfetto or chrome://tracing",
+    ),
+    "report": ("pytimings.commands.report", "Serving runs as an HTML report: CDFs, knee"),
 }
 
 

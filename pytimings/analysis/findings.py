@@ -9,22 +9,20 @@ doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import _intervals as iv
-from pytimings.analysis.attribution import (
-    BUSY_LABELS,
-    IDLE_LABELS,
-    LABELS,
-    MEMORY,
-    Attribution,
-)
-from pytimings.ingest._model import ApiKind, CopyKind, MemKind, OpKind
+from pytimings._native import _intervals as iv
+from pytimings.analysis.classes import MEMORY
+from pytimings.analysis.finding import Finding, ms, pct, runs_text
+from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
+from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind
+
+if TYPE_CHECKING:
+    from pytimings.analysis.result import Attribution
 
 I64 = npt.NDArray[np.int64]
 TINY_KERNEL_NS = 10_000  # kernels shorter than this are "tiny" (launch cost is of this order)
@@ -33,61 +31,16 @@ MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
 
 
-@dataclass
-class Finding:
-    layer: str  # hardware, kernel, memory, scheduling, parallel, application
-    title: str  # one line with the key numbers
-    loss_ns: int  # time this loss accounts for (the ranking key)
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer,
-            "title": self.title,
-            "loss_ns": self.loss_ns,
-            "evidence": self.evidence,
-        }
-
-
-def ms(ns: float) -> str:
-    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def runs_text(values: Sequence[int], first: int = 0) -> str:
-    """Integers as compact runs, shifted so that 0 reads as ``first``: '3-16' or '1, 4-6'
-    (window indices are shown 1-based, ranks as they are)."""
-    out: list[str] = []
-    idx = sorted(set(values))
-    i = 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        lo, hi = idx[i] + first, idx[j] + first
-        out.append(f"{lo}" if i == j else f"{lo}-{hi}")
-        i = j + 1
-    return ", ".join(out)
-
-
 def find(a: Attribution) -> list[Finding]:
-    out: list[Finding] = []
-    for rule in (
-        _hardware,
-        _host_bound_gaps,
-        _kernels,
-        _graphs,
-        _memory,
-        _parallel,
-        _collectives,
-        _tail,
-    ):
-        out.extend(rule(a))
-    total = max(1, a.totals["window_ns"])
-    out = [f for f in out if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
+    """Every rule's findings on ``a``, ranked (:func:`ranked`)."""
+    return ranked([f for rule in RULES for f in rule(a)], a.totals["window_ns"])
+
+
+def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
+    """The findings worth reporting (at least ``MIN_SHARE`` of ``total_ns``, or of the
+    hardware layer), biggest loss first (ties: layer, title)."""
+    total = max(1, total_ns)
+    out = [f for f in found if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
     out.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
     return out
 
@@ -99,7 +52,7 @@ def _scope(a: Attribution) -> str:
 # --------------------------------------------------------------------------- hardware
 
 
-def _hardware(a: Attribution) -> list[Finding]:
+def hardware(a: Attribution) -> list[Finding]:
     """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
     w = a.windows
     per: list[dict[str, Any]] = []
@@ -232,7 +185,7 @@ def _magnitude_clusters(values: I64) -> npt.NDArray[np.int64]:
     return ids
 
 
-def _host_bound_gaps(a: Attribution) -> list[Finding]:
+def host_bound_gaps(a: Attribution) -> list[Finding]:
     """Host-bound gaps grouped by the op that ends them and by magnitude: where, and for
     how long, the GPU waits for the host to begin submitting."""
     g = a.gaps
@@ -357,7 +310,7 @@ def _reported(a: Attribution, rows: I64) -> I64:
     return np.unique(np.concatenate(parts)) if parts else rows[:0]
 
 
-def _kernels(a: Attribution) -> list[Finding]:
+def kernels(a: Attribution) -> list[Finding]:
     """launch_overhead and tiny kernels; the launch_overhead of windows that the CUDA-graph
     finding claims is left to it (losses are not counted twice)."""
     t = a.totals
@@ -436,7 +389,7 @@ def _repeating(a: Attribution) -> tuple[int, int, I64] | None:
     return n, kernels, rows
 
 
-def _graphs(a: Attribution) -> list[Finding]:
+def graphs(a: Attribution) -> list[Finding]:
     """Windows that repeat the same kernels without CUDA graphs; the loss is the
     launch_overhead inside those windows (the kernel finding claims the rest)."""
     rep = _repeating(a)
@@ -487,7 +440,7 @@ def _exposed_ns(a: Attribution, rows: I64) -> int:
     return total
 
 
-def _memory(a: Attribution) -> list[Finding]:
+def memory(a: Attribution) -> list[Finding]:
     ops = a.trace.gpu_ops
     out = []
     t = a.totals
@@ -550,7 +503,7 @@ def _memory(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- parallel
 
 
-def _parallel(a: Attribution) -> list[Finding]:
+def parallel(a: Attribution) -> list[Finding]:
     t = a.totals
     comm = t["comm_overlapped_ns"] + t["comm_exposed_ns"]
     if comm == 0:
@@ -571,7 +524,7 @@ def _parallel(a: Attribution) -> list[Finding]:
     ]
 
 
-def _collectives(a: Attribution) -> list[Finding]:
+def collectives(a: Attribution) -> list[Finding]:
     c = a.collectives
     if c is None or len(c.table) == 0:
         return []
@@ -607,7 +560,7 @@ def _collectives(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- application
 
 
-def _tail(a: Attribution) -> list[Finding]:
+def tail(a: Attribution) -> list[Finding]:
     w = a.windows
     if a.by is None or len(w) < 3:
         return []
@@ -631,3 +584,13 @@ def _tail(a: Attribution) -> list[Finding]:
             {"p50_ns": float(p50), "p99_ns": float(p99), "grows": grows, "growth_ns": growth},
         )
     ]
+
+
+Rule = Callable[["Attribution"], list[Finding]]
+# rules that need a rank's events (per-rank tasks run them) / only the windows table,
+# totals and collectives (run once over every rank's results)
+RANK_RULES: tuple[Rule, ...] = (host_bound_gaps, kernels, graphs, memory)
+GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
+RULES: tuple[Rule, ...] = (
+    hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
+)  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import _stats
+from pytimings._native import _stats
 
 
 @dataclass(frozen=True)

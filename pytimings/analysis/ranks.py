@@ -23,7 +23,7 @@ import os
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -33,37 +33,21 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis import findings as fnd
-from pytimings.analysis.attribution import (
-    COMM,
-    NO_LAUNCH,
-    Attribution,
-    Gaps,
-    Launches,
-    LaunchLatency,
-    attribute,
-    collectives,
-)
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.classes import COMM
+from pytimings.analysis.collectives import collectives
+from pytimings.analysis.finding import Finding, runs_text
+from pytimings.analysis.launches import NO_LAUNCH, Launches
+from pytimings.analysis.partition import Gaps
+from pytimings.analysis.result import Attribution, LaunchLatency
+from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
-from pytimings.ingest import _assign_ranks, _expand, _set_rank, load_file
-from pytimings.ingest._model import SCHEMAS, Trace
+from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank
 from pytimings.ingest.processes import select_rank, split_processes
-from pytimings.report import progress
+from pytimings.model.trace import SCHEMAS, Trace
 from pytimings.table import Table
 
 EXECUTORS = ("local", "dask")
-# findings that need a rank's events (run in the task) / only totals and collectives (client)
-RANK_RULES: tuple[Callable[[Attribution], list[fnd.Finding]], ...] = (
-    fnd._host_bound_gaps,
-    fnd._kernels,
-    fnd._graphs,
-    fnd._memory,
-)
-GLOBAL_RULES: tuple[Callable[[Attribution], list[fnd.Finding]], ...] = (
-    fnd._hardware,
-    fnd._parallel,
-    fnd._collectives,
-    fnd._tail,
-)
 
 
 @dataclass
@@ -78,7 +62,7 @@ class RankResult:
     latency_ns: npt.NDArray[np.int64]
     in_host_bound_ns: npt.NDArray[np.int64]
     comm: Trace  # the rank's communication ops only (for the collectives)
-    findings: list[fnd.Finding]
+    findings: list[Finding]
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -90,10 +74,10 @@ def analyze_file(
     the files, the rank of last resort as in :func:`pytimings.load`)."""
     try:
         trace = load_file(path)
-        ((rank, source),) = _assign_ranks([path], [trace], None)
+        ((rank, source),) = assign_ranks([path], [trace], None)
         if source == "file order":
             rank = position
-        _set_rank(trace, rank, source)
+        set_rank(trace, rank, source)
         return _analyze_rank(path, trace, rank, source, by, devices)
     except TraceFormatError as exc:  # re-raised as a plain message: crosses processes intact
         raise UsageError(str(exc)) from None
@@ -154,7 +138,7 @@ def _analyze_rank(
     path: str, trace: Trace, rank: int, source: str, by: str | None, devices: Sequence[int] | None
 ) -> RankResult:
     a = attribute(trace, by=by, devices=devices)
-    found = [f for rule in RANK_RULES for f in rule(a)]
+    found = [f for rule in fnd.RANK_RULES for f in rule(a)]
     rows = np.flatnonzero(a.classes == COMM)
     comm = Trace(
         gpu_ops=trace.gpu_ops.take(rows),
@@ -213,7 +197,7 @@ def analyze_ranks(
         raise UsageError("--scheduler needs --executor dask")
     if workers is not None and workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
-    files = _expand(paths)
+    files = expand_paths(paths)
     run = _run_dask if executor == "dask" else _run_local
     per_file = run(files, by, devices, scheduler, workers, processes_as_ranks)
     if processes_as_ranks:
@@ -373,12 +357,9 @@ def reduce_ranks(
         window_range_rows=np.full(len(windows), -1, dtype=np.int64),
         ignored=ignored,
     )
-    found = [f for rule in GLOBAL_RULES for f in rule(a)]
+    found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))
-    total = max(1, a.totals["window_ns"])
-    found = [f for f in found if f.loss_ns >= fnd.MIN_SHARE * total or f.layer == "hardware"]
-    found.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
-    a._findings = found
+    a._findings = fnd.ranked(found, a.totals["window_ns"])
     return a
 
 
@@ -391,12 +372,12 @@ def _shape(title: str) -> str:
     return "'".join(p if i % 2 else _NUMBER.sub("#", p) for i, p in enumerate(parts))
 
 
-def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> list[fnd.Finding]:
+def rank_findings(found: Sequence[tuple[int, Finding]], n_ranks: int) -> list[Finding]:
     """Per-rank findings for the report: the same finding on several ranks (same layer and
     title up to its numbers) becomes one, its loss the sum, titled by the worst rank."""
     if n_ranks == 1:
         return [f for _, f in found]
-    groups: dict[tuple[str, str], list[tuple[int, fnd.Finding]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[int, Finding]]] = defaultdict(list)
     for rank, f in found:
         groups[(f.layer, _shape(f.title))].append((rank, f))
     out = []
@@ -408,7 +389,7 @@ def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> lis
         else:
             ranks = [r for r, _ in members]
             title = (
-                f"ranks {fnd.runs_text(ranks)} ({len(ranks)} of {n_ranks}); worst, "
+                f"ranks {runs_text(ranks)} ({len(ranks)} of {n_ranks}); worst, "
                 f"rank {rank}: {worst.title}"
             )
             evidence = {
@@ -417,5 +398,5 @@ def rank_findings(found: Sequence[tuple[int, fnd.Finding]], n_ranks: int) -> lis
                 "worst_rank": rank,
                 **worst.evidence,
             }
-        out.append(fnd.Finding(worst.layer, title, sum(f.loss_ns for _, f in members), evidence))
+        out.append(Finding(worst.layer, title, sum(f.loss_ns for _, f in members), evidence))
     return out

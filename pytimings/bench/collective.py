@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytimings import nccl, now_ns
+from pytimings._core import now_ns
 from pytimings.bench.report import BenchReport, Column, add_fits
 from pytimings.errors import UsageError
-from pytimings.nccl import algbw_gbps
+from pytimings.record import nccl
+from pytimings.record.nccl import algbw_gbps
 
 
 @dataclass(frozen=True)

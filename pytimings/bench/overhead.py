@@ -71,7 +71,7 @@ def _nullcontext() -> _Bench:
 
 def _recorder(**region_kwargs: Any) -> Setup:
     def setup() -> _Bench:
-        from pytimings.recorder import Recorder
+        from pytimings.record.recorder import Recorder
 
         rec = Recorder()  # started; its own buffers, not the user's default recorder
         args = "".join(f", {k}={k}" for k in region_kwargs)
@@ -82,7 +82,7 @@ def _recorder(**region_kwargs: Any) -> Setup:
 
 
 def _recorder_disabled() -> _Bench:
-    from pytimings.recorder import Recorder
+    from pytimings.record.recorder import Recorder
 
     rec = Recorder()
     rec.disable()
@@ -114,7 +114,7 @@ def _record_function() -> _Bench:
 
 
 def _cuda_stream() -> Any:
-    from pytimings.cuda import cuda_available, cuda_status
+    from pytimings.record.cuda import cuda_available, cuda_status
 
     if not cuda_available():
         raise _Skip(f"no GPU: {cuda_status()}")

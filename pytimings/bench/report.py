@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytimings.bench.fit import fit_alpha_beta
+from pytimings.console import text
 from pytimings.errors import UsageError
-from pytimings.report import text
 
 SCHEMA = "pytimings.bench/1"
 

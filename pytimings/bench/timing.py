@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytimings import now_ns
+from pytimings._core import now_ns
 
 SPIN_RETRIES = 3
 

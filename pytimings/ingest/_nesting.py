@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis._kernels import open_ranges
+from pytimings._native._kernels import open_ranges
 
 
 def nesting_depth(

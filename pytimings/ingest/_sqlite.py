@@ -3,7 +3,7 @@
 ``SqliteFile`` validates the 100-byte header, maps the file read-only, learns the schema
 through the stdlib ``sqlite3`` module (table root pages, column order, INTEGER PRIMARY KEY
 aliases, defaults) and hands table b-trees to the native scanner
-(:func:`pytimings.analysis._sqlitescan.scan_table`), which decodes the records straight into
+(:func:`pytimings._native._sqlitescan.scan_table`), which decodes the records straight into
 numpy arrays. Row order is the b-tree's key order, the order ``SELECT ... FROM t`` returns a
 rowid table's rows in when no index is used (rowid order).
 
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis._sqlitescan import MASK_ABSENT, MASK_NULL, scan_table
-from pytimings.ingest import SQLITE_MAGIC
+from pytimings._native._sqlitescan import MASK_ABSENT, MASK_NULL, scan_table
+from pytimings.ingest.detect import SQLITE_MAGIC
 
 __all__ = ["Column", "SqliteFile", "ro_uri"]
 

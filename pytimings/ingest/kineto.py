@@ -7,7 +7,7 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   plus every event object (peak ~4.4x the JSON size on df_index_resolver, 237 MB), far over
   the memory budget; streaming peaks at ~1x the JSON size, most of it the interpreter,
   numpy and msgspec (34 MB before the first byte is read).
-* ``pytimings.analysis._jsonscan.Splitter`` (Cython, without the GIL) cuts the
+* ``pytimings._native._jsonscan.Splitter`` (Cython, without the GIL) cuts the
   ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
   buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
   displayTimeUnit, ...) is kept. It runs on a helper thread that never takes the GIL, one
@@ -20,7 +20,7 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
   The splitter checks UTF-8 (msgspec does not check the values it skips) in the elements
   that have a byte >= 0x80.
-* ``pytimings.analysis._kineto`` (Cython) turns the Structs into column arrays with exact
+* ``pytimings._native._kineto`` (Cython) turns the Structs into column arrays with exact
   integer-ns times; links, thread rows and nesting depth are vectorised numpy.
 
 Time units: Kineto writes ``ts`` and ``dur`` in microseconds whatever ``displayTimeUnit``
@@ -62,9 +62,10 @@ import numpy.typing as npt
 from isal import igzip
 from isal.isal_zlib import error as IsalError  # not an OSError subclass
 
-from pytimings.analysis import _jsonscan, _kineto
+from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
-from pytimings.ingest._model import (
+from pytimings.ingest._nesting import nesting_depth
+from pytimings.model.trace import (
     SCHEMAS,
     ApiKind,
     CopyKind,
@@ -75,7 +76,6 @@ from pytimings.ingest._model import (
     concat_columns,
     conform,
 )
-from pytimings.ingest._nesting import nesting_depth
 from pytimings.table import Table
 
 __all__ = ["load_kineto", "looks_like_kineto"]

@@ -1,6 +1,6 @@
 """Links between tables of a Trace: each GPU op's launching API call.
 
-The one implementation of the contract's link (../shared/docs/attribution.md), used by
+The one implementation of the contract's link (docs/attribution.md), used by
 ``pytimings summary`` and ``pytimings analyze`` alike: the launch call of a GPU op is the
 API call with the same correlation id in the same process (rank, pid) — CUPTI ids are per
 process. Synchronisation rows (``ApiKind.SYNC``) reuse the id of the call they belong to
@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import _intervals as iv
-from pytimings.analysis._kernels import is_sorted_i64
-from pytimings.ingest._model import ApiKind, Trace
+from pytimings._native import _intervals as iv
+from pytimings._native._kernels import is_sorted_i64
+from pytimings.model.trace import ApiKind, Trace
 
 I64 = npt.NDArray[np.int64]
 

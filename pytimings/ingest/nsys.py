@@ -41,10 +41,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis._kernels import is_sorted_i64
+from pytimings._native._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
-from pytimings.ingest import SQLITE_MAGIC
-from pytimings.ingest._model import (
+from pytimings.ingest._nesting import nesting_depth
+from pytimings.ingest._sqlite import Column, SqliteFile, ro_uri
+from pytimings.ingest.detect import SQLITE_MAGIC
+from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,
@@ -60,8 +62,6 @@ from pytimings.ingest._model import (
     concat_columns,
     conform,
 )
-from pytimings.ingest._nesting import nesting_depth
-from pytimings.ingest._sqlite import Column, SqliteFile, ro_uri
 
 FORMAT = "nsys-sqlite"
 # schema majors this loader understands; 2.x and 3.x exports were checked (2.9.1 .. 3.25.0)

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
-from pytimings.ingest._model import SCHEMAS, Trace, conform
+from pytimings.model.trace import SCHEMAS, Trace, conform
 from pytimings.table import Table
 
 __all__ = [

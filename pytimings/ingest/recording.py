@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from pytimings._records import NO_TIME, RecordFlag
-from pytimings.ingest._model import (
+from pytimings.ingest.recording_file import load_recording
+from pytimings.model.recording import NO_TIME, RecordFlag
+from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,
@@ -39,7 +40,6 @@ from pytimings.ingest._model import (
     Trace,
     conform,
 )
-from pytimings.storage import load_recording
 
 ARROW_MAGIC = b"ARROW1"
 FORMAT_MARKER = b"pytimings.recording/"  # schema metadata value, written near the start

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.attribution import LABELS, Attribution
+from pytimings.analysis.partition import LABELS
+from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 from pytimings.report.segments import label_segments
 

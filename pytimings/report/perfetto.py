@@ -5,7 +5,7 @@ Layout (one JSON "process" per host process and per GPU, names in metadata event
 * host process (rank, pid): one track per thread with its ranges (NVTX, annotations,
   pytimings regions) and CUDA API calls as complete (``X``) slices;
 * GPU (rank, device): an ``attribution`` track with the eight labels of the partition of
-  the whole-trace window (see ../shared/docs/attribution.md), then one track per stream with
+  the whole-trace window (see docs/attribution.md), then one track per stream with
   its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
 * the findings as global instant events at the start of the trace;
 * a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them).
@@ -33,10 +33,13 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.attribution import CLASS_NAMES, LABELS, Attribution, link_launches
+from pytimings.analysis.classes import CLASS_NAMES
+from pytimings.analysis.launches import link_launches
+from pytimings.analysis.partition import LABELS
+from pytimings.analysis.result import Attribution
+from pytimings.console.progress import task
 from pytimings.errors import UsageError
-from pytimings.ingest._model import OpKind, Trace
-from pytimings.report.progress import task
+from pytimings.model.trace import OpKind, Trace
 from pytimings.report.segments import label_segments
 
 I64 = npt.NDArray[np.int64]

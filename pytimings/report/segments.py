@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import _intervals as iv
-from pytimings.analysis.attribution import LABELS, Attribution, device_timeline
+from pytimings._native import _intervals as iv
+from pytimings.analysis.partition import LABELS, device_timeline
+from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 
 I64 = npt.NDArray[np.int64]

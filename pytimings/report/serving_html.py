@@ -26,11 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.record.requests import load_requests
 from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import level_data, sweep
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
-from pytimings.serving.record import load_requests
 from pytimings.serving.runfile import Level, Round, Run, load_run
 
 # a CDF is drawn through at most this many of its values, each at its exact rank

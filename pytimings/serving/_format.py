@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytimings.report.text import table
+from pytimings.console.text import table
 
 
 def fmt_num(x: float | int | None, digits: int = 2) -> str:

@@ -54,9 +54,9 @@ import numpy as np
 
 from pytimings._core import now_ns
 from pytimings.errors import UsageError
+from pytimings.model.requests import RequestRecord
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
-from pytimings.serving.requests import RequestRecord
 from pytimings.serving.runfile import SCHEMA, write_json
 
 APIS = ("completions", "chat")

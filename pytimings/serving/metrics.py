@@ -1,8 +1,8 @@
 """Serving metrics from request timelines: TTFT, TPOT, ITL, E2E, throughput, goodput.
 
-Input is a sequence of :class:`~pytimings.serving.requests.RequestRecord` (from the load
+Input is a sequence of :class:`~pytimings.model.requests.RequestRecord` (from the load
 generator's JSON, ``runfile.load_run``, or ``record.load_requests`` of a saved recording)
-or a live :class:`~pytimings.serving.record.RequestLog`. Only requests with status "ok" enter the
+or a live :class:`~pytimings.record.requests.RequestLog`. Only requests with status "ok" enter the
 latency and throughput figures; errored and unfinished ones are counted by kind in
 ``errors`` and still count toward peak concurrency (they loaded the server).
 
@@ -76,8 +76,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
-from pytimings.serving.record import RequestLog
-from pytimings.serving.requests import RequestRecord, count_by_status
+from pytimings.model.requests import RequestRecord, count_by_status
+from pytimings.record.requests import RequestLog
 from pytimings.table import Table
 
 __all__ = [

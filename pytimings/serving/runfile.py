@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pytimings.errors import TraceFormatError, UsageError
-from pytimings.serving.requests import RequestRecord
+from pytimings.model.requests import RequestRecord
 
 SCHEMA = "pytimings.serving/1"
 ERROR_KINDS = (

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytimings.ingest._model import CopyKind, OpKind, RangeKind
 from pytimings.ingest.kineto import load_kineto
+from pytimings.model.trace import CopyKind, OpKind, RangeKind
 
 
 @pytest.mark.gpu

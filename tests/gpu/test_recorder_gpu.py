@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")  # imported first: its libcudart is the one we must share
 
-from pytimings._records import RecordFlag, Recording  # noqa: E402
-from pytimings.recorder import Recorder  # noqa: E402
+from pytimings.model.recording import RecordFlag, Recording  # noqa: E402
+from pytimings.record.recorder import Recorder  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.gpu
 def test_cuda_regions_flow_through_summary_storage_and_trace(tmp_path: Path) -> None:
     import torch
 
-    from pytimings import storage
-    from pytimings.ingest._model import OpKind
     from pytimings.ingest.recording import load_recording_trace
-    from pytimings.recorder import Recorder
-    from pytimings.region_stats import summary
+    from pytimings.model.trace import OpKind
+    from pytimings.record import storage
+    from pytimings.record.recorder import Recorder
+    from pytimings.record.summary import summary
 
     assert torch.cuda.is_available(), "torch sees no CUDA device"
     rec = Recorder()
@@ -56,7 +56,7 @@ def test_nccl_collective_is_gpu_timed(tmp_path: Path) -> None:
     import torch.distributed as dist
 
     import pytimings
-    from pytimings.region_stats import summary
+    from pytimings.record.summary import summary
 
     assert torch.cuda.is_available(), "torch sees no CUDA device"
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)

@@ -9,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from pytimings.analysis import _intervals as iv
-from pytimings.analysis.attribution import LABELS, attribute
-from pytimings.analysis.cli import example_path
+from pytimings._native import _intervals as iv
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.partition import LABELS
+from pytimings.commands.analyze import example_path
 
 pytestmark = pytest.mark.shared
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytimings.bench.collective import OPS, bus_factor
-from pytimings.nccl import algbw_gbps
+from pytimings.record.nccl import algbw_gbps
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from pytimings.analysis.summary import trace_summary
 from pytimings.ingest import load
-from pytimings.ingest.summary import trace_summary
 
 pytestmark = pytest.mark.shared
 

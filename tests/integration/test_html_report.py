@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ranks_synth import write_ranks
+from helpers.ranks_synth import write_ranks
 
 from pytimings.analysis.attribution import attribute
 from pytimings.cli import main

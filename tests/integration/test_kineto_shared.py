@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytimings.ingest._model import ApiKind, OpKind, RangeKind, Trace
 from pytimings.ingest.kineto import load_kineto, looks_like_kineto
+from pytimings.model.trace import ApiKind, OpKind, RangeKind, Trace
 
 pytestmark = pytest.mark.shared
 

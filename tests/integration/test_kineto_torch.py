@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytimings.ingest._model import RangeKind
 from pytimings.ingest.kineto import load_kineto
+from pytimings.model.trace import RangeKind
 
 
 def test_torch_profiler_cpu_capture(tmp_path: Path) -> None:

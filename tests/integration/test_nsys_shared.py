@@ -14,8 +14,8 @@ import pytest
 
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import load
-from pytimings.ingest._model import ApiKind, OpKind, RangeKind, Trace
 from pytimings.ingest.nsys import load_nsys
+from pytimings.model.trace import ApiKind, OpKind, RangeKind, Trace
 
 pytestmark = pytest.mark.shared
 
@@ -281,7 +281,8 @@ def test_failed_nsys_export_is_a_clear_error(
 
 @pytest.mark.parametrize("name", EXPORTS)
 def test_every_export_summarises(shared_dir: Path, name: str) -> None:
-    from pytimings.ingest.summary import render_text, trace_summary
+    from pytimings.analysis.summary import trace_summary
+    from pytimings.report.summary_text import render_summary
 
     tr = load_nsys(shared_dir / "data" / name)
     s = trace_summary(tr)
@@ -289,4 +290,4 @@ def test_every_export_summarises(shared_dir: Path, name: str) -> None:
     assert int(s["memory"]["count"].sum()) == int((tr.gpu_ops["kind"] != OpKind.KERNEL).sum())
     assert int(s["ranges"]["count"].sum()) == len(tr.ranges)
     assert int(s["api"]["count"].sum()) == len(tr.api_calls)
-    assert render_text(trace_summary(tr, top=3))
+    assert render_summary(trace_summary(tr, top=3))

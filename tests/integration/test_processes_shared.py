@@ -12,7 +12,7 @@ import pytest
 
 from pytimings.cli import main
 from pytimings.ingest import load
-from pytimings.ingest._model import OpKind
+from pytimings.model.trace import OpKind
 
 NSYS_AI = "data/external/nsys_ai"
 KERNELS_BY_PROCESS = (

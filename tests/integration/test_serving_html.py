@@ -16,6 +16,8 @@ import pytest
 
 import pytimings
 from pytimings.cli import main
+from pytimings.model.requests import RequestRecord
+from pytimings.record.requests import default_log, load_requests, request
 from pytimings.report.serving_html import (
     MAX_CDF_POINTS,
     _cdf_figure,
@@ -28,8 +30,6 @@ from pytimings.report.serving_html import (
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import sweep
 from pytimings.serving.metrics import serving_metrics
-from pytimings.serving.record import default_log, load_requests, request
-from pytimings.serving.requests import RequestRecord
 from pytimings.serving.runfile import SCHEMA, load_run
 
 MS = 1_000_000

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from pytimings.analysis.summary import trace_summary
 from pytimings.ingest import load
 from pytimings.ingest.names import normalize_kernel_name
-from pytimings.ingest.summary import trace_summary
 from pytimings.table import Table
 
 pytestmark = pytest.mark.shared

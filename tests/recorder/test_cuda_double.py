@@ -13,7 +13,7 @@ import pytest
 
 import pytimings as pt
 from pytimings import _core
-from pytimings._records import NO_TIME, RecordFlag
+from pytimings.model.recording import NO_TIME, RecordFlag
 
 RunScript = Callable[..., Any]  # the run_script fixture (conftest.py)
 RunFake = Callable[..., Any]  # the run_fake fixture (below)
@@ -22,7 +22,7 @@ PRELUDE = """
 import ctypes, json, os, time, threading, warnings
 import numpy as np
 import pytimings as pt
-from pytimings.recorder import Recorder
+from pytimings.record.recorder import Recorder
 
 def fake_lib(path=None):
     lib = ctypes.CDLL(path or os.environ["PYTIMINGS_CUDART"])

@@ -12,7 +12,7 @@ RunScript = Callable[..., Any]  # the run_script fixture (conftest.py)
 WORKLOAD = """
 import json, threading
 import pytimings as pt
-from pytimings.recorder import Recorder
+from pytimings.record.recorder import Recorder
 
 with pt.region("step", kind="compute", payload=11):
     with pt.region("allreduce", kind="comm", nbytes=1024):

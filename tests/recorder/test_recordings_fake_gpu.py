@@ -27,7 +27,7 @@ WORKLOAD = """
 import ctypes, json, os, sys
 import numpy as np
 import pytimings as pt
-from pytimings.recorder import Recorder
+from pytimings.record.recorder import Recorder
 from pytimings.ingest.recording import load_recording_trace
 
 lib = ctypes.CDLL(os.environ["PYTIMINGS_CUDART"])

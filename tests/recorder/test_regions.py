@@ -11,8 +11,8 @@ import pytest
 
 import pytimings as pt
 from pytimings import _core
-from pytimings._records import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
-from pytimings.recorder import Recorder
+from pytimings.model.recording import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.record.recorder import Recorder
 
 
 def names(rec: Recording) -> list[str]:

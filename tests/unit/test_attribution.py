@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 
-import intervals_twin as twin
 import numpy as np
 import pytest
+from helpers import intervals_twin as twin
+from helpers.synth import make_trace, shuffled
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import make_trace, shuffled
 
 import pytimings
-from pytimings.analysis.attribution import LABELS, attribute, classify
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.classes import classify
+from pytimings.analysis.partition import LABELS
 from pytimings.errors import UsageError
-from pytimings.ingest._model import CopyKind, OpKind
+from pytimings.model.trace import CopyKind, OpKind
 
 HTOD = {"kind": OpKind.MEMCPY, "copy_kind": CopyKind.HTOD, "name": "[CUDA memcpy HtoD]"}
 

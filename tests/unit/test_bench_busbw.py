@@ -10,7 +10,7 @@ import pytest
 
 from pytimings.bench.collective import OPS, bus_factor, message_shape
 from pytimings.errors import UsageError
-from pytimings.nccl import algbw_gbps
+from pytimings.record.nccl import algbw_gbps
 
 LOGS = {
     "all_reduce": "nccl_allreduce.log",
@@ -102,9 +102,9 @@ def test_log_check_tells_factors_apart(shared_dir: Path) -> None:
 
 
 def test_recorder_and_benchmark_share_one_definition() -> None:
-    # the benchmark's ops and the recorder's wrappers read their factors from pytimings.nccl
-    from pytimings import nccl
-    from pytimings.distributed import comm_op_of
+    # the benchmark's ops and the recorder's wrappers read their factors from pytimings.record.nccl
+    from pytimings.record import nccl
+    from pytimings.record.distributed import comm_op_of
 
     for n in (2, 3, 8):
         for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fake_cuda import FakeTorch
+from helpers.fake_cuda import FakeTorch
 
 import pytimings.bench.copy as copy_mod
 import pytimings.bench.system as system_mod

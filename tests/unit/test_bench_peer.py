@@ -135,7 +135,7 @@ class _FakeRuntime:
 
 
 def test_cuda_peer_devices_plumbing_on_a_fake_runtime() -> None:
-    from _fake_cuda import FakeTorch
+    from helpers.fake_cuda import FakeTorch
 
     from pytimings.bench import peer
     from pytimings.bench.timing import SPIN_RETRIES

@@ -6,10 +6,11 @@ import glob
 
 import numpy as np
 import pytest
-from synth import make_trace, shuffled
+from helpers.synth import make_trace, shuffled
 
-from pytimings.analysis.attribution import LABELS, attribute
-from pytimings.ingest._model import Trace
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.partition import LABELS
+from pytimings.model.trace import Trace
 
 RANKS = 8
 DELAY = [0, 30, 10, 50, 20, 400, 5, 15]  # µs each rank arrives after the first; rank 5 last
@@ -170,11 +171,11 @@ def test_tie_for_last_counts_for_nobody():
 
 
 def test_same_rank_file_twice_has_no_straggler():
-    from pytimings.analysis.findings import _collectives
+    from pytimings.analysis.findings import collectives
 
     a = attribute(_together([0, 0]))  # what two copies of one rank file look like
     assert a.collectives is not None and a.collectives.straggler is None
-    (f,) = _collectives(a)
+    (f,) = collectives(a)
     assert "arrives last" not in f.title and f.evidence["straggler"] is None
 
 
@@ -200,7 +201,7 @@ def test_clock_offset_is_the_rounded_median():
 
 
 def test_median_ns_is_exact_and_rounds_to_nearest():
-    from pytimings.analysis.attribution import _median_ns
+    from pytimings.analysis.collectives import _median_ns
 
     assert _median_ns(np.asarray([0, 3], dtype=np.int64)) == 2  # 1.5 -> 2, not truncated to 1
     assert _median_ns(np.asarray([5, -1, 2], dtype=np.int64)) == 2

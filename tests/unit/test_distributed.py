@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytimings.distributed import OPS, comm_op_of
+from pytimings.record.distributed import OPS, comm_op_of
 
 WORLD = 2
 N_BYTES = 4000  # one float32 tensor of 1000 elements
@@ -45,7 +45,7 @@ def test_region_names_map_back_to_ops() -> None:
 def test_uninstrument_without_instrument_is_harmless() -> None:
     import torch.distributed as dist
 
-    from pytimings.distributed import uninstrument
+    from pytimings.record.distributed import uninstrument
 
     before = dist.all_reduce
     uninstrument()
@@ -55,7 +55,7 @@ def test_uninstrument_without_instrument_is_harmless() -> None:
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     tmp = tmp_path_factory.mktemp("dist")
-    worker = Path(__file__).with_name("dist_worker.py")
+    worker = Path(__file__).resolve().parents[1] / "helpers" / "dist_worker.py"
     procs = [
         subprocess.Popen(
             [
@@ -175,7 +175,11 @@ def test_ops_cover_the_issue_list() -> None:
 def test_instrument_swaps_and_uninstrument_restores_in_process() -> None:
     import torch.distributed as dist
 
-    from pytimings.distributed import _P2PFunction, instrument_torch_distributed, uninstrument
+    from pytimings.record.distributed import (
+        _P2PFunction,
+        instrument_torch_distributed,
+        uninstrument,
+    )
 
     before = {op: getattr(dist, op) for op in OPS if hasattr(dist, op)}
     instrument_torch_distributed()

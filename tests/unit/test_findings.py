@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from synth import make_trace
+from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.findings import _graphs, _host_bound_gaps, _kernels, _memory
-from pytimings.ingest._model import ApiKind, CopyKind, MemKind, OpKind, Trace
+from pytimings.analysis.findings import graphs, host_bound_gaps, kernels, memory
+from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind, Trace
 
 MS = 1_000_000
 
@@ -129,13 +129,13 @@ def _two_ranks(kernels: tuple[int, int]) -> Trace:
 
 def test_kernel_and_memory_findings_count_only_the_selected_rank():
     a = attribute(_two_ranks((2, 5)), ranks=[0])
-    (k,) = _kernels(a)
+    (k,) = kernels(a)
     assert k.evidence["kernels"] == 2 and "2 of 2 kernels" in k.title
-    mem = {f.title.split(" ")[1]: f for f in _memory(a)}
+    mem = {f.title.split(" ")[1]: f for f in memory(a)}
     assert mem["memcpys"].evidence["pageable_copies"] == 1  # not rank 1's copy
-    assert next(f for f in _memory(a) if "memory (" in f.title).evidence["memcpys"] == 1
+    assert next(f for f in memory(a) if "memory (" in f.title).evidence["memcpys"] == 1
     b = attribute(_two_ranks((2, 5)))
-    assert _kernels(b)[0].evidence["kernels"] == 7
+    assert kernels(b)[0].evidence["kernels"] == 7
 
 
 def test_pageable_copy_loss_is_the_time_not_hidden_under_compute():
@@ -162,21 +162,21 @@ def test_pageable_copy_loss_is_the_time_not_hidden_under_compute():
     ]
     a = attribute(make_trace(ops))
     assert a.totals["memory_ns"] == 2 * MS
-    (f,) = [x for x in _memory(a) if "pageable" in x.title]
+    (f,) = [x for x in memory(a) if "pageable" in x.title]
     assert f.loss_ns == 2 * MS == f.evidence["exposed_ns"]
     assert f.evidence["copy_ns"] == 9 * MS
 
 
 def test_launch_overhead_is_not_claimed_twice():
     a = attribute(stepped_trace(stall_from=99), by="step")
-    (k,) = _kernels(a)
-    (g,) = _graphs(a)
+    (k,) = kernels(a)
+    (g,) = graphs(a)
     lo = a.totals["launch_overhead_ns"]
     assert lo > 0 and k.loss_ns + g.loss_ns == lo
     assert g.loss_ns == lo  # every window repeats: the graph finding claims all of it
     assert k.evidence["launch_overhead_ns"] == lo
     # without repeating windows the kernel finding keeps it all
-    (k,) = _kernels(attribute(stepped_trace(stall_from=99)))
+    (k,) = kernels(attribute(stepped_trace(stall_from=99)))
     assert k.loss_ns == a.totals["launch_overhead_ns"]
 
 
@@ -193,7 +193,7 @@ def test_sync_rows_are_not_counted_as_api_calls():
         {"start": 1_200_000, "end": 1_205_000, "correlation": 2},
     ]
     a = attribute(make_trace(ops, api))
-    f = next(x for x in _host_bound_gaps(a) if x.evidence["op_name"] == "b")
+    f = next(x for x in host_bound_gaps(a) if x.evidence["op_name"] == "b")
     act = f.evidence["host_activity"]
     assert act["api_calls_ns"] == {"cudaStreamSynchronize": 1_000_000}
     assert act["api_calls"] == {"cudaStreamSynchronize": 1}

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytimings.analysis import _jsonscan, _kineto
+from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
-from pytimings.ingest._model import STRING_COLUMNS, CopyKind, MemKind, OpKind, RangeKind, Trace
 from pytimings.ingest.kineto import load_kineto, looks_like_kineto
+from pytimings.model.trace import STRING_COLUMNS, CopyKind, MemKind, OpKind, RangeKind, Trace
 
 HOST_PID, HOST_TID, DEV, STREAM = 4242, 4243, 0, 7
 

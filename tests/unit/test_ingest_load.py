@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nsys_synth as syn
 import numpy as np
 import pytest
+from helpers import nsys_synth as syn
 
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.ingest import detect_format, load
@@ -197,9 +197,9 @@ def test_cli_bad_exports_exit_2(tmp_path: Path, case: str) -> None:
 
 
 def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path) -> None:
-    from recording_factory import make_recording
+    from helpers.recording_factory import make_recording
 
-    from pytimings import storage
+    from pytimings.record import storage
 
     rows = [{"name": "step", "kind": "compute", "start": 10, "end": 90, "gpu": (20, 80)}]
     rec = make_recording(rows, meta={"pid": 5, "rank": 3})
@@ -215,10 +215,10 @@ def test_recordings_and_nsys_exports_load_together(tmp_path: Path, export: Path)
 def test_parallel_loads_equal_one_at_a_time(tmp_path: Path, export: Path) -> None:
     """nsys exports load in threads, a mix with other formats in worker processes; either
     way the Trace equals loading the files one after the other."""
-    from recording_factory import make_recording
+    from helpers.recording_factory import make_recording
 
-    from pytimings import storage
-    from pytimings.ingest._model import TABLES
+    from pytimings.model.trace import TABLES
+    from pytimings.record import storage
 
     other = syn.basic(tmp_path / "other_rank1.sqlite")
     rows = [{"name": "step", "kind": "compute", "start": 10, "end": 90, "gpu": (20, 80)}]

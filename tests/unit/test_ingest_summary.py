@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nsys_synth as syn
 import numpy as np
+from helpers import nsys_synth as syn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytimings.analysis.summary import _group_stats, api_display_name, trace_summary
 from pytimings.ingest.nsys import load_nsys
-from pytimings.ingest.summary import _group_stats, api_display_name, render_text, trace_summary
+from pytimings.report.summary_text import render_summary
 
 
 def test_summary_of_a_small_export(tmp_path: Path) -> None:
@@ -37,7 +38,7 @@ def test_summary_of_a_small_export(tmp_path: Path) -> None:
         "cudaMemcpyAsync": 1,
         "cudaMemsetAsync": 1,
     }
-    text = render_text(s)
+    text = render_summary(s)
     assert "Kernels (rank 0, device 0)" in text and "kernA" in text
 
 

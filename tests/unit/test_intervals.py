@@ -3,13 +3,13 @@ function has a Python twin)."""
 
 from __future__ import annotations
 
-import intervals_twin as twin
 import numpy as np
 import pytest
+from helpers import intervals_twin as twin
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytimings.analysis import _intervals as iv
+from pytimings._native import _intervals as iv
 
 times = st.integers(min_value=0, max_value=60)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from synth import make_trace, shuffled
+from helpers.synth import make_trace, shuffled
 
-from pytimings.analysis.attribution import attribute, link_launches
-from pytimings.ingest._model import ApiKind, Trace
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.launches import link_launches
 from pytimings.ingest.links import launch_index, unlinked
+from pytimings.model.trace import ApiKind, Trace
 
 THREADS = [
     {"pid": 100, "tid": 100, "name": "main"},
@@ -86,7 +87,7 @@ def test_unlinked_ops_are_counted_and_reported():
 
 
 def test_summary_and_analyze_use_the_same_links(tmp_path):
-    import nsys_synth as syn
+    from helpers import nsys_synth as syn
 
     from pytimings.ingest import load
 
@@ -96,9 +97,9 @@ def test_summary_and_analyze_use_the_same_links(tmp_path):
 
 
 def test_summary_and_analyze_project_ranges_alike():
-    from pytimings.analysis.attribution import _range_windows
+    from pytimings.analysis.summary import trace_summary
+    from pytimings.analysis.windows import range_windows as _range_windows
     from pytimings.ingest.links import project
-    from pytimings.ingest.summary import trace_summary
 
     ops = [
         {"start": 100, "end": 200, "correlation": 1},

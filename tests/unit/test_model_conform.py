@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import load
-from pytimings.ingest._model import DEVICE_SCHEMA, StringTable, ValueOutOfRange, conform
+from pytimings.model.trace import DEVICE_SCHEMA, StringTable, ValueOutOfRange, conform
 
 
 def test_conform_refuses_values_that_would_wrap() -> None:

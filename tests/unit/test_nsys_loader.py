@@ -8,16 +8,17 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import nsys_synth as syn
 import numpy as np
 import pytest
+from helpers import nsys_synth as syn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytimings.analysis.summary import trace_summary
 from pytimings.errors import TraceFormatError
-from pytimings.ingest._model import ApiKind, CopyKind, MemKind, OpKind, RangeKind, Trace
 from pytimings.ingest.nsys import load_nsys
-from pytimings.ingest.summary import render_text, trace_summary
+from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind, RangeKind, Trace
+from pytimings.report.summary_text import render_summary
 
 
 def names(tr: Trace, col: Any) -> list[str]:
@@ -350,7 +351,7 @@ def test_random_table_contents_load_whole_or_fail_cleanly(
     s = trace_summary(tr)
     assert int(s["kernels"]["count"].sum() + s["memory"]["count"].sum()) == len(tr.gpu_ops)
     assert int(s["api"]["count"].sum()) == len(tr.api_calls)
-    assert render_text(s)
+    assert render_summary(s)
 
 
 @settings(

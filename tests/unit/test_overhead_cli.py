@@ -46,7 +46,7 @@ def test_cli_prints_every_row_and_writes_json(
 
 
 def test_gpu_rows_say_why_without_a_gpu() -> None:
-    from pytimings.cuda import cuda_available
+    from pytimings.record.cuda import cuda_available
 
     if cuda_available():
         pytest.skip("a GPU is present")

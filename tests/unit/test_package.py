@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import pytimings
-from pytimings.analysis import _kernels
-from pytimings.ingest._model import GPU_OP_SCHEMA, Trace
+from pytimings._native import _kernels
+from pytimings.model.trace import GPU_OP_SCHEMA, Trace
 from pytimings.table import Table
 
 

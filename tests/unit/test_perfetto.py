@@ -12,16 +12,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.recording_factory import make_recording
+from helpers.synth import make_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recording_factory import make_recording
-from synth import make_trace
 
-from pytimings import storage
-from pytimings.analysis.attribution import LABELS, attribute
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.partition import LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
-from pytimings.ingest._model import Trace
+from pytimings.model.trace import Trace
+from pytimings.record import storage
 from pytimings.report.perfetto import nested_lanes, write_perfetto
 from pytimings.report.segments import label_segments
 

@@ -6,25 +6,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import nsys_synth
 import numpy as np
 import pytest
+from helpers import nsys_synth
+from helpers.synth import make_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.ranks import analyze_ranks
 from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest import load
-from pytimings.ingest._model import DEVICE_SCHEMA, StringTable, Trace, conform
 from pytimings.ingest.processes import (
     gpu_processes,
     multi_process_hint,
     select_rank,
     split_processes,
 )
+from pytimings.model.trace import DEVICE_SCHEMA, StringTable, Trace, conform
 
 HOST_TABLES = ("api_calls", "ranges", "threads")
 

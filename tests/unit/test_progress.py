@@ -16,7 +16,7 @@ EXAMPLE = (
 CLI = [sys.executable, "-m", "pytimings.cli"]
 WORK = """
 import time
-from pytimings.report.progress import task
+from pytimings.console.progress import task
 with task("Crunching", total=4) as t:
     for _ in range(4):
         time.sleep(0.15)

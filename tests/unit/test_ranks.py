@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ranks_synth import write_ranks
+from helpers.ranks_synth import write_ranks
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.ranks import GLOBAL_RULES, analyze_ranks, rank_findings
+from pytimings.analysis.findings import GLOBAL_RULES
+from pytimings.analysis.ranks import analyze_ranks, rank_findings
 from pytimings.cli import main
 from pytimings.ingest import load
 
@@ -93,7 +94,7 @@ def test_errors(rank_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_rank_findings_grouping() -> None:
-    from pytimings.analysis.findings import Finding
+    from pytimings.analysis.finding import Finding
 
     found = [
         (0, Finding("scheduling", "host_bound before kernel 'k_64': 3 gaps, 1.5 ms", 10, {})),

@@ -4,13 +4,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recording_factory import make_recording
+from helpers.recording_factory import make_recording
 
-from pytimings import storage
-from pytimings._records import RecordFlag
 from pytimings.errors import TraceFormatError
-from pytimings.ingest._model import CopyKind, OpKind, RangeKind
 from pytimings.ingest.recording import load_recording_trace, looks_like_recording
+from pytimings.model.recording import RecordFlag
+from pytimings.model.trace import CopyKind, OpKind, RangeKind
+from pytimings.record import storage
 
 STREAM_A = 0x7F00_0000_1000
 STREAM_B = 0x7F00_0000_0100

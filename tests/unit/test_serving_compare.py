@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pytimings.cli import main
+from pytimings.model.requests import RequestRecord
 from pytimings.serving.compare import compare_levels, level_data, sweep, weighted_percentile
-from pytimings.serving.requests import RequestRecord
 from pytimings.serving.runfile import SCHEMA, load_run
 
 MS = 1_000_000

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pytimings.errors import UsageError
+from pytimings.model.requests import RequestRecord
 from pytimings.serving.metrics import parse_slo, peak_concurrency, serving_metrics
-from pytimings.serving.requests import RequestRecord
 
 MS = 1_000_000
 

@@ -9,8 +9,8 @@ import pytest
 
 import pytimings
 from pytimings.errors import TraceFormatError
-from pytimings.serving.record import RequestLog, request
-from pytimings.serving.requests import RequestRecord, records_from_arrow
+from pytimings.model.requests import RequestRecord, records_from_arrow
+from pytimings.record.requests import RequestLog, request
 
 
 def test_public_name_and_clock() -> None:

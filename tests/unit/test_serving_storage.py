@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from recording_factory import make_recording
+from helpers.recording_factory import make_recording
 
 import pytimings
 from pytimings.errors import TraceFormatError
+from pytimings.ingest.recording_file import load_tables
+from pytimings.record.requests import default_log, load_requests, request
 from pytimings.serving.metrics import serving_metrics
-from pytimings.serving.record import default_log, load_requests, request
-from pytimings.storage import load_tables
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The b-tree scanner (pytimings.analysis._sqlitescan via pytimings.ingest._sqlite) against
+"""The b-tree scanner (pytimings._native._sqlitescan via pytimings.ingest._sqlite) against
 its twin, the stdlib sqlite3 module: every column must equal ``SELECT ... ORDER BY rowid``."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.sqlite_files import check_table, make_db
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from sqlite_files import check_table, make_db
 
-from pytimings.analysis._sqlitescan import MASK_NULL, scan_table
+from pytimings._native._sqlitescan import MASK_NULL, scan_table
 from pytimings.ingest._sqlite import SqliteFile
 
 NSYS_TABLES = (

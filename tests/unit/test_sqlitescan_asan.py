@@ -20,8 +20,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
-PYX = REPO / "pytimings" / "analysis" / "_sqlitescan.pyx"
-CHILD = Path(__file__).with_name("sqlitescan_asan_child.py")
+PYX = REPO / "pytimings" / "_native" / "_sqlitescan.pyx"
+CHILD = Path(__file__).resolve().parents[1] / "helpers" / "sqlitescan_asan_child.py"
 MUTATIONS = 3000  # per fuzzed table (three): about 15 s under ASan on one core
 
 

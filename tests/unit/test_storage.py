@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from recording_factory import make_recording
+from helpers.recording_factory import make_recording
 
-from pytimings import storage
-from pytimings._records import RECORD_SCHEMA, RecordFlag, Recording
 from pytimings.errors import TraceFormatError, UsageError
-from pytimings.region_stats import summary
+from pytimings.ingest import recording_file
+from pytimings.model.recording import RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.record import storage
+from pytimings.record.summary import summary
 
 
 def _recording() -> Recording:
@@ -62,7 +63,7 @@ def _not_in_a_torchrun_job(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     rec = _recording()
     path = storage.save(tmp_path / "run.pyt", rec)
-    back = storage.load_recording(path)
+    back = recording_file.load_recording(path)
     assert back.strings == rec.strings
     assert back.threads == rec.threads
     assert back.meta == rec.meta
@@ -78,16 +79,16 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
 def test_saved_meta_gets_the_torchrun_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "8")
-    back = storage.load_recording(storage.save(tmp_path / "r.pyt", _recording()))
+    back = recording_file.load_recording(storage.save(tmp_path / "r.pyt", _recording()))
     assert back.meta["rank"] == 3 and back.meta["world_size"] == 8
     rec = _recording()
     rec.meta["rank"] = 5  # what the recording says wins
-    assert storage.load_recording(storage.save(tmp_path / "s.pyt", rec)).meta["rank"] == 5
+    assert recording_file.load_recording(storage.save(tmp_path / "s.pyt", rec)).meta["rank"] == 5
 
 
 def test_empty_recording_round_trips(tmp_path: Path) -> None:
     rec = make_recording([], threads=[], meta={})
-    back = storage.load_recording(storage.save(tmp_path / "e.pyt", rec))
+    back = recording_file.load_recording(storage.save(tmp_path / "e.pyt", rec))
     assert all(len(v) == 0 for v in back.records.values())
     assert back.threads == [] and back.strings == [""]
 
@@ -96,7 +97,7 @@ def test_file_is_plain_arrow_with_a_versioned_schema(tmp_path: Path) -> None:
     path = storage.save(tmp_path / "run.pyt", _recording())
     reader = pa.ipc.open_file(path)
     assert reader.schema.metadata[b"pytimings.format"] == b"pytimings.recording/1"
-    tables = storage.load_tables(path)
+    tables = recording_file.load_tables(path)
     assert set(tables) == {"records", "strings", "threads"}
     assert tables["records"].num_rows == 4
     assert tables["records"].schema.field("start_ns").type == pa.int64()
@@ -112,10 +113,12 @@ def provider() -> Iterator[list[object]]:
 
 def test_provider_tables_are_saved_and_loaded(tmp_path: Path, provider: list[object]) -> None:
     path = storage.save(tmp_path / "run.pyt", _recording())
-    tables = storage.load_tables(path)
+    tables = recording_file.load_tables(path)
     assert tables["requests"].to_pydict() == {"request": [1, 2], "ttft_ns": [5, None]}
     provider[0] = None  # a provider with nothing to add is skipped
-    assert "requests" not in storage.load_tables(storage.save(tmp_path / "b.pyt", _recording()))
+    assert "requests" not in recording_file.load_tables(
+        storage.save(tmp_path / "b.pyt", _recording())
+    )
     provider[0] = "not a table"
     with pytest.raises(UsageError, match="requests"):
         storage.save(tmp_path / "c.pyt", _recording())
@@ -265,16 +268,16 @@ def _bad_files(tmp_path: Path) -> list[tuple[str, Path, str]]:
 def test_bad_files_raise_one_clear_error_naming_the_file(tmp_path: Path) -> None:
     for label, path, problem in _bad_files(tmp_path):
         with pytest.raises(TraceFormatError) as info:
-            storage.load_recording(path)
+            recording_file.load_recording(path)
         assert info.value.path == str(path), label
         assert problem in str(info.value), (label, str(info.value))
         assert "\n" not in str(info.value)
     with pytest.raises(TraceFormatError, match="no such file"):
-        storage.load_recording(tmp_path / "missing.pyt")
+        recording_file.load_recording(tmp_path / "missing.pyt")
 
 
 def test_save_load_a_real_recording(tmp_path: Path) -> None:
-    from pytimings.recorder import Recorder
+    from pytimings.record.recorder import Recorder
 
     rec = Recorder(max_records=5)
     for i in range(8):
@@ -282,7 +285,7 @@ def test_save_load_a_real_recording(tmp_path: Path) -> None:
             rec.mark("tick")
     path = storage.save(tmp_path / "real.pyt", rec)
     want = rec.recording()
-    back = storage.load_recording(path)
+    back = recording_file.load_recording(path)
     for c in RECORD_SCHEMA:
         assert np.array_equal(back.records[c], want.records[c]), c
     assert back.strings == want.strings and back.threads == want.threads
@@ -328,8 +331,8 @@ def test_corrupt_files_load_or_fail_cleanly(
         path = tmp / "f.pyt"
         path.write_bytes(bytes(data[:cut]) if cut < len(data) else bytes(data))
         try:
-            rec = storage.load_recording(path)
-            storage.load_tables(path)
+            rec = recording_file.load_recording(path)
+            recording_file.load_tables(path)
             trace = load_recording_trace(path)
         except TraceFormatError as exc:
             assert exc.path == str(path)

@@ -1,5 +1,5 @@
 """Every compiled module's .pyi must describe it exactly (mypy.stubtest): the recorder
-extension and each Cython kernel module in pytimings/analysis."""
+extension and each Cython kernel module in pytimings/_native."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = ["pytimings._core"] + [
-    f"pytimings.analysis.{p.stem}" for p in sorted((REPO / "pytimings/analysis").glob("*.pyx"))
+    f"pytimings._native.{p.stem}" for p in sorted((REPO / "pytimings/_native").glob("*.pyx"))
 ]
 
 

@@ -4,13 +4,13 @@ import json
 
 import numpy as np
 import pytest
-from recording_factory import make_recording
+from helpers.recording_factory import make_recording
 
-from pytimings._records import RecordFlag
-from pytimings.analysis import _stats
+from pytimings._native import _stats
 from pytimings.analysis.grouped import grouped_stats, grouped_stats_numpy
 from pytimings.errors import UsageError
-from pytimings.region_stats import Summary, fmt_ns, summary
+from pytimings.model.recording import RecordFlag
+from pytimings.record.summary import Summary, fmt_ns, summary
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 
@@ -308,7 +308,7 @@ def test_mixed_kinds_are_joined() -> None:
 def test_instrumented_toy_loop_summary_counts_match_what_ran() -> None:
     import threading
 
-    from pytimings.recorder import Recorder
+    from pytimings.record.recorder import Recorder
 
     rec = Recorder()
     ran = {"decode_step": 0, "attn": 0, "kv_copy": 0, "bg": 0, "failing": 0}
@@ -361,7 +361,7 @@ def test_instrumented_toy_loop_summary_counts_match_what_ran() -> None:
 
 
 def test_records_over_the_cap_are_counted_and_printed() -> None:
-    from pytimings.recorder import Recorder
+    from pytimings.record.recorder import Recorder
 
     rec = Recorder(max_records=10)
     for _ in range(30):
@@ -378,9 +378,9 @@ def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
     import sys
 
     code = (
-        "import pytimings.region_stats, pytimings.storage, pytimings.distributed\n"
+        "import pytimings.record.summary, pytimings.record.storage, pytimings.record.distributed\n"
         "import pytimings as pt\n"
-        "assert callable(pt.summary) and pt.Summary is pytimings.region_stats.Summary\n"
+        "assert callable(pt.summary) and pt.Summary is pytimings.record.summary.Summary\n"
         "assert callable(pt.save) and callable(pt.instrument_torch_distributed)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

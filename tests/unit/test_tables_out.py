@@ -10,14 +10,14 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 import pytest
-from recording_factory import make_recording
+from helpers.recording_factory import make_recording
 
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.summary import trace_summary
 from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest import load
-from pytimings.ingest.summary import trace_summary
-from pytimings.region_stats import Summary
+from pytimings.record.summary import Summary
 from pytimings.table import Table
 
 EXAMPLE = (

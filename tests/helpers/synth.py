@@ -1,4 +1,4 @@
-"""Build small Traces from rows for tests (columns per pytimings.ingest._model schemas)."""
+"""Build small Traces from rows for tests (columns per pytimings.model.trace schemas)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pytimings.ingest._model import (
+from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,

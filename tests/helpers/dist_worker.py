@@ -14,9 +14,9 @@ import torch
 import torch.distributed as dist
 
 import pytimings
-from pytimings import distributed as ptd
 from pytimings.ingest.recording import load_recording_trace
-from pytimings.storage import as_recording
+from pytimings.record import distributed as ptd
+from pytimings.record.storage import as_recording
 
 
 def main() -> None:

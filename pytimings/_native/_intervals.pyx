@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
-"""Interval algebra for latency attribution (../shared/docs/attribution.md).
+"""Interval algebra for latency attribution (docs/attribution.md).
 
 Outputs are views of buffers sized for the worst case: pages never written are never
 resident, so a 10-million-op trace costs only the memory its results use.

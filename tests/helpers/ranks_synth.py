@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pytimings import storage
-from pytimings._records import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.model.recording import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.record import storage
 
 STRINGS = ["", "decode_step", "gemm", "attn", "allreduce", "compute", "comm", "host"]
 STREAM_COMPUTE, STREAM_COMM = 0x7F00_1000, 0x7F00_2000

@@ -1,4 +1,4 @@
-"""The one event model every format is loaded into (see ../shared/docs/attribution.md).
+"""The one event model every format is loaded into (see docs/attribution.md).
 
 Columnar, integer nanoseconds, strings interned to int32 ids into ``Trace.strings``
 (id 0 is always the empty string). Times of one process (rank) share one timeline.

@@ -5,7 +5,7 @@ mark; GPU time is ``gpu_end_ns - gpu_start_ns`` of the instances whose CUDA even
 resolved (``gpu_count`` of them); queue delay is ``gpu_start_ns - start_ns`` (how long after
 the host entered the region the GPU started its work: the launch latency). Percentiles use
 linear interpolation between order statistics (numpy's default) and are computed by the
-Cython kernel in ``pytimings.analysis._stats``.
+Cython kernel in ``pytimings._native._stats``.
 
 Column ``nbytes`` is the total over the instances that gave ``nbytes`` (``nbytes_count`` of
 them), ``nbytes_per_call`` its mean. ``bandwidth_gbps`` is ``sum(nbytes) / sum(time)`` over
@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._records import NO_TIME, RecordFlag, Recording
 from pytimings.analysis.grouped import grouped_stats
-from pytimings.distributed import comm_op_of
-from pytimings.report.text import column_widths, table
+from pytimings.console.text import column_widths, table
+from pytimings.model.recording import NO_TIME, RecordFlag, Recording
+from pytimings.record.distributed import comm_op_of
 from pytimings.table import Table
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def summary(source: Any = None) -> Summary:
     A recorder is flushed first (pending GPU events resolved); its records stay in it, so
     ``summary()`` followed by ``save()`` saves the same records.
     """
-    from pytimings.storage import as_recording
+    from pytimings.record.storage import as_recording
 
     return Summary.from_recording(as_recording(source))
 

@@ -1,4 +1,4 @@
-"""Plain-Python twins of the Cython kernels in pytimings.analysis._intervals.
+"""Plain-Python twins of the Cython kernels in pytimings._native._intervals.
 
 Written the obvious way, from elementary segments between all boundaries, so that they
 share no logic with the kernels; slow, for small property-test inputs only.

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytimings._records import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
+from pytimings.model.recording import NO_TIME, RECORD_SCHEMA, RecordFlag, Recording
 
 
 def make_recording(

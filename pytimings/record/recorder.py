@@ -3,7 +3,7 @@
 The hot path is native (``pytimings._core``): ``region(...)`` returns a small object whose
 ``__enter__``/``__exit__`` stamp CLOCK_MONOTONIC, record pooled CUDA events on the given
 stream and push/pop an NVTX range, writing into per-thread buffers without locks. This module
-only wires it up and turns drained buffers into a :class:`~pytimings._records.Recording`.
+only wires it up and turns drained buffers into a :class:`~pytimings.model.recording.Recording`.
 
 Semantics worth knowing:
 
@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings import _core
-from pytimings._records import RECORD_SCHEMA, Recording
+from pytimings.model.recording import RECORD_SCHEMA, Recording
 
 P = ParamSpec("P")
 R = TypeVar("R")

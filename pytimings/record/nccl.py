@@ -1,5 +1,6 @@
 """nccl-tests' conventions, the one definition used by the recorder's collective wrappers
-(:mod:`pytimings.distributed`) and the collective benchmark (:mod:`pytimings.bench.collective`).
+(:mod:`pytimings.record.distributed`) and the collective benchmark
+(:mod:`pytimings.bench.collective`).
 
 ``size`` is the bytes of the operation's largest buffer: the tensor (all_reduce, broadcast,
 reduce, send/recv), the whole gathered output (all_gather, gather), the whole input

@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytimings import nccl
+from pytimings.record import nccl
 
 PREFIX = "dist."
 ASYNC_SUFFIX = ".async"
@@ -83,7 +83,7 @@ def _no_bytes(a: dict[str, Any], n: int) -> None:
 
 @dataclass(frozen=True)
 class _OpSpec:
-    collective: str | None  # nccl-tests' operation whose bus factor applies (pytimings.nccl)
+    collective: str | None  # nccl-tests' operation whose bus factor applies (pytimings.record.nccl)
     nbytes: _NBytes
     tensor: str  # argument whose device decides where the GPU is timed
     always_async: bool = False
@@ -174,7 +174,7 @@ def _wrap(op: str, original: Callable[..., Any]) -> Any:
     import torch
     import torch.distributed as dist
 
-    from pytimings.recorder import region
+    from pytimings.record.recorder import region
 
     spec = _SPECS[op]
     params = list(inspect.signature(original).parameters)

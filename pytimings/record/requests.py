@@ -22,15 +22,13 @@ and then: it keeps every request until told otherwise.
 Every request lands in a :class:`RequestLog` (by default the process-wide
 :func:`default_log`): finished ones, ones left by an exception (``error="exception"``,
 the exception's type and message kept), and ones still open when the log is read (status
-"unfinished"). None is dropped. When :mod:`pytimings.storage` exists, the default log is
-registered with it as the "requests" table provider, so ``pytimings.save`` writes request
-timelines into the same file as the engine's regions; :func:`load_requests` reads them back.
+"unfinished"). None is dropped. ``pytimings.save`` writes the default log as the
+"requests" table (:data:`pytimings.record.storage.BUILTIN_TABLES`), so request timelines
+land in the same file as the engine's regions; :func:`load_requests` reads them back.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import threading
 from array import array
@@ -39,7 +37,8 @@ from typing import TYPE_CHECKING
 
 from pytimings._core import now_ns
 from pytimings.errors import TraceFormatError
-from pytimings.serving.requests import RequestRecord, records_from_arrow, records_to_arrow
+from pytimings.ingest.recording_file import load_tables
+from pytimings.model.requests import RequestRecord, records_from_arrow, records_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -200,26 +199,12 @@ def request(
 
 def load_requests(path: str | os.PathLike[str]) -> list[RequestRecord]:
     """The request timelines saved in a recording file (its "requests" table)."""
-    from pytimings.storage import load_tables
-
     tables = load_tables(path)
     if "requests" not in tables:
         raise TraceFormatError(path, "has no requests table (no request was recorded)")
     return records_from_arrow(tables["requests"], path)
 
 
-def _default_requests_table() -> pa.Table | None:
+def default_requests_table() -> pa.Table | None:
+    """The default log as the "requests" table ``pytimings.save`` writes (None: empty)."""
     return _DEFAULT.to_arrow() if len(_DEFAULT) else None
-
-
-def _register_with_storage() -> None:
-    """Make ``pytimings.save`` include the default log as the "requests" table."""
-    if importlib.util.find_spec("pytimings.storage") is None:
-        return
-    storage = importlib.import_module("pytimings.storage")
-    register = getattr(storage, "register_table_provider", None)
-    if register is not None:
-        register("requests", _default_requests_table)
-
-
-_register_with_storage()

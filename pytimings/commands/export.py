@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pytimings.console import progress
 from pytimings.errors import UsageError
-from pytimings.report import progress
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

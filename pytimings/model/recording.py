@@ -1,6 +1,6 @@
 """What the native recorder hands back: one row per region instance (or mark).
 
-This is the contract between the recorder (csrc/, recorder.py) and everything that reads
+This is the contract between the recorder (csrc/, pytimings.record) and everything that reads
 recordings (summary, save/load, ingestion of recordings). Times are CLOCK_MONOTONIC ns of
 the recording host; GPU times are already placed on that clock.
 """
@@ -13,6 +13,15 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+# the file format (docs/recording-format.md): schema metadata keys and the tables every file has
+FORMAT_KEY = b"pytimings.format"
+FORMAT_NAME = "pytimings.recording"
+FORMAT_VERSION = 1
+META_KEY = b"pytimings.meta"
+DROPPED_KEY = b"pytimings.dropped"
+# tables every recording has; providers may not use these names
+RESERVED = ("records", "strings", "threads")
 
 NO_TIME = np.iinfo(np.int64).min  # a GPU time that does not exist (untimed, unresolved)
 

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script, safe-path
-from sqlite_files import check_table, make_db
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script, safe-path
 import pytimings.ingest._sqlite as sqlite_ingest
+from helpers.sqlite_files import check_table, make_db
 from pytimings.ingest._sqlite import SqliteFile, ro_uri
 
 
@@ -280,7 +279,7 @@ def fuzz(
 def main() -> None:
     module_dir, work, shared, mutations = sys.argv[1:5]
     sys.path.insert(0, module_dir)
-    import _sqlitescan as scanner  # the sanitizer build, not pytimings.analysis._sqlitescan
+    import _sqlitescan as scanner  # the sanitizer build, not pytimings._native._sqlitescan
 
     assert Path(scanner.__file__).parent == Path(module_dir), scanner.__file__
     sqlite_ingest.scan_table = lambda *args: scan(scanner, *args)

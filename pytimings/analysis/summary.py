@@ -1,4 +1,4 @@
-"""``pytimings summary``: what ran, per rank and device, from any loaded trace.
+"""What ran, per rank and device, per rank and device, from any loaded trace.
 
 :func:`trace_summary` returns Tables (all times integer-ns based, percentiles by numpy's
 default linear interpolation):
@@ -25,9 +25,6 @@ which is how Nsight's ``nsys stats`` reports aggregate a multi-process export.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,13 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.grouped import grouped_stats
-from pytimings.ingest._model import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, short_kernel_name
-from pytimings.ingest.processes import add_processes_argument
-from pytimings.report import progress
-from pytimings.report import tables as report_tables
-from pytimings.report.text import table
+from pytimings.model.trace import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
@@ -306,158 +299,3 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.floating):
         return None if np.isnan(v) else float(v)
     return v
-
-
-_TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
-    # table -> (column, header, format)
-    "kernels": [
-        ("share", "share", "pct"),
-        ("total_ns", "total ms", "ms"),
-        ("count", "count", "int"),
-        ("mean_ns", "mean us", "us"),
-        ("p50_ns", "p50 us", "us"),
-        ("p99_ns", "p99 us", "us"),
-        ("name", "kernel", "str"),
-    ],
-    "memory": [
-        ("total_ns", "total ms", "ms"),
-        ("count", "count", "int"),
-        ("bytes", "MB", "mb"),
-        ("gbps", "GB/s", "f2"),
-        ("p50_ns", "p50 us", "us"),
-        ("operation", "operation", "str"),
-    ],
-    "ranges": [
-        ("total_ns", "total ms", "ms"),
-        ("count", "count", "int"),
-        ("mean_ns", "mean us", "us"),
-        ("p50_ns", "p50 us", "us"),
-        ("p99_ns", "p99 us", "us"),
-        ("gpu_ops", "GPU ops", "int"),
-        ("proj_total_ns", "GPU proj ms", "ms"),
-        ("gpu_busy_ns", "GPU busy ms", "ms"),
-        ("style", "style", "str"),
-        ("name", "range", "str"),
-    ],
-    "api": [
-        ("total_ns", "total ms", "ms"),
-        ("count", "count", "int"),
-        ("mean_ns", "mean us", "us"),
-        ("p50_ns", "p50 us", "us"),
-        ("kind", "kind", "str"),
-        ("name", "call", "str"),
-    ],
-}
-_TITLES = {
-    "kernels": "Kernels",
-    "memory": "Memory operations",
-    "ranges": "Ranges",
-    "api": "CUDA API calls",
-}
-
-
-def _fmt(v: Any, how: str) -> str:
-    if how == "str":
-        return str(v)
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return "-"
-    if how == "int":
-        return f"{int(v):,}"
-    if how == "ms":
-        return f"{v / 1e6:,.3f}"
-    if how == "us":
-        return f"{v / 1e3:,.2f}"
-    if how == "mb":
-        return f"{v / 1e6:,.3f}"
-    if how == "pct":
-        return f"{100 * v:.1f}%"
-    return f"{v:,.2f}"
-
-
-def render_text(tables: dict[str, Table]) -> str:
-    """Aligned plain-text tables, one section per table and (rank, device)."""
-    lines: list[str] = []
-    for name, t in tables.items():
-        spec = _TEXT_COLUMNS[name]
-        scopes = [c for c in ("rank", "device") if c in t]
-        keys = sorted({tuple(int(t[c][i]) for c in scopes) for i in range(len(t))})
-        if not keys:
-            lines += [f"{_TITLES[name]}: none", ""]
-            continue
-        for key in keys:
-            mask = np.ones(len(t), dtype=bool)
-            for c, k in zip(scopes, key, strict=True):
-                mask &= t[c] == k
-            where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
-            lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
-            rows = [[_fmt(t[c][i], how) for c, _, how in spec] for i in np.flatnonzero(mask)]
-            align = "".join("l" if how == "str" else "r" for _, _, how in spec)
-            lines += table([h for _, h, _ in spec], rows, align, underline=False)
-            lines.append("")
-    return "\n".join(lines)
-
-
-# -- the subcommand ---------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces"
-    )
-    parser.add_argument(
-        "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
-    )
-    parser.add_argument(
-        "--top",
-        type=int,
-        default=15,
-        metavar="N",
-        help="rows per table and rank/device (default 15)",
-    )
-    parser.add_argument(
-        "--all-devices",
-        action="store_true",
-        help="aggregate over ranks and devices, as nsys stats does",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="files loaded in parallel (threads for nsys exports, else processes)",
-    )
-    add_processes_argument(parser)
-    report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
-    progress.add_quiet_argument(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    from pytimings.errors import UsageError
-    from pytimings.ingest import load
-    from pytimings.ingest.processes import print_hint
-
-    progress.configure(args.quiet)
-    if args.top is not None and args.top < 1:
-        raise UsageError(f"--top must be at least 1, not {args.top}")
-    trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
-    if not args.processes_as_ranks:
-        print_hint(trace)
-    tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
-    if args.json != "-":
-        print(render_text(tables))
-        if trace.dropped:
-            print(
-                "Not loaded (counted): "
-                + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
-            )
-    if args.json:
-        doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
-        if args.json == "-":
-            sys.stdout.write(doc + "\n")
-        else:
-            try:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    f.write(doc + "\n")
-            except OSError as exc:
-                raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
-    for written in report_tables.write(args, tables):
-        print(f"wrote {written}", file=sys.stderr if args.json == "-" else sys.stdout)
-    return 0

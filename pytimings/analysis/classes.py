@@ -1,0 +1,107 @@
+"""The class of each GPU op (compute, comm, memory): the contract's built-in rules, comm
+ranges, and users' rules on top."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Union
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings._native import _intervals as iv
+from pytimings.analysis.launches import Launches, link_launches
+from pytimings.errors import UsageError
+from pytimings.model.trace import CopyKind, OpKind, Trace
+
+COMPUTE, COMM, MEMORY = 0, 1, 2
+CLASS_NAMES = ("compute", "comm", "memory")
+
+_COMM_KERNEL = re.compile(
+    r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|reducescatter"
+    r"|alltoall|all_to_all|cross_device_reduce",
+    re.IGNORECASE,
+)
+
+Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
+
+
+def string_mask(strings: Sequence[str], match: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+    return np.fromiter((bool(match(s)) for s in strings), dtype=bool, count=len(strings))
+
+
+def _rule_matcher(rule: Rule) -> Callable[[str], bool]:
+    if callable(rule) and not isinstance(rule, (str, re.Pattern)):
+        return rule
+    try:
+        pat = re.compile(rule) if isinstance(rule, str) else rule
+    except re.error as exc:
+        raise UsageError(f"rule {rule!r} is not a valid regular expression: {exc}") from None
+    return lambda s: pat.search(s) is not None
+
+
+def _normalise_rules(rules: Mapping[str, Rule | Iterable[Rule]] | None) -> dict[str, list[Rule]]:
+    out: dict[str, list[Rule]] = {}
+    for label, value in (rules or {}).items():
+        if label not in CLASS_NAMES:
+            raise UsageError(f"rules: unknown class {label!r}; classes: {', '.join(CLASS_NAMES)}")
+        if isinstance(value, (str, re.Pattern)) or callable(value):
+            out[label] = [value]
+        else:
+            out[label] = list(value)
+    return out
+
+
+def _comm_ranges_mask(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]:
+    """Ops launched from inside any range whose category is 'comm' on the launch thread."""
+    rg = trace.ranges
+    n = len(trace.gpu_ops)
+    inside = np.zeros(n, dtype=bool)
+    comm_cat = string_mask(trace.strings, lambda s: s.lower() == "comm")
+    sel = np.flatnonzero(comm_cat[rg["category"]] & (rg["thread"] >= 0))
+    if sel.size == 0:
+        return inside
+    threads = rg["thread"][sel]
+    for t in np.unique(threads):
+        rows = sel[threads == t]
+        starts = rg["start"][rows]
+        order = np.argsort(starts, kind="stable")
+        ends = np.maximum(rg["end"][rows], starts)
+        us, ue = iv.union(starts[order], ends[order])
+        ops = np.flatnonzero(launches.thread == t)
+        inside[ops] = iv.points_in_set(launches.start[ops], us, ue).astype(bool)
+    return inside
+
+
+def _any_rule(matchers: Sequence[Callable[[str], bool]]) -> Callable[[str], bool]:
+    return lambda s: any(m(s) for m in matchers)
+
+
+def classify(
+    trace: Trace,
+    launches: Launches | None = None,
+    rules: Mapping[str, Rule | Iterable[Rule]] | None = None,
+) -> npt.NDArray[np.int8]:
+    """The class of each GPU op: 0 compute, 1 comm, 2 memory (contract + user rules).
+
+    User rules (a regex searched in the op name, or a callable on the name) override the
+    built-in rules; when rules for several classes match, comm wins over memory over
+    compute.
+    """
+    ops = trace.gpu_ops
+    launches = launches if launches is not None else link_launches(trace)
+    user = _normalise_rules(rules)
+    kind = ops["kind"]
+    names = ops["name"]
+    is_kernel = kind == OpKind.KERNEL
+    cls = np.where(is_kernel, COMPUTE, MEMORY).astype(np.int8)
+    comm_name = string_mask(trace.strings, lambda s: _COMM_KERNEL.search(s) is not None)
+    cls[is_kernel & comm_name[names]] = COMM
+    cls[(kind == OpKind.MEMCPY) & (ops["copy_kind"] == CopyKind.PTOP)] = COMM
+    cls[_comm_ranges_mask(trace, launches)] = COMM
+    for label in ("compute", "memory", "comm"):  # later wins
+        if label in user:
+            lut = string_mask(trace.strings, _any_rule([_rule_matcher(r) for r in user[label]]))
+            cls[lut[names]] = CLASS_NAMES.index(label)
+    return cls

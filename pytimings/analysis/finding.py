@@ -1,0 +1,48 @@
+"""One finding (a loss, its layer, a title with the key numbers, the evidence behind it) and
+the number formats findings and reports share. A leaf: imports nothing of pytimings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Finding:
+    layer: str  # hardware, kernel, memory, scheduling, parallel, application
+    title: str  # one line with the key numbers
+    loss_ns: int  # time this loss accounts for (the ranking key)
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "title": self.title,
+            "loss_ns": self.loss_ns,
+            "evidence": self.evidence,
+        }
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def runs_text(values: Sequence[int], first: int = 0) -> str:
+    """Integers as compact runs, shifted so that 0 reads as ``first``: '3-16' or '1, 4-6'
+    (window indices are shown 1-based, ranks as they are)."""
+    out: list[str] = []
+    idx = sorted(set(values))
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        lo, hi = idx[i] + first, idx[j] + first
+        out.append(f"{lo}" if i == j else f"{lo}-{hi}")
+        i = j + 1
+    return ", ".join(out)

@@ -1,0 +1,51 @@
+"""Each GPU op's launch call: the link every label after a gap, the launch latency and the
+projection of ranges onto GPU work rest on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings._native import _intervals as iv
+from pytimings.ingest.links import launch_index, unlinked
+from pytimings.model.trace import Trace
+
+NO_LAUNCH = iv.NO_LAUNCH_NS  # the launch start of an op whose launch call is unknown
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class Launches:
+    """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown) and
+    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use;
+    ``unlinked`` counts the ops whose correlation id no launch call carries."""
+
+    api_row: I64
+    start: I64
+    api_thread: npt.NDArray[np.int32]  # api_calls["thread"], to derive ``thread``
+    unlinked: int = 0  # ops with a correlation id that no launch call carries
+
+    @cached_property
+    def thread(self) -> npt.NDArray[np.int32]:
+        """The launch call's thread row per op (-1 when unknown)."""
+        t = self.api_thread[np.maximum(self.api_row, 0)] if self.api_thread.size else None
+        if t is None:
+            return np.full(self.api_row.size, -1, dtype=np.int32)
+        t[self.api_row < 0] = -1
+        return t
+
+
+def link_launches(trace: Trace) -> Launches:
+    """Each GPU op's launch call (:func:`pytimings.ingest.links.launch_index`, the one
+    implementation of the contract's link) and its start."""
+    api = trace.api_calls
+    api_row = launch_index(trace)
+    n = api_row.size
+    start = np.take(api["start"], np.maximum(api_row, 0)) if len(api) else np.empty(n, np.int64)
+    start[api_row < 0] = NO_LAUNCH
+    return Launches(
+        api_row=api_row, start=start, api_thread=api["thread"], unlinked=unlinked(trace, api_row)
+    )

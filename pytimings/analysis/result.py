@@ -1,0 +1,150 @@
+"""What :func:`pytimings.attribute` returns: the windows table with every label, the gaps
+and launches behind it, launch latency, collectives, and the JSON document."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis import findings
+from pytimings.analysis.collectives import Collectives
+from pytimings.analysis.finding import Finding
+from pytimings.analysis.launches import Launches
+from pytimings.analysis.partition import LABELS, Gaps
+from pytimings.model.trace import Trace
+from pytimings.table import Table
+
+# The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
+# windows) and per_window_stats, slowest, launch_latency, findings, collectives (several
+# ranks); "ignored": events the partition could not use, by reason; "dropped": records
+# the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
+# number; a reason that did not occur is absent.
+SCHEMA = "pytimings.attribution/1"
+I64 = npt.NDArray[np.int64]
+
+
+def percentiles(values: npt.ArrayLike) -> dict[str, float]:
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {
+        "count": int(v.size),
+        "mean": float(v.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(v.max()),
+    }
+
+
+@dataclass
+class LaunchLatency:
+    """``op.start - launch.start`` for every op with a known launch call."""
+
+    latency_ns: I64
+    op: I64  # gpu_ops row of each latency
+    in_host_bound_ns: I64  # part of [launch.start, op.start) inside host_bound gaps
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = percentiles(self.latency_ns)
+        total = int(self.latency_ns[self.latency_ns > 0].sum())
+        hb = int(self.in_host_bound_ns.sum())
+        out.update(
+            total_ns=total,
+            in_host_bound_ns=hb,
+            in_host_bound_share=(hb / total) if total else 0.0,
+            negative=int(np.sum(self.latency_ns < 0)),
+        )
+        return out
+
+
+@dataclass
+class Attribution:
+    """What :func:`attribute` returns; see the contract for every number."""
+
+    trace: Trace
+    by: str | None
+    windows: Table
+    gaps: Gaps
+    launches: Launches
+    classes: npt.NDArray[np.int8]
+    launch_latency: LaunchLatency
+    collectives: Collectives | None
+    window_range_rows: I64  # per windows row: the row in trace.ranges it came from (-1: trace)
+    # events the partition could not use, by reason (counted, never silently dropped)
+    ignored: dict[str, int] = field(default_factory=dict)
+    _findings: list[Finding] | None = field(default=None, repr=False)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """Sum over all window entries of ``window_ns`` and each ``<label>_ns``."""
+        return {c: int(self.windows[c].sum()) for c in ("window_ns", *(f"{x}_ns" for x in LABELS))}
+
+    def per_window_stats(self) -> dict[str, dict[str, float]]:
+        """Per label (and window_ns): count, mean, p50, p90, p99, max over window entries."""
+        return {
+            c: percentiles(self.windows[c]) for c in ("window_ns", *(f"{x}_ns" for x in LABELS))
+        }
+
+    def dominant(self, row: int) -> str:
+        vals = [int(self.windows[f"{x}_ns"][row]) for x in LABELS]
+        return LABELS[int(np.argmax(vals))]
+
+    def slowest(self, n: int = 5) -> list[dict[str, Any]]:
+        """The ``n`` longest window entries (ties: earliest), with their dominant label."""
+        w = self.windows
+        order = np.lexsort((w["device"], w["rank"], w["start_ns"], -w["window_ns"]))[:n]
+        out = []
+        for i in order:
+            row = self._row(int(i))
+            row["row"] = int(i)  # in .windows
+            row["dominant"] = self.dominant(int(i))
+            row["dominant_ns"] = row[f"{row['dominant']}_ns"]
+            out.append(row)
+        return out
+
+    def _row(self, i: int) -> dict[str, Any]:
+        w = self.windows
+        return {c: (w[c][i] if c == "name" else int(w[c][i])) for c in w.columns}
+
+    def findings(self) -> list[Finding]:
+        """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`)."""
+        if self._findings is None:
+            self._findings = findings.find(self)
+        return self._findings
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "by": self.by,
+            "totals": self.totals,
+            "windows": [self._row(i) for i in range(len(self.windows))],
+            "per_window_stats": self.per_window_stats(),
+            "slowest": self.slowest(5),
+            "launch_latency": {
+                **self.launch_latency.summary(),
+                "unlinked_ops": self.launches.unlinked,
+            },
+            "findings": [f.to_dict() for f in self.findings()],
+            "ignored": self.ignored,
+            "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
+        }
+        if self.collectives is not None:
+            c = self.collectives
+            doc["collectives"] = {
+                "straggler": c.straggler,
+                "last_counts": {str(k): v for k, v in c.last_counts.items()},
+                "clock_offset_ns": {str(k): v for k, v in c.clock_offset_ns.items()},
+                "skew_ns": percentiles(c.table["skew_ns"]),
+                "wait_ns": percentiles(c.table["wait_ns"]),
+                "transfer_ns": percentiles(c.table["transfer_ns"]),
+            }
+        return doc
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

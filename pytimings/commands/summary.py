@@ -1,0 +1,76 @@
+"""``pytimings summary``: load traces, print what ran per rank and device, write tables."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pytimings.analysis.summary import summary_json, trace_summary
+from pytimings.console import progress
+from pytimings.errors import UsageError
+from pytimings.ingest import load
+from pytimings.ingest.processes import add_processes_argument, print_hint
+from pytimings.report import tables as report_tables
+from pytimings.report.summary_text import render_summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces"
+    )
+    parser.add_argument(
+        "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
+    )
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=15,
+        metavar="N",
+        help="rows per table and rank/device (default 15)",
+    )
+    parser.add_argument(
+        "--all-devices",
+        action="store_true",
+        help="aggregate over ranks and devices, as nsys stats does",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="files loaded in parallel (threads for nsys exports, else processes)",
+    )
+    add_processes_argument(parser)
+    report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
+    progress.add_quiet_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    progress.configure(args.quiet)
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be at least 1, not {args.top}")
+    trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
+    if not args.processes_as_ranks:
+        print_hint(trace)
+    tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
+    if args.json != "-":
+        print(render_summary(tables))
+        if trace.dropped:
+            print(
+                "Not loaded (counted): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
+            )
+    if args.json:
+        doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
+        if args.json == "-":
+            sys.stdout.write(doc + "\n")
+        else:
+            try:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    f.write(doc + "\n")
+            except OSError as exc:
+                raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
+    for written in report_tables.write(args, tables):
+        print(f"wrote {written}", file=sys.stderr if args.json == "-" else sys.stdout)
+    return 0

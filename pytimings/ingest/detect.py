@@ -1,0 +1,119 @@
+"""Which format a trace file is, from its content (magic bytes, the start of the JSON), not
+its name; and Nsight Systems reports exported to SQLite with ``nsys`` when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+from pytimings.errors import TraceFormatError
+
+__all__ = ["FORMATS", "SQLITE_MAGIC", "detect_format", "export_report", "is_trace"]
+
+FORMATS = ("nsys-sqlite", "nsys-report", "kineto", "recording")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+ARROW_MAGIC = b"ARROW1"
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+_HEAD_BYTES = 1 << 16
+
+
+def detect_format(path: str) -> str:
+    """'nsys-sqlite', 'nsys-report', 'kineto' or 'recording', from the file's content."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except IsADirectoryError:
+        raise TraceFormatError(path, "is a directory") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read ({exc.strerror or exc})") from None
+    if not head:
+        raise TraceFormatError(path, "is empty")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(NSYS_REPORT_MAGIC) or path.lower().endswith(NSYS_REPORT_SUFFIXES):
+        return "nsys-report"
+    if head.startswith(ARROW_MAGIC) and _looks_like("recording", head):
+        return "recording"
+    text = _gunzip_head(path, head) if head.startswith(GZIP_MAGIC) else head
+    if text.lstrip()[:1] in (b"{", b"[") and _looks_like("kineto", text):
+        return "kineto"
+    raise TraceFormatError(
+        path,
+        "unrecognised trace format (expected an nsys SQLite export or report, a PyTorch "
+        "profiler JSON trace, or a pytimings recording)",
+    )
+
+
+def _looks_like(fmt: str, head: bytes) -> bool:
+    """Ask the format's own module (imported only now) whether ``head`` is its format."""
+    try:
+        if fmt == "kineto":
+            kineto = importlib.import_module("pytimings.ingest.kineto")
+            return bool(kineto.looks_like_kineto(head))
+        recording = importlib.import_module("pytimings.ingest.recording")
+        return bool(recording.looks_like_recording(head))
+    except ImportError:  # that loader is not part of this build
+        return False
+
+
+def _gunzip_head(path: str, head: bytes) -> bytes:
+    """The first decompressed bytes of a gzip file (enough to recognise JSON)."""
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        text = d.decompress(head, _HEAD_BYTES)
+    except zlib.error as exc:
+        raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if not text:
+        raise TraceFormatError(path, "corrupt gzip data (nothing decompresses)")
+    return text
+
+
+def export_report(path: str) -> str:
+    """An Nsight Systems report exported to SQLite (cached), or a clear error without nsys."""
+    nsys = shutil.which("nsys")
+    stem = Path(path).name
+    for suffix in NSYS_REPORT_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+    if nsys is None:
+        raise TraceFormatError(
+            path,
+            "is an Nsight Systems report and nsys is not on PATH to export it; run "
+            f"`nsys export --type sqlite -o {stem}.sqlite {path}` and load {stem}.sqlite",
+        )
+    beside = Path(path).with_name(stem + ".sqlite")
+    if os.access(beside.parent, os.W_OK):
+        out = beside
+    else:
+        cache = Path(tempfile.gettempdir()) / "pytimings-nsys-export"
+        cache.mkdir(exist_ok=True)
+        out = cache / f"{stem}-{zlib.crc32(os.path.abspath(path).encode()):08x}.sqlite"
+    if out.exists() and out.stat().st_mtime >= Path(path).stat().st_mtime:
+        return str(out)
+    if out.exists():
+        out.unlink()  # stale: the report is newer
+    print(f"pytimings: exporting {path} to {out} with nsys (once; cached)", file=sys.stderr)
+    cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), path]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not out.exists():
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TraceFormatError(path, f"nsys export failed (exit {done.returncode}): {last}")
+    return str(out)
+
+
+def is_trace(path: str) -> bool:
+    """Whether ``path`` is a file of a supported format."""
+    try:
+        detect_format(path)
+    except TraceFormatError:
+        return False
+    return True

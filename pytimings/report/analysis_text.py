@@ -1,0 +1,122 @@
+"""``pytimings analyze`` as text: where each window's time went per device, the per-window
+statistics, the slowest windows, launch latency, collectives and the findings."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.partition import LABELS
+from pytimings.analysis.result import Attribution
+from pytimings.console.text import table
+
+
+def render_attribution(a: Attribution, paths: list[str]) -> str:
+    w = a.windows
+    out: list[str] = []
+    names = ", ".join(Path(p).name for p in paths)
+    scope = f"by {a.by}: {len(w)} window entries" if a.by else "whole trace"
+    out.append(f"pytimings analyze  {names}  ({scope})")
+    dropped = {k: v for k, v in a.trace.dropped.items() if v}
+    if a.ignored:
+        ignored = ", ".join(f"{k} {v}" for k, v in a.ignored.items())
+        out.append(f"ignored by the partition: {ignored}")
+    if dropped:
+        out.append(
+            "not represented by the loader: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
+        )
+    # per device
+    keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
+    header = ["label"]
+    for r, d in keys:
+        tag = f"r{r} GPU {d}" if len({k[0] for k in keys}) > 1 else f"GPU {d}"
+        header += [tag, "share"]
+    rows = []
+    for lab in ("window", *LABELS):
+        row = [lab]
+        for r, d in keys:
+            m = (w["rank"] == r) & (w["device"] == d)
+            v = int(w[f"{lab}_ns"][m].sum())
+            tot = max(1, int(w["window_ns"][m].sum()))
+            row += [ms(v), pct(v / tot)]
+        rows.append(row)
+    out += ["", "Where the time went (per device, all windows)"]
+    out += table(header, rows, "l" + "rr" * len(keys))
+    if a.by is not None:
+        st = a.per_window_stats()
+        rows = [
+            [
+                lab.removesuffix("_ns"),
+                str(s["count"]),
+                ms(s["mean"]),
+                ms(s["p50"]),
+                ms(s["p99"]),
+                ms(s["max"]),
+            ]
+            for lab, s in st.items()
+        ]
+        out += ["", f"Per {a.by} window"]
+        out += table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
+    slow = a.slowest(5)
+    t0 = int(w["start_ns"].min()) if len(w) else 0
+    payload = a.trace.ranges["payload"]
+
+    def label(s: dict[str, Any]) -> str:
+        rr = int(a.window_range_rows[s["row"]])
+        if rr >= 0 and not np.isnan(payload[rr]):
+            return f"{s['name']} (payload {payload[rr]:g})"
+        return str(s["name"])
+
+    rows = [
+        [
+            label(s),
+            f"{(s['start_ns'] - t0) / 1e6:.3f} ms",
+            str(s["rank"]),
+            str(s["device"]),
+            ms(s["window_ns"]),
+            f"{s['dominant']} ({pct(s['dominant_ns'] / max(1, s['window_ns']))})",
+        ]
+        for s in slow
+    ]
+    out += ["", "Slowest windows"]
+    out += table(
+        ["window", "starts (from 1st)", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
+    )
+    lat: dict[str, Any] = a.launch_latency.summary()
+    out += ["", "Launch latency (op start - launch call start)"]
+    out.append(
+        f"  {lat['count']} ops: p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}, max {ms(lat['max'])}; "
+        f"{ms(lat['in_host_bound_ns'])} of it inside host_bound gaps"
+        + (f"; {lat['negative']} negative (clock skew)" if lat["negative"] else "")
+        + (
+            f"; {a.launches.unlinked} ops carry a correlation id no launch call has"
+            if a.launches.unlinked
+            else ""
+        )
+    )
+    if a.collectives is not None:
+        c = a.collectives
+        out += ["", "Collectives across ranks (clocks aligned by collective end times)"]
+        rows = []
+        for r in sorted(c.clock_offset_ns):
+            m = c.table["rank"] == r
+            sk = c.table["skew_ns"][m]
+            rows.append(
+                [
+                    str(r),
+                    ms(c.clock_offset_ns[r]),
+                    ms(float(np.median(sk))) if sk.size else "-",
+                    ms(int(c.table["wait_ns"][m].sum())),
+                    str(c.last_counts.get(r, 0)),
+                ]
+            )
+        out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
+    out += ["", "Findings (biggest losses first)"]
+    for i, f in enumerate(a.findings(), 1):
+        out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")
+    return "\n".join(out)

@@ -1,0 +1,99 @@
+"""``pytimings summary`` as aligned plain-text tables (the Tables of
+:func:`pytimings.analysis.summary.trace_summary`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytimings.console.text import table
+from pytimings.table import Table
+
+_TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
+    # table -> (column, header, format)
+    "kernels": [
+        ("share", "share", "pct"),
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("name", "kernel", "str"),
+    ],
+    "memory": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("bytes", "MB", "mb"),
+        ("gbps", "GB/s", "f2"),
+        ("p50_ns", "p50 us", "us"),
+        ("operation", "operation", "str"),
+    ],
+    "ranges": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("gpu_ops", "GPU ops", "int"),
+        ("proj_total_ns", "GPU proj ms", "ms"),
+        ("gpu_busy_ns", "GPU busy ms", "ms"),
+        ("style", "style", "str"),
+        ("name", "range", "str"),
+    ],
+    "api": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("kind", "kind", "str"),
+        ("name", "call", "str"),
+    ],
+}
+_TITLES = {
+    "kernels": "Kernels",
+    "memory": "Memory operations",
+    "ranges": "Ranges",
+    "api": "CUDA API calls",
+}
+
+
+def _fmt(v: Any, how: str) -> str:
+    if how == "str":
+        return str(v)
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "-"
+    if how == "int":
+        return f"{int(v):,}"
+    if how == "ms":
+        return f"{v / 1e6:,.3f}"
+    if how == "us":
+        return f"{v / 1e3:,.2f}"
+    if how == "mb":
+        return f"{v / 1e6:,.3f}"
+    if how == "pct":
+        return f"{100 * v:.1f}%"
+    return f"{v:,.2f}"
+
+
+def render_summary(tables: dict[str, Table]) -> str:
+    """Aligned plain-text tables, one section per table and (rank, device)."""
+    lines: list[str] = []
+    for name, t in tables.items():
+        spec = _TEXT_COLUMNS[name]
+        scopes = [c for c in ("rank", "device") if c in t]
+        keys = sorted({tuple(int(t[c][i]) for c in scopes) for i in range(len(t))})
+        if not keys:
+            lines += [f"{_TITLES[name]}: none", ""]
+            continue
+        for key in keys:
+            mask = np.ones(len(t), dtype=bool)
+            for c, k in zip(scopes, key, strict=True):
+                mask &= t[c] == k
+            where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
+            lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
+            rows = [[_fmt(t[c][i], how) for c, _, how in spec] for i in np.flatnonzero(mask)]
+            align = "".join("l" if how == "str" else "r" for _, _, how in spec)
+            lines += table([h for _, h, _ in spec], rows, align, underline=False)
+            lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""The package's shape: imports point down the layers and no module imports itself back.
+
+Every import of a pytimings module in the source counts, function-level imports included
+(they hide cycles as well as top-level ones do); only ``if TYPE_CHECKING:`` imports, which
+never run, are left out. The layers, lowest first (docs/architecture.md):
+
+0. ``_core``, ``_native`` (compiled), ``errors``
+1. ``table``, ``console`` (progress bars, text tables), ``model`` (the event model)
+2. ``ingest`` (one module per format -> the model)
+3. ``analysis`` (partition, windows, ranks, findings, summary)
+4. ``record`` (the recorder; reads files back through ingest, statistics through analysis)
+5. ``bench``, ``serving`` (neither imports the other)
+6. ``report`` (the only layer that formats documents: html, perfetto, text of analyses)
+7. ``commands`` (subcommands that span layers), then ``cli`` and the package facade
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "pytimings"
+
+LAYER = {
+    "_core": 0,
+    "_native": 0,
+    "errors": 0,
+    "table": 1,
+    "console": 1,
+    "model": 1,
+    "ingest": 2,
+    "analysis": 3,
+    "record": 4,
+    "bench": 5,
+    "serving": 5,
+    "report": 6,
+    "commands": 7,
+    "cli": 8,
+    "": 8,  # pytimings/__init__.py, the facade
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*"):
+        if p.suffix not in (".py", ".pyx") or "__pycache__" in p.parts:
+            continue
+        parts = ["pytimings", *p.relative_to(PKG).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _python_source(path: Path) -> str:
+    text = path.read_text()
+    if path.suffix == ".pyx":  # only the Python-level import lines of a Cython module
+        keep = [ln for ln in text.splitlines() if ln.startswith(("import ", "from "))]
+        return "\n".join(ln for ln in keep if "cimport" not in ln)
+    return text
+
+
+def _resolve(target: str) -> str | None:
+    """The module a dotted import names (a name imported from a module resolves to it)."""
+    if not (target == "pytimings" or target.startswith("pytimings.")):
+        return None
+    if target == "pytimings._core" or target.startswith("pytimings._core."):
+        return "pytimings._core"  # the compiled extension (no source file)
+    while target not in MODULES and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target if target in MODULES else None
+
+
+def _imports(module: str) -> set[str]:
+    path = MODULES[module]
+    tree = ast.parse(_python_source(path))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            names = [f"{base}.{a.name}" for a in node.names]
+        for n in names:
+            r = _resolve(n)
+            if r is not None and r != module:
+                found.add(r)
+    return found
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYER[parts[1] if len(parts) > 1 else ""]
+
+
+def test_every_package_has_a_layer() -> None:
+    tops = {m.split(".")[1] for m in MODULES if "." in m}
+    assert tops <= set(LAYER), f"new top-level modules need a layer: {tops - set(LAYER)}"
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_point_down(module: str) -> None:
+    up = sorted(t for t in GRAPH[module] if _layer(t) > _layer(module))
+    assert not up, f"{module} imports a higher layer: {up}"
+    if _layer(module) == 5:  # bench and serving are side by side
+        side = module.split(".")[1]
+        other = sorted(t for t in GRAPH[module] if _layer(t) == 5 and t.split(".")[1] != side)
+        assert not other, f"{module} imports {other}"
+
+
+def test_native_kernels_import_nothing_of_pytimings() -> None:
+    for m, targets in GRAPH.items():
+        if m.startswith("pytimings._native"):
+            assert not targets, f"{m} imports {sorted(targets)}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[str]:
+    """The modules on an import cycle or depending on one: strip modules that import
+    nothing left until none can be stripped."""
+    remaining = {m: {t for t in ts if t in graph} for m, ts in graph.items()}
+    while leaves := [m for m, ts in remaining.items() if not ts]:
+        for m in leaves:
+            del remaining[m]
+        for ts in remaining.values():
+            ts.difference_update(leaves)
+    return set(remaining)
+
+
+def test_no_import_cycle() -> None:
+    assert not _cycles(GRAPH), f"import cycles among: {sorted(_cycles(GRAPH))}"
+
+
+def test_the_checker_finds_hidden_cycles_and_skips_type_checking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle through a function-level import is found; a TYPE_CHECKING import is not an
+    edge (so a checker that missed either would be caught here)."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("def f():\n    from pytimings.b import g\n    return g\n")
+    b.write_text(
+        "from typing import TYPE_CHECKING\nimport pytimings.a\n"
+        "if TYPE_CHECKING:\n    from pytimings.c import T\n"
+    )
+    monkeypatch.setitem(MODULES, "pytimings.a", a)
+    monkeypatch.setitem(MODULES, "pytimings.b", b)
+    monkeypatch.setitem(MODULES, "pytimings.c", b)
+    graph = {"pytimings.a": _imports("pytimings.a"), "pytimings.b": _imports("pytimings.b")}
+    assert graph == {"pytimings.a": {"pytimings.b"}, "pytimings.b": {"pytimings.a"}}
+    assert _cycles(graph) == {"pytimings.a", "pytimings.b"}
+    assert _cycles({"x": {"y"}, "y": set()}) == set()
