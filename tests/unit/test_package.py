@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,3 +60,23 @@ def test_cli_output_into_a_closed_pipe_is_quiet(tmp_path: object) -> None:
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True)
     assert "Traceback" not in r.stderr
     assert r.stdout.strip() in {"0", "141"}
+
+
+def test_unbuilt_source_checkout_says_what_to_install(tmp_path: Path) -> None:
+    """A copy of the source without compiled modules: a one-line ImportError naming the
+    install command, not a bare ModuleNotFoundError for pytimings._core."""
+    import shutil
+
+    src = Path(__file__).resolve().parents[2] / "pytimings"
+    shutil.copytree(src, tmp_path / "pytimings", ignore=shutil.ignore_patterns("*.so"))
+    r = subprocess.run(
+        [sys.executable, "-S", "-c", "import pytimings"],  # -S: no installed pytimings
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONSAFEPATH": "", "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pytimings' native extension") and "pip install ." in last
