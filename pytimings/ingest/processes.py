@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
-from pytimings.model.trace import SCHEMAS, Trace, conform
+from pytimings.model.trace import SCHEMAS, TABLES, Trace, conform
 from pytimings.table import Table
 
 __all__ = [
@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 DROPPED_KEY = "{table}_of_processes_without_gpu_ops"
-_HOST_TABLES = ("api_calls", "ranges", "threads")
+_HOST_TABLES = ("api_calls", "ranges", "host_ops", "threads")
+_THREAD_TABLES = ("api_calls", "ranges", "host_ops")  # rows that refer to a thread
 
 
 def gpu_processes(trace: Trace, rank: int | None = None) -> dict[int, list[int]]:
@@ -103,13 +104,13 @@ def split_processes(trace: Trace, first_rank: int = 0) -> Trace:
 
     cols: dict[str, dict[str, npt.NDArray[Any]]] = {}
     keep: dict[str, npt.NDArray[np.bool_]] = {}
-    for name in ("gpu_ops", "api_calls", "ranges", "threads"):
+    for name in ("gpu_ops", *_HOST_TABLES):
         t = trace.table(name).to_dict()
         t["rank"], keep[name] = ranks_of(t["pid"])
         cols[name] = t
     # a thread a kept row refers to stays, with that row's rank (its pid should be that row's)
     th = cols["threads"]
-    for name in ("api_calls", "ranges"):
+    for name in _THREAD_TABLES:
         rows = np.flatnonzero(keep[name])
         ref = cols[name]["thread"][rows]
         ok = (ref >= 0) & (ref < len(th["pid"]))
@@ -118,7 +119,7 @@ def split_processes(trace: Trace, first_rank: int = 0) -> Trace:
         if orphan.any():
             th["rank"][ref[orphan]] = cols[name]["rank"][rows[orphan]]
             keep["threads"][ref[orphan]] = True
-    for name in ("api_calls", "ranges"):
+    for name in _THREAD_TABLES:
         cols[name]["thread"] = _renumbered(cols[name]["thread"], keep["threads"])
 
     dropped = dict(trace.dropped)
@@ -157,11 +158,11 @@ def _devices(trace: Trace, ops: Table, lone_rank: int | None) -> Table:
 def select_rank(trace: Trace, rank: int) -> Trace:
     """The rows of one rank, thread indices renumbered (the rest of the trace shared)."""
     tables: dict[str, Table] = {}
-    for name in ("gpu_ops", "api_calls", "ranges", "threads", "devices"):
+    for name in TABLES:
         t = trace.table(name)
         tables[name] = t.take(np.flatnonzero(t["rank"] == rank))
     mine = trace.threads["rank"] == rank
-    for name in ("api_calls", "ranges"):
+    for name in _THREAD_TABLES:
         t = tables[name]
         tables[name] = t.with_columns(thread=_renumbered(t["thread"], mine))
     meta = dict(trace.meta)

@@ -113,6 +113,31 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
+class ActivityKind(enum.IntEnum):
+    """The kinds of host activity (docs/attribution.md), in the contract's tie order: when
+    two activities start and end together on a thread, the lower value is innermost."""
+
+    CUDA_API = 0  # api_calls rows (CUDA/HIP runtime and driver calls, sync rows)
+    OS = 1  # host_ops: Nsight OS runtime calls (OSRT_API)
+    CPU_OP = 2  # host_ops: Kineto cpu_op (aten operators)
+    PYTHON = 3  # host_ops: Kineto python_function (with_stack)
+    RANGE = 4  # ranges rows on a host thread (NVTX, annotations, pytimings regions)
+    UNTRACED = 5  # an instant covered by no activity (name empty)
+
+
+ACTIVITY_KIND_NAMES = ("cuda_api", "os", "cpu_op", "python", "range", "untraced")
+
+# host activities that are neither ranges nor CUDA API calls: cpu_op, python, os
+HOST_OP_SCHEMA: dict[str, npt.DTypeLike] = {
+    "start": np.int64,
+    "end": np.int64,
+    "name": np.int32,
+    "kind": np.int8,  # ActivityKind.OS, CPU_OP or PYTHON
+    "thread": np.int32,  # row index into Trace.threads
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
 THREAD_SCHEMA: dict[str, npt.DTypeLike] = {
     "pid": np.int64,
     "tid": np.int64,
@@ -126,11 +151,12 @@ DEVICE_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
-TABLES = ("gpu_ops", "api_calls", "ranges", "threads", "devices")
+TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices")
 SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "gpu_ops": GPU_OP_SCHEMA,
     "api_calls": API_CALL_SCHEMA,
     "ranges": RANGE_SCHEMA,
+    "host_ops": HOST_OP_SCHEMA,
     "threads": THREAD_SCHEMA,
     "devices": DEVICE_SCHEMA,
 }
@@ -139,6 +165,7 @@ STRING_COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu_ops": ("name",),
     "api_calls": ("name",),
     "ranges": ("name", "domain", "category"),
+    "host_ops": ("name",),
     "threads": ("name",),
     "devices": ("name",),
 }
@@ -227,6 +254,8 @@ class Trace:
     threads: Table
     devices: Table
     strings: list[str]
+    # cpu_op / python / os host activities (empty for formats that have none)
+    host_ops: Table = field(default_factory=lambda: Table.empty(HOST_OP_SCHEMA))
     meta: dict[str, Any] = field(default_factory=dict)
     # rows a loader could not represent, by reason; reported, never silently lost
     dropped: dict[str, int] = field(default_factory=dict)
