@@ -199,3 +199,27 @@ def test_analyze_what_if_and_critical_path_on_the_bundled_example(tmp_path, caps
     ):
         assert main(["analyze", "--example", "-q", *bad]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_perfetto_draws_the_critical_path_as_linked_slices(tmp_path):
+    import json
+
+    from pytimings.report.perfetto import write_perfetto
+
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 100, name="producer", stream=1)
+    _launch(api, ops, 2, 12, 15, 102, 130, name="consumer", stream=2)
+    tr = make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])
+    cp = critical_path(attribute(tr, by="step"))
+    stats = write_perfetto(tr, tmp_path / "t.json", critical_path=cp)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    (pid,) = [
+        e["pid"] for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+        and e["args"]["name"].startswith("critical path: step")
+    ]  # fmt: skip
+    mine = [e for e in events if e["ph"] == "X" and e["pid"] == pid]
+    assert len(mine) == len(cp["links"]) == stats.events["critical_path"]
+    flows = [e for e in events if e.get("cat") == "critical_path"]
+    assert len(flows) == 2 * (len(cp["links"]) - 1)
+    assert [m["name"] for m in mine][-1] == "gpu_op: consumer"
