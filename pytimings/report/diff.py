@@ -48,9 +48,13 @@ def _by_size(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict
 def scope_line(doc: dict[str, Any]) -> str:
     w, f = doc["windows"], doc["files"]
     by = f"by {doc['by']}" if doc["by"] else "whole-trace windows (one per rank and device)"
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
     return (
-        f"base: {w['base']} windows from {f['base']} file(s); "
-        f"new: {w['new']} windows from {f['new']} file(s); {by}"
+        f"base: {count(w['base'], 'window')} from {count(f['base'], 'file')}; "
+        f"new: {count(w['new'], 'window')} from {count(f['new'], 'file')}; {by}"
     )
 
 

@@ -112,6 +112,20 @@ def test_hta_trace_diff_control_vs_test(shared_dir: Path, tmp_path: Path) -> Non
     agree(doc, base, new)
 
 
+def test_nsys_and_kineto_spellings_of_one_workload_match(shared_dir: Path, tmp_path: Path) -> None:
+    """The H200 workload captured by both profilers (two runs): every kernel, memcpy and
+    memset name is on both sides, with the same count (1,047 + 16 + 12 ops each)."""
+    d = shared_dir / "data/h200"
+    doc = run_diff(
+        tmp_path, "--base", str(d / "decode_16steps_h200.sqlite"),
+        "--new", str(d / "decode_16steps_h200.pt.trace.json.gz"),
+    )  # fmt: skip
+    k = doc["kernels"]
+    assert [r["name"] for r in k if r["base_count"] != r["new_count"]] == []
+    assert sum(r["base_count"] for r in k) == 1047 + 16 + 12
+    assert {r["verdict"] for r in k} == {"1 window"}
+
+
 @pytest.mark.slow
 def test_false_positive_rate_on_halves_of_the_h200_decode_windows(shared_dir: Path) -> None:
     """Random halves of one capture's decode steps: about 5% of the 200 splits get a verdict
