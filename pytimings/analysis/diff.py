@@ -312,6 +312,10 @@ def diff(
     b_groups = groups_of([len(a.windows) for a in base])
     n_groups = groups_of([len(a.windows) for a in new])
     b_n, n_n = sum(len(a.windows) for a in base), sum(len(a.windows) for a in new)
+    for side, atts, k in (("base", base, b_n), ("new", new, n_n)):
+        if k == 0:
+            by = f"--by {atts[0].by!r}" if atts[0].by else "the whole trace"
+            raise UsageError(f"the {side} side has no window to compare ({by}: none on a GPU)")
     b_w = replicate_weights(b_groups, b_n, resamples, rng)
     n_w = replicate_weights(n_groups, n_n, resamples, rng)
     labels = compare(

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 from helpers import nsys_synth as ns
 from helpers.bootstrap_check import binomial_band, false_positives
+from helpers.synth import make_trace
 
-from pytimings.analysis.diff import ONE_WINDOW
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.diff import ONE_WINDOW, diff
 from pytimings.cli import main
+from pytimings.errors import UsageError
 
 STEPS = 40
 KERNELS = {"kernA": 10_000, "kernB": 20_000, "kernC": 5_000}  # mean durations (ns)
@@ -178,3 +181,14 @@ def test_the_band_rejects_a_biased_test() -> None:
         lambda rng: (rng.gamma(4, 1e4, 60), 1.1 * rng.gamma(4, 1e4, 60)), reps=60
     )
     assert hits > hi * 60 / 200
+
+
+def test_a_side_without_windows_is_a_usage_error() -> None:
+    """A --by range only on a rank that ran no GPU op gives no window: said, not NaN."""
+    trace = make_trace(
+        [{"start": 0, "end": 10}], ranges=[{"start": 0, "end": 5, "name": "s", "rank": 1}]
+    )
+    empty, full = attribute(trace, by="s"), attribute(trace)
+    assert len(empty.windows) == 0
+    with pytest.raises(UsageError, match=r"the new side has no window to compare \(--by 's'"):
+        diff([full], [empty], resamples=100)
