@@ -3,7 +3,8 @@ ranked by the time they cost, each with its numbers and the evidence behind them
 
 Every rule here is generic (no trace is special-cased) and states only what its numbers
 show: how long, how often, where in the windows, and what the launching host thread was
-doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why.
+doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why. The
+capture rules (:mod:`.capture`) say where the capture itself shapes the labels.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings.analysis.capture import CAPTURE_RULES
 from pytimings.analysis.classes import MEMORY
 from pytimings.analysis.finding import Finding, agree, ms, pct, plural, runs_text, scope
 from pytimings.analysis.graphs import graph_ops
@@ -47,10 +49,11 @@ def find(a: Attribution) -> list[Finding]:
 
 def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
     """The findings worth reporting (at least ``MIN_SHARE`` of ``total_ns``, or of the
-    hardware layer), biggest loss first (ties: layer, title)."""
+    hardware layer): capture findings first (they say how far to trust the rest), then
+    the biggest loss first (ties: layer, title)."""
     total = max(1, total_ns)
     out = [f for f in found if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
-    out.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
+    out.sort(key=lambda f: (f.layer != "capture", -f.loss_ns, f.layer, f.title))
     return out
 
 
@@ -638,8 +641,8 @@ def tail(a: Attribution) -> list[Finding]:
 Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
-RANK_RULES: tuple[Rule, ...] = (host_bound_gaps, kernels, graphs, memory)
+RANK_RULES: tuple[Rule, ...] = (*CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory)
 GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
 RULES: tuple[Rule, ...] = (
-    hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
+    *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
 )  # fmt: skip
