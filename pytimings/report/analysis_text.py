@@ -131,7 +131,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
                 ]
             )
         out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
-    out += ["", "Findings (biggest losses first)"]
+    out += ["", "Findings (capture findings first, then the biggest losses)"]
     for i, f in enumerate(a.findings(), 1):
         out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")
     return "\n".join(out)

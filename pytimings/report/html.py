@@ -215,7 +215,9 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
         f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
         for f in a.findings()
     )
-    parts.append(f"<h2>Findings (biggest losses first)</h2><ol>{items}</ol>")
+    parts.append(
+        f"<h2>Findings (capture findings first, then the biggest losses)</h2><ol>{items}</ol>"
+    )
     return page(title, "\n".join(parts))
 
 
