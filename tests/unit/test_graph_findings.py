@@ -107,3 +107,32 @@ def test_repeated_windows_finding_sees_graph_launch_calls():
     a = attribute(replayed(), by="step")
     assert len(a.windows) == 4
     assert graphs(a) == []
+
+
+def _kineto_rank(path, rank: int, launch: str) -> None:
+    """A Kineto file of one rank: one graph launch running three kernels (one correlation)."""
+    ev = [
+        {"ph": "X", "cat": "cuda_runtime", "name": launch, "pid": 1, "tid": 2, "ts": 1000.0,
+         "dur": 5.0, "args": {"correlation": 9}},
+    ] + [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 1010.0 + 10 * i,
+         "dur": 4.0, "args": {"device": 0, "stream": 7, "correlation": 9}}
+        for i in range(3)
+    ]  # fmt: skip
+    doc = {"schemaVersion": 1, "distributedInfo": {"rank": rank}, "traceEvents": ev}
+    path.write_text(json.dumps(doc))
+
+
+def test_graphs_travel_with_per_rank_tasks(tmp_path):
+    from pytimings.analysis.ranks import analyze_ranks
+    from pytimings.ingest import load
+
+    files = [tmp_path / "r0.json", tmp_path / "r1.json"]
+    _kineto_rank(files[0], 0, "cudaGraphLaunch")
+    _kineto_rank(files[1], 1, "hipGraphLaunch")
+    want = [
+        {"rank": r, "device": 0, "launches": 1, "ops": 3, "launch_calls": {name: 1}}
+        for r, name in ((0, "cudaGraphLaunch"), (1, "hipGraphLaunch"))
+    ]
+    assert attribute(load(*files)).graphs == want
+    assert analyze_ranks(*files, workers=1).graphs == want
