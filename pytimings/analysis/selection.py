@@ -16,9 +16,11 @@ I64 = npt.NDArray[np.int64]
 
 def reported(a: Attribution, rows: I64) -> I64:
     """The given gpu_ops rows that start in a reported window (on its rank and device),
-    each once: what ``--rank``, ``--device`` and ``--by`` select."""
-    parts = per_window(a, rows)
-    return np.unique(np.concatenate(parts)) if parts else rows[:0]
+    each once, in row order: what ``--rank``, ``--device`` and ``--by`` select."""
+    hit = np.zeros(len(a.trace.gpu_ops), dtype=bool)  # a mask, not np.unique: no sort/hash
+    for part in per_window(a, rows):
+        hit[part] = True
+    return np.flatnonzero(hit)
 
 
 def per_window(a: Attribution, rows: I64) -> list[I64]:
