@@ -19,7 +19,7 @@ import pytest
 
 import pytimings as pt
 from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
-from pytimings.analysis.finding import Finding
+from pytimings.analysis.finding import Finding, ms
 from pytimings.analysis.findings import TINY_BLAME_SHARE
 from pytimings.errors import UsageError
 
@@ -50,7 +50,10 @@ CLAIMS: list[tuple[str, Check]] = [
         r"in (\d+) gaps? of [\d.]+ ms or more",
         lambda e, m: e["long_gaps"] == int(m.group(1)) > 0,
     ),
-    (r"the GPU idles after the host began submitting", lambda e, m: e["launch_overhead_ns"] >= 0),
+    (
+        r"launch_overhead is [\d.]+% of \S+ time \(([^,)]+)",
+        lambda e, m: ms(e["launch_overhead_ns"]) == m.group(1),
+    ),
     (
         r"none from a \w+ graph",
         lambda e, m: e["graph_kernels"] == 0 and e["repeating_windows"] >= 3,
