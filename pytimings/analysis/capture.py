@@ -94,14 +94,14 @@ def late_starts(a: Attribution) -> list[Finding]:
     cand, lend = cand[keep], lend[keep]
     if cand.size == 0:
         return []
-    late = np.zeros(cand.size, dtype=bool)
+    seen = np.zeros(cand.size, dtype=np.int64)  # GPU busy time between call end and start
     for r, d in _pairs(a):
         m = np.flatnonzero((ops["rank"][cand] == r) & (ops["device"][cand] == d))
         if m.size:
-            seen = iv.overlap_lengths(
+            seen[m] = iv.overlap_lengths(
                 np.ascontiguousarray(lend[m]), ops["start"][cand[m]], *_busy(a, r, d)
             )
-            late[m] = seen == 0
+    late = seen == 0
     rows, lend = cand[late], lend[late]
     if rows.size == 0:
         return []
@@ -110,7 +110,7 @@ def late_starts(a: Attribution) -> list[Finding]:
     # ([host_bound_end, +launch_overhead) after the call returned); the rest is device_wait
     g = a.gaps
     gi = np.flatnonzero(np.isin(g.op, rows))
-    ret = lend[np.searchsorted(rows, g.op[gi])]  # rows are sorted (reported() is unique)
+    ret = lend[np.searchsorted(rows, g.op[gi])]  # rows are sorted (reported(): row order)
     hb = g.host_bound_end[gi]
     lo = int(np.maximum(0, hb + g.launch_overhead_ns()[gi] - np.maximum(hb, ret)).sum())
     total = 0
@@ -136,7 +136,7 @@ def late_starts(a: Attribution) -> list[Finding]:
                 "min_wait_ns": int(wait.min()),
                 "median_wait_ns": float(np.median(wait)),
                 "max_wait_ns": int(wait.max()),
-                "visible_busy_ns": 0,
+                "visible_busy_ns": int(seen[late].sum()),
                 "threshold_ns": LATE_START_NS,
                 "op_names": _names(a, rows),
                 "distorts": distorts,
@@ -218,7 +218,8 @@ def cut_windows(a: Attribution) -> list[Finding]:
         f"{ms(total)} ({_distorts_text(distorts)}) is the part of "
         f"{'a window' if one else 'windows'} the capture holds"
         + (
-            f"; {plural(open_ranges, 'range')} still open at the capture's end were not loaded"
+            f"; {plural(open_ranges, 'range')} still open at the capture's end "
+            f"{agree(open_ranges, 'was', 'were')} not loaded"
             if open_ranges
             else ""
         )
