@@ -33,12 +33,14 @@ def replayed(launch: str = "cudaGraphLaunch_v10000", replays: int = 4, per: int 
 def eager(n: int = 40, gap: int = 6 * US, dur: int = 3 * US, long_at: int | None = None):
     """`n` eager kernels of `dur`, each launched `gap` after the previous one ended (the
     call starts 1 µs after it, so 1 µs host_bound and the rest launch_overhead); at
-    `long_at` one blocking hipMemcpyWithStream-like call keeps the GPU idle 5 ms."""
+    `long_at` one blocking hipMemcpyWithStream-like launch call lasts 5 ms (its op starts
+    4 µs after it returns: launch_overhead with or without contract v2's 50 µs bound)."""
     ops, api = [], []
     t = 0
     for i in range(n):
-        start = t + (5_000 * US if i == long_at else gap)
-        api.append({"start": t + US, "end": t + 2 * US, "correlation": i + 1})
+        call = 5_000 * US if i == long_at else US
+        start = t + US + call + 4 * US if i == long_at else t + gap
+        api.append({"start": t + US, "end": t + US + call, "correlation": i + 1})
         ops.append({"start": start, "end": start + dur, "name": "tiny", "correlation": i + 1})
         t = start + dur
     return make_trace(ops, api)
@@ -93,7 +95,7 @@ def test_a_few_long_gaps_are_not_blamed_on_tiny_kernels():
     (k,) = kernels(a)
     ev = k.evidence
     assert ev["long_gaps"] == 1
-    assert ev["longest_gap_launch_overhead_ns"] == 5_000 * US - US >= LONG_LAUNCH_GAP_NS
+    assert ev["longest_gap_launch_overhead_ns"] == 5_004 * US >= LONG_LAUNCH_GAP_NS
     assert (
         ev["short_gap_launch_overhead_ns"] + ev["long_gap_launch_overhead_ns"]
         == (a.totals["launch_overhead_ns"])
