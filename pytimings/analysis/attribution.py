@@ -19,6 +19,7 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.classes import Rule, classify
 from pytimings.analysis.collectives import collectives
+from pytimings.analysis.graphs import graph_use
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.analysis.partition import LABELS, Gaps, concat, device_rows, device_timeline
 from pytimings.analysis.result import SCHEMA, Attribution, LaunchLatency
@@ -96,7 +97,7 @@ def attribute(
     extra_rr: list[I64] = []
     extra_th: list[npt.NDArray[np.int32]] = []
     gap_parts: list[Gaps] = []
-    lat_parts: list[tuple[I64, I64, I64]] = []
+    lat_parts: list[tuple[I64, I64]] = []
     row0 = 0
     names = np.asarray(win.name, dtype=object)
     for r in rank_sel:
@@ -132,10 +133,7 @@ def attribute(
             extra_rr.append(win.range_row[wsel])
             extra_th.append(win.thread[wsel])
             gap_parts.append(Gaps(gw + row0, g0, g1, gh, gop))
-            order = np.argsort(g0, kind="stable")
-            lat_parts.append(
-                _device_latency(trace, launches, int(r), int(d), iv.union(g0[order], gh[order]))
-            )
+            lat_parts.append(_device_latency(trace, launches, int(r), int(d)))
             row0 += k
     dtypes = {"name": object, "device": np.int16, "rank": np.int16}
     table = Table(
@@ -191,20 +189,17 @@ def attribute(
         gaps=gaps,
         launches=launches,
         classes=classes,
-        launch_latency=LaunchLatency(*(concat([p[i] for p in lat_parts]) for i in range(3))),
+        launch_latency=LaunchLatency(*(concat([p[i] for p in lat_parts]) for i in range(2))),
         collectives=collectives(trace, classes, [int(r) for r in rank_sel]),
         window_range_rows=rr,
+        graphs=graph_use(
+            trace, launches, zip(table["rank"].tolist(), table["device"].tolist(), strict=True)
+        ),
     )
 
 
-def _device_latency(
-    trace: Trace, launches: Launches, rank: int, device: int, host_bound: tuple[I64, I64]
-) -> tuple[I64, I64, I64]:
-    """Launch latency of the ops of one device: (latency, op row, part in host_bound)."""
+def _device_latency(trace: Trace, launches: Launches, rank: int, device: int) -> tuple[I64, I64]:
+    """Launch latency of the ops of one device: (latency, op row)."""
     ops = trace.gpu_ops
     rows = device_rows(ops, launches.api_row >= 0, rank, device)
-    ls = launches.start[rows]
-    os_ = ops["start"][rows]
-    in_hb = iv.overlap_lengths(ls, os_, *host_bound)
-    np.subtract(os_, ls, out=os_)
-    return os_, rows, in_hb
+    return ops["start"][rows] - launches.start[rows], rows

@@ -45,7 +45,7 @@ from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.analysis.summary import MEMSET_CODE, memory_label
 from pytimings.errors import UsageError
-from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.ingest.names import normalize_ids, short_kernel_name, trace_vendor
 from pytimings.model.trace import OpKind
 from pytimings.stats import two_stage_weights, verdict
 
@@ -164,9 +164,10 @@ def op_windows(a: Attribution) -> tuple[list[dict[str, float]], list[dict[str, f
     mem_code = np.where(ops["kind"] == OpKind.MEMSET, MEMSET_CODE, ops["copy_kind"])
     key = code.astype(np.int64)
     all_names = list(names)
+    vendor = trace_vendor(a.trace)
     for c in np.unique(mem_code[~is_kernel]):
         key[~is_kernel & (mem_code == c)] = len(all_names)
-        all_names.append(memory_label(int(c)))
+        all_names.append(memory_label(int(c), vendor))
     dur = (ops["end"] - ops["start"]).astype(np.float64)
     w, rg, la = a.windows, a.trace.ranges, a.launches
     # launched ops per (rank, launching thread), in launch-start order

@@ -10,7 +10,7 @@ from typing import Any
 
 @dataclass
 class Finding:
-    layer: str  # hardware, kernel, memory, scheduling, parallel, application
+    layer: str  # capture, hardware, kernel, memory, scheduling, parallel, application
     title: str  # one line with the key numbers
     loss_ns: int  # time this loss accounts for (the ranking key)
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -30,6 +30,22 @@ def ms(ns: float) -> str:
 
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
+
+
+def scope(by: str | None) -> str:
+    """What a share is of: ``decode_step time`` with ``--by decode_step``, else trace time."""
+    return f"{by} time" if by else "trace time"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: '1 gap', '5 gaps', '2 copies'
+    (``many``: the plural when it is not ``word`` + 's')."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """The verb form for a count: ``one`` when ``n`` is 1 ('1 memcpy uses', '2 memcpys use')."""
+    return one if n == 1 else many
 
 
 def runs_text(values: Sequence[int], first: int = 0) -> str:

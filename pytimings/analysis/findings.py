@@ -3,7 +3,8 @@ ranked by the time they cost, each with its numbers and the evidence behind them
 
 Every rule here is generic (no trace is special-cased) and states only what its numbers
 show: how long, how often, where in the windows, and what the launching host thread was
-doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why.
+doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why. The
+capture rules (:mod:`.capture`) say where the capture itself shapes the labels.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings.analysis.capture import CAPTURE_RULES
 from pytimings.analysis.classes import MEMORY
-from pytimings.analysis.finding import Finding, ms, pct, runs_text
+from pytimings.analysis.finding import Finding, agree, ms, pct, plural, runs_text, scope
+from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
+from pytimings.analysis.selection import per_window, reported
+from pytimings.ingest.names import short_kernel_name, trace_vendor
 from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind
 
 if TYPE_CHECKING:
@@ -26,6 +31,12 @@ if TYPE_CHECKING:
 
 I64 = npt.NDArray[np.int64]
 TINY_KERNEL_NS = 10_000  # kernels shorter than this are "tiny" (launch cost is of this order)
+# a gap's launch_overhead this long is no kernel's launch cost (a launch takes microseconds):
+# the host sat in one long call, or the op was queued; tiny kernels do not explain it
+LONG_LAUNCH_GAP_NS = 1_000_000
+# tiny eager kernels are named beside launch_overhead only when the short gaps before eager
+# ops hold at least this share of it
+TINY_BLAME_SHARE = 0.5
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
@@ -38,15 +49,12 @@ def find(a: Attribution) -> list[Finding]:
 
 def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
     """The findings worth reporting (at least ``MIN_SHARE`` of ``total_ns``, or of the
-    hardware layer), biggest loss first (ties: layer, title)."""
+    hardware layer): capture findings first (they say how far to trust the rest), then
+    the biggest loss first (ties: layer, title)."""
     total = max(1, total_ns)
     out = [f for f in found if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
-    out.sort(key=lambda f: (-f.loss_ns, f.layer, f.title))
+    out.sort(key=lambda f: (f.layer != "capture", -f.loss_ns, f.layer, f.title))
     return out
-
-
-def _scope(a: Attribution) -> str:
-    return f"{a.by} time" if a.by else "trace time"
 
 
 # --------------------------------------------------------------------------- hardware
@@ -85,7 +93,7 @@ def hardware(a: Attribution) -> list[Finding]:
     return [
         Finding(
             "hardware",
-            f"{head} {pct(busy / win)} of {_scope(a)} ({ms(busy)} of {ms(win)}); "
+            f"{head} {pct(busy / win)} of {scope(a.by)} ({ms(busy)} of {ms(win)}); "
             f"idle {pct(1 - busy / win)}: {parts}",
             win - busy,
             {
@@ -238,10 +246,14 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
                 same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
                 ordinal = {int(x): i for i, x in enumerate(same)}
                 hit = [ordinal[int(x)] for x in wrows]
-                where = f" in {len(hit)} of {same.size} {a.by} windows ({runs_text(hit, first=1)})"
+                where = (
+                    f" in {len(hit)} of {plural(same.size, f'{a.by} window')} "
+                    f"({runs_text(hit, first=1)})"
+                )
             else:
                 where = (
-                    f" in {wrows.size} of {len(w)} {a.by} window entries "
+                    f" in {wrows.size} of "
+                    f"{plural(len(w), f'{a.by} window entry', f'{a.by} window entries')} "
                     f"on {len(keys)} (rank, device) pairs"
                 )
         tot = act["total_ns"] or 1
@@ -262,19 +274,20 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
             if len(inside) > 1:
                 doing += f" (within {' > '.join(repr(x) for x in inside[:-1])})"
         api_txt = ", ".join(
-            f"{n} {ms(t)} in {act['api_calls'][n]} call{'s' if act['api_calls'][n] > 1 else ''}"
+            f"{n} {ms(t)} in {plural(act['api_calls'][n], 'call')}"
             for n, t in act["api_calls_ns"].items()
         )
         doing += (
             f"; {'it spends' if len(parts) == 1 else 'they spend'} "
-            f"{pct(act['in_api_ns'] / tot)} of that time inside CUDA API calls"
+            f"{pct(act['in_api_ns'] / tot)} of that time inside {trace_vendor(tr)} API calls"
             + (f" ({api_txt})" if api_txt else "")
             + f" and {pct(1 - act['in_api_ns'] / tot)} outside them"
         )
         title = (
             f"host_bound before {'the first op of each window, ' if at_start else ''}"
-            f"{what} '{kname}': {rows.size} gaps{where}, median {ms(float(np.median(v)))}, "
-            f"total {ms(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {_scope(a)}); "
+            f"{what} '{short_kernel_name(kname)}': {plural(rows.size, 'gap')}{where}, "
+            f"median {ms(float(np.median(v)))}, "
+            f"total {ms(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {scope(a.by)}); "
             f"meanwhile {doing}"
         )
         out.append(
@@ -303,72 +316,100 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- kernels
 
 
-def _reported(a: Attribution, rows: I64) -> I64:
-    """The given gpu_ops rows that start in a reported window (on its rank and device),
-    each once: what ``--rank``, ``--device`` and ``--by`` select."""
-    parts = _per_window(a, rows)
-    return np.unique(np.concatenate(parts)) if parts else rows[:0]
-
-
 def kernels(a: Attribution) -> list[Finding]:
-    """launch_overhead and tiny kernels; the launch_overhead of windows that the CUDA-graph
-    finding claims is left to it (losses are not counted twice)."""
+    """launch_overhead, split by where it sits: short gaps before eagerly launched ops, long
+    gaps (``LONG_LAUNCH_GAP_NS`` or more), gaps before graph-replayed ops; tiny eager
+    kernels are named only when the short gaps before eager ops hold most of it. The
+    launch_overhead of windows that the repeated-windows finding claims is left to it
+    (losses are not counted twice)."""
     t = a.totals
     ops = a.trace.gpu_ops
-    k = _reported(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL))
+    k = reported(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL))
     if k.size == 0:
         return []
-    dur = ops["end"][k] - ops["start"][k]
+    in_graph = graph_ops(a.trace, a.launches)
+    eager = k[~in_graph[k]]
+    dur = ops["end"][eager] - ops["start"][eager]
     tiny = dur < TINY_KERNEL_NS
     lo = t["launch_overhead_ns"]
-    rep = _repeating(a)
-    in_graphs = int(a.windows["launch_overhead_ns"][rep[2]].sum()) if rep else 0
-    win = max(1, t["window_ns"])
     if lo == 0 and not tiny.any():
         return []
+    rep = _repeating(a)
+    in_rep = int(a.windows["launch_overhead_ns"][rep[2]].sum()) if rep else 0
+    win = max(1, t["window_ns"])
+    glo = a.gaps.launch_overhead_ns()
+    has = glo > 0
+    glo, graph_gap = glo[has], in_graph[a.gaps.op[has]]
+    long_gap = ~graph_gap & (glo >= LONG_LAUNCH_GAP_NS)
+    short_gap = ~graph_gap & ~long_gap
+    ns = {x: int(glo[m].sum()) for x, m in (("short", short_gap), ("long", long_gap))}
+    ns["graph"] = int(glo[graph_gap].sum())
+    where = [
+        f"{ms(ns['short'])} in {plural(int(short_gap.sum()), 'gap')} under "
+        f"{ms(LONG_LAUNCH_GAP_NS)} before eager ops"
+    ]
+    if long_gap.any():
+        where.append(
+            f"{ms(ns['long'])} in {plural(int(long_gap.sum()), 'gap')} of "
+            f"{ms(LONG_LAUNCH_GAP_NS)} or more (longest {ms(int(glo[long_gap].max()))})"
+        )
+    if graph_gap.any():
+        where.append(
+            f"{ms(ns['graph'])} in {plural(int(graph_gap.sum()), 'gap')} before graph-replayed ops"
+        )
+    # tiny kernels are set beside the loss only where the loss sits before eager ops in
+    # gaps of the order of a launch
+    name_tiny = eager.size > 0 and ns["short"] >= TINY_BLAME_SHARE * lo
     title = (
-        f"launch_overhead is {pct(lo / win)} of {_scope(a)} ({ms(lo)}"
-        + (f", {ms(in_graphs)} of it in the repeating windows below" if in_graphs else "")
-        + "): the GPU idles after the host "
-        f"began submitting the next op; {int(tiny.sum())} of {k.size} kernels "
-        f"({pct(tiny.mean())}) run under {ms(TINY_KERNEL_NS)} "
-        f"(median kernel {ms(float(np.median(dur)))}), "
-        f"launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
+        f"launch_overhead is {pct(lo / win)} of {scope(a.by)} ({ms(lo)}"
+        + (f", {ms(in_rep)} of it in the repeating windows below" if in_rep else "")
+        + "): the GPU idles after the host began submitting the next op; "
+        + ", ".join(where)
+        + (
+            f"; {int(tiny.sum())} of {plural(eager.size, 'eager kernel')} "
+            f"({pct(tiny.mean())}) {agree(int(tiny.sum()), 'runs', 'run')} "
+            f"under {ms(TINY_KERNEL_NS)} "
+            f"(median {ms(float(np.median(dur)))})"
+            if name_tiny
+            else ""
+        )
+        + (
+            f"; {plural(k.size - eager.size, 'kernel')} replayed from graphs"
+            if eager.size < k.size
+            else ""
+        )
+        + f"; launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
     )
     return [
         Finding(
             "kernel",
             title,
-            lo - in_graphs,
+            lo - in_rep,
             {
                 "launch_overhead_ns": lo,
-                "launch_overhead_in_repeating_windows_ns": in_graphs,
+                "launch_overhead_in_repeating_windows_ns": in_rep,
+                "short_gap_launch_overhead_ns": ns["short"],
+                "short_gaps": int(short_gap.sum()),
+                "long_gap_launch_overhead_ns": ns["long"],
+                "long_gaps": int(long_gap.sum()),
+                "longest_gap_launch_overhead_ns": int(glo[long_gap].max()) if long_gap.any() else 0,
+                "graph_gap_launch_overhead_ns": ns["graph"],
+                "graph_gaps": int(graph_gap.sum()),
                 "kernels": int(k.size),
+                "graph_kernels": int(k.size - eager.size),
+                "eager_kernels": int(eager.size),
                 "tiny_kernels": int(tiny.sum()),
                 "tiny_kernel_ns": int(dur[tiny].sum()),
-                "median_kernel_ns": float(np.median(dur)),
+                "tiny_kernels_named": bool(name_tiny),
+                "median_kernel_ns": float(np.median(dur)) if dur.size else 0.0,
+                "launch_latency_p50_ns": float(a.launch_latency.summary()["p50"]),
             },
         )
     ]
 
 
-def _per_window(a: Attribution, rows: I64) -> list[I64]:
-    """For each window entry, the given gpu_ops rows on its (rank, device) that start in
-    it: one sort per device and two binary searches per window."""
-    ops, w = a.trace.gpu_ops, a.windows
-    out: list[I64] = [rows[:0]] * len(w)
-    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
-        mine = rows[(ops["rank"][rows] == r) & (ops["device"][rows] == d)]
-        mine = mine[np.argsort(ops["start"][mine], kind="stable")]
-        st = ops["start"][mine]
-        for i in np.flatnonzero((w["rank"] == r) & (w["device"] == d)):
-            lo, hi = np.searchsorted(st, [w["start_ns"][i], w["end_ns"][i]])
-            out[i] = mine[lo:hi]
-    return out
-
-
 def _repeating(a: Attribution) -> tuple[int, int, I64] | None:
-    """Windows that repeat the same kernels, none from a CUDA graph: (how many windows,
+    """Windows that repeat the same kernels, none from a graph: (how many windows,
     kernels per window, their rows in ``a.windows``), or None when there are none."""
     w = a.windows
     if a.by is None or len(w) < 3:
@@ -376,9 +417,10 @@ def _repeating(a: Attribution) -> tuple[int, int, I64] | None:
     ops = a.trace.gpu_ops
     sigs: list[bytes] = []  # the sorted kernel names of a window
     launched_graph = 0
-    for m in _per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
+    in_graph = graph_ops(a.trace, a.launches)
+    for m in per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
         sigs.append(np.sort(ops["name"][m]).tobytes())
-        launched_graph += int(np.sum(ops["graph"][m] >= 0))
+        launched_graph += int(np.sum(in_graph[m]))
     counts = Counter(sigs)
     sig = min(counts, key=lambda s: (-counts[s], s))
     n = counts[sig]
@@ -390,7 +432,7 @@ def _repeating(a: Attribution) -> tuple[int, int, I64] | None:
 
 
 def graphs(a: Attribution) -> list[Finding]:
-    """Windows that repeat the same kernels without CUDA graphs; the loss is the
+    """Windows that repeat the same kernels without CUDA/HIP graphs; the loss is the
     launch_overhead inside those windows (the kernel finding claims the rest)."""
     rep = _repeating(a)
     if rep is None:
@@ -399,8 +441,9 @@ def graphs(a: Attribution) -> list[Finding]:
     w = a.windows
     lo = int(w["launch_overhead_ns"][rows].sum())
     title = (
-        f"{n} of {len(w)} {a.by} windows launch the same {kernels} kernels, "
-        f"none from a CUDA graph; "
+        f"{n} of {plural(len(w), f'{a.by} window')} launch the same "
+        f"{plural(kernels, 'kernel')}, "
+        f"none from a {trace_vendor(a.trace)} graph; "
         f"the GPU spends {ms(lo / n)} per window in launch_overhead"
     )
     return [
@@ -408,7 +451,12 @@ def graphs(a: Attribution) -> list[Finding]:
             "kernel",
             title,
             lo,
-            {"repeating_windows": n, "kernels_per_window": kernels, "launch_overhead_ns": lo},
+            {
+                "repeating_windows": n,
+                "kernels_per_window": kernels,
+                "graph_kernels": 0,  # _repeating() holds only windows without graph work
+                "launch_overhead_ns": lo,
+            },
         )
     ]
 
@@ -445,14 +493,15 @@ def memory(a: Attribution) -> list[Finding]:
     out = []
     t = a.totals
     win = max(1, t["window_ns"])
-    cp = _reported(a, np.flatnonzero(ops["kind"] == OpKind.MEMCPY))
+    cp = reported(a, np.flatnonzero(ops["kind"] == OpKind.MEMCPY))
     if t["memory_ns"]:
         out.append(
             Finding(
                 "memory",
                 f"memory (memcpy/memset not hidden under compute or comm) is "
                 f"{pct(t['memory_ns'] / win)} "
-                f"of {_scope(a)} ({ms(t['memory_ns'])}); {cp.size} memcpys move "
+                f"of {scope(a.by)} ({ms(t['memory_ns'])}); {plural(cp.size, 'memcpy')} "
+                f"{agree(cp.size, 'moves', 'move')} "
                 f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
                 t["memory_ns"],
                 {
@@ -471,7 +520,8 @@ def memory(a: Attribution) -> list[Finding]:
         out.append(
             Finding(
                 "memory",
-                f"{pageable.size} memcpys use pageable host memory ({ms(d)} of copy time, "
+                f"{plural(pageable.size, 'memcpy')} {agree(pageable.size, 'uses', 'use')} "
+                f"pageable host memory ({ms(d)} of copy time, "
                 f"{ms(exposed)} of it not hidden under compute or comm, "
                 f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
                 exposed,
@@ -484,14 +534,15 @@ def memory(a: Attribution) -> list[Finding]:
         if hd.size:
             hit = 0
             d = 0
-            for m in _per_window(a, hd):
+            for m in per_window(a, hd):
                 hit += int(m.size)
                 d += int((ops["end"][m] - ops["start"][m]).sum())
             if hit:
                 out.append(
                     Finding(
                         "memory",
-                        f"{hit} host<->device copies (HtoD/DtoH) run inside {a.by} windows "
+                        f"{plural(hit, 'host<->device copy', 'host<->device copies')} (HtoD/DtoH) "
+                        f"{agree(hit, 'runs', 'run')} inside {a.by} windows "
                         f"({hit / len(w):.1f} per window, {ms(d)} in all)",
                         d,
                         {"copies": hit, "copy_ns": d},
@@ -512,7 +563,8 @@ def parallel(a: Attribution) -> list[Finding]:
     return [
         Finding(
             "parallel",
-            f"comm_exposed is {pct(t['comm_exposed_ns'] / max(1, t['window_ns']))} of {_scope(a)} "
+            f"comm_exposed is {pct(t['comm_exposed_ns'] / max(1, t['window_ns']))} "
+            f"of {scope(a.by)} "
             f"({ms(t['comm_exposed_ns'])}); only {pct(ratio)} of communication overlaps compute",
             t["comm_exposed_ns"],
             {
@@ -534,7 +586,7 @@ def collectives(a: Attribution) -> list[Finding]:
     s = c.straggler
     coll_ns = int((tab["end_ns"] - tab["start_ns"]).sum())
     title = (
-        f"arrival skew at {instances} collectives: median {ms(float(np.median(skew)))}, "
+        f"arrival skew at {plural(instances, 'collective')}: median {ms(float(np.median(skew)))}, "
         f"p99 {ms(float(np.percentile(skew, 99)))}; ranks wait {ms(int(wait.sum()))} in all inside "
         f"collectives ({pct(int(wait.sum()) / max(1, coll_ns))} of "
         f"collective time)"
@@ -574,7 +626,7 @@ def tail(a: Attribution) -> list[Finding]:
     loss = int(np.sum(np.maximum(n - p50, 0)))
     title = (
         f"{a.by} p99 {ms(p99)} vs p50 {ms(p50)} ({p99 / p50:.2f}x); in the slowest "
-        f"{slow.size} windows {grows} grows most (+{ms(growth[grows])} over its median)"
+        f"{plural(slow.size, 'window')} {grows} grows most (+{ms(growth[grows])} over its median)"
     )
     return [
         Finding(
@@ -589,8 +641,8 @@ def tail(a: Attribution) -> list[Finding]:
 Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
-RANK_RULES: tuple[Rule, ...] = (host_bound_gaps, kernels, graphs, memory)
+RANK_RULES: tuple[Rule, ...] = (*CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory)
 GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
 RULES: tuple[Rule, ...] = (
-    hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
+    *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
 )  # fmt: skip

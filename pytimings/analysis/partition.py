@@ -95,6 +95,12 @@ class Gaps:
     host_bound_end: I64
     op: I64
 
+    def launch_overhead_ns(self) -> I64:
+        """Per gap, its ``launch_overhead`` part: from the end of its host_bound part (the
+        launch call's start) to the gap's end. Every gap with launch_overhead is here: its
+        launch call starts after the gap begins, so its host_bound part is not empty."""
+        return self.g1 - self.host_bound_end
+
     @classmethod
     def concat(cls, parts: Sequence[Gaps]) -> Gaps:
         if not parts:

@@ -60,9 +60,9 @@ class RankResult:
     windows: Table
     window_thread: npt.NDArray[np.int32]  # tie-break of the window order (as attribute())
     latency_ns: npt.NDArray[np.int64]
-    in_host_bound_ns: npt.NDArray[np.int64]
     comm: Trace  # the rank's communication ops only (for the collectives)
     findings: list[Finding]
+    graphs: list[dict[str, Any]] = field(default_factory=list)  # Attribution.graphs
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -130,6 +130,7 @@ def _renumber(per_file: Sequence[Sequence[RankResult]]) -> list[RankResult]:
                 )
                 ops = r.comm.gpu_ops
                 r.comm.gpu_ops = ops.with_columns(rank=(ops["rank"] + shift).astype(np.int16))
+                r.graphs = [{**g, "rank": g["rank"] + shift} for g in r.graphs]
             out.append(r)
     return out
 
@@ -155,9 +156,9 @@ def _analyze_rank(
         windows=a.windows,
         window_thread=_window_threads(a),
         latency_ns=a.launch_latency.latency_ns,
-        in_host_bound_ns=a.launch_latency.in_host_bound_ns,
         comm=comm,
         findings=found,
+        graphs=a.graphs,
         ignored=a.ignored,
         dropped=trace.dropped,
     )
@@ -346,15 +347,12 @@ def reduce_ranks(
             api_thread=np.empty(0, dtype=np.int32),
         ),
         classes=np.full(n_comm, COMM, dtype=np.int8),
-        launch_latency=LaunchLatency(
-            latency,
-            np.full(latency.size, -1, dtype=np.int64),
-            np.concatenate([r.in_host_bound_ns for r in results]),
-        ),
+        launch_latency=LaunchLatency(latency, np.full(latency.size, -1, dtype=np.int64)),
         collectives=collectives(
             comm, np.full(n_comm, COMM, dtype=np.int8), [r.rank for r in results]
         ),
         window_range_rows=np.full(len(windows), -1, dtype=np.int64),
+        graphs=[g for r in results for g in r.graphs],
         ignored=ignored,
     )
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]

@@ -19,7 +19,8 @@ from pytimings.model.trace import Trace
 from pytimings.table import Table
 
 # The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
-# windows) and per_window_stats, slowest, launch_latency, findings, collectives (several
+# windows) and per_window_stats, slowest, launch_latency, graphs (per rank and device:
+# graph launches, the ops they ran, launch calls by name), findings, collectives (several
 # ranks); "ignored": events the partition could not use, by reason; "dropped": records
 # the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
 # number; a reason that did not occur is absent.
@@ -48,16 +49,11 @@ class LaunchLatency:
 
     latency_ns: I64
     op: I64  # gpu_ops row of each latency
-    in_host_bound_ns: I64  # part of [launch.start, op.start) inside host_bound gaps
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = percentiles(self.latency_ns)
-        total = int(self.latency_ns[self.latency_ns > 0].sum())
-        hb = int(self.in_host_bound_ns.sum())
         out.update(
-            total_ns=total,
-            in_host_bound_ns=hb,
-            in_host_bound_share=(hb / total) if total else 0.0,
+            total_ns=int(self.latency_ns[self.latency_ns > 0].sum()),
             negative=int(np.sum(self.latency_ns < 0)),
         )
         return out
@@ -76,6 +72,8 @@ class Attribution:
     launch_latency: LaunchLatency
     collectives: Collectives | None
     window_range_rows: I64  # per windows row: the row in trace.ranges it came from (-1: trace)
+    # per (rank, device) with graph-replayed ops (:func:`pytimings.analysis.graphs.graph_use`)
+    graphs: list[dict[str, Any]] = field(default_factory=list)
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
     _findings: list[Finding] | None = field(default=None, repr=False)
@@ -130,6 +128,7 @@ class Attribution:
                 **self.launch_latency.summary(),
                 "unlinked_ops": self.launches.unlinked,
             },
+            "graphs": self.graphs,
             "findings": [f.to_dict() for f in self.findings()],
             "ignored": self.ignored,
             "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},

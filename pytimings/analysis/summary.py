@@ -7,7 +7,8 @@ default linear interpolation):
   min, max, and ``share`` = total / all kernel time on that rank and device (Nsight's
   ``cuda_gpu_kern_sum`` "Time (%)").
 - ``memory``: per (rank, device, operation) for memcpys by copy kind and memsets, named
-  as Nsight names them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``): count,
+  as Nsight names them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``; ``[HIP memcpy
+  ...]`` when the trace is ROCm's, :func:`pytimings.ingest.names.trace_vendor`): count,
   bytes, times, and ``gbps`` = bytes / busy time.
 - ``ranges``: per (rank, style, "domain:name") host ranges (NVTX, annotations, regions):
   count and host-time statistics, plus their GPU projection as Nsight's
@@ -33,7 +34,7 @@ import numpy.typing as npt
 
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest.links import launch_index, project
-from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.ingest.names import normalize_ids, range_label, short_kernel_name, trace_vendor
 from pytimings.model.trace import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.table import Table
 
@@ -189,7 +190,8 @@ def _memory(trace: Trace, per_device: bool) -> Table:
         if len(gid)
         else np.zeros(0, np.int64)
     )
-    label = np.array([memory_label(int(c)) for c in g_op], dtype=object)
+    rt = trace_vendor(trace)  # ROCm copies are HIP's, not "CUDA memcpy"
+    label = np.array([memory_label(int(c), rt) for c in g_op], dtype=object)
     gbps = nbytes / np.where(stats["total_ns"] > 0, stats["total_ns"], np.nan)
     cols = {
         "rank": g_rank,
@@ -209,12 +211,13 @@ def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
     return {"gpu_ops": count, "proj_ns": last - first, "busy_ns": busy}
 
 
-def memory_label(code: int) -> str:
+def memory_label(code: int, runtime: str = "CUDA") -> str:
     """The operation name of a memcpy (``code``: its CopyKind) or a memset (MEMSET_CODE), as
-    Nsight names them: ``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``."""
+    Nsight names them (``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``); ``runtime``
+    "HIP" for ROCm traces (:func:`pytimings.ingest.names.trace_vendor`)."""
     if code == MEMSET_CODE:
-        return "[CUDA memset]"
-    return f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(code), 'Unknown')}]"
+        return f"[{runtime} memset]"
+    return f"[{runtime} memcpy {_COPY_LABEL.get(CopyKind(code), 'Unknown')}]"
 
 
 def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
@@ -234,7 +237,7 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
 
     label = np.array(
         [
-            f"{trace.strings[d]}:{trace.strings[nm]}" if d else trace.strings[nm]
+            range_label(trace.strings[d], trace.strings[nm])
             for d, nm in zip(g_dom, g_name, strict=True)
         ],
         dtype=object,

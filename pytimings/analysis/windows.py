@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.classes import string_mask
 from pytimings.analysis.launches import Launches
 from pytimings.errors import UsageError
 from pytimings.ingest.links import project
+from pytimings.ingest.names import range_label
 from pytimings.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -63,30 +63,48 @@ def trace_windows(trace: Trace, launches: Launches, ranks: npt.NDArray[np.int16]
     )
 
 
-def range_names(trace: Trace) -> list[str]:
-    ids = np.unique(trace.ranges["name"])
-    return sorted({trace.strings[i] for i in ids})
+def _range_pairs(trace: Trace) -> tuple[I64, list[str], list[str]]:
+    """The distinct (domain, name) pairs of the ranges: each range's pair index, and per
+    pair its name and its label as ``summary`` prints it (``domain:name``)."""
+    rg = trace.ranges
+    key = (rg["domain"].astype(np.int64) << 32) | rg["name"].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    bare = [trace.strings[int(k) & 0xFFFFFFFF] for k in uniq]
+    labels = [range_label(trace.strings[int(k) >> 32], b) for k, b in zip(uniq, bare, strict=True)]
+    return inv.reshape(-1).astype(np.int64), bare, labels
+
+
+def _matching(pattern: str, bare: list[str], labels: list[str]) -> list[int]:
+    """The pairs ``pattern`` names: an exact range name (names may hold ``[``, ``*``,
+    ``?`` or ``:``), else an exact ``domain:name`` label, else a glob over both."""
+    for names in (bare, labels):
+        if pattern in names:
+            return [i for i, n in enumerate(names) if n == pattern]
+    return [
+        i
+        for i, (b, lab) in enumerate(zip(bare, labels, strict=True))
+        if fnmatch.fnmatchcase(b, pattern) or fnmatch.fnmatchcase(lab, pattern)
+    ]
 
 
 def range_windows(
     trace: Trace, launches: Launches, pattern: str, ranks: npt.NDArray[np.int16]
 ) -> Windows:
-    """One window per instance of the ranges named ``pattern``: that exact name when the
-    trace has it (names may hold ``[``, ``*``, ``?``), else a glob."""
+    """One window per instance of the ranges ``pattern`` names (:func:`_matching`), with
+    or without their NVTX domain prefix."""
     rg = trace.ranges
-    names = range_names(trace)
-    if pattern in names:
-        matched = [pattern]
-    else:
-        matched = [s for s in names if fnmatch.fnmatchcase(s, pattern)]
+    pair, bare, labels = _range_pairs(trace)
+    matched = _matching(pattern, bare, labels)
     if not matched:
+        names = sorted(set(bare) | set(labels))
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.0)
         hint = (
             f"; closest range names: {', '.join(close)}" if close else "; the trace has no ranges"
         )
         raise UsageError(f"--by {pattern!r} matches no range{hint}")
-    ids = string_mask(trace.strings, lambda s: s in set(matched))
-    rows = np.flatnonzero(ids[rg["name"]] & np.isin(rg["rank"], ranks))
+    hit = np.zeros(len(bare), dtype=bool)
+    hit[matched] = True
+    rows = np.flatnonzero(hit[pair] & np.isin(rg["rank"], ranks))
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pytimings.analysis.finding import plural
 from pytimings.errors import UsageError
 from pytimings.serving.metrics import DEFINITIONS
 
@@ -55,5 +56,8 @@ def run(args: argparse.Namespace) -> int:
     results = write_report(sources, args.html, title, args.definition, args.knee_pct)
     levels = sum(len(r.levels) for r in results)
     failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)
-    print(f"wrote {args.html}: {len(results)} runs, {levels} levels, {failed} failed requests")
+    print(
+        f"wrote {args.html}: {plural(len(results), 'run')}, {plural(levels, 'level')}, "
+        f"{plural(failed, 'failed request')}"
+    )
     return 0

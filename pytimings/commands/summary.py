@@ -10,6 +10,7 @@ from pytimings.analysis.summary import summary_json, trace_summary
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.ingest import load
+from pytimings.ingest.names import trace_vendor
 from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables as report_tables
 from pytimings.report.summary_text import render_summary
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print_hint(trace)
     tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
     if args.json != "-":
-        print(render_summary(tables))
+        print(render_summary(tables, trace_vendor(trace)))
         if trace.dropped:
             print(
                 "Not loaded (counted): "

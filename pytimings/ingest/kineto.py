@@ -65,6 +65,7 @@ from isal.isal_zlib import error as IsalError  # not an OSError subclass
 from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
+from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
     ApiKind,
@@ -160,7 +161,6 @@ _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
 }
 
 _OP_KIND = np.array([OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET], dtype=np.int8)
-_GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 
 # Kineto's memcpy/memset names: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)"
 _MEMCPY_NAME = re.compile(r"^Memcpy (\w+) \(([^)]*?) -> ([^)]*)\)")
@@ -561,7 +561,7 @@ class _Loader:
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
         launch_ids = _unique(api["name"])
-        graph_ids = [i for i in launch_ids if _GRAPH_LAUNCH.match(self.strings[i])]
+        graph_ids = [i for i in launch_ids if is_graph_launch(self.strings[i])]
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
         graph[g] = corr[g]

@@ -18,11 +18,15 @@ placement and spaces around ``::``, ``<``, ``>``, ``*`` and ``&``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from pytimings.model.trace import Trace
 
 _ANON = "(anonymous namespace)"
 _ANON_TOKEN = "\x00anon\x00"
@@ -99,6 +103,12 @@ def short_kernel_name(name: str, width: int = 80, depth: int = 2) -> str:
     return short if len(short) <= width else short[: width - 1] + "…"
 
 
+def range_label(domain: str, name: str) -> str:
+    """A range as every command names it: ``domain:name``, or the bare name in the default
+    domain (``summary`` prints it, ``analyze --by`` accepts it as well as the bare name)."""
+    return f"{domain}:{name}" if domain else name
+
+
 def normalize_ids(
     strings: Sequence[str], ids: npt.ArrayLike
 ) -> tuple[list[str], npt.NDArray[np.int32]]:
@@ -115,3 +125,85 @@ def normalize_ids(
         count=len(uniq),
     )
     return list(table), codes[inv.reshape(-1)] if len(uniq) else np.empty(0, np.int32)
+
+
+# --------------------------------------------------------------------------- API concepts
+# One table for the CUDA runtime (cuda*), the CUDA driver (cu*) and HIP (hip*): each entry
+# names a concept and the call stems (vendor prefix and version suffixes removed, see
+# :func:`api_stem`) that spell it; the first entry whose pattern matches the whole stem wins.
+API_CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (concept, re.compile(pattern))
+    for concept, pattern in (
+        ("graph_launch", r"GraphLaunch"),
+        (
+            "kernel_launch",
+            r"(?:Ext)?(?:Module)?Launch(?:Cooperative)?Kernel(?:ExC|Ex|GGL|MultiDevice)?",
+        ),
+        ("memcpy_async", r"Memcpy\w*Async"),
+        ("memcpy", r"Memcpy\w*"),  # blocking: returns once the copy is done
+        ("memset_async", r"Memset\w*Async"),
+        ("memset", r"Memset\w*"),
+        ("stream_synchronize", r"StreamSynchronize"),
+        ("event_synchronize", r"EventSynchronize"),
+        ("device_synchronize", r"DeviceSynchronize|CtxSynchronize"),
+        ("stream_wait_event", r"StreamWaitEvent"),
+    )
+)
+# concepts whose call returns only once the GPU has done the work it waits for
+SYNCHRONIZING_CONCEPTS = frozenset(
+    ("memcpy", "stream_synchronize", "event_synchronize", "device_synchronize")
+)
+# host operators (Kineto cpu_op names) that copy a GPU value to the host and wait for it
+SYNCHRONIZING_CPU_OPS = frozenset(("aten::_local_scalar_dense", "aten::item"))
+_VERSION_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds|_spt)+$")
+_VENDOR_PREFIX = re.compile(r"^(?:cuda|hip|cu)(?=[A-Z])")
+
+
+@lru_cache(maxsize=1 << 12)
+def api_stem(name: str) -> str:
+    """A call's name without its vendor prefix and version suffixes:
+    ``cudaGraphLaunch_v10000``, ``hipGraphLaunch`` and ``cuGraphLaunch_ptsz`` -> ``GraphLaunch``
+    (``hipGetDevicePropertiesR0600`` keeps its ``R0600``: it is part of the name)."""
+    return _VENDOR_PREFIX.sub("", _VERSION_SUFFIX.sub("", name))
+
+
+@lru_cache(maxsize=1 << 12)
+def api_concept(name: str) -> str | None:
+    """The concept of :data:`API_CONCEPTS` a CUDA/HIP runtime or driver call spells, or None."""
+    stem = api_stem(name)
+    return next((c for c, pat in API_CONCEPTS if pat.fullmatch(stem)), None)
+
+
+def is_graph_launch(name: str) -> bool:
+    """``cudaGraphLaunch``/``hipGraphLaunch``/``cuGraphLaunch`` and their _v/ptsz variants."""
+    return api_concept(name) == "graph_launch"
+
+
+def is_synchronizing(name: str) -> bool:
+    """Whether a host activity of this name waits for the GPU: a stream, event or device
+    synchronize, a blocking (non-Async) memcpy such as ``cudaMemcpy`` or
+    ``hipMemcpyWithStream``, or a cpu_op that reads a GPU value (``aten::item``,
+    ``aten::_local_scalar_dense``)."""
+    return name in SYNCHRONIZING_CPU_OPS or api_concept(name) in SYNCHRONIZING_CONCEPTS
+
+
+_AMD_DEVICE = re.compile(r"\b(?:AMD|Radeon|Instinct|MI\d{2,3}X?)\b", re.IGNORECASE)
+
+
+def vendor(api_names: Iterable[str], device_names: Iterable[str]) -> str:
+    """``"HIP"`` when the trace's own names say ROCm (a ``hip*`` call, an AMD device name),
+    else ``"CUDA"``: the word reports use for the runtime and its copies."""
+    if any(n.startswith("hip") for n in api_names):
+        return "HIP"
+    if any(_AMD_DEVICE.search(n) for n in device_names):
+        return "HIP"
+    return "CUDA"
+
+
+def trace_vendor(trace: Trace) -> str:
+    """:func:`vendor` of a trace's API call and device names."""
+    strings = trace.strings
+    return vendor(
+        (strings[i] for i in np.unique(trace.api_calls["name"]).tolist()),
+        (strings[i] for i in np.unique(trace.devices["name"]).tolist()),
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.finding import ms, pct, plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.text import table
@@ -19,7 +19,9 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     w = a.windows
     out: list[str] = []
     names = ", ".join(Path(p).name for p in paths)
-    scope = f"by {a.by}: {len(w)} window entries" if a.by else "whole trace"
+    scope = (
+        f"by {a.by}: {plural(len(w), 'window entry', 'window entries')}" if a.by else "whole trace"
+    )
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
     if a.ignored:
@@ -90,15 +92,28 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     lat: dict[str, Any] = a.launch_latency.summary()
     out += ["", "Launch latency (op start - launch call start)"]
     out.append(
-        f"  {lat['count']} ops: p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}, max {ms(lat['max'])}; "
-        f"{ms(lat['in_host_bound_ns'])} of it inside host_bound gaps"
+        f"  {plural(lat['count'], 'op')}: p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}, "
+        f"max {ms(lat['max'])}"
         + (f"; {lat['negative']} negative (clock skew)" if lat["negative"] else "")
         + (
-            f"; {a.launches.unlinked} ops carry a correlation id no launch call has"
+            f"; {plural(a.launches.unlinked, 'op')} carry a correlation id no launch call has"
             if a.launches.unlinked
             else ""
         )
     )
+    if a.graphs:
+        out += ["", "Graph replays (ops run by a CUDA/HIP graph launch)"]
+        multi = len({g["rank"] for g in a.graphs}) > 1
+        rows = [
+            [
+                f"r{g['rank']} GPU {g['device']}" if multi else f"GPU {g['device']}",
+                f"{g['launches']:,}",
+                f"{g['ops']:,}",
+                ", ".join(f"{n} {c:,}" for n, c in g["launch_calls"].items()) or "-",
+            ]
+            for g in a.graphs
+        ]
+        out += table(["device", "launches", "ops", "launch calls"], rows, "lrrl")
     if a.collectives is not None:
         c = a.collectives
         out += ["", "Collectives across ranks (clocks aligned by collective end times)"]
@@ -116,7 +131,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
                 ]
             )
         out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
-    out += ["", "Findings (biggest losses first)"]
+    out += ["", "Findings (capture findings first, then the biggest losses)"]
     for i, f in enumerate(a.findings(), 1):
         out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")
     return "\n".join(out)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytimings.analysis.finding import plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
@@ -152,7 +153,7 @@ def _latency(a: Attribution) -> go.Figure | None:
     fig = go.Figure()
     fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#1f77b4")
     fig.update_layout(
-        title=f"Launch latency, op start - launch call start ({lat.size} ops)",
+        title=f"Launch latency, op start - launch call start ({plural(lat.size, 'op')})",
         xaxis_title="µs",
         yaxis_title="ops",
         yaxis_type="log",
@@ -194,7 +195,11 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
         first = False
 
     parts.append(f"<h1>{html.escape(title)}</h1>")
-    scope = f"by {a.by}: {len(a.windows)} window entries" if a.by else "whole trace"
+    scope = (
+        f"by {a.by}: {plural(len(a.windows), 'window entry', 'window entries')}"
+        if a.by
+        else "whole trace"
+    )
     parts.append(f"<p>{html.escape(scope)}</p><h2>Totals</h2>{_totals_table(a)}")
     figure(_breakdown(a), "")
     slowest = int(np.lexsort((a.windows["start_ns"], -a.windows["window_ns"]))[0])
@@ -210,7 +215,9 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
         f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
         for f in a.findings()
     )
-    parts.append(f"<h2>Findings (biggest losses first)</h2><ol>{items}</ol>")
+    parts.append(
+        f"<h2>Findings (capture findings first, then the biggest losses)</h2><ol>{items}</ol>"
+    )
     return page(title, "\n".join(parts))
 
 

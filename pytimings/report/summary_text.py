@@ -54,7 +54,7 @@ _TITLES = {
     "kernels": "Kernels",
     "memory": "Memory operations",
     "ranges": "Ranges",
-    "api": "CUDA API calls",
+    "api": "{runtime} API calls",
 }
 
 
@@ -76,22 +76,23 @@ def _fmt(v: Any, how: str) -> str:
     return f"{v:,.2f}"
 
 
-def render_summary(tables: dict[str, Table]) -> str:
-    """Aligned plain-text tables, one section per table and (rank, device)."""
+def render_summary(tables: dict[str, Table], runtime: str = "CUDA") -> str:
+    """Aligned plain-text tables, one section per table and (rank, device); ``runtime``
+    names the API (:func:`pytimings.ingest.names.trace_vendor`: CUDA or HIP)."""
     lines: list[str] = []
     for name, t in tables.items():
         spec = _TEXT_COLUMNS[name]
         scopes = [c for c in ("rank", "device") if c in t]
         keys = sorted({tuple(int(t[c][i]) for c in scopes) for i in range(len(t))})
         if not keys:
-            lines += [f"{_TITLES[name]}: none", ""]
+            lines += [f"{_TITLES[name].format(runtime=runtime)}: none", ""]
             continue
         for key in keys:
             mask = np.ones(len(t), dtype=bool)
             for c, k in zip(scopes, key, strict=True):
                 mask &= t[c] == k
             where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
-            lines.append(f"{_TITLES[name]}" + (f" ({where})" if where else ""))
+            lines.append(_TITLES[name].format(runtime=runtime) + (f" ({where})" if where else ""))
             rows = [[_fmt(t[c][i], how) for c, _, how in spec] for i in np.flatnonzero(mask)]
             align = "".join("l" if how == "str" else "r" for _, _, how in spec)
             lines += table([h for _, h, _ in spec], rows, align, underline=False)

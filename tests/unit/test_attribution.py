@@ -77,8 +77,7 @@ def test_known_partition():
     assert a.totals["window_ns"] == 120
     lat = a.launch_latency
     assert sorted(lat.latency_ns.tolist()) == [5, 5, 5, 14, 40]
-    # only gemm@80's [40, 80) meets a host_bound gap ([40, 45))
-    assert int(lat.in_host_bound_ns.sum()) == 5
+    assert "in_host_bound_ns" not in lat.summary()  # dropped: see docs/attribution.md
 
 
 def test_by_range_windows_extend_to_last_launched_op():
@@ -312,9 +311,6 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
             np.testing.assert_array_equal(a.windows[c], b.windows[c])
         np.testing.assert_array_equal(
             np.sort(a.launch_latency.latency_ns), np.sort(b.launch_latency.latency_ns)
-        )
-        assert int(a.launch_latency.in_host_bound_ns.sum()) == int(
-            b.launch_latency.in_host_bound_ns.sum()
         )
         assert [f.to_dict() for f in a.findings()] == [f.to_dict() for f in b.findings()]
 

@@ -97,7 +97,7 @@ def test_memory_findings():
     a = attribute(make_trace(ops), by=None)
     titles = [f.title for f in a.findings() if f.layer == "memory"]
     assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
-    assert any(t.startswith("1 memcpys use pageable host memory (5.00 ms") for t in titles)
+    assert any(t.startswith("1 memcpy uses pageable host memory (5.00 ms") for t in titles)
 
 
 def _two_ranks(kernels: tuple[int, int]) -> Trace:
@@ -130,9 +130,9 @@ def _two_ranks(kernels: tuple[int, int]) -> Trace:
 def test_kernel_and_memory_findings_count_only_the_selected_rank():
     a = attribute(_two_ranks((2, 5)), ranks=[0])
     (k,) = kernels(a)
-    assert k.evidence["kernels"] == 2 and "2 of 2 kernels" in k.title
+    assert k.evidence["kernels"] == 2 and "2 of 2 eager kernels" in k.title
     mem = {f.title.split(" ")[1]: f for f in memory(a)}
-    assert mem["memcpys"].evidence["pageable_copies"] == 1  # not rank 1's copy
+    assert mem["memcpy"].evidence["pageable_copies"] == 1  # not rank 1's copy
     assert next(f for f in memory(a) if "memory (" in f.title).evidence["memcpys"] == 1
     b = attribute(_two_ranks((2, 5)))
     assert kernels(b)[0].evidence["kernels"] == 7

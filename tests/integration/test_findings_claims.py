@@ -1,0 +1,162 @@
+"""Every public trace in ../shared/data/external (and ../shared/data/h200) analysed, with and
+without its step range: no finding's title claims what its evidence does not show.
+
+The checker is a table: a pattern of a claim a title can make -> the condition its
+evidence must meet. A title that matches a pattern must pass its condition; a title with a
+causal word that no pattern covers fails; every capture finding names the labels it
+distorts, and by how much.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytimings as pt
+from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
+from pytimings.analysis.finding import Finding, ms
+from pytimings.analysis.findings import TINY_BLAME_SHARE
+from pytimings.errors import UsageError
+
+pytestmark = pytest.mark.shared
+
+Check = Callable[[dict[str, Any], re.Match[str]], bool]
+
+
+def _near(shown: str, value: float) -> bool:
+    """A percentage as a title prints it (one decimal) against its evidence fraction."""
+    return abs(float(shown) - 100 * value) <= 0.051
+
+
+# claim in a title -> what its evidence must hold
+CLAIMS: list[tuple[str, Check]] = [
+    # kernels: tiny kernels set beside launch_overhead only where the short eager gaps hold it
+    (
+        r"run under [\d.]+ µs",
+        lambda e, m: (
+            e["tiny_kernels_named"]
+            and e["tiny_kernels"] > 0
+            and e["short_gap_launch_overhead_ns"] >= TINY_BLAME_SHARE * e["launch_overhead_ns"]
+        ),
+    ),
+    (r"before graph-replayed ops", lambda e, m: e["graph_gap_launch_overhead_ns"] > 0),
+    (r"replayed from graphs", lambda e, m: e["graph_kernels"] > 0),
+    (
+        r"in (\d+) gaps? of [\d.]+ ms or more",
+        lambda e, m: e["long_gaps"] == int(m.group(1)) > 0,
+    ),
+    (
+        r"launch_overhead is [\d.]+% of \S+ time \(([^,)]+)",
+        lambda e, m: ms(e["launch_overhead_ns"]) == m.group(1),
+    ),
+    (
+        r"none from a \w+ graph",
+        lambda e, m: e["graph_kernels"] == 0 and e["repeating_windows"] >= 3,
+    ),
+    # scheduling: what the host thread was inside
+    (r"inside range '([^']+)'", lambda e, m: e["inside_ranges"][-1:] == [m.group(1)]),
+    (
+        r"([\d.]+)% of that time inside \w+ API calls",
+        lambda e, m: _near(
+            m.group(1), e["host_activity"]["in_api_ns"] / max(1, e["host_activity"]["total_ns"])
+        ),
+    ),
+    (r"first op of each window", lambda e, m: e["at_window_start"]),
+    # capture
+    (
+        r"runs nothing the trace shows",
+        lambda e, m: e["visible_busy_ns"] == 0 and e["min_wait_ns"] >= e["threshold_ns"],
+    ),
+    (
+        r"clocks disagree by at least",
+        lambda e, m: e["ops_before_launch"] > 0 and e["clock_offset_ns"] > 0,
+    ),
+    (
+        r"clocks drift apart",
+        lambda e, m: (
+            e["worst"]["r2"] >= DRIFT_MIN_R2 and abs(e["worst"]["drift_ns"]) >= DRIFT_MIN_NS
+        ),
+    ),
+    (r"cut short", lambda e, m: e["cut_windows"] > 0),
+    (r"no launch call in the trace", lambda e, m: e["ops_without_launch"] > 0),
+    # memory, parallel, application
+    (r"use?s? pageable host memory", lambda e, m: e["pageable_copies"] > 0),
+    (
+        r"only ([\d.]+)% of communication overlaps compute",
+        lambda e, m: _near(m.group(1), e["overlap_ratio"]),
+    ),
+    (r"rank (\d+) arrives last", lambda e, m: e["straggler"] == int(m.group(1))),
+    (r"windows? (\w+) grows most", lambda e, m: e["grows"] == m.group(1)),
+]
+# causal wording no pattern above backs
+UNBACKED = re.compile(r"\b(because|caused by|causes|due to|leads to|results in|blames?)\b", re.I)
+
+
+def check(f: Finding) -> list[str]:
+    """What is wrong with one finding's title against its evidence (nothing: [])."""
+    bad = []
+    for pattern, cond in CLAIMS:
+        for m in re.finditer(pattern, f.title):
+            try:
+                ok = bool(cond(f.evidence, m))
+            except (KeyError, IndexError, TypeError) as exc:
+                ok = False
+                pattern += f" (evidence lacks {exc})"
+            if not ok:
+                bad.append(f"{pattern!r} not backed: {f.title}")
+    if UNBACKED.search(f.title):
+        bad.append(f"causal word without evidence: {f.title}")
+    if f.layer == "capture":
+        d = f.evidence.get("distorts")
+        if not d or not all(isinstance(v, int) and v >= 0 for v in d.values()):
+            bad.append(f"capture finding without the labels it distorts: {f.title}")
+    return bad
+
+
+def test_the_checker_rejects_an_unbacked_claim():
+    f = Finding(
+        "kernel",
+        "launch_overhead is 97.8%: 370 of 555 eager kernels (66.7%) run under 10.0 µs",
+        1,
+        {"tiny_kernels_named": False, "tiny_kernels": 370, "short_gap_launch_overhead_ns": 0,
+         "launch_overhead_ns": 100},
+    )  # fmt: skip
+    assert check(f) and "run under" in check(f)[0]
+    assert check(Finding("capture", "capture: x", 0, {}))
+    assert check(Finding("kernel", "slow because of tiny kernels", 0, {}))
+    assert not check(Finding("capture", "capture: x", 0, {"distorts": {"idle_other_ns": 5}}))
+
+
+STEP_RANGES = ("decode_step", "ProfilerStep#*")
+SUFFIXES = (".json", ".json.gz", ".sqlite")
+
+
+def _traces() -> list[Path]:
+    root = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return sorted(
+        p
+        for sub in ("external", "h200")
+        for p in (root / sub).rglob("*")
+        if p.is_file() and p.name.endswith(SUFFIXES)
+    )
+
+
+@pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
+def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir: Path) -> None:
+    trace = pt.load(path)
+    names = {trace.strings[int(i)] for i in set(trace.ranges["name"].tolist())}
+    bys: list[str | None] = [None]
+    bys += [p for p in STEP_RANGES if any(fnmatch.fnmatchcase(n, p) for n in names)]
+    for by in bys:
+        try:
+            a = pt.attribute(trace, by=by)
+        except UsageError as exc:
+            assert "no GPU ops" in str(exc)  # a CPU-only capture: nothing to attribute
+            return
+        problems = [p for f in a.findings() for p in check(f)]
+        assert not problems, f"{path.name} --by {by}:\n" + "\n".join(problems)
