@@ -7,13 +7,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class Fix:
+    """What removing a finding's loss changes, for the replay that measures its saving
+    (:mod:`pytimings.analysis.replay`): rows of ``Attribution.gaps`` whose host_bound part
+    (``host_bound``) or launch_overhead part (``launch``: the rest of the launch call and
+    the op's submission delay) takes no time, and GPU ops (``ops``) that take none."""
+
+    host_bound: I64 = field(default_factory=lambda: np.empty(0, np.int64))
+    launch: I64 = field(default_factory=lambda: np.empty(0, np.int64))
+    ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
+
 
 @dataclass
 class Finding:
     layer: str  # capture, hardware, kernel, memory, scheduling, parallel, application
     title: str  # one line with the key numbers
-    loss_ns: int  # time this loss accounts for (the ranking key)
-    evidence: dict[str, Any] = field(default_factory=dict)
+    loss_ns: int  # time this loss accounts for
+    evidence: dict[str, Any] = field(default_factory=dict)  # saving_ns: the replayed saving
+    fix: Fix | None = field(default=None, repr=False, compare=False)  # None: no single fix
+
+    @property
+    def saving_ns(self) -> int | None:
+        v = self.evidence.get("saving_ns")
+        return None if v is None else int(v)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings.analysis.capture import CAPTURE_RULES
-from pytimings.analysis.classes import MEMORY
-from pytimings.analysis.finding import Finding, agree, ms, pct, plural, runs_text, scope
+from pytimings.analysis.classes import COMM, MEMORY
+from pytimings.analysis.finding import Finding, Fix, agree, ms, pct, plural, runs_text, scope
 from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
@@ -50,10 +50,17 @@ def find(a: Attribution) -> list[Finding]:
 def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
     """The findings worth reporting (at least ``MIN_SHARE`` of ``total_ns``, or of the
     hardware layer): capture findings first (they say how far to trust the rest), then
-    the biggest loss first (ties: layer, title)."""
+    by what fixing them saves (``evidence.saving_ns``, the replay's; the loss where the
+    replay cannot say), biggest first (ties: loss, layer, title)."""
     total = max(1, total_ns)
     out = [f for f in found if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
-    out.sort(key=lambda f: (f.layer != "capture", -f.loss_ns, f.layer, f.title))
+
+    def key(f: Finding) -> tuple[bool, int, int, str, str]:
+        saving = f.saving_ns
+        return (f.layer != "capture", -(f.loss_ns if saving is None else saving), -f.loss_ns,
+                f.layer, f.title)  # fmt: skip
+
+    out.sort(key=key)
     return out
 
 
@@ -295,7 +302,8 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
                 "scheduling",
                 title,
                 int(v.sum()),
-                {
+                fix=Fix(host_bound=rows),
+                evidence={
                     "op_name": kname,
                     "gaps": int(rows.size),
                     "median_ns": float(np.median(v)),
@@ -380,12 +388,16 @@ def kernels(a: Attribution) -> list[Finding]:
         )
         + f"; launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
     )
+    gap_rows = np.flatnonzero(has)
+    if rep:  # the repeating windows' launch_overhead is the graphs finding's
+        gap_rows = gap_rows[~np.isin(a.gaps.window_row[gap_rows], rep[2])]
     return [
         Finding(
             "kernel",
             title,
             lo - in_rep,
-            {
+            fix=Fix(launch=gap_rows),
+            evidence={
                 "launch_overhead_ns": lo,
                 "launch_overhead_in_repeating_windows_ns": in_rep,
                 "short_gap_launch_overhead_ns": ns["short"],
@@ -446,12 +458,14 @@ def graphs(a: Attribution) -> list[Finding]:
         f"none from a {trace_vendor(a.trace)} graph; "
         f"the GPU spends {ms(lo / n)} per window in launch_overhead"
     )
+    gaps = np.flatnonzero((a.gaps.launch_overhead_ns() > 0) & np.isin(a.gaps.window_row, rows))
     return [
         Finding(
             "kernel",
             title,
             lo,
-            {
+            fix=Fix(launch=gaps),
+            evidence={
                 "repeating_windows": n,
                 "kernels_per_window": kernels,
                 "graph_kernels": 0,  # _repeating() holds only windows without graph work
@@ -504,7 +518,8 @@ def memory(a: Attribution) -> list[Finding]:
                 f"{agree(cp.size, 'moves', 'move')} "
                 f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
                 t["memory_ns"],
-                {
+                fix=Fix(ops=reported(a, np.flatnonzero(a.classes == MEMORY))),
+                evidence={
                     "memory_ns": t["memory_ns"],
                     "memcpys": int(cp.size),
                     "bytes": int(ops["bytes"][cp].sum()),
@@ -526,6 +541,7 @@ def memory(a: Attribution) -> list[Finding]:
                 f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
                 exposed,
                 {"pageable_copies": int(pageable.size), "copy_ns": d, "exposed_ns": exposed},
+                Fix(ops=pageable),
             )
         )
     if a.by is not None:
@@ -534,9 +550,11 @@ def memory(a: Attribution) -> list[Finding]:
         if hd.size:
             hit = 0
             d = 0
+            inside = []
             for m in per_window(a, hd):
                 hit += int(m.size)
                 d += int((ops["end"][m] - ops["start"][m]).sum())
+                inside.append(m)
             if hit:
                 out.append(
                     Finding(
@@ -546,6 +564,7 @@ def memory(a: Attribution) -> list[Finding]:
                         f"({hit / len(w):.1f} per window, {ms(d)} in all)",
                         d,
                         {"copies": hit, "copy_ns": d},
+                        Fix(ops=np.unique(np.concatenate(inside))),
                     )
                 )
     return out
@@ -572,6 +591,7 @@ def parallel(a: Attribution) -> list[Finding]:
                 "comm_overlapped_ns": t["comm_overlapped_ns"],
                 "overlap_ratio": ratio,
             },
+            Fix(ops=reported(a, np.flatnonzero(a.classes == COMM))),
         )
     ]
 

@@ -39,6 +39,7 @@ from pytimings.analysis.collectives import collectives
 from pytimings.analysis.finding import Finding, runs_text
 from pytimings.analysis.launches import NO_LAUNCH, Launches
 from pytimings.analysis.partition import Gaps
+from pytimings.analysis.replay import add_savings
 from pytimings.analysis.result import Attribution, LaunchLatency
 from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
@@ -140,6 +141,9 @@ def _analyze_rank(
 ) -> RankResult:
     a = attribute(trace, by=by, devices=devices)
     found = [f for rule in fnd.RANK_RULES for f in rule(a)]
+    add_savings(a, found)  # here, where the rank's events are
+    for f in found:
+        f.fix = None  # its arrays do not travel
     rows = np.flatnonzero(a.classes == COMM)
     comm = Trace(
         gpu_ops=trace.gpu_ops.take(rows),
@@ -396,5 +400,8 @@ def rank_findings(found: Sequence[tuple[int, Finding]], n_ranks: int) -> list[Fi
                 "worst_rank": rank,
                 **worst.evidence,
             }
+        savings = [f.saving_ns for _, f in members]
+        if any(v is not None for v in savings):
+            evidence["saving_ns"] = sum(v for v in savings if v is not None)
         out.append(Finding(worst.layer, title, sum(f.loss_ns for _, f in members), evidence))
     return out

@@ -30,7 +30,6 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,9 +39,10 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
+from pytimings.analysis.finding import Finding, Fix
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
-from pytimings.ingest.names import short_kernel_name
+from pytimings.ingest.names import is_synchronizing, short_kernel_name
 from pytimings.model.trace import ApiKind, Trace
 
 if TYPE_CHECKING:
@@ -51,19 +51,6 @@ if TYPE_CHECKING:
 I64 = npt.NDArray[np.int64]
 NONE = np.iinfo(np.int64).min
 CAP_NS = 50_000  # the contract's submission bound: the latency a replay keeps after a dependency
-# host calls that block until the GPU finishes something (CUDA and HIP spellings)
-_SYNC = re.compile(
-    r"^(cuda|hip)(Stream|Event|Device|Thread)Synchronize|^cu(Stream|Event|Ctx)Synchronize"
-    r"|^(cuda|hip)Memcpy(2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD)?(_v\d+)?$"
-    r"|^hipMemcpyWithStream|^cuMemcpy(DtoH|HtoD|DtoD)?(_v\d+)?$"
-)
-
-
-def is_waiting_call(name: str) -> bool:
-    """Whether a CUDA/HIP API call blocks its thread until GPU work ends."""
-    return _SYNC.search(name) is not None
-
-
 # ---------------------------------------------------------------------------- changes
 
 
@@ -196,7 +183,7 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
         names = np.fromiter(
-            (is_waiting_call(s) for s in trace.strings), dtype=bool, count=len(trace.strings)
+            (is_synchronizing(s) for s in trace.strings), dtype=bool, count=len(trace.strings)
         )
         is_sync = names[api["name"]] & (api["kind"] != ApiKind.SYNC) & (api["thread"] >= 0)
     s_row = np.flatnonzero(is_sync)
@@ -395,9 +382,11 @@ def _host_ends(g: _Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
 
 
 def _replay_window(
-    g: _Graph, w: Windows, i: int, dur: I64, host: _HostChanges, keep_ops: bool
-) -> WindowReplay:
+    g: _Graph, w: Windows, i: int, dur: I64, host: _HostChanges, keep_ops: bool,
+    lat: I64 | None = None,
+) -> WindowReplay:  # fmt: skip
     trace = g.trace
+    lat = g.lat if lat is None else lat
     ops = trace.gpu_ops
     w_s, w_e = int(w.start[i]), int(w.end[i])
     out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=int(w.range_row[i]))
@@ -465,7 +454,7 @@ def _replay_window(
     ev = np.concatenate([np.arange(n), -np.arange(m) - 1]).astype(np.int64)
     order = ev[np.lexsort((kind, key))]
     start, end, bind, _, gain = _replay(
-        order, ops["end"][rows], dur[rows], g.lat[rows], pred_local, pred_fixed, dep_local,
+        order, ops["end"][rows], dur[rows], lat[rows], pred_local, pred_fixed, dep_local,
         dep_fixed, g.dep_lat[rows], ready, l_sync, np.full(n, NONE, dtype=np.int64),
         warp(s_thread, st), warp(s_thread, se), s_prev, wait_local, wait_fixed, g.s_tail[srows],
     )  # fmt: skip
@@ -540,6 +529,81 @@ def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = Fals
         [_replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
         list(changes),
     )
+
+
+class Savings:
+    """What removing each of several losses from one analysis saves: the dependency graph
+    and the unchanged replay are built once, then one replay per fix."""
+
+    def __init__(self, a: Attribution) -> None:
+        self.a = a
+        self.g = _graph(a.trace, a.launches.api_row)
+        self.w = _windows(a)
+        ops = a.trace.gpu_ops
+        self.dur = (ops["end"] - ops["start"]).astype(np.int64)
+        self.base = [
+            _replay_window(self.g, self.w, i, self.dur, _HostChanges(), False)
+            for i in range(len(self.w.name))
+        ]
+
+    def _host(self, fix: Fix) -> _HostChanges:
+        gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
+        per: dict[int, list[tuple[int, int, float]]] = {}
+        for rows, launch in ((fix.host_bound, False), (fix.launch, True)):
+            if rows.size == 0:
+                continue
+            op = gaps.op[rows]
+            thread = la.thread[op]
+            if launch:  # the rest of the launch call (the GPU idles through it)
+                call_end = api["end"][np.maximum(la.api_row[op], 0)]
+                s, e = gaps.host_bound_end[rows], np.minimum(call_end, gaps.g1[rows])
+            else:
+                s, e = gaps.g0[rows], gaps.host_bound_end[rows]
+            for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
+                if th >= 0 and y > x:
+                    per.setdefault(th, []).append((x, y, 0.0))
+        host = _HostChanges()
+        for th, ivs in per.items():
+            host.add(th, ivs)
+        return host
+
+    def saving_ns(self, fix: Fix) -> int | None:
+        """Measured minus replayed length, summed over the windows the replay includes
+        (None when it includes none)."""
+        if all(b.after_ns is None for b in self.base):
+            return None
+        dur = self.dur.copy()
+        dur[fix.ops] = 0
+        lat = self.g.lat
+        if fix.launch.size:  # ops submitted the moment their launch call ends
+            lat = lat.copy()
+            op = self.a.gaps.op[fix.launch]
+            lat[op] = np.minimum(lat[op], 0)
+        host = self._host(fix)
+        total = 0
+        for i, b in enumerate(self.base):
+            if b.after_ns is None:
+                continue
+            n = _replay_window(self.g, self.w, i, dur, host, False, lat)
+            total += b.after_ns - (b.after_ns if n.after_ns is None else n.after_ns)
+        return total
+
+
+def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
+    """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
+    None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
+    savings: Savings | None = None
+    for f in found:
+        if f.fix is None:
+            f.evidence["saving_ns"] = None
+            f.evidence["saving_note"] = "no single fix to replay"
+            continue
+        if savings is None:
+            savings = Savings(a)
+        v = savings.saving_ns(f.fix)
+        f.evidence["saving_ns"] = v
+        if v is None:
+            f.evidence["saving_note"] = "no window has what the replay needs"
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:

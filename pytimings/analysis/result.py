@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import findings
+from pytimings.analysis import findings, replay
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.launches import Launches
@@ -113,7 +113,9 @@ class Attribution:
     def findings(self) -> list[Finding]:
         """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`)."""
         if self._findings is None:
-            self._findings = findings.find(self)
+            found = findings.find(self)
+            replay.add_savings(self, found)
+            self._findings = findings.ranked(found, self.totals["window_ns"])
         return self._findings
 
     def to_dict(self) -> dict[str, Any]:

@@ -131,7 +131,10 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
                 ]
             )
         out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
-    out += ["", "Findings (capture findings first, then the biggest losses)"]
+    out += ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
-        out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")
+        saves = "" if f.saving_ns is None else f" (fixing it saves {ms(f.saving_ns)})"
+        out += textwrap.wrap(
+            f"{i}. [{f.layer}] {f.title}{saves}", width=100, subsequent_indent="   "
+        )
     return "\n".join(out)

@@ -223,3 +223,42 @@ def test_perfetto_draws_the_critical_path_as_linked_slices(tmp_path):
     flows = [e for e in events if e.get("cat") == "critical_path"]
     assert len(flows) == 2 * (len(cp["links"]) - 1)
     assert [m["name"] for m in mine][-1] == "gpu_op: consumer"
+
+
+@settings(max_examples=40, deadline=None)
+@given(_steps())
+def test_every_finding_carries_a_saving_within_its_loss(tr):
+    a = attribute(tr, by="step")
+    for f in a.findings():
+        assert "saving_ns" in f.evidence
+        if f.saving_ns is not None:
+            assert 0 <= f.saving_ns <= f.loss_ns, f.title
+
+
+def test_findings_rank_by_saving_and_h200_stalls_save_their_whole_loss():
+    from pytimings.commands.analyze import example_path
+    from pytimings.ingest import load
+
+    a = attribute(load(str(example_path())), by="decode_step")
+    found = a.findings()
+    stalls = [f for f in found if f.layer == "scheduling"]
+    assert len(stalls) >= 2
+    for f in stalls:  # the GPU idles through each stall: removing it saves all of it
+        assert f.saving_ns == f.loss_ns
+    keyed = [f.loss_ns if f.saving_ns is None else f.saving_ns for f in found[1:]]
+    assert keyed == sorted(keyed, reverse=True)  # after the hardware summary
+    assert all("saving_ns" in d["evidence"] for d in a.to_dict()["findings"])
+
+
+def test_a_stall_hidden_behind_another_device_saves_nothing():
+    """The GPU 0 waits for the host (host_bound) while GPU 1 runs the op that ends the
+    window: the loss is real on GPU 0, and removing it shortens nothing."""
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 6, 300, name="long")
+    ops[-1]["device"] = 1
+    _launch(api, ops, 2, 5, 6, 7, 20, name="a")
+    _launch(api, ops, 3, 40, 45, 46, 60, name="b")  # the host stalls [20, 40) first
+    tr = make_trace(ops, api, [{"start": 0, "end": 50 * US, "name": "step"}])
+    a = attribute(tr, by="step")
+    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    assert f.loss_ns > 0 and f.saving_ns == 0
