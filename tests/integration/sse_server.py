@@ -35,6 +35,10 @@ class Behaviour:
     send_usage: bool = True
     tokens_per_chunk: int = 1
     continuous_usage: bool = False  # running usage on every chunk (vLLM's option)
+    # a server slowing down: TTFT grows by ttft_step_s every step_every_s since its first
+    # request (soak tests)
+    ttft_step_s: float = 0.0
+    step_every_s: float = 0.0
 
 
 @dataclass
@@ -44,6 +48,7 @@ class ServerState:
     bodies: list[dict[str, object]] = field(default_factory=list)
     # ground truth per request: when the handler started, when each token chunk was written
     timings: list[dict[str, object]] = field(default_factory=list)
+    first_s: float | None = None  # when the first request came (slowing-down servers)
 
 
 STATE = web.AppKey("state", ServerState)
@@ -78,7 +83,10 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     if api == "chat":  # real servers open a chat stream with a role-only delta
         role = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
         await resp.write(f"data: {json.dumps(role)}\n\n".encode())
-    await asyncio.sleep(b.ttft_s)
+    if state.first_s is None:
+        state.first_s = time.monotonic()
+    steps = (time.monotonic() - state.first_s) // b.step_every_s if b.step_every_s else 0
+    await asyncio.sleep(b.ttft_s + steps * b.ttft_step_s)
     produced = 0
     write_ns: list[int] = []
     while produced < n:

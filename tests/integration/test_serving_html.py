@@ -212,7 +212,6 @@ def test_bad_inputs_are_one_line_errors(
         ([str(tmp_path / "missing.json"), "--html", out], "missing.json: cannot read"),
         ([str(other), "--html", out], "not a pytimings.serving/1 run file"),
         ([str(bare), "--html", out], "bare.pyt: has no requests table"),
-        ([good], "give an output: --html OUT"),
         ([good, "--labels", "a,b", "--html", out], "--labels 'a,b': need 1"),
         ([good, "--definition", "x", "--html", out], "--definition 'x'"),
         ([good, "--html", str(tmp_path / "no" / "r.html")], "cannot write"),
