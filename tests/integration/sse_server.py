@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script
+from helpers.loopback import child_port, serve_until_stdin_closes
 
 
 @dataclass(frozen=True)
@@ -139,17 +142,7 @@ def _main() -> None:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/_stats", _stats)
 
-    async def amain() -> None:
-        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        print(runner.addresses[0][1], flush=True)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, sys.stdin.read)  # parent closed our stdin: stop
-        await runner.cleanup()
-
-    asyncio.run(amain())
+    serve_until_stdin_closes(app, handler_cancellation=True)
 
 
 @dataclass
@@ -166,24 +159,8 @@ class Server:
 def serve(plan: Sequence[Behaviour]) -> Iterator[Server]:
     """Run the server in its own process (as a real server is: no shared GIL with the
     client under test) on 127.0.0.1 and a free port."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, json.dumps([asdict(b) for b in plan])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
+    with child_port([sys.executable, __file__, json.dumps([asdict(b) for b in plan])]) as port:
         yield Server(f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/_stats")
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,6 +28,9 @@ from aiohttp import web
 
 import pytimings
 from pytimings.record.requests import ActiveRequest, default_log
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script
+from helpers.loopback import child_port, serve_until_stdin_closes
 
 VOCAB, DIM, LAYERS = 64, 32, 2
 
@@ -146,18 +149,7 @@ def _main() -> None:
     app.router.add_post("/_config", _config)
     app.router.add_post("/_save", _save)
 
-    async def amain() -> None:
-        engine = asyncio.create_task(_engine(app[STATE]))
-        runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        print(runner.addresses[0][1], flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-        engine.cancel()
-        await runner.cleanup()
-
-    asyncio.run(amain())
+    serve_until_stdin_closes(app, lambda: _engine(app[STATE]))
 
 
 @dataclass
@@ -181,24 +173,9 @@ class Server:
 
 @contextmanager
 def serve_torch() -> Iterator[Server]:
-    proc = subprocess.Popen(
-        [sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
+    with child_port([sys.executable, __file__]) as port:
         base = f"http://127.0.0.1:{port}"
         yield Server(base + "/v1", base)
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 if __name__ == "__main__":
