@@ -47,6 +47,7 @@ Output schema ``pytimings.join/1``::
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,15 +140,14 @@ def _match(
         clock = Clock(0, 0, "same host: one CLOCK_MONOTONIC")
     else:
         clock = estimate_clock([(p.client, p.server) for p in pairs])
-    free = [s for s in engine if s.req_id not in seen]
-    candidates = sorted(
-        (abs(d), ci, si)
-        for ci, (c, _, _) in enumerate(rest)
-        for si, s in enumerate(free)
-        if -clock.uncertainty_ns
-        <= (d := s.start_ns - clock.offset_ns - c.start_ns)
-        <= tolerance_ns + clock.uncertainty_ns
-    )
+    free = sorted((s for s in engine if s.req_id not in seen), key=lambda s: s.start_ns)
+    starts = [s.start_ns - clock.offset_ns for s in free]  # on the client's clock
+    candidates = []
+    for ci, (c, _, _) in enumerate(rest):  # each client's window, found by bisection
+        lo = bisect.bisect_left(starts, c.start_ns - clock.uncertainty_ns)
+        hi = bisect.bisect_right(starts, c.start_ns + tolerance_ns + clock.uncertainty_ns)
+        candidates += [(abs(starts[si] - c.start_ns), ci, si) for si in range(lo, hi)]
+    candidates.sort()
     taken_c: set[int] = set()
     taken_s: set[int] = set()
     for _, ci, si in candidates:

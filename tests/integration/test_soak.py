@@ -26,7 +26,9 @@ def _soak(url: str, out: Path) -> None:
 
 
 @pytest.mark.slow
-def test_soak_intervals_and_drift_of_a_slowing_server(tmp_path: Path) -> None:
+def test_soak_intervals_and_drift_of_a_slowing_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plans = {
         "steady": Behaviour(0.008, 0.002),
         "slowing": Behaviour(0.008, 0.002, ttft_step_s=STEP_MS / 1e3, step_every_s=INTERVAL_S),
@@ -72,3 +74,10 @@ def test_soak_intervals_and_drift_of_a_slowing_server(tmp_path: Path) -> None:
     # the steady server's trend is small beside it (its verdict is a 5% test on a shared
     # machine; the verdict's false-positive rate is checked on synthetic series)
     assert abs(drift[("steady", "ttft_p50_ms")]["slope_per_hour"]) < 0.25 * per_hour
+    # report's text view shows the same verdicts
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "slowing.json")]) == 0
+    text = capsys.readouterr().out
+    assert "drift over the soak intervals" in text
+    line = next(x for x in text.splitlines() if " ttft_p50_ms " in x)
+    assert f"{slow['slope_per_hour']:.3f}" in line and "drifting (16 intervals)" in line

@@ -63,6 +63,11 @@ def test_cost_per_million_output_tokens_by_hand(
     assert main(["report", str(a), "--gpu-price", str(PRICE), "--gpus", str(GPUS)]) == 0
     text = capsys.readouterr().out
     assert "USD/Mtok" in text and f"{want[2]:.3f}" in text and f"{want_run:.3f} USD" in text
+    page = tmp_path / "r.html"
+    assert main(["report", str(a), "--html", str(page), "--gpu-price", str(PRICE), "--gpus",
+                 str(GPUS)]) == 0  # fmt: skip
+    html = page.read_text()
+    assert "USD/Mtok</th>" in html and f"<td>{want[4]:.3f}</td>" in html
     # without a price: no cost anywhere
     assert (
         main(
