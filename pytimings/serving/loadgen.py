@@ -340,7 +340,10 @@ async def _soak(
     bins: list[list[RequestRecord]] = [[] for _ in range(n)]
     for r in batch.records:
         bins[min((r.start_ns - t0) // step, n - 1)].append(r)
-    return [_Batch(recs, t0 + k * step, t0 + (k + 1) * step) for k, recs in enumerate(bins)]
+    out = [_Batch(recs, t0 + k * step, t0 + (k + 1) * step) for k, recs in enumerate(bins)]
+    # a request let through just before the end is stamped when sent, microseconds later
+    out[-1].end_ns = max([out[-1].end_ns] + [r.start_ns for r in bins[-1]])
+    return out
 
 
 def _interval(rd: dict[str, Any]) -> dict[str, Any]:
