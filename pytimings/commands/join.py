@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         host = load_recording(args.engine).meta.get("hostname")
         mode = "same" if run_.host is not None and run_.host == host else "estimate"
     doc, clock = join(run_, engine, args.engine, mode, round(args.tolerance_ms * 1e6))
-    print(render(doc, clock))
-    if args.json:
+    if args.json:  # first: output piped into `head` must not lose the file
         write_json(doc, args.json)
+    print(render(doc, clock))
     return 0

@@ -12,7 +12,8 @@
                  "warmup": int, "rate": float | null, "seed": int, "concurrency": [int],
                  "timeout_s": float, "chunk_timeout_s": float, "ignore_eos": bool,
                  "definition": "vllm" | "genai-perf" | "llmperf", "slo_ms": {str: float},
-                 "prompt": str (how prompts were built and how exact their length is)},
+                 "prompt": str (how prompts were built and how exact their length is),
+                 "duration_s", "interval_s": float | null (a soak's; null otherwise)},
       "levels": [                       # one per concurrency level, in the order run
         {"concurrency": int, "rate": float | null,
          "warmup": {"requests": int, "errors": {kind: int}},   # sent, not measured
