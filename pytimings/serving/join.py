@@ -123,6 +123,9 @@ def _match(
         if s.req_id in by_id:
             raise TraceFormatError(where, f"request id {s.req_id!r} appears twice")
         by_id[s.req_id] = s
+    clash = sorted({n for s in engine for n, _ in s.phases} & {SEND, UNPHASED, DELIVERY})
+    if clash:
+        raise TraceFormatError(where, f"engine phase {clash[0]!r} has the name of a TTFT part")
     clients = _client_requests(run)
     seen: set[str] = set()
     pairs: list[_Pair] = []
@@ -172,8 +175,6 @@ def ttft_parts(client: RequestRecord, server: RequestRecord, offset_ns: int) -> 
         parts[UNPHASED] = min(first_phase, s1) - s0
     ends = [t for _, t in phases[1:]] + [server.end_ns if server.end_ns is not None else s1]
     for (name, t0), t1 in zip(phases, ends, strict=True):
-        if name in (SEND, UNPHASED, DELIVERY):
-            raise UsageError(f"engine phase {name!r} has the name of a TTFT part; rename it")
         parts[name] = parts.get(name, 0) + max(0, min(t1, s1) - max(t0, s0))
     parts[DELIVERY] = client.chunk_ns[0] - (s1 - offset_ns)
     return parts

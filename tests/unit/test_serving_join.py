@@ -125,5 +125,8 @@ def test_crossing_bounds_and_duplicate_ids_are_errors() -> None:
         estimate_clock([(clients[0], late), (clients[1], engine[1])])
     with pytest.raises(TraceFormatError, match="appears twice"):
         join(_run(clients), [*engine, engine[0]], "e.pyt", "same", MS)
+    engine[2].phases.append(("send", engine[2].start_ns))
+    with pytest.raises(TraceFormatError, match=r"e\.pyt: engine phase 'send' has the name"):
+        join(_run(clients), engine, "e.pyt", "same", MS)
     with pytest.raises(UsageError, match="cannot estimate"):
         estimate_clock([])
