@@ -38,6 +38,7 @@ from pytimings.model.trace import ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
+MEMSET_CODE = 100  # memory-op code of a memset (memcpys: their CopyKind)
 _COPY_LABEL = {
     CopyKind.UNKNOWN: "Unknown",
     CopyKind.HTOD: "Host-to-Device",
@@ -179,7 +180,7 @@ def _kernels(trace: Trace, top: int | None, per_device: bool) -> Table:
 def _memory(trace: Trace, per_device: bool) -> Table:
     ops = trace.gpu_ops.take(trace.gpu_ops["kind"] != OpKind.KERNEL)
     is_set = ops["kind"] == OpKind.MEMSET
-    op_code = np.where(is_set, 100, ops["copy_kind"]).astype(np.int64)
+    op_code = np.where(is_set, MEMSET_CODE, ops["copy_kind"]).astype(np.int64)
     rank, device = _scope(ops, per_device)
     gid, (g_rank, g_dev, g_op) = _codes(rank, device, op_code)
     stats = _group_stats(gid, ops["end"] - ops["start"])
@@ -188,15 +189,7 @@ def _memory(trace: Trace, per_device: bool) -> Table:
         if len(gid)
         else np.zeros(0, np.int64)
     )
-    label = np.array(
-        [
-            "[CUDA memset]"
-            if c == 100
-            else f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(c), 'Unknown')}]"
-            for c in g_op
-        ],
-        dtype=object,
-    )
+    label = np.array([memory_label(int(c)) for c in g_op], dtype=object)
     gbps = nbytes / np.where(stats["total_ns"] > 0, stats["total_ns"], np.nan)
     cols = {
         "rank": g_rank,
@@ -214,6 +207,14 @@ def _projection(trace: Trace) -> dict[str, npt.NDArray[Any]]:
     (:func:`pytimings.ingest.links.project`, the projection ``analyze --by`` uses)."""
     count, first, last, busy = project(trace, launch_index(trace))
     return {"gpu_ops": count, "proj_ns": last - first, "busy_ns": busy}
+
+
+def memory_label(code: int) -> str:
+    """The operation name of a memcpy (``code``: its CopyKind) or a memset (MEMSET_CODE), as
+    Nsight names them: ``[CUDA memcpy Device-to-Host]``, ``[CUDA memset]``."""
+    if code == MEMSET_CODE:
+        return "[CUDA memset]"
+    return f"[CUDA memcpy {_COPY_LABEL.get(CopyKind(code), 'Unknown')}]"
 
 
 def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:

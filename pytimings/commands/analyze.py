@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 from importlib import resources
 from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.replay import critical_path, parse_changes, replay, what_if
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
+from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if
 
 EXAMPLE = "decode_16steps_h200.sqlite"
 EXAMPLE_BY = "decode_step"
@@ -52,6 +55,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="worker processes (local or Dask)"
     )
+    p.add_argument(
+        "--what-if",
+        metavar="SPEC",
+        help="replay each window with durations changed: NAME=F scales a range's or host "
+        "activity's self time (scheduler=0 removes it), kernel:GLOB=F matching GPU ops",
+    )
+    p.add_argument(
+        "--critical-path",
+        action="store_true",
+        help="the chain of host time, launches, waits and GPU ops that sets the slowest "
+        "window's length (or --window N's)",
+    )
+    p.add_argument("--window", type=int, metavar="N", help="with --critical-path: window N")
     p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
     tables.add_arguments(p, "the windows table")
     progress.add_quiet_argument(p)
@@ -75,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         raise UsageError("give at least one TRACE file (or --example)")
     per_rank_tasks = len(expand_paths(paths)) > 1 or args.executor == "dask" or args.scheduler
+    if args.window is not None and not args.critical_path:
+        raise UsageError("--window goes with --critical-path")
+    if per_rank_tasks and (args.what_if or args.critical_path):
+        raise UsageError(
+            "--what-if and --critical-path replay one trace's events: give one trace file "
+            "(per-rank tasks return only results)"
+        )
+    changes = parse_changes(args.what_if) if args.what_if else []
     if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
 
@@ -95,6 +119,17 @@ def run(args: argparse.Namespace) -> int:
         with progress.task("Attributing"):
             result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
     print(render_attribution(result, paths))
+    doc = result.to_dict()
+    if not per_rank_tasks and (args.json or args.what_if or args.critical_path):
+        with progress.task("Replaying the windows"):
+            doc["replay"] = replay(result).fidelity()
+        print("\n" + render_fidelity(doc["replay"]))
+        if changes:
+            doc["what_if"] = what_if(result, changes)
+            print("\n" + render_what_if(doc["what_if"]))
+        if args.critical_path:
+            doc["critical_path"] = critical_path(result, args.window)
+            print("\n" + render_critical_path(doc["critical_path"]))
     for written in tables.write(args, {"windows": result.windows}):
         print(f"\nwrote {written}")
     if args.html:
@@ -106,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nwrote {args.html}")
     if args.json:
         try:
-            Path(args.json).write_text(result.to_json() + "\n")
+            Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
         except OSError as exc:
             raise UsageError(f"--json {args.json}: cannot write ({exc.strerror or exc})") from None
         print(f"\nwrote {args.json}")

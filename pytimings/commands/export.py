@@ -31,6 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-flows", action="store_true", help="no arrows from launch calls to their GPU ops"
     )
     p.add_argument(
+        "--critical-path",
+        metavar="NAME",
+        help="also draw the critical path of the slowest window of range NAME (docs/replay.md)",
+    )
+    p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
     progress.add_quiet_argument(p)
@@ -49,7 +54,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
             result = attribute(trace)
-    stats = write_perfetto(trace, args.perfetto, result, flows=not args.no_flows)
+    path = None
+    if args.critical_path:
+        from pytimings.analysis.replay import critical_path
+
+        with progress.task("Replaying the windows"):
+            path = critical_path(attribute(trace, by=args.critical_path))
+    stats = write_perfetto(
+        trace, args.perfetto, result, flows=not args.no_flows, critical_path=path
+    )
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")
     if stats.overlap_tracks:

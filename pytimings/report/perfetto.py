@@ -226,10 +226,13 @@ def write_perfetto(
     attribution: Attribution | None = None,
     findings: bool = True,
     flows: bool = True,
+    critical_path: dict[str, Any] | None = None,
 ) -> ExportStats:
     """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
     whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
-    ``flows`` draws an arrow from each launch call to the GPU op it launched."""
+    ``flows`` draws an arrow from each launch call to the GPU op it launched;
+    ``critical_path`` (:func:`pytimings.analysis.replay.critical_path`) is drawn as a track
+    of its links joined by flow arrows."""
     if attribution is not None and attribution.by is not None:
         raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
     origin = _origin(trace)
@@ -253,6 +256,8 @@ def write_perfetto(
             w.flows(trace.gpu_ops["start"], api_at, op_at, a_rows[drawn], o_rows[drawn])
         if attribution is not None and findings:
             _findings(w, attribution)
+        if critical_path is not None:
+            _critical_path(w, critical_path)
         other = {"pytimings_origin_ns": origin, "overlap_tracks": w.stats.overlap_tracks}
         f.write(f'\n],\n"otherData":{_json(other)}}}\n')
     return w.stats
@@ -438,3 +443,32 @@ def _findings(w: _Writer, a: Attribution) -> None:
             f'"cat":"finding","args":{args}}}',
             "finding",
         )
+
+
+def _critical_path(w: _Writer, cp: dict[str, Any]) -> None:
+    """One track of the chain's links, in time order, each joined to the next by a flow."""
+    win = cp["window"]
+    pid = w.process(f"critical path: {win['name']} (rank {win['rank']})", -1)
+    links = cp["links"]
+    start = np.asarray([lk["start_ns"] for lk in links], dtype=np.int64)
+    end = np.asarray([lk["end_ns"] for lk in links], dtype=np.int64)
+    tids = w.track(
+        pid,
+        "links",
+        0,
+        start,
+        end,
+        [_json(f"{lk['kind']}: {lk['name']}" if lk["name"] else lk["kind"]) for lk in links],
+        [_json(lk["kind"]) for lk in links],
+        [_json({"share": lk["share"]}) for lk in links],
+        "critical_path",
+    )
+    base = 1 << 40  # flow ids apart from the launch flows' 0, 1, ...
+    for k in range(len(links) - 1):
+        for ph, i, bp in (("s", k, ""), ("f", k + 1, ',"bp":"e"')):
+            ts = _ts(int(end[k] if ph == "s" else start[k + 1]) - w.origin)
+            w.raw(
+                f'{{"ph":"{ph}"{bp},"id":{base + k},"pid":{pid},"tid":{tids[i]},"ts":{ts},'
+                f'"name":"critical path","cat":"critical_path"}}',
+                "flow",
+            )

@@ -58,6 +58,8 @@ from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
 from pytimings.serving.runfile import Level, Run, load_run, write_json
 from pytimings.serving.trend import drift_table, run_drift
+from pytimings.stats import two_stage_weights
+from pytimings.stats import verdict as change_verdict
 
 F64 = npt.NDArray[np.float64]
 
@@ -132,13 +134,7 @@ class _LevelData:
         return self.stats(np.ones(len(self.ttft), np.int64), np.ones(self.n_rounds, np.int64))
 
     def replicate(self, rng: np.random.Generator) -> dict[str, float]:
-        w = np.zeros(len(self.ttft), np.int64)
-        round_w = np.zeros(self.n_rounds, np.int64)
-        for r in rng.integers(0, self.n_rounds, size=self.n_rounds):
-            members = self._members[r]
-            round_w[r] += 1
-            np.add.at(w, rng.choice(members, size=members.size, replace=True), 1)
-        return self.stats(w, round_w)
+        return self.stats(*two_stage_weights(self._members, len(self.ttft), rng))
 
 
 def level_data(level: Level, definition: str, where: str = "") -> _LevelData:
@@ -201,10 +197,8 @@ def compare_levels(
         lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
         if name == "throughput" and min(a.n_rounds, b.n_rounds) < 2:
             verdict = "1 round"
-        elif math.isnan(lo) or lo <= 0 <= hi:
-            verdict = "within noise"
         else:
-            verdict = "better" if (lo > 0) == higher_better else "worse"
+            verdict = change_verdict(lo, hi, higher_better)
         out.append({
             "metric": name, "unit": unit, "higher_is_better": higher_better,
             "a": pa_[name], "b": pb_[name], "rel_change": change,

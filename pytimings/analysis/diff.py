@@ -1,0 +1,405 @@
+"""A/B of two sets of captures (``pytimings diff``): per label, kernel or memory op, and
+collective, the base and new mean per window, the delta, a bootstrap 95% interval of the
+delta and a verdict. Statistics and matching only; report/diff.py formats the document.
+
+**Windows.** Each side is a list of attributions, one per file (every file of a side
+attributed with the same ``by``); the side's windows are the rows of their ``windows``
+tables, pooled. A statistic of a side is a mean per window.
+
+**Bootstrap.** Each replicate resamples each side independently with
+:func:`pytimings.stats.two_stage_weights`: the files with replacement, then the windows of
+each drawn file (one file: the plain bootstrap of its windows). The interval is the 2.5th
+and 97.5th percentile of the replicated delta (new mean - base mean, in ns; each side's
+replicates widened for few units, see :func:`replicate_weights`);
+``ci_low_pct``/``ci_high_pct`` give it as percent of the base mean. The verdict is
+``worse`` when the whole interval is above 0 (more time), ``better`` when below, else
+``within noise``. A side with fewer than 2 windows has no interval: the CI fields are
+``None`` and the verdict is ``1 window`` (never significant).
+
+**Kernels and memory ops** are matched by name across formats: kernels by
+:func:`pytimings.ingest.names.normalize_kernel_name`, memcpys and memsets by the operation
+name ``summary`` gives them (``[CUDA memcpy Host-to-Device]``). A ``--by`` window holds the
+ops on its device launched from inside its range, on the range's thread (the contract's GPU
+projection: an op launched in one step counts there even when it runs during the next); a
+whole-trace window holds every op of its rank and device. Ops of a name only one side ran
+get the verdict ``added`` or ``removed``.
+
+**Collectives** (several ranks in a file): per collective name, its duration, arrival skew
+and wait per instance and rank (:class:`pytimings.analysis.collectives.Collectives`), the
+instances resampled the same way, grouped by file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis.partition import LABELS
+from pytimings.analysis.result import Attribution
+from pytimings.analysis.summary import MEMSET_CODE, memory_label
+from pytimings.errors import UsageError
+from pytimings.ingest.names import normalize_ids, short_kernel_name
+from pytimings.model.trace import OpKind
+from pytimings.stats import two_stage_weights, verdict
+
+SCHEMA = "pytimings.diff/1"
+ONE_WINDOW = "1 window"
+SIGNIFICANT = ("better", "worse")
+F64 = npt.NDArray[np.float64]
+LABEL_NAMES = ("window", *LABELS)
+
+
+@dataclass
+class Sample:
+    """Values of one side, one row per member (window, collective instance), one column per
+    compared quantity; ``groups``: the member rows of each file."""
+
+    values: F64
+    groups: list[npt.NDArray[np.intp]]
+
+    @property
+    def n(self) -> int:
+        return int(self.values.shape[0])
+
+
+def groups_of(sizes: Sequence[int]) -> list[npt.NDArray[np.intp]]:
+    """Consecutive member rows per file, from each file's member count (empty files left
+    out: a file without members has nothing to resample)."""
+    bounds = np.cumsum([0, *sizes])
+    return [np.arange(a, b, dtype=np.intp) for a, b in pairwise(bounds) if b > a]
+
+
+def replicate_weights(
+    groups: Sequence[npt.NDArray[np.intp]], n: int, resamples: int, rng: np.random.Generator
+) -> F64 | None:
+    """``resamples`` x ``n`` bootstrap weights of a mean (rows sum to 1), or None when fewer
+    than 2 members leave nothing to resample.
+
+    Each replicate's deviation from the point mean is widened by sqrt(k / (k - 1)), k the
+    units of the first stage (files when there are several, else members): the plain
+    bootstrap's variance of a mean is (k - 1) / k of the unbiased one, which made intervals
+    too narrow for a few windows (7.8% false positives at 8 windows per side instead of 5%).
+    """
+    if n < 2:
+        return None
+    w = np.stack([two_stage_weights(groups, n, rng)[0] for _ in range(resamples)])
+    w = w / w.sum(axis=1, keepdims=True)
+    k = len(groups) if len(groups) > 1 else n
+    c = math.sqrt(k / (k - 1))
+    widened: F64 = c * w + (1 - c) / n  # the point mean's weights are 1 / n each
+    return widened
+
+
+def compare(
+    names: Sequence[str],
+    base: Sample,
+    new: Sample,
+    base_w: F64 | None,
+    new_w: F64 | None,
+) -> list[dict[str, Any]]:
+    """One row per column of the samples: means, delta, 95% interval and verdict."""
+    mb, mn = base.values.mean(axis=0), new.values.mean(axis=0)
+    if base_w is not None and new_w is not None:
+        reps = new_w @ new.values - base_w @ base.values
+        lo, hi = np.percentile(reps, [2.5, 97.5], axis=0)
+    else:
+        lo = hi = np.full(len(names), np.nan)
+    rows = []
+    for j, name in enumerate(names):
+        b, n, d = float(mb[j]), float(mn[j]), float(mn[j] - mb[j])
+        no_ci = np.isnan(lo[j])
+        rows.append({
+            "name": name, "base_ns": b, "new_ns": n, "delta_ns": d,
+            "delta_pct": 100 * d / b if b else None,
+            "ci_low_pct": 100 * float(lo[j]) / b if b and not no_ci else None,
+            "ci_high_pct": 100 * float(hi[j]) / b if b and not no_ci else None,
+            "verdict": ONE_WINDOW if no_ci else verdict(float(lo[j]), float(hi[j]), False),
+        })  # fmt: skip
+    return rows
+
+
+def matrix(per_member: Sequence[Mapping[str, float]], names: Sequence[str]) -> F64:
+    """Members x names, from one {name: value} dict per member (absent names: 0)."""
+    col = {nm: j for j, nm in enumerate(names)}
+    out = np.zeros((len(per_member), len(names)))
+    for i, d in enumerate(per_member):
+        for nm, v in d.items():
+            out[i, col[nm]] = v
+    return out
+
+
+def compare_named(
+    base: Sequence[Mapping[str, float]],
+    base_w: F64 | None,
+    base_groups: list[npt.NDArray[np.intp]],
+    new: Sequence[Mapping[str, float]],
+    new_w: F64 | None,
+    new_groups: list[npt.NDArray[np.intp]],
+) -> list[dict[str, Any]]:
+    """Per-window {name: ns} dicts of each side (any source: kernels, host activities) ->
+    one row per name either side has, as :func:`compare`; names sorted."""
+    names = sorted({nm for d in (*base, *new) for nm in d})
+    return compare(
+        names,
+        Sample(matrix(base, names), base_groups),
+        Sample(matrix(new, names), new_groups),
+        base_w,
+        new_w,
+    )
+
+
+def op_windows(a: Attribution) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Per row of ``a.windows``: {op name: total ns} and {op name: count} of its GPU ops
+    (names and membership as the module docstring says)."""
+    ops = a.trace.gpu_ops
+    names, code = normalize_ids(a.trace.strings, ops["name"])
+    is_kernel = ops["kind"] == OpKind.KERNEL
+    mem_code = np.where(ops["kind"] == OpKind.MEMSET, MEMSET_CODE, ops["copy_kind"])
+    key = code.astype(np.int64)
+    all_names = list(names)
+    for c in np.unique(mem_code[~is_kernel]):
+        key[~is_kernel & (mem_code == c)] = len(all_names)
+        all_names.append(memory_label(int(c)))
+    dur = (ops["end"] - ops["start"]).astype(np.float64)
+    w, rg, la = a.windows, a.trace.ranges, a.launches
+    # launched ops per (rank, launching thread), in launch-start order
+    linked = np.flatnonzero(la.api_row >= 0)
+    linked = linked[np.lexsort((la.start[linked], la.thread[linked], ops["rank"][linked]))]
+    by_thread: dict[tuple[int, int], npt.NDArray[np.intp]] = {}
+    for (r, t), rows in _runs(ops["rank"][linked], la.thread[linked], linked):
+        by_thread[(r, t)] = rows
+    totals: list[dict[str, float]] = []
+    counts: list[dict[str, float]] = []
+    for row in range(len(w)):
+        rank, device = int(w["rank"][row]), int(w["device"][row])
+        rr = int(a.window_range_rows[row])
+        if rr < 0:  # a whole-trace window: every op of its rank and device
+            sel = np.flatnonzero((ops["rank"] == rank) & (ops["device"] == device))
+        else:  # ops launched from inside the range, on its thread
+            cand = by_thread.get((rank, int(rg["thread"][rr])), np.empty(0, np.intp))
+            r_s = int(rg["start"][rr])
+            i0, i1 = np.searchsorted(la.start[cand], [r_s, max(r_s, int(rg["end"][rr]))])
+            sel = cand[i0:i1]
+            sel = sel[ops["device"][sel] == device]
+        tot = np.bincount(key[sel], weights=dur[sel], minlength=len(all_names))
+        cnt = np.bincount(key[sel], minlength=len(all_names))
+        nz = np.flatnonzero(cnt)
+        totals.append({all_names[j]: float(tot[j]) for j in nz})
+        counts.append({all_names[j]: float(cnt[j]) for j in nz})
+    return totals, counts
+
+
+def _runs(
+    a: npt.NDArray[Any], b: npt.NDArray[Any], rows: npt.NDArray[np.intp]
+) -> list[tuple[tuple[int, int], npt.NDArray[np.intp]]]:
+    """``rows`` (sorted by ``a`` then ``b``) split into runs of equal (a, b)."""
+    if rows.size == 0:
+        return []
+    cut = np.flatnonzero((a[1:] != a[:-1]) | (b[1:] != b[:-1])) + 1
+    starts = np.concatenate([[0], cut])
+    return [
+        ((int(a[i]), int(b[i])), part) for i, part in zip(starts, np.split(rows, cut), strict=True)
+    ]
+
+
+def _side_ops(side: Sequence[Attribution]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    totals: list[dict[str, float]] = []
+    counts: list[dict[str, float]] = []
+    for a in side:
+        t, c = op_windows(a)
+        totals += t
+        counts += c
+    return totals, counts
+
+
+def _kernel_rows(
+    base: Sequence[Attribution],
+    new: Sequence[Attribution],
+    weights: tuple[F64 | None, F64 | None],
+    groups: tuple[list[npt.NDArray[np.intp]], list[npt.NDArray[np.intp]]],
+) -> list[dict[str, Any]]:
+    (bt, bc), (nt, nc) = _side_ops(base), _side_ops(new)
+    rows = compare_named(bt, weights[0], groups[0], nt, weights[1], groups[1])
+    for row in rows:
+        nm = row["name"]
+        b_count = int(sum(c.get(nm, 0) for c in bc))
+        n_count = int(sum(c.get(nm, 0) for c in nc))
+        b_total = sum(t.get(nm, 0.0) for t in bt)
+        n_total = sum(t.get(nm, 0.0) for t in nt)
+        row["base_count"], row["new_count"] = b_count, n_count
+        row["base_per_instance_ns"] = b_total / b_count if b_count else None
+        row["new_per_instance_ns"] = n_total / n_count if n_count else None
+        if b_count == 0:
+            row["verdict"] = "added"
+        elif n_count == 0:
+            row["verdict"] = "removed"
+    return rows
+
+
+_COLLECTIVE_METRICS = (("time", None), ("skew", "skew_ns"), ("wait", "wait_ns"))
+
+
+def _collective_samples(side: Sequence[Attribution]) -> dict[str, tuple[F64, list[int]]]:
+    """Per normalised collective name: instances x (time, skew, wait), members per file."""
+    parts: dict[str, list[F64]] = {}
+    sizes: dict[str, list[int]] = {}
+    for fi, a in enumerate(side):
+        if a.collectives is None:
+            continue
+        t = a.collectives.table
+        keys, code = normalize_ids(list(t["name"]), np.arange(len(t)))
+        vals = np.stack(
+            [
+                (t["end_ns"] - t["start_ns"]) if col is None else t[col]
+                for _, col in _COLLECTIVE_METRICS
+            ],
+            axis=1,
+        ).astype(np.float64)
+        for j, nm in enumerate(keys):
+            m = code == j
+            parts.setdefault(nm, []).append(vals[m])
+            sizes.setdefault(nm, [0] * len(side))[fi] = int(m.sum())
+    return {nm: (np.concatenate(p), sizes[nm]) for nm, p in parts.items()}
+
+
+def _collective_rows(
+    base: Sequence[Attribution],
+    new: Sequence[Attribution],
+    resamples: int,
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    bs, ns = _collective_samples(base), _collective_samples(new)
+    rows = []
+    for nm in sorted(bs.keys() & ns.keys()):
+        samples = []
+        weights = []
+        for values, sizes in (bs[nm], ns[nm]):
+            groups = groups_of(sizes)
+            samples.append(Sample(values, groups))
+            weights.append(replicate_weights(groups, len(values), resamples, rng))
+        metric_names = [f"{nm} {m}" for m, _ in _COLLECTIVE_METRICS]
+        rows += compare(metric_names, samples[0], samples[1], weights[0], weights[1])
+    for nm, side in [(n, "removed") for n in sorted(bs.keys() - ns.keys())] + [
+        (n, "added") for n in sorted(ns.keys() - bs.keys())
+    ]:
+        src = bs if side == "removed" else ns
+        mean = src[nm][0].mean(axis=0)
+        for (m, _), v in zip(_COLLECTIVE_METRICS, mean, strict=True):
+            b, n = (float(v), 0.0) if side == "removed" else (0.0, float(v))
+            rows.append({
+                "name": f"{nm} {m}", "base_ns": b, "new_ns": n, "delta_ns": n - b,
+                "delta_pct": -100.0 if side == "removed" else None,
+                "ci_low_pct": None, "ci_high_pct": None, "verdict": side,
+            })  # fmt: skip
+    return rows
+
+
+def diff(
+    base: Sequence[Attribution],
+    new: Sequence[Attribution],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The ``pytimings.diff/1`` document of two sides (each: one attribution per file)."""
+    rng = np.random.default_rng(seed)
+    b_groups = groups_of([len(a.windows) for a in base])
+    n_groups = groups_of([len(a.windows) for a in new])
+    b_n, n_n = sum(len(a.windows) for a in base), sum(len(a.windows) for a in new)
+    for side, atts, k in (("base", base, b_n), ("new", new, n_n)):
+        if k == 0:
+            by = f"--by {atts[0].by!r}" if atts[0].by else "the whole trace"
+            raise UsageError(f"the {side} side has no window to compare ({by}: none on a GPU)")
+    b_w = replicate_weights(b_groups, b_n, resamples, rng)
+    n_w = replicate_weights(n_groups, n_n, resamples, rng)
+    labels = compare(
+        LABEL_NAMES, Sample(_label_values(base), b_groups), Sample(_label_values(new), n_groups),
+        b_w, n_w,
+    )  # fmt: skip
+    return {
+        "schema": SCHEMA,
+        "by": base[0].by,
+        "resamples": resamples,
+        "seed": seed,
+        "windows": {"base": b_n, "new": n_n},
+        "files": {"base": len(base), "new": len(new)},
+        "labels": labels,
+        "kernels": _kernel_rows(base, new, (b_w, n_w), (b_groups, n_groups)),
+        "host_activities": [],
+        "collectives": _collective_rows(base, new, resamples, rng),
+    }
+
+
+def _label_values(side: Sequence[Attribution]) -> F64:
+    """Windows x (window_ns, each label's ns), pooled over the side's files."""
+    cols = [np.stack([a.windows[f"{c}_ns"] for c in LABEL_NAMES], axis=1) for a in side]
+    return np.concatenate(cols).astype(np.float64)
+
+
+# --- thresholds (--fail-on) ----------------------------------------------------------------
+_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6}
+_THRESHOLD = re.compile(
+    r"^(?P<name>.*\S)\s*(?P<op>[<>])\s*(?P<value>[+-]?\d+(?:\.\d*)?)\s*(?P<unit>%|ns|us|ms)$"
+)
+_SPLIT = re.compile(r"(?:(?<=%)|(?<=ns)|(?<=us)|(?<=ms))\s*,\s*")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """``name > value`` or ``name < value``: percent of the base (``pct``) or ns."""
+
+    text: str
+    name: str
+    above: bool  # '>'
+    value: float
+    pct: bool
+
+
+def parse_thresholds(spec: str) -> list[Threshold]:
+    """``'window>+5%,compute>200us'``: name, ``>`` or ``<``, a number and ``%``, ``ns``,
+    ``us`` or ``ms``; several comma-separated."""
+    out = []
+    for part in _SPLIT.split(spec.strip()):
+        m = _THRESHOLD.match(part.strip())
+        if m is None:
+            raise UsageError(
+                f"--fail-on {part!r}: expected NAME>VALUE or NAME<VALUE with a unit "
+                "(%, ns, us, ms), e.g. 'window>+5%'"
+            )
+        unit = m["unit"]
+        value = float(m["value"]) * (1.0 if unit == "%" else _UNIT_NS[unit])
+        out.append(Threshold(part.strip(), m["name"].strip(), m["op"] == ">", value, unit == "%"))
+    return out
+
+
+def crossed(
+    doc: Mapping[str, Any], thresholds: Sequence[Threshold]
+) -> list[tuple[Threshold, dict[str, Any]]]:
+    """The (threshold, row) pairs where a significant change (better/worse, or an op only
+    on one side) crosses a threshold. A name matches a row's name, or a kernel's short
+    name; a threshold naming nothing in the document is a UsageError."""
+    out = []
+    for th in thresholds:
+        rows = [
+            r for sec in ("labels", "kernels", "host_activities", "collectives")
+            for r in doc[sec]
+            if th.name in (r["name"], short_kernel_name(r["name"]) if sec == "kernels" else "")
+        ]  # fmt: skip
+        if not rows:
+            raise UsageError(
+                f"--fail-on {th.text!r}: no label, kernel or collective named {th.name!r} "
+                f"(labels: {', '.join(LABEL_NAMES)})"
+            )
+        for r in rows:
+            if r["verdict"] not in (*SIGNIFICANT, "added", "removed"):
+                continue
+            v = r["delta_pct"] if th.pct else r["delta_ns"]
+            if v is not None and (v > th.value if th.above else v < th.value):
+                out.append((th, r))
+    return out

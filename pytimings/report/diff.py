@@ -1,0 +1,131 @@
+"""The ``pytimings.diff/1`` document (:mod:`pytimings.analysis.diff`) as text and as one
+self-contained HTML page (plain tables, no scripts)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from pytimings.analysis.diff import ONE_WINDOW, SIGNIFICANT
+from pytimings.analysis.finding import ms
+from pytimings.console.text import table
+from pytimings.ingest.names import short_kernel_name
+from pytimings.report.html import page
+
+SECTIONS = ("labels", "kernels", "host_activities", "collectives")
+HEADERS = ["section", "name", "base", "new", "delta", "delta %", "95% CI", "verdict"]
+
+
+def _signed(ns: float) -> str:
+    return ("+" if ns > 0 else "") + ms(ns)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def _ci(row: dict[str, Any]) -> str:
+    lo, hi = row["ci_low_pct"], row["ci_high_pct"]
+    return "-" if lo is None or hi is None else f"[{lo:+.1f}%, {hi:+.1f}%]"
+
+
+def _name(section: str, row: dict[str, Any]) -> str:
+    return short_kernel_name(row["name"], 60) if section == "kernels" else row["name"]
+
+
+def _cells(section: str, row: dict[str, Any]) -> list[str]:
+    return [
+        section, _name(section, row), ms(row["base_ns"]), ms(row["new_ns"]),
+        _signed(row["delta_ns"]), _pct(row["delta_pct"]), _ci(row), row["verdict"],
+    ]  # fmt: skip
+
+
+def _by_size(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(rows, key=lambda sr: (-abs(sr[1]["delta_ns"]), sr[0], sr[1]["name"]))
+
+
+def scope_line(doc: dict[str, Any]) -> str:
+    w, f = doc["windows"], doc["files"]
+    by = f"by {doc['by']}" if doc["by"] else "whole-trace windows (one per rank and device)"
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    return (
+        f"base: {count(w['base'], 'window')} from {count(f['base'], 'file')}; "
+        f"new: {count(w['new'], 'window')} from {count(f['new'], 'file')}; {by}"
+    )
+
+
+def render_text(doc: dict[str, Any], top: int = 20) -> str:
+    """Significant changes (and ops added or removed) largest first, in time per window;
+    everything within noise in one line. ``top``: rows shown per kind."""
+    rows = [(s, r) for s in SECTIONS for r in doc[s]]
+    out = [scope_line(doc)]
+    if any(r["verdict"] == ONE_WINDOW for _, r in rows):
+        out.append(
+            "A side has a single window: no confidence interval, nothing can be called "
+            f"better or worse (verdict '{ONE_WINDOW}'). Use --by NAME for one window per "
+            "range instance, or give several captures per side."
+        )
+    shown = _by_size([sr for sr in rows if sr[1]["verdict"] in (*SIGNIFICANT, ONE_WINDOW)])
+    changed = _by_size([sr for sr in rows if sr[1]["verdict"] in ("added", "removed")])
+    noise = [sr for sr in rows if sr[1]["verdict"] == "within noise"]
+    title = (
+        "changes without a confidence interval"
+        if not any(r["verdict"] in SIGNIFICANT for _, r in shown)
+        else "significant changes"
+    )
+    if shown:
+        out += ["", f"{title}, largest first (time per window):"]
+        out += table(HEADERS, [_cells(s, r) for s, r in shown[:top]], "llrrrrll")
+        if len(shown) > top:
+            out.append(f"... and {len(shown) - top} more (see --json)")
+    else:
+        out += ["", "no significant change."]
+    if changed:
+        out += ["", "only on one side (time per window):"]
+        out += table(HEADERS, [_cells(s, r) for s, r in changed[:top]], "llrrrrll")
+        if len(changed) > top:
+            out.append(f"... and {len(changed) - top} more (see --json)")
+    if noise:
+        counts = ", ".join(
+            f"{sum(1 for s, _ in noise if s == sec)} {sec.replace('_', ' ')}"
+            for sec in SECTIONS
+            if any(s == sec for s, _ in noise)
+        )
+        big_s, big = _by_size(noise)[0]
+        out += [
+            "",
+            f"within noise: {counts} (largest: {_name(big_s, big)} "
+            f"{_signed(big['delta_ns'])}, {_pct(big['delta_pct'])})",
+        ]
+    return "\n".join(out)
+
+
+def _html_table(section: str, rows: Sequence[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS[1:])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _cells(section, r)[1:]) + "</tr>"
+        for r in rows
+    )
+    return f'<table class="metrics"><tr>{head}</tr>{body}</table>'
+
+
+def render_html(doc: dict[str, Any], title: str, top: int = 30) -> str:
+    """The label deltas with their intervals and the ``top`` largest kernel deltas."""
+    kernels = [r for _, r in _by_size([("kernels", r) for r in doc["kernels"]])][:top]
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{html.escape(scope_line(doc))}</p>",
+        '<p class="note">Means per window; 95% bootstrap interval of the delta as % of the '
+        "base mean; less time is better.</p>",
+        "<h2>Labels</h2>",
+        _html_table("labels", doc["labels"]),
+        f"<h2>Kernels and memory ops (largest {len(kernels)} deltas)</h2>",
+        _html_table("kernels", kernels),
+    ]
+    if doc["collectives"]:
+        body += ["<h2>Collectives</h2>", _html_table("collectives", doc["collectives"])]
+    return page(title, "\n".join(body))

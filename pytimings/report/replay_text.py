@@ -1,0 +1,79 @@
+"""The replay (``pytimings analyze --what-if / --critical-path``) as text: how well the
+unchanged replay reproduces the windows, each window before and after a change, and the
+chain that sets the slowest window's length."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from pytimings.analysis.finding import ms, pct
+from pytimings.console.text import table
+
+
+def render_fidelity(fid: dict[str, Any]) -> str:
+    n, excluded = fid["windows"], fid["excluded"]
+    if n:
+        line = (
+            f"Replay: {n} window{'s' if n != 1 else ''} reproduced from their dependencies "
+            f"(max error {pct(fid['max_error'])}, median {pct(fid['median_error'])})"
+        )
+    else:
+        line = "Replay: no window could be replayed"
+    if excluded:
+        reasons = sorted({e["reason"] for e in excluded})
+        line += f"; {len(excluded)} excluded: " + "; ".join(reasons[:3])
+        if len(reasons) > 3:
+            line += f" (+{len(reasons) - 3} more reasons)"
+    return line
+
+
+def render_what_if(doc: dict[str, Any]) -> str:
+    rows = doc["windows"]
+    out = [f"What if {doc['spec']}"]
+    if not rows:
+        return out[0] + ": no window could be replayed"
+    by_name: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in rows:
+        by_name[r["name"]].append((r["before_ns"], r["after_ns"]))
+    body = []
+    for name, pairs in by_name.items():
+        before = np.asarray([b for b, _ in pairs], dtype=np.float64)
+        after = np.asarray([a for _, a in pairs], dtype=np.float64)
+        for what, v in (("before", before), ("after", after), ("saving", before - after)):
+            p50, p99 = np.percentile(v, [50, 99])
+            body.append([name, what, str(v.size), ms(v.mean()), ms(p50), ms(p99)])
+    out += table(["window", "", "count", "mean", "p50", "p99"], body, "llrrrr")
+    total_before = sum(r["before_ns"] for r in rows)
+    out.append(
+        f"total saving {ms(doc['total_saving_ns'])} of {ms(total_before)} "
+        f"({pct(doc['total_saving_ns'] / max(1, total_before))}) over {len(rows)} windows"
+    )
+    return "\n".join(out)
+
+
+def render_critical_path(doc: dict[str, Any], top: int = 12) -> str:
+    w = doc["window"]
+    span = w["end_ns"] - w["start_ns"]
+    links = doc["links"]
+    agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for lk in links:
+        a = agg[(lk["kind"], lk["name"])]
+        a[0] += lk["share"]
+        a[1] += 1
+    ranked = sorted(agg.items(), key=lambda kv: -kv[1][0])
+    out = [
+        f"Critical path of {w['name']!r} at {ms(w['start_ns'])} (rank {w['rank']}, "
+        f"{ms(span)}): {len(links)} link{'s' if len(links) != 1 else ''}"
+    ]
+    body = [
+        [kind, name or "(untraced)", str(int(n)), ms(share * span), pct(share)]
+        for (kind, name), (share, n) in ranked[:top]
+    ]
+    out += table(["kind", "name", "links", "time", "share"], body, "llrrr")
+    if len(ranked) > top:
+        rest = sum(v[0] for _, v in ranked[top:])
+        out.append(f"(+{len(ranked) - top} more, {pct(rest)})")
+    return "\n".join(out)

@@ -1,0 +1,41 @@
+"""Bootstrap pieces shared by the A/B comparisons (``pytimings compare`` of serving runs and
+``pytimings diff`` of traces): two-stage resampling weights and the direction-aware verdict.
+
+Two-stage: draw the groups (rounds of a run, files of a side) with replacement, then the
+members (requests, windows) of each drawn group with replacement; a member's weight is how
+often it was drawn. With one group this is the plain bootstrap of the members.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+
+
+def two_stage_weights(
+    groups: Sequence[npt.NDArray[np.intp]], n: int, rng: np.random.Generator
+) -> tuple[I64, I64]:
+    """One bootstrap replicate: (weight per member 0..n-1, weight per group).
+
+    ``groups``: the member indices of each group (together a partition of 0..n-1).
+    """
+    w = np.zeros(n, np.int64)
+    group_w = np.zeros(len(groups), np.int64)
+    for g in rng.integers(0, len(groups), size=len(groups)):
+        members = groups[g]
+        group_w[g] += 1
+        np.add.at(w, rng.choice(members, size=members.size, replace=True), 1)
+    return w, group_w
+
+
+def verdict(lo: float, hi: float, higher_is_better: bool) -> str:
+    """``within noise`` when the 95% interval [lo, hi] of a change holds 0 (or is unknown),
+    else ``better`` or ``worse`` by the direction that is an improvement."""
+    if math.isnan(lo) or math.isnan(hi) or lo <= 0 <= hi:
+        return "within noise"
+    return "better" if (lo > 0) == higher_is_better else "worse"

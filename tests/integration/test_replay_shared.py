@@ -1,0 +1,60 @@
+"""The replay on every real capture in ../shared: unchanged, it reproduces every window it
+includes (error < 2%), and says why it leaves any window out; on the H200 decode capture,
+removing the scheduler saves about the scheduler's time in each step (the GPU is idle
+then)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pytimings as pt
+from pytimings.analysis.replay import replay, what_if
+from pytimings.errors import PytimingsError
+from pytimings.ingest import is_trace
+
+pytestmark = pytest.mark.shared
+
+
+def _traces(shared: Path) -> list[Path]:
+    return [p for p in sorted((shared / "data").rglob("*")) if p.is_file() and is_trace(str(p))]
+
+
+def test_every_real_trace_replays_within_two_percent_or_says_why_not(shared_dir: Path) -> None:
+    replayed = 0
+    for path in _traces(shared_dir):
+        try:
+            a = pt.attribute(pt.load(str(path)))
+        except PytimingsError:
+            continue  # reports without nsys, CPU-only traces: their own tests cover them
+        fid = replay(a).fidelity()
+        per_rank = {int(r) for r in a.windows["rank"]}  # one whole-trace window per rank
+        assert fid["windows"] + len(fid["excluded"]) == len(per_rank), path
+        if fid["windows"]:
+            assert fid["max_error"] < 0.02, (path, fid)
+            replayed += 1
+        for e in fid["excluded"]:
+            assert e["reason"], path
+    assert replayed >= 15  # most real captures have what the replay needs
+
+
+def test_removing_the_scheduler_saves_its_time_in_each_h200_decode_step(shared_dir: Path) -> None:
+    tr = pt.load(str(shared_dir / "data/h200/decode_16steps_h200.sqlite"))
+    a = pt.attribute(tr, by="decode_step")
+    assert replay(a).fidelity()["max_error"] == 0.0
+    doc = what_if(a, "scheduler=0")
+    assert len(doc["windows"]) == 16
+    rg = tr.ranges
+    sched = np.flatnonzero(np.asarray(tr.strings, dtype=object)[rg["name"]] == "scheduler")
+    steps = np.flatnonzero(np.asarray(tr.strings, dtype=object)[rg["name"]] == "decode_step")
+    for w in doc["windows"]:
+        step = steps[rg["start"][steps] == w["start_ns"]][0]
+        inside = sched[
+            (rg["start"][sched] >= rg["start"][step]) & (rg["end"][sched] <= rg["end"][step])
+        ]
+        own = int((rg["end"][inside] - rg["start"][inside]).sum())
+        saving = w["before_ns"] - w["after_ns"]
+        # the scheduler holds no CUDA call, and the GPU waits for the host through it
+        assert 0.9 * own <= saving <= own, (w, own)

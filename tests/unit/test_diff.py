@@ -1,0 +1,194 @@
+"""``pytimings diff``: a trace against itself, a pair with one kernel 20% longer, the gate,
+bad input, and the bootstrap's false-positive rate on same-distribution samples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import nsys_synth as ns
+from helpers.bootstrap_check import binomial_band, false_positives
+from helpers.synth import make_trace
+
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.diff import ONE_WINDOW, diff
+from pytimings.cli import main
+from pytimings.errors import UsageError
+
+STEPS = 40
+KERNELS = {"kernA": 10_000, "kernB": 20_000, "kernC": 5_000}  # mean durations (ns)
+
+
+def write_pair_member(path: Path, b_scale: float, seed: int = 1) -> Path:
+    """``STEPS`` NVTX ``step`` ranges; in each, launches of kernA, kernB, kernC and a HtoD
+    copy, run back to back on one stream after 1 µs gaps (durations jittered by +-10%, the
+    same jitter for every ``b_scale``): kernB's duration times ``b_scale`` shifts the ops after
+    it on the stream."""
+    rng = np.random.default_rng(seed)
+    strings = [(1, "kernA"), (2, "kernB"), (3, "kernC"), (4, "cudaLaunchKernel_v7000"),
+               (5, "cudaMemcpyAsync_v3020"), (6, "main")]  # fmt: skip
+    runtime, kernels, copies, nvtx = [], [], [], []
+    corr = 0
+    for i in range(STEPS):
+        t0 = i * 200_000
+        nvtx.append((t0, t0 + 20_000, 59, None, None, None, "step", ns.GTID))
+        gpu = t0 + 5_000
+        for j, (sid, name) in enumerate(((1, "kernA"), (2, "kernB"), (3, "kernC"))):
+            corr += 1
+            runtime.append((t0 + 1_000 * (j + 1), t0 + 1_000 * (j + 1) + 500, 0, ns.GTID, corr, 4))
+            d = int(KERNELS[name] * rng.uniform(0.9, 1.1))
+            if name == "kernB":
+                d = round(d * b_scale)
+            kernels.append((gpu, gpu + d, 0, 1, 7, corr, ns.GPID, sid, sid))
+            gpu += d + 1_000
+        corr += 1
+        runtime.append((t0 + 4_000, t0 + 4_500, 0, ns.GTID, corr, 5))
+        copies.append((gpu, gpu + 2_000, 0, 1, 7, corr, ns.GPID, 4096, 1, 1, 3))
+    return ns.write(path, {
+        "StringIds": strings, "CUPTI_ACTIVITY_KIND_RUNTIME": runtime,
+        "CUPTI_ACTIVITY_KIND_KERNEL": kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": copies,
+        "NVTX_EVENTS": nvtx, "ThreadNames": [(6, 20, ns.GTID)],
+    })  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("diff")
+    return write_pair_member(d / "base.sqlite", 1.0), write_pair_member(d / "new.sqlite", 1.2)
+
+
+def run_diff(tmp: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    out = tmp / "d.json"
+    rc = main(["diff", "-q", *args, "--resamples", "400", "--json", str(out)])
+    return rc, json.loads(out.read_text()) if out.exists() else {}
+
+
+def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for s in ("labels", "kernels", "host_activities", "collectives") for r in doc[s]]
+
+
+def test_a_trace_against_itself(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    base = str(pair[0])
+    rc, doc = run_diff(tmp_path, "--base", base, "--new", base, "--by", "step",
+                       "--fail-on", "window>+0%,kernA>0ns")  # fmt: skip
+    assert rc == 0
+    assert doc["schema"] == "pytimings.diff/1"
+    assert doc["windows"] == {"base": STEPS, "new": STEPS}
+    assert doc["host_activities"] == []
+    assert len(doc["labels"]) == 9 and len(doc["kernels"]) == 4
+    for r in rows(doc):
+        assert r["delta_ns"] == 0 and r["delta_pct"] in (0, None), r
+        assert r["verdict"] == "within noise", r
+    k = {r["name"]: r for r in doc["kernels"]}
+    assert k["kernA"]["base_count"] == k["kernA"]["new_count"] == STEPS
+    assert k["[CUDA memcpy Host-to-Device]"]["base_ns"] == 2_000  # one copy per window
+
+
+def test_one_kernel_twenty_percent_longer(
+    pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, new = map(str, pair)
+    rc, doc = run_diff(tmp_path, "--base", base, "--new", new, "--by", "step")
+    assert rc == 0
+    k = {r["name"]: r for r in doc["kernels"]}
+    assert k["kernB"]["verdict"] == "worse"
+    assert 19 <= k["kernB"]["delta_pct"] <= 21
+    assert k["kernB"]["new_per_instance_ns"] / k["kernB"]["base_per_instance_ns"] == (
+        pytest.approx(1.2, abs=0.01)
+    )
+    assert k["kernB"]["ci_low_pct"] > 0
+    assert [r["name"] for r in doc["kernels"] if r["verdict"] == "worse"] == ["kernB"]
+    lab = {r["name"]: r for r in doc["labels"]}
+    assert lab["compute"]["verdict"] == "worse" and lab["window"]["verdict"] == "worse"
+    # compute grows by kernB's growth exactly (the ops run back to back on one stream)
+    assert lab["compute"]["delta_ns"] == pytest.approx(k["kernB"]["delta_ns"])
+    text = capsys.readouterr().out
+    assert "significant changes" in text and "kernB" in text and "within noise:" in text
+    # the gate: window grew ~9%, kernB ~20%
+    assert main(["diff", "-q", "--base", base, "--new", new, "--by", "step",
+                 "--resamples", "200", "--fail-on", "window>+5%"]) == 1  # fmt: skip
+    assert main(["diff", "-q", "--base", base, "--new", new, "--by", "step",
+                 "--resamples", "200", "--fail-on", "kernB>+25%,kernA>1us"]) == 0  # fmt: skip
+    assert main(["diff", "-q", "--base", new, "--new", base, "--by", "step",
+                 "--resamples", "200", "--fail-on", "kernB<-10%"]) == 1  # fmt: skip
+
+
+def test_several_files_per_side_are_pooled(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    base, new = map(str, pair)
+    other = str(write_pair_member(tmp_path / "base2.sqlite", 1.0, seed=2))
+    rc, doc = run_diff(tmp_path, "--base", base, other, "--new", new, "--by", "step")
+    assert rc == 0
+    assert doc["windows"] == {"base": 2 * STEPS, "new": STEPS}
+    assert doc["files"] == {"base": 2, "new": 1}
+    k = {r["name"]: r for r in doc["kernels"]}
+    assert k["kernA"]["base_count"] == 2 * STEPS and k["kernA"]["verdict"] == "within noise"
+
+
+def test_a_single_window_per_side_has_no_interval(
+    pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, new = map(str, pair)
+    rc, doc = run_diff(tmp_path, "--base", base, "--new", new, "--fail-on", "window>+1%")
+    assert rc == 0  # nothing is significant without an interval
+    assert doc["windows"] == {"base": 1, "new": 1}
+    for r in doc["labels"] + doc["kernels"]:
+        assert r["verdict"] == ONE_WINDOW and r["ci_low_pct"] is None
+    assert "single window" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fail-on", "window>5"], "--fail-on 'window>5'"),
+        (["--fail-on", "nosuch>5%"], "no label, kernel or collective named 'nosuch'"),
+        (["--by", "nosuch"], "matches no range"),
+        (["--resamples", "10"], "--resamples must be >= 100"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    pair: tuple[Path, Path], args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = str(pair[0])
+    assert main(["diff", "-q", "--base", base, "--new", base, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_html_page(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    base, new = map(str, pair)
+    out = tmp_path / "d.html"
+    assert main(["diff", "-q", "--base", base, "--new", new, "--by", "step",
+                 "--resamples", "200", "--html", str(out)]) == 0  # fmt: skip
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+    assert "kernB" in page and "compute" in page and "worse" in page
+
+
+@pytest.mark.slow
+def test_false_positive_rate_on_iid_windows_is_near_5_percent() -> None:
+    lo, hi = binomial_band()
+    hits = false_positives(lambda rng: (rng.gamma(4, 1e4, 60), rng.gamma(4, 1e4, 60)))
+    assert lo <= hits <= hi, (hits, lo, hi)
+
+
+def test_the_band_rejects_a_biased_test() -> None:
+    """The check can fail: a 10% shift is found far more often than 5% of the time."""
+    _, hi = binomial_band()
+    hits = false_positives(
+        lambda rng: (rng.gamma(4, 1e4, 60), 1.1 * rng.gamma(4, 1e4, 60)), reps=60
+    )
+    assert hits > hi * 60 / 200
+
+
+def test_a_side_without_windows_is_a_usage_error() -> None:
+    """A --by range only on a rank that ran no GPU op gives no window: said, not NaN."""
+    trace = make_trace(
+        [{"start": 0, "end": 10}], ranges=[{"start": 0, "end": 5, "name": "s", "rank": 1}]
+    )
+    empty, full = attribute(trace, by="s"), attribute(trace)
+    assert len(empty.windows) == 0
+    with pytest.raises(UsageError, match=r"the new side has no window to compare \(--by 's'"):
+        diff([full], [empty], resamples=100)

@@ -1,0 +1,225 @@
+"""The replay (pytimings.analysis.replay) on hand-built traces with known answers, and its
+properties on random ones: removing nothing saves nothing, a saving never exceeds the time
+removed, making anything faster never makes a window longer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.synth import make_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.replay import critical_path, parse_changes, replay, what_if
+from pytimings.errors import UsageError
+
+US = 1_000
+
+
+def _launch(api, ops, corr, l0, l1, k0, k1, name="k", stream=7):
+    api.append({"start": l0 * US, "end": l1 * US, "correlation": corr})
+    ops.append({"start": k0 * US, "end": k1 * US, "name": name, "correlation": corr,
+                "stream": stream})  # fmt: skip
+
+
+def _saving(trace, spec, by="step"):
+    doc = what_if(attribute(trace, by=by), spec)
+    assert doc["windows"], doc["excluded"]
+    return sum(w["before_ns"] - w["after_ns"] for w in doc["windows"])
+
+
+def test_a_host_stall_at_the_step_start_saves_all_of_it():
+    ops, api = [], []
+    _launch(api, ops, 1, 40, 45, 50, 90)
+    ranges = [
+        {"start": 0, "end": 50 * US, "name": "step"},
+        {"start": 0, "end": 40 * US, "name": "stall", "depth": 1},
+    ]
+    tr = make_trace(ops, api, ranges)
+    assert _saving(tr, "stall=0") == 40 * US
+    assert _saving(tr, "stall=0.5") == 20 * US
+
+
+def test_the_same_stall_hidden_under_a_long_kernel_saves_nothing():
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 2, 3, 200, name="long")
+    _launch(api, ops, 2, 42, 47, 201, 230, name="next")
+    ranges = [
+        {"start": 0, "end": 50 * US, "name": "step"},
+        {"start": 2 * US, "end": 42 * US, "name": "stall", "depth": 1},
+    ]
+    tr = make_trace(ops, api, ranges)
+    assert _saving(tr, "stall=0") == 0
+    assert _saving(tr, "kernel:long=0.5") == (200 - 3) * US // 2
+
+
+def test_two_streams_joined_by_an_event_wait():
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 100, name="producer", stream=1)
+    _launch(api, ops, 2, 12, 15, 102, 130, name="consumer", stream=2)  # waits for producer
+    tr = make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])
+    assert _saving(tr, "kernel:producer=0.5") == 45 * US
+    cp = critical_path(attribute(tr, by="step"))
+    kinds = [(lk["kind"], lk["name"]) for lk in cp["links"]]
+    assert ("wait", "producer") in kinds and ("gpu_op", "consumer") in kinds
+    assert sum(lk["share"] for lk in cp["links"]) == pytest.approx(1.0)
+
+
+def test_a_sync_call_ends_when_its_kernel_ends_and_the_host_moves_with_it():
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 100, name="big")
+    api.append({"start": 6 * US, "end": 102 * US, "name": "cudaStreamSynchronize"})
+    _launch(api, ops, 2, 103, 108, 110, 120, name="after")
+    tr = make_trace(ops, api, [{"start": 0, "end": 120 * US, "name": "step"}])
+    assert _saving(tr, "kernel:big=0.5") == 45 * US
+    links = critical_path(attribute(tr, by="step"))["links"]
+    assert [lk["kind"] for lk in links if lk["kind"] in ("sync", "gpu_op")] == [
+        "gpu_op", "sync", "gpu_op",
+    ]  # fmt: skip
+
+
+def test_a_graph_launch_replays_its_ops_in_stream_order():
+    ops, api = [], []
+    api.append({"start": 0, "end": 10 * US, "correlation": 1, "name": "cudaGraphLaunch"})
+    for name, (s, e) in (("a", (12, 20)), ("b", (21, 30)), ("c", (31, 50))):
+        ops.append({"start": s * US, "end": e * US, "name": name, "correlation": 1, "graph": 3})
+    tr = make_trace(ops, api, [{"start": 0, "end": 11 * US, "name": "step"}])
+    assert _saving(tr, "kernel:b=0") == 9 * US
+
+
+def test_an_op_waiting_for_what_the_capture_does_not_show_excludes_its_window():
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 300, 310)  # 295 µs after its launch, nothing before it
+    tr = make_trace(ops, api, [{"start": 0, "end": 10 * US, "name": "step"}])
+    fid = replay(attribute(tr, by="step")).fidelity()
+    assert (
+        fid["windows"] == 0
+        and "after everything the capture shows" in (fid["excluded"][0]["reason"])
+    )
+
+
+def test_bad_changes_are_one_line_errors():
+    tr = make_trace([{"start": 0, "end": 10, "correlation": 1}], [{"start": 0, "end": 1,
+                    "correlation": 1}], [{"start": 0, "end": 5, "name": "step"}])  # fmt: skip
+    a = attribute(tr, by="step")
+    for spec, msg in (
+        ("step", "expected NAME=FACTOR"),
+        ("step=x", "not a number"),
+        ("step=-1", ">= 0"),
+        ("nosuch=0", "no range or host activity"),
+        ("kernel:nosuch=0", "no GPU op"),
+    ):
+        with pytest.raises(UsageError, match=msg):
+            what_if(a, spec)
+    assert [c.text for c in parse_changes("a=0, kernel:g*=0.8")] == ["a=0", "kernel:g*=0.8"]
+
+
+@st.composite
+def _steps(draw):
+    """Random decode-like steps: host work, launches on two streams, a sync now and then."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    ops, api, ranges = [], [], []
+    t, corr = 0, 0
+    for step in range(int(rng.integers(1, 4))):
+        s0 = t
+        for _ in range(int(rng.integers(1, 6))):
+            work = int(rng.integers(0, 50)) * US
+            ranges.append({"start": t, "end": t + work, "name": "work", "depth": 1})
+            t += work
+            corr += 1
+            l_end = t + int(rng.integers(1, 8)) * US
+            api.append({"start": t, "end": l_end, "correlation": corr})
+            stream = int(rng.integers(1, 3))
+            prev = max((o["end"] for o in ops if o["stream"] == stream), default=0)
+            k0 = max(l_end + int(rng.integers(0, 20)) * US, prev + int(rng.integers(0, 3)) * US)
+            k1 = k0 + int(rng.integers(1, 80)) * US
+            ops.append({"start": k0, "end": k1, "correlation": corr, "stream": stream,
+                        "name": "k0" if corr == 1 else f"k{int(rng.integers(0, 3))}"})  # fmt: skip
+            t = l_end
+            if rng.random() < 0.3:  # wait for that kernel
+                end = max(k1, t) + int(rng.integers(1, 5)) * US
+                api.append({"start": t, "end": end, "name": "cudaStreamSynchronize"})
+                t = end
+        ranges.append({"start": s0, "end": t, "name": "step", "payload": float(step)})
+    return make_trace(ops, api, ranges)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_steps(), st.sampled_from(["work=0", "work=0.5", "kernel:k0=0.3", "kernel:k*=0"]))
+def test_replay_properties(tr, spec):
+    a = attribute(tr, by="step")
+    base = replay(a)
+    for w in base.windows:  # unchanged: every included window reproduced exactly
+        assert w.excluded is not None or w.after_ns == w.before_ns
+    doc = what_if(a, spec)
+    for w in doc["windows"]:
+        assert w["after_ns"] <= w["before_ns"]  # faster never makes a window longer
+    if spec.startswith("work"):
+        factor = float(spec.split("=")[1])
+        rg = tr.ranges
+        work = sum(
+            int(e - s) for s, e, n in zip(rg["start"], rg["end"], rg["name"], strict=True)
+            if tr.strings[n] == "work"
+        )  # fmt: skip
+        assert doc["total_saving_ns"] <= round(work * (1 - factor)) + len(rg)  # rounding
+    slower = what_if(a, spec.rpartition("=")[0] + "=2")
+    for w in slower["windows"]:  # and slower never shorter
+        assert w["after_ns"] >= w["before_ns"]
+
+
+def test_analyze_what_if_and_critical_path_on_the_bundled_example(tmp_path, capsys):
+    import json
+
+    from pytimings.cli import main
+
+    out = tmp_path / "a.json"
+    args = ["analyze", "--example", "-q", "--what-if", "scheduler=0", "--critical-path"]
+    assert main([*args, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Replay: 16 windows reproduced" in text and "What if scheduler=0" in text
+    doc = json.loads(out.read_text())
+    assert doc["replay"]["windows"] == 16 and doc["replay"]["max_error"] == 0.0
+    wi = doc["what_if"]
+    assert wi["spec"] == "scheduler=0" and len(wi["windows"]) == 16
+    assert set(wi["windows"][0]) == {"name", "start_ns", "before_ns", "after_ns"}
+    assert wi["total_saving_ns"] == sum(w["before_ns"] - w["after_ns"] for w in wi["windows"])
+    cp = doc["critical_path"]
+    assert set(cp["window"]) >= {"name", "start_ns", "end_ns"}
+    assert {lk["kind"] for lk in cp["links"]} <= {
+        "host", "launch", "submission", "gpu_op", "gpu_latency", "wait", "sync", "before window",
+    }  # fmt: skip
+    assert sum(lk["share"] for lk in cp["links"]) == pytest.approx(1.0)
+    starts = [lk["start_ns"] for lk in cp["links"]]
+    assert starts == sorted(starts) and cp["links"][0]["start_ns"] == cp["window"]["start_ns"]
+    for bad, msg in (
+        (["--window", "3"], "--window goes with --critical-path"),
+        (["--critical-path", "--window", "99"], "windows 1-16"),
+        (["--what-if", "nosuch=0"], "no range or host activity"),
+    ):
+        assert main(["analyze", "--example", "-q", *bad]) == 2
+        assert msg in capsys.readouterr().err
+
+
+def test_perfetto_draws_the_critical_path_as_linked_slices(tmp_path):
+    import json
+
+    from pytimings.report.perfetto import write_perfetto
+
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 100, name="producer", stream=1)
+    _launch(api, ops, 2, 12, 15, 102, 130, name="consumer", stream=2)
+    tr = make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])
+    cp = critical_path(attribute(tr, by="step"))
+    stats = write_perfetto(tr, tmp_path / "t.json", critical_path=cp)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    (pid,) = [
+        e["pid"] for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+        and e["args"]["name"].startswith("critical path: step")
+    ]  # fmt: skip
+    mine = [e for e in events if e["ph"] == "X" and e["pid"] == pid]
+    assert len(mine) == len(cp["links"]) == stats.events["critical_path"]
+    flows = [e for e in events if e.get("cat") == "critical_path"]
+    assert len(flows) == 2 * (len(cp["links"]) - 1)
+    assert [m["name"] for m in mine][-1] == "gpu_op: consumer"
