@@ -10,9 +10,9 @@ Sections: the CDFs of TTFT and ITL (one panel per concurrency level, one curve p
 the throughput-latency curve over the concurrency levels (output token throughput against
 TPOT and ITL p50 and p99, the knee marked); the table of serving metrics with the failed
 requests counted by kind (with ``--gpu-price``, the cost per million output tokens); for
-soak runs, the drift verdict of every figure over the intervals. A recording is one
-level, its concurrency the peak number of requests in flight; it has no window of its own,
-so its duration is its requests' span.
+soak runs, each interval's TTFT and TPOT over time and the drift verdict of every figure.
+A recording is one level, its concurrency the peak number of requests in flight; it has no
+window of its own, so its duration is its requests' span.
 """
 
 from __future__ import annotations
@@ -237,6 +237,43 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
     return fig
 
 
+def _soak_figure(results: Sequence[SourceResult]) -> Any:
+    """Soak runs over time: each interval's p50 (solid) and p99 (dashed) of TTFT and TPOT,
+    one line per run and level, against the interval's midpoint (minutes from the start)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["TTFT", "TPOT"], horizontal_spacing=0.08)
+    for i, r in enumerate(results):
+        for lv in r.source.run.levels:
+            ivs = lv.intervals or []
+            if not ivs:
+                continue
+            t0 = ivs[0]["start_ns"]
+            x = [((iv["start_ns"] + iv["end_ns"]) / 2 - t0) / 6e10 for iv in ivs]
+            for col, stat in ((1, "ttft"), (2, "tpot")):
+                for q, dash in (("p50", "solid"), ("p99", "dash")):
+                    name = f"{r.source.label} c={lv.concurrency} {q}"
+                    fig.add_scatter(
+                        x=x,
+                        y=[iv[f"{stat}_ms"][q] for iv in ivs],
+                        mode="lines+markers",
+                        line={"color": _color(i), "dash": dash},
+                        name=name,
+                        legendgroup=name,
+                        showlegend=col == 1,
+                        meta=[r.source.label, lv.concurrency, stat, q],
+                        hovertemplate="%{x:.1f} min, %{y:.2f} ms<extra>"
+                        + html.escape(name)
+                        + "</extra>",
+                        row=1,
+                        col=col,
+                    )
+    fig.update_xaxes(title_text="minutes since the soak started")
+    fig.update_yaxes(title_text="ms", rangemode="tozero", exponentformat="none")
+    fig.update_layout(title="Soak: per-interval latency over time", height=440)
+    return fig
+
+
 STATS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E"))
 
 
@@ -349,6 +386,8 @@ def render(
         _cdf_figure(results, "itl", "ITL CDF (inter-token latency), per concurrency level"),
         _curve_figure(results),
     ]
+    if any(lv.intervals for r in results for lv in r.source.run.levels):
+        figs.append(_soak_figure(results))
     for k, fig in enumerate(figs):
         parts.append(
             fig.to_html(full_html=False, include_plotlyjs=k == 0, config={"responsive": True})

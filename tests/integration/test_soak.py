@@ -10,6 +10,7 @@ import pytest
 from sse_server import Behaviour, serve
 
 from pytimings.cli import main
+from pytimings.report.serving_html import _soak_figure, analyse, load_source
 from pytimings.serving.runfile import load_run
 
 INTERVAL_S, N_INTERVALS = 0.2, 16
@@ -75,6 +76,18 @@ def test_soak_intervals_and_drift_of_a_slowing_server(
     # the steady server's trend is small beside it (its verdict is a 5% test on a shared
     # machine; the verdict's false-positive rate is checked on synthetic series)
     assert abs(drift[("steady", "ttft_p50_ms")]["slope_per_hour"]) < 0.25 * per_hour
+    # the HTML report draws each interval's figures over time and lists the verdicts
+    results = analyse([load_source(tmp_path / "slowing.json", "slowing")], "vllm", 10.0)
+    fig = _soak_figure(results)
+    ivs = load_run(tmp_path / "slowing.json").levels[0].intervals
+    assert ivs is not None
+    tr = next(t for t in fig.data if list(t.meta) == ["slowing", 2, "ttft", "p99"])
+    assert list(tr.y) == [iv["ttft_ms"]["p99"] for iv in ivs]
+    want_x = [INTERVAL_S * (k + 0.5) / 60 for k in range(N_INTERVALS)]  # minutes
+    assert list(tr.x) == pytest.approx(want_x, abs=1e-4)  # the last may stretch by a send
+    page = tmp_path / "soak.html"
+    assert main(["report", str(tmp_path / "slowing.json"), "--html", str(page)]) == 0
+    assert "Drift over the soak intervals" in page.read_text()
     # report's text view shows the same verdicts
     capsys.readouterr()
     assert main(["report", str(tmp_path / "slowing.json")]) == 0
