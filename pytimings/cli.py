@@ -26,6 +26,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
+    "join": (
+        "pytimings.commands.join",
+        "Join a loadgen run with an engine recording: client TTFT by part",
+    ),
     "bench": ("pytimings.bench.cli", "Copy, latency, collective and KV-cache benchmarks"),
     "export": (
         "pytimings.commands.export",

@@ -1,5 +1,5 @@
 """``pytimings report``: serving runs (load-generator run files, recordings with request
-timelines) as one self-contained HTML page."""
+timelines) as one self-contained HTML page (``--html``) or as text."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.finding import plural
 from pytimings.errors import UsageError
+from pytimings.serving import cost
 from pytimings.serving.metrics import DEFINITIONS
 
 
@@ -18,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="`pytimings loadgen` run files (JSON) or recordings (.pyt) with request timelines",
     )
-    p.add_argument("--html", metavar="OUT", help="write the HTML report here")
+    p.add_argument("--html", metavar="OUT", help="write the HTML report here (default: text)")
     p.add_argument("--labels", default=None, help="comma-separated names, one per file")
     p.add_argument(
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
@@ -27,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--knee-pct", type=float, default=10.0, help="TPOT mean rise that marks the knee"
     )
     p.add_argument("--title", default=None, help="page title (default: the labels)")
+    cost.add_arguments(p)
 
 
 def labels_for(files: list[str], labels: str | None) -> list[str]:
@@ -40,20 +42,23 @@ def labels_for(files: list[str], labels: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.report.serving_html import load_source, write_report
+    from pytimings.report.serving_html import analyse, load_source, write_report
+    from pytimings.report.serving_text import render_text
 
-    if not args.html:
-        raise UsageError("give an output: --html OUT")
     if args.definition not in DEFINITIONS:
         raise UsageError(
             f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
         )
     if not args.knee_pct > 0:
         raise UsageError(f"--knee-pct must be positive, got {args.knee_pct}")
+    price = cost.price_from_args(args)
     labels = labels_for(args.files, args.labels)
     sources = [load_source(f, label) for f, label in zip(args.files, labels, strict=True)]
+    if not args.html:
+        print(render_text(analyse(sources, args.definition, args.knee_pct), args.definition, price))
+        return 0
     title = args.title or "Serving: " + ", ".join(labels)
-    results = write_report(sources, args.html, title, args.definition, args.knee_pct)
+    results = write_report(sources, args.html, title, args.definition, args.knee_pct, price)
     levels = sum(len(r.levels) for r in results)
     failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)
     print(

@@ -9,8 +9,10 @@ agrees with ``pytimings compare`` and the run file's own figures.
 Sections: the CDFs of TTFT and ITL (one panel per concurrency level, one curve per run);
 the throughput-latency curve over the concurrency levels (output token throughput against
 TPOT and ITL p50 and p99, the knee marked); the table of serving metrics with the failed
-requests counted by kind. A recording is one level, its concurrency the peak number of
-requests in flight; it has no window of its own, so its duration is its requests' span.
+requests counted by kind (with ``--gpu-price``, the cost per million output tokens); for
+soak runs, each interval's TTFT and TPOT over time and the drift verdict of every figure.
+A recording is one level, its concurrency the peak number of requests in flight; it has no
+window of its own, so its duration is its requests' span.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from pytimings.record.requests import load_requests
 from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import level_data, sweep
+from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
 from pytimings.serving.runfile import Level, Round, Run, load_run
+from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, run_drift
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
 MAX_CDF_POINTS = 2000
@@ -233,68 +237,140 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
     return fig
 
 
-_STATS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E"))
+def _soak_figure(results: Sequence[SourceResult]) -> Any:
+    """Soak runs over time: each interval's p50 (solid) and p99 (dashed) of TTFT and TPOT,
+    one line per run and level, against the interval's midpoint (minutes from the start)."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["TTFT", "TPOT"], horizontal_spacing=0.08)
+    for i, r in enumerate(results):
+        for lv in r.source.run.levels:
+            ivs = lv.intervals or []
+            if not ivs:
+                continue
+            t0 = ivs[0]["start_ns"]
+            x = [((iv["start_ns"] + iv["end_ns"]) / 2 - t0) / 6e10 for iv in ivs]
+            for col, stat in ((1, "ttft"), (2, "tpot")):
+                for q, dash in (("p50", "solid"), ("p99", "dash")):
+                    name = f"{r.source.label} c={lv.concurrency} {q}"
+                    fig.add_scatter(
+                        x=x,
+                        y=[iv[f"{stat}_ms"][q] for iv in ivs],
+                        mode="lines+markers",
+                        line={"color": _color(i), "dash": dash},
+                        name=name,
+                        legendgroup=name,
+                        showlegend=col == 1,
+                        meta=[r.source.label, lv.concurrency, stat, q],
+                        hovertemplate="%{x:.1f} min, %{y:.2f} ms<extra>"
+                        + html.escape(name)
+                        + "</extra>",
+                        row=1,
+                        col=col,
+                    )
+    fig.update_xaxes(title_text="minutes since the soak started")
+    fig.update_yaxes(title_text="ms", rangemode="tozero", exponentformat="none")
+    fig.update_layout(title="Soak: per-interval latency over time", height=440)
+    return fig
+
+
+STATS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E"))
 
 
 def _errors(m: ServingMetrics) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(m.errors.items())) or "none"
 
 
-def _table(results: Sequence[SourceResult]) -> str:
+def metric_cells(r: SourceResult, lv: LevelResult, price: tuple[float, int] | None) -> list[str]:
+    """One row of the metrics table (plain text): run, conc, completed, failed, req/s,
+    out tok/s, mean/p50/p99 of each latency, and USD per million output tokens if priced."""
+    m = lv.metrics
+    conc = f"{lv.concurrency} (peak)" if r.source.recorded else str(lv.concurrency)
+    if r.knee == lv.concurrency:
+        conc += " (knee)"
+    cells = [r.source.label, conc, str(m.completed), _errors(m), fmt_num(m.request_throughput),
+             fmt_num(m.output_throughput, 1)]  # fmt: skip
+    for stat, _ in STATS:
+        s = getattr(m, stat)
+        cells += [fmt_num(s.mean), fmt_num(s.median), fmt_num(s.p99)]
+    if price is not None:
+        cells.append(fmt_num(cost_per_mtok_usd(m.output_throughput, *price), 3))
+    return cells
+
+
+def run_cost(r: SourceResult, price: tuple[float, int]) -> float:
+    """USD per million output tokens over all of a run's levels (their tokens over their time)."""
+    tokens = sum(lv.metrics.output_tokens for lv in r.levels)
+    seconds = sum(lv.metrics.duration_s for lv in r.levels)
+    return cost_per_mtok_usd(tokens / seconds if seconds > 0 else math.nan, *price)
+
+
+def _table(results: Sequence[SourceResult], price: tuple[float, int] | None) -> str:
+    priced = '<th rowspan="2">USD/Mtok</th>' if price is not None else ""
     head1 = (
         '<tr><th rowspan="2">run</th><th rowspan="2">conc</th><th rowspan="2">completed</th>'
         '<th rowspan="2">failed (by kind)</th><th rowspan="2">req/s</th>'
         '<th rowspan="2">out tok/s</th>'
-        + "".join(f'<th colspan="3">{name} (ms)</th>' for _, name in _STATS)
+        + "".join(f'<th colspan="3">{name} (ms)</th>' for _, name in STATS)
+        + priced
         + "</tr>"
     )
-    head2 = "<tr>" + "<th>mean</th><th>p50</th><th>p99</th>" * len(_STATS) + "</tr>"
-    rows = []
-    for r in results:
-        for lv in r.levels:
-            m = lv.metrics
-            conc = f"{lv.concurrency} (peak)" if r.source.recorded else str(lv.concurrency)
-            if r.knee == lv.concurrency:
-                conc += " (knee)"
-            cells = [
-                html.escape(r.source.label),
-                conc,
-                str(m.completed),
-                html.escape(_errors(m)),
-                fmt_num(m.request_throughput),
-                fmt_num(m.output_throughput, 1),
-            ]
-            for stat, _ in _STATS:
-                s = getattr(m, stat)
-                cells += [fmt_num(s.mean), fmt_num(s.median), fmt_num(s.p99)]
-            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head2 = "<tr>" + "<th>mean</th><th>p50</th><th>p99</th>" * len(STATS) + "</tr>"
+    rows = [
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in metric_cells(r, lv, price)) + "</tr>"
+        for r in results
+        for lv in r.levels
+    ]
     return f'<div class="scroll"><table class="metrics">{head1}{head2}{"".join(rows)}</table></div>'
 
 
-def _notes(results: Sequence[SourceResult], definition: str) -> str:
-    notes = [
+def _drift_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Mann-Kendall verdicts with Sen's slope per figure of each soak level."""
+    head = "".join(f"<th>{h}</th>" for h in DRIFT_HEADERS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in drift_cells(r)) + "</tr>"
+        for r in rows
+    )
+    return f'<div class="scroll"><table class="metrics"><tr>{head}</tr>{body}</table></div>'
+
+
+def notes(
+    results: Sequence[SourceResult], definition: str, price: tuple[float, int] | None = None
+) -> list[str]:
+    """What the table's figures mean and leave out (plain text, one note a line)."""
+    out = [
         f"Metric definitions: {definition} (see pytimings.serving.metrics). Failed requests "
         "are counted in the table and enter no figure."
     ]
     for r in results:
         warm = {lv.concurrency: lv.warmup_requests for lv in r.levels if lv.warmup_requests}
         if warm:
-            notes.append(
+            out.append(
                 f"{r.source.label}: warmup requests sent before measuring, not in any figure: "
                 + ", ".join(f"c={c}: {n}" for c, n in warm.items())
             )
         if r.source.recorded:
-            notes.append(
+            out.append(
                 f"{r.source.label}: an engine recording; its concurrency is the peak number "
                 "of requests in flight and its duration the span of its requests."
             )
         else:
             knee = f"c={r.knee}" if r.knee is not None else "none"
-            notes.append(f"{r.source.label}: knee {knee} ({r.knee_rule}).")
-    return "".join(f'<p class="note">{html.escape(n)}</p>' for n in notes)
+            out.append(f"{r.source.label}: knee {knee} ({r.knee_rule}).")
+        if price is not None:
+            out.append(
+                f"{r.source.label}: {fmt_num(run_cost(r, price), 3)} USD per million output "
+                f"tokens over all levels, at {price[0]:g} USD per GPU hour x {price[1]} GPUs."
+            )
+    return out
 
 
-def render(results: Sequence[SourceResult], title: str, definition: str) -> str:
+def render(
+    results: Sequence[SourceResult],
+    title: str,
+    definition: str,
+    price: tuple[float, int] | None = None,
+) -> str:
     """The report as one HTML document."""
     _go()  # a clear error when plotly is missing
     if not any(lv.metrics.completed for r in results for lv in r.levels):
@@ -310,11 +386,19 @@ def render(results: Sequence[SourceResult], title: str, definition: str) -> str:
         _cdf_figure(results, "itl", "ITL CDF (inter-token latency), per concurrency level"),
         _curve_figure(results),
     ]
+    if any(lv.intervals for r in results for lv in r.source.run.levels):
+        figs.append(_soak_figure(results))
     for k, fig in enumerate(figs):
         parts.append(
             fig.to_html(full_html=False, include_plotlyjs=k == 0, config={"responsive": True})
         )
-    parts.append(f"<h2>Serving metrics</h2>{_table(results)}{_notes(results, definition)}")
+    notes_html = "".join(
+        f'<p class="note">{html.escape(n)}</p>' for n in notes(results, definition, price)
+    )
+    parts.append(f"<h2>Serving metrics</h2>{_table(results, price)}{notes_html}")
+    drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
+    if drift:
+        parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
     return page(title, "\n".join(parts))
 
 
@@ -324,7 +408,8 @@ def write_report(
     title: str,
     definition: str = "vllm",
     knee_pct: float = 10.0,
+    price: tuple[float, int] | None = None,
 ) -> list[SourceResult]:
     results = analyse(sources, definition, knee_pct)
-    write_document(render(results, title, definition), path)
+    write_document(render(results, title, definition, price), path)
     return results

@@ -5,5 +5,8 @@
 ``metrics``   TTFT, TPOT, ITL, E2E, throughput, goodput (``pytimings.serving_metrics``)
 ``loadgen``   ``pytimings loadgen``: drive an OpenAI-compatible streaming server
 ``runfile``   the load generator's JSON format, ``pytimings.serving/1``
-``compare``   ``pytimings compare``: bootstrap intervals, verdicts, concurrency sweep
+``compare``   ``pytimings compare``: bootstrap intervals, verdicts, concurrency sweep, pooling
+``join``      ``pytimings join``: client and engine per request, client TTFT by part
+``cost``      USD per million output tokens from throughput and the GPU price
+``trend``     drift over soak intervals: Mann-Kendall with Sen's slope
 """

@@ -22,11 +22,22 @@ p99 need data: with fewer than ~100 requests (or gaps) per run, the p99 is one o
 largest few values and its interval is rough; run more requests before trusting its
 verdict.
 
+Pooling. A label may name several run files (repeated or alternated runs, A B A B: the
+honest way on a shared machine): ``compare a1.json,a2.json b1.json,b2.json --labels a,b``
+or ``--run a=a1.json --run b=b1.json --run a=a2.json ...``. Their rounds are pooled per
+concurrency level, each file's rounds staying rounds, so the bootstrap's first stage
+draws across files and between-run noise lands in the interval. Files pooled under one
+label must agree on model, api, input/output length, rate and ignore_eos.
+
 Concurrency sweep: per run, throughput and latency per token (TPOT mean) at each level,
 scaling efficiency ``thr(c) / (thr(c0) * c / c0)`` against the lowest level c0, and the
 knee: the lowest level whose TPOT mean exceeds the lowest level's by more than
 ``--knee-pct`` percent (default 10) -- where adding concurrency starts to cost every user
-latency per token.
+latency per token. With ``--gpu-price USD_PER_GPU_HOUR [--gpus N]``, each level and the
+whole run also get ``cost_per_mtok_usd`` (:mod:`pytimings.serving.cost`).
+
+Soak runs (``loadgen --duration``): each file's levels get a drift verdict per figure over
+their intervals (:mod:`pytimings.serving.trend`), in ``drift`` and the text.
 """
 
 from __future__ import annotations
@@ -41,9 +52,12 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
 from pytimings.serving.runfile import Level, Run, load_run, write_json
+from pytimings.serving.trend import drift_table, run_drift
 from pytimings.stats import two_stage_weights
 from pytimings.stats import verdict as change_verdict
 
@@ -193,14 +207,47 @@ def compare_levels(
     return out
 
 
-def sweep(run: Run, definition: str, knee_pct: float) -> dict[str, Any]:
-    """Throughput-latency curve over the run's concurrency levels, with the knee."""
+# what runs pooled under one label must share
+POOL_KEYS = ("model", "api", "input_len", "output_len", "rate", "ignore_eos")
+
+
+def pool_runs(runs: Sequence[Run]) -> Run:
+    """One run holding every round of ``runs`` per concurrency level (see Pooling)."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    for r in runs[1:]:
+        diff = [k for k in POOL_KEYS if r.config.get(k) != first.config.get(k)]
+        if diff:
+            raise UsageError(f"{r.path}: cannot pool with {first.path}: {', '.join(diff)} differ")
+    concs = list(dict.fromkeys(lv.concurrency for r in runs for lv in r.levels))
+    levels = []
+    for c in concs:
+        parts = [lv for r in runs if (lv := r.level(c)) is not None]
+        warm = sum(int(lv.warmup.get("requests", 0)) for lv in parts)
+        rounds = [rd for lv in parts for rd in lv.rounds]
+        levels.append(Level(c, parts[0].rate, rounds, summary={}, warmup={"requests": warm}))
+    return Run("+".join(r.path for r in runs), first.config, levels, first.host)
+
+
+def sweep(
+    run: Run, definition: str, knee_pct: float, price: tuple[float, int] | None = None
+) -> dict[str, Any]:
+    """Throughput-latency curve over the run's concurrency levels, with the knee; with
+    ``price`` (USD per GPU hour, GPUs), the cost per million output tokens of each level
+    and of the whole run (all levels' tokens over all their benchmark time)."""
     rows = []
+    tokens = seconds = 0.0
     for lv in sorted(run.levels, key=lambda x: x.concurrency):
         if not any(measured(rd.records) for rd in lv.rounds):
             continue  # nothing succeeded at this level: shown in the errors table instead
-        pt = level_data(lv, definition, run.path).point()
+        d = level_data(lv, definition, run.path)
+        pt = d.point()
+        tokens += float(d.tokens.sum())
+        seconds += float(d.durations_s.sum())
         rows.append({"concurrency": lv.concurrency, **pt})
+        if price is not None:
+            rows[-1]["cost_per_mtok_usd"] = cost_per_mtok_usd(pt["throughput"], *price)
     knee = None
     if rows:
         c0, thr0, tpot0 = rows[0]["concurrency"], rows[0]["throughput"], rows[0]["tpot_mean"]
@@ -210,15 +257,35 @@ def sweep(run: Run, definition: str, knee_pct: float) -> dict[str, Any]:
             if r["tpot_mean"] > tpot0 * (1 + knee_pct / 100):
                 knee = r["concurrency"]
                 break
-    return {"levels": rows, "knee": knee, "knee_rule": f"TPOT mean > lowest level's +{knee_pct:g}%"}
+    rule = f"TPOT mean > lowest level's +{knee_pct:g}%"
+    out: dict[str, Any] = {"levels": rows, "knee": knee, "knee_rule": rule}
+    if price is not None:
+        out["gpu_price"] = {"usd_per_gpu_hour": price[0], "gpus": price[1]}
+        out["cost_per_mtok_usd"] = cost_per_mtok_usd(
+            tokens / seconds if seconds > 0 else math.nan, *price
+        )
+    return out
 
 
 # --- command line -------------------------------------------------------------------------
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", help="loadgen run files; the first is the baseline")
-    p.add_argument("--labels", default=None, help="comma-separated names, one per file")
+    p.add_argument(
+        "files",
+        nargs="*",
+        help="loadgen run files, one group per label (a1.json,a2.json pools files); "
+        "the first is the baseline",
+    )
+    p.add_argument("--labels", default=None, help="comma-separated names, one per group")
+    p.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="LABEL=FILE",
+        help="a run file under a label (repeat; files of one label are pooled; the first "
+        "label is the baseline); instead of positional files",
+    )
     p.add_argument(
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )
@@ -227,29 +294,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--knee-pct", type=float, default=10.0, help="TPOT rise that marks the knee")
     p.add_argument("--json", default=None, help="write the comparison as JSON here")
     p.add_argument("--plot", default=None, help="write a PNG of the curves and CDFs here")
+    cost.add_arguments(p)
 
 
-def _labels(args: argparse.Namespace) -> list[str]:
-    if args.labels is None:
-        return [str(f) for f in args.files]
-    labels = [x.strip() for x in args.labels.split(",")]
-    if len(labels) != len(args.files) or not all(labels):
-        raise UsageError(f"--labels {args.labels!r}: need {len(args.files)} non-empty names")
-    return labels
+def _groups(args: argparse.Namespace) -> dict[str, list[str]]:
+    """label -> its run files, the baseline first, from positional groups or --run."""
+    if args.run and args.files:
+        raise UsageError("give run files either as positional groups or with --run, not both")
+    groups: dict[str, list[str]] = {}
+    if args.run:
+        if args.labels is not None:
+            raise UsageError("--labels is for positional files; --run names its own labels")
+        for item in args.run:
+            label, sep, path = item.partition("=")
+            if not sep or not label.strip() or not path:
+                raise UsageError(f"--run {item!r}: expected LABEL=FILE")
+            groups.setdefault(label.strip(), []).append(path)
+    else:
+        files = [[f for f in g.split(",") if f] for g in args.files]
+        if any(not g for g in files):
+            raise UsageError(f"empty file group in {args.files}")
+        if args.labels is None:
+            labels = [",".join(g) for g in files]
+        else:
+            labels = [x.strip() for x in args.labels.split(",")]
+            if len(labels) != len(files) or not all(labels):
+                raise UsageError(f"--labels {args.labels!r}: need {len(files)} non-empty names")
+        if len(set(labels)) != len(labels):
+            raise UsageError(f"labels must be distinct, got {labels}")
+        groups = dict(zip(labels, files, strict=True))
+    if len(groups) < 2:
+        raise UsageError("compare needs at least two labelled runs (the first is the baseline)")
+    return groups
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.files) < 2:
-        raise UsageError("compare needs at least two run files (the first is the baseline)")
     if args.definition not in DEFINITIONS:
         raise UsageError(
             f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
         )
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
-    labels = _labels(args)
+    groups = _groups(args)
+    labels = list(groups)
+    price = cost.price_from_args(args)
     plot = _plotter() if args.plot else None  # fail before the work if matplotlib is missing
-    runs = [load_run(f) for f in args.files]
+    loaded = {label: [load_run(f) for f in files] for label, files in groups.items()}
+    runs = [pool_runs(rs) for rs in loaded.values()]
     rng = np.random.default_rng(args.seed)
     comparisons = []
     base = runs[0]
@@ -270,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
             ):
                 comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
     sweeps = {
-        label: sweep(r, args.definition, args.knee_pct)
+        label: sweep(r, args.definition, args.knee_pct, price)
         for label, r in zip(labels, runs, strict=True)
     }
     errors = {
@@ -285,6 +376,9 @@ def run(args: argparse.Namespace) -> int:
         "resamples": args.resamples,
         "seed": args.seed,
         "resampling_unit": "rounds, then requests within each drawn round (two-stage bootstrap)",
+        "inputs": groups,  # label -> the run files pooled under it
+        # soak runs: a trend test per figure, per file (pooling would mix their timelines)
+        "drift": [d for label, rs in loaded.items() for r in rs for d in run_drift(label, r)],
         "comparisons": comparisons,
         "sweeps": sweeps,
         "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
@@ -316,14 +410,25 @@ def _render(doc: dict[str, Any]) -> str:
     out.append("\nfailed requests (counted here, never in the figures above)")
     out.append(format_table(["run", "conc", "errors"], erows))
     for label, sw in doc["sweeps"].items():
+        priced = "cost_per_mtok_usd" in sw
         srows = [
             [str(r["concurrency"]), fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]),
-             fmt_num(r["ttft_p99"]), fmt_num(r["efficiency"])]
+             fmt_num(r["ttft_p99"]), fmt_num(r["efficiency"]),
+             *([fmt_num(r["cost_per_mtok_usd"], 3)] if priced else [])]
             for r in sw["levels"]
         ]  # fmt: skip
         knee = sw["knee"] if sw["knee"] is not None else "none"
         out.append(f"\nsweep {label}: knee at concurrency {knee} ({sw['knee_rule']})")
-        out.append(format_table(["conc", "tok/s", "TPOT mean", "TTFT p99", "efficiency"], srows))
+        if priced:
+            gp = sw["gpu_price"]
+            out.append(
+                f"cost: {fmt_num(sw['cost_per_mtok_usd'], 3)} USD per million output tokens "
+                f"over the run, at {gp['usd_per_gpu_hour']:g} USD per GPU hour x {gp['gpus']}"
+            )
+        headers = ["conc", "tok/s", "TPOT mean", "TTFT p99", "efficiency"]
+        out.append(format_table(headers + (["USD/Mtok"] if priced else []), srows))
+    if doc["drift"]:
+        out.append("\n" + drift_table(doc["drift"]))
     return "\n".join(out)
 
 

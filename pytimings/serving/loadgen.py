@@ -8,10 +8,13 @@ requests in flight (as ``vllm bench serve --max-concurrency``; a request's clock
 when it is sent, so time spent waiting for the cap is not in its TTFT).
 
 Each level runs ``--warmup`` requests (sent, counted, not measured), then ``--rounds``
-rounds of ``--requests`` requests. Every request is saved with the arrival time of every
-token-bearing chunk (CLOCK_MONOTONIC ns, taken when the chunk's line is read, before JSON
-decoding); see :mod:`pytimings.serving.runfile` for the schema and error kinds. A failed
-request is counted by kind in its round and never enters latency figures.
+rounds of ``--requests`` requests; or, a soak with ``--duration D --interval I``, sends
+without pause for D and cuts the level into D/I rounds by send time, one per interval,
+each with its metrics in the level's ``intervals`` (``compare`` tests them for drift).
+Every request is saved with the arrival time of every token-bearing chunk (CLOCK_MONOTONIC
+ns, taken when the chunk's line is read, before JSON decoding); see
+:mod:`pytimings.serving.runfile` for the schema and error kinds. A failed request is
+counted by kind in its round and never enters latency figures.
 
 Lengths. Output: ``max_tokens`` = ``--output-len`` and ``ignore_eos: true`` (vLLM, SGLang
 and TensorRT-LLM's OpenAI servers take it; ``--no-ignore-eos`` for servers that reject
@@ -42,11 +45,15 @@ import argparse
 import asyncio
 import datetime
 import importlib.util
+import itertools
 import json
+import math
 import os
+import re
+import socket
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +113,8 @@ class Config:
     definition: str
     slo_ms: dict[str, float] = field(default_factory=dict)
     api_key: str | None = None
+    duration_s: float | None = None  # soak: each level runs this long ...
+    interval_s: float | None = None  # ... in intervals this long (rounds)
 
     @property
     def endpoint(self) -> str:
@@ -138,6 +147,7 @@ class Config:
             "timeout_s": self.timeout_s, "chunk_timeout_s": self.chunk_timeout_s,
             "ignore_eos": self.ignore_eos, "definition": self.definition,
             "slo_ms": dict(self.slo_ms), "prompt": PROMPT_NOTE,
+            "duration_s": self.duration_s, "interval_s": self.interval_s,
         }  # fmt: skip
 
 
@@ -268,46 +278,85 @@ async def _run_batch(
     session: Any,
     cfg: Config,
     concurrency: int,
-    prompts: list[tuple[str, str]],
+    prompts: Iterable[tuple[str, str]],
     rng: np.random.Generator,
     tick: Callable[[], None],
+    until_ns: int | None = None,
 ) -> _Batch:
-    """Send ``prompts`` closed-loop (or Poisson open-loop with cfg.rate), capped at C."""
-    results: list[RequestRecord | None] = [None] * len(prompts)
+    """Send ``prompts`` closed-loop (or Poisson open-loop with cfg.rate), capped at C; with
+    ``until_ns``, no request is sent after that time (a soak: ``prompts`` need not end)."""
+    results: dict[int, RequestRecord] = {}
+    feed = enumerate(prompts)
 
-    async def one(i: int) -> None:
-        req_id, prompt = prompts[i]
+    def open_() -> bool:
+        return until_ns is None or now_ns() < until_ns
+
+    async def one(i: int, req_id: str, prompt: str) -> None:
         results[i] = await _send_one(session, cfg, req_id, prompt)
         tick()
 
     start = now_ns()
-    if not prompts:
-        return _Batch([], start, start)
     if cfg.rate is None:
-        queue = iter(range(len(prompts)))
 
         async def worker() -> None:
-            for i in queue:
-                await one(i)
+            while open_() and (item := next(feed, None)) is not None:
+                await one(item[0], *item[1])
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     else:
         cap = asyncio.Semaphore(concurrency)
-        gaps = rng.exponential(1.0 / cfg.rate, size=len(prompts))
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0, due = loop.time(), 0.0
 
-        async def capped(i: int) -> None:
+        async def capped(i: int, req_id: str, prompt: str) -> None:
             async with cap:
-                await one(i)
+                await one(i, req_id, prompt)
 
         tasks = []
-        for i, due in enumerate(np.cumsum(gaps) - gaps[0]):
-            await asyncio.sleep(max(0.0, t0 + float(due) - loop.time()))
-            tasks.append(asyncio.create_task(capped(i)))
+        for i, (req_id, prompt) in feed:
+            if i:
+                due += float(rng.exponential(1.0 / cfg.rate))
+            await asyncio.sleep(max(0.0, t0 + due - loop.time()))
+            if not open_():
+                break
+            tasks.append(asyncio.create_task(capped(i, req_id, prompt)))
         await asyncio.gather(*tasks)
     end = now_ns()
-    return _Batch([r for r in results if r is not None], start, end)
+    return _Batch([results[i] for i in sorted(results)], start, end)
+
+
+async def _soak(
+    session: Any, cfg: Config, conc: int, rng: np.random.Generator, tick: Callable[[], None]
+) -> list[_Batch]:
+    """One level sent without pause for cfg.duration_s, cut into intervals of
+    cfg.interval_s by send time (a request belongs to the interval it was sent in; every
+    interval's window is interval_s long, so their throughputs compare)."""
+    assert cfg.duration_s is not None and cfg.interval_s is not None
+    prompts = ((f"c{conc}-s{i}", build_prompt(cfg.input_len, rng)) for i in itertools.count())
+    step = round(cfg.interval_s * 1e9)
+    n = max(1, math.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
+    t0 = now_ns()
+    batch = await _run_batch(session, cfg, conc, prompts, rng, tick, until_ns=t0 + n * step)
+    bins: list[list[RequestRecord]] = [[] for _ in range(n)]
+    for r in batch.records:
+        bins[min((r.start_ns - t0) // step, n - 1)].append(r)
+    out = [_Batch(recs, t0 + k * step, t0 + (k + 1) * step) for k, recs in enumerate(bins)]
+    # a request let through just before the end is stamped when sent, microseconds later
+    out[-1].end_ns = max([out[-1].end_ns] + [r.start_ns for r in bins[-1]])
+    return out
+
+
+def _interval(rd: dict[str, Any]) -> dict[str, Any]:
+    """A soak interval's entry in ``intervals``: the figures the drift test follows."""
+    s = rd["summary"]
+    return {
+        "index": rd["round"], "start_ns": rd["start_ns"], "end_ns": rd["end_ns"],
+        "completed": s["completed"], "errors": s["errors"],
+        "request_throughput": s["request_throughput"],
+        "output_throughput": s["output_throughput"],
+        **{f"{m}_ms": {"p50": s[f"{m}_ms"]["median"], "p99": s[f"{m}_ms"]["p99"]}
+           for m in ("ttft", "tpot", "itl", "e2el")},
+    }  # fmt: skip
 
 
 def _errors(records: list[RequestRecord]) -> dict[str, int]:
@@ -319,12 +368,13 @@ def _errors(records: list[RequestRecord]) -> dict[str, int]:
 
 
 async def run_load(
-    cfg: Config, progress: Callable[[int], Callable[[], None]] | None = None
+    cfg: Config, progress: Callable[[int | None], Callable[[], None]] | None = None
 ) -> dict[str, Any]:
     """Run every level and round; return the ``pytimings.serving/1`` document."""
     import aiohttp
 
-    total = len(cfg.concurrency) * (cfg.warmup + cfg.rounds * cfg.requests)
+    per_level = cfg.warmup + cfg.rounds * cfg.requests
+    total = None if cfg.duration_s is not None else len(cfg.concurrency) * per_level
     tick = progress(total) if progress is not None else (lambda: None)
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.chunk_timeout_s)
     connector = aiohttp.TCPConnector(limit=max(cfg.concurrency), force_close=False)
@@ -338,13 +388,15 @@ async def run_load(
             warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
             rounds = []
             batches = []
-            for ri in range(cfg.rounds):
+            for ri in range(cfg.rounds if cfg.duration_s is None else 0):
                 prompts = [
                     (f"c{conc}-r{ri}-{i}", build_prompt(cfg.input_len, rng))
                     for i in range(cfg.requests)
                 ]
-                batch = await _run_batch(session, cfg, conc, prompts, rng, tick)
-                batches.append(batch)
+                batches.append(await _run_batch(session, cfg, conc, prompts, rng, tick))
+            if cfg.duration_s is not None:
+                batches = await _soak(session, cfg, conc, rng, tick)
+            for ri, batch in enumerate(batches):
                 summary = serving_metrics(
                     batch.records, cfg.definition, cfg.slo_ms, [(batch.start_ns, batch.end_ns)]
                 ).to_dict()
@@ -368,10 +420,13 @@ async def run_load(
                     "rounds": rounds, "summary": level_summary,
                 }
             )  # fmt: skip
+            if cfg.duration_s is not None:
+                levels[-1]["intervals"] = [_interval(rd) for rd in rounds]
     return {
         "schema": SCHEMA,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
+        "host": socket.gethostname(),
         "config": cfg.to_json(),
         "levels": levels,
     }
@@ -396,6 +451,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="unmeasured requests per level (>= the concurrency opens every connection first)",
     )
     p.add_argument("--rate", type=float, default=None, help="open-loop Poisson rate (req/s)")
+    p.add_argument(
+        "--duration",
+        default=None,
+        help="soak: run each level this long (e.g. 1h, 30m, 90s) instead of --rounds of "
+        "--requests, saving per-interval metrics",
+    )
+    p.add_argument("--interval", default="1m", help="soak: length of one interval (default 1m)")
     p.add_argument("--seed", type=int, default=0, help="seed for prompts and arrivals")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request limit, seconds")
     p.add_argument(
@@ -409,6 +471,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY)")
     p.add_argument("--out", required=True, help="output JSON (pytimings.serving/1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|ms)?\s*$")
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, None: 1.0}
+
+
+def parse_duration(text: str, name: str) -> float:
+    """``"1h"``, ``"30m"``, ``"90s"``, ``"250ms"``, ``"5"`` (seconds) -> seconds (> 0)."""
+    m = _DURATION.match(text)
+    if m is None or not float(m.group(1)) > 0:
+        raise UsageError(f"{name} {text!r}: expected a positive time like 1h, 30m, 90s")
+    return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -451,6 +525,14 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise UsageError(
             f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
         )
+    duration = interval = None
+    if args.duration is not None:
+        duration = parse_duration(args.duration, "--duration")
+        interval = parse_duration(args.interval, "--interval")
+        if interval > duration:
+            raise UsageError(
+                f"--interval {args.interval} is longer than --duration {args.duration}"
+            )
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
@@ -465,10 +547,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
         timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
         ignore_eos=not args.no_ignore_eos, definition=args.definition,
         slo_ms=parse_slo(args.slo), api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
+        duration_s=duration, interval_s=interval,
     )  # fmt: skip
 
 
-def _progress_bar(total: int) -> tuple[Any, Callable[[], None]]:
+def _progress_bar(total: int | None) -> tuple[Any, Callable[[], None]]:
     from rich.console import Console
     from rich.progress import Progress
 
@@ -505,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("loadgen needs aiohttp: pip install 'pytimings[serving]'")
     bars: list[Any] = []
 
-    def progress(total: int) -> Callable[[], None]:
+    def progress(total: int | None) -> Callable[[], None]:
         bar, tick = _progress_bar(total)
         bars.append(bar)
         return tick

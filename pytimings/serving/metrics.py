@@ -87,6 +87,7 @@ __all__ = [
     "measured",
     "parse_slo",
     "peak_concurrency",
+    "phase_durations",
     "serving_metrics",
 ]
 
@@ -217,7 +218,8 @@ def peak_concurrency(records: Sequence[RequestRecord]) -> int:
     return int(np.cumsum(delta[order]).max())
 
 
-def _phase_durations(rec: RequestRecord) -> dict[str, int]:
+def phase_durations(rec: RequestRecord) -> dict[str, int]:
+    """Time in each phase of a finished request (see the module docstring)."""
     out: dict[str, int] = {}
     if not rec.phases or rec.end_ns is None:
         return out
@@ -330,7 +332,7 @@ def serving_metrics(
         goodput = per_s(good)
 
     ddof = 1 if definition == "llmperf" else 0
-    phase_rows = [_phase_durations(r) for r in ok]
+    phase_rows = [phase_durations(r) for r in ok]
     phase_names = sorted({name for row in phase_rows for name in row})
     phases = {
         name: LatencyStats.of([row[name] for row in phase_rows if name in row], ddof)

@@ -6,12 +6,14 @@
       "schema": "pytimings.serving/1",
       "created_utc": "2026-11-30T23:59:59Z",
       "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
+      "host": "loadgen-host",           # its host name (``join`` tells a shared clock by it)
       "config": {"url": ..., "model": ..., "api": "completions" | "chat",
                  "input_len": int, "output_len": int, "requests": int, "rounds": int,
                  "warmup": int, "rate": float | null, "seed": int, "concurrency": [int],
                  "timeout_s": float, "chunk_timeout_s": float, "ignore_eos": bool,
                  "definition": "vllm" | "genai-perf" | "llmperf", "slo_ms": {str: float},
-                 "prompt": str (how prompts were built and how exact their length is)},
+                 "prompt": str (how prompts were built and how exact their length is),
+                 "duration_s", "interval_s": float | null (a soak's; null otherwise)},
       "levels": [                       # one per concurrency level, in the order run
         {"concurrency": int, "rate": float | null,
          "warmup": {"requests": int, "errors": {kind: int}},   # sent, not measured
@@ -23,7 +25,11 @@
                                           # null where a statistic has no values)
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
          ],
-         "summary": {...}}               # metrics over all rounds of the level
+         "summary": {...},               # metrics over all rounds of the level
+         "intervals": [                  # soaks only (--duration): one per round
+           {"index": int, "start_ns": int, "end_ns": int, "completed": int,
+            "errors": {kind: int}, "request_throughput": float, "output_throughput": float,
+            "ttft_ms" | "tpot_ms" | "itl_ms" | "e2el_ms": {"p50": float, "p99": float}}]}
       ]
     }
 
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from pytimings.errors import TraceFormatError, UsageError
+from pytimings.ingest.detect import detect_format
 from pytimings.model.requests import RequestRecord
 
 SCHEMA = "pytimings.serving/1"
@@ -70,6 +77,7 @@ class Level:
     rounds: list[Round]
     summary: dict[str, Any]
     warmup: dict[str, Any]
+    intervals: list[dict[str, Any]] | None = None  # soak runs: per-interval metrics
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Run:
     path: str
     config: dict[str, Any]
     levels: list[Level]
+    host: str | None = None  # the load generator's host name (files before it: None)
 
     def level(self, concurrency: int) -> Level | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -115,7 +124,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     except OSError as exc:
         raise TraceFormatError(where, f"cannot read: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(where, f"not valid JSON: {exc}") from None
+        raise TraceFormatError(where, _not_json(where, exc)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise TraceFormatError(where, f"not a {SCHEMA} run file (schema: {got!r})")
@@ -124,7 +133,19 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         config = dict(doc["config"])
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(where, f"malformed run file: {type(exc).__name__}: {exc}") from None
-    return Run(where, config, levels)
+    host = doc.get("host")
+    return Run(where, config, levels, host if isinstance(host, str) else None)
+
+
+def _not_json(where: str, exc: Exception) -> str:
+    """Why a file is no run file: a recording or trace given in its place, or bad JSON."""
+    try:
+        fmt = detect_format(where)
+    except TraceFormatError:
+        return f"not valid JSON: {exc}"
+    if fmt == "recording":
+        return "this is a recording, not a loadgen run file (report and join read recordings)"
+    return f"this is a trace ({fmt}), not a loadgen run file"
 
 
 def _level(obj: Any, where: str) -> Level:
@@ -146,4 +167,5 @@ def _level(obj: Any, where: str) -> Level:
         rounds=rounds,
         summary=dict(obj["summary"]),
         warmup=dict(obj.get("warmup", {})),
+        intervals=None if obj.get("intervals") is None else [dict(i) for i in obj["intervals"]],
     )

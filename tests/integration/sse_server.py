@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script
+from helpers.loopback import child_port, serve_until_stdin_closes
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class Behaviour:
     send_usage: bool = True
     tokens_per_chunk: int = 1
     continuous_usage: bool = False  # running usage on every chunk (vLLM's option)
+    # a server slowing down: TTFT grows by ttft_step_s every step_every_s since its first
+    # request (soak tests)
+    ttft_step_s: float = 0.0
+    step_every_s: float = 0.0
 
 
 @dataclass
@@ -44,6 +51,7 @@ class ServerState:
     bodies: list[dict[str, object]] = field(default_factory=list)
     # ground truth per request: when the handler started, when each token chunk was written
     timings: list[dict[str, object]] = field(default_factory=list)
+    first_s: float | None = None  # when the first request came (slowing-down servers)
 
 
 STATE = web.AppKey("state", ServerState)
@@ -78,7 +86,10 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     if api == "chat":  # real servers open a chat stream with a role-only delta
         role = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
         await resp.write(f"data: {json.dumps(role)}\n\n".encode())
-    await asyncio.sleep(b.ttft_s)
+    if state.first_s is None:
+        state.first_s = time.monotonic()
+    steps = (time.monotonic() - state.first_s) // b.step_every_s if b.step_every_s else 0
+    await asyncio.sleep(b.ttft_s + steps * b.ttft_step_s)
     produced = 0
     write_ns: list[int] = []
     while produced < n:
@@ -131,17 +142,7 @@ def _main() -> None:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/_stats", _stats)
 
-    async def amain() -> None:
-        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        print(runner.addresses[0][1], flush=True)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, sys.stdin.read)  # parent closed our stdin: stop
-        await runner.cleanup()
-
-    asyncio.run(amain())
+    serve_until_stdin_closes(app, handler_cancellation=True)
 
 
 @dataclass
@@ -158,24 +159,8 @@ class Server:
 def serve(plan: Sequence[Behaviour]) -> Iterator[Server]:
     """Run the server in its own process (as a real server is: no shared GIL with the
     client under test) on 127.0.0.1 and a free port."""
-    proc = subprocess.Popen(
-        [sys.executable, __file__, json.dumps([asdict(b) for b in plan])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
+    with child_port([sys.executable, __file__, json.dumps([asdict(b) for b in plan])]) as port:
         yield Server(f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/_stats")
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 if __name__ == "__main__":

@@ -177,6 +177,8 @@ def test_connect_failure_counted_and_exit_1(
         (["--definition", "tgi"], "--definition"),
         (["--out", "/nonexist/o.json"], "directory /nonexist does not exist"),
         (["--out", "/"], "is a directory"),
+        (["--duration", "soon"], "--duration 'soon'"),
+        (["--duration", "1m", "--interval", "2m"], "longer than --duration"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(

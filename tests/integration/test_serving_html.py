@@ -194,6 +194,27 @@ def test_failed_level_is_counted_not_drawn(tmp_path: Path) -> None:
         render(analyse([load_source(path, "A")], "vllm", 10.0), "t", "vllm")
 
 
+def test_text_view_without_html(
+    inputs: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, _, rec = inputs
+    assert main(["report", str(a), str(rec), "--labels", "a,engine"]) == 0
+    text = capsys.readouterr().out
+    rows = {}  # (run, conc) -> the other cells ("(knee)", "(peak)" marks left out)
+    for x in text.splitlines():
+        cells = [c for c in x.split() if c not in ("(knee)", "(peak)")]
+        if cells and cells[0] in ("a", "engine"):
+            rows[cells[0], cells[1]] = cells[2:]
+    m = _level_metrics(a, 4)
+    row = rows[("a", "4")]
+    assert row[:2] == [str(m.completed), "http_5xx=2"]
+    assert row[4:7] == [fmt_num(m.ttft.mean), fmt_num(m.ttft.median), fmt_num(m.ttft.p99)]
+    engine = serving_metrics(load_requests(rec))
+    row = rows[("engine", str(engine.peak_concurrency))]
+    assert row[:2] == ["5", "exception=1"]
+    assert "engine: an engine recording" in text
+
+
 def _report(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     rc = main(["report", *args])
     return rc, capsys.readouterr().err
@@ -212,7 +233,6 @@ def test_bad_inputs_are_one_line_errors(
         ([str(tmp_path / "missing.json"), "--html", out], "missing.json: cannot read"),
         ([str(other), "--html", out], "not a pytimings.serving/1 run file"),
         ([str(bare), "--html", out], "bare.pyt: has no requests table"),
-        ([good], "give an output: --html OUT"),
         ([good, "--labels", "a,b", "--html", out], "--labels 'a,b': need 1"),
         ([good, "--definition", "x", "--html", out], "--definition 'x'"),
         ([good, "--html", str(tmp_path / "no" / "r.html")], "cannot write"),

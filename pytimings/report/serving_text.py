@@ -1,0 +1,25 @@
+"""``pytimings report`` without ``--html``: the report's metrics table and notes as text
+(the same cells as the HTML page's table, from :mod:`pytimings.report.serving_html`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytimings.report.serving_html import STATS, SourceResult, metric_cells, notes
+from pytimings.serving._format import format_table
+from pytimings.serving.trend import drift_table, run_drift
+
+
+def render_text(
+    results: Sequence[SourceResult], definition: str, price: tuple[float, int] | None = None
+) -> str:
+    headers = ["run", "conc", "completed", "failed", "req/s", "out tok/s"]
+    headers += [f"{name} {q}" for _, name in STATS for q in ("mean", "p50", "p99")]
+    if price is not None:
+        headers.append("USD/Mtok")
+    rows = [metric_cells(r, lv, price) for r in results for lv in r.levels]
+    lines = ["times in ms", format_table(headers, rows), *notes(results, definition, price)]
+    drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
+    if drift:
+        lines += ["", drift_table(drift)]
+    return "\n".join(lines)

@@ -1,0 +1,275 @@
+"""``pytimings join``: what the client saw next to what the engine did, request by request.
+
+Inputs: a load-generator run file (``pytimings.serving/1``) and an engine recording with a
+"requests" table (``pytimings.request`` timelines, :mod:`pytimings.record.requests`).
+
+Matching. A client request is joined with the engine request whose ``req_id`` is the
+client's ``server_id`` (the id the server put in its stream; the engine uses the same id).
+Client requests left over (no server id, or one the engine never logged) are matched by
+start time: the engine request, not yet taken, whose start (on the client's clock) is
+closest to the client's send, at most ``tolerance_ns`` after it (or the clock's
+uncertainty before it); ties between simultaneous sends can swap two requests. Every
+request of either side ends up matched or counted unmatched (the engine's warm-up
+requests are unmatched: the run file saves warm-up counts, not the requests).
+
+One timeline. Same host: both sides stamp CLOCK_MONOTONIC, offset 0. Different hosts: the
+offset ``theta`` (engine clock minus client clock) is estimated NTP-style from the
+id-matched pairs, each a request/response exchange: the engine received the request after
+the client sent it (``theta <= s_start - c_start``) and made the first token before the
+client read it (``theta >= s_first - c_first``). The intersection of these bounds over all
+pairs (NTP's minimum-delay filter) brackets ``theta``; its midpoint is the offset and its
+half-width the uncertainty. Bounds that do not intersect mean drifting clocks or wrong
+matches: an error, never a guess.
+
+Decomposition of client TTFT (``c_first - c_start``), per request, on the client's clock:
+``send`` (client send -> engine start), the engine's time to its first token split by the
+phase it was in (a phase lasts until the next starts; ``unphased``: engine time before the
+first phase), and ``first_token_delivery`` (engine's first token -> client's first chunk).
+The parts sum to client TTFT exactly. Per request also: client TTFT and E2E (vLLM's: to
+the last chunk), engine TTFT and E2E (start to first token, to the end of the request),
+and the whole time in each phase. Per concurrency level: p50 and p99 of each part (linear)
+and its share of the level's client TTFT (sum of the part over sum of TTFT; shares add up
+to 1). Only pairs where both sides completed with tokens enter the figures; the others
+keep their statuses and null times.
+
+Output schema ``pytimings.join/1``::
+
+    {"schema": "pytimings.join/1",
+     "matched": int, "unmatched_client": int, "unmatched_server": int,
+     "clock": {"offset_ns": int, "uncertainty_ns": int},
+     "requests": [{"id", "server_id", "concurrency", "round", "matched_by": "id" | "time",
+                   "client_status", "server_status", "client_ttft_ns", "client_e2e_ns",
+                   "server_ttft_ns", "server_e2e_ns", "send_ns", "phases_ns": {phase: ns},
+                   "first_token_delivery_ns", "ttft_parts_ns": {part: ns}}, ...],
+     "levels": [{"concurrency": int,
+                 "parts": {part: {"p50_ns", "p99_ns", "share"}}}, ...]}
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from pytimings.errors import TraceFormatError, UsageError
+from pytimings.model.requests import RequestRecord
+from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving.metrics import measured, phase_durations
+from pytimings.serving.runfile import Run
+
+SCHEMA = "pytimings.join/1"
+SEND, UNPHASED, DELIVERY = "send", "unphased", "first_token_delivery"
+ClockMode = Literal["same", "estimate"]
+
+
+@dataclass(frozen=True)
+class Clock:
+    offset_ns: int  # engine clock minus client clock
+    uncertainty_ns: int
+    how: str  # said in the text output
+
+    def to_json(self) -> dict[str, int]:
+        return {"offset_ns": self.offset_ns, "uncertainty_ns": self.uncertainty_ns}
+
+
+@dataclass(frozen=True)
+class _Pair:
+    client: RequestRecord
+    server: RequestRecord
+    concurrency: int
+    round: int
+    matched_by: str
+
+
+def _complete(r: RequestRecord) -> bool:
+    return bool(measured([r]))
+
+
+def estimate_clock(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> Clock:
+    """The engine-minus-client offset bracketed by request/response pairs (module doc)."""
+    usable = [(c, s) for c, s in pairs if _complete(c) and _complete(s)]
+    if not usable:
+        raise UsageError(
+            "cannot estimate the clock offset: no request completed on both sides with a "
+            "matching server id (same host? use --clock same)"
+        )
+    hi = min(s.start_ns - c.start_ns for c, s in usable)
+    lo = max(s.chunk_ns[0] - c.chunk_ns[0] for c, s in usable)
+    if lo > hi:
+        raise UsageError(
+            f"no single clock offset fits the {len(usable)} matched requests (bounds cross by "
+            f"{(lo - hi) / 1e6:.3f} ms): drifting clocks, or ids matched to other requests"
+        )
+    return Clock(
+        (lo + hi) // 2, (hi - lo + 1) // 2, f"estimated from {len(usable)} request/response pairs"
+    )
+
+
+def _client_requests(run: Run) -> list[tuple[RequestRecord, int, int]]:
+    return [
+        (r, lv.concurrency, rd.index) for lv in run.levels for rd in lv.rounds for r in rd.records
+    ]
+
+
+def _match(
+    run: Run, engine: Sequence[RequestRecord], where: str, mode: ClockMode, tolerance_ns: int
+) -> tuple[list[_Pair], Clock, int, int]:
+    by_id: dict[str, RequestRecord] = {}
+    for s in engine:
+        if s.req_id in by_id:
+            raise TraceFormatError(where, f"request id {s.req_id!r} appears twice")
+        by_id[s.req_id] = s
+    clash = sorted({n for s in engine for n, _ in s.phases} & {SEND, UNPHASED, DELIVERY})
+    if clash:
+        raise TraceFormatError(where, f"engine phase {clash[0]!r} has the name of a TTFT part")
+    clients = _client_requests(run)
+    seen: set[str] = set()
+    pairs: list[_Pair] = []
+    rest: list[tuple[RequestRecord, int, int]] = []
+    for c, conc, ri in clients:
+        found = by_id.get(c.server_id) if c.server_id is not None else None
+        if found is None:
+            rest.append((c, conc, ri))
+            continue
+        if found.req_id in seen:
+            raise TraceFormatError(run.path, f"server id {c.server_id!r} appears twice")
+        seen.add(found.req_id)
+        pairs.append(_Pair(c, found, conc, ri, "id"))
+    if mode == "same":
+        clock = Clock(0, 0, "same host: one CLOCK_MONOTONIC")
+    else:
+        clock = estimate_clock([(p.client, p.server) for p in pairs])
+    free = sorted((s for s in engine if s.req_id not in seen), key=lambda s: s.start_ns)
+    starts = [s.start_ns - clock.offset_ns for s in free]  # on the client's clock
+    candidates = []
+    for ci, (c, _, _) in enumerate(rest):  # each client's window, found by bisection
+        lo = bisect.bisect_left(starts, c.start_ns - clock.uncertainty_ns)
+        hi = bisect.bisect_right(starts, c.start_ns + tolerance_ns + clock.uncertainty_ns)
+        candidates += [(abs(starts[si] - c.start_ns), ci, si) for si in range(lo, hi)]
+    candidates.sort()
+    taken_c: set[int] = set()
+    taken_s: set[int] = set()
+    for _, ci, si in candidates:
+        if ci in taken_c or si in taken_s:
+            continue
+        taken_c.add(ci)
+        taken_s.add(si)
+        c, conc, ri = rest[ci]
+        pairs.append(_Pair(c, free[si], conc, ri, "time"))
+    order = {id(c): k for k, (c, _, _) in enumerate(clients)}
+    pairs.sort(key=lambda p: order[id(p.client)])  # the run file's order
+    return pairs, clock, len(clients) - len(pairs), len(engine) - len(pairs)
+
+
+def ttft_parts(client: RequestRecord, server: RequestRecord, offset_ns: int) -> dict[str, int]:
+    """Client TTFT split into send, engine phases before the first token, and delivery."""
+    s0, s1 = server.start_ns, server.chunk_ns[0]
+    parts = {SEND: s0 - offset_ns - client.start_ns}
+    phases = sorted(server.phases, key=lambda p: p[1])
+    first_phase = phases[0][1] if phases else s1
+    if min(first_phase, s1) > s0:
+        parts[UNPHASED] = min(first_phase, s1) - s0
+    ends = [t for _, t in phases[1:]] + [server.end_ns if server.end_ns is not None else s1]
+    for (name, t0), t1 in zip(phases, ends, strict=True):
+        parts[name] = parts.get(name, 0) + max(0, min(t1, s1) - max(t0, s0))
+    parts[DELIVERY] = client.chunk_ns[0] - (s1 - offset_ns)
+    return parts
+
+
+def _request_json(p: _Pair, offset_ns: int) -> dict[str, Any]:
+    c, s = p.client, p.server
+    c_ok, s_ok = _complete(c), _complete(s)
+    both = c_ok and s_ok
+    parts = ttft_parts(c, s, offset_ns) if both else None
+    return {
+        "id": c.req_id, "server_id": s.req_id, "concurrency": p.concurrency, "round": p.round,
+        "matched_by": p.matched_by,
+        "client_status": c.status if c_ok or c.status != "ok" else "no_tokens",
+        "server_status": s.status if s_ok or s.status != "ok" else "no_tokens",
+        "client_ttft_ns": c.chunk_ns[0] - c.start_ns if c_ok else None,
+        "client_e2e_ns": c.chunk_ns[-1] - c.start_ns if c_ok else None,
+        "server_ttft_ns": s.chunk_ns[0] - s.start_ns if s_ok else None,
+        "server_e2e_ns": s.end_ns - s.start_ns if s.end_ns is not None else None,
+        "send_ns": parts[SEND] if parts else None,
+        "phases_ns": phase_durations(s),
+        "first_token_delivery_ns": parts[DELIVERY] if parts else None,
+        "ttft_parts_ns": parts,
+    }  # fmt: skip
+
+
+def _levels(requests: list[dict[str, Any]], order: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for conc in order:
+        rows = [q for q in requests if q["concurrency"] == conc and q["ttft_parts_ns"]]
+        if not rows:
+            out.append({"concurrency": conc, "parts": {}})
+            continue
+        names = [SEND, UNPHASED]
+        for q in rows:
+            names += [n for n in q["ttft_parts_ns"] if n not in names and n != DELIVERY]
+        names.append(DELIVERY)
+        total = float(sum(q["client_ttft_ns"] for q in rows))
+        parts = {}
+        for name in names:
+            v = np.array([q["ttft_parts_ns"].get(name, 0) for q in rows], np.float64)
+            if name == UNPHASED and not v.any():
+                continue
+            p50, p99 = np.percentile(v, [50, 99])
+            share = float(v.sum()) / total if total > 0 else math.nan
+            parts[name] = {"p50_ns": float(p50), "p99_ns": float(p99), "share": share}
+        out.append({"concurrency": conc, "parts": parts})
+    return out
+
+
+def join(
+    run: Run,
+    engine: Sequence[RequestRecord],
+    engine_path: str,
+    mode: ClockMode,
+    tolerance_ns: int,
+) -> tuple[dict[str, Any], Clock]:
+    """The ``pytimings.join/1`` document, and the clock with how it was found."""
+    pairs, clock, unmatched_c, unmatched_s = _match(run, engine, engine_path, mode, tolerance_ns)
+    requests = [_request_json(p, clock.offset_ns) for p in pairs]
+    doc = {
+        "schema": SCHEMA,
+        "matched": len(pairs),
+        "unmatched_client": unmatched_c,
+        "unmatched_server": unmatched_s,
+        "clock": clock.to_json(),
+        "requests": requests,
+        "levels": _levels(requests, [lv.concurrency for lv in run.levels]),
+    }
+    return doc, clock
+
+
+def render(doc: dict[str, Any], clock: Clock) -> str:
+    """The decomposition table of each level (ms), after the match counts and the clock."""
+    by_time = sum(q["matched_by"] == "time" for q in doc["requests"])
+    out = [
+        f"matched {doc['matched']} requests ({by_time} by start time); unmatched: "
+        f"{doc['unmatched_client']} client, {doc['unmatched_server']} engine "
+        "(engine warm-up requests are never in the run file)",
+        f"clock: {clock.how}, engine - client = {clock.offset_ns / 1e6:.3f} ms "
+        f"+- {clock.uncertainty_ns / 1e6:.3f} ms",
+    ]
+    for lv in doc["levels"]:
+        rows_ = [q for q in doc["requests"] if q["concurrency"] == lv["concurrency"]]
+        ttft = [q["client_ttft_ns"] for q in rows_ if q["ttft_parts_ns"]]
+        out.append(f"\nc={lv['concurrency']}: client TTFT of {len(ttft)} requests, by part (ms)")
+        if not ttft:
+            out.append("no request completed on both sides")
+            continue
+        rows = [
+            [name, fmt_num(p["p50_ns"] / 1e6), fmt_num(p["p99_ns"] / 1e6),
+             f"{p['share'] * 100:.1f}%"]
+            for name, p in lv["parts"].items()
+        ]  # fmt: skip
+        p50, p99 = np.percentile(np.asarray(ttft, np.float64) / 1e6, [50, 99])
+        rows.append(["client TTFT", fmt_num(float(p50)), fmt_num(float(p99)), "100.0%"])
+        out.append(format_table(["part", "p50", "p99", "share"], rows))
+    return "\n".join(out)

@@ -1,0 +1,135 @@
+"""Drift over a long run: the Mann-Kendall trend test with Sen's slope.
+
+For values ``y_1..y_n`` at times ``t_1 < .. < t_n`` (one per soak interval):
+
+* ``S = sum_{i<j} sign(y_j - y_i)``: how many later values are larger, minus smaller.
+* Under "no trend" (independent, identically distributed values) ``S`` has mean 0 and
+  ``Var S = (n(n-1)(2n+5) - sum_g t_g(t_g-1)(2t_g+5)) / 18``, ``t_g`` the size of each
+  group of tied values (the variance of ``S`` over every ordering of these values).
+* ``z = (S - sign S) / sqrt(Var S)`` (continuity correction), two-sided
+  ``p = erfc(|z| / sqrt 2)``: the normal approximation, good from about 10 values.
+* Sen's slope: the median of ``(y_j - y_i) / (t_j - t_i)`` over all pairs, a robust trend
+  size in the metric's units per hour.
+
+:func:`level_drift` runs the test on every figure of a soak level's ``intervals``
+(``pytimings loadgen --duration``): TTFT, TPOT, ITL and E2E p50 and p99 (ms), output
+throughput (tok/s) and the error rate (failed over sent), against each interval's midpoint.
+
+Verdict "drifting" when ``p < alpha`` (default 0.05), else "stable": at the nominal level,
+about 1 stable run in 20 is called drifting. Intervals with no value (nothing completed)
+are left out of the test and counted; with fewer than ``MIN_POINTS`` values no verdict is
+given (the test could not reject at 5% anyway).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving.runfile import Level, Run
+
+MIN_POINTS = 4
+ALPHA = 0.05
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+
+
+def mann_kendall(y: npt.ArrayLike) -> tuple[int, float, float]:
+    """``(S, Var S, two-sided p)`` of the Mann-Kendall test, ties corrected."""
+    v = np.asarray(y, dtype=np.float64)
+    n = v.size
+    s = int(np.triu(np.sign(v[None, :] - v[:, None]), 1).sum())
+    _, counts = np.unique(v, return_counts=True)
+    t = counts[counts > 1].astype(np.float64)
+    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(t * (t - 1) * (2 * t + 5)))) / 18.0
+    if var <= 0 or s == 0:
+        return s, var, 1.0
+    z = (s - math.copysign(1, s)) / math.sqrt(var)
+    return s, var, math.erfc(abs(z) / math.sqrt(2))
+
+
+def sen_slope(t: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    """Median of the pairwise slopes ``(y_j - y_i) / (t_j - t_i)``, ``t_j > t_i``."""
+    tv, yv = np.asarray(t, np.float64), np.asarray(y, np.float64)
+    i, j = np.triu_indices(tv.size, 1)
+    dt = tv[j] - tv[i]
+    keep = dt != 0
+    if not keep.any():
+        return math.nan
+    return float(np.median((yv[j] - yv[i])[keep] / dt[keep]))
+
+
+def drift(metric: str, hours: npt.ArrayLike, values: npt.ArrayLike, alpha: float = ALPHA
+          ) -> dict[str, Any] | None:  # fmt: skip
+    """``{"metric", "slope_per_hour", "p_value", "verdict", "intervals", "missing"}``, or
+    None with fewer than MIN_POINTS values."""
+    h, v = np.asarray(hours, np.float64), np.asarray(values, np.float64)
+    keep = ~np.isnan(v)
+    if int(keep.sum()) < MIN_POINTS:
+        return None
+    _, _, p = mann_kendall(v[keep])
+    return {
+        "metric": metric,
+        "slope_per_hour": sen_slope(h[keep], v[keep]),
+        "p_value": p,
+        "verdict": "drifting" if p < alpha else "stable",
+        "intervals": int(keep.sum()),
+        "missing": int((~keep).sum()),
+    }
+
+
+def _error_rate(iv: dict[str, Any]) -> float:
+    failed = sum(int(v) for v in iv["errors"].values())
+    sent = int(iv["completed"]) + failed
+    return failed / sent if sent else math.nan
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def level_drift(level: Level, alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """The drift entry of every figure of a soak level (none without ``intervals``)."""
+    ivs = level.intervals or []
+    if not ivs:
+        return []
+    t0 = ivs[0]["start_ns"]
+    hours = [((iv["start_ns"] + iv["end_ns"]) / 2 - t0) / 3.6e12 for iv in ivs]
+    series = {
+        f"{m}_{q}_ms": [_num(iv[f"{m}_ms"][q]) for iv in ivs]
+        for m in LATENCIES
+        for q in ("p50", "p99")
+    }
+    series["output_throughput"] = [_num(iv["output_throughput"]) for iv in ivs]
+    series["error_rate"] = [_error_rate(iv) for iv in ivs]
+    out = [drift(name, hours, values, alpha) for name, values in series.items()]
+    return [d for d in out if d is not None]
+
+
+def run_drift(label: str, run: Run, alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """``level_drift`` of every level of ``run``, each row naming the run and its level."""
+    return [
+        {"label": label, "file": run.path, "concurrency": lv.concurrency, **d}
+        for lv in run.levels
+        for d in level_drift(lv, alpha)
+    ]
+
+
+DRIFT_HEADERS = ("run", "conc", "metric", "slope/h", "p", "verdict")
+
+
+def drift_cells(r: dict[str, Any]) -> list[str]:
+    """One drift row as table cells (DRIFT_HEADERS)."""
+    return [r["label"], str(r["concurrency"]), r["metric"], fmt_num(r["slope_per_hour"], 3),
+            f"{r['p_value']:.3g}", f"{r['verdict']} ({r['intervals']} intervals)"]  # fmt: skip
+
+
+def drift_table(rows: list[dict[str, Any]]) -> str:
+    """The drift rows as text (empty when no input was a soak)."""
+    if not rows:
+        return ""
+    head = "drift over the soak intervals (Mann-Kendall test, Sen's slope per hour)"
+    return head + "\n" + format_table(DRIFT_HEADERS, [drift_cells(r) for r in rows])
