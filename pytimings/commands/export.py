@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pytimings.console import progress
@@ -44,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytimings.analysis.attribution import attribute
     from pytimings.ingest import load
+    from pytimings.ingest.detect import detect_format
+    from pytimings.ingest.loader import expand_paths
+    from pytimings.ingest.recording_file import load_tables
+    from pytimings.model.requests import records_from_arrow
     from pytimings.report.perfetto import write_perfetto
 
     progress.configure(args.quiet)
@@ -60,9 +65,16 @@ def run(args: argparse.Namespace) -> int:
 
         with progress.task("Replaying the windows"):
             path = critical_path(attribute(trace, by=args.critical_path))
+    requests = []  # each recording's request timelines, one track per request
+    for f in expand_paths(args.traces):
+        if detect_format(f) == "recording":
+            tables = load_tables(f)
+            if "requests" in tables:
+                requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))
     stats = write_perfetto(
-        trace, args.perfetto, result, flows=not args.no_flows, critical_path=path
-    )
+        trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
+        requests=requests,
+    )  # fmt: skip
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")
     if stats.overlap_tracks:

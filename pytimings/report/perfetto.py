@@ -8,7 +8,11 @@ Layout (one JSON "process" per host process and per GPU, names in metadata event
   the whole-trace window (see docs/attribution.md), then one track per stream with
   its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
 * the findings as global instant events at the start of the trace;
-* a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them).
+* a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them);
+* per recording with request timelines (``pytimings.request``): a "requests" process with
+  one track per request: the request's slice, its phases nested in it (each until the next
+  phase, the last until the request's end) and an instant per token-bearing chunk. A
+  request still open when saved is drawn to its last event (counted in ``clamped``).
 
 A track never holds slices that overlap without nesting (viewers mis-draw those): slices
 that would are moved to an extra track named ``... (overlap N)``; how many is returned.
@@ -39,6 +43,7 @@ from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.progress import task
 from pytimings.errors import UsageError
+from pytimings.model.requests import RequestRecord
 from pytimings.model.trace import OpKind, Trace
 from pytimings.report.segments import label_segments
 
@@ -202,12 +207,16 @@ def _json_strings(strings: Sequence[str]) -> list[str]:
     return [_json(s) for s in strings]
 
 
-def _origin(trace: Trace) -> int:
+RequestGroups = Sequence[tuple[str, Sequence[RequestRecord]]]  # (file, its requests)
+
+
+def _origin(trace: Trace, requests: RequestGroups = ()) -> int:
     starts = [
         int(trace.table(t)["start"].min())
         for t in ("gpu_ops", "api_calls", "ranges")
         if len(trace.table(t))
     ]
+    starts += [min(r.start_ns for r in recs) for _, recs in requests if recs]
     if not starts:
         raise UsageError("the trace has no events to export")
     return min(starts)
@@ -227,15 +236,17 @@ def write_perfetto(
     findings: bool = True,
     flows: bool = True,
     critical_path: dict[str, Any] | None = None,
+    requests: RequestGroups = (),
 ) -> ExportStats:
     """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
     whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
     ``flows`` draws an arrow from each launch call to the GPU op it launched;
     ``critical_path`` (:func:`pytimings.analysis.replay.critical_path`) is drawn as a track
-    of its links joined by flow arrows."""
+    of its links joined by flow arrows; ``requests`` (file name, its request timelines) are
+    drawn one track per request."""
     if attribution is not None and attribution.by is not None:
         raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
-    origin = _origin(trace)
+    origin = _origin(trace, requests)
     try:
         f = open(path, "w", encoding="utf-8")
     except OSError as exc:
@@ -258,6 +269,8 @@ def write_perfetto(
             _findings(w, attribution)
         if critical_path is not None:
             _critical_path(w, critical_path)
+        for name, recs in requests:
+            _requests(w, name, recs)
         other = {"pytimings_origin_ns": origin, "overlap_tracks": w.stats.overlap_tracks}
         f.write(f'\n],\n"otherData":{_json(other)}}}\n')
     return w.stats
@@ -443,6 +456,48 @@ def _findings(w: _Writer, a: Attribution) -> None:
             f'"cat":"finding","args":{args}}}',
             "finding",
         )
+
+
+def _requests(w: _Writer, name: str, records: Sequence[RequestRecord]) -> None:
+    """One track per request: its slice, its phases nested in it, a token instant per chunk."""
+    if not records:
+        return
+    pid = w.process(f"requests ({name})", -2)
+    unfinished = 0
+    for k, r in enumerate(sorted(records, key=lambda q: (q.start_ns, q.req_id))):
+        phases = sorted(r.phases, key=lambda p: p[1])
+        end = r.end_ns
+        if end is None:
+            unfinished += 1
+            end = max([r.start_ns, *r.chunk_ns, *(t for _, t in phases)])
+        starts = [r.start_ns] + [t for _, t in phases]
+        ends = [end] + [t for _, t in phases[1:]] + ([end] if phases else [])
+        info: dict[str, Any] = {"status": r.status, "output_tokens": r.n_output}
+        if r.input_tokens is not None:
+            info["input_tokens"] = r.input_tokens
+        if r.error is not None:
+            info["error"] = f"{r.error}: {r.error_detail}" if r.error_detail else r.error
+        tids = w.track(
+            pid,
+            f"request {r.req_id}",
+            k,
+            np.asarray(starts, np.int64),
+            np.maximum(np.asarray(ends, np.int64), np.asarray(starts, np.int64)),
+            [_json(r.req_id)] + [_json(n) for n, _ in phases],
+            ['"request"'] + ['"phase"'] * len(phases),
+            [_json(info)] + ["{}"] * len(phases),
+            "request",
+        )
+        tid = int(tids[0])
+        for t, n in zip(r.chunk_ns, r.chunk_tokens, strict=True):
+            w.raw(
+                f'{{"ph":"i","s":"t","pid":{pid},"tid":{tid},"ts":{_ts(t - w.origin)},'
+                f'"name":"token","cat":"token","args":{{"tokens":{n}}}}}',
+                "token",
+            )
+    if unfinished:
+        key = "requests still open when saved (drawn to their last event)"
+        w.stats.clamped[key] = w.stats.clamped.get(key, 0) + unfinished
 
 
 def _critical_path(w: _Writer, cp: dict[str, Any]) -> None:

@@ -80,8 +80,9 @@ def check_trace_events(path: Path) -> dict[str, Any]:
             assert ph not in flows[ev["id"]], f"flow {ev['id']} has two {ph} events"
             assert ph == "s" or ev["bp"] == "e"
             flows[ev["id"]][ph] = ev
-        else:
-            assert ev["s"] == "g" and _ns(ev["ts"]) >= 0
+        else:  # findings (global) or a request's token instants (on its track)
+            assert ev["s"] in ("g", "t") and _ns(ev["ts"]) >= 0
+            assert ev["s"] == "g" or (ev["pid"], ev["tid"]) in threads
     tids = [tid for _, tid in threads]
     assert len(tids) == len(set(tids)), "thread ids are unique across processes"
     for key, sl in tracks.items():
@@ -387,3 +388,51 @@ def test_gpu_annotations_without_ops_and_a_host_only_recording(tmp_path: Path) -
     assert main(["export", str(path), "--perfetto", str(out)]) == 0
     info = _check_content(load(path), out, None)
     assert [ev["name"] for ev in info["events"] if ev["ph"] == "X"] == ["load"]
+
+
+def test_request_tracks_hold_each_phase_and_token(tmp_path: Path) -> None:
+    """One track per request of the recording's "requests" table: the request's slice,
+    its phases nested in it at their exact ns, an instant per chunk; beside the regions."""
+    from pytimings.model.requests import RequestRecord, records_to_arrow
+
+    t0 = 7_000_000_123
+    reqs = [
+        RequestRecord("a", t0, t0 + 9_001, [t0 + 5_003, t0 + 7_005, t0 + 8_000], [1, 2, 1],
+                      input_tokens=16, phases=[("queue", t0), ("prefill", t0 + 1_234),
+                                               ("decode", t0 + 5_003)]),
+        RequestRecord("b", t0 + 2_000, t0 + 4_000, error="exception", error_detail="E: x"),
+        RequestRecord("c", t0 + 3_000, None, [t0 + 3_500], [1], phases=[("queue", t0 + 3_000)]),
+    ]  # fmt: skip
+    rec = make_recording(
+        [{"name": "step", "kind": "compute", "start": t0 + 100, "end": t0 + 900}],
+        meta={"pid": 5},
+    )
+    storage.register_table_provider("requests", lambda: records_to_arrow(reqs))
+    try:
+        path = storage.save(tmp_path / "eng.pyt", rec)
+    finally:
+        storage.unregister_table_provider("requests")
+    out = tmp_path / "eng.json"
+    assert main(["export", str(path), "--perfetto", str(out), "-q"]) == 0
+    info = check_trace_events(out)
+    origin = info["doc"]["otherData"]["pytimings_origin_ns"]
+    assert origin == t0  # the earliest event is a request's start
+    by_name = {name: key for key, name in info["threads"].items()}
+    assert info["procs"][by_name["request a"][0]] == "requests (eng.pyt)"
+    for r in reqs:
+        key = by_name[f"request {r.req_id}"]
+        sl = [ev for ev in info["events"] if ev["ph"] == "X" and (ev["pid"], ev["tid"]) == key]
+        got = [(ev["name"], origin + _ns(ev["ts"]), origin + _ns(ev["ts"]) + _ns(ev["dur"]))
+               for ev in sl]  # fmt: skip
+        end = r.end_ns if r.end_ns is not None else max(r.chunk_ns)  # open: to its last event
+        bounds = [t for _, t in r.phases[1:]] + ([end] if r.phases else [])
+        want = [(r.req_id, r.start_ns, end)] + [
+            (n, t, b) for (n, t), b in zip(r.phases, bounds, strict=True)
+        ]
+        assert sorted(got) == sorted(want)
+        tokens = [ev for ev in info["events"] if ev["ph"] == "i" and (ev["pid"], ev["tid"]) == key]
+        assert [origin + _ns(ev["ts"]) for ev in tokens] == r.chunk_ns
+        assert [ev["args"]["tokens"] for ev in tokens] == r.chunk_tokens
+    head = next(ev for ev in info["events"] if ev["ph"] == "X" and ev["name"] == "b")
+    assert head["args"] == {"status": "error", "output_tokens": 0, "error": "exception: E: x"}
+    assert any(ev["ph"] == "X" and ev["name"] == "step" for ev in info["events"])  # regions too
