@@ -50,6 +50,7 @@ _LAZY: dict[str, str] = {
     "attribute": "pytimings.analysis.attribution",
     # serving
     "request": "pytimings.record.requests",
+    "sample_memory": "pytimings.record.memory",
     "serving_metrics": "pytimings.serving.metrics",
 }
 

@@ -4,8 +4,8 @@
 The file is one Arrow IPC file (format described in docs/recording-format.md) with a single
 row; each column is one named table stored as a list of structs, so any Arrow reader sees
 every table with its full types, and reading memory-maps the file without copying columns.
-Besides the records it writes :data:`BUILTIN_TABLES` (request timelines); users add their
-own tables to the same file with :func:`register_table_provider`;
+Besides the records it writes :data:`BUILTIN_TABLES` (request timelines, memory samples);
+users add their own tables to the same file with :func:`register_table_provider`;
 :func:`~pytimings.ingest.recording_file.load_tables` returns every table in a file.
 """
 
@@ -35,11 +35,14 @@ from pytimings.model.recording import (
     RESERVED,
     Recording,
 )
-from pytimings.record import requests
+from pytimings.record import memory, requests
 
 TableProvider = Callable[[], Any]  # () -> pyarrow.Table | None
 # what every save() writes besides records/strings/threads (a table that is None is left out)
-BUILTIN_TABLES: dict[str, TableProvider] = {"requests": requests.default_requests_table}
+BUILTIN_TABLES: dict[str, TableProvider] = {
+    "requests": requests.default_requests_table,
+    "memory": memory.default_memory_table,  # pytimings.sample_memory()
+}
 # tables users add with register_table_provider (they may replace a built-in one)
 _providers: dict[str, TableProvider] = {}
 _providers_lock = threading.Lock()

@@ -1,0 +1,196 @@
+"""Memory samples over a run: the process's resident set and, when torch has initialised
+CUDA, ``torch.cuda.memory_allocated``, so that a slow leak in a long-running engine shows.
+
+::
+
+    pytimings.sample_memory()                    # one sample, now
+    stop = pytimings.sample_memory(every_s=1.0)  # one now, then every second (daemon thread)
+    ...
+    stop()                                       # one last sample, then the thread ends
+    with pytimings.sample_memory(every_s=1.0):   # the same, as a context manager
+        ...
+
+A sample is ``(t_ns, rss_bytes, cuda_allocated_bytes)``: ``t_ns`` on ``pytimings.now_ns``
+(the recorder's clock), ``rss_bytes`` the resident pages of ``/proc/self/statm`` times the
+page size (Linux; elsewhere ``resource.getrusage``'s ``ru_maxrss``, the *peak* resident
+set), ``cuda_allocated_bytes`` the current device's bytes held by torch's caching
+allocator's tensors, or None when torch is not imported or CUDA not initialised (torch is
+never imported for this). Samples land in a :class:`MemoryLog` (by default the
+process-wide :func:`default_log`); ``pytimings.save`` writes it as the "memory" table
+(:data:`pytimings.record.storage.BUILTIN_TABLES`): ``t_ns`` int64, ``rss_bytes`` int64,
+``cuda_allocated_bytes`` int64 (null: none). :func:`load_memory` reads it back;
+``pytimings report`` gives its trend the soak metrics' Mann-Kendall verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from pytimings._core import now_ns
+from pytimings.errors import TraceFormatError
+from pytimings.ingest.recording_file import load_tables
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["MemoryLog", "MemorySamples", "Sampler", "default_log", "load_memory", "sample_memory"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    """The resident set now (Linux), else the peak resident set (``ru_maxrss``)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024  # macOS counts bytes
+
+
+def cuda_allocated_bytes() -> int | None:
+    """``torch.cuda.memory_allocated()`` when torch is imported and CUDA initialised."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return None
+    return int(cuda.memory_allocated())
+
+
+@dataclass(frozen=True)
+class MemorySamples:
+    """Samples in time order: ns, resident bytes, CUDA-allocated bytes (None: none)."""
+
+    t_ns: list[int]
+    rss_bytes: list[int]
+    cuda_allocated_bytes: list[int | None]
+
+
+class MemoryLog:
+    """Thread-safe list of memory samples."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: list[tuple[int, int, int | None]] = []
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        row = (now_ns(), rss_bytes(), cuda_allocated_bytes())
+        with self._lock:
+            self._rows.append(row)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._rows)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+    def samples(self) -> MemorySamples:
+        with self._lock:
+            rows = sorted(self._rows)
+        return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+    def to_arrow(self) -> pa.Table:
+        import pyarrow as pa
+
+        s = self.samples()
+        return pa.table(
+            {
+                "t_ns": pa.array(s.t_ns, pa.int64()),
+                "rss_bytes": pa.array(s.rss_bytes, pa.int64()),
+                "cuda_allocated_bytes": pa.array(s.cuda_allocated_bytes, pa.int64()),
+            }
+        )
+
+
+class Sampler:
+    """A background sampler: call it (or leave its ``with`` block) to stop it."""
+
+    def __init__(self, log: MemoryLog, every_s: float) -> None:
+        self._log = log
+        self._every_s = every_s
+        self._stop = threading.Event()
+        log.sample()
+        self._thread = threading.Thread(target=self._run, name="pytimings-memory", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self._log.sample()
+
+    def __call__(self) -> None:
+        """Stop sampling (one last sample first); calling it again does nothing."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        self._log.sample()
+
+    stop = __call__
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self()
+
+
+_DEFAULT = MemoryLog()
+
+
+def default_log() -> MemoryLog:
+    """The process-wide log ``sample_memory`` writes to unless given another."""
+    return _DEFAULT
+
+
+def sample_memory(every_s: float | None = None, *, log: MemoryLog | None = None) -> Sampler | None:
+    """One memory sample now; with ``every_s``, also one every ``every_s`` seconds from a
+    daemon thread until the returned :class:`Sampler` is called (module docstring)."""
+    target = _DEFAULT if log is None else log
+    if every_s is None:
+        target.sample()
+        return None
+    if not every_s > 0:
+        raise ValueError(f"sample_memory(every_s={every_s}): must be a positive number of seconds")
+    return Sampler(target, every_s)
+
+
+def load_memory(path: str | os.PathLike[str]) -> MemorySamples | None:
+    """The memory samples saved in a recording file (None: it has no "memory" table)."""
+    tables = load_tables(path)
+    if "memory" not in tables:
+        return None
+    t = tables["memory"]
+    missing = [c for c in ("t_ns", "rss_bytes", "cuda_allocated_bytes") if c not in t.column_names]
+    if missing:
+        raise TraceFormatError(path, f"memory table lacks columns {missing}")
+    rows = sorted(
+        zip(
+            t["t_ns"].to_pylist(),
+            t["rss_bytes"].to_pylist(),
+            t["cuda_allocated_bytes"].to_pylist(),
+            strict=True,
+        )
+    )
+    if any(r[0] is None or r[1] is None for r in rows):
+        raise TraceFormatError(path, "memory table has a sample without a time or RSS")
+    return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+
+
+def default_memory_table() -> pa.Table | None:
+    """The default log as the "memory" table ``pytimings.save`` writes (None: empty)."""
+    return _DEFAULT.to_arrow() if len(_DEFAULT) else None
