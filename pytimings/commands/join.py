@@ -31,9 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.ingest.recording_file import load_recording
     from pytimings.record.requests import load_requests
-    from pytimings.serving.join import join, render
+    from pytimings.serving.join import auto_clock, join, render
     from pytimings.serving.runfile import load_run, write_json
 
     if args.clock not in CLOCKS:
@@ -42,10 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--tolerance-ms must be >= 0, got {args.tolerance_ms}")
     run_ = load_run(args.run_file)
     engine = load_requests(args.engine)
-    mode = args.clock
-    if mode == "auto":
-        host = load_recording(args.engine).meta.get("hostname")
-        mode = "same" if run_.host is not None and run_.host == host else "estimate"
+    mode = auto_clock(run_, args.engine) if args.clock == "auto" else args.clock
     doc, clock = join(run_, engine, args.engine, mode, round(args.tolerance_ms * 1e6))
     if args.json:  # first: output piped into `head` must not lose the file
         write_json(doc, args.json)

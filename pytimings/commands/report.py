@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "files",
         nargs="+",
         metavar="RUN",
-        help="`pytimings loadgen` run files (JSON) or recordings (.pyt) with request timelines",
+        help="`pytimings loadgen` run files (JSON) or recordings (.pyt) with request timelines; "
+        "a recording right after a run file is joined with it (as `pytimings join`)",
     )
     p.add_argument("--html", metavar="OUT", help="write the HTML report here (default: text)")
     p.add_argument("--labels", default=None, help="comma-separated names, one per file")
@@ -42,7 +43,7 @@ def labels_for(files: list[str], labels: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.report.serving_html import analyse, load_source, write_report
+    from pytimings.report.serving_html import analyse, join_recordings, load_source, write_report
     from pytimings.report.serving_text import render_text
 
     if args.definition not in DEFINITIONS:
@@ -53,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--knee-pct must be positive, got {args.knee_pct}")
     price = cost.price_from_args(args)
     labels = labels_for(args.files, args.labels)
-    sources = [load_source(f, label) for f, label in zip(args.files, labels, strict=True)]
+    sources = join_recordings(
+        [load_source(f, label) for f, label in zip(args.files, labels, strict=True)]
+    )
     if not args.html:
         print(render_text(analyse(sources, args.definition, args.knee_pct), args.definition, price))
         return 0

@@ -39,6 +39,11 @@ table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: rig
 td:first-child, th:first-child { text-align: left; } tr:nth-child(even) { background: #f4f4f4; }
 .note { color: #666; } li { margin: 0.4em 0; }
 .scroll { overflow-x: auto; } table.metrics td, table.metrics th { white-space: nowrap; }
+table.metrics td, table.metrics th { padding: 2px 5px; font-size: 0.9em; }
+table.metrics th { white-space: normal; }
+table.metrics td:first-child, table.metrics tr:first-child th:first-child {
+  position: sticky; left: 0; background: #fff; }
+table.metrics tr:nth-child(even) td:first-child { background: #f4f4f4; }
 """
 
 

@@ -8,15 +8,23 @@ agrees with ``pytimings compare`` and the run file's own figures.
 
 Sections: the CDFs of TTFT and ITL (one panel per concurrency level, one curve per run);
 the throughput-latency curve over the concurrency levels (output token throughput against
-TPOT and ITL p50 and p99, the knee marked); the table of serving metrics with the failed
-requests counted by kind (with ``--gpu-price``, the cost per million output tokens); for
-soak runs, each interval's TTFT and TPOT over time and the drift verdict of every figure.
+TPOT and ITL p50 and p99, the knee marked, point labels placed apart or left out; a CDF
+panel's axis is log-scaled when its tail passes 10x its median); the table of serving
+metrics (its first column sticky) with the failed requests counted by kind (with
+``--gpu-price``, the cost per million output tokens); for soak runs, each interval's
+TTFT and TPOT over time and the drift verdict of every figure; for recordings with memory
+samples (``pytimings.sample_memory``), the same verdict on them.
 A recording is one level, its concurrency the peak number of requests in flight; it has no
-window of its own, so its duration is its requests' span.
+window of its own, so its duration is its requests' span. A recording given right after a
+run file is joined with it (:mod:`pytimings.serving.join`): its requests are drawn at the
+run's levels and rounds (each round's window moved onto the engine clock; the engine's
+warm-up requests counted apart), and the slowest requests of each level as timelines of
+their phases.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import os
@@ -28,14 +36,24 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.record.requests import load_requests
 from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import level_data, sweep
 from pytimings.serving.cost import cost_per_mtok_usd
+from pytimings.serving.join import (
+    Clock,
+    auto_clock,
+    join,
+    shares_ids,
+    slowest,
+    split_engine,
+    timeline,
+)
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
 from pytimings.serving.runfile import Level, Round, Run, load_run
-from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, run_drift
+from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, memory_drift, run_drift
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
 MAX_CDF_POINTS = 2000
@@ -49,12 +67,39 @@ _KNEE_TEXT_AT = ("bottom right", "top right", "bottom left", "top left")
 
 
 @dataclass(frozen=True)
+class Joined:
+    """A recording joined with the run file before it (:mod:`pytimings.serving.join`)."""
+
+    run_label: str
+    doc: dict[str, Any]  # pytimings.join/1
+    clock: Clock
+    outside: int  # engine requests in no level and no level's warm-up
+
+
+@dataclass(frozen=True)
 class Source:
-    """One input: a run file, or a recording wrapped as a run of one level."""
+    """One input: a run file, or a recording wrapped as a run of one level, or a recording
+    joined with a run file: the run's levels and rounds, holding the engine's requests."""
 
     label: str
     run: Run
     recorded: bool  # a recording: one level, concurrency = peak in flight, no window
+    joined: Joined | None = None
+    unjoined: str | None = None  # the run file a recording followed but matched no request of
+    memory: MemorySamples | None = None  # a recording's pytimings.sample_memory() samples
+
+
+def memory_trend(s: Source) -> list[dict[str, Any]]:
+    """The Mann-Kendall verdict of a recording's RSS and CUDA-allocated MB over time."""
+    m = s.memory
+    if m is None:
+        return []
+    series: dict[str, list[float]] = {"rss_mb": [b / 2**20 for b in m.rss_bytes]}
+    if any(b is not None for b in m.cuda_allocated_bytes):
+        series["cuda_allocated_mb"] = [
+            math.nan if b is None else b / 2**20 for b in m.cuda_allocated_bytes
+        ]
+    return memory_drift(s.label, s.run.path, m.t_ns, series)
 
 
 @dataclass(frozen=True)
@@ -89,7 +134,33 @@ def load_source(path: str | os.PathLike[str], label: str) -> Source:
     t1 = max(max(r.end_ns or r.start_ns, *(r.chunk_ns or [0])) for r in records)
     rounds = [Round(0, t0, t1, records, errors={}, summary={})]
     level = Level(peak_concurrency(records), None, rounds, summary={}, warmup={})
-    return Source(label, Run(where, {}, [level]), recorded=True)
+    return Source(label, Run(where, {}, [level]), recorded=True, memory=load_memory(where))
+
+
+def join_recordings(sources: Sequence[Source], tolerance_ns: int = 5_000_000) -> list[Source]:
+    """Each recording given right after a run file, joined with it (the clock as ``join
+    --clock auto`` finds it) and split into the run's levels and rounds; a recording that
+    matches none of the run's requests stays one panel (a note says so)."""
+    out = list(sources)
+    for i in range(1, len(out)):
+        prev, s = out[i - 1], out[i]
+        if not s.recorded or prev.recorded:
+            continue
+        engine = [q for rd in s.run.levels[0].rounds for q in rd.records]
+        mode = auto_clock(prev.run, s.run.path)
+        if mode == "estimate" and not shares_ids(prev.run, engine):
+            out[i] = dataclasses.replace(s, unjoined=prev.run.path)
+            continue
+        doc, clock = join(prev.run, engine, s.run.path, mode, tolerance_ns)
+        if not doc["matched"]:
+            out[i] = dataclasses.replace(s, unjoined=prev.run.path)
+            continue
+        split = split_engine(prev.run, engine, doc, clock)
+        out[i] = dataclasses.replace(
+            s, run=Run(s.run.path, {}, split.levels), recorded=False,
+            joined=Joined(prev.label, doc, clock, split.outside),
+        )  # fmt: skip
+    return out
 
 
 def analyse(sources: Sequence[Source], definition: str, knee_pct: float) -> list[SourceResult]:
@@ -125,6 +196,54 @@ def cdf_points(values: npt.ArrayLike) -> tuple[list[float], list[float]]:
     return v[ranks].tolist(), ((ranks + 1) / n).tolist()
 
 
+TAIL_RATIO = 10.0  # a CDF panel's axis is log-scaled when its largest value is this x its median
+
+
+def wide_tail(values: npt.ArrayLike) -> bool:
+    """Whether a panel's largest value exceeds TAIL_RATIO x its median (all values > 0: a
+    log axis cannot show the others), so that a linear axis would squeeze the body."""
+    v = np.asarray(values, dtype=np.float64)
+    return bool(v.size and v.min() > 0 and v.max() > TAIL_RATIO * float(np.median(v)))
+
+
+# a point label's box as a fraction of its panel's width (per character) and height
+LABEL_CHAR_W, LABEL_H = 0.014, 0.05
+LABEL_AT = ("top left", "top right", "bottom left", "bottom right")
+
+
+def label_box(x: float, y: float, text: str, at: str) -> tuple[float, float, float, float]:
+    """``(x0, y0, x1, y1)`` of a label placed ``at`` a point, in panel fractions."""
+    w = LABEL_CHAR_W * len(text)
+    x0 = x - w if at.endswith("left") else x
+    y0 = y if at.startswith("top") else y - LABEL_H
+    return x0, y0, x0 + w, y0 + LABEL_H
+
+
+def label_positions(points: Sequence[tuple[float, float, str]]) -> list[str]:
+    """A text position for each point's label (``(x, y, text)``, panel data units) such
+    that no two labels overlap: the first of LABEL_AT that clears the labels placed before
+    it, or "" (label left out; the hover still names it) when none does."""
+    if not points:
+        return []
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    xspan = (max(xs) - min(xs)) or 1.0
+    yspan = max(ys) or 1.0  # the y axis starts at zero
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    for x, y, text in points:
+        fx, fy = (x - min(xs)) / xspan, y / yspan
+        for at in LABEL_AT:
+            a = label_box(fx, fy, text, at)
+            if all(a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1] for b in placed):
+                placed.append(a)
+                out.append(at)
+                break
+        else:
+            out.append("")
+    return out
+
+
 def _facets(results: Sequence[SourceResult]) -> list[tuple[str, bool, int]]:
     """Panels of the CDF figures: (title, recorded, concurrency); run levels first."""
     keys = sorted({(r.source.recorded, lv.concurrency) for r in results for lv in r.levels})
@@ -152,6 +271,7 @@ def _cdf_figure(results: Sequence[SourceResult], metric: str, title: str) -> Any
         vertical_spacing=0.25 / rows,
     )
     shown: set[str] = set()
+    panel_values: dict[int, list[npt.NDArray[np.float64]]] = {}
     for i, r in enumerate(results):
         for lv in r.levels:
             values = lv.ttft_ms if metric == "ttft" else lv.itl_ms
@@ -160,6 +280,7 @@ def _cdf_figure(results: Sequence[SourceResult], metric: str, title: str) -> Any
             k = facets.index(
                 next(f for f in facets if f[1:] == (r.source.recorded, lv.concurrency))
             )
+            panel_values.setdefault(k, []).append(values)
             x, y = cdf_points(values)
             label = r.source.label
             fig.add_scatter(
@@ -178,6 +299,9 @@ def _cdf_figure(results: Sequence[SourceResult], metric: str, title: str) -> Any
             )
             shown.add(label)
     fig.update_xaxes(title_text="ms", exponentformat="none")
+    for k, vs in panel_values.items():
+        if wide_tail(np.concatenate(vs)):
+            fig.update_xaxes(type="log", title_text="ms (log)", row=k // cols + 1, col=k % cols + 1)
     fig.update_yaxes(title_text="fraction", range=[0, 1.02], col=1)
     fig.update_layout(title=title, height=120 + 300 * rows)
     return fig
@@ -192,11 +316,20 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
         subplot_titles=["TPOT (time per output token)", "ITL (inter-token latency)"],
         horizontal_spacing=0.08,
     )
+    runs = [[lv for lv in r.levels if lv.metrics.completed] for r in results]
+    label_at: dict[tuple[int, str], list[str]] = {}  # (run, stat) -> each p50 point's label place
+    for stat in ("tpot", "itl"):
+        pts = [(lv.metrics.output_throughput, getattr(lv.metrics, stat).median,
+                f"c={lv.concurrency}", i) for i, lvs in enumerate(runs) for lv in lvs]  # fmt: skip
+        pos = label_positions([p[:3] for p in pts])
+        for i in range(len(runs)):
+            label_at[i, stat] = [a for a, p in zip(pos, pts, strict=True) if p[3] == i]
     for i, r in enumerate(results):
-        lvs = [lv for lv in r.levels if lv.metrics.completed]
+        lvs = runs[i]
         x = [lv.metrics.output_throughput for lv in lvs]
-        text = [f"c={lv.concurrency}" for lv in lvs]
         for col, stat in ((1, "tpot"), (2, "itl")):
+            text = [f"c={lv.concurrency}" if a else "" for lv, a in zip(lvs, label_at[i, stat],
+                                                                        strict=True)]  # fmt: skip
             for q, dash in (("median", "solid"), ("p99", "dash")):
                 y = [getattr(getattr(lv.metrics, stat), q) for lv in lvs]
                 name = f"{r.source.label} {'p50' if q == 'median' else 'p99'}"
@@ -205,7 +338,7 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
                     y=y,
                     mode="lines+markers+text" if q == "median" else "lines+markers",
                     text=text if q == "median" else None,
-                    textposition="top left",
+                    textposition=[a or "top left" for a in label_at[i, stat]],
                     line={"color": _color(i), "dash": dash},
                     name=name,
                     legendgroup=name,
@@ -271,6 +404,64 @@ def _soak_figure(results: Sequence[SourceResult]) -> Any:
     fig.update_xaxes(title_text="minutes since the soak started")
     fig.update_yaxes(title_text="ms", rangemode="tozero", exponentformat="none")
     fig.update_layout(title="Soak: per-interval latency over time", height=440)
+    return fig
+
+
+SLOWEST = 6  # requests drawn per level in the phase timelines
+PART_COLORS = {"send": "#7f7f7f", "first_token_delivery": "#17becf", "to_last_chunk": "#c7c7c7"}
+
+
+def _phase_panels(results: Sequence[SourceResult]) -> list[tuple[str, int, list[dict[str, Any]]]]:
+    return [
+        (r.source.label, conc, rows)
+        for r in results
+        if r.source.joined is not None
+        for conc, rows in slowest(r.source.joined.doc, SLOWEST)
+        if rows
+    ]
+
+
+def _phase_figure(results: Sequence[SourceResult]) -> Any:
+    """Joined recordings: the slowest requests of each level as timelines from the client's
+    send (send, each engine phase to the first token, first-token delivery, the rest of the
+    stream), one panel per recording and level, one bar per request."""
+    from plotly.subplots import make_subplots
+
+    panels = _phase_panels(results)
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        subplot_titles=[
+            f"{label}: c={conc}, slowest {len(rows)} by client E2E" for label, conc, rows in panels
+        ],
+        vertical_spacing=0.3 / len(panels),
+    )
+    colors: dict[str, str] = {}
+    for k, (label, conc, rows) in enumerate(panels):
+        segs: dict[str, tuple[list[str], list[float], list[float]]] = {}
+        for q in rows:
+            for name, t0, d in timeline(q):
+                y, base, x = segs.setdefault(name, ([], [], []))
+                y.append(str(q["id"]))
+                base.append(t0 / 1e6)
+                x.append(d / 1e6)
+        for name, (y, base, x) in segs.items():
+            color = PART_COLORS.get(name) or colors.setdefault(name, _color(len(colors)))
+            fig.add_bar(
+                y=y, x=x, base=base, orientation="h", name=name, legendgroup=name,
+                marker_color=color, showlegend=name not in {t.name for t in fig.data},
+                meta=[label, conc, name],
+                hovertemplate=f"{html.escape(name)}: %{{x:.2f}} ms from %{{base:.2f}} ms"
+                "<extra>%{y}</extra>",
+                row=k + 1, col=1,
+            )  # fmt: skip
+    fig.update_xaxes(title_text="ms since the client sent the request", exponentformat="none")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(
+        title="Per-request phases of the slowest requests (client and engine joined)",
+        barmode="overlay",
+        height=120 + 260 * len(panels),
+    )
     return fig
 
 
@@ -349,6 +540,21 @@ def notes(
                 f"{r.source.label}: warmup requests sent before measuring, not in any figure: "
                 + ", ".join(f"c={c}: {n}" for c, n in warm.items())
             )
+        j = r.source.joined
+        if j is not None:
+            by_time = sum(q["matched_by"] == "time" for q in j.doc["requests"])
+            out.append(
+                f"{r.source.label}: an engine recording joined with {j.run_label}: "
+                f"{j.doc['matched']} requests matched ({by_time} by start time), drawn at the "
+                f"run's levels; clock: {j.clock.how}, engine - client = "
+                f"{j.clock.offset_ns / 1e6:.3f} ms +- {j.clock.uncertainty_ns / 1e6:.3f} ms; "
+                f"{j.outside} engine requests in no level nor its warm-up, not in any figure."
+            )
+        if r.source.unjoined is not None:
+            out.append(
+                f"{r.source.label}: matches no request of {r.source.unjoined} (ids or start "
+                "times), so it is not joined with it."
+            )
         if r.source.recorded:
             out.append(
                 f"{r.source.label}: an engine recording; its concurrency is the peak number "
@@ -388,6 +594,8 @@ def render(
     ]
     if any(lv.intervals for r in results for lv in r.source.run.levels):
         figs.append(_soak_figure(results))
+    if _phase_panels(results):
+        figs.append(_phase_figure(results))
     for k, fig in enumerate(figs):
         parts.append(
             fig.to_html(full_html=False, include_plotlyjs=k == 0, config={"responsive": True})
@@ -399,6 +607,9 @@ def render(
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
         parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
+    mem = [d for r in results for d in memory_trend(r.source)]
+    if mem:
+        parts.append(f"<h2>Memory trend over the recordings' samples</h2>{_drift_table(mem)}")
     return page(title, "\n".join(parts))
 
 

@@ -1,13 +1,22 @@
 """``pytimings report`` without ``--html``: the report's metrics table and notes as text
-(the same cells as the HTML page's table, from :mod:`pytimings.report.serving_html`)."""
+(the same cells as the HTML page's table, from :mod:`pytimings.report.serving_html`), and
+for a joined recording the decomposition of client TTFT per level and its slowest requests."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytimings.report.serving_html import STATS, SourceResult, metric_cells, notes
+from pytimings.report.serving_html import (
+    SLOWEST,
+    STATS,
+    SourceResult,
+    memory_trend,
+    metric_cells,
+    notes,
+)
 from pytimings.serving._format import format_table
-from pytimings.serving.trend import drift_table, run_drift
+from pytimings.serving.join import render, render_slowest
+from pytimings.serving.trend import MEMORY_HEAD, drift_table, run_drift
 
 
 def render_text(
@@ -22,4 +31,12 @@ def render_text(
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
         lines += ["", drift_table(drift)]
+    mem = [d for r in results for d in memory_trend(r.source)]
+    if mem:
+        lines += ["", drift_table(mem, MEMORY_HEAD)]
+    for r in results:
+        j = r.source.joined
+        if j is not None:
+            lines += ["", f"{r.source.label} joined with {j.run_label}", render(j.doc, j.clock),
+                      render_slowest(j.doc, SLOWEST)]  # fmt: skip
     return "\n".join(lines)

@@ -59,7 +59,7 @@ from pytimings.errors import TraceFormatError, UsageError
 from pytimings.model.requests import RequestRecord
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import measured, phase_durations
-from pytimings.serving.runfile import Run
+from pytimings.serving.runfile import Level, Round, Run
 
 SCHEMA = "pytimings.join/1"
 SEND, UNPHASED, DELIVERY = "send", "unphased", "first_token_delivery"
@@ -245,6 +245,107 @@ def join(
         "levels": _levels(requests, [lv.concurrency for lv in run.levels]),
     }
     return doc, clock
+
+
+def auto_clock(run: Run, engine_path: str) -> ClockMode:
+    """``--clock auto``: "same" when the run file and the recording name one host."""
+    from pytimings.ingest.recording_file import load_recording
+
+    host = load_recording(engine_path).meta.get("hostname")
+    return "same" if run.host is not None and run.host == host else "estimate"
+
+
+def shares_ids(run: Run, engine: Sequence[RequestRecord]) -> bool:
+    """Whether any client request carries the id of an engine request."""
+    ids = {s.req_id for s in engine}
+    return any(c.server_id in ids for c, _, _ in _client_requests(run))
+
+
+@dataclass(frozen=True)
+class EngineSplit:
+    """An engine's requests laid out as the run's levels and rounds (engine clock)."""
+
+    levels: list[Level]  # each level's ``warmup["requests"]``: its engine warm-up requests
+    outside: int  # engine requests matched to no client and sent in no level's warm-up
+
+
+def split_engine(
+    run: Run, engine: Sequence[RequestRecord], doc: dict[str, Any], clock: Clock
+) -> EngineSplit:
+    """The engine's requests by the level and round of the client request each was joined
+    with (``doc``: :func:`join`'s), each round's window the client's moved onto the engine
+    clock. An unmatched engine request that started (client clock) before a level's first
+    round and after the previous level's last is that level's warm-up; others are counted
+    as ``outside``."""
+    at = {q["server_id"]: (q["concurrency"], q["round"]) for q in doc["requests"]}
+    by_round: dict[tuple[int, int], list[RequestRecord]] = {}
+    rest = []
+    for s in engine:
+        key = at.get(s.req_id)
+        if key is None:
+            rest.append(s.start_ns - clock.offset_ns)
+        else:
+            by_round.setdefault(key, []).append(s)
+    levels, prev_end = [], -math.inf
+    warm_total = 0
+    for lv in run.levels:
+        first = min((rd.start_ns for rd in lv.rounds), default=None)
+        warm = sum(prev_end <= t < first for t in rest) if first is not None else 0
+        warm_total += warm
+        rounds = [
+            Round(rd.index, rd.start_ns + clock.offset_ns, rd.end_ns + clock.offset_ns,
+                  by_round.get((lv.concurrency, rd.index), []), errors={}, summary={})
+            for rd in lv.rounds
+        ]  # fmt: skip
+        levels.append(Level(lv.concurrency, lv.rate, rounds, {}, {"requests": warm}))
+        prev_end = max((rd.end_ns for rd in lv.rounds), default=prev_end)
+    return EngineSplit(levels, len(rest) - warm_total)
+
+
+def slowest(doc: dict[str, Any], k: int) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Per level of ``doc``: its ``k`` joined requests with the longest client E2E."""
+    out = []
+    for lv in doc["levels"]:
+        rows = [q for q in doc["requests"]
+                if q["concurrency"] == lv["concurrency"] and q["ttft_parts_ns"]]  # fmt: skip
+        rows.sort(key=lambda q: -q["client_e2e_ns"])
+        out.append((lv["concurrency"], rows[:k]))
+    return out
+
+
+AFTER_FIRST = "to_last_chunk"
+
+
+def timeline(q: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """A joined request as ``(part, start, duration)`` ns from the client's send: the parts
+    of client TTFT in order (send, engine phases, first-token delivery), then the rest of
+    the stream to the client's last chunk; they end at client E2E."""
+    out, t = [], 0
+    parts = dict(q["ttft_parts_ns"])
+    parts[AFTER_FIRST] = q["client_e2e_ns"] - q["client_ttft_ns"]
+    for name, d in parts.items():
+        out.append((name, t, d))
+        t += d
+    return out
+
+
+def render_slowest(doc: dict[str, Any], k: int) -> str:
+    """The ``k`` slowest requests of each level, each part of their timeline in ms."""
+    out = []
+    for conc, rows in slowest(doc, k):
+        if not rows:
+            continue
+        names: list[str] = []
+        for q in rows:
+            names += [n for n, _, _ in timeline(q) if n not in names]
+        cells = []
+        for q in rows:
+            d = {n: v for n, _, v in timeline(q)}
+            cells.append([q["id"], fmt_num(q["client_e2e_ns"] / 1e6)]
+                         + [fmt_num(d[n] / 1e6) if n in d else "-" for n in names])  # fmt: skip
+        out.append(f"\nc={conc}: the {len(rows)} slowest requests by client E2E, parts in ms")
+        out.append(format_table(["request", "E2E", *names], cells))
+    return "\n".join(out)
 
 
 def render(doc: dict[str, Any], clock: Clock) -> str:

@@ -14,6 +14,8 @@ For values ``y_1..y_n`` at times ``t_1 < .. < t_n`` (one per soak interval):
 :func:`level_drift` runs the test on every figure of a soak level's ``intervals``
 (``pytimings loadgen --duration``): TTFT, TPOT, ITL and E2E p50 and p99 (ms), output
 throughput (tok/s) and the error rate (failed over sent), against each interval's midpoint.
+:func:`memory_drift` runs it on an engine recording's memory samples
+(``pytimings.sample_memory``) against their times.
 
 Verdict "drifting" when ``p < alpha`` (default 0.05), else "stable": at the nominal level,
 about 1 stable run in 20 is called drifting. Intervals with no value (nothing completed)
@@ -24,6 +26,7 @@ given (the test could not reject at 5% anyway).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -118,18 +121,40 @@ def run_drift(label: str, run: Run, alpha: float = ALPHA) -> list[dict[str, Any]
     ]
 
 
+def memory_drift(
+    label: str,
+    path: str,
+    t_ns: npt.ArrayLike,
+    series: Mapping[str, npt.ArrayLike],
+    alpha: float = ALPHA,
+) -> list[dict[str, Any]]:
+    """The drift entry of each memory series (MB; NaN: no value) against its samples' times,
+    each row naming the recording (``concurrency`` None: the whole recording)."""
+    t = np.asarray(t_ns, np.float64)
+    if t.size == 0:
+        return []
+    hours = (t - t[0]) / 3.6e12
+    out = [drift(name, hours, values, alpha) for name, values in series.items()]
+    return [{"label": label, "file": path, "concurrency": None, **d} for d in out if d is not None]
+
+
 DRIFT_HEADERS = ("run", "conc", "metric", "slope/h", "p", "verdict")
 
 
 def drift_cells(r: dict[str, Any]) -> list[str]:
     """One drift row as table cells (DRIFT_HEADERS)."""
-    return [r["label"], str(r["concurrency"]), r["metric"], fmt_num(r["slope_per_hour"], 3),
-            f"{r['p_value']:.3g}", f"{r['verdict']} ({r['intervals']} intervals)"]  # fmt: skip
+    whole = r["concurrency"] is None  # a recording's memory samples, not a soak level
+    conc, unit = ("-", "samples") if whole else (str(r["concurrency"]), "intervals")
+    return [r["label"], conc, r["metric"], fmt_num(r["slope_per_hour"], 3),
+            f"{r['p_value']:.3g}", f"{r['verdict']} ({r['intervals']} {unit})"]  # fmt: skip
 
 
-def drift_table(rows: list[dict[str, Any]]) -> str:
+SOAK_HEAD = "drift over the soak intervals (Mann-Kendall test, Sen's slope per hour)"
+MEMORY_HEAD = "memory trend over the recordings' samples (Mann-Kendall test, Sen's slope per hour)"
+
+
+def drift_table(rows: list[dict[str, Any]], head: str = SOAK_HEAD) -> str:
     """The drift rows as text (empty when no input was a soak)."""
     if not rows:
         return ""
-    head = "drift over the soak intervals (Mann-Kendall test, Sen's slope per hour)"
     return head + "\n" + format_table(DRIFT_HEADERS, [drift_cells(r) for r in rows])

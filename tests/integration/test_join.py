@@ -13,6 +13,7 @@ from torch_server import serve_torch
 import pytimings
 from pytimings.cli import main
 from pytimings.record.requests import default_log
+from pytimings.report.serving_html import join_recordings, load_source
 from pytimings.serving.runfile import load_run
 
 MS = 1e6
@@ -68,6 +69,15 @@ def test_join_decomposes_client_ttft_of_a_torch_server(
             c: [q["ttft_parts_ns"]["queue"] for q in doc["requests"] if q["concurrency"] == c]
             for c in LEVELS
         }
+        # report does this join itself: the engine's requests split as the run's levels
+        # and rounds, the engine's warm-up requests apart, per level
+        _, eng = join_recordings([load_source(tmp_path / f"{name}.json", "run"),
+                                  load_source(tmp_path / f"{name}.pyt", "eng")])  # fmt: skip
+        assert eng.joined is not None and eng.joined.outside == 0
+        assert [lv.concurrency for lv in eng.run.levels] == list(LEVELS)
+        for lv in eng.run.levels:
+            assert [len(rd.records) for rd in lv.rounds] == [REQUESTS]
+            assert lv.warmup == {"requests": WARMUP}
         # the estimated offset (as for another host) brackets the true one, 0
         est = _join(tmp_path / f"{name}.json", tmp_path / f"{name}.pyt", tmp_path / "e.j",
                     "--clock", "estimate")["clock"]  # fmt: skip

@@ -213,6 +213,8 @@ def test_text_view_without_html(
     row = rows[("engine", str(engine.peak_concurrency))]
     assert row[:2] == ["5", "exception=1"]
     assert "engine: an engine recording" in text
+    # it followed a run file but matches none of its requests: one panel, said so
+    assert f"engine: matches no request of {a} (ids or start times)" in text
 
 
 def _report(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -278,3 +280,195 @@ def test_every_curve_draws_in_chromium(
     # every CDF and every run's curve is a drawn polyline; the recording's curve is one point
     assert sum(bool(re.search("[LHV]", d)) for d in lines) == 7 * 2 + 2 * 4
     assert "knee A: c=4" in dom and "knee B: c=4" in dom
+
+
+# --- report RUN.json ENGINE.pyt: the engine joined with the run, split by its levels ------
+
+J_LEVELS, J_ROUNDS, J_REQ, J_WARM = (1, 4), 2, 5, 2
+J_TOKENS, J_GAP = 4, 2 * MS  # engine chunks, ms apart
+J_DELIVERY = 300_000  # engine chunk -> client chunk
+
+
+def _joined_pair(tmp_path: Path) -> tuple[Path, Path, dict[str, dict[str, int]]]:
+    """A run file and an engine recording of the same requests on one host's clock, with
+    each request's parts known: send, queue, prefill, first-token delivery, the stream's
+    rest. The engine also holds J_WARM warm-up requests before each level and one after
+    the run (in no level)."""
+    import socket
+
+    from pytimings.model.requests import records_to_arrow
+    from pytimings.record.storage import register_table_provider, unregister_table_provider
+
+    t = 10**12
+    engine: list[RequestRecord] = []
+    want: dict[str, dict[str, int]] = {}
+    levels = []
+    n = 0
+    for conc in J_LEVELS:
+        for w in range(J_WARM):
+            engine.append(RequestRecord(f"warm{conc}-{w}", t, t + MS, [t + MS // 2], [1]))
+            t += 2 * MS
+        rounds = []
+        for ri in range(J_ROUNDS):
+            recs = []
+            r0 = t
+            for i in range(J_REQ):
+                c0 = r0 + (i // conc) * 40 * MS
+                send = MS + (i % 2) * MS // 2
+                queue, prefill = (2 + i) * MS, 3 * MS
+                s0 = c0 + send
+                s1 = s0 + queue + prefill  # first token: prefill's end, decode's start
+                chunks = [s1 + k * J_GAP for k in range(J_TOKENS)]
+                sid = f"cmpl-{n}"
+                n += 1
+                engine.append(RequestRecord(sid, s0, chunks[-1] + 100_000, chunks, [1] * J_TOKENS,
+                                            phases=[("queue", s0), ("prefill", s0 + queue),
+                                                    ("decode", s1)]))  # fmt: skip
+                cc = [x + J_DELIVERY for x in chunks]
+                recs.append(RequestRecord(f"c{conc}r{ri}q{i}", c0, cc[-1] + 50_000, cc,
+                                          [1] * J_TOKENS, server_id=sid))  # fmt: skip
+                want[f"c{conc}r{ri}q{i}"] = {
+                    "send": send, "queue": queue, "prefill": prefill, "decode": 0,
+                    "first_token_delivery": J_DELIVERY,
+                    "to_last_chunk": (J_TOKENS - 1) * J_GAP,
+                }  # fmt: skip
+            end = max(r.end_ns or 0 for r in recs)
+            rounds.append({"round": ri, "start_ns": r0, "end_ns": end, "errors": {},
+                           "summary": {}, "requests": [r.to_json() for r in recs]})  # fmt: skip
+            t = end + 5 * MS
+        levels.append({"concurrency": conc, "rate": None,
+                       "warmup": {"requests": J_WARM, "errors": {}}, "rounds": rounds,
+                       "summary": {}})  # fmt: skip
+    engine.append(RequestRecord("late", t + 10 * MS, t + 11 * MS, [t + 10 * MS + 1], [1]))
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"schema": SCHEMA, "created_utc": "2026-12-01T00:00:00Z",
+                               "host": socket.gethostname(), "config": {},
+                               "levels": levels}))  # fmt: skip
+    eng = tmp_path / "eng.pyt"
+    register_table_provider("requests", lambda: records_to_arrow(engine))
+    try:
+        pytimings.save(eng, pytimings.Recorder())
+    finally:
+        unregister_table_provider("requests")
+    return run, eng, want
+
+
+def test_report_joins_a_recording_with_the_run_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytimings.report.serving_html import SLOWEST, _phase_figure, join_recordings
+
+    run, eng, want = _joined_pair(tmp_path)
+    sources = join_recordings([load_source(run, "run"), load_source(eng, "eng")])
+    results = analyse(sources, "vllm", 10.0)
+    joined = results[1]
+    j = joined.source.joined
+    assert j is not None and j.doc["matched"] == len(want) and j.outside == 1
+    # the engine's panels: the run's levels and rounds, each holding the engine records of
+    # exactly the client requests of that round; warm-up apart, per level
+    client = load_run(run)
+    assert [lv.concurrency for lv in joined.levels] == list(J_LEVELS)
+    for lv, clv, elv in zip(joined.levels, client.levels, joined.source.run.levels, strict=True):
+        assert lv.warmup_requests == J_WARM and lv.metrics.completed == J_ROUNDS * J_REQ
+        for crd, erd in zip(clv.rounds, elv.rounds, strict=True):
+            assert sorted(r.req_id for r in erd.records) == sorted(
+                str(r.server_id) for r in crd.records
+            )
+    # the engine's TTFT CDF is drawn in the run's concurrency panels
+    ttft = _cdf_figure(results, "ttft", "")
+    tr = next(t for t in ttft.data if list(t.meta) == ["eng", 4, "ttft"])
+    assert list(tr.x) == sorted(
+        (w["queue"] + w["prefill"]) / MS for k, w in want.items() if k.startswith("c4")
+    )
+    # per-request timelines: the slowest by client E2E, each bar the planted part
+    fig = _phase_figure(results)
+    for conc in J_LEVELS:
+        ids = {k: w for k, w in want.items() if k.startswith(f"c{conc}r")}
+        e2e = sorted((sum(w.values()) for w in ids.values()), reverse=True)[:SLOWEST]
+        bars = [t for t in fig.data if list(t.meta)[:2] == ["eng", conc]]
+        by_part = {t.meta[2]: t for t in bars}
+        assert set(by_part) == set(next(iter(ids.values())))
+        shown = list(by_part["send"].y)
+        assert sorted((sum(ids[q].values()) for q in shown), reverse=True) == e2e
+        for part, tr in by_part.items():
+            assert list(tr.y) == shown
+            assert list(tr.x) == [ids[q][part] / MS for q in shown]
+        # the bars follow each other from the client's send to its last chunk
+        ends = [b + x for b, x in zip(by_part["to_last_chunk"].base, by_part["to_last_chunk"].x,
+                                      strict=True)]  # fmt: skip
+        assert ends == pytest.approx([sum(ids[q].values()) / MS for q in shown])
+    # the text view: the same split, the decomposition and the slowest requests
+    assert main(["report", str(run), str(eng), "--labels", "run,eng"]) == 0
+    text = capsys.readouterr().out
+    assert "eng: an engine recording joined with run: 20 requests matched (0 by start time)" in text
+    assert "1 engine requests in no level nor its warm-up" in text
+    assert "warmup requests sent before measuring, not in any figure: c=1: 2, c=4: 2" in text
+    assert "c=4: client TTFT of 10 requests, by part (ms)" in text
+    assert f"c=1: the {SLOWEST} slowest requests by client E2E" in text
+
+
+def test_label_positions_never_overlap() -> None:
+    from pytimings.report.serving_html import LABEL_AT, label_box, label_positions
+
+    far = [(100.0 * k, 10.0 * k + 5, f"c={k}") for k in range(1, 5)]
+    assert label_positions(far) == ["top left"] * 4  # nothing to avoid: the usual place
+    pts = [(500.0, 20.0, "c=1"), (501.0, 20.2, "c=2"), (1000.0, 1.0, "c=4")]
+    assert label_positions(pts) == ["top left", "top right", "top left"]
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        pts = [(float(x), float(y), f"c={k}")
+               for k, (x, y) in enumerate(rng.uniform(0, 100, (12, 2)))]  # fmt: skip
+        pos = label_positions(pts)
+        assert set(pos) <= {*LABEL_AT, ""}
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        boxes = []
+        for (x, y, t), at in zip(pts, pos, strict=True):
+            if not at:
+                # left out only when each of the four places would hit a placed label
+                continue
+            x0 = (x - min(xs)) / (max(xs) - min(xs))
+            w = 0.014 * len(t)
+            boxes.append(
+                (x0 - w if "left" in at else x0, y / max(ys) - (0.05 if "bottom" in at else 0), w)
+            )
+        for i, (ax, ay, aw) in enumerate(boxes):  # brute force: no two boxes intersect
+            for bx, by, bw in boxes[i + 1 :]:
+                assert ax + aw <= bx or bx + bw <= ax or ay + 0.05 <= by or by + 0.05 <= ay
+        for (x, y, t), at in zip(pts, pos, strict=True):
+            if not at:
+                fx, fy = (x - min(xs)) / (max(xs) - min(xs)), y / max(ys)
+                placed = [label_box((p[0] - min(xs)) / (max(xs) - min(xs)), p[1] / max(ys), p[2], a)
+                          for p, a in zip(pts, pos, strict=True) if a]  # fmt: skip
+                for cand in LABEL_AT:
+                    c = label_box(fx, fy, t, cand)
+                    assert any(not (c[2] <= b[0] or b[2] <= c[0] or c[3] <= b[1] or b[3] <= c[1])
+                               for b in placed)  # fmt: skip
+    # five labels at one point: four places, the fifth left out
+    assert label_positions([(1.0, 1.0, "c=8")] * 5 + [(2.0, 2.0, "x")])[:5] == [*LABEL_AT, ""]
+
+
+def test_cdf_axes_go_log_for_a_long_tail_and_the_table_keeps_its_first_column(
+    tmp_path: Path,
+) -> None:
+    from pytimings.report.serving_html import wide_tail
+
+    assert wide_tail([1.0, 2.0, 2.0, 25.0]) and not wide_tail([1.0, 2.0, 2.0, 19.0])
+    assert not wide_tail([0.0, 2.0, 2.0, 250.0])  # a log axis cannot show 0
+    path = _write_run(tmp_path / "a.json", 1.0)
+    doc = json.loads(path.read_text())
+    q = doc["levels"][1]["rounds"][0]["requests"][0]  # c=4: one request's last gap 1000 ms
+    q["chunk_ns"][-1] += 1000 * MS
+    q["end_ns"] += 1000 * MS
+    path.write_text(json.dumps(doc))
+    results = analyse([load_source(path, "A")], "vllm", 10.0)
+    itl = _cdf_figure(results, "itl", "")
+    assert [itl.layout[f"xaxis{k}"].type for k in ("", "2", "3")] == [None, "log", None]
+    ttft = _cdf_figure(results, "ttft", "")  # TTFTs 18..26 ms: linear everywhere
+    assert all(ttft.layout[f"xaxis{k}"].type is None for k in ("", "2", "3"))
+    page = render(results, "t", "vllm")
+    # the run column stays in view while the table scrolls sideways
+    assert "table.metrics td:first-child, table.metrics tr:first-child th:first-child" in page
+    assert "position: sticky" in page
+    curve = _curve_figure(results)
+    tr = next(t for t in curve.data if list(t.meta) == ["A", "tpot", "median"])
+    assert len(tr.textposition) == len(LEVELS)

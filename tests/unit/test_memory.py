@@ -1,0 +1,113 @@
+"""pytimings.sample_memory: RSS samples (one, or from a background sampler), saved by
+pytimings.save, and their trend in ``pytimings report``: drifting for a planted leak,
+stable for a steady loop."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pytimings
+from pytimings.cli import main
+from pytimings.record import memory
+from pytimings.record.requests import default_log as default_requests
+from pytimings.record.requests import request
+from pytimings.report.serving_html import Source, memory_trend
+from pytimings.serving.runfile import Run
+
+STEPS, EVERY_S = 40, 0.005
+
+
+def _vm_rss() -> int:
+    """VmRSS of /proc/self/status (kB), read apart from statm, which the sampler reads."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture
+def clean() -> Iterator[None]:
+    memory.default_log().clear()
+    default_requests().clear()
+    yield
+    memory.default_log().clear()
+    default_requests().clear()
+
+
+def test_one_sample_is_the_resident_set(clean: None) -> None:
+    before = _vm_rss()
+    assert pytimings.sample_memory() is None
+    after = _vm_rss()
+    s = memory.default_log().samples()
+    assert len(s.t_ns) == 1
+    assert 0.9 * min(before, after) <= s.rss_bytes[0] <= 1.1 * max(before, after)
+    # CUDA is not initialised here (no GPU, or torch never touched CUDA): no value
+    assert s.cuda_allocated_bytes == [None]
+    with pytest.raises(ValueError, match="every_s"):
+        pytimings.sample_memory(every_s=0)
+
+
+def _sampled(work: object) -> memory.MemorySamples:
+    log = memory.MemoryLog()
+    keep: list[bytes] = []
+    with pytimings.sample_memory(every_s=EVERY_S, log=log) as stop:
+        for _ in range(STEPS):
+            if work == "leak":
+                keep.append(b"\x01" * (1 << 20))  # 1 MiB written, kept: resident
+            else:
+                sum(range(2000))
+            time.sleep(EVERY_S)
+    n = len(log)
+    stop()  # stopping again takes no sample and no time
+    assert len(log) == n
+    time.sleep(3 * EVERY_S)
+    assert len(log) == n  # the thread has ended
+    del keep
+    return log.samples()
+
+
+def _trend(s: memory.MemorySamples) -> dict[str, object]:
+    (row,) = memory_trend(Source("eng", Run("eng.pyt", {}, []), True, memory=s))
+    return row
+
+
+def test_trend_of_a_leak_and_of_a_steady_loop() -> None:
+    leak = _sampled("leak")
+    # one sample at the start, about one per EVERY_S, one at the stop (a loaded machine
+    # may take fewer)
+    assert 10 <= len(leak.t_ns) <= STEPS * 2 + 2
+    assert leak.t_ns == sorted(leak.t_ns)
+    grown = leak.rss_bytes[-1] - leak.rss_bytes[0]
+    assert grown >= 0.8 * STEPS * (1 << 20)
+    row = _trend(leak)
+    assert row["metric"] == "rss_mb" and row["verdict"] == "drifting"
+    hours = (leak.t_ns[-1] - leak.t_ns[0]) / 3.6e12
+    assert float(row["slope_per_hour"]) > 0.3 * (grown / 2**20) / hours  # type: ignore[arg-type]
+    steady = _sampled("steady")
+    row = _trend(steady)
+    assert row["verdict"] == "stable", (row, steady.rss_bytes)
+
+
+def test_report_shows_the_memory_trend_of_a_recording(
+    tmp_path: Path, clean: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keep = []
+    for k in range(12):  # an engine that leaks 1 MiB a request, sampled after each
+        with request(f"r{k}") as r:
+            r.token()
+        keep.append(b"\x01" * (1 << 20))
+        pytimings.sample_memory()
+    path = tmp_path / "eng.pyt"
+    pytimings.save(path, pytimings.Recorder())
+    saved = memory.load_memory(path)
+    assert saved is not None and saved == memory.default_log().samples()
+    assert main(["report", str(path), "--labels", "eng"]) == 0
+    text = capsys.readouterr().out
+    assert "memory trend over the recordings' samples" in text
+    line = next(x for x in text.splitlines() if " rss_mb " in x)
+    assert line.split()[:2] == ["eng", "-"] and "drifting (12 samples)" in line
+    del keep
