@@ -119,12 +119,21 @@ class Sampler:
         self._log = log
         self._every_s = every_s
         self._stop = threading.Event()
-        log.sample()
-        self._thread = threading.Thread(target=self._run, name="pytimings-memory", daemon=True)
+        started = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), name="pytimings-memory", daemon=True
+        )
         self._thread.start()
+        started.wait()  # the first sample is taken before sample_memory() returns
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._every_s):
+    def _run(self, started: threading.Event) -> None:
+        # sampled from the running thread: its own stack is already resident, so starting
+        # the sampler is no step in the series
+        self._log.sample()
+        started.set()
+        stopped = False
+        while not stopped:  # the last sample too, before the thread's exit frees its stack
+            stopped = self._stop.wait(self._every_s)
             self._log.sample()
 
     def __call__(self) -> None:
@@ -133,7 +142,6 @@ class Sampler:
             return
         self._stop.set()
         self._thread.join()
-        self._log.sample()
 
     stop = __call__
 

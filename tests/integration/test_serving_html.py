@@ -397,6 +397,11 @@ def test_report_joins_a_recording_with_the_run_before_it(
         ends = [b + x for b, x in zip(by_part["to_last_chunk"].base, by_part["to_last_chunk"].x,
                                       strict=True)]  # fmt: skip
         assert ends == pytest.approx([sum(ids[q].values()) / MS for q in shown])
+    # the page draws the timelines after the other charts
+    page = tmp_path / "joined.html"
+    assert main(["report", str(run), str(eng), "--html", str(page)]) == 0
+    html_doc = page.read_text()
+    assert html_doc.count("Plotly.newPlot") == 4 and "Per-request phases" in html_doc
     # the text view: the same split, the decomposition and the slowest requests
     assert main(["report", str(run), str(eng), "--labels", "run,eng"]) == 0
     text = capsys.readouterr().out
