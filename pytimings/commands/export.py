@@ -49,12 +49,22 @@ def run(args: argparse.Namespace) -> int:
     from pytimings.ingest.loader import expand_paths
     from pytimings.ingest.recording_file import load_tables
     from pytimings.model.requests import records_from_arrow
+    from pytimings.model.trace import Trace
     from pytimings.report.perfetto import write_perfetto
 
     progress.configure(args.quiet)
     if not args.perfetto:
         raise UsageError("give an output: --perfetto OUT")
-    trace = load(*args.traces, workers=args.workers)
+    requests = []  # each recording's request timelines, one track per request
+    traced = []  # files with events (a recording of request timelines only has none)
+    for f in expand_paths(args.traces):
+        tables = load_tables(f) if detect_format(f) == "recording" else {}
+        if "requests" in tables:
+            requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))
+            if not tables["records"].num_rows:
+                continue
+        traced.append(f)
+    trace = load(*traced, workers=args.workers) if traced else Trace.empty()
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
@@ -65,12 +75,6 @@ def run(args: argparse.Namespace) -> int:
 
         with progress.task("Replaying the windows"):
             path = critical_path(attribute(trace, by=args.critical_path))
-    requests = []  # each recording's request timelines, one track per request
-    for f in expand_paths(args.traces):
-        if detect_format(f) == "recording":
-            tables = load_tables(f)
-            if "requests" in tables:
-                requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))
     stats = write_perfetto(
         trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
         requests=requests,

@@ -63,6 +63,7 @@ from pytimings.serving.runfile import Level, Round, Run
 
 SCHEMA = "pytimings.join/1"
 SEND, UNPHASED, DELIVERY = "send", "unphased", "first_token_delivery"
+AFTER_FIRST = "to_last_chunk"  # a timeline's part after the client's first chunk
 ClockMode = Literal["same", "estimate"]
 
 
@@ -123,9 +124,11 @@ def _match(
         if s.req_id in by_id:
             raise TraceFormatError(where, f"request id {s.req_id!r} appears twice")
         by_id[s.req_id] = s
-    clash = sorted({n for s in engine for n, _ in s.phases} & {SEND, UNPHASED, DELIVERY})
+    clash = sorted(
+        {n for s in engine for n, _ in s.phases} & {SEND, UNPHASED, DELIVERY, AFTER_FIRST}
+    )
     if clash:
-        raise TraceFormatError(where, f"engine phase {clash[0]!r} has the name of a TTFT part")
+        raise TraceFormatError(where, f"engine phase {clash[0]!r} has the name of a join part")
     clients = _client_requests(run)
     seen: set[str] = set()
     pairs: list[_Pair] = []
@@ -311,9 +314,6 @@ def slowest(doc: dict[str, Any], k: int) -> list[tuple[int, list[dict[str, Any]]
         rows.sort(key=lambda q: -q["client_e2e_ns"])
         out.append((lv["concurrency"], rows[:k]))
     return out
-
-
-AFTER_FIRST = "to_last_chunk"
 
 
 def timeline(q: dict[str, Any]) -> list[tuple[str, int, int]]:

@@ -436,3 +436,12 @@ def test_request_tracks_hold_each_phase_and_token(tmp_path: Path) -> None:
     head = next(ev for ev in info["events"] if ev["ph"] == "X" and ev["name"] == "b")
     assert head["args"] == {"status": "error", "output_tokens": 0, "error": "exception: E: x"}
     assert any(ev["ph"] == "X" and ev["name"] == "step" for ev in info["events"])  # regions too
+    # a recording of request timelines only (no region) exports them alone
+    storage.register_table_provider("requests", lambda: records_to_arrow(reqs))
+    try:
+        only = storage.save(tmp_path / "only.pyt", make_recording([]))
+    finally:
+        storage.unregister_table_provider("requests")
+    assert main(["export", str(only), "--perfetto", str(out), "-q"]) == 0
+    info = check_trace_events(out)
+    assert sorted(n for n in info["threads"].values()) == ["request a", "request b", "request c"]
