@@ -90,16 +90,8 @@ class Source:
 
 
 def memory_trend(s: Source) -> list[dict[str, Any]]:
-    """The Mann-Kendall verdict of a recording's RSS and CUDA-allocated MB over time."""
-    m = s.memory
-    if m is None:
-        return []
-    series: dict[str, list[float]] = {"rss_mb": [b / 2**20 for b in m.rss_bytes]}
-    if any(b is not None for b in m.cuda_allocated_bytes):
-        series["cuda_allocated_mb"] = [
-            math.nan if b is None else b / 2**20 for b in m.cuda_allocated_bytes
-        ]
-    return memory_drift(s.label, s.run.path, m.t_ns, series)
+    """The Mann-Kendall verdict of a recording's memory samples over time (none: [])."""
+    return [] if s.memory is None else memory_drift(s.label, s.run.path, s.memory)
 
 
 @dataclass(frozen=True)
@@ -139,8 +131,9 @@ def load_source(path: str | os.PathLike[str], label: str) -> Source:
 
 def join_recordings(sources: Sequence[Source], tolerance_ns: int = 5_000_000) -> list[Source]:
     """Each recording given right after a run file, joined with it (the clock as ``join
-    --clock auto`` finds it) and split into the run's levels and rounds; a recording that
-    matches none of the run's requests stays one panel (a note says so)."""
+    --clock auto`` finds it, matching by start time within ``tolerance_ns``) and split into
+    the run's levels and rounds; a recording that matches none of the run's requests stays
+    one panel (a note says so)."""
     out = list(sources)
     for i in range(1, len(out)):
         prev, s = out[i - 1], out[i]
@@ -545,7 +538,8 @@ def notes(
             by_time = sum(q["matched_by"] == "time" for q in j.doc["requests"])
             out.append(
                 f"{r.source.label}: an engine recording joined with {j.run_label}: "
-                f"{j.doc['matched']} requests matched ({by_time} by start time), drawn at the "
+                f"{j.doc['matched']} requests matched ({by_time} by start time; "
+                f"{j.doc['unmatched_client']} of the run's matched none), drawn at the "
                 f"run's levels; clock: {j.clock.how}, engine - client = "
                 f"{j.clock.offset_ns / 1e6:.3f} ms +- {j.clock.uncertainty_ns / 1e6:.3f} ms; "
                 f"{j.outside} engine requests in no level nor its warm-up, not in any figure."

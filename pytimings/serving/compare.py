@@ -37,7 +37,8 @@ latency per token. With ``--gpu-price USD_PER_GPU_HOUR [--gpus N]``, each level 
 whole run also get ``cost_per_mtok_usd`` (:mod:`pytimings.serving.cost`).
 
 Soak runs (``loadgen --duration``): each file's levels get a drift verdict per figure over
-their intervals (:mod:`pytimings.serving.trend`), in ``drift`` and the text.
+their intervals (:mod:`pytimings.serving.trend`), in ``drift`` and the text; each
+``--memory ENGINE.pyt`` recording's memory samples get one in ``memory_drift``.
 """
 
 from __future__ import annotations
@@ -46,18 +47,20 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
 from pytimings.serving.runfile import Level, Run, load_run, write_json
-from pytimings.serving.trend import drift_table, run_drift
+from pytimings.serving.trend import MEMORY_HEAD, drift_table, memory_drift, run_drift
 from pytimings.stats import two_stage_weights
 from pytimings.stats import verdict as change_verdict
 
@@ -294,6 +297,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--knee-pct", type=float, default=10.0, help="TPOT rise that marks the knee")
     p.add_argument("--json", default=None, help="write the comparison as JSON here")
     p.add_argument("--plot", default=None, help="write a PNG of the curves and CDFs here")
+    p.add_argument(
+        "--memory",
+        action="append",
+        default=[],
+        metavar="ENGINE.pyt",
+        help="an engine recording whose pytimings.sample_memory() samples get the drift "
+        "verdict (repeat for several)",
+    )
     cost.add_arguments(p)
 
 
@@ -340,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
     price = cost.price_from_args(args)
     plot = _plotter() if args.plot else None  # fail before the work if matplotlib is missing
     loaded = {label: [load_run(f) for f in files] for label, files in groups.items()}
+    memory = [(f, _memory_samples(f)) for f in args.memory]
     runs = [pool_runs(rs) for rs in loaded.values()]
     rng = np.random.default_rng(args.seed)
     comparisons = []
@@ -379,6 +391,8 @@ def run(args: argparse.Namespace) -> int:
         "inputs": groups,  # label -> the run files pooled under it
         # soak runs: a trend test per figure, per file (pooling would mix their timelines)
         "drift": [d for label, rs in loaded.items() for r in rs for d in run_drift(label, r)],
+        # --memory: each engine recording's RSS and CUDA memory over its samples
+        "memory_drift": [d for f, m in memory for d in memory_drift(Path(f).name, f, m)],
         "comparisons": comparisons,
         "sweeps": sweeps,
         "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
@@ -429,7 +443,17 @@ def _render(doc: dict[str, Any]) -> str:
         out.append(format_table(headers + (["USD/Mtok"] if priced else []), srows))
     if doc["drift"]:
         out.append("\n" + drift_table(doc["drift"]))
+    if doc["memory_drift"]:
+        out.append("\n" + drift_table(doc["memory_drift"], MEMORY_HEAD))
     return "\n".join(out)
+
+
+def _memory_samples(path: str) -> MemorySamples:
+    m = load_memory(path)
+    if m is None:
+        raise UsageError(f"--memory {path}: the recording has no memory samples "
+                         "(pytimings.sample_memory() was never called)")  # fmt: skip
+    return m
 
 
 def _plotter() -> Callable[[Sequence[Run], Sequence[str], dict[str, Any], str, str], None]:

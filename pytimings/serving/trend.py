@@ -26,12 +26,12 @@ given (the test could not reject at 5% anyway).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.record.memory import MemorySamples
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.runfile import Level, Run
 
@@ -122,18 +122,19 @@ def run_drift(label: str, run: Run, alpha: float = ALPHA) -> list[dict[str, Any]
 
 
 def memory_drift(
-    label: str,
-    path: str,
-    t_ns: npt.ArrayLike,
-    series: Mapping[str, npt.ArrayLike],
-    alpha: float = ALPHA,
+    label: str, path: str, samples: MemorySamples, alpha: float = ALPHA
 ) -> list[dict[str, Any]]:
-    """The drift entry of each memory series (MB; NaN: no value) against its samples' times,
-    each row naming the recording (``concurrency`` None: the whole recording)."""
-    t = np.asarray(t_ns, np.float64)
-    if t.size == 0:
+    """The drift entry of a recording's RSS and (when sampled) CUDA-allocated MB against
+    the samples' times, each row naming the recording (``concurrency`` None: all of it)."""
+    if not samples.t_ns:
         return []
+    t = np.asarray(samples.t_ns, np.float64)
     hours = (t - t[0]) / 3.6e12
+    series = {"rss_mb": [b / 2**20 for b in samples.rss_bytes]}
+    if any(b is not None for b in samples.cuda_allocated_bytes):
+        series["cuda_allocated_mb"] = [
+            math.nan if b is None else b / 2**20 for b in samples.cuda_allocated_bytes
+        ]
     out = [drift(name, hours, values, alpha) for name, values in series.items()]
     return [{"label": label, "file": path, "concurrency": None, **d} for d in out if d is not None]
 

@@ -405,7 +405,10 @@ def test_report_joins_a_recording_with_the_run_before_it(
     # the text view: the same split, the decomposition and the slowest requests
     assert main(["report", str(run), str(eng), "--labels", "run,eng"]) == 0
     text = capsys.readouterr().out
-    assert "eng: an engine recording joined with run: 20 requests matched (0 by start time)" in text
+    assert (
+        "eng: an engine recording joined with run: 20 requests matched (0 by start time; "
+        "0 of the run's matched none)" in text
+    )
     assert "1 engine requests in no level nor its warm-up" in text
     assert "warmup requests sent before measuring, not in any figure: c=1: 2, c=4: 2" in text
     assert "c=4: client TTFT of 10 requests, by part (ms)" in text

@@ -5,6 +5,7 @@ stable for a steady loop."""
 from __future__ import annotations
 
 import itertools
+import json
 import mmap
 import time
 from collections.abc import Iterator
@@ -14,13 +15,15 @@ import pytest
 
 import pytimings
 from pytimings.cli import main
+from pytimings.model.requests import RequestRecord
 from pytimings.record import memory
 from pytimings.record.requests import default_log as default_requests
 from pytimings.record.requests import request
 from pytimings.report.serving_html import Source, memory_trend
-from pytimings.serving.runfile import Run
+from pytimings.serving.runfile import SCHEMA, Run
 
 STEPS, EVERY_S = 40, 0.005
+MS = 1_000_000
 
 
 def _vm_rss() -> int:
@@ -126,4 +129,25 @@ def test_report_shows_the_memory_trend_of_a_recording(
     assert "memory trend over the recordings' samples" in text
     line = next(x for x in text.splitlines() if " rss_mb " in x)
     assert line.split()[:2] == ["eng", "-"] and "drifting (12 samples)" in line
+    # compare --memory: the same verdict beside a comparison of run files
+    run = tmp_path / "run.json"
+    reqs = [RequestRecord(f"q{i}", i * MS, (i + 9) * MS, [(i + 2) * MS, (i + 5) * MS, (i + 8) * MS],
+                          [1, 1, 1]).to_json() for i in range(6)]  # fmt: skip
+    rounds = [{"round": 0, "start_ns": 0, "end_ns": 20 * MS, "errors": {}, "summary": {},
+               "requests": reqs}]  # fmt: skip
+    run.write_text(json.dumps({"schema": SCHEMA, "config": {}, "levels": [
+        {"concurrency": 1, "rate": None, "rounds": rounds, "summary": {}}]}))  # fmt: skip
+    out = tmp_path / "cmp.json"
+    argv = ["compare", str(run), str(run), "--labels", "a,b", "--resamples", "100"]
+    assert main([*argv, "--memory", str(path), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["memory_drift"]
+    assert row["metric"] == "rss_mb" and row["verdict"] == "drifting" and row["intervals"] == 12
+    assert "memory trend over the recordings' samples" in text and "eng.pyt" in text
+    bare = tmp_path / "bare.pyt"
+    memory.default_log().clear()
+    pytimings.save(bare, pytimings.Recorder())
+    assert main([*argv, "--memory", str(bare)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bare.pyt: the recording has no memory samples" in err
     del keep
