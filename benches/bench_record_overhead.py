@@ -1,0 +1,114 @@
+"""What `pytimings record --comm` costs a collective-heavy loop: 2 ranks under torchrun, gloo
+on CPU, all_reduce loops of several sizes, timed inside rank 0 (after a barrier, warm-up
+excluded), the bare launch and the recorded one alternating round by round; the best round
+of each is compared (the least disturbed by other work on the box). The recorded launch is
+also checked: every timed all_reduce is in both ranks' files.
+
+    python benches/bench_record_overhead.py            # the figures in RESULTS.md
+    python benches/bench_record_overhead.py --smoke    # tiny, a check that it still runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = (64 << 10, 1 << 20, 4 << 20, 16 << 20)  # bytes per all_reduce
+
+
+def worker(sizes: list[int], iters: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    times = {}
+    for size in sizes:
+        t = torch.ones(size // 4)
+        for _ in range(3):
+            dist.all_reduce(t)
+        dist.barrier()
+        start = time.perf_counter_ns()
+        for _ in range(iters):
+            dist.all_reduce(t)
+        times[size] = (time.perf_counter_ns() - start) / iters
+    if dist.get_rank() == 0:
+        Path(out).write_text(json.dumps(times))
+    dist.destroy_process_group()
+
+
+def launch(tmp: Path, recorded: bool, sizes: list[int], iters: int) -> dict[int, float]:
+    out = tmp / "times.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["PYTHONWARNINGS"] = "ignore::FutureWarning"
+    job = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        __file__,
+        "--worker",
+        ",".join(map(str, sizes)),
+        str(iters),
+        str(out),
+    ]
+    prefix = [sys.executable, "-m", "pytimings.cli", "record", "-o", str(tmp / "rec.pyt"), "--"]
+    done = subprocess.run(
+        prefix + job if recorded else job, capture_output=True, text=True, env=env, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"launch exited {done.returncode}:\n{done.stderr[-3000:]}")
+    if recorded:
+        check(tmp, sizes, iters)
+    return {int(k): float(v) for k, v in json.loads(out.read_text()).items()}
+
+
+def check(tmp: Path, sizes: list[int], iters: int) -> None:
+    import pytimings as pt
+
+    for rank in (0, 1):
+        row = pt.summary(tmp / f"rec.rank{rank}.pyt")["dist.all_reduce"]
+        want = len(sizes) * (iters + 3)
+        if row["count"] != want or row["busbw_gbps"] is None:
+            raise SystemExit(f"rank {rank}: {row['count']} all_reduce recorded, {want} made")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker", nargs=3, metavar=("SIZES", "ITERS", "OUT"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    if args.worker:
+        worker([int(s) for s in args.worker[0].split(",")], int(args.worker[1]), args.worker[2])
+        return
+    sizes = [4096, 1 << 20] if args.smoke else list(SIZES)
+    rounds, iters = (1, 3) if args.smoke else (args.rounds, args.iters)
+    best: dict[bool, dict[int, float]] = {False: {}, True: {}}
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(rounds):
+            for recorded in (False, True):
+                for size, ns in launch(Path(d), recorded, sizes, iters).items():
+                    best[recorded][size] = min(ns, best[recorded].get(size, float("inf")))
+    print(
+        f"2 ranks, gloo on CPU, {iters} all_reduce per size, best of {rounds} rounds; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print("| bytes | bare µs/call | recorded µs/call | overhead |")
+    print("|---:|---:|---:|---:|")
+    for size in sizes:
+        bare, rec = best[False][size], best[True][size]
+        print(
+            f"| {size} | {bare / 1e3:.1f} | {rec / 1e3:.1f} | {100 * (rec - bare) / bare:+.2f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()
