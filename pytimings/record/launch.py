@@ -83,12 +83,14 @@ except ImportError as _exc:
     print(f"pytimings record: not recording {_sys.executable}: {_exc}", file=_sys.stderr)
 else:
     _startup()
-del _sys.modules["sitecustomize"]
+_me = _sys.modules.pop("sitecustomize")
 try:
     import sitecustomize  # noqa: F401  (the next one on the path)
 except ImportError as _exc:
     if _exc.name != "sitecustomize":
         raise
+finally:
+    _sys.modules["sitecustomize"] = _me  # the import system expects this module there
 '''
 
 
@@ -168,7 +170,9 @@ _session: Session | None = None
 def arm(opts: Options) -> Session:
     """Record this process as ``opts`` says, saving as the module docstring describes."""
     global _session
-    from pytimings.record import hooks
+    # imported now: at exit some of what saving imports (pyarrow) could no longer register
+    # its own atexit handlers
+    from pytimings.record import hooks, storage, summary  # noqa: F401
     from pytimings.record.recorder import default_recorder
 
     if _session is not None:
