@@ -33,12 +33,19 @@ def _record(tmp_path: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pytimings.cli", "record", "-o", str(tmp_path / "run.pyt"), *args]
 
 
+def _run(tmp_path: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=180, env=_env(), cwd=tmp_path
+    )
+
+
 def _files(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in tmp_path.iterdir())
 
 
 def test_torchrun_gloo_two_ranks_every_all_reduce_aligned(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = _run(
+        tmp_path,
         [
             *_record(tmp_path),
             "--",
@@ -51,11 +58,6 @@ def test_torchrun_gloo_two_ranks_every_all_reduce_aligned(tmp_path: Path) -> Non
             "allreduce",
             str(N_ALLREDUCE),
         ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=_env(),
-        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert _files(tmp_path) == ["run.rank0.pyt", "run.rank1.pyt"]  # the launcher records nothing
@@ -87,18 +89,14 @@ def test_torchrun_gloo_two_ranks_every_all_reduce_aligned(tmp_path: Path) -> Non
 
 
 def test_uncaught_exception_is_saved_and_noted(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = _run(
+        tmp_path,
         [
             *_record(tmp_path, "--modules", "torch.nn.modules.linear.*", "--kineto", "Linear:1-2"),
             "--",
             TARGET,
             "raise",
         ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(),
-        cwd=tmp_path,
     )
     assert done.returncode == 1
     assert "ValueError: boom from the target" in done.stderr  # the program's own traceback
@@ -115,39 +113,51 @@ def test_uncaught_exception_is_saved_and_noted(tmp_path: Path) -> None:
     assert len(pt.load(tmp_path / "run.pyt").ranges) == 3
 
 
-def test_sigterm_saves_then_dies_of_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_run_leaves_the_whole_recording(tmp_path: Path, signum: int) -> None:
     proc = subprocess.Popen(
-        [*_record(tmp_path, "--modules", "*Linear"), "--", TARGET, "sigterm"],
+        [
+            *_record(tmp_path, "--modules", "*Linear", "--flush-every", "0.2"),
+            "--",
+            TARGET,
+            "sigterm",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=_env(),
         cwd=tmp_path,
     )
+    out = tmp_path / "run.pyt"
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)  # to `pytimings record`, which forwards it
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        flushed = load_recording(out)  # a periodic save, complete while the program runs
+        assert flushed.meta["record"]["reason"] == "flush"
+        if signum == signal.SIGTERM:
+            proc.send_signal(signum)  # to `pytimings record`, which forwards it
+        else:  # Ctrl-C reaches the program itself (`pytimings record` ignores SIGINT)
+            os.kill(flushed.meta["pid"], signum)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert proc.returncode == 128 + signum, err
     assert _files(tmp_path) == ["run.pyt"]
-    rec = load_recording(tmp_path / "run.pyt")
-    assert rec.meta["record"]["reason"] == "signal SIGTERM"
-    assert pt.summary(tmp_path / "run.pyt")["Linear"]["count"] >= 3
+    rec = load_recording(out)
+    if signum == signal.SIGTERM:
+        assert rec.meta["record"]["reason"] == "signal SIGTERM"
+    else:  # Python raises KeyboardInterrupt: noted, then saved at exit
+        assert rec.meta["record"]["reason"] == "exit"
+        assert rec.meta["record"]["exception"]["type"] == "KeyboardInterrupt"
+    count = pt.summary(out)["Linear"]["count"]
+    assert count >= 3 and count >= len(flushed.records["name"])
 
 
 def test_forked_and_spawned_children_never_touch_the_parents_file(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*_record(tmp_path, "--modules", "*Linear"), "--", TARGET, "fork"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(),
-        cwd=tmp_path,
-    )
+    done = _run(tmp_path, [*_record(tmp_path, "--modules", "*Linear"), "--", TARGET, "fork"])
     assert done.returncode == 0, done.stderr
     assert "early-file: False" in done.stdout  # neither child saved anything
     assert _files(tmp_path) == ["run.pyt"]
