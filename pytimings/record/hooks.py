@@ -125,22 +125,19 @@ def copy_direction(src: str, dst: str) -> str | None:
     return None
 
 
-def _to_target(torch: Any, t: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    """The device type ``Tensor.to(*args, **kwargs)`` moves ``t`` to (None: it stays)."""
+def _to_target(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The device ``Tensor.to(*args, **kwargs)`` moves a tensor to (None: no device given)."""
     dev = kwargs.get("device")
     if dev is None:
         for a in args:
             if isinstance(a, torch.Tensor):
-                dev = a.device
-                break
+                return a.device
             if isinstance(a, str | torch.device | int) and not isinstance(a, bool):
                 dev = a
                 break
     if dev is None:
         return None
-    if isinstance(dev, int):
-        return "cuda"
-    return str(torch.device(dev).type)
+    return torch.device("cuda", dev) if isinstance(dev, int) else torch.device(dev)
 
 
 def _copy_region(torch: Any, direction: str, src: Any, device_side: Any) -> Any:
@@ -160,12 +157,11 @@ def patch_copies(torch: Any) -> None:
     orig_to, orig_copy, orig_cuda, orig_cpu = tensor.to, tensor.copy_, tensor.cuda, tensor.cpu
 
     def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-        src = self.device.type
-        dst = _to_target(torch, self, args, kwargs)
-        direction = None if dst is None else copy_direction(src, dst)
+        dst = _to_target(torch, args, kwargs)
+        direction = None if dst is None else copy_direction(self.device.type, dst.type)
         if direction is None:
             return orig_to(self, *args, **kwargs)
-        side = self.device if direction == "DtoH" else torch.device(dst)
+        side = self.device if direction == "DtoH" else dst
         with _copy_region(torch, direction, self, side):
             return orig_to(self, *args, **kwargs)
 
@@ -180,7 +176,9 @@ def patch_copies(torch: Any) -> None:
     def cuda(self: Any, *args: Any, **kwargs: Any) -> Any:
         if copy_direction(self.device.type, "cuda") is None:
             return orig_cuda(self, *args, **kwargs)
-        with _copy_region(torch, "HtoD", self, torch.device("cuda")):
+        device = {"device": kwargs["device"]} if "device" in kwargs else {}
+        side = _to_target(torch, args[:1], device) or torch.device("cuda")
+        with _copy_region(torch, "HtoD", self, side):
             return orig_cuda(self, *args, **kwargs)
 
     def cpu(self: Any, *args: Any, **kwargs: Any) -> Any:

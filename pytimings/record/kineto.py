@@ -57,8 +57,16 @@ class StepCapture:
         self._step = 0  # the step about to begin
         self._profiler: Any = None
         self.written: dict[str, Any] | None = None  # what the file holds, once written
+        self._disarmed = False
+
+    def disarm(self) -> None:
+        """In a forked child: never profile, never write (the file is the parent's)."""
+        self._disarmed = True
+        self._profiler = None
 
     def enter(self) -> None:
+        if self._disarmed:
+            return
         if self._step == self.steps.first and self._profiler is None and self.written is None:
             import torch
 

@@ -194,7 +194,6 @@ class Session:
         self.opts = opts
         self.pid = os.getpid()
         self.exception: dict[str, str] | None = None
-        self.saves = 0
         self._lock = threading.Lock()
         self._saving_thread: int | None = None
         self._pending_signal: int | None = None
@@ -259,7 +258,6 @@ class Session:
         if self._written is not None and self._written != path:
             self._written.unlink(missing_ok=True)  # a rank appeared since: one file per process
         self._written = path
-        self.saves += 1
         return path
 
     def finish(self, reason: str) -> None:
@@ -315,6 +313,8 @@ class Session:
 
         default_recorder().disable()
         self._finished = True
+        if self.capture is not None:
+            self.capture.disarm()
 
 
 def _boot_id() -> str | None:

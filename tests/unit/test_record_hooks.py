@@ -48,6 +48,16 @@ def test_copy_direction() -> None:
     assert hooks.copy_direction("meta", "cpu") is None  # not a device we time copies on
 
 
+def test_to_target_reads_the_device_as_tensor_to_does() -> None:
+    cuda1 = torch.device("cuda", 1)
+    assert hooks._to_target(torch, (1,), {}) == cuda1  # an int is a CUDA device index
+    assert hooks._to_target(torch, ("cuda:1", torch.float16), {}) == cuda1
+    assert hooks._to_target(torch, (), {"device": "cuda:1", "dtype": torch.float16}) == cuda1
+    assert hooks._to_target(torch, (torch.zeros(1),), {}) == torch.device("cpu")
+    assert hooks._to_target(torch, (torch.float16,), {}) is None
+    assert hooks._to_target(torch, (torch.float16, True), {}) is None  # non_blocking, not cuda:1
+
+
 def test_host_to_host_copies_record_nothing(recorded: pt.Recorder) -> None:
     hooks.patch_copies(torch)
     t = torch.ones(16)
