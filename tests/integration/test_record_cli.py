@@ -163,3 +163,12 @@ def test_forked_and_spawned_children_never_touch_the_parents_file(tmp_path: Path
     assert _files(tmp_path) == ["run.pyt"]
     # the parent's own forwards only: 2 before the fork, 1 after (not the child's 2)
     assert pt.summary(tmp_path / "run.pyt")["Linear"]["count"] == 3
+
+
+def test_overhead_bench_still_runs() -> None:
+    bench = Path(__file__).resolve().parents[2] / "benches" / "bench_record_overhead.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--smoke"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| 1048576 |" in done.stdout and "wrapper: a do-nothing all_reduce" in done.stdout
