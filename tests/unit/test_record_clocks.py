@@ -42,25 +42,24 @@ def _ends(trace: pt.Trace) -> dict[int, int]:
     return dict(zip(r["rank"][sel].tolist(), r["end"][sel].tolist(), strict=True))
 
 
+def _clock(offset: int, uncertainty: int, boot_id: str, **end: int) -> dict[str, Any]:
+    """Recording meta: the wall-clock offset at start (and, in ``end``, at the save)."""
+    return {
+        "wall_offset_ns": offset,
+        "wall_offset_uncertainty_ns": uncertainty,
+        "boot_id": boot_id,
+        **{f"wall_offset_end_{k}": v for k, v in end.items()},
+    }
+
+
 def test_two_hosts_land_on_one_timeline_with_their_uncertainty(tmp_path: Path) -> None:
-    a = _rank(
-        tmp_path,
-        0,
-        OFFSET_A,
-        {"wall_offset_ns": OFFSET_A, "wall_offset_uncertainty_ns": 30, "boot_id": "host-a"},
-    )
+    a = _rank(tmp_path, 0, OFFSET_A, _clock(OFFSET_A, 30, "host-a"))
     # host B's wall clock was stepped by +2000 ns during the run: its mean offset is +1000
     b = _rank(
         tmp_path,
         1,
         OFFSET_B + 1000,
-        {
-            "wall_offset_ns": OFFSET_B,
-            "wall_offset_uncertainty_ns": 40,
-            "wall_offset_end_ns": OFFSET_B + 2000,
-            "wall_offset_end_uncertainty_ns": 25,
-            "boot_id": "host-b",
-        },
+        _clock(OFFSET_B, 40, "host-b", ns=OFFSET_B + 2000, uncertainty_ns=25),
     )
     trace = pt.load(a, b)
     ends = _ends(trace)
@@ -83,22 +82,8 @@ def test_two_hosts_land_on_one_timeline_with_their_uncertainty(tmp_path: Path) -
 
 def test_same_boot_is_one_clock_whatever_the_wall_offsets_say(tmp_path: Path) -> None:
     # one host, a wall-clock step between the two processes' samples: monotonic is shared
-    a = _rank(
-        tmp_path,
-        0,
-        OFFSET_A,
-        {"wall_offset_ns": OFFSET_A, "wall_offset_uncertainty_ns": 30, "boot_id": "same"},
-    )
-    b = _rank(
-        tmp_path,
-        1,
-        OFFSET_A,
-        {
-            "wall_offset_ns": OFFSET_A + 5_000_000,
-            "wall_offset_uncertainty_ns": 30,
-            "boot_id": "same",
-        },
-    )
+    a = _rank(tmp_path, 0, OFFSET_A, _clock(OFFSET_A, 30, "same"))
+    b = _rank(tmp_path, 1, OFFSET_A, _clock(OFFSET_A + 5_000_000, 30, "same"))
     trace = pt.load(b, a)
     ends = _ends(trace)
     assert ends[0] == ends[1] == WALL - OFFSET_A
