@@ -21,6 +21,10 @@ becomes a rank (see :mod:`pytimings.ingest.processes` for the numbering and for 
 without GPU ops). With several files, each file's processes take the ranks after the
 previous file's (in the order above), so two nodes of 8 GPUs give ranks 0..15; the ranks a
 file or its name records are not used, and ``ranks`` cannot be given with it.
+
+Recordings of several ranks are placed on one timeline by their wall-clock offsets
+(:mod:`pytimings.ingest.clocks`); the merged trace's ``meta["clock_alignment"]`` says how and
+with what uncertainty.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 
 from pytimings.console import progress
 from pytimings.errors import TraceFormatError, UsageError
+from pytimings.ingest.clocks import align_recordings
 from pytimings.ingest.detect import detect_format, export_report, is_trace
 from pytimings.model.trace import TABLES, Trace, ValueOutOfRange
 
@@ -111,7 +116,11 @@ def load(
         if rank in seen:
             raise TraceFormatError(f, f"rank {rank} is also the rank of {seen[rank]}")
         seen[rank] = f
-    return Trace.merge(traces)
+    alignment = align_recordings(traces)  # recordings of several ranks: one timeline
+    merged = Trace.merge(traces)
+    if alignment is not None:
+        merged.meta["clock_alignment"] = alignment
+    return merged
 
 
 def load_file(path: str, fmt: str | None = None) -> Trace:
