@@ -216,10 +216,10 @@ class Session:
 
     # -- where
     def output_path(self) -> Path:
-        from pytimings.record.storage import _process_rank
+        from pytimings.record.storage import process_rank
 
         out = Path(self.opts.out)
-        rank = _process_rank().get("rank")
+        rank = process_rank().get("rank")
         return out if rank is None else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
 
     # -- saving

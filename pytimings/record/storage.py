@@ -144,7 +144,7 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         arr = _as_list_column(t)
         fields.append(pa.field(name, arr.type, nullable=False, metadata=t.schema.metadata))
         arrays.append(arr)
-    meta = {**_process_rank(), **rec.meta}
+    meta = {**process_rank(), **rec.meta}
     schema = pa.schema(
         fields,
         metadata={
@@ -162,7 +162,7 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
     return out
 
 
-def _process_rank() -> dict[str, int]:
+def process_rank() -> dict[str, int]:
     """This process's rank and world size in a torch.distributed job, if it is in one (from
     an initialised default group, else torchrun's RANK/WORLD_SIZE), so that recordings of
     several ranks load as one Trace with the right rank column."""
