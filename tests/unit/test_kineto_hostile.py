@@ -97,21 +97,37 @@ def test_bad_fields_name_the_field(
     _one_line_error(path, match)
 
 
+_EDGES = [INT64[0], INT64[1], 2**62 // 1000 + 1, -(2**62 // 1000) - 1, 4 * 10**15, -1, 0]
+_FRACS = ["", ".5", ".999", "e3", "e-3"]
+_FIELDS = [b'"ts": ', b'"dur": ']
+
+
 @settings(max_examples=40, deadline=None)
 @given(
-    value=st.sampled_from([INT64[0], INT64[1], 2**62 // 1000 + 1, -(2**62 // 1000) - 1])
-    | st.integers(*INT64),
-    frac=st.sampled_from(["", ".5", ".999"]),
-    field=st.sampled_from([b'"ts": ', b'"dur": ']),
+    value=st.sampled_from(_EDGES) | st.integers(*INT64),
+    frac=st.sampled_from(_FRACS),
+    field=st.sampled_from(_FIELDS),
 )
 def test_int64_edge_times_are_refused_or_plausible(
     raw: bytes, tmp_path_factory: pytest.TempPathFactory, value: int, frac: str, field: bytes
 ) -> None:
     """Property: one ts or dur set to an int64 edge (in us) is refused with a line naming
     it, or the trace's times all lie within ±2^62 ns."""
+    _check_time(raw, tmp_path_factory.mktemp("k") / "t.json", value, frac, field)
+
+
+@pytest.mark.slow
+def test_int64_edge_time_corpus(raw: bytes, tmp_path: Path) -> None:
+    """The fuzzer's seed corpus: every edge value, spelling and field."""
+    for i, (value, frac, field) in enumerate(
+        (v, f, d) for v in _EDGES for f in _FRACS for d in _FIELDS
+    ):
+        _check_time(raw, tmp_path / f"{i}.json", value, frac, field)
+
+
+def _check_time(raw: bytes, path: Path, value: int, frac: str, field: bytes) -> None:
     at = raw.index(field, _first_kernel(raw))
     text = f"{value}{frac}".encode()
-    path = tmp_path_factory.mktemp("k") / "t.json"
     path.write_bytes(raw[:at] + field + text + b', "x": ' + raw[at + len(field) :])
     try:
         tr = pt.load(path)
