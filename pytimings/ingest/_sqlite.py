@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -73,7 +73,7 @@ class SqliteFile:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._tables: dict[str, _Table] = {}
         self._mm: mmap.mmap | None = None
-        self._fh: Any = None
+        self._fh: BinaryIO | None = None
         self._db: sqlite3.Connection | None = None
         try:
             self._open()

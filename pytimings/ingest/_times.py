@@ -1,8 +1,8 @@
 """Plausible event times, checked by every trace loader before a trace is built.
 
-A time outside ±2^62 ns (about ±146 years) is a corrupt field, not a capture: within that
-bound any ``end - start`` and any window over the trace stays inside int64, so later
-arithmetic (durations, windows, shares) cannot wrap.
+A time at or beyond ±2^62 ns (about ±146 years) is a corrupt field, not a capture: strictly
+within that bound any ``end - start`` and any window over the trace stays inside int64, so
+later arithmetic (durations, windows, shares) cannot wrap.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ TIME_LIMIT_NS = 1 << 62
 def implausible_time(
     start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
 ) -> tuple[int, str, int] | None:
-    """The first row whose start or end lies outside ±2^62 ns, as (row, 'start' or 'end',
-    value); None when every time is plausible."""
+    """The first row whose start or end is not strictly within ±2^62 ns, as (row, 'start'
+    or 'end', value); None when every time is plausible."""
     for column, values in (("start", start), ("end", end)):
-        bad = np.flatnonzero((values < -TIME_LIMIT_NS) | (values > TIME_LIMIT_NS))
+        bad = np.flatnonzero((values <= -TIME_LIMIT_NS) | (values >= TIME_LIMIT_NS))
         if len(bad):
             row = int(bad[0])
             return row, column, int(values[row])

@@ -263,7 +263,7 @@ def test_memory_stays_proportional_to_the_file(capture: Path, tmp_path: Path) ->
 
 @settings(max_examples=30, deadline=None)
 @given(
-    value=st.sampled_from([INT64[0], INT64[1], -(2**62) - 1, 2**62 + 1, 2**63 - 2])
+    value=st.sampled_from([INT64[0], INT64[1], -(2**62), 2**62, 2**62 - 1, 2**63 - 2])
     | st.integers(*INT64),
     column=st.sampled_from(["start", "end"]),
     table=st.sampled_from([KERNELS, "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"]),
@@ -292,7 +292,7 @@ def test_int64_edge_times_are_refused_or_plausible(
         return
     for t in (trace.gpu_ops, trace.api_calls, trace.ranges):
         for times in (t["start"], t["end"]):
-            assert (times >= -(2**62)).all() and (times <= 2**62).all()
+            assert (times > -(2**62)).all() and (times < 2**62).all()
         assert (t["end"] >= t["start"]).all()
 
 
