@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from hypothesis import strategies as st
 
 import pytimings as pt
 from pytimings.errors import TraceFormatError
+from pytimings.ingest import loader
+from pytimings.model.trace import Trace
 
 pytestmark = pytest.mark.shared
 INT64 = (-(2**63), 2**63 - 1)
@@ -173,3 +177,17 @@ def test_a_pipe_on_stdin_is_read_once(raw: bytes, tmp_path: Path) -> None:
         timeout=120,
     )
     assert good.returncode == 0, good.stderr.decode()[-2000:]
+
+
+def test_worker_process_errors_name_their_file(raw: bytes, tmp_path: Path) -> None:
+    """Errors cross the process boundary whole (TraceFormatError once failed to unpickle,
+    which broke the pool), and a worker that dies is an error naming its file."""
+    good = _write(tmp_path, "rank0.json", raw)
+    bad = _write(tmp_path, "rank1.json", raw[: len(raw) // 2])
+    with pytest.raises(TraceFormatError, match=rf"^{bad}: ") as err:
+        pt.load(good, bad, workers=2)  # Kineto files load in worker processes
+    assert "\n" not in str(err.value)
+    died: Future[Trace] = Future()
+    died.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+    with pytest.raises(TraceFormatError, match=rf"^{bad}: a worker process died while it loaded"):
+        loader._result(str(bad), died)
