@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.sqlite_files import varint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,15 +66,6 @@ def _leaves(path: Path, table: str) -> tuple[int, list[int]]:
     return page_size, sorted(out)
 
 
-def _varint(b: bytes, p: int) -> tuple[int, int]:
-    v = 0
-    for i in range(8):
-        v = (v << 7) | (b[p + i] & 0x7F)
-        if b[p + i] < 0x80:
-            return v, p + i + 1
-    return (v << 8) | b[p + 8], p + 9
-
-
 def _edit(path: Path, at: int, value: bytes) -> None:
     with path.open("r+b") as f:
         f.seek(at)
@@ -103,8 +95,8 @@ def test_malformed_leaf_is_an_error_naming_file_and_page(capture: Path, case: st
         cells = []
         for i in range(n):
             off = int.from_bytes(ptrs[2 * i : 2 * i + 2], "big")
-            plen, p = _varint(data, base + off)
-            _, p = _varint(data, p)
+            plen, p = varint(data, base + off)
+            _, p = varint(data, p)
             assert plen <= page_size - 35  # no overflow page
             cells.append(data[base + off : p + plen])
         page = bytearray(data[base : base + page_size])
