@@ -81,6 +81,7 @@ cdef enum:
     E_FREEBLOCK
     E_ACCOUNT
     E_SIGBUS
+    E_CONTENT_START
 
 _MESSAGES = {
     E_PAGE_NUMBER: "page {page}: child or overflow page number {a} out of range",
@@ -110,6 +111,8 @@ _MESSAGES = {
     E_ACCOUNT: "page {page}: cells, free blocks and fragments cover {a} bytes of its {b}-byte "
                "content area (a cell lost or overlapping)",
     E_SIGBUS: "the file was truncated while it was read (SIGBUS)",
+    E_CONTENT_START: "page {page}: cell content area start {a} is inside the header or past "
+                     "the page",
 }
 
 
@@ -335,7 +338,7 @@ cdef int _layout(Scan* s, const uint8_t* pg, int64_t pgno, int64_t hdr, int64_t 
     if content == 0:
         content = 65536
     if content < hdr + hsize + 2 * ncells or content > u:
-        return _fail(s, E_CONTENT, pgno, content)
+        return _fail(s, E_CONTENT_START, pgno, content)
     for i in range(ncells):
         a = s.coff[i]
         b = a + s.csize[i]

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from pytimings._native._sqlitescan import MASK_ABSENT, MASK_NULL, scan_table
 from pytimings.ingest.detect import SQLITE_MAGIC
 
-__all__ = ["Column", "SqliteFile", "ro_uri"]
+__all__ = ["Column", "SqliteFile", "connect_ro", "ro_uri"]
 
 _KINDS = ("i", "f", "b")
 _INT_LITERAL = re.compile(r"\(*\s*([+-]?\d+)\s*\)*")
@@ -89,7 +89,7 @@ class SqliteFile:
             scan_path = self._consistent_copy()
             head = _read_header(scan_path)
         self.page_size, self.usable_size = _geometry(head, scan_path)
-        self._db = sqlite3.connect(ro_uri(scan_path), uri=True)
+        self._db = connect_ro(scan_path)
         self._fh = open(scan_path, "rb")
         st = os.fstat(self._fh.fileno())
         self._identity = _identity(st)
@@ -102,7 +102,7 @@ class SqliteFile:
     def _consistent_copy(self) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="pytimings-sqlite-")
         dst = os.path.join(self._tmp.name, "copy.sqlite")
-        src = sqlite3.connect(ro_uri(self.path), uri=True)
+        src = connect_ro(self.path)
         try:
             src.execute("VACUUM INTO ?", (dst,))
         finally:
@@ -249,6 +249,14 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
 def ro_uri(path: str) -> str:
     """A read-only sqlite3 URI for ``path``."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
+def connect_ro(path: str) -> sqlite3.Connection:
+    """A read-only sqlite3 connection that reads pages with read(), never through an mmap
+    (a build with memory-mapped I/O on would fault with SIGBUS on a file truncated under it)."""
+    db = sqlite3.connect(ro_uri(path), uri=True)
+    db.execute("PRAGMA mmap_size = 0")
+    return db
 
 
 def _read_header(path: str) -> bytes:

@@ -44,7 +44,7 @@ import numpy.typing as npt
 from pytimings._native._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
-from pytimings.ingest._sqlite import Column, SqliteFile, ro_uri
+from pytimings.ingest._sqlite import Column, SqliteFile, connect_ro
 from pytimings.ingest._times import implausible_time
 from pytimings.ingest.detect import SQLITE_MAGIC
 from pytimings.model.trace import (
@@ -205,7 +205,7 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.file = SqliteFile(path)
-        self.db = sqlite3.connect(ro_uri(path), uri=True)
+        self.db = connect_ro(path)
         self.db.text_factory = bytes
 
     def __enter__(self) -> _Reader:
