@@ -181,7 +181,7 @@ _MEM_KINDS = {
 }
 
 _KNOWN_UNITS = {None, "ms", "ns"}
-_TOO_DEEP = "JSON nested too deeply {} (arrays/objects deeper than the decoder's limit)"
+_TOO_DEEP = "JSON nested too deeply {}: arrays/objects deeper than the decoder's limit"
 _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 _PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
 
@@ -208,16 +208,15 @@ def looks_like_kineto(head: bytes) -> bool:
     return text.startswith(b"{") and any(m in text for m in _MARKERS)
 
 
-_EXACT = decimal.Context(
-    prec=80, rounding=decimal.ROUND_HALF_EVEN, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
-)
 _LIMIT_US = decimal.Decimal(TIME_LIMIT_NS) / 1000
 
 
 def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
     """Exact ``round(ts*1000)``, ``round((ts+dur)*1000)`` for text the fast path defers.
     A value beyond ±2^62 ns (``1e999999999``) is refused before any arithmetic on it."""
-    ctx = _EXACT
+    ctx = decimal.Context(  # per call: a context records flags, so it is not shared
+        prec=80, rounding=decimal.ROUND_HALF_EVEN, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+    )
     t = ctx.create_decimal(ts.decode())
     d = ctx.create_decimal(dur.decode()) if dur is not None else decimal.Decimal(0)
     for field, v, text in (("ts", t, ts), ("dur", d, dur or b"")):
@@ -350,7 +349,7 @@ class _Loader:
         except msgspec.DecodeError as e:
             raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
         except RecursionError:
-            raise self.fail(_TOO_DEEP.format(f"traceEvents (from byte {doc[0]})")) from None
+            raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
         del buf
         self.counts[cls] += len(doc)
         self._convert(cls, evs, doc, idx)

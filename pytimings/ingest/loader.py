@@ -3,7 +3,8 @@
 The format is detected from the file's content (magic bytes, the start of the JSON), not
 its name: Nsight Systems SQLite exports, Nsight Systems reports (``.nsys-rep``/``.qdrep``,
 exported to SQLite with ``nsys`` when it is installed), PyTorch-profiler (Kineto) JSON,
-plain or gzipped, and pytimings recordings (Arrow IPC).
+plain or gzipped, and pytimings recordings (Arrow IPC). A FIFO or a pipe (``/dev/stdin``)
+is read once into a temporary file first (its format is sniffed, then it is read).
 
 Several files load in parallel (``workers``, default one per file up to the number of
 cores) into one Trace with a ``rank`` column: nsys exports in threads (the b-tree scanner
