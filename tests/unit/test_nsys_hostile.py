@@ -121,8 +121,9 @@ _FIELDS = ["count", "pointer", "content", "freeblock", "fragments"]
 
 
 def _check_mutant(path: Path, which: int, field: str, value: int) -> None:
-    """Mutate one header field of a kernel leaf: the load either fails (one line naming the
-    file) or has every kernel, and then SQLite's integrity_check finds nothing wrong."""
+    """Mutate one header field of a kernel leaf: the load fails (one line naming the file)
+    exactly when SQLite's integrity_check finds the file malformed, and otherwise has every
+    kernel."""
     page_size, leaves = _leaves(path, KERNELS)
     base = (leaves[which % len(leaves)] - 1) * page_size
     n = int.from_bytes(path.read_bytes()[base + 3 : base + 5], "big")
@@ -139,6 +140,7 @@ def _check_mutant(path: Path, which: int, field: str, value: int) -> None:
         trace = pt.load(path)
     except TraceFormatError as exc:
         assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
+        assert _integrity(path) != "ok", exc  # refused only what SQLite calls malformed
         return
     assert _integrity(path) == "ok"
     assert len(trace.gpu_ops) == 1075
