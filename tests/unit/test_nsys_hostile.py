@@ -230,7 +230,8 @@ def test_sparse_ids_resolve_and_shared_cells_are_refused(capture: Path, tmp_path
     trace = pt.load(tmp_path / "sparse.sqlite")
     names = {trace.strings[i] for i in trace.gpu_ops["name"]}
     assert name in names and not any("unknown string id" in n for n in names)
-    assert names == {pt.load(capture).strings[i] for i in pt.load(capture).gpu_ops["name"]}
+    plain = pt.load(capture)
+    assert names == {plain.strings[i] for i in plain.gpu_ops["name"]}
     aimed = _aimed_cells(capture, tmp_path / "aimed.sqlite")
     assert _integrity(aimed) != "ok"
     with pytest.raises(TraceFormatError, match=rf"^{aimed}: .*page \d+: cell at \d+ overlaps"):
