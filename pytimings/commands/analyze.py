@@ -9,6 +9,7 @@ from pathlib import Path
 from pytimings.analysis.attribution import attribute
 from pytimings.console import progress
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
@@ -105,9 +106,6 @@ def run(args: argparse.Namespace) -> int:
             write_html(result, args.html, title, has_events=not per_rank_tasks)
         print(f"\nwrote {args.html}")
     if args.json:
-        try:
-            Path(args.json).write_text(result.to_json() + "\n")
-        except OSError as exc:
-            raise UsageError(f"--json {args.json}: cannot write ({exc.strerror or exc})") from None
+        write_text(args.json, result.to_json() + "\n", "--json")
         print(f"\nwrote {args.json}")
     return 0
