@@ -148,3 +148,19 @@ def test_every_enter_is_a_record_or_an_open_region(seed: int) -> None:
     rec = r.recording()
     assert len(rec.records["name"]) + sum(rec.meta["open_regions"].values()) == enters
     assert sum(rec.meta["open_regions"].values()) >= mistakes
+
+
+def test_analyze_of_a_file_reports_its_open_regions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers.recording_factory import make_recording
+
+    rows = [
+        {"name": "step", "kind": "compute", "start": 100, "end": 900, "gpu": (200, 800),
+         "stream": 7},
+    ]  # fmt: skip
+    rec = make_recording(rows, meta={"open_regions": {"prefill": 2}})
+    path = pt.save(tmp_path / "gpu.pytimings", rec)
+    assert main(["analyze", str(path), "--quiet"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "never closed" in ln]
+    assert lines == ["not represented by the loader: region entered, never closed: prefill 2"]
