@@ -138,3 +138,46 @@ def test_a_region_open_across_fork_is_recorded_once(run_script: RunScript) -> No
         PYTIMINGS_CUDART="/nonexistent",
     )
     assert out == {"child": 0, "parent": ["before", "before_pending", "open_across"]}
+
+
+def test_gpu_regions_after_fork_never_touch_the_parents_events(
+    run_script: RunScript, fake_cudart: Path
+) -> None:
+    """Against the fake CUDA runtime: the parent's pending GPU records, pooled events and
+    anchors are forgotten in the child (never queried or destroyed there); the child's own
+    GPU region is timed with its own events and anchor."""
+    out = run_script(
+        """
+        import ctypes, json, os
+        import pytimings as pt
+        from pytimings.model.recording import RecordFlag
+
+        lib = ctypes.CDLL(os.environ["PYTIMINGS_CUDART"])
+        lib.fake_cuda_counter.restype = ctypes.c_longlong
+        lib.fake_cuda_counter.argtypes = [ctypes.c_char_p]
+        r = pt.Recorder()
+        for _ in range(3):
+            with r.region("parent_gpu", stream=0):
+                pass  # left pending: no flush before the fork
+        destroyed = lib.fake_cuda_counter(b"destroyed")
+        pid = os.fork()
+        if pid == 0:
+            gone = lib.fake_cuda_counter(b"destroyed") - destroyed
+            with r.region("child_gpu", stream=0):
+                pass
+            rec = r.recording()
+            names = [rec.strings[i] for i in rec.records["name"]]
+            resolved = bool(rec.records["flags"][0] & RecordFlag.GPU_RESOLVED)
+            ok = names == ["child_gpu"] and resolved and gone == 0
+            ok = ok and len(rec.meta["gpu_anchors"]) == 1 and rec.meta["gpu_pending"] == 0
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        rec = r.recording()
+        names = [rec.strings[i] for i in rec.records["name"]]
+        flags = rec.records["flags"].tolist()
+        print(json.dumps({"child": os.waitstatus_to_exitcode(status), "parent": names,
+                          "resolved": [bool(f & RecordFlag.GPU_RESOLVED) for f in flags]}))
+        """,
+        PYTIMINGS_CUDART=str(fake_cudart),
+    )
+    assert out == {"child": 0, "parent": ["parent_gpu"] * 3, "resolved": [True] * 3}
