@@ -26,23 +26,34 @@ from typing import IO, Any
 
 from pytimings.errors import UsageError
 
-_umask: int | None = None
 _umask_lock = threading.Lock()
 
 
 def _new_file_mode() -> int:
     """What ``open(path, "w")`` would give a new file (0o666 less the umask)."""
-    global _umask
-    with _umask_lock:
-        if _umask is None:
-            _umask = os.umask(0o022)  # reading the umask means setting it: put it back at once
-            os.umask(_umask)
-        return 0o666 & ~_umask
+    return 0o666 & ~_umask()
 
 
-def _fail(label: str, path: str, exc: OSError) -> UsageError:
-    prefix = f"{label} " if label else ""
-    return UsageError(f"{prefix}{path}: cannot write ({exc.strerror or exc})")
+def _umask() -> int:
+    try:  # Linux says it without changing it
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere reading it means setting it: put it back at once
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _fail(label: str, path: str, problem: str) -> UsageError:
+    return UsageError(f"{label} {path}: {problem}" if label else f"{path}: {problem}")
+
+
+def _cannot_write(label: str, path: str, exc: OSError) -> UsageError:
+    return _fail(label, path, f"cannot write ({exc.strerror or exc})")
 
 
 @contextmanager
@@ -58,9 +69,9 @@ def writing(path: str | os.PathLike[str], label: str = "") -> Iterator[IO[bytes]
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise _fail(label, name, exc) from None
+        raise _cannot_write(label, name, exc) from None
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{label + ' ' if label else ''}{name}: is a directory")
+        raise _fail(label, name, "is a directory")
     tmp: str | None = None
     try:
         if st is not None and not stat.S_ISREG(st.st_mode):
@@ -80,7 +91,7 @@ def writing(path: str | os.PathLike[str], label: str = "") -> Iterator[IO[bytes]
             os.replace(tmp, target)
             tmp = None
     except OSError as exc:
-        raise _fail(label, name, exc) from None
+        raise _cannot_write(label, name, exc) from None
     finally:
         if tmp is not None:
             try:
