@@ -328,6 +328,10 @@ void Recorder::pop_abandoned_slow(ThreadState& ts) noexcept {
 }
 
 bool Recorder::abandon_elsewhere(const ThreadState* caller, const void* owner) {
+  // open on the caller's own thread too: an out-of-order exit there, not a wrong thread
+  if (caller != nullptr && std::any_of(caller->frames.begin(), caller->frames.end(),
+                                       [owner](const Frame& f) { return f.owner == owner; }))
+    return false;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& ts : threads_) {
     if (ts.get() == caller || ts->released || ts->exited.load(std::memory_order_acquire))

@@ -97,6 +97,36 @@ def test_exit_from_another_thread_does_not_leave_the_stack_one_deep() -> None:
     assert rec.meta["open_regions"] == {"stray": 1, "inner": 1}
 
 
+def test_an_out_of_order_exit_on_one_thread_leaves_other_threads_alone() -> None:
+    """A region open on two threads, exited out of nesting order on one of them: a mistake
+    of that thread alone, so the other thread's instance stays open and closes normally."""
+    r = Recorder()
+    shared, inner = r.region("shared"), r.region("inner")
+    shared.__enter__()
+    entered, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        shared.__enter__()
+        entered.set()
+        release.wait(10)
+        r.mark("tick")  # (a wrongly abandoned frame would be dropped here)
+        shared.__exit__(None, None, None)
+
+    t = threading.Thread(target=other)
+    t.start()
+    entered.wait(10)
+    inner.__enter__()
+    with pytest.raises(RuntimeError):
+        shared.__exit__(None, None, None)  # out of order here: inner is innermost
+    release.set()
+    t.join()
+    inner.__exit__(None, None, None)
+    shared.__exit__(None, None, None)
+    rec = r.recording()
+    assert sorted(_names(rec)) == ["inner", "shared", "shared", "tick"]
+    assert rec.meta["open_regions"] == {}
+
+
 def test_a_wrongly_exited_region_still_closes_on_its_own_thread() -> None:
     r = Recorder()
     reg = r.region("owned")

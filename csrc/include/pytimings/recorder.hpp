@@ -124,9 +124,10 @@ class Recorder {
   ExitResult exit(ThreadState& ts, const void* owner, bool error) noexcept;
   void mark(ThreadState& ts, uint32_t name, uint32_t kind, bool has_payload,
             int64_t payload) noexcept;
-  // A refused exit of `owner` on thread `caller`: mark the innermost frame of `owner` on
-  // another live thread abandoned (its owner thread pops it). True when one was found (the
-  // caller then drops the frame's reference to `owner`). GIL held.
+  // A refused exit of `owner` on thread `caller` (null: one that never recorded) where it is
+  // not open: mark the innermost frame of `owner` on another live thread abandoned (its
+  // owner thread pops it). True when one was found (the caller then drops the frame's
+  // reference to `owner`). GIL held.
   bool abandon_elsewhere(const ThreadState* caller, const void* owner);
   // True exactly once per recorder: the first region that fell back under graph capture.
   bool take_capture_notice() noexcept { return !capture_noticed_.exchange(true); }
