@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from pytimings.errors import UsageError
+from pytimings.fileout import writing
 from pytimings.ingest.recording_file import load_recording
 from pytimings.model.recording import (
     DROPPED_KEY,
@@ -155,10 +156,8 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         },
     )
     out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    with pa.OSFile(os.fspath(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+    with writing(out) as sink, pa.ipc.new_file(sink, schema) as writer:
         writer.write_batch(pa.record_batch(arrays, schema=schema))
-    os.replace(tmp, out)
     return out
 
 

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.fileout import save_figure
 from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
@@ -467,4 +468,4 @@ def _plot(runs: Sequence[Run], labels: Sequence[str], sweeps: dict[str, Any], pa
     for ax in (ax_curve, ax_ttft, ax_tpot):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, "--plot", dpi=100)
