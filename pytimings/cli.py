@@ -36,6 +36,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Export traces/recordings for Perfetto or chrome://tracing",
     ),
     "report": ("pytimings.commands.report", "Serving runs as an HTML report: CDFs, knee"),
+    "record": (
+        "pytimings.commands.record",
+        "Run a Python program recorded without code changes (per rank, clock-aligned)",
+    ),
 }
 
 

@@ -17,6 +17,10 @@ class TraceFormatError(PytimingsError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, str]]:
+        # pickled by worker processes: rebuilt from (path, problem), not the message
+        return (type(self), (self.path, self.problem))
+
 
 class UsageError(PytimingsError):
     """A bad argument or option value."""

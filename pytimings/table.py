@@ -102,21 +102,22 @@ class Table:
                 f"{os.fspath(path)}: unknown table format {fmt!r}; "
                 f"formats: {', '.join(WRITE_FORMATS)}"
             )
-        try:
-            if fmt == "json":
-                with open(path, "w", encoding="utf-8") as f:
-                    json.dump(self.to_records(), f, allow_nan=False)
-                    f.write("\n")
-            elif fmt == "csv":
-                import pyarrow.csv
+        from pytimings.fileout import writing
 
-                pyarrow.csv.write_csv(self.to_arrow(), path)
-            else:
-                import pyarrow.parquet
+        if fmt == "json":
+            doc = json.dumps(self.to_records(), allow_nan=False) + "\n"
+            with writing(path) as f:
+                f.write(doc.encode())
+        elif fmt == "csv":
+            import pyarrow.csv
 
-                pyarrow.parquet.write_table(self.to_arrow(), path)
-        except OSError as exc:
-            raise UsageError(f"{os.fspath(path)}: cannot write ({exc.strerror or exc})") from None
+            with writing(path) as f:
+                pyarrow.csv.write_csv(self.to_arrow(), f)
+        else:
+            import pyarrow.parquet
+
+            with writing(path) as f:
+                pyarrow.parquet.write_table(self.to_arrow(), f)
 
     def __repr__(self) -> str:
         return f"Table({len(self)} rows: {', '.join(self._cols)})"

@@ -43,6 +43,12 @@ py::dict columns(const std::vector<Record>& r) {
   return d;
 }
 
+py::dict by_name_id(const std::vector<std::pair<uint32_t, uint64_t>>& counts) {
+  py::dict d;
+  for (auto& [name, n] : counts) d[py::int_(name)] = py::int_(n);
+  return d;
+}
+
 }  // namespace
 
 void register_recorder(py::module_& m) {
@@ -93,11 +99,16 @@ void register_recorder(py::module_& m) {
       .def(
           "dropped",
           [](const RecorderBinding& b) {
-            py::dict d;
-            for (auto& [name, n] : b.core->dropped()) d[py::int_(name)] = py::int_(n);
-            return d;
+            return by_name_id(b.core->dropped());
           },
           "Records not kept because of max_records, by name id, since the last clear().")
+      .def(
+          "open_regions",
+          [](const RecorderBinding& b) {
+            return by_name_id(b.core->open_regions());
+          },
+          "Regions entered and never closed, by name id: open now, open when their thread "
+          "exited, or exited from another thread; since the last clear().")
       .def(
           "clear",
           [](RecorderBinding& b) {

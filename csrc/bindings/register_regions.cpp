@@ -118,13 +118,21 @@ PyObject* region_exit(PyObject* o, PyObject* const* args, Py_ssize_t nargs) {
   auto* self = reinterpret_cast<RegionObject*>(o);
   const bool error = nargs > 0 && args[0] != Py_None;
   ThreadState* ts = self->core->local();
-  if (ts != nullptr && self->core->exit(*ts, self, error)) {
-    Py_DECREF(o);  // the frame's reference (the caller still holds its own)
-    Py_RETURN_FALSE;
+  const ExitResult closed =
+      ts != nullptr ? self->core->exit(*ts, self, error) : ExitResult::kNotInnermost;
+  if (closed != ExitResult::kNotInnermost) {
+    if (closed == ExitResult::kClosed) Py_DECREF(o);  // the frame's reference (the caller
+    Py_RETURN_FALSE;                                   // still holds its own)
   }
   if (self->disabled_entries > 0) {
     --self->disabled_entries;
     Py_RETURN_FALSE;
+  }
+  // Open on another thread: refused, but that thread drops the frame at its next region call
+  // (counted as an open region) instead of keeping it under all its later regions.
+  try {
+    if (self->core->abandon_elsewhere(ts, self)) Py_DECREF(o);  // the frame's reference
+  } catch (const std::exception&) {  // a lock that cannot be taken: refuse all the same
   }
   PyErr_Format(PyExc_RuntimeError,
                "pytimings region %R: exit without a matching enter on this thread (exited "

@@ -1,5 +1,6 @@
 #include "pytimings/recorder.hpp"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,11 +39,31 @@ struct TlsStates {
 thread_local TlsStates tls_states;
 // A runtime without a driver or device stays that way for the life of the process.
 std::atomic<bool> g_no_device{false};
-std::mutex g_live_mu;  // serials of live recorders (a recorder unlists itself first thing
-std::vector<uint64_t> g_live;  // in its destructor, so a listed one's states are valid)
+std::mutex g_live_mu;  // live recorders by serial (a recorder unlists itself first thing in
+std::vector<std::pair<uint64_t, Recorder*>> g_live;  // its destructor: listed ones are valid)
 
 bool live(uint64_t serial) {
-  return std::find(g_live.begin(), g_live.end(), serial) != g_live.end();
+  return std::any_of(g_live.begin(), g_live.end(),
+                     [serial](const auto& e) { return e.first == serial; });
+}
+
+// fork(): take every lock a drain, a clear or a thread exit may hold (they run without the
+// GIL, so another thread may be inside one when a thread forks), release them in the parent,
+// and in the child (where the holders do not exist) release them and empty every recorder.
+void fork_prepare() {
+  g_live_mu.lock();
+  for (auto& [serial, r] : g_live) r->lock_for_fork();
+}
+void fork_parent() {
+  for (auto it = g_live.rbegin(); it != g_live.rend(); ++it) it->second->unlock_after_fork();
+  g_live_mu.unlock();
+}
+void fork_child() {
+  for (auto it = g_live.rbegin(); it != g_live.rend(); ++it) {
+    it->second->after_fork_child();
+    it->second->unlock_after_fork();
+  }
+  g_live_mu.unlock();
 }
 
 TlsStates::~TlsStates() {
@@ -99,14 +120,17 @@ Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
       reanchor_interval_ns_(reanchor_interval_ns),
       budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
   table();  // create the NVTX domain before the first region
+  static const int atfork = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  (void)atfork;
   std::lock_guard<std::mutex> lock(g_live_mu);
-  g_live.push_back(serial_);
+  g_live.emplace_back(serial_, this);
 }
 
 Recorder::~Recorder() {
   {
     std::lock_guard<std::mutex> lock(g_live_mu);
-    g_live.erase(std::find(g_live.begin(), g_live.end(), serial_));
+    g_live.erase(std::find_if(g_live.begin(), g_live.end(),
+                              [this](const auto& e) { return e.first == serial_; }));
   }
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
   if (api == nullptr) return;
@@ -186,6 +210,7 @@ void Recorder::start() {
 // --- hot path
 
 uint16_t Recorder::enter(ThreadState& ts, const RegionSpec& spec, const void* owner) noexcept {
+  pop_abandoned(ts);
   ts.frames.push_back(Frame{owner, spec, spec.flags, 0, nullptr, -1});
   Frame& f = ts.frames.back();
   if (spec.flags & kHasStream) {
@@ -208,11 +233,32 @@ void Recorder::abort_enter(ThreadState& ts) noexcept {
   ts.frames.pop_back();
 }
 
-bool Recorder::exit(ThreadState& ts, const void* owner, bool error) noexcept {
+ExitResult Recorder::exit(ThreadState& ts, const void* owner, bool error) noexcept {
   const int64_t end = now_ns();  // first: the recorder's own work stays outside the region
-  if (ts.frames.empty() || ts.frames.back().owner != owner) return false;
-  const Frame& f = ts.frames.back();
+  if (ts.frames.empty()) return ExitResult::kNotInnermost;
+  if (ts.frames.back().owner != owner || ts.frames.back().abandoned) {
+    // Abandoned frames on top (exited from another thread) are skipped: `owner` must be the
+    // innermost frame that is not. Failing that, an abandoned innermost frame of `owner`
+    // closes normally: its own thread exits it after all.
+    size_t i = ts.frames.size();
+    while (i > 0 && ts.frames[i - 1].abandoned) --i;
+    if (i > 0 && ts.frames[i - 1].owner == owner)
+      pop_abandoned(ts);
+    else if (ts.frames.back().owner != owner)
+      return ExitResult::kNotInnermost;
+  }
+  Frame& f = ts.frames.back();
   table().nvtx.pop();
+  ExitResult result = ExitResult::kClosed;
+  if (f.abandoned) {
+    f.abandoned = false;
+    ts.abandoned.fetch_sub(1, std::memory_order_relaxed);
+    result = ExitResult::kClosedUnowned;
+  }
+  if (f.inherited) {
+    ts.frames.pop_back();
+    return result;
+  }
   Record r;
   r.name = f.spec.name;
   r.kind = f.spec.kind;
@@ -231,11 +277,12 @@ bool Recorder::exit(ThreadState& ts, const void* owner, bool error) noexcept {
   if (f.flags & kGpuTimed) gpu_end(ts, f, r);
   ts.frames.pop_back();
   commit(ts, r);
-  return true;
+  return result;
 }
 
 void Recorder::mark(ThreadState& ts, uint32_t name, uint32_t kind, bool has_payload,
                     int64_t payload) noexcept {
+  pop_abandoned(ts);
   table().nvtx.mark(name, kind, has_payload, payload);
   Record r{};
   r.name = name;
@@ -259,6 +306,45 @@ void Recorder::commit(ThreadState& ts, Record& r) noexcept {
   if (r.ev_end) ts.pool[r.device].push_back(r.ev_end);
   std::lock_guard<std::mutex> lock(ts.drop_mu);
   ++ts.drops[r.name];
+}
+
+void Recorder::pop_abandoned_slow(ThreadState& ts) noexcept {
+  uint32_t popped = 0;
+  while (!ts.frames.empty() && ts.frames.back().abandoned) {
+    const Frame& f = ts.frames.back();
+    table().nvtx.pop();  // on the thread that pushed it
+    if (f.ev_start) ts.pool[f.device].push_back(f.ev_start);
+    {
+      std::lock_guard<std::mutex> lock(ts.drop_mu);
+      try {
+        ++ts.lost_open[f.spec.name];
+      } catch (...) {  // out of memory: the count is lost, never the region's thread
+      }
+    }
+    ts.frames.pop_back();
+    ++popped;
+  }
+  if (popped) ts.abandoned.fetch_sub(popped, std::memory_order_relaxed);
+}
+
+bool Recorder::abandon_elsewhere(const ThreadState* caller, const void* owner) {
+  // open on the caller's own thread too: an out-of-order exit there, not a wrong thread
+  if (caller != nullptr && std::any_of(caller->frames.begin(), caller->frames.end(),
+                                       [owner](const Frame& f) { return f.owner == owner; }))
+    return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& ts : threads_) {
+    if (ts.get() == caller || ts->released || ts->exited.load(std::memory_order_acquire))
+      continue;
+    for (auto f = ts->frames.rbegin(); f != ts->frames.rend(); ++f) {
+      if (f->owner == owner && !f->abandoned) {
+        f->abandoned = true;
+        ts->abandoned.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
@@ -447,6 +533,11 @@ void Recorder::reanchor() {
 // --- draining
 
 void Recorder::release_thread(ThreadState& ts) {
+  {
+    std::lock_guard<std::mutex> lock(ts.drop_mu);
+    for (const Frame& f : ts.frames)  // open when it exited
+      if (!f.inherited) ++ts.lost_open[f.spec.name];
+  }
   ts.buffer.release();
   std::vector<Frame>().swap(ts.frames);
   std::vector<uint32_t>().swap(ts.sample_counter);
@@ -539,19 +630,25 @@ void Recorder::collect(bool sync, std::vector<Record>& out) {
   for (Record& r : out) r.ev_start = r.ev_end = nullptr;
 }
 
+std::vector<Record> Recorder::take_all() {
+  std::vector<Record> all;
+  all.swap(pending_);
+  all.insert(all.end(), ready_.begin(), ready_.end());
+  ready_.clear();
+  for (auto& ts : threads_) ts->buffer.drain(all);
+  budget_.release(drained_ + static_cast<int64_t>(all.size()));
+  drained_ = 0;
+  return all;
+}
+
 void Recorder::clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Record> discard;
-  discard.swap(pending_);
-  discard.insert(discard.end(), ready_.begin(), ready_.end());
-  ready_.clear();
-  for (auto& ts : threads_) ts->buffer.drain(discard);
-  budget_.release(drained_ + static_cast<int64_t>(discard.size()));
-  drained_ = 0;
+  std::vector<Record> discard = take_all();
   release_events(discard);  // pending events may be re-recorded while in flight
   for (auto& ts : threads_) {
     std::lock_guard<std::mutex> dlock(ts->drop_mu);
     ts->drops.clear();
+    ts->lost_open.clear();
   }
 }
 
@@ -565,6 +662,64 @@ std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped() const {
   std::vector<std::pair<uint32_t, uint64_t>> out(total.begin(), total.end());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Recorder::open_regions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<uint32_t, uint64_t> total;
+  for (auto& ts : threads_) {
+    std::lock_guard<std::mutex> dlock(ts->drop_mu);
+    for (auto& [name, n] : ts->lost_open) total[name] += n;
+    for (const Frame& f : ts->frames)
+      if (!f.inherited) ++total[f.spec.name];
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> out(total.begin(), total.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// --- fork
+
+void Recorder::lock_for_fork() noexcept {
+  mu_.lock();
+  anchor_mu_.lock();
+  for (auto& ts : threads_) ts->drop_mu.lock();
+}
+
+void Recorder::unlock_after_fork() noexcept {
+  for (auto it = threads_.rbegin(); it != threads_.rend(); ++it) (*it)->drop_mu.unlock();
+  anchor_mu_.unlock();
+  mu_.unlock();
+}
+
+// The child starts empty: what the parent recorded (drained or not) and its drop and open
+// counts stay the parent's, so saving in both processes counts nothing twice. The forking
+// thread's open regions close without a record here (the parent records them); the other
+// threads do not exist in the child. CUDA events and anchors belong to the parent's context
+// (unusable after fork): forgotten, never destroyed or queried.
+void Recorder::after_fork_child() noexcept {
+  ThreadState* me = local();
+  take_all();  // (out of memory here ends the child: noexcept, never a silent double count)
+  for (auto& ts : threads_) {
+    ts->drops.clear();
+    ts->lost_open.clear();
+    for (auto& pool : ts->pool) pool.clear();
+    delete ts->returned.exchange(nullptr);
+    if (ts.get() == me) {
+      ts->tid = static_cast<int64_t>(syscall(SYS_gettid));
+      for (Frame& f : ts->frames) {
+        f.inherited = true;
+        f.ev_start = nullptr;
+      }
+    } else {
+      ts->frames.clear();
+      ts->exited.store(true, std::memory_order_release);
+    }
+  }
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    anchors_[dev].clear();
+    anchor_index_[dev].store(0, std::memory_order_relaxed);
+  }
 }
 
 RecorderMeta Recorder::meta() const {

@@ -247,6 +247,58 @@ cdef inline void _skip_escaped(Blocks* b, Py_ssize_t k) noexcept nogil:
         _block_at(b, e + 1)
 
 
+cdef Py_ssize_t _unescape(const char* s, Py_ssize_t n, char* out, Py_ssize_t cap) noexcept nogil:
+    """The JSON string content s[:n] with its escapes decoded into out (at most cap bytes),
+    its length; -1 when it does not fit, an escape is malformed or \\u names a character
+    beyond ASCII (no key or category the splitter sorts by has one)."""
+    cdef Py_ssize_t i = 0, k = 0, h
+    cdef int v
+    cdef char c, e
+    while i < n:
+        c = s[i]
+        if c == 92:
+            if i + 1 >= n:
+                return -1
+            e = s[i + 1]
+            i += 2
+            if e == b'u':
+                if i + 4 > n:
+                    return -1
+                v = 0
+                for h in range(i, i + 4):
+                    c = s[h]
+                    if c >= 48 and c <= 57:
+                        v = v * 16 + (c - 48)
+                    elif (c | 32) >= 97 and (c | 32) <= 102:
+                        v = v * 16 + ((c | 32) - 87)
+                    else:
+                        return -1
+                if v == 0 or v >= 0x80:
+                    return -1
+                c = <char>v
+                i += 4
+            elif e == b'"' or e == 92 or e == b'/':
+                c = e
+            else:
+                return -1  # \b \f \n \r \t: in no key or category sorted by
+        else:
+            i += 1
+        if k == cap:
+            return -1
+        out[k] = c
+        k += 1
+    return k
+
+
+cdef bint _is_cat_key(const char* s, Py_ssize_t n) noexcept nogil:
+    """Whether the key text s[:n] is "cat", spelled plainly or with escapes."""
+    cdef char buf[3]
+    if n == 3:
+        return s[0] == 99 and s[1] == 97 and s[2] == 116
+    return n > 3 and memchr(s, 92, n) != NULL and _unescape(s, n, buf, 3) == 3 \
+        and buf[0] == 99 and buf[1] == 97 and buf[2] == 116
+
+
 cdef Py_ssize_t _elem_end(const char* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* cat_s,
                           Py_ssize_t* cat_e, bint* high) noexcept nogil:
     """End (exclusive) of the JSON object opening at p[i], or -1 when it is incomplete.
@@ -283,8 +335,7 @@ cdef Py_ssize_t _elem_end(const char* p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t*
             if depth == 1:
                 if expect_key:
                     expect_key = False
-                    key_is_cat = (j - s == 3 and p[s] == 99 and p[s + 1] == 97
-                                  and p[s + 2] == 116)  # "cat"
+                    key_is_cat = _is_cat_key(p + s, j - s)
                 elif cat_pending:
                     cat_s[0] = s
                     cat_e[0] = j
@@ -463,6 +514,13 @@ cdef class Splitter:
 
     cdef int _classify(self, const char* s, Py_ssize_t n) noexcept nogil:
         cdef int k
+        cdef char buf[64]
+        cdef Py_ssize_t m
+        if n and memchr(s, 92, n) != NULL:  # escapes ("k\u0065rnel"): classify the text
+            m = _unescape(s, n, buf, 64)
+            if m < 0:
+                return C_OTHER
+            return self._classify(buf, m)
         for k in range(self.n_cats):
             if self.cat_len[k] == n and s[0] == self.cat_ptr[k][0] and \
                     memcmp(self.cat_ptr[k], s, n) == 0:

@@ -16,16 +16,25 @@ hostile file raises ValueError("page N: ...") and never reads outside the buffer
 page's usable part (tests/unit/test_sqlitescan_asan.py checks this under AddressSanitizer).
 Every page is used once: a b-tree that loops, or an overflow chain that loops, shares a page
 with another chain or the b-tree, or has more or fewer pages than its payload needs
-(ceil(spilled bytes / (usable - 4))), is an error too, not garbage. A file
-changed while it is scanned (an mmap of a file someone rewrites) is not defended against
-beyond those checks.
+(ceil(spilled bytes / (usable - 4))), is an error too, not garbage. Every page's cells
+must lie in its cell content area without overlapping (a cell pointed at twice would be a
+duplicate row, and many pointers at one large cell a blow-up of the output), and its cells,
+free blocks and fragmented bytes must fill that area exactly (a cell whose pointer is lost
+would otherwise vanish uncounted): the bookkeeping ``PRAGMA integrity_check`` verifies. A
+non-root leaf without cells is refused, as SQLite does.
+
+A file truncated while it is scanned through an mmap faults with SIGBUS when a page past
+its new end is touched: each pass runs under a SIGBUS guard (a handler that jumps back out
+of the pass on this thread; a fault elsewhere goes to the handler there was before) and
+becomes ValueError("... file was truncated while it was read"). A file rewritten in place
+is caught by the checks above or by the caller comparing the file's identity afterwards.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -66,6 +75,13 @@ cdef enum:
     E_TYPE_FLOAT
     E_TYPE_BYTES
     E_OVERFLOW_TWICE
+    E_EMPTY_LEAF
+    E_CONTENT
+    E_OVERLAP
+    E_FREEBLOCK
+    E_ACCOUNT
+    E_SIGBUS
+    E_CONTENT_START
 
 _MESSAGES = {
     E_PAGE_NUMBER: "page {page}: child or overflow page number {a} out of range",
@@ -88,6 +104,15 @@ _MESSAGES = {
     E_TYPE_FLOAT: "column {a}, rowid {b}: {what} value in a float column",
     E_TYPE_BYTES: "column {a}, rowid {b}: {what} value in a text/blob column",
     E_OVERFLOW_TWICE: "page {page}: overflow page {a} is already in use (a loop or shared page)",
+    E_EMPTY_LEAF: "page {page}: a leaf page without cells below the root (SQLite: malformed)",
+    E_CONTENT: "page {page}: cell at {a} is outside the cell content area",
+    E_OVERLAP: "page {page}: cell at {a} overlaps another cell (a cell used twice)",
+    E_FREEBLOCK: "page {page}: free block at {a} is out of order or off the page",
+    E_ACCOUNT: "page {page}: cells, free blocks and fragments cover {a} bytes of its {b}-byte "
+               "content area (a cell lost or overlapping)",
+    E_SIGBUS: "the file was truncated while it was read (SIGBUS)",
+    E_CONTENT_START: "page {page}: cell content area start {a} is inside the header or past "
+                     "the page",
 }
 
 
@@ -118,7 +143,54 @@ cdef extern from *:
     static inline uint32_t pyt_be32(const uint8_t* p) {
         uint32_t w; memcpy(&w, p, 4); return __builtin_bswap32(w);
     }
+
+    /* SIGBUS guard: a truncated mmapped file faults on the pages past its new end. The
+       handler jumps back into pyt_guarded on the faulting thread when that thread is in a
+       guarded pass; otherwise it puts back the handler there was before and returns, so
+       the fault repeats and goes there (the default action, faulthandler, ...). */
+    #include <setjmp.h>
+    #include <signal.h>
+    static __thread sigjmp_buf* pyt_jump = NULL;
+    static struct sigaction pyt_prev_bus;
+    static void pyt_on_sigbus(int sig, siginfo_t* info, void* ctx) {
+        sigjmp_buf* jb = pyt_jump;
+        (void)sig; (void)info; (void)ctx;
+        if (jb != NULL) {
+            pyt_jump = NULL;
+            siglongjmp(*jb, 1);
+        }
+        sigaction(SIGBUS, &pyt_prev_bus, NULL);
+    }
+    /* install the handler unless it is the one installed (called with the GIL held) */
+    static int pyt_guard_install(void) {
+        struct sigaction cur, sa;
+        if (sigaction(SIGBUS, NULL, &cur) != 0) return -1;
+        if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == pyt_on_sigbus) return 0;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = pyt_on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        pyt_prev_bus = cur;
+        return sigaction(SIGBUS, &sa, NULL);
+    }
+    typedef int (*pyt_pass)(void*);
+    /* fn(arg), or -2 when it faulted with SIGBUS (the signal mask is restored) */
+    static int pyt_guarded(pyt_pass fn, void* arg) {
+        sigjmp_buf jb;
+        int rc;
+        if (sigsetjmp(jb, 1)) {
+            pyt_jump = NULL;
+            return -2;
+        }
+        pyt_jump = &jb;
+        rc = fn(arg);
+        pyt_jump = NULL;
+        return rc;
+    }
     """
+    ctypedef int (*pyt_pass)(void*) noexcept nogil
+    int pyt_guard_install()
+    int pyt_guarded(pyt_pass fn, void* arg) nogil
     int64_t pyt_be_int(const uint8_t* p, uint64_t t) noexcept nogil
     double pyt_be_double(const uint8_t* p) noexcept nogil
     uint32_t pyt_be32(const uint8_t* p) noexcept nogil
@@ -174,6 +246,10 @@ cdef struct Scan:
     uint8_t* seen       # one bit per page: in the b-tree or an overflow chain already
     uint8_t* scratch    # payloads with overflow pages are gathered here
     int64_t scap
+    int64_t root
+    int32_t* coff       # the cells of the page being checked: offset and size
+    int32_t* csize
+    uint8_t* claim      # one byte per byte of a page, for pages whose cells are not in order
     Err err
 
 
@@ -220,6 +296,124 @@ cdef inline const uint8_t* _page(Scan* s, int64_t pgno) noexcept nogil:
     return s.file + (pgno - 1) * s.page_size
 
 
+cdef inline int64_t _be16(const uint8_t* p) noexcept nogil:
+    return (<int64_t>p[0] << 8) | p[1]
+
+
+cdef inline const uint8_t* _cell_head(const uint8_t* p, const uint8_t* end, uint64_t* plen,
+                                      uint64_t* key) noexcept nogil:
+    """The payload size and rowid varints of the leaf cell at p (< end); the payload's
+    first byte, or NULL when they run off the page."""
+    if p[0] < 0x80:
+        plen[0] = p[0]
+        p += 1
+    else:
+        p = _varint(p, end, plen)
+        if p == NULL:
+            return NULL
+    if p < end and p[0] < 0x80:
+        key[0] = p[0]
+        return p + 1
+    return _varint(p, end, key)
+
+
+cdef inline int64_t _local(uint64_t plen, int64_t x, int64_t m, int64_t u) noexcept nogil:
+    """Bytes of a payload of plen bytes stored on the leaf itself (fileformat2 1.6), plus
+    the 4-byte first overflow page number when it spills."""
+    cdef int64_t k
+    if <int64_t>plen <= x:
+        return <int64_t>plen
+    k = m + ((<int64_t>plen - m) % (u - 4))
+    return (k if k <= x else m) + 4
+
+
+cdef int _layout(Scan* s, const uint8_t* pg, int64_t pgno, int64_t hdr, int64_t hsize,
+                 int64_t ncells) noexcept nogil:
+    """The cells s.coff/s.csize[:ncells] of page pgno (a page header of hsize bytes at hdr)
+    lie in its cell content area without overlapping, and with its free blocks and
+    fragmented bytes fill that area exactly (fileformat2 1.6; integrity_check's checks)."""
+    cdef int64_t u = s.usable, content = _be16(pg + hdr + 5), covered = 0
+    cdef int64_t i, a, b, prev = s.usable, fb, size, last
+    cdef bint ordered = True
+    if content == 0:
+        content = 65536
+    if content < hdr + hsize + 2 * ncells or content > u:
+        return _fail(s, E_CONTENT_START, pgno, content)
+    for i in range(ncells):
+        a = s.coff[i]
+        b = a + s.csize[i]
+        if a < content or b > u:
+            return _fail(s, E_CONTENT, pgno, a)
+        if b > prev:
+            ordered = False
+        prev = a
+        covered += s.csize[i]
+    if not ordered:  # SQLite writes cells from the page's end down: rare, checked bytewise
+        if s.claim == NULL:
+            s.claim = <uint8_t*>malloc(<size_t>u)
+            if s.claim == NULL:
+                return _fail(s, E_NOMEM, pgno, 0)
+        memset(s.claim, 0, <size_t>u)
+        for i in range(ncells):
+            for a in range(s.coff[i], s.coff[i] + s.csize[i]):
+                if s.claim[a]:
+                    return _fail(s, E_OVERLAP, pgno, s.coff[i])
+                s.claim[a] = 1
+    fb = _be16(pg + hdr + 1)
+    last = content
+    while fb != 0:
+        if fb < last or fb + 4 > u:
+            return _fail(s, E_FREEBLOCK, pgno, fb)
+        size = _be16(pg + fb + 2)
+        if size < 4 or fb + size > u:
+            return _fail(s, E_FREEBLOCK, pgno, fb)
+        covered += size
+        last = fb + size
+        fb = _be16(pg + fb)
+    covered += pg[hdr + 7]
+    if covered != u - content:
+        s.err.b = u - content
+        return _fail(s, E_ACCOUNT, pgno, covered)
+    return 0
+
+
+cdef int _interior_layout(Scan* s, const uint8_t* pg, int64_t pgno, int64_t hdr,
+                          int64_t ncells) noexcept nogil:
+    """_layout for an interior page: each cell is a 4-byte child page number and a rowid."""
+    cdef int64_t i, off
+    cdef uint64_t key
+    cdef const uint8_t* p
+    for i in range(ncells):
+        off = _be16(pg + hdr + 12 + 2 * i)
+        if off < hdr + 12 + 2 * ncells or off + 4 >= s.usable:
+            return _fail(s, E_CELL_POINTER, pgno, off)
+        p = _varint(pg + off + 4, pg + s.usable, &key)
+        if p == NULL:
+            return _fail(s, E_VARINT, pgno, 0)
+        s.coff[i] = <int32_t>off
+        s.csize[i] = <int32_t>(p - (pg + off))
+    return _layout(s, pg, pgno, hdr, 12, ncells)
+
+
+cdef int _leaf_layout(Scan* s, const uint8_t* pg, int64_t pgno, int64_t hdr,
+                      int64_t ncells) noexcept nogil:
+    """_layout for a leaf page, every cell's size read first (for a page whose cells are
+    not in SQLite's order, before any of its cells is decoded)."""
+    cdef int64_t i, off, u = s.usable, x = s.usable - 35, m = ((s.usable - 12) * 32 // 255) - 23
+    cdef uint64_t plen, key
+    cdef const uint8_t* p
+    for i in range(ncells):
+        off = _be16(pg + hdr + 8 + 2 * i)
+        if off < hdr + 8 + 2 * ncells or off >= u:
+            return _fail(s, E_CELL_POINTER, pgno, off)
+        p = _cell_head(pg + off, pg + u, &plen, &key)
+        if p == NULL:
+            return _fail(s, E_VARINT, pgno, 0)
+        s.coff[i] = <int32_t>off
+        s.csize[i] = <int32_t>max(4, (p - (pg + off)) + _local(plen, x, m, u))
+    return _layout(s, pg, pgno, hdr, 8, ncells)
+
+
 cdef int _walk(Scan* s, int64_t root) noexcept nogil:
     """Pass 1: list the leaves under root in key order, with their cell counts."""
     cdef int64_t stack_page[MAX_DEPTH]
@@ -244,6 +438,8 @@ cdef int _walk(Scan* s, int64_t root) noexcept nogil:
         if kind == 0x0D:
             if hdr + 8 + 2 * ncells > s.usable:
                 return _fail(s, E_CELL_COUNT, pgno, ncells)
+            if ncells == 0 and pgno != root:
+                return _fail(s, E_EMPTY_LEAF, pgno, 0)
             s.leaves[s.nleaves] = <uint32_t>pgno
             s.counts[s.nleaves] = <uint32_t>ncells
             s.nleaves += 1
@@ -253,6 +449,8 @@ cdef int _walk(Scan* s, int64_t root) noexcept nogil:
                 return _fail(s, E_CELL_COUNT, pgno, ncells)
             if depth == MAX_DEPTH:
                 return _fail(s, E_DEPTH, pgno, 0)
+            if _interior_layout(s, pg, pgno, hdr, ncells) < 0:
+                return -1
             stack_page[depth] = pgno
             stack_next[depth] = 0
             stack_cells[depth] = ncells
@@ -458,8 +656,9 @@ cdef int _gather(Scan* s, const uint8_t* local, int64_t nlocal, int64_t plen,
 
 cdef int _leaves(Scan* s) noexcept nogil:
     """Pass 2: decode every cell of every listed leaf."""
-    cdef int64_t li, ci, ncells, off, hdr, pgno, r = 0, nlocal, m, k
+    cdef int64_t li, ci, ncells, off, hdr, pgno, r = 0, nlocal, m, k, size, prev
     cdef int64_t u = s.usable, x = s.usable - 35
+    cdef bint checked
     cdef int64_t maxpay = (s.npages + 1) * s.usable
     cdef uint64_t plen, key
     cdef const uint8_t* pg
@@ -476,25 +675,26 @@ cdef int _leaves(Scan* s) noexcept nogil:
         if pg[hdr] != 0x0D or ((<int64_t>pg[hdr + 3] << 8) | pg[hdr + 4]) != ncells \
                 or r + ncells > s.nrows:
             return _fail(s, E_CHANGED, pgno, 0)
+        # cells in SQLite's order (each below the one before) cannot overlap, so they are
+        # decoded as they come; at the first out of order, the whole page is checked first
+        checked = False
+        prev = u
         for ci in range(ncells):
             off = (<int64_t>pg[hdr + 8 + 2 * ci] << 8) | pg[hdr + 9 + 2 * ci]
             if off < hdr + 8 + 2 * ncells or off >= u:
                 return _fail(s, E_CELL_POINTER, pgno, off)
-            p = pg + off
-            if p[0] < 0x80:
-                plen = p[0]
-                p += 1
-            else:
-                p = _varint(p, end, &plen)
-                if p == NULL:
-                    return _fail(s, E_VARINT, pgno, 0)
-            if p < end and p[0] < 0x80:
-                key = p[0]
-                p += 1
-            else:
-                p = _varint(p, end, &key)
-                if p == NULL:
-                    return _fail(s, E_VARINT, pgno, 0)
+            p = _cell_head(pg + off, end, &plen, &key)
+            if p == NULL:
+                return _fail(s, E_VARINT, pgno, 0)
+            if not checked:
+                size = max(4, (p - (pg + off)) + _local(plen, x, m, u))
+                if off + size > prev:
+                    if _leaf_layout(s, pg, pgno, hdr, ncells) < 0:
+                        return -1
+                    checked = True
+                s.coff[ci] = <int32_t>off
+                s.csize[ci] = <int32_t>size
+                prev = off
             if s.rowid_out >= 0:
                 o = &s.outs[s.rowid_out]
                 o.ival[r] = <int64_t>key
@@ -518,11 +718,23 @@ cdef int _leaves(Scan* s) noexcept nogil:
                            pgno) < 0:
                     return -1
             r += 1
+        if not checked and _layout(s, pg, pgno, hdr, 8, ncells) < 0:
+            return -1
     return 0
 
 
-cdef int _raise(Scan* s) except -1:
-    cdef int code = s.err.code
+cdef int _walk_pass(void* arg) noexcept nogil:
+    cdef Scan* s = <Scan*>arg
+    return _walk(s, s.root)
+
+
+cdef int _leaves_pass(void* arg) noexcept nogil:
+    return _leaves(<Scan*>arg)
+
+
+cdef int _raise(Scan* s, int rc) except -1:
+    """The error of a pass that returned rc < 0 (-2: it faulted, see pyt_guarded)."""
+    cdef int code = E_SIGBUS if rc == -2 else s.err.code
     if code == E_NOMEM:
         raise MemoryError()
     what = {1: "INTEGER", 7: "REAL", 12: "BLOB", 13: "TEXT"}.get(s.err.what, "?")
@@ -591,6 +803,10 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
     s.fast = NULL
     s.leaves = NULL
     s.counts = NULL
+    s.root = root_page
+    s.coff = NULL
+    s.csize = NULL
+    s.claim = NULL
     s.outs = <Out*>malloc(sizeof(Out) * (nout + 1))
     keep = []
     try:
@@ -613,9 +829,13 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
         s.leaves = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
         s.counts = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
         s.seen = <uint8_t*>calloc((s.npages >> 3) + 1, 1)
+        s.coff = <int32_t*>malloc(sizeof(int32_t) * (usable_size // 2))
+        s.csize = <int32_t*>malloc(sizeof(int32_t) * (usable_size // 2))
         if s.want == NULL or s.fast == NULL or s.leaves == NULL or s.counts == NULL \
-                or s.seen == NULL:
+                or s.seen == NULL or s.coff == NULL or s.csize == NULL:
             raise MemoryError()
+        if pyt_guard_install() != 0:
+            raise OSError("cannot install the SIGBUS guard")
         for j in range(s.maxcol + 1):
             s.want[j] = -1
             s.fast[j] = NULL
@@ -624,9 +844,9 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
                 s.want[columns[i]] = i
 
         with nogil:
-            rc = _walk(&s, root_page)
+            rc = pyt_guarded(_walk_pass, &s)
         if rc < 0:
-            _raise(&s)
+            _raise(&s, rc)
         n = s.nrows
         for i in range(nout):
             o = &s.outs[i]
@@ -648,9 +868,9 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
             if i != s.rowid_out and s.outs[i].kind == K_INT:
                 s.fast[columns[i]] = s.outs[i].ival
         with nogil:
-            rc = _leaves(&s)
+            rc = pyt_guarded(_leaves_pass, &s)
         if rc < 0:
-            _raise(&s)
+            _raise(&s, rc)
         out = []
         for i in range(nout):
             o = &s.outs[i]
@@ -672,3 +892,6 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
         free(s.counts)
         free(s.seen)
         free(s.scratch)
+        free(s.coff)
+        free(s.csize)
+        free(s.claim)

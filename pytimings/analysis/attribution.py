@@ -45,14 +45,17 @@ def _select(values: npt.NDArray[Any], wanted: Sequence[int] | None, what: str) -
     have = distinct(values)
     if wanted is None:
         return have
-    w = np.asarray(sorted(set(int(x) for x in wanted)), dtype=have.dtype)
-    missing = np.setdiff1d(w, have)
-    if missing.size:
+    # compared as Python ints: a value outside the column's dtype (--device 32768 on int16)
+    # is simply not in the trace
+    w = sorted({int(x) for x in wanted})
+    present = set(have.tolist())
+    missing = [x for x in w if x not in present]
+    if missing:
         raise UsageError(
             f"{what} {', '.join(map(str, missing))} not in the trace; "
             f"it has {what}s {', '.join(map(str, have)) or 'none'}"
         )
-    return w
+    return np.asarray(w, dtype=have.dtype)
 
 
 def attribute(

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 
 NAME = "overhead"
 
@@ -323,8 +324,4 @@ def write_json(
         "rows": [asdict(r) for r in rows],
         "targets": [asdict(t) for t in checks],
     }
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-    except OSError as exc:
-        raise UsageError(f"--json {path}: cannot write: {exc.strerror}") from exc
+    write_text(path, json.dumps(doc, indent=2), "--json")

@@ -21,6 +21,7 @@ from typing import Any
 from pytimings.bench.fit import fit_alpha_beta
 from pytimings.console import text
 from pytimings.errors import UsageError
+from pytimings.fileout import save_figure, write_text
 
 SCHEMA = "pytimings.bench/1"
 
@@ -175,12 +176,7 @@ def check_output(flag: str, path: str | os.PathLike[str]) -> None:
 
 
 def write_json(report: BenchReport, path: str | os.PathLike[str]) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(report.to_json(), fh, indent=1, allow_nan=False)
-            fh.write("\n")
-    except OSError as exc:
-        raise UsageError(f"--json {os.fspath(path)}: cannot write: {exc.strerror}") from exc
+    write_text(path, json.dumps(report.to_json(), indent=1, allow_nan=False) + "\n", "--json")
 
 
 def write_plot(
@@ -220,8 +216,6 @@ def write_plot(
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise UsageError(f"--plot {os.fspath(path)}: cannot write: {exc.strerror}") from exc
+        save_figure(fig, path, "--plot")
     finally:
         plt.close(fig)

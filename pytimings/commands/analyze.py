@@ -11,6 +11,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.replay import critical_path, parse_changes, replay, what_if
 from pytimings.console import progress
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
@@ -140,9 +141,6 @@ def run(args: argparse.Namespace) -> int:
             write_html(result, args.html, title, has_events=not per_rank_tasks)
         print(f"\nwrote {args.html}")
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as exc:
-            raise UsageError(f"--json {args.json}: cannot write ({exc.strerror or exc})") from None
+        write_text(args.json, json.dumps(doc, indent=2) + "\n", "--json")
         print(f"\nwrote {args.json}")
     return 0

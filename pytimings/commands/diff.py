@@ -13,6 +13,7 @@ from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.result import Attribution
 from pytimings.console import progress
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.ingest.processes import add_processes_argument
 from pytimings.report.diff import render_html, render_text
@@ -67,12 +68,7 @@ def run(args: argparse.Namespace) -> int:
     hits = crossed(doc, thresholds)
     print(render_text(doc, top=args.top))
     if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
-        except OSError as exc:
-            raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
+        write_text(args.json, json.dumps(doc, indent=1) + "\n", "--json")
     if args.html:
         title = f"pytimings diff: {' '.join(args.new)} vs {' '.join(args.base)}"
         write_document(render_html(doc, title), args.html)

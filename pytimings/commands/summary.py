@@ -9,6 +9,7 @@ import sys
 from pytimings.analysis.summary import summary_json, trace_summary
 from pytimings.console import progress
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.ingest.names import trace_vendor
 from pytimings.ingest.processes import add_processes_argument, print_hint
@@ -67,11 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json == "-":
             sys.stdout.write(doc + "\n")
         else:
-            try:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    f.write(doc + "\n")
-            except OSError as exc:
-                raise UsageError(f"--json {args.json}: {exc.strerror or exc}") from None
+            write_text(args.json, doc + "\n", "--json")
     for written in report_tables.write(args, tables):
         print(f"wrote {written}", file=sys.stderr if args.json == "-" else sys.stdout)
     return 0

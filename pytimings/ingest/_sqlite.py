@@ -11,6 +11,11 @@ WAL: a database in WAL mode (header bytes 18/19 == 2) whose ``-wal`` file is not
 have committed pages only in the WAL, so the main file alone can be stale. Such a file is
 first copied consistently by SQLite itself (``VACUUM INTO`` a temporary file, removed on
 close) and the copy is scanned.
+
+A file changed while it is read: the scanner turns a truncation under its mmap (SIGBUS)
+into ValueError, and :meth:`SqliteFile.check_unchanged` (after every table read, and for
+the caller once it has read all it needs) refuses a file whose size, modification or
+status-change time moved since it was opened.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sqlite3
 import tempfile
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +35,7 @@ import numpy.typing as npt
 from pytimings._native._sqlitescan import MASK_ABSENT, MASK_NULL, scan_table
 from pytimings.ingest.detect import SQLITE_MAGIC
 
-__all__ = ["Column", "SqliteFile", "ro_uri"]
+__all__ = ["Column", "SqliteFile", "connect_ro", "ro_uri"]
 
 _KINDS = ("i", "f", "b")
 _INT_LITERAL = re.compile(r"\(*\s*([+-]?\d+)\s*\)*")
@@ -68,6 +73,7 @@ class SqliteFile:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._tables: dict[str, _Table] = {}
         self._mm: mmap.mmap | None = None
+        self._fh: BinaryIO | None = None
         self._db: sqlite3.Connection | None = None
         try:
             self._open()
@@ -83,10 +89,11 @@ class SqliteFile:
             scan_path = self._consistent_copy()
             head = _read_header(scan_path)
         self.page_size, self.usable_size = _geometry(head, scan_path)
-        self._db = sqlite3.connect(ro_uri(scan_path), uri=True)
-        with open(scan_path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            self._mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        self._db = connect_ro(scan_path)
+        self._fh = open(scan_path, "rb")
+        st = os.fstat(self._fh.fileno())
+        self._identity = _identity(st)
+        self._mm = mmap.mmap(self._fh.fileno(), st.st_size, access=mmap.ACCESS_READ)
         rows = self._db.execute(
             "SELECT name, rootpage FROM sqlite_master WHERE type = 'table'"
         ).fetchall()
@@ -95,7 +102,7 @@ class SqliteFile:
     def _consistent_copy(self) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="pytimings-sqlite-")
         dst = os.path.join(self._tmp.name, "copy.sqlite")
-        src = sqlite3.connect(ro_uri(self.path), uri=True)
+        src = connect_ro(self.path)
         try:
             src.execute("VACUUM INTO ?", (dst,))
         finally:
@@ -112,6 +119,9 @@ class SqliteFile:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -121,6 +131,13 @@ class SqliteFile:
 
     def has(self, table: str) -> bool:
         return table in self._roots
+
+    def check_unchanged(self) -> None:
+        """ValueError when the file was written, truncated or extended since it was opened
+        (what was read from it may mix two versions)."""
+        assert self._fh is not None
+        if _identity(os.fstat(self._fh.fileno())) != self._identity:
+            raise ValueError("the file changed while it was read")
 
     def columns(self, table: str) -> list[str]:
         """The table's column names in declaration order."""
@@ -149,6 +166,7 @@ class SqliteFile:
             )
         except ValueError as exc:
             raise ValueError(f"{table}: {exc}") from None
+        self.check_unchanged()
         out = {}
         for (name, kind), i, (values, data, mask) in zip(columns.items(), index, raw, strict=True):
             nulls = None
@@ -224,9 +242,21 @@ class SqliteFile:
         return pk[0] if "Rowid" in ops and "Column" not in ops else -1
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def ro_uri(path: str) -> str:
     """A read-only sqlite3 URI for ``path``."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
+def connect_ro(path: str) -> sqlite3.Connection:
+    """A read-only sqlite3 connection that reads pages with read(), never through an mmap
+    (a build with memory-mapped I/O on would fault with SIGBUS on a file truncated under it)."""
+    db = sqlite3.connect(ro_uri(path), uri=True)
+    db.execute("PRAGMA mmap_size = 0")
+    return db
 
 
 def _read_header(path: str) -> bytes:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from pytimings.errors import TraceFormatError
 
-__all__ = ["FORMATS", "SQLITE_MAGIC", "detect_format", "export_report", "is_trace"]
+__all__ = ["FORMATS", "SQLITE_MAGIC", "UTF8_BOM", "detect_format", "export_report", "is_trace"]
 
 FORMATS = ("nsys-sqlite", "nsys-report", "kineto", "recording")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 ARROW_MAGIC = b"ARROW1"
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -43,7 +44,10 @@ def detect_format(path: str) -> str:
         return "nsys-report"
     if head.startswith(ARROW_MAGIC) and _looks_like("recording", head):
         return "recording"
+    if len(head) < 10 and GZIP_MAGIC.startswith(head[:2]):  # shorter than a gzip header
+        raise TraceFormatError(path, f"truncated gzip data (the file ends after {len(head)} bytes)")
     text = _gunzip_head(path, head) if head.startswith(GZIP_MAGIC) else head
+    text = text.removeprefix(UTF8_BOM)
     if text.lstrip()[:1] in (b"{", b"[") and _looks_like("kineto", text):
         return "kineto"
     raise TraceFormatError(
@@ -72,6 +76,8 @@ def _gunzip_head(path: str, head: bytes) -> bytes:
         text = d.decompress(head, _HEAD_BYTES)
     except zlib.error as exc:
         raise TraceFormatError(path, f"corrupt gzip data ({exc})") from None
+    if not text and not d.eof and len(head) < _HEAD_BYTES:  # the whole file was given
+        raise TraceFormatError(path, "truncated or corrupt gzip data (it ends before any content)")
     if not text:
         raise TraceFormatError(path, "corrupt gzip data (nothing decompresses)")
     return text

@@ -65,6 +65,8 @@ from isal.isal_zlib import error as IsalError  # not an OSError subclass
 from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
+from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
+from pytimings.ingest.detect import UTF8_BOM
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
@@ -179,6 +181,7 @@ _MEM_KINDS = {
 }
 
 _KNOWN_UNITS = {None, "ms", "ns"}
+_TOO_DEEP = "JSON nested too deeply {}: arrays/objects deeper than the decoder's limit"
 _BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
 _PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
 
@@ -205,13 +208,24 @@ def looks_like_kineto(head: bytes) -> bool:
     return text.startswith(b"{") and any(m in text for m in _MARKERS)
 
 
+_LIMIT_US = decimal.Decimal(TIME_LIMIT_NS) / 1000
+
+
 def _exact(ts: bytes, dur: bytes | None) -> tuple[int, int]:
-    """Exact ``round(ts*1000)``, ``round((ts+dur)*1000)`` for text the fast path defers."""
-    ctx = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_EVEN)
+    """Exact ``round(ts*1000)``, ``round((ts+dur)*1000)`` for text the fast path defers.
+    A value beyond ±2^62 ns (``1e999999999``) is refused before any arithmetic on it."""
+    ctx = decimal.Context(  # per call: a context records flags, so it is not shared
+        prec=80, rounding=decimal.ROUND_HALF_EVEN, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN
+    )
     t = ctx.create_decimal(ts.decode())
     d = ctx.create_decimal(dur.decode()) if dur is not None else decimal.Decimal(0)
-    if not (t.is_finite() and d.is_finite()):
-        raise ValueError("not a finite number")
+    for field, v, text in (("ts", t, ts), ("dur", d, dur or b"")):
+        if not v.is_finite():
+            raise ValueError(f"{field} {text.decode()[:40]} is not a finite number")
+        if v.copy_abs() > _LIMIT_US:
+            raise ValueError(
+                f"{field} {text.decode()[:40]} us is outside ±2^62 ns (a corrupt time)"
+            )
     start = int(ctx.multiply(t, 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
     end = int(ctx.multiply(ctx.add(t, d), 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
     return start, end
@@ -293,6 +307,8 @@ class _Loader:
                     except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
                         what = "corrupt or truncated gzip data" if gzipped else "read error"
                         raise self.fail(f"{what} ({e})") from None
+                    if total == 0 and block.startswith(UTF8_BOM):
+                        block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
                     total += len(block)
                     final = not block
                     if final and total == 0:
@@ -332,6 +348,8 @@ class _Loader:
             evs = _DECODERS[cls].decode(buf)
         except msgspec.DecodeError as e:
             raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
+        except RecursionError:
+            raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
         del buf
         self.counts[cls] += len(doc)
         self._convert(cls, evs, doc, idx)
@@ -356,6 +374,14 @@ class _Loader:
                 cols, skipped = _kineto.event_rows(
                     evs, cls, self.ids, self.strings, self.keys, _exact, idx
                 )
+                odd = implausible_time(cols["start"], cols["end"])
+                if odd is not None:
+                    row, column, value = odd
+                    field = "ts" if column == "start" else "ts + dur"
+                    raise self.fail(
+                        f"traceEvents[{cols['index'][row]}]: {field} is {value} ns, outside "
+                        "±2^62 ns (a corrupt time)"
+                    )
                 self.rows[_GROUP_OF[cls]].append(cols)
                 for ph, n in skipped.items():
                     self._drop(
@@ -373,7 +399,10 @@ class _Loader:
         except _kineto.RowError as e:
             k = e.index
             raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {e}") from None
-        except (ValueError, decimal.InvalidOperation, OverflowError) as e:
+        except OverflowError:  # an id or number field beyond int64 (times are bounded)
+            k, problem = _too_large(evs)
+            raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {problem}") from None
+        except (ValueError, decimal.InvalidOperation) as e:
             raise self.fail(f"bad timestamp: {e}") from None
 
     def _drop(self, reason: str, n: int) -> None:
@@ -396,6 +425,8 @@ class _Loader:
             else:
                 msg = f"outside traceEvents: {msg}"
             raise self.fail(f"invalid JSON {msg}") from None
+        except RecursionError:
+            raise self.fail(_TOO_DEEP.format("outside traceEvents")) from None
         if not isinstance(doc, dict) or not sp.saw_events:
             raise self.fail("not a Kineto/Chrome trace: no traceEvents array")
         return doc
@@ -696,6 +727,22 @@ class _Loader:
             {"device": dev, "name": names, "rank": np.full(len(dev), rank)},
             SCHEMAS["devices"],
         )
+
+
+def _too_large(evs: list[Any]) -> tuple[int, str]:
+    """The first event with an integer field int64 cannot hold, and which field."""
+    for k, ev in enumerate(evs):
+        args = getattr(ev, "args", None)
+        fields = [("pid", ev.pid), ("tid", ev.tid), ("id", getattr(ev, "id", None))]
+        if isinstance(args, _Args):
+            fields += [(f"args.{f}", getattr(args, f)) for f in _Args.__struct_fields__]
+        for name, v in fields:
+            if isinstance(v, str):
+                with contextlib.suppress(ValueError):
+                    v = int(v, 0) if v.strip()[:2].lower() in ("0x", "0o", "0b") else int(v)
+            if isinstance(v, int) and not -(1 << 63) <= v < 1 << 63:
+                return k, f"{name} {v} does not fit in 64 bits"
+    return 0, "an integer field does not fit in 64 bits"
 
 
 def _intern(s: str, ids: dict[str, int], strings: list[str]) -> int:

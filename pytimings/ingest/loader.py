@@ -3,7 +3,8 @@
 The format is detected from the file's content (magic bytes, the start of the JSON), not
 its name: Nsight Systems SQLite exports, Nsight Systems reports (``.nsys-rep``/``.qdrep``,
 exported to SQLite with ``nsys`` when it is installed), PyTorch-profiler (Kineto) JSON,
-plain or gzipped, and pytimings recordings (Arrow IPC).
+plain or gzipped, and pytimings recordings (Arrow IPC). A FIFO or a pipe (``/dev/stdin``)
+is read once into a temporary file first (its format is sniffed, then it is read).
 
 Several files load in parallel (``workers``, default one per file up to the number of
 cores) into one Trace with a ``rank`` column: nsys exports in threads (the b-tree scanner
@@ -21,23 +22,38 @@ becomes a rank (see :mod:`pytimings.ingest.processes` for the numbering and for 
 without GPU ops). With several files, each file's processes take the ranks after the
 previous file's (in the order above), so two nodes of 8 GPUs give ranks 0..15; the ranks a
 file or its name records are not used, and ``ranks`` cannot be given with it.
+
+Recordings of several ranks are placed on one timeline by their wall-clock offsets
+(:mod:`pytimings.ingest.clocks`); the merged trace's ``meta["clock_alignment"]`` says how and
+with what uncertainty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
 import re
+import shutil
+import stat
 import sys
-from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+import tempfile
+from collections.abc import Iterator, Sequence
+from concurrent.futures import (
+    BrokenExecutor,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+)
 from pathlib import Path
 
 import numpy as np
 
 from pytimings.console import progress
 from pytimings.errors import TraceFormatError, UsageError
+from pytimings.ingest.clocks import align_recordings
 from pytimings.ingest.detect import detect_format, export_report, is_trace
 from pytimings.model.trace import TABLES, Trace, ValueOutOfRange
 
@@ -66,6 +82,40 @@ def load(
     n_workers = min(len(files), os.cpu_count() or 1) if workers is None else workers
     if n_workers < 1:
         raise UsageError(f"workers must be at least 1, not {workers}")
+    with _reopenable(files) as local:
+        try:
+            traces = _load_all(local, workers, n_workers)
+        except TraceFormatError as exc:  # name the file given, not its temporary copy
+            if exc.path in local and exc.path not in files:
+                raise TraceFormatError(files[local.index(exc.path)], exc.problem) from None
+            raise
+        for f, copy, tr in zip(files, local, traces, strict=True):
+            if copy != f and tr.meta.get("path") == copy:
+                tr.meta["path"] = f
+    if processes_as_ranks:
+        from pytimings.ingest.processes import split_processes
+
+        first = 0
+        for i, tr in enumerate(traces):
+            traces[i] = split_processes(tr, first)
+            first += max(1, len(traces[i].meta["process_ranks"]))  # no GPU ops: one rank
+        return Trace.merge(traces)
+    assigned = assign_ranks(files, traces, ranks)
+    for tr, (rank, source) in zip(traces, assigned, strict=True):
+        set_rank(tr, rank, source)
+    seen: dict[int, str] = {}
+    for f, (rank, _) in zip(files, assigned, strict=True):
+        if rank in seen:
+            raise TraceFormatError(f, f"rank {rank} is also the rank of {seen[rank]}")
+        seen[rank] = f
+    alignment = align_recordings(traces)  # recordings of several ranks: one timeline
+    merged = Trace.merge(traces)
+    if alignment is not None:
+        merged.meta["clock_alignment"] = alignment
+    return merged
+
+
+def _load_all(files: list[str], workers: int | None, n_workers: int) -> list[Trace]:
     # detected once here, not again by each load
     formats: list[str | None] = [detect_format(f) for f in files] if len(files) > 1 else [None]
     in_threads = len(files) > 1 and all(fmt in _GIL_FREE_FORMATS for fmt in formats)
@@ -92,26 +142,52 @@ def load(
                 pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx)
             with pool:
                 traces = []
-                for tr in pool.map(load_file, files, formats):
-                    traces.append(tr)
+                futures = [
+                    pool.submit(load_file, f, fmt) for f, fmt in zip(files, formats, strict=True)
+                ]
+                for f, fut in zip(files, futures, strict=True):
+                    traces.append(_result(f, fut))
                     bar.advance()
-    if processes_as_ranks:
-        from pytimings.ingest.processes import split_processes
+    return traces
 
-        first = 0
-        for i, tr in enumerate(traces):
-            traces[i] = split_processes(tr, first)
-            first += max(1, len(traces[i].meta["process_ranks"]))  # no GPU ops: one rank
-        return Trace.merge(traces)
-    assigned = assign_ranks(files, traces, ranks)
-    for tr, (rank, source) in zip(traces, assigned, strict=True):
-        set_rank(tr, rank, source)
-    seen: dict[int, str] = {}
-    for f, (rank, _) in zip(files, assigned, strict=True):
-        if rank in seen:
-            raise TraceFormatError(f, f"rank {rank} is also the rank of {seen[rank]}")
-        seen[rank] = f
-    return Trace.merge(traces)
+
+@contextlib.contextmanager
+def _reopenable(files: list[str]) -> Iterator[list[str]]:
+    """The files as paths that can be opened more than once (the format is sniffed, then
+    the file read): a FIFO or a pipe (``/dev/stdin``) is read once into a temporary file,
+    removed afterwards. Devices are refused (reading one may never end)."""
+    out: list[str] = []
+    with contextlib.ExitStack() as stack:
+        tmp = None
+        for f in files:
+            try:
+                mode = os.stat(f).st_mode
+            except OSError:
+                mode = stat.S_IFREG  # left to the loader, which says why it cannot read it
+            if stat.S_ISREG(mode):
+                out.append(f)
+                continue
+            if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+                raise TraceFormatError(f, "is a device, not a trace file")
+            if tmp is None:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="pytimings-in-"))
+            copy = os.path.join(tmp, f"{len(out)}-{Path(f).name}")
+            try:
+                with open(f, "rb") as src, open(copy, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            except OSError as exc:
+                raise TraceFormatError(f, f"cannot read ({exc.strerror or exc})") from None
+            out.append(copy)
+        yield out
+
+
+def _result(path: str, fut: Future[Trace]) -> Trace:
+    """A worker's trace; a worker that died (a signal, out of memory) is a one-line error
+    naming its file (the loaders' own errors name it already)."""
+    try:
+        return fut.result()
+    except BrokenExecutor as exc:
+        raise TraceFormatError(path, f"a worker process died while it loaded ({exc})") from None
 
 
 def load_file(path: str, fmt: str | None = None) -> Trace:

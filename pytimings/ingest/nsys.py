@@ -44,7 +44,8 @@ import numpy.typing as npt
 from pytimings._native._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
-from pytimings.ingest._sqlite import Column, SqliteFile, ro_uri
+from pytimings.ingest._sqlite import Column, SqliteFile, connect_ro
+from pytimings.ingest._times import implausible_time
 from pytimings.ingest.detect import SQLITE_MAGIC
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
@@ -186,7 +187,9 @@ def load_nsys(path: str | os.PathLike[str], rank: int = 0) -> Trace:
         raise TraceFormatError(path, "not an SQLite file (no 'SQLite format 3' header)")
     try:
         with _Reader(path) as reader:
-            return _Loader(reader, rank).load()
+            trace = _Loader(reader, rank).load()
+            reader.file.check_unchanged()  # sqlite3's reads too came from this version
+            return trace
     except _Bad as exc:
         raise TraceFormatError(path, str(exc)) from None
     except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
@@ -202,7 +205,7 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.file = SqliteFile(path)
-        self.db = sqlite3.connect(ro_uri(path), uri=True)
+        self.db = connect_ro(path)
         self.db.text_factory = bytes
 
     def __enter__(self) -> _Reader:
@@ -275,8 +278,10 @@ class _Strings(StringTable):
     def __init__(self) -> None:
         super().__init__()
         self.non_utf8 = 0
-        self._lut = np.zeros(1, dtype=np.int32)  # StringIds id -> trace id; -1 unknown
-        self._lut[:] = -1
+        # StringIds id -> trace id: a dense table (-1 unknown) when the ids are about as
+        # many as the rows, else the sorted ids and their trace ids (memory: the rows)
+        self._lut = np.full(1, -1, dtype=np.int32)
+        self._sparse: tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]] | None = None
         self.unresolved = 0
 
     def decode(self, raw: bytes | str | None) -> str:
@@ -308,19 +313,29 @@ class _Strings(StringTable):
         sid = rows.int("id", -1)
         if sid.min() < 0:
             raise _Bad("StringIds holds a negative id")
-        if sid.max() > 1 << 31:
-            raise _Bad(f"StringIds id {int(sid.max())} is out of range")
-        lut = np.full(int(sid.max()) + 1, -1, dtype=np.int32)
-        lut[sid] = self.intern_many(self.texts(rows.blob("value")))
-        self._lut = lut
+        ids = self.intern_many(self.texts(rows.blob("value")))
+        top = int(sid.max())
+        if top < 4 * len(sid) + 4096:
+            lut = np.full(top + 1, -1, dtype=np.int32)
+            lut[sid] = ids
+            self._lut = lut
+        else:  # a few ids far apart (up to 2^63): sorted pairs, looked up by bisection
+            order = np.argsort(sid, kind="stable")
+            self._sparse = (sid[order], np.asarray(ids, dtype=np.int32)[order])
 
     def remap(self, string_ids: npt.NDArray[np.int64], what: str) -> npt.NDArray[np.int32]:
         """StringIds ids -> trace string ids; an id StringIds lacks gets a visible name."""
         if len(string_ids) == 0:
             return np.empty(0, dtype=np.int32)
-        inside = (string_ids >= 0) & (string_ids < len(self._lut))
         out = np.full(len(string_ids), -1, dtype=np.int32)
-        out[inside] = self._lut[string_ids[inside]]
+        if self._sparse is None:
+            inside = (string_ids >= 0) & (string_ids < len(self._lut))
+            out[inside] = self._lut[string_ids[inside]]
+        else:
+            keys, vals = self._sparse
+            at = np.minimum(np.searchsorted(keys, string_ids), len(keys) - 1)
+            hit = keys[at] == string_ids
+            out[hit] = vals[at[hit]]
         missing = out < 0
         if missing.any():
             self.unresolved += int(missing.sum())
@@ -364,6 +379,10 @@ class _Loader:
     def check_times(
         self, what: str, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
     ) -> None:
+        odd = implausible_time(start, end)
+        if odd is not None:
+            _, column, value = odd
+            raise _Bad(f"{what} {column} time {value} ns is outside ±2^62 ns (a corrupt time)")
         backwards = end < start
         if backwards.any():
             bad = np.flatnonzero(backwards)

@@ -12,8 +12,9 @@ were resolved also becomes:
   synthetic correlation id with the op, so that GPU projection and launch latency
   (``op.start - call.start``: the region's queue delay) work as for a profiler trace.
 
-Records whose GPU timing was requested but never resolved, and records the recorder dropped
-at its memory cap, are counted in ``Trace.dropped`` (they cannot be represented).
+Records whose GPU timing was requested but never resolved, records the recorder dropped
+at its memory cap, and regions entered but never closed (``meta["open_regions"]``: no
+record exists) are counted in ``Trace.dropped`` (they cannot be represented).
 """
 
 from __future__ import annotations
@@ -172,6 +173,10 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     for region_name, count in rec.dropped.items():
         if count:
             dropped[f"dropped by the recorder's memory cap: {region_name}"] = int(count)
+    open_regions = rec.meta.get("open_regions")
+    for region_name, count in (open_regions if isinstance(open_regions, dict) else {}).items():
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            dropped[f"region entered, never closed: {region_name}"] = count
     meta: dict[str, Any] = {
         "format": "pytimings",
         "path": os.fspath(path),

@@ -50,7 +50,9 @@ def _open(path: str | os.PathLike[str]) -> tuple[Any, dict[bytes, bytes]]:
     if not os.path.isfile(p):
         raise TraceFormatError(p, "no such file")
     try:
-        reader = pa.ipc.open_file(pa.memory_map(p, "r"))
+        # read, not mapped: arrays over a mapping of a file truncated later (even after
+        # the load) would fault with SIGBUS wherever they are touched
+        reader = pa.ipc.open_file(pa.OSFile(p, "r"))
         schema = reader.schema
     except _ARROW_ERRORS as exc:
         raise TraceFormatError(

@@ -26,6 +26,16 @@ Semantics worth knowing:
   4096 events without a drain, by non-blocking queries on a later region end.
 * Regions rely on the GIL (not for free-threaded builds) and are strictly nested per thread,
   so they do not span ``await`` points of interleaved tasks.
+* Regions never closed are counted by name in ``meta["open_regions"]``: open at
+  ``recording()``/``save``, open when their thread exited, or exited from another thread
+  (that exit raises; the opening thread drops the region at its next region or mark, so its
+  later regions are not nested under it).
+* After ``os.fork()`` the child's recorders start empty (nothing recorded before the fork,
+  drained or not, no drop or open counts): the parent keeps those, so both processes can
+  save without counting anything twice. Regions open on the forking thread close in the
+  child without a record (the parent records them); GPU timing is unavailable in a forked
+  child (CUDA does not survive fork), so its GPU regions are flagged GPU_FAILED. A fork while
+  another thread drains is safe (the recorder's locks are taken around fork).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import functools
 import inspect
 import os
 import socket
+import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -87,6 +98,7 @@ class Recorder:
         self.region = self._native.regions
         self._parts: list[dict[str, npt.NDArray[Any]]] = [_empty_columns()]
         self._merged = True  # _parts is one part sorted by start_ns
+        _LIVE.add(self)
         if start:
             self.start()
 
@@ -194,6 +206,7 @@ class Recorder:
             "hostname": socket.gethostname(),
             "cuda_status": _core.cuda_status(),
             "record_bytes": _RECORD_BYTES,
+            "open_regions": {strings[i]: n for i, n in self._native.open_regions().items()},
         }
         dropped = {strings[i]: n for i, n in self._native.dropped().items()}
         return Recording(
@@ -205,8 +218,12 @@ class Recorder:
         )
 
     def clear(self) -> None:
-        """Discard every record and drop count (memory cap budget included)."""
+        """Discard every record and drop count (memory cap budget included), and the count of
+        regions that can no longer close (regions open now stay open)."""
         self._native.clear()
+        self._forget()
+
+    def _forget(self) -> None:
         self._parts = [_empty_columns()]
         self._merged = True
 
@@ -214,6 +231,19 @@ class Recorder:
         if len(cols["start_ns"]):
             self._parts.append(cols)  # merged (once) by recording()
             self._merged = False
+
+
+_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # the native side emptied itself (pthread_atfork); records already drained into Python
+    # are the parent's too
+    for r in list(_LIVE):
+        r._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.ipc
 
 from pytimings.errors import UsageError
+from pytimings.fileout import writing
 from pytimings.ingest.recording_file import load_recording
 from pytimings.model.recording import (
     DROPPED_KEY,
@@ -147,7 +148,7 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         arr = _as_list_column(t)
         fields.append(pa.field(name, arr.type, nullable=False, metadata=t.schema.metadata))
         arrays.append(arr)
-    meta = {**_process_rank(), **rec.meta}
+    meta = {**process_rank(), **rec.meta}
     schema = pa.schema(
         fields,
         metadata={
@@ -158,14 +159,12 @@ def save(path: str | os.PathLike[str], recorder: Any = None) -> Path:
         },
     )
     out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    with pa.OSFile(os.fspath(tmp), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+    with writing(out) as sink, pa.ipc.new_file(sink, schema) as writer:
         writer.write_batch(pa.record_batch(arrays, schema=schema))
-    os.replace(tmp, out)
     return out
 
 
-def _process_rank() -> dict[str, int]:
+def process_rank() -> dict[str, int]:
     """This process's rank and world size in a torch.distributed job, if it is in one (from
     an initialised default group, else torchrun's RANK/WORLD_SIZE), so that recordings of
     several ranks load as one Trace with the right rank column."""

@@ -17,7 +17,7 @@ Collectives recorded by :func:`pytimings.instrument_torch_distributed` also get
 nccl-tests' ``algbw_gbps`` (same formula) and ``busbw_gbps`` (each instance's bytes times its
 bus factor, over the same time); asynchronous calls were timed at enqueue only, so they get
 no bandwidth. Records the recorder dropped (memory cap) are counted per name and in total,
-and always printed.
+and always printed, as are regions entered but never closed (``meta["open_regions"]``).
 """
 
 from __future__ import annotations
@@ -413,4 +413,10 @@ def _format(s: Summary) -> str:
     if s.dropped_total:
         tail += " (recorder memory cap: " + ", ".join(dropped_names) + ")"
     lines.append(tail)
+    open_regions = s.meta.get("open_regions") or {}
+    if open_regions:
+        lines.append(
+            "regions entered, never closed (no record): "
+            + ", ".join(f"{n} {c}" for n, c in sorted(open_regions.items()))
+        )
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from pytimings.analysis.finding import plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
+from pytimings.fileout import write_text
 from pytimings.report.segments import label_segments
 
 if TYPE_CHECKING:
@@ -243,10 +244,4 @@ def write_html(
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:
     """Write an HTML document; a path that cannot be written is a UsageError naming it."""
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(doc)
-    except OSError as exc:
-        raise UsageError(
-            f"--html {os.fspath(path)}: cannot write ({exc.strerror or exc})"
-        ) from None
+    write_text(path, doc, "--html")

@@ -43,6 +43,7 @@ from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.progress import task
 from pytimings.errors import UsageError
+from pytimings.fileout import writing_text
 from pytimings.model.requests import RequestRecord
 from pytimings.model.trace import OpKind, Trace
 from pytimings.report.segments import label_segments
@@ -247,13 +248,7 @@ def write_perfetto(
     if attribution is not None and attribution.by is not None:
         raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
     origin = _origin(trace, requests)
-    try:
-        f = open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"--perfetto {os.fspath(path)}: cannot write ({exc.strerror or exc})"
-        ) from None
-    with f:
+    with writing_text(path, "--perfetto") as f:
         f.write('{"traceEvents":[')
         w = _Writer(f, origin)
         names = _json_strings(trace.strings)

@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
+from pytimings.fileout import save_figure
 from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
@@ -491,4 +492,4 @@ def _plot(runs: Sequence[Run], labels: Sequence[str], sweeps: dict[str, Any], pa
     for ax in (ax_curve, ax_ttft, ax_tpot):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, "--plot", dpi=100)

@@ -172,6 +172,20 @@ def _chunk_text(obj: dict[str, Any], api: str) -> str:
     return text if isinstance(text, str) else ""
 
 
+_MAX_TOKENS = 2**31 - 1  # a token count beyond this is no real reply (and overflows int64 sums)
+
+
+def _usage_count(usage: dict[str, Any], key: str) -> int | None:
+    """``usage[key]`` as a token count (None when absent or null); anything but an integer in
+    [0, 2**31) -- a bool, a float such as 1e30, a negative or huge number -- is a bad reply."""
+    v = usage.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _MAX_TOKENS:
+        raise _StreamError("bad_usage", f"usage.{key} is not a token count: {v!r:.40}")
+    return v
+
+
 def _connect_timeout_types() -> tuple[type[BaseException], ...]:
     import aiohttp
 
@@ -182,6 +196,7 @@ def _connect_timeout_types() -> tuple[type[BaseException], ...]:
 async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
     """One streaming request; every failure becomes an error kind on the record."""
     import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
 
     connect_timeout = _connect_timeout_types()
     headers = {"Accept": "text/event-stream"}
@@ -209,6 +224,8 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
         rec.error, rec.error_detail = "early_close", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a line over the buffer
         rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"
+    except HttpProcessingError as exc:  # LineTooLong: a line over the client's limit
+        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"[:200]
     rec.end_ns = now_ns()
     return rec
 
@@ -239,6 +256,8 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
             obj = json.loads(payload)
         except json.JSONDecodeError:
             raise _StreamError("malformed_sse", f"undecodable event: {payload[:80]!r}") from None
+        except RecursionError:
+            raise _StreamError("malformed_sse", "event nested too deep to decode") from None
         if not isinstance(obj, dict):
             raise _StreamError("malformed_sse", f"event is not an object: {payload[:80]!r}")
         if obj.get("error") is not None:
@@ -248,10 +267,10 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
         usage = obj.get("usage")
         completion = None
         if isinstance(usage, dict):
-            if isinstance(usage.get("prompt_tokens"), int):
-                rec.input_tokens = usage["prompt_tokens"]
-            if isinstance(usage.get("completion_tokens"), int):
-                completion = usage["completion_tokens"]
+            prompt_tokens = _usage_count(usage, "prompt_tokens")
+            if prompt_tokens is not None:
+                rec.input_tokens = prompt_tokens
+            completion = _usage_count(usage, "completion_tokens")
         if _chunk_text(obj, cfg.api):
             # a chunk carrying the running usage (vLLM continuous_usage_stats) tells how many
             # tokens it holds (speculative decoding, stream intervals); else count one

@@ -37,7 +37,10 @@ Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, w
 body's start in ``error_detail``), ``timeout`` (total timeout, or no bytes for
 chunk_timeout_s: a stall), ``malformed_sse`` (unparseable event, wrong content type),
 ``sse_error`` (the server streamed an error object), ``early_close`` (the stream ended or
-the connection dropped before ``data: [DONE]``).
+the connection dropped before ``data: [DONE]``), ``bad_usage`` (a ``usage`` token count
+that is not an integer in [0, 2**31): a bool, a float, a negative or absurd number).
+``malformed_sse`` also covers an event nested too deep to decode and a line longer than
+the client's line limit.
 """
 
 from __future__ import annotations
@@ -47,10 +50,10 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from pytimings.errors import TraceFormatError, UsageError
+from pytimings.errors import TraceFormatError
+from pytimings.fileout import write_text
 from pytimings.ingest.detect import detect_format
 from pytimings.model.requests import RequestRecord
 
@@ -103,16 +106,9 @@ def _strict(obj: Any) -> Any:
 
 
 def write_json(obj: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
-    """Write strict JSON atomically (temp file + rename): a crash never leaves half a file."""
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(_strict(obj), f, separators=(",", ":"), allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise UsageError(f"{target}: cannot write: {exc.strerror}") from exc
+    """Write strict JSON atomically (see :mod:`pytimings.fileout`): a crash never leaves half
+    a file."""
+    write_text(path, json.dumps(_strict(obj), separators=(",", ":"), allow_nan=False) + "\n")
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
@@ -148,21 +144,36 @@ def _not_json(where: str, exc: Exception) -> str:
     return f"this is a trace ({fmt}), not a loadgen run file"
 
 
+def _integer(v: Any, what: str, lo: int = 0) -> int:
+    """A JSON integer in [lo, 2**63): what every count and CLOCK_MONOTONIC time must be."""
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2**63:
+        raise ValueError(f"{what} must be an integer in [{lo}, 2**63), got {v!r:.40}")
+    return v
+
+
+def _round(r: Any, where: str) -> Round:
+    start, end = _integer(r["start_ns"], "start_ns"), _integer(r["end_ns"], "end_ns")
+    if end < start:
+        raise ValueError(f"end_ns {end} precedes start_ns {start}")
+    return Round(
+        index=_integer(r["round"], "round"),
+        start_ns=start,
+        end_ns=end,
+        records=[RequestRecord.from_json(q, where) for q in r["requests"]],
+        errors={str(k): _integer(v, f"errors[{k!r}]") for k, v in r["errors"].items()},
+        summary=dict(r["summary"]),
+    )
+
+
 def _level(obj: Any, where: str) -> Level:
-    rounds = [
-        Round(
-            index=int(r["round"]),
-            start_ns=int(r["start_ns"]),
-            end_ns=int(r["end_ns"]),
-            records=[RequestRecord.from_json(q, where) for q in r["requests"]],
-            errors={str(k): int(v) for k, v in r["errors"].items()},
-            summary=dict(r["summary"]),
-        )
-        for r in obj["rounds"]
-    ]
+    rounds = [_round(r, where) for r in obj["rounds"]]
     rate = obj.get("rate")
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < math.inf
+    ):
+        raise ValueError(f"rate must be a positive number or null, got {rate!r:.40}")
     return Level(
-        concurrency=int(obj["concurrency"]),
+        concurrency=_integer(obj["concurrency"], "concurrency", lo=1),
         rate=None if rate is None else float(rate),
         rounds=rounds,
         summary=dict(obj["summary"]),

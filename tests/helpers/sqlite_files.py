@@ -33,6 +33,16 @@ def make_db(path: Path, page_size: int, reserved: int = 0, wal: bool = False) ->
     return db
 
 
+def varint(b: bytes, p: int) -> tuple[int, int]:
+    """The SQLite varint at b[p]: its value and the offset after it (fileformat2 1.6)."""
+    v = 0
+    for i in range(8):
+        v = (v << 7) | (b[p + i] & 0x7F)
+        if b[p + i] < 0x80:
+            return v, p + i + 1
+    return (v << 8) | b[p + 8], p + 9
+
+
 def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 

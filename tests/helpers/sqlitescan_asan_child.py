@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: run as a script, safe-path
 import pytimings.ingest._sqlite as sqlite_ingest
-from helpers.sqlite_files import check_table, make_db
+from helpers.sqlite_files import check_table, make_db, varint
 from pytimings.ingest._sqlite import SqliteFile, ro_uri
 
 
@@ -114,15 +114,6 @@ def generate(work: Path, page_size: int, reserved: int, nrows: int, rng: random.
 # --- mutation fuzz ------------------------------------------------------------------------
 
 
-def _varint(b: bytes, p: int) -> tuple[int, int]:
-    v = 0
-    for i in range(8):
-        v = (v << 7) | (b[p + i] & 0x7F)
-        if b[p + i] < 0x80:
-            return v, p + i + 1
-    return (v << 8) | b[p + 8], p + 9
-
-
 class Layout:
     """Where the structures of a (sound) table b-tree lie in a file, to aim mutations at."""
 
@@ -166,9 +157,9 @@ class Layout:
                     self.pointers.append(cell)
                     todo.append(int.from_bytes(data[cell : cell + 4], "big"))
                     continue
-                plen, p = _varint(data, cell)
+                plen, p = varint(data, cell)
                 self.sizes.append((cell, plen, p - cell))
-                _, p = _varint(data, p)
+                _, p = varint(data, p)
                 if plen <= x:
                     continue
                 k = m + (plen - m) % per

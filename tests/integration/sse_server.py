@@ -33,7 +33,9 @@ from helpers.loopback import child_port, serve_until_stdin_closes
 class Behaviour:
     ttft_s: float = 0.05
     itl_s: float = 0.02
-    # None, "500", "stall", "malformed", "bad_shape", "drop", "error_event"
+    # None, "500", "stall", "malformed", "bad_shape", "drop", "error_event", "deep" (an
+    # event nested 1500 deep), "long_line" (a 600 KiB data line), or a bad final usage
+    # completion_tokens: "usage_huge" (1e30), "usage_negative" (-5), "usage_bool" (true)
     fail: str | None = None
     send_usage: bool = True
     tokens_per_chunk: int = 1
@@ -108,14 +110,24 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
             await resp.write(b'data: {"choices": {"text": "x"}}\n\n')
         if produced >= 2 and b.fail == "error_event":
             await resp.write(b'data: {"error": {"message": "injected", "code": 500}}\n\n')
+        if produced >= 2 and b.fail == "deep":
+            nested = "[" * 1500 + "]" * 1500
+            await resp.write(f'data: {{"choices": [{{"text": "x", "n": {nested}}}]}}\n\n'.encode())
+        if produced >= 2 and b.fail == "long_line":
+            await resp.write(
+                f'data: {{"choices": [{{"text": "{"x" * 600 * 1024}"}}]}}\n\n'.encode()
+            )
         if produced >= 2 and b.fail == "drop":
             assert request.transport is not None
             request.transport.abort()  # connection dropped mid-stream
             return resp
     state.timings.append({"id": rid, "recv_ns": recv_ns, "write_ns": write_ns})
     if b.send_usage:
-        usage = {"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": n}}
-        await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
+        bad = {"usage_huge": "1e30", "usage_negative": "-5", "usage_bool": "true"}
+        completion = bad.get(b.fail or "", str(n))
+        counts = f'"prompt_tokens": 17, "completion_tokens": {completion}'
+        usage = f'{{"choices": [], "usage": {{{counts}}}}}'
+        await resp.write(f"data: {usage}\n\n".encode())
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp

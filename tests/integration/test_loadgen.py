@@ -139,6 +139,47 @@ def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path
     assert run.levels[0].summary["errors"] == {k: 2 * v for k, v in expected.items()}
 
 
+BAD_REPLIES = {
+    "deep": "malformed_sse",
+    "long_line": "malformed_sse",
+    "usage_huge": "bad_usage",
+    "usage_negative": "bad_usage",
+    "usage_bool": "bad_usage",
+}
+
+
+def test_bad_replies_are_counted_and_the_run_is_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replies that used to raise out of loadgen (RecursionError, LineTooLong, OverflowError)
+    or pass as negative/boolean token counts: each is one failed request of its kind, every
+    good request is measured, and compare reads the run file."""
+    ok = Behaviour(0.01, 0.005)
+    plan = [ok] * 3 + [Behaviour(0.01, 0.005, fail=f) for f in BAD_REPLIES]
+    out = tmp_path / "run.json"
+    with serve(plan) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "2", "--requests", str(len(plan)),
+                      "--rounds", "2", "--warmup", "0")  # fmt: skip
+        assert server.stats()["seen"] == 2 * len(plan)
+    assert rc == 0
+    run = load_run(out)
+    expected: dict[str, int] = {}
+    for kind in BAD_REPLIES.values():
+        expected[kind] = expected.get(kind, 0) + 1
+    for rd in run.levels[0].rounds:
+        assert rd.errors == expected
+        assert rd.summary["completed"] == 3
+        assert rd.summary["ttft_ms"]["count"] == 3
+        good = [r for r in rd.records if r.error is None]
+        assert len(good) == 3 and all(r.output_tokens == N_OUT for r in good)
+        assert all(r.n_output == N_OUT for r in good)
+        details = " | ".join(sorted(r.error_detail for r in rd.records if r.error))
+        for said in ("LineTooLong", "nested too deep", "1e+30", "-5", "True"):
+            assert said in details
+    assert main(["compare", str(out), str(out), "--resamples", "100"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_connect_failure_counted_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
         spec.payload = (static_cast<int64_t>(w) << 32) | i;
         rec.enter(*ts, spec, &outer);
         rec.enter(*ts, spec, &inner);
-        CHECK(!rec.exit(*ts, &outer, false));  // not innermost
-        CHECK(rec.exit(*ts, &inner, false));
-        CHECK(rec.exit(*ts, &outer, i % 7 == 0));
+        CHECK(rec.exit(*ts, &outer, false) == ExitResult::kNotInnermost);
+        CHECK(rec.exit(*ts, &inner, false) == ExitResult::kClosed);
+        CHECK(rec.exit(*ts, &outer, i % 7 == 0) == ExitResult::kClosed);
       }
       finished.fetch_add(1);
     });

@@ -37,7 +37,7 @@ def test_format_comes_from_content_not_extension(export: Path, tmp_path: Path) -
         (b"", "is empty"),
         (b"just text", "unrecognised trace format"),
         (gzip.compress(b"not json at all"), "unrecognised trace format"),
-        (b"\x1f\x8b\x08\x00garbage", "corrupt gzip data"),
+        (b"\x1f\x8b\x08\x00garbage", "truncated or corrupt gzip data"),
     ],
 )
 def test_unrecognised_content(tmp_path: Path, content: bytes, message: str) -> None:

@@ -4,7 +4,8 @@ Every import of a pytimings module in the source counts, function-level imports 
 (they hide cycles as well as top-level ones do); only ``if TYPE_CHECKING:`` imports, which
 never run, are left out. The layers, lowest first (docs/architecture.md):
 
-0. ``_core``, ``_native`` (compiled), ``errors``, ``stats`` (bootstrap pieces)
+0. ``_core``, ``_native`` (compiled), ``errors``, ``stats`` (bootstrap pieces), ``fileout``
+   (the one output-file writer)
 1. ``table``, ``console`` (progress bars, text tables), ``model`` (the event model)
 2. ``ingest`` (one module per format -> the model)
 3. ``analysis`` (partition, windows, ranks, findings, summary)
@@ -28,6 +29,7 @@ LAYER = {
     "_native": 0,
     "errors": 0,
     "stats": 0,
+    "fileout": 0,
     "table": 1,
     "console": 1,
     "model": 1,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +144,27 @@ def test_not_a_recording(tmp_path: Path) -> None:
     p.write_bytes(b"ARROW1\x00\x00pytimings.recording/1 garbage")
     with pytest.raises(TraceFormatError, match=str(p)):
         load_recording_trace(p)
+
+
+_TRUNCATE_AFTER_LOAD = """
+import os, sys
+from pytimings.ingest.recording import load_recording_trace
+tr = load_recording_trace(sys.argv[1])
+os.truncate(sys.argv[1], 0)  # the trace must hold no mapping of the file
+print(sum(int(tr.table(t)[c].sum()) for t in ("ranges", "api_calls") for c in ("start", "end")))
+"""
+
+
+def test_a_recording_truncated_after_loading_is_still_read(tmp_path: Path) -> None:
+    """Issue 17 item 3: arrays over an mmap of a file truncated later faulted with SIGBUS."""
+    rows = [{"name": f"r{i}", "start": 10 * i, "end": 10 * i + 5} for i in range(50_000)]
+    path = storage.save(tmp_path / "big.pyt", make_recording(rows, meta={"pid": 1}))
+    want = load_recording_trace(path)
+    total = sum(
+        int(want.table(t)[c].sum()) for t in ("ranges", "api_calls") for c in ("start", "end")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE_AFTER_LOAD, str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(total)

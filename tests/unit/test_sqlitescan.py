@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers.sqlite_files import check_table, make_db
+from helpers.sqlite_files import check_table, make_db, varint
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -333,15 +333,6 @@ def test_corrupt_structures_give_short_messages(small_db: tuple[bytes, int, int]
         scan_table(data, page_size, page_size, root, [0, 0], b"ii", -1)
 
 
-def _varint(b: bytes, p: int) -> tuple[int, int]:
-    v = 0
-    for i in range(8):
-        v = (v << 7) | (b[p + i] & 0x7F)
-        if b[p + i] < 0x80:
-            return v, p + i + 1
-    return (v << 8) | b[p + 8], p + 9
-
-
 @pytest.fixture(scope="module")
 def chained_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int, list[list[int]]]:
     """Two 2,000-byte blobs on one 512-byte leaf, each spilling onto a chain of 4 overflow
@@ -360,8 +351,8 @@ def chained_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int, li
     chains = []
     for c in range(2):
         cell = base + int.from_bytes(data[base + 8 + 2 * c : base + 10 + 2 * c], "big")
-        plen, p = _varint(data, cell)
-        _, p = _varint(data, p)
+        plen, p = varint(data, cell)
+        _, p = varint(data, p)
         assert plen == 2003
         at = [p + 39]  # the local part: the minimum, 39 bytes (fileformat2 section 1.6)
         while (ovf := int.from_bytes(data[at[-1] : at[-1] + 4], "big")) != 0:

@@ -341,3 +341,52 @@ def test_corrupt_files_load_or_fail_cleanly(
             assert len(trace.ranges) == len(rec.records["name"])
 
     check()
+
+
+def test_save_writes_through_a_symlink_and_into_a_device(tmp_path: Path) -> None:
+    """save() keeps what the path points at (it used to replace a link or /dev/null with a
+    regular file) and names a full disk in one line."""
+    import os
+    import stat
+
+    rec = _recording()
+    target = tmp_path / "runs" / "rec.pytimings"
+    target.parent.mkdir()
+    link = tmp_path / "latest.pytimings"
+    link.symlink_to(target)
+    storage.save(link, rec)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert recording_file.load_recording(target).records["start_ns"].tolist() == [10, 20, 50, 70]
+    storage.save("/dev/null", rec)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    if os.path.exists("/dev/full"):
+        with pytest.raises(UsageError, match=r"^/dev/full: cannot write \(No space left"):
+            storage.save("/dev/full", rec)
+
+
+def test_concurrent_saves_to_one_path_all_succeed(tmp_path: Path) -> None:
+    """120 threads saving to one path (54 of them used to collide on one temporary name):
+    none fails and the file is one complete recording."""
+    import threading
+
+    rec = _recording()
+    out = tmp_path / "rec.pytimings"
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(120)
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            storage.save(out, rec)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(120)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    back = recording_file.load_recording(out)
+    assert back.records["start_ns"].tolist() == [10, 20, 50, 70]
+    assert [p.name for p in tmp_path.iterdir()] == ["rec.pytimings"]

@@ -139,3 +139,27 @@ def test_recording_summary_table_writes(tmp_path: Path) -> None:
     s.table.write(tmp_path / "regions.json")
     rows = json.loads((tmp_path / "regions.json").read_text())
     assert len(rows) == 1 and rows[0]["name"] == "step" and rows[0]["count"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
+def test_every_format_writes_through_links_and_names_a_full_disk(tmp_path: Path, fmt: str) -> None:
+    """Table files go through the one writer (pytimings.fileout): a symlink keeps pointing
+    at its target, which gets the table; a full disk is one line naming the path."""
+    import os
+
+    t = Table({"op": np.arange(50_000, dtype=np.int64)})
+    target = tmp_path / f"real.{fmt}"
+    link = tmp_path / f"link.{fmt}"
+    link.symlink_to(target)
+    t.write(link, fmt)
+    assert link.is_symlink()
+    if fmt == "csv":
+        back = pyarrow.csv.read_csv(target).column("op").to_pylist()
+    elif fmt == "parquet":
+        back = pyarrow.parquet.read_table(target).column("op").to_pylist()
+    else:
+        back = [row["op"] for row in json.loads(target.read_text())]
+    assert back == list(range(50_000))
+    if os.path.exists("/dev/full"):
+        with pytest.raises(UsageError, match=r"^/dev/full: cannot write \(No space left"):
+            t.write("/dev/full", fmt)

@@ -39,6 +39,12 @@ struct Frame {
   int64_t start_ns;
   cuda::Event ev_start;
   int32_t device;
+  // its exit came from another thread (refused there): popped by the owner thread at its next
+  // enter/exit/mark, counted as an open region (read and written under the GIL)
+  bool abandoned = false;
+  // opened in the parent before a fork: in the child it closes without a record (the parent
+  // records it), so the region is not counted twice
+  bool inherited = false;
 };
 
 constexpr int kMaxDevices = 64;
@@ -58,6 +64,9 @@ struct ThreadState {
   bool released = false;            // ...and has (drainer only)
   std::mutex drop_mu;  // taken only when a record is dropped (the cap is reached) or read
   std::unordered_map<uint32_t, uint64_t> drops;
+  // regions that will never end (abandoned, or open when the thread exited), by name; drop_mu
+  std::unordered_map<uint32_t, uint64_t> lost_open;
+  std::atomic<uint32_t> abandoned{0};  // frames marked abandoned and not yet popped
 };
 
 struct Anchor {
@@ -77,6 +86,12 @@ struct RecorderMeta {
   uint64_t gpu_pending;
   int64_t buffer_bytes;  // native chunk memory held by all threads
   std::vector<Anchor> anchors;
+};
+
+enum class ExitResult {
+  kNotInnermost,   // refused: `owner` is not this thread's innermost open region
+  kClosed,         // closed: the caller drops the frame's reference to `owner`
+  kClosedUnowned,  // closed, its reference already dropped (by abandon_elsewhere)
 };
 
 class Recorder {
@@ -106,9 +121,14 @@ class Recorder {
   // --- hot path (owner: identity of the Python region object, for exit checks)
   uint16_t enter(ThreadState& ts, const RegionSpec& spec, const void* owner) noexcept;
   void abort_enter(ThreadState& ts) noexcept;  // undo the last enter (its notice failed)
-  bool exit(ThreadState& ts, const void* owner, bool error) noexcept;  // false: not innermost
+  ExitResult exit(ThreadState& ts, const void* owner, bool error) noexcept;
   void mark(ThreadState& ts, uint32_t name, uint32_t kind, bool has_payload,
             int64_t payload) noexcept;
+  // A refused exit of `owner` on thread `caller` (null: one that never recorded) where it is
+  // not open: mark the innermost frame of `owner` on another live thread abandoned (its
+  // owner thread pops it). True when one was found (the caller then drops the frame's
+  // reference to `owner`). GIL held.
+  bool abandon_elsewhere(const ThreadState* caller, const void* owner);
   // True exactly once per recorder: the first region that fell back under graph capture.
   bool take_capture_notice() noexcept { return !capture_noticed_.exchange(true); }
 
@@ -118,6 +138,16 @@ class Recorder {
   std::vector<Record> drain(bool sync);
   void clear();
   std::vector<std::pair<uint32_t, uint64_t>> dropped() const;  // by name id, since clear
+  // Regions entered and not (yet) closed, by name id: open now on a live thread, open when
+  // their thread exited, or abandoned (exited from another thread). GIL held.
+  std::vector<std::pair<uint32_t, uint64_t>> open_regions() const;
+
+  // --- fork (pthread_atfork, registered by the first Recorder): every recorder lock is taken
+  // before fork and released after it in both processes; the child starts empty (see
+  // after_fork_child).
+  void lock_for_fork() noexcept;
+  void unlock_after_fork() noexcept;
+  void after_fork_child() noexcept;
   RecorderMeta meta() const;
 
  private:
@@ -131,6 +161,10 @@ class Recorder {
     active_.store(started() && enabled(), std::memory_order_relaxed);
   }
   void commit(ThreadState& ts, Record& r) noexcept;
+  void pop_abandoned(ThreadState& ts) noexcept {  // abandoned frames on top of the stack
+    if (ts.abandoned.load(std::memory_order_relaxed) != 0) pop_abandoned_slow(ts);
+  }
+  void pop_abandoned_slow(ThreadState& ts) noexcept;
   void gpu_begin(ThreadState& ts, Frame& f) noexcept;
   void gpu_end(ThreadState& ts, const Frame& f, Record& r) noexcept;
   cuda::Event take_event(ThreadState& ts, int device) noexcept;
@@ -145,6 +179,9 @@ class Recorder {
   // Moves committed records out of the thread buffers, resolving those whose GPU work is done
   // (all of them when sync) into `out`; the rest wait in pending_. mu_ held.
   void collect(bool sync, std::vector<Record>& out);
+  // Every record held (pending, ready, in the thread buffers) moved out, and the budget
+  // they and the records drained since the last clear held given back. mu_ held.
+  std::vector<Record> take_all();
 
   const uint64_t serial_;
   const int64_t max_records_;

@@ -1,0 +1,124 @@
+"""Writing an output file without replacing what its path points at: the one writer behind
+``save`` and every ``--json``/``--out``/``--html``/``--perfetto`` option.
+
+* a regular file or a new path: a uniquely named temporary in the same directory, fsynced,
+  then ``os.replace`` (atomic: readers see the old file or the new one, never half of one;
+  concurrent writers to one path never share a temporary; the old file's mode is kept);
+* a symlink: written through to its target (followed to the end of the chain; the same rule
+  then applies to the target), so the link stays a link;
+* a device node, a FIFO or any other non-regular file: written into directly (never replaced:
+  ``/dev/null`` stays a device);
+* any OS error: one-line :class:`~pytimings.errors.UsageError` naming the path and the reason.
+
+A leaf: imports nothing of pytimings but its errors.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from pytimings.errors import UsageError
+
+_umask_lock = threading.Lock()
+
+
+def _new_file_mode() -> int:
+    """What ``open(path, "w")`` would give a new file (0o666 less the umask)."""
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux says it without changing it
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere reading it means setting it: put it back at once
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _fail(label: str, path: str, problem: str) -> UsageError:
+    return UsageError(f"{label} {path}: {problem}" if label else f"{path}: {problem}")
+
+
+def _cannot_write(label: str, path: str, exc: OSError) -> UsageError:
+    return _fail(label, path, f"cannot write ({exc.strerror or exc})")
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str], label: str = "") -> Iterator[IO[bytes]]:
+    """A binary file to write ``path``'s new content into, put in place by the rules above
+    when the block ends without an exception; an error leaves the old content of a regular
+    file in place and no temporary behind. ``label`` (an option such as ``--json``) prefixes
+    the error message."""
+    name = os.fspath(path)
+    target = os.path.realpath(name)  # a symlink chain is written through to its end
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _cannot_write(label, name, exc) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise _fail(label, name, "is a directory")
+    tmp: str | None = None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raw: IO[bytes] = open(target, "wb")
+        else:
+            fd, tmp = tempfile.mkstemp(
+                dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp"
+            )
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else _new_file_mode())
+            raw = os.fdopen(fd, "wb")
+        with raw:
+            yield raw
+            raw.flush()
+            if tmp is not None:
+                os.fsync(raw.fileno())
+        if tmp is not None:
+            os.replace(tmp, target)
+            tmp = None
+    except OSError as exc:
+        raise _cannot_write(label, name, exc) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+@contextmanager
+def writing_text(path: str | os.PathLike[str], label: str = "") -> Iterator[IO[str]]:
+    """:func:`writing` for UTF-8 text."""
+    with writing(path, label) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        yield text
+        text.flush()
+        text.detach()  # the binary file is closed (and put in place) by writing()
+
+
+def write_text(path: str | os.PathLike[str], text: str, label: str = "") -> None:
+    """Write ``text`` (UTF-8) to ``path`` by the rules of :func:`writing`."""
+    with writing(path, label) as f:
+        f.write(text.encode())
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str], label: str = "", **kwargs: Any) -> None:
+    """``fig.savefig`` (matplotlib) by the rules of :func:`writing`, in the format the path's
+    suffix names (matplotlib's default without one)."""
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None
+    with writing(path, label) as f:
+        fig.savefig(f, format=fmt, **kwargs)

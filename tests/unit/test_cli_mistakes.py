@@ -1,0 +1,89 @@
+"""User mistakes that used to end in a traceback (issue 17 item 8): each is one line on
+stderr and exit status 2, through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytimings.cli import main
+from pytimings.commands.analyze import example_path
+from pytimings.model.requests import RequestRecord
+from pytimings.serving.runfile import SCHEMA
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert said in err, err
+
+
+@pytest.mark.parametrize("flag", ["--device", "--rank"])
+def test_an_index_beyond_int16_is_not_in_the_trace(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _one_line_error(
+        capsys, ["analyze", "--example", flag, "32768", "--quiet"], f"{flag[2:]} 32768 not in"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_export_to_a_full_disk(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["export", str(example_path()), "--perfetto", "/dev/full", "--no-attribution"]
+    _one_line_error(capsys, [*argv, "--quiet"], "--perfetto /dev/full: cannot write (No space")
+
+
+def _run_doc() -> dict[str, Any]:
+    """A small valid run file: one level, one round of four requests 10 ms apart."""
+    reqs = []
+    for i in range(4):
+        t = 1_000_000_000 + i * 10_000_000
+        chunks = [t + 5_000_000 + k * 1_000_000 for k in range(4)]
+        reqs.append(
+            RequestRecord(
+                req_id=f"r{i}", start_ns=t, end_ns=chunks[-1] + 1000, chunk_ns=chunks,
+                chunk_tokens=[1] * 4, input_tokens=8, output_tokens=4,
+            ).to_json()
+        )  # fmt: skip
+    rnd = {"round": 0, "start_ns": 1_000_000_000, "end_ns": 1_050_000_000, "errors": {},
+           "summary": {}, "requests": reqs}  # fmt: skip
+    level = {"concurrency": 1, "rate": None, "warmup": {}, "rounds": [rnd], "summary": {}}
+    return {"schema": SCHEMA, "config": {}, "levels": [level]}
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "said"),
+    [
+        ("round", "end_ns", 1e30, "end_ns must be an integer"),
+        ("round", "end_ns", 10**30, "end_ns must be an integer"),
+        ("round", "end_ns", 5, "end_ns 5 precedes start_ns"),
+        ("level", "concurrency", 0, "concurrency must be an integer in [1, 2**63)"),
+        ("level", "concurrency", True, "concurrency must be an integer"),
+        ("level", "rate", float("inf"), "rate must be a positive number"),
+    ],
+)
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_compare_and_report_reject_impossible_run_files(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    where: str,
+    key: str,
+    value: Any,
+    said: str,
+) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_run_doc()))
+    doc = _run_doc()
+    target = doc["levels"][0] if where == "level" else doc["levels"][0]["rounds"][0]
+    target[key] = value
+    bad.write_text(json.dumps(doc))  # inf is written as Infinity, which json reads back
+    out = ["--html", str(tmp_path / "r.html")] if command == "report" else []
+    assert main([command, str(good), str(good), "--labels", "a,b", *out]) == 0
+    capsys.readouterr()
+    _one_line_error(capsys, [command, str(good), str(bad), "--labels", "a,b", *out], said)
