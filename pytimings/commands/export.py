@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
                 continue
         traced.append(f)
     trace = load(*traced, workers=args.workers) if traced else Trace.empty()
+    shifted = [r for r in trace.meta.get("clock_alignment", {}).get("ranks", []) if r["shift_ns"]]
+    if requests and shifted:  # the request tracks would sit off their regions by the shift
+        raise UsageError(
+            f"rank {shifted[0]['rank']} was moved onto another rank's clock; request "
+            "timelines are drawn on their own recording's clock only: export a recording "
+            "with requests on its own (or with the recordings of its host)"
+        )
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):

@@ -445,3 +445,31 @@ def test_request_tracks_hold_each_phase_and_token(tmp_path: Path) -> None:
     assert main(["export", str(only), "--perfetto", str(out), "-q"]) == 0
     info = check_trace_events(out)
     assert sorted(n for n in info["threads"].values()) == ["request a", "request b", "request c"]
+
+
+def test_request_tracks_refuse_a_shifted_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two hosts' recordings put on one timeline move a rank's regions; its requests would
+    not move with them, so the export says so instead of drawing them off by the shift."""
+    from pytimings.model.requests import RequestRecord, records_to_arrow
+
+    paths = []
+    for rank, offset in ((0, 10**18), (1, 10**18 + 5_000_000)):
+        meta = {"rank": rank, "wall_offset_ns": offset, "wall_offset_uncertainty_ns": 10,
+                "boot_id": f"host-{rank}"}  # fmt: skip
+        rec = make_recording([{"name": "step", "kind": "compute", "start": 1000, "end": 9000}],
+                             meta=meta)  # fmt: skip
+        if rank == 1:
+            reqs = [RequestRecord("a", 2000, 5000, [3000], [1])]
+            storage.register_table_provider("requests", lambda: records_to_arrow(reqs))
+        try:
+            paths.append(str(storage.save(tmp_path / f"rank{rank}.pyt", rec)))
+        finally:
+            storage.unregister_table_provider("requests")
+    assert load(*paths).meta["clock_alignment"]["ranks"][1]["shift_ns"] != 0
+    assert main(["export", *paths, "--perfetto", str(tmp_path / "x.json"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rank 1 was moved onto another rank's clock" in err
+    # alone, the recording with requests exports them on its own clock
+    assert main(["export", paths[1], "--perfetto", str(tmp_path / "x.json"), "-q"]) == 0
