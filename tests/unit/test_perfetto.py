@@ -461,8 +461,8 @@ def test_request_tracks_refuse_a_shifted_clock(
         rec = make_recording([{"name": "step", "kind": "compute", "start": 1000, "end": 9000}],
                              meta=meta)  # fmt: skip
         if rank == 1:
-            reqs = [RequestRecord("a", 2000, 5000, [3000], [1])]
-            storage.register_table_provider("requests", lambda: records_to_arrow(reqs))
+            table = records_to_arrow([RequestRecord("a", 2000, 5000, [3000], [1])])
+            storage.register_table_provider("requests", lambda t=table: t)
         try:
             paths.append(str(storage.save(tmp_path / f"rank{rank}.pyt", rec)))
         finally:
