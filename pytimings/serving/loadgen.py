@@ -361,7 +361,8 @@ async def _soak(
         bins[min((r.start_ns - t0) // step, n - 1)].append(r)
     out = [_Batch(recs, t0 + k * step, t0 + (k + 1) * step) for k, recs in enumerate(bins)]
     # a request let through just before the end is stamped when sent, microseconds later
-    out[-1].end_ns = max([out[-1].end_ns] + [r.start_ns for r in bins[-1]])
+    # (more on a loaded machine): the last window ends just after the last send
+    out[-1].end_ns = max([out[-1].end_ns] + [r.start_ns + 1 for r in bins[-1]])
     return out
 
 

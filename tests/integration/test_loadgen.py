@@ -176,7 +176,7 @@ def test_bad_replies_are_counted_and_the_run_is_saved(
         details = " | ".join(sorted(r.error_detail for r in rd.records if r.error))
         for said in ("LineTooLong", "nested too deep", "1e+30", "-5", "True"):
             assert said in details
-    assert main(["compare", str(out), str(out), "--resamples", "100"]) == 0
+    assert main(["compare", str(out), str(out), "--labels", "a,b", "--resamples", "100"]) == 0
     assert "Traceback" not in capsys.readouterr().err
 
 

@@ -44,8 +44,9 @@ def test_soak_intervals_and_drift_of_a_slowing_server(
         # every request sent is in exactly one interval, by its send time
         assert sum(len(rd.records) for rd in lv.rounds) == seen
         for iv, rd in zip(lv.intervals, lv.rounds, strict=True):
-            # equal windows (the last stretched by at most a send's stamping delay)
-            assert 0 <= iv["end_ns"] - iv["start_ns"] - round(INTERVAL_S * 1e9) < 1e6
+            # equal windows (the last stretched by at most a send's stamping delay, which a
+            # loaded 2-core machine can make milliseconds)
+            assert 0 <= iv["end_ns"] - iv["start_ns"] - round(INTERVAL_S * 1e9) < 50e6
             assert all(iv["start_ns"] <= r.start_ns < iv["end_ns"] for r in rd.records)
             assert iv["completed"] == rd.summary["completed"] > 0
             assert iv["ttft_ms"]["p99"] == rd.summary["ttft_ms"]["p99"]
