@@ -13,7 +13,7 @@ panel's axis is log-scaled when its tail passes 10x its median); the table of se
 metrics (its first column sticky) with the failed requests counted by kind (with
 ``--gpu-price``, the cost per million output tokens); for soak runs, each interval's
 TTFT and TPOT over time and the drift verdict of every figure; for recordings with memory
-samples (``pytimings.sample_memory``), the same verdict on them.
+samples (``pytimings.sample_memory``), the samples over time and the same verdict on them.
 A recording is one level, its concurrency the peak number of requests in flight; it has no
 window of its own, so its duration is its requests' span. A recording given right after a
 run file is joined with it (:mod:`pytimings.serving.join`): its requests are drawn at the
@@ -363,6 +363,42 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
     return fig
 
 
+def _memory_figure(results: Sequence[SourceResult]) -> Any:
+    """Recordings' memory samples over time: RSS and (when sampled) CUDA-allocated MiB,
+    one line each per recording, against minutes since its first sample."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=["RSS", "CUDA allocated"], horizontal_spacing=0.08
+    )
+    for i, r in enumerate(results):
+        m = r.source.memory
+        if m is None or not m.t_ns:
+            continue
+        x = [(t - m.t_ns[0]) / 6e10 for t in m.t_ns]
+        series = (("rss", 1, m.rss_bytes), ("cuda_allocated", 2, m.cuda_allocated_bytes))
+        for what, col, values in series:
+            if all(v is None for v in values):
+                continue
+            fig.add_scatter(
+                x=x,
+                y=[None if v is None else v / 2**20 for v in values],
+                mode="lines+markers",
+                line={"color": _color(i)},
+                name=f"{r.source.label} {what}",
+                meta=[r.source.label, what],
+                hovertemplate="%{x:.2f} min, %{y:.1f} MiB<extra>"
+                + html.escape(r.source.label)
+                + "</extra>",
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title_text="minutes since the first sample")
+    fig.update_yaxes(title_text="MiB", exponentformat="none")
+    fig.update_layout(title="Memory over the recording (pytimings.sample_memory)", height=400)
+    return fig
+
+
 def _soak_figure(results: Sequence[SourceResult]) -> Any:
     """Soak runs over time: each interval's p50 (solid) and p99 (dashed) of TTFT and TPOT,
     one line per run and level, against the interval's midpoint (minutes from the start)."""
@@ -590,6 +626,8 @@ def render(
         figs.append(_soak_figure(results))
     if _phase_panels(results):
         figs.append(_phase_figure(results))
+    if any(r.source.memory is not None for r in results):
+        figs.append(_memory_figure(results))
     for k, fig in enumerate(figs):
         parts.append(
             fig.to_html(full_html=False, include_plotlyjs=k == 0, config={"responsive": True})

@@ -19,7 +19,13 @@ from pytimings.model.requests import RequestRecord
 from pytimings.record import memory
 from pytimings.record.requests import default_log as default_requests
 from pytimings.record.requests import request
-from pytimings.report.serving_html import Source, memory_trend
+from pytimings.report.serving_html import (
+    Source,
+    _memory_figure,
+    analyse,
+    load_source,
+    memory_trend,
+)
 from pytimings.serving.runfile import SCHEMA, Run
 
 STEPS, EVERY_S = 40, 0.005
@@ -129,6 +135,16 @@ def test_report_shows_the_memory_trend_of_a_recording(
     assert "memory trend over the recordings' samples" in text
     line = next(x for x in text.splitlines() if " rss_mb " in x)
     assert line.split()[:2] == ["eng", "-"] and "drifting (12 samples)" in line
+    # the page draws the samples over time and gives the same verdict
+    page = tmp_path / "eng.html"
+    assert main(["report", str(path), "--labels", "eng", "--html", str(page)]) == 0
+    doc = page.read_text()
+    assert "<h2>Memory trend over the recordings' samples</h2>" in doc
+    assert doc.count("Plotly.newPlot") == 4  # CDFs, curve, memory
+    fig = _memory_figure(analyse([load_source(path, "eng")], "vllm", 10.0))
+    (tr,) = fig.data  # no CUDA here: RSS only
+    assert list(tr.meta) == ["eng", "rss"]
+    assert list(tr.y) == [b / 2**20 for b in saved.rss_bytes]
     # compare --memory: the same verdict beside a comparison of run files
     run = tmp_path / "run.json"
     reqs = [RequestRecord(f"q{i}", i * MS, (i + 9) * MS, [(i + 2) * MS, (i + 5) * MS, (i + 8) * MS],
