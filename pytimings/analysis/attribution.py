@@ -117,6 +117,7 @@ def attribute(
                 tl.k_op,
                 ops["start"],
                 launches.start,
+                launches.end,
                 True,
             )
             del tl

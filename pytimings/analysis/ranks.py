@@ -343,6 +343,7 @@ def reduce_ranks(
         launches=Launches(
             api_row=np.full(n_comm, -1, dtype=np.int64),
             start=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
+            end=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
             api_thread=np.empty(0, dtype=np.int32),
         ),
         classes=np.full(n_comm, COMM, dtype=np.int8),

@@ -255,7 +255,8 @@ def _reference(tr, by):
         comm |= o["kind"] == OpKind.MEMCPY and o["copy_kind"] == CopyKind.PTOP
         comm |= call is not None and in_comm_range(call)
         cls = 1 if comm else (0 if o["kind"] == OpKind.KERNEL else 2)
-        raw.append((o["start"], o["end"], cls, call["start"] if call else None, o["correlation"]))
+        ls = (call["start"], call["end"]) if call else None
+        raw.append((o["start"], o["end"], cls, ls, o["correlation"]))
     if by is None:
         launching = [c for c in launch if c is not None]
         pts = [p for o in ops for p in (o["start"], o["end"])]
