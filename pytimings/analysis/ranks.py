@@ -37,6 +37,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.classes import COMM
 from pytimings.analysis.collectives import collectives
 from pytimings.analysis.finding import Finding, runs_text
+from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.result import Attribution, LaunchLatency
@@ -44,7 +45,7 @@ from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
 from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank
 from pytimings.ingest.processes import select_rank, split_processes
-from pytimings.model.trace import SCHEMAS, Trace
+from pytimings.model.trace import SCHEMAS, StringTable, Trace
 from pytimings.table import Table
 
 EXECUTORS = ("local", "dask")
@@ -63,6 +64,8 @@ class RankResult:
     in_host_bound_ns: npt.NDArray[np.int64]
     comm: Trace  # the rank's communication ops only (for the collectives)
     findings: list[Finding]
+    host: HostAttribution  # names renumbered into host_names
+    host_names: list[str]
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -148,10 +151,13 @@ def _analyze_rank(
         devices=Table.empty(SCHEMAS["devices"]),
         strings=trace.strings,
     )
+    host, host_names = a.host.compact(trace.strings)
     return RankResult(
         path=path,
         rank=rank,
         rank_source=source,
+        host=host,
+        host_names=host_names,
         windows=a.windows,
         window_thread=_window_threads(a),
         latency_ns=a.launch_latency.latency_ns,
@@ -325,6 +331,9 @@ def reduce_ranks(
     )
     windows = windows.take(order)
     comm = Trace.merge([r.comm for r in results])
+    names = StringTable(comm.strings)
+    host = merge_host([(r.host, r.host_names, len(r.windows)) for r in results], names, order)
+    comm.strings = names.strings
     dropped: dict[str, int] = {}
     ignored: dict[str, int] = {}
     for r in results:
@@ -357,6 +366,7 @@ def reduce_ranks(
         ),
         window_range_rows=np.full(len(windows), -1, dtype=np.int64),
         ignored=ignored,
+        host=host,
     )
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))

@@ -171,7 +171,8 @@ def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart, lend):
 
 def reference_partition(ops, ws: int, we: int) -> list[int]:
     """The contract read literally, from raw ops (start, end, cls, (launch start, launch
-    end) | None, corr) of one device: label every elementary instant of [ws, we), then split each idle gap."""
+    end) | None, corr) of one device: label every elementary instant of [ws, we), then
+    split each idle gap."""
     ops = [o for o in ops if o[1] > o[0]]
     sets = [[(o[0], o[1]) for o in ops if o[2] == c] for c in (0, 1, 2)]
     pts = sorted({ws, we} | {p for o in ops for p in o[:2] if ws < p < we})

@@ -168,11 +168,16 @@ def test_device_and_rank_filters():
 
 def test_json_schema_keys():
     doc = json.loads(attribute(known_trace(), by="step").to_json())
-    assert doc["schema"] == "pytimings.attribution/1"
-    keys = {"window_ns", *(f"{x}_ns" for x in LABELS)}
+    assert doc["schema"] == "pytimings.attribution/2"
+    keys = {"window_ns", *(f"{x}_ns" for x in LABELS), "host_bound_by_activity",
+            "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
     for w in doc["windows"]:
         assert set(w) == keys | {"name", "start_ns", "end_ns", "device", "rank"}
+    assert [set(w) for w in doc["host_windows"]] == [
+        {"name", "start_ns", "end_ns", "rank", "window_ns", "by_activity"}
+    ] * 2
+    assert set(doc["host_totals"]) == {"window_ns", "by_activity"}
     assert doc["totals"]["window_ns"] == sum(w["window_ns"] for w in doc["windows"])
 
 

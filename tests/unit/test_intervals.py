@@ -117,9 +117,7 @@ def test_partition_windows(c, m, x, w, ops):
     np.testing.assert_array_equal(got, want)
     _eq(gaps, want_gaps)
     np.testing.assert_array_equal(got.sum(axis=1), w[1] - w[0])
-    np.testing.assert_array_equal(
-        iv.partition_windows(*w, *segs, k_op, starts, lstart, lend), got
-    )
+    np.testing.assert_array_equal(iv.partition_windows(*w, *segs, k_op, starts, lstart, lend), got)
 
 
 def test_unsorted_input_is_an_error():

@@ -1,0 +1,315 @@
+"""Host attribution (docs/attribution.md): time on a host thread charged to the innermost
+host activity there, over the compiled sweep of :mod:`pytimings._native._host`.
+
+Host activities are the ranges on host threads, every API call and the ``host_ops`` rows
+(cpu_op, python, os), each with its :class:`~pytimings.model.trace.ActivityKind`. Charges
+come back as a table ``(row, kind, name, ns)``: per row (a window entry, a host window),
+every (kind, name) charged, largest first (ties: kind order, then name text), summing to
+the length of that row's query intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings._native import _host
+from pytimings._native import _intervals as iv
+from pytimings.analysis.launches import Launches
+from pytimings.analysis.partition import Gaps
+from pytimings.analysis.windows import Windows
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, StringTable, Trace
+from pytimings.table import Table
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.int64}
+
+
+@dataclass
+class HostActivities:
+    """The host activities on the threads asked for, as columns; rows ``[0, n_ranges)``
+    are the ranges. ``name_rank``: per string id, the rank of its text (for ties)."""
+
+    start: I64
+    end: I64
+    kind: npt.NDArray[np.int8]
+    name: I32
+    thread: I32
+    n_ranges: int
+    name_rank: I32
+    n_names: int
+
+    @classmethod
+    def of(cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32) -> HostActivities:
+        """The activities of ``trace`` that share an instant with a query ``[q_s, q_e)``
+        on their thread: the only ones that can be innermost at a query's instant."""
+        n_threads = max(len(trace.threads), int(q_thread.max(initial=-1)) + 1)
+        order = np.lexsort((q_s, q_thread))
+        th = q_thread[order]
+        bounds = np.searchsorted(th, np.arange(n_threads + 1))
+        sets = [
+            iv.union(q_s[order[lo:hi]], q_e[order[lo:hi]])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
+        u_off = np.zeros(n_threads + 1, dtype=np.int64)
+        u_off[1:] = np.cumsum([u[0].size for u in sets])
+        u_s = np.concatenate([u[0] for u in sets])
+        u_e = np.concatenate([u[1] for u in sets])
+        parts = []
+        for table, kind in (
+            (trace.ranges, ActivityKind.RANGE),
+            (trace.api_calls, ActivityKind.CUDA_API),
+            (trace.host_ops, None),
+        ):
+            rows = np.flatnonzero(
+                _host.touching(table["start"], table["end"], table["thread"], u_off, u_s, u_e)
+            )
+            k = (
+                np.full(rows.size, kind, dtype=np.int8)
+                if kind is not None
+                else table["kind"][rows].astype(np.int8)
+            )
+            parts.append((table, rows, k))
+        n_names = len(trace.strings)
+        name = np.concatenate([t["name"][r] for t, r, _ in parts]).astype(np.int32)
+        used = np.flatnonzero(np.bincount(name, minlength=n_names))
+        by_text = sorted(used.tolist(), key=trace.strings.__getitem__)
+        rank = np.zeros(n_names, dtype=np.int32)
+        rank[by_text] = np.arange(len(by_text), dtype=np.int32)
+        return cls(
+            start=np.concatenate([t["start"][r] for t, r, _ in parts]),
+            end=np.concatenate([t["end"][r] for t, r, _ in parts]),
+            kind=np.concatenate([k for _, _, k in parts]),
+            name=name,
+            thread=np.concatenate([t["thread"][r] for t, r, _ in parts]).astype(np.int32),
+            n_ranges=int(parts[0][1].size),
+            name_rank=rank,
+            n_names=n_names,
+        )
+
+    def charge(
+        self, q_s: I64, q_e: I64, q_thread: I32, q_row: I64, ranges_only: bool = False
+    ) -> Table:
+        """Each query ``[q_s, q_e)`` on ``q_thread`` charged to the innermost activity
+        (``ranges_only``: the innermost range) at each instant, summed per ``q_row``."""
+        n = self.n_ranges if ranges_only else self.start.size
+        start = self.start[:n]
+        order = np.argsort(start, kind="stable")
+        q_order = np.lexsort((q_s, q_thread))
+        rows, label, ns = _host.innermost_charges(
+            order,
+            start,
+            self.end[:n],
+            self.kind[:n],
+            self.name[:n],
+            self.name_rank,
+            self.thread[:n],
+            np.ascontiguousarray(q_s[q_order]),
+            np.ascontiguousarray(q_e[q_order]),
+            np.ascontiguousarray(q_thread[q_order]),
+            np.ascontiguousarray(q_row[q_order]),
+            self.n_names,
+            ActivityKind.UNTRACED,
+        )
+        kind = (label // self.n_names).astype(np.int8)
+        name = (label % self.n_names).astype(np.int32)
+        order = np.lexsort((self.name_rank[name], kind, -ns, rows))
+        return Table(
+            {"row": rows[order], "kind": kind[order], "name": name[order], "ns": ns[order]}
+        )
+
+
+def empty_charges() -> Table:
+    return Table.empty(CHARGE_SCHEMA)
+
+
+def summed(charges: Table, strings: list[str], rows: I64 | None = None) -> Table:
+    """The charges of ``rows`` (all when None) summed per (kind, name), as row 0, largest
+    first (ties: kind order, then name text)."""
+    c = charges if rows is None else charges.take(np.flatnonzero(np.isin(charges["row"], rows)))
+    if len(c) == 0:
+        return empty_charges()
+    key = c["kind"].astype(np.int64) << 32 | c["name"].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    ns = np.zeros(uniq.size, dtype=np.int64)
+    np.add.at(ns, inv.reshape(-1), c["ns"])
+    kind, name = (uniq >> 32).astype(np.int8), (uniq & 0xFFFFFFFF).astype(np.int32)
+    order = sorted(range(uniq.size), key=lambda i: (-ns[i], kind[i], strings[name[i]]))
+    return Table(
+        {
+            "row": np.zeros(uniq.size, dtype=np.int64),
+            "kind": kind[order],
+            "name": name[order],
+            "ns": ns[order],
+        }
+    )
+
+
+def charge_lists(charges: Table, n_rows: int, strings: list[str]) -> list[list[dict[str, Any]]]:
+    """Per row ``0..n_rows-1``: its charges as ``{"kind", "name", "ns"}`` dicts."""
+    bounds = np.searchsorted(charges["row"], np.arange(n_rows + 1))
+    kinds, names, ns = (charges[c].tolist() for c in ("kind", "name", "ns"))
+    return [
+        [
+            {"kind": ACTIVITY_KIND_NAMES[kinds[j]], "name": strings[names[j]], "ns": ns[j]}
+            for j in range(int(bounds[i]), int(bounds[i + 1]))
+        ]
+        for i in range(n_rows)
+    ]
+
+
+HOST_WINDOW_SCHEMA = {
+    "name": object,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "rank": np.int16,
+    "thread": np.int32,
+    "window_ns": np.int64,
+}
+
+
+@dataclass
+class HostAttribution:
+    """What the host was doing: the host_bound time of each window entry (row of
+    ``Attribution.windows``) charged to the innermost activity and to the innermost range
+    on the launching thread, and the host windows (one per ``--by`` range instance, its
+    own extent on its thread) with their charges (row of ``windows``)."""
+
+    bound_by_activity: Table
+    bound_by_range: Table
+    windows: Table
+    by_activity: Table
+
+    @classmethod
+    def empty(cls) -> HostAttribution:
+        return cls(
+            empty_charges(), empty_charges(), Table.empty(HOST_WINDOW_SCHEMA), empty_charges()
+        )
+
+    def _charges(self) -> tuple[Table, Table, Table]:
+        return self.bound_by_activity, self.bound_by_range, self.by_activity
+
+    def compact(self, strings: list[str]) -> tuple[HostAttribution, list[str]]:
+        """The same charges with names renumbered into the returned list of the names used
+        (what a per-rank task sends back instead of its whole string table)."""
+        used = np.unique(np.concatenate([t["name"] for t in self._charges()]))
+        a, r, w = (
+            t.with_columns(name=np.searchsorted(used, t["name"]).astype(np.int32))
+            for t in self._charges()
+        )
+        return HostAttribution(a, r, self.windows, w), [strings[i] for i in used.tolist()]
+
+
+def _reindexed(t: Table, rows: I64, names: I32) -> Table:
+    """Charges with rows and names replaced through the maps, sorted by row again (each
+    row's order kept)."""
+    t = t.with_columns(row=rows[t["row"]], name=names[t["name"]])
+    return t.take(np.argsort(t["row"], kind="stable"))
+
+
+def merge_host(
+    parts: Sequence[tuple[HostAttribution, list[str], int]],
+    strings: StringTable,
+    window_order: I64,
+) -> HostAttribution:
+    """Per-rank host attributions (each with its names and its number of window rows, in
+    the order their windows were concatenated) as one: names interned into ``strings``,
+    window rows through ``window_order`` (the concatenated windows were taken in that
+    order), host windows concatenated and ordered as :func:`host_attribution` does."""
+    if not parts:
+        return HostAttribution.empty()
+    w_new = np.empty_like(window_order)
+    w_new[window_order] = np.arange(window_order.size)
+    hw = Table({c: np.concatenate([p[0].windows[c] for p in parts]) for c in HOST_WINDOW_SCHEMA})
+    hw_order = (
+        np.lexsort((hw["thread"], hw["name"].astype(str), hw["end_ns"], hw["rank"], hw["start_ns"]))
+        if len(hw)
+        else np.empty(0, dtype=np.int64)
+    )
+    h_new = np.empty_like(hw_order)
+    h_new[hw_order] = np.arange(hw_order.size)
+    out: list[list[Table]] = [[], [], []]
+    w0 = h0 = 0
+    for host, names, n in parts:
+        ids = strings.intern_many(names)
+        k = len(host.windows)
+        maps = (w_new[w0 : w0 + n], w_new[w0 : w0 + n], h_new[h0 : h0 + k])
+        for dst, t, m in zip(out, host._charges(), maps, strict=True):
+            dst.append(_reindexed(t, m, ids))
+        w0 += n
+        h0 += k
+    a, r, w = (Table({c: np.concatenate([t[c] for t in ts]) for c in CHARGE_SCHEMA}) for ts in out)
+    a, r, w = (t.take(np.argsort(t["row"], kind="stable")) for t in (a, r, w))
+    return HostAttribution(a, r, hw.take(hw_order), w)
+
+
+def _host_windows(trace: Trace, win: Windows) -> Table:
+    """One host window per range window of ``win``: the range's own [start, end) on its
+    thread, in an order independent of the input's (start, rank, end, name, thread)."""
+    rg = trace.ranges
+    rows = win.range_row
+    start = rg["start"][rows]
+    end = np.maximum(rg["end"][rows], start)
+    name = np.asarray(win.name, dtype=object)
+    order = np.lexsort((win.thread, name.astype(str), end, win.rank, start)) if rows.size else rows
+    return Table(
+        {
+            "name": name[order],
+            "start_ns": start[order],
+            "end_ns": end[order],
+            "rank": win.rank[order],
+            "thread": win.thread[order],
+            "window_ns": (end - start)[order],
+        }
+    )
+
+
+def _sums(charges: Table, n_rows: int) -> I64:
+    out = np.zeros(n_rows, dtype=np.int64)
+    np.add.at(out, charges["row"], charges["ns"])
+    return out
+
+
+def host_attribution(
+    trace: Trace,
+    launches: Launches,
+    gaps: Gaps,
+    host_bound_ns: I64,
+    win: Windows,
+    host_windows: bool,
+) -> HostAttribution:
+    """The contract's host attribution of the ``gaps`` (their host_bound parts, per window
+    entry with ``host_bound_ns``) and, with ``host_windows``, of the range windows ``win``.
+    Checks that every list sums to its host_bound_ns / window_ns."""
+    hw = _host_windows(trace, win) if host_windows else Table.empty(HOST_WINDOW_SCHEMA)
+    g_thread = (launches.thread[gaps.op] if gaps.op.size else np.empty(0)).astype(np.int32)
+    hw_th = hw["thread"]
+    if g_thread.size + hw_th.size == 0:
+        return HostAttribution(empty_charges(), empty_charges(), hw, empty_charges())
+    acts = HostActivities.of(
+        trace,
+        np.concatenate([gaps.g0, hw["start_ns"]]),
+        np.concatenate([gaps.host_bound_end, hw["end_ns"]]),
+        np.concatenate([g_thread, hw_th]).astype(np.int32),
+    )
+    q = (gaps.g0, gaps.host_bound_end, g_thread, gaps.window_row)
+    out = HostAttribution(
+        bound_by_activity=acts.charge(*q),
+        bound_by_range=acts.charge(*q, ranges_only=True),
+        windows=hw,
+        by_activity=acts.charge(
+            hw["start_ns"], hw["end_ns"], hw_th, np.arange(len(hw), dtype=np.int64)
+        ),
+    )
+    n = host_bound_ns.size
+    for c in (out.bound_by_activity, out.bound_by_range):
+        if not np.array_equal(_sums(c, n), host_bound_ns):  # checked on every input
+            raise AssertionError("host_bound charges do not sum to host_bound_ns")
+    if not np.array_equal(_sums(out.by_activity, len(hw)), hw["window_ns"]):
+        raise AssertionError("host window charges do not sum to the host windows")
+    return out
