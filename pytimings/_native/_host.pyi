@@ -5,7 +5,6 @@ _I64 = npt.NDArray[np.int64]
 _I32 = npt.NDArray[np.int32]
 
 def innermost_charges(
-    order: _I64,
     start: _I64,
     end: _I64,
     kind: npt.NDArray[np.int8],

@@ -123,7 +123,7 @@ cdef inline int _add(Table* t, int64_t k, int64_t v) noexcept nogil:
     return 0
 
 
-def innermost_charges(const int64_t[::1] order, const int64_t[::1] start,
+def innermost_charges(const int64_t[::1] start,
                       const int64_t[::1] end, const int8_t[::1] kind,
                       const int32_t[::1] name, const int32_t[::1] name_rank,
                       const int32_t[::1] thread,
@@ -134,14 +134,14 @@ def innermost_charges(const int64_t[::1] order, const int64_t[::1] start,
     activity at each of its instants on that thread.
 
     Activities: columns ``start``, ``end``, ``kind``, ``name`` (string id, < n_names)
-    and ``thread`` (>= 0), read in place; ``name_rank``: per string id, the rank of its
-    text (for ties); ``order`` lists the rows to use sorted by start (ties in any order). Activities
+    and ``thread`` (>= 0), sorted by start (ties in any order); ``name_rank``: per
+    string id, the rank of its text (for ties). Activities
     of zero length cover nothing. Queries: sorted by (thread, start); ``q_id`` is the
     caller's id (several queries may share one). Returns ``(q_id, label, ns)`` arrays, one
     entry per distinct (query id, label) with ``ns > 0``, in no particular order; per query
     id, the charges sum to the total length of its queries.
     """
-    cdef Py_ssize_t n = order.shape[0], nq = q_s.shape[0], i, j, k, lo, hi, th_lo, th_hi
+    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i, j, k, lo, hi, th_lo, th_hi
     cdef Py_ssize_t n_threads = 0, nh, cap_h, na, qi, m
     cdef int64_t r, t, nxt, ns_, top, act, lab, a, b, ov
     cdef int bad = 0
@@ -154,12 +154,13 @@ def innermost_charges(const int64_t[::1] order, const int64_t[::1] start,
     for i in range(1, nq):
         if q_thread[i] < q_thread[i - 1] or (q_thread[i] == q_thread[i - 1] and q_s[i] < q_s[i - 1]):
             raise ValueError("innermost_charges: queries are not sorted by (thread, start)")
-    for i in range(n):
-        r = order[i]
+    if end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n or thread.shape[0] != n:
+        raise ValueError("innermost_charges: activity columns differ in length")
+    for r in range(n):
         if thread[r] < 0:
             raise ValueError("innermost_charges: activities must be on a thread (>= 0)")
-        if i > 0 and start[r] < start[order[i - 1]]:
-            raise ValueError("innermost_charges: order is not sorted by start")
+        if r > 0 and start[r] < start[r - 1]:
+            raise ValueError("innermost_charges: activities are not sorted by start")
         if name[r] < 0 or name[r] >= n_names or name[r] >= name_rank.shape[0]:
             raise ValueError("innermost_charges: a name id is out of range")
         if thread[r] >= n_threads:
@@ -193,12 +194,11 @@ def innermost_charges(const int64_t[::1] order, const int64_t[::1] start,
         with nogil:
             for i in range(tab.cap):
                 tab.keys[i] = -1
-            for i in range(n):
-                off[thread[order[i]] + 1] += 1
+            for r in range(n):
+                off[thread[r] + 1] += 1
             for i in range(n_threads):
                 off[i + 1] += off[i]
-            for i in range(n):  # off[th] becomes the end of thread th's block
-                r = order[i]
+            for r in range(n):  # off[th] becomes the end of thread th's block
                 by_th[off[thread[r]]] = r
                 off[thread[r]] += 1
             qi = 0

@@ -32,15 +32,14 @@ CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.in
 
 @dataclass
 class HostActivities:
-    """The host activities on the threads asked for, as columns; rows ``[0, n_ranges)``
-    are the ranges. ``name_rank``: per string id, the rank of its text (for ties)."""
+    """Host activities as columns sorted by start (kind: ActivityKind). ``name_rank``:
+    per string id, the rank of its text (for ties)."""
 
     start: I64
     end: I64
     kind: npt.NDArray[np.int8]
     name: I32
     thread: I32
-    n_ranges: int
     name_rank: I32
     n_names: int
 
@@ -66,28 +65,37 @@ class HostActivities:
             (trace.api_calls, ActivityKind.CUDA_API),
             (trace.host_ops, None),
         ):
-            rows = np.flatnonzero(
-                _host.touching(table["start"], table["end"], table["thread"], u_off, u_s, u_e)
+            keep = _host.touching(table["start"], table["end"], table["thread"], u_off, u_s, u_e)
+            rows = None if keep.all() else np.flatnonzero(keep)  # all: no gathered copy
+            parts.append((table, rows, kind))
+        del keep
+
+        def column(name: str) -> npt.NDArray[Any]:
+            return np.concatenate(
+                [
+                    (t[name] if r is None else t[name][r])
+                    if k is None or name != "kind"
+                    else np.full(len(t) if r is None else r.size, k, dtype=np.int8)
+                    for t, r, k in parts
+                ]
             )
-            k = (
-                np.full(rows.size, kind, dtype=np.int8)
-                if kind is not None
-                else table["kind"][rows].astype(np.int8)
-            )
-            parts.append((table, rows, k))
+
+        # sorted by start once, a column at a time (one unsorted copy held at a time), so
+        # that the sweep reads them in order
+        order = np.argsort(column("start"), kind="stable")
+        cols = {c: column(c)[order] for c in ("start", "end", "kind", "name", "thread")}
+        del order
         n_names = len(trace.strings)
-        name = np.concatenate([t["name"][r] for t, r, _ in parts]).astype(np.int32)
-        used = np.flatnonzero(np.bincount(name, minlength=n_names))
+        used = np.flatnonzero(np.bincount(cols["name"], minlength=n_names))
         by_text = sorted(used.tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
         return cls(
-            start=np.concatenate([t["start"][r] for t, r, _ in parts]),
-            end=np.concatenate([t["end"][r] for t, r, _ in parts]),
-            kind=np.concatenate([k for _, _, k in parts]),
-            name=name,
-            thread=np.concatenate([t["thread"][r] for t, r, _ in parts]).astype(np.int32),
-            n_ranges=int(parts[0][1].size),
+            start=cols["start"],
+            end=cols["end"],
+            kind=cols["kind"].astype(np.int8, copy=False),
+            name=cols["name"].astype(np.int32, copy=False),
+            thread=cols["thread"].astype(np.int32, copy=False),
             name_rank=rank,
             n_names=n_names,
         )
@@ -97,18 +105,19 @@ class HostActivities:
     ) -> Table:
         """Each query ``[q_s, q_e)`` on ``q_thread`` charged to the innermost activity
         (``ranges_only``: the innermost range) at each instant, summed per ``q_row``."""
-        n = self.n_ranges if ranges_only else self.start.size
-        start = self.start[:n]
-        order = np.argsort(start, kind="stable")
+        cols = (self.start, self.end, self.kind, self.name, self.thread)
+        if ranges_only:
+            rng = np.flatnonzero(self.kind == ActivityKind.RANGE)
+            cols = tuple(c[rng] for c in cols)  # type: ignore[assignment]
+        start, end, kinds, names, thread = cols
         q_order = np.lexsort((q_s, q_thread))
         rows, label, ns = _host.innermost_charges(
-            order,
             start,
-            self.end[:n],
-            self.kind[:n],
-            self.name[:n],
+            end,
+            kinds,
+            names,
             self.name_rank,
-            self.thread[:n],
+            thread,
             np.ascontiguousarray(q_s[q_order]),
             np.ascontiguousarray(q_e[q_order]),
             np.ascontiguousarray(q_thread[q_order]),

@@ -113,6 +113,7 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
+
 class ActivityKind(enum.IntEnum):
     """The kinds of host activity (docs/attribution.md), in the contract's tie order: when
     two activities start and end together on a thread, the lower value is innermost."""

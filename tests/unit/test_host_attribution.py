@@ -56,18 +56,22 @@ def queries(draw):
 
 
 def _kernel(acts, qs, perm):
-    """The kernel on the activities in the row order ``perm``, as the twin's dict."""
-    acts = [acts[i] for i in perm]
-    col = lambda j, dt: np.array([a[j] for a in acts], dtype=dt)  # noqa: E731
-    start, end = col(0, np.int64), col(1, np.int64)
-    order = np.argsort(start, kind="stable").astype(np.int64)
+    """The kernel on the activities in the row order ``perm`` (then sorted by start, ties
+    kept in that order), as the twin's dict."""
+    acts = sorted((acts[i] for i in perm), key=lambda a: a[0])
+
+    def col(j, dt):
+        return np.array([a[j] for a in acts], dtype=dt)
+
     qs = sorted(qs, key=lambda q: (q[2], q[0]))
-    qcol = lambda j, dt: np.array([q[j] for q in qs], dtype=dt)  # noqa: E731
+
+    def qcol(j, dt):
+        return np.array([q[j] for q in qs], dtype=dt)
+
     rank = np.array([0, 2, 1, 3], dtype=np.int32)  # the rank of NAMES[i] by text
     rows, label, ns = _host.innermost_charges(
-        order,
-        start,
-        end,
+        col(0, np.int64),
+        col(1, np.int64),
         col(2, np.int8),
         col(3, np.int32),
         rank,
@@ -147,18 +151,18 @@ def test_kernel_tie_rules():
 
 def test_kernel_rejects_unsorted_input():
     z = np.zeros(2, dtype=np.int64)
+    i32 = np.zeros(2, np.int32)
     with pytest.raises(ValueError, match="not sorted by start"):
         _host.innermost_charges(
-            np.array([1, 0], dtype=np.int64),
-            np.array([0, 5], dtype=np.int64),
+            np.array([5, 0], dtype=np.int64),
             z + 9,
             np.zeros(2, np.int8),
-            np.zeros(2, np.int32),
+            i32,
             np.zeros(1, np.int32),
-            np.zeros(2, np.int32),
+            i32,
             z[:0],
             z[:0],
-            np.zeros(0, np.int32),
+            i32[:0],
             z[:0],
             1,
             UNTRACED,
