@@ -56,7 +56,6 @@ _STYLE = {
     RangeKind.NVTX_STARTEND: "StartEnd",
     RangeKind.ANNOTATION: "Annotation",
     RangeKind.REGION: "Region",
-    RangeKind.GPU_ANNOTATION: "GpuAnnotation",
 }
 _API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", ApiKind.SYNC: "sync"}
 
