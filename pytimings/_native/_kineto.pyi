@@ -20,15 +20,6 @@ def event_rows(
     exact: Callable[[bytes, bytes | None], tuple[int, int]],
     index: npt.NDArray[np.int64],
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...
-def host_rows(
-    evs: list[Any],
-    cat: int,
-    ids: dict[str, int],
-    strings: list[str],
-    keys: dict[Any, int],
-    exact: Callable[[bytes, bytes | None], tuple[int, int]],
-    index: npt.NDArray[np.int64],
-) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...
 def flow_rows(
     evs: list[Any], keys: dict[Any, int], exact: Callable[[bytes, bytes | None], tuple[int, int]]
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, int]]: ...

@@ -189,8 +189,9 @@ cdef inline int _intern(object s, dict ids, list strings) except -1:
 
 def event_rows(list evs, int cat, dict ids, list strings, dict keys, object exact,
                const int64_t[::1] index):
-    """Columns of complete ('X') events of one category (code ``cat``): GPU ops, API calls
-    or ranges. ``index``: each event's position in traceEvents (kept as a column).
+    """Columns of complete ('X') events of one category (code ``cat``): GPU ops, API calls,
+    ranges or host events (these have ``args`` None). ``index``: each event's position in
+    traceEvents (kept as a column).
 
     Returns (columns dict, {ph: count} of events that are not 'X').
     """
@@ -240,46 +241,6 @@ def event_rows(list evs, int cat, dict ids, list strings, dict keys, object exac
     cols = {"start": st[:k], "end": en[:k], "name": nm[:k], "cat": cc[:k], "pid": pd[:k],
             "tid": td[:k], "correlation": co[:k], "device": dv[:k], "stream": sm[:k],
             "bytes": nb[:k], "index": ix[:k]}
-    return cols, skipped
-
-
-def host_rows(list evs, int cat, dict ids, list strings, dict keys, object exact,
-              const int64_t[::1] index):
-    """Columns of complete ('X') host events of one category (cpu_op, python_function):
-    start, end, name, cat, pid, tid, index; their events carry no args the model keeps.
-
-    Returns (columns dict, {ph: count} of events that are not 'X').
-    """
-    cdef Py_ssize_t n = len(evs), i, k = 0
-    st = np.empty(n, dtype=np.int64)
-    en = np.empty(n, dtype=np.int64)
-    nm = np.empty(n, dtype=np.int32)
-    pd = np.empty(n, dtype=np.int64)
-    td = np.empty(n, dtype=np.int64)
-    ix = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] vst = st, ven = en, vpd = pd, vtd = td, vix = ix
-    cdef int[::1] vnm = nm
-    cdef int64_t s0 = 0, e0 = 0
-    skipped = {}
-    for i in range(n):
-        ev = evs[i]
-        ph = ev.ph
-        if not (PyUnicode_GET_LENGTH(ph) == 1 and PyUnicode_READ_CHAR(ph, 0) == 88):  # X
-            skipped[ph] = skipped.get(ph, 0) + 1
-            continue
-        _times(ev.ts, ev.dur, exact, &s0, &e0, i)
-        if e0 < s0:
-            raise RowError(f"negative duration (dur={bytes(ev.dur).decode()})", i)
-        vst[k] = s0
-        ven[k] = e0
-        vnm[k] = _intern(ev.name, ids, strings)
-        vpd[k] = _key(ev.pid, keys)
-        vtd[k] = _key(ev.tid, keys)
-        vix[k] = index[i]
-        k += 1
-    cols = {"start": st[:k], "end": en[:k], "name": nm[:k],
-            "cat": np.full(k, cat, dtype=np.int8), "pid": pd[:k], "tid": td[:k],
-            "index": ix[:k]}
     return cols, skipped
 
 

@@ -58,7 +58,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import msgspec
 import numpy as np
@@ -123,6 +123,7 @@ class _HostEvent(msgspec.Struct, gc=False):
     tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
     dur: msgspec.Raw = _NO_RAW
+    args: ClassVar[None] = None  # not decoded: nothing in a host event's args is kept
 
 
 class _Flow(msgspec.Struct, gc=False):
@@ -377,17 +378,14 @@ class _Loader:
 
     def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
         try:
-            if cls in _GROUP_OF:
+            if cls in _GROUP_OF or cls in _HOST_KIND:
                 cols, skipped = _kineto.event_rows(
                     evs, cls, self.ids, self.strings, self.keys, _exact, idx
                 )
-                self.rows[_GROUP_OF[cls]].append(cols)
-                self._drop_phases(cls, skipped)
-            elif cls in _HOST_KIND:
-                cols, skipped = _kineto.host_rows(
-                    evs, cls, self.ids, self.strings, self.keys, _exact, idx
-                )
-                self.rows["host"].append(cols)
+                if cls in _HOST_KIND:  # the columns of args (all -1) are not kept
+                    self.rows["host"].append({k: cols[k] for k in _HOST_COLS})
+                else:
+                    self.rows[_GROUP_OF[cls]].append(cols)
                 self._drop_phases(cls, skipped)
             elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
                 fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
