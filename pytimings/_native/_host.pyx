@@ -156,6 +156,8 @@ def innermost_charges(const int64_t[::1] start,
             raise ValueError("innermost_charges: queries are not sorted by (thread, start)")
     if end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n or thread.shape[0] != n:
         raise ValueError("innermost_charges: activity columns differ in length")
+    if n >= 2**31:
+        raise ValueError("innermost_charges: more than 2^31 - 1 activities")
     for r in range(n):
         if thread[r] < 0:
             raise ValueError("innermost_charges: activities must be on a thread (>= 0)")
@@ -169,8 +171,9 @@ def innermost_charges(const int64_t[::1] start,
         n_threads = q_thread[nq - 1] + 1
     # the activities of each thread, in start order (a counting sort by thread)
     off_arr = np.zeros(n_threads + 1, dtype=np.int64)
-    by_th_arr = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] off = off_arr, by_th = by_th_arr
+    by_th_arr = np.empty(n, dtype=np.int32)  # rows as int32: 4 bytes per activity
+    cdef int64_t[::1] off = off_arr
+    cdef int32_t[::1] by_th = by_th_arr
     active_arr = np.empty(nq, dtype=np.int64)
     cdef int64_t[::1] active = active_arr
     acts.start = &start[0] if start.shape[0] else NULL
@@ -199,7 +202,7 @@ def innermost_charges(const int64_t[::1] start,
             for i in range(n_threads):
                 off[i + 1] += off[i]
             for r in range(n):  # off[th] becomes the end of thread th's block
-                by_th[off[thread[r]]] = r
+                by_th[off[thread[r]]] = <int32_t>r
                 off[thread[r]] += 1
             qi = 0
             while qi < nq and bad == 0:

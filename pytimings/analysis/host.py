@@ -83,6 +83,8 @@ class HostActivities:
         # sorted by start once, a column at a time (one unsorted copy held at a time), so
         # that the sweep reads them in order
         order = np.argsort(column("start"), kind="stable")
+        if order.size < 2**31:  # half the bytes while the columns are gathered
+            order = order.astype(np.int32)
         cols = {c: column(c)[order] for c in ("start", "end", "kind", "name", "thread")}
         del order
         n_names = len(trace.strings)

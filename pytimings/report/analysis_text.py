@@ -21,6 +21,8 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     out: list[str] = []
     names = ", ".join(Path(p).name for p in paths)
     scope = f"by {a.by}: {len(w)} window entries" if a.by else "whole trace"
+    if a.by:
+        scope += f", {len(a.host.windows)} host windows"
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
     if a.ignored:
