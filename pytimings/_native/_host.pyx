@@ -2,7 +2,7 @@
 """Host attribution (docs/attribution.md, "Host attribution"): time on a host thread
 charged to the innermost host activity there.
 
-One pass per thread that has queries: the activities, in start order, go through a heap
+One pass over one thread's activities: in start order, they go through a heap
 whose top is the innermost activity covering the current instant (latest start; ties: the
 earliest end, then the lower kind, then the lower name rank), which cuts the thread's
 timeline into segments of one innermost activity (or none: ``untraced``); each segment is
@@ -126,54 +126,39 @@ cdef inline int _add(Table* t, int64_t k, int64_t v) noexcept nogil:
 def innermost_charges(const int64_t[::1] start,
                       const int64_t[::1] end, const int8_t[::1] kind,
                       const int32_t[::1] name, const int32_t[::1] name_rank,
-                      const int32_t[::1] thread,
                       const int64_t[::1] q_s, const int64_t[::1] q_e,
-                      const int32_t[::1] q_thread, const int64_t[::1] q_id,
+                      const int64_t[::1] q_id,
                       int64_t n_names, int8_t untraced_kind):
-    """Charge each query interval ``[q_s, q_e)`` on thread ``q_thread`` to the innermost
-    activity at each of its instants on that thread.
+    """Charge each query interval ``[q_s, q_e)`` to the innermost activity at each of its
+    instants; activities and queries are of one thread.
 
-    Activities: columns ``start``, ``end``, ``kind``, ``name`` (string id, < n_names)
-    and ``thread`` (>= 0), sorted by start (ties in any order); ``name_rank``: per
-    string id, the rank of its text (for ties). Activities
-    of zero length cover nothing. Queries: sorted by (thread, start); ``q_id`` is the
-    caller's id (several queries may share one). Returns ``(q_id, label, ns)`` arrays, one
-    entry per distinct (query id, label) with ``ns > 0``, in no particular order; per query
-    id, the charges sum to the total length of its queries.
+    Activities: columns ``start``, ``end``, ``kind``, ``name`` (string id, < n_names),
+    sorted by start (ties in any order); ``name_rank``: per string id, the rank of its
+    text (for ties). Activities of zero length cover nothing. Queries: sorted by start;
+    ``q_id`` is the caller's id (several queries may share one). Returns ``(q_id, label,
+    ns)`` arrays, one entry per distinct (query id, label) with ``ns > 0``, in no
+    particular order; per query id, the charges sum to the total length of its queries.
     """
-    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i, j, k, lo, hi, th_lo, th_hi
-    cdef Py_ssize_t n_threads = 0, nh, cap_h, na, qi, m
-    cdef int64_t r, t, nxt, ns_, top, act, lab, a, b, ov
+    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i, j, k, lo
+    cdef Py_ssize_t nh = 0, cap_h, na = 0, m = 0
+    cdef int64_t r, t, nxt, ns_, top, act, lab, a, b
     cdef int bad = 0
     cdef Acts acts
     cdef Table tab
     if n_names < 1:
         raise ValueError("innermost_charges: n_names must be >= 1")
-    if nq and q_thread[0] < 0:
-        raise ValueError("innermost_charges: queries must be on a thread (>= 0)")
+    if q_e.shape[0] != nq or q_id.shape[0] != nq:
+        raise ValueError("innermost_charges: query columns differ in length")
     for i in range(1, nq):
-        if q_thread[i] < q_thread[i - 1] or (q_thread[i] == q_thread[i - 1] and q_s[i] < q_s[i - 1]):
-            raise ValueError("innermost_charges: queries are not sorted by (thread, start)")
-    if end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n or thread.shape[0] != n:
+        if q_s[i] < q_s[i - 1]:
+            raise ValueError("innermost_charges: queries are not sorted by start")
+    if end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n:
         raise ValueError("innermost_charges: activity columns differ in length")
-    if n >= 2**31:
-        raise ValueError("innermost_charges: more than 2^31 - 1 activities")
     for r in range(n):
-        if thread[r] < 0:
-            raise ValueError("innermost_charges: activities must be on a thread (>= 0)")
         if r > 0 and start[r] < start[r - 1]:
             raise ValueError("innermost_charges: activities are not sorted by start")
         if name[r] < 0 or name[r] >= n_names or name[r] >= name_rank.shape[0]:
             raise ValueError("innermost_charges: a name id is out of range")
-        if thread[r] >= n_threads:
-            n_threads = thread[r] + 1
-    if nq and q_thread[nq - 1] >= n_threads:
-        n_threads = q_thread[nq - 1] + 1
-    # the activities of each thread, in start order (a counting sort by thread)
-    off_arr = np.zeros(n_threads + 1, dtype=np.int64)
-    by_th_arr = np.empty(n, dtype=np.int32)  # rows as int32: 4 bytes per activity
-    cdef int64_t[::1] off = off_arr
-    cdef int32_t[::1] by_th = by_th_arr
     active_arr = np.empty(nq, dtype=np.int64)
     cdef int64_t[::1] active = active_arr
     acts.start = &start[0] if start.shape[0] else NULL
@@ -197,79 +182,58 @@ def innermost_charges(const int64_t[::1] start,
         with nogil:
             for i in range(tab.cap):
                 tab.keys[i] = -1
-            for r in range(n):
-                off[thread[r] + 1] += 1
-            for i in range(n_threads):
-                off[i + 1] += off[i]
-            for r in range(n):  # off[th] becomes the end of thread th's block
-                by_th[off[thread[r]]] = <int32_t>r
-                off[thread[r]] += 1
-            qi = 0
-            while qi < nq and bad == 0:
-                # the queries [qi, hi) of one thread, its activities by_th[th_lo:th_hi]
-                hi = qi
-                while hi < nq and q_thread[hi] == q_thread[qi]:
-                    hi += 1
-                th_hi = off[q_thread[qi]]
-                th_lo = off[q_thread[qi] - 1] if q_thread[qi] > 0 else 0
-                m = th_lo
-                nh = 0
-                na = 0
-                k = qi
-                t = INT64_MIN
-                while True:
-                    while nh > 0 and end[heap[0]] <= t:  # drop what ended
-                        _pop(heap, nh, &acts)
-                        nh -= 1
-                    ns_ = start[by_th[m]] if m < th_hi else INT64_MAX
-                    if nh > 0:
-                        top = heap[0]
-                        nxt = end[top] if end[top] < ns_ else ns_
-                        act = top
-                    else:
-                        nxt = ns_
-                        act = -1
-                    if nxt > t:  # the segment [t, nxt): to the queries open in it
-                        while k < hi and q_s[k] < nxt:
-                            active[na] = k
-                            na += 1
-                            k += 1
-                        lab = (kind[act] * n_names + name[act]) if act >= 0 else untraced_kind * n_names
-                        j = 0
-                        for lo in range(na):
-                            a = q_s[active[lo]] if q_s[active[lo]] > t else t
-                            b = q_e[active[lo]] if q_e[active[lo]] < nxt else nxt
-                            if b > a:
-                                ov = b - a
-                                if _add(&tab, q_id[active[lo]] * 6 * n_names + lab, ov) < 0:
-                                    bad = 1
-                                    break
-                            if q_e[active[lo]] > nxt:
-                                active[j] = active[lo]
-                                j += 1
-                        na = j
-                        if bad or (k >= hi and na == 0):
+            k = 0  # the next query to open
+            t = INT64_MIN
+            while nq > 0:
+                while nh > 0 and end[heap[0]] <= t:  # drop what ended
+                    _pop(heap, nh, &acts)
+                    nh -= 1
+                ns_ = start[m] if m < n else INT64_MAX
+                if nh > 0:
+                    top = heap[0]
+                    nxt = end[top] if end[top] < ns_ else ns_
+                    act = top
+                else:
+                    nxt = ns_
+                    act = -1
+                if nxt > t:  # the segment [t, nxt): to the queries open in it
+                    while k < nq and q_s[k] < nxt:
+                        active[na] = k
+                        na += 1
+                        k += 1
+                    lab = (kind[act] * n_names + name[act]) if act >= 0 else untraced_kind * n_names
+                    j = 0
+                    for lo in range(na):
+                        a = q_s[active[lo]] if q_s[active[lo]] > t else t
+                        b = q_e[active[lo]] if q_e[active[lo]] < nxt else nxt
+                        if b > a and _add(&tab, q_id[active[lo]] * 6 * n_names + lab, b - a) < 0:
+                            bad = 1
                             break
-                    t = nxt
-                    if t == INT64_MAX:
+                        if q_e[active[lo]] > nxt:
+                            active[j] = active[lo]
+                            j += 1
+                    na = j
+                    if bad or (k >= nq and na == 0):
                         break
-                    while m < th_hi and start[by_th[m]] == t:
-                        r = by_th[m]
-                        m += 1
-                        if end[r] <= start[r]:
-                            continue
-                        if nh == cap_h:
-                            grown = <int64_t*>realloc(heap, 2 * cap_h * sizeof(int64_t))
-                            if grown == NULL:
-                                bad = 1
-                                break
-                            heap = grown
-                            cap_h *= 2
-                        _push(heap, nh, r, &acts)
-                        nh += 1
-                    if bad:
-                        break
-                qi = hi
+                t = nxt
+                if t == INT64_MAX:
+                    break
+                while m < n and start[m] == t:
+                    r = m
+                    m += 1
+                    if end[r] <= start[r]:
+                        continue
+                    if nh == cap_h:
+                        grown = <int64_t*>realloc(heap, 2 * cap_h * sizeof(int64_t))
+                        if grown == NULL:
+                            bad = 1
+                            break
+                        heap = grown
+                        cap_h *= 2
+                    _push(heap, nh, r, &acts)
+                    nh += 1
+                if bad:
+                    break
         if bad:
             raise MemoryError()
         out_q = np.empty(tab.used, dtype=np.int64)

@@ -10,7 +10,7 @@ the length of that row's query intervals.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,25 +32,26 @@ CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.in
 
 @dataclass
 class HostActivities:
-    """Host activities as columns sorted by start (kind: ActivityKind). ``name_rank``:
-    per string id, the rank of its text (for ties)."""
+    """One thread's host activities as columns sorted by start (kind: ActivityKind).
+    ``name_rank``: per string id, the rank of its text (for ties)."""
 
     start: I64
     end: I64
     kind: npt.NDArray[np.int8]
     name: I32
-    thread: I32
     name_rank: I32
     n_names: int
 
     @classmethod
-    def of(cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32) -> HostActivities:
-        """The activities of ``trace`` that share an instant with a query ``[q_s, q_e)``
-        on their thread: the only ones that can be innermost at a query's instant."""
+    def per_thread(
+        cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32
+    ) -> Iterator[tuple[int, HostActivities]]:
+        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities that
+        share an instant with one of its queries (the only ones that can be innermost at
+        a query's instant), built one thread at a time."""
         n_threads = max(len(trace.threads), int(q_thread.max(initial=-1)) + 1)
         order = np.lexsort((q_s, q_thread))
-        th = q_thread[order]
-        bounds = np.searchsorted(th, np.arange(n_threads + 1))
+        bounds = np.searchsorted(q_thread[order], np.arange(n_threads + 1))
         sets = [
             iv.union(q_s[order[lo:hi]], q_e[order[lo:hi]])
             for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
@@ -59,16 +60,43 @@ class HostActivities:
         u_off[1:] = np.cumsum([u[0].size for u in sets])
         u_s = np.concatenate([u[0] for u in sets])
         u_e = np.concatenate([u[1] for u in sets])
-        parts = []
-        for table, kind in (
-            (trace.ranges, ActivityKind.RANGE),
-            (trace.api_calls, ActivityKind.CUDA_API),
-            (trace.host_ops, None),
-        ):
+        n_names = len(trace.strings)
+        seen = np.zeros(n_names, dtype=np.int64)
+        parts: list[tuple[Table, I64 | None, int | None]] = []
+        sources: tuple[tuple[Table, int | None], ...] = (
+            (trace.ranges, int(ActivityKind.RANGE)),
+            (trace.api_calls, int(ActivityKind.CUDA_API)),
+            (trace.host_ops, None),  # kind per row
+        )
+        for table, kind in sources:
             keep = _host.touching(table["start"], table["end"], table["thread"], u_off, u_s, u_e)
             rows = None if keep.all() else np.flatnonzero(keep)  # all: no gathered copy
+            names = table["name"] if rows is None else table["name"][rows]
+            seen += np.bincount(names, minlength=n_names)
             parts.append((table, rows, kind))
-        del keep
+        by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
+        rank = np.zeros(n_names, dtype=np.int32)
+        rank[by_text] = np.arange(len(by_text), dtype=np.int32)
+        threads = np.unique(q_thread).tolist()
+        if len(threads) == 1:  # touching kept only rows on the queries' threads
+            yield threads[0], cls._build(parts, rank)
+            return
+        groups = []
+        for table, rows, kind in parts:  # each table's kept rows grouped by thread
+            all_rows = np.arange(len(table)) if rows is None else rows
+            th = table["thread"][all_rows]
+            by_th = np.argsort(th, kind="stable")
+            cut = np.searchsorted(th[by_th], [*threads, threads[-1] + 1])
+            groups.append((table, all_rows[by_th], cut, kind))
+        for i, t in enumerate(threads):
+            yield t, cls._build([(tb, r[c[i] : c[i + 1]], k) for tb, r, c, k in groups], rank)
+
+    @classmethod
+    def _build(
+        cls, parts: Sequence[tuple[Table, I64 | None, int | None]], rank: I32
+    ) -> HostActivities:
+        """The rows of the tables (all when None) as columns sorted by start, one column at
+        a time (one unsorted copy held at a time), so that the sweep reads them in order."""
 
         def column(name: str) -> npt.NDArray[Any]:
             return np.concatenate(
@@ -80,59 +108,72 @@ class HostActivities:
                 ]
             )
 
-        # sorted by start once, a column at a time (one unsorted copy held at a time), so
-        # that the sweep reads them in order
         order = np.argsort(column("start"), kind="stable")
         if order.size < 2**31:  # half the bytes while the columns are gathered
             order = order.astype(np.int32)
-        cols = {c: column(c)[order] for c in ("start", "end", "kind", "name", "thread")}
-        del order
-        n_names = len(trace.strings)
-        used = np.flatnonzero(np.bincount(cols["name"], minlength=n_names))
-        by_text = sorted(used.tolist(), key=trace.strings.__getitem__)
-        rank = np.zeros(n_names, dtype=np.int32)
-        rank[by_text] = np.arange(len(by_text), dtype=np.int32)
+        cols = {c: column(c)[order] for c in ("start", "end", "kind", "name")}
         return cls(
             start=cols["start"],
             end=cols["end"],
             kind=cols["kind"].astype(np.int8, copy=False),
             name=cols["name"].astype(np.int32, copy=False),
-            thread=cols["thread"].astype(np.int32, copy=False),
             name_rank=rank,
-            n_names=n_names,
+            n_names=rank.size,
         )
 
-    def charge(
-        self, q_s: I64, q_e: I64, q_thread: I32, q_row: I64, ranges_only: bool = False
-    ) -> Table:
-        """Each query ``[q_s, q_e)`` on ``q_thread`` charged to the innermost activity
+    def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
+        """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity
         (``ranges_only``: the innermost range) at each instant, summed per ``q_row``."""
-        cols = (self.start, self.end, self.kind, self.name, self.thread)
+        cols = (self.start, self.end, self.kind, self.name)
         if ranges_only:
             rng = np.flatnonzero(self.kind == ActivityKind.RANGE)
             cols = tuple(c[rng] for c in cols)  # type: ignore[assignment]
-        start, end, kinds, names, thread = cols
-        q_order = np.lexsort((q_s, q_thread))
+        start, end, kinds, names = cols
+        q_order = np.argsort(q_s, kind="stable")
         rows, label, ns = _host.innermost_charges(
             start,
             end,
             kinds,
             names,
             self.name_rank,
-            thread,
             np.ascontiguousarray(q_s[q_order]),
             np.ascontiguousarray(q_e[q_order]),
-            np.ascontiguousarray(q_thread[q_order]),
             np.ascontiguousarray(q_row[q_order]),
             self.n_names,
             ActivityKind.UNTRACED,
         )
-        kind = (label // self.n_names).astype(np.int8)
-        name = (label % self.n_names).astype(np.int32)
-        order = np.lexsort((self.name_rank[name], kind, -ns, rows))
         return Table(
-            {"row": rows[order], "kind": kind[order], "name": name[order], "ns": ns[order]}
+            {
+                "row": rows,
+                "kind": (label // self.n_names).astype(np.int8),
+                "name": (label % self.n_names).astype(np.int32),
+                "ns": ns,
+            }
         )
+
+
+def combined(parts: Sequence[Table], name_rank: I32) -> Table:
+    """Charges (of several threads) summed per (row, kind, name) and ordered: by row, then
+    largest first (ties: kind order, then name text)."""
+    if not parts:
+        return empty_charges()
+    c = Table({k: np.concatenate([p[k] for p in parts]) for k in CHARGE_SCHEMA})
+    if len(parts) > 1 and len(c):
+        n = max(int(name_rank.size), 1)
+        key = (c["row"] * 6 + c["kind"]) * n + c["name"]
+        uniq, inv = np.unique(key, return_inverse=True)
+        ns = np.zeros(uniq.size, dtype=np.int64)
+        np.add.at(ns, inv.reshape(-1), c["ns"])
+        c = Table(
+            {
+                "row": uniq // (6 * n),
+                "kind": (uniq // n % 6).astype(np.int8),
+                "name": (uniq % n).astype(np.int32),
+                "ns": ns,
+            }
+        )
+    order = np.lexsort((name_rank[c["name"]], c["kind"], -c["ns"], c["row"]))
+    return c.take(order)
 
 
 def empty_charges() -> Table:
@@ -302,20 +343,27 @@ def host_attribution(
     hw_th = hw["thread"]
     if g_thread.size + hw_th.size == 0:
         return HostAttribution(empty_charges(), empty_charges(), hw, empty_charges())
-    acts = HostActivities.of(
+    got: list[list[Table]] = [[], [], []]
+    rank = np.zeros(0, dtype=np.int32)
+    hw_rows = np.arange(len(hw), dtype=np.int64)
+    for t, acts in HostActivities.per_thread(
         trace,
         np.concatenate([gaps.g0, hw["start_ns"]]),
         np.concatenate([gaps.host_bound_end, hw["end_ns"]]),
         np.concatenate([g_thread, hw_th]).astype(np.int32),
-    )
-    q = (gaps.g0, gaps.host_bound_end, g_thread, gaps.window_row)
+    ):
+        g = np.flatnonzero(g_thread == t)
+        q = (gaps.g0[g], gaps.host_bound_end[g], gaps.window_row[g])
+        h = np.flatnonzero(hw_th == t)
+        got[0].append(acts.charge(*q))
+        got[1].append(acts.charge(*q, ranges_only=True))
+        got[2].append(acts.charge(hw["start_ns"][h], hw["end_ns"][h], hw_rows[h]))
+        rank = acts.name_rank
     out = HostAttribution(
-        bound_by_activity=acts.charge(*q),
-        bound_by_range=acts.charge(*q, ranges_only=True),
+        bound_by_activity=combined(got[0], rank),
+        bound_by_range=combined(got[1], rank),
         windows=hw,
-        by_activity=acts.charge(
-            hw["start_ns"], hw["end_ns"], hw_th, np.arange(len(hw), dtype=np.int64)
-        ),
+        by_activity=combined(got[2], rank),
     )
     n = host_bound_ns.size
     for c in (out.bound_by_activity, out.bound_by_range):

@@ -210,7 +210,7 @@ def test_kineto_host_view_names_the_aten_op_of_each_long_stall(shared_dir, steps
     the cuDNN SDPA kernel) is charged, almost all of it, to the aten operator the launching
     thread was inside: aten::_cudnn_attention_forward. The nsys capture, with no cpu_ops,
     can only name the NVTX range (layer)."""
-    from pytimings.analysis.host import HostActivities
+    from pytimings.analysis.host import HostActivities, combined
     from pytimings.ingest import load
 
     tr = load(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
@@ -220,9 +220,12 @@ def test_kineto_host_view_names_the_aten_op_of_each_long_stall(shared_dir, steps
     assert long.size == 14
     names = {tr.strings[i] for i in tr.gpu_ops["name"][g.op[long]]}
     assert len(names) == 1 and "sdpa" in names.pop()
-    q = (g.g0[long], g.host_bound_end[long], a.launches.thread[g.op[long]])
-    acts = HostActivities.of(tr, *q)
-    c = acts.charge(*q, np.arange(long.size, dtype=np.int64))
+    thread = a.launches.thread[g.op[long]]
+    ((_, acts),) = HostActivities.per_thread(tr, g.g0[long], g.host_bound_end[long], thread)
+    c = combined(  # per stall: largest first
+        [acts.charge(g.g0[long], g.host_bound_end[long], np.arange(long.size, dtype=np.int64))],
+        acts.name_rank,
+    )
     for i in range(long.size):
         mine = c.take(np.flatnonzero(c["row"] == i))
         top = tr.strings[int(mine["name"][0])]
