@@ -715,8 +715,9 @@ class _Loader:
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
         rank: int,
     ) -> Table:
-        kind = np.full(len(host["start"]), ActivityKind.CPU_OP, dtype=np.int8)
-        kind[host["cat"] == _jsonscan.CLASS_PYTHON] = ActivityKind.PYTHON
+        kind = np.empty(len(host["start"]), dtype=np.int8)
+        for cls, k in _HOST_KIND.items():
+            kind[host["cat"] == cls] = k
         return conform(
             {
                 "start": host["start"],
