@@ -344,6 +344,7 @@ def host_attribution(
     if g_thread.size + hw_th.size == 0:
         return HostAttribution(empty_charges(), empty_charges(), hw, empty_charges())
     got: list[list[Table]] = [[], [], []]
+    n_win = host_bound_ns.size
     rank = np.zeros(0, dtype=np.int32)
     hw_rows = np.arange(len(hw), dtype=np.int64)
     for t, acts in HostActivities.per_thread(
@@ -353,11 +354,19 @@ def host_attribution(
         np.concatenate([g_thread, hw_th]).astype(np.int32),
     ):
         g = np.flatnonzero(g_thread == t)
-        q = (gaps.g0[g], gaps.host_bound_end[g], gaps.window_row[g])
         h = np.flatnonzero(hw_th == t)
-        got[0].append(acts.charge(*q))
+        # one sweep for the gaps (rows of the windows) and the host windows (rows after them)
+        both = acts.charge(
+            np.concatenate([gaps.g0[g], hw["start_ns"][h]]),
+            np.concatenate([gaps.host_bound_end[g], hw["end_ns"][h]]),
+            np.concatenate([gaps.window_row[g], n_win + hw_rows[h]]),
+        )
+        of_gaps = both["row"] < n_win
+        got[0].append(both.take(np.flatnonzero(of_gaps)))
+        of_hw = both.take(np.flatnonzero(~of_gaps))
+        got[2].append(of_hw.with_columns(row=of_hw["row"] - n_win))
+        q = (gaps.g0[g], gaps.host_bound_end[g], gaps.window_row[g])
         got[1].append(acts.charge(*q, ranges_only=True))
-        got[2].append(acts.charge(hw["start_ns"][h], hw["end_ns"][h], hw_rows[h]))
         rank = acts.name_rank
     out = HostAttribution(
         bound_by_activity=combined(got[0], rank),
