@@ -28,6 +28,13 @@ from pytimings.table import Table
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.int64}
+Rows = npt.NDArray[Any] | None  # rows of a table: an index, a boolean mask, or all (None)
+
+
+def _count(table: Table, rows: Rows) -> int:
+    if rows is None:
+        return len(table)
+    return int(np.count_nonzero(rows)) if rows.dtype == bool else int(rows.size)
 
 
 @dataclass
@@ -62,18 +69,21 @@ class HostActivities:
         u_e = np.concatenate([u[1] for u in sets])
         n_names = len(trace.strings)
         seen = np.zeros(n_names, dtype=np.int64)
-        parts: list[tuple[Table, I64 | None, int | None]] = []
+        parts: list[tuple[Table, Rows, int | None]] = []
         sources: tuple[tuple[Table, int | None], ...] = (
             (trace.ranges, int(ActivityKind.RANGE)),
             (trace.api_calls, int(ActivityKind.CUDA_API)),
             (trace.host_ops, None),  # kind per row
         )
         for table, kind in sources:
-            keep = _host.touching(table["start"], table["end"], table["thread"], u_off, u_s, u_e)
-            rows = None if keep.all() else np.flatnonzero(keep)  # all: no gathered copy
+            keep = _host.touching(
+                table["start"], table["end"], table["thread"], u_off, u_s, u_e
+            ).view(bool)  # a mask: 1 byte per row, not an 8-byte row index
+            rows = None if keep.all() else keep  # all: no gathered copy
             names = table["name"] if rows is None else table["name"][rows]
             seen += np.bincount(names, minlength=n_names)
             parts.append((table, rows, kind))
+            del keep, names
         by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
@@ -83,7 +93,7 @@ class HostActivities:
             return
         groups = []
         for table, rows, kind in parts:  # each table's kept rows grouped by thread
-            all_rows = np.arange(len(table)) if rows is None else rows
+            all_rows = np.arange(len(table)) if rows is None else np.flatnonzero(rows)
             th = table["thread"][all_rows]
             by_th = np.argsort(th, kind="stable")
             cut = np.searchsorted(th[by_th], [*threads, threads[-1] + 1])
@@ -92,18 +102,17 @@ class HostActivities:
             yield t, cls._build([(tb, r[c[i] : c[i + 1]], k) for tb, r, c, k in groups], rank)
 
     @classmethod
-    def _build(
-        cls, parts: Sequence[tuple[Table, I64 | None, int | None]], rank: I32
-    ) -> HostActivities:
-        """The rows of the tables (all when None) as columns sorted by start, one column at
-        a time (one unsorted copy held at a time), so that the sweep reads them in order."""
+    def _build(cls, parts: Sequence[tuple[Table, Rows, int | None]], rank: I32) -> HostActivities:
+        """The rows of the tables (a row index or a mask; all when None) as columns sorted
+        by start, one column at a time (one unsorted copy held at a time), so that the
+        sweep reads them in order."""
 
         def column(name: str) -> npt.NDArray[Any]:
             return np.concatenate(
                 [
                     (t[name] if r is None else t[name][r])
                     if k is None or name != "kind"
-                    else np.full(len(t) if r is None else r.size, k, dtype=np.int8)
+                    else np.full(_count(t, r), k, dtype=np.int8)
                     for t, r, k in parts
                 ]
             )
