@@ -373,3 +373,31 @@ def test_launch_at_gap_start_is_device_wait_and_ties_pick_earliest_launch():
     )
     got = labels(attribute(tr)._row(0))
     assert got["device_wait"] == 10 + 30 and got["host_bound"] == 0
+
+
+def test_launch_overhead_ends_50us_after_the_call_returns():
+    """A gap [0, 300) µs before an op whose launch call ran [100, 110) µs: host_bound until
+    the call, launch_overhead until 50 µs after it returned, device_wait after that (the
+    op was submitted and still did not start); the label lanes cut the gap the same way."""
+    from pytimings.report.segments import label_segments
+
+    us = 1000
+    tr = make_trace(
+        [{"start": 300 * us, "end": 400 * us, "correlation": 1}],
+        [{"start": 100 * us, "end": 110 * us, "correlation": 1}],
+        [{"start": 0, "end": 400 * us, "name": "step"}],
+    )
+    a = attribute(tr)
+    got = labels(a._row(0))
+    assert (got["host_bound"], got["launch_overhead"], got["device_wait"]) == (
+        100 * us,
+        60 * us,
+        140 * us,
+    )
+    s, e, lab = label_segments(a, 0, 0)
+    assert list(zip(s.tolist(), e.tolist(), [LABELS[i] for i in lab], strict=True)) == [
+        (0, 100 * us, "host_bound"),
+        (100 * us, 160 * us, "launch_overhead"),
+        (160 * us, 300 * us, "device_wait"),
+        (300 * us, 400 * us, "compute"),
+    ]
