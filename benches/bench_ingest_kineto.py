@@ -14,9 +14,10 @@ pytimings runs, and the run says so.
 A third contender, "msgspec*", decodes the whole document at once into typed Structs (the
 design pytimings rejected for its memory; it builds no model, so it only bounds parsing).
 
-Checks: pytimings' kernel/memcpy/memset/API/annotation counts must equal an independent
-count with the standard json module (exit status 1 otherwise); HTA's kernel count is
-compared too. Targets (reported, from issue 3): >= 15x faster, <= 1/5 of HTA's peak memory.
+Checks: pytimings' kernel/memcpy/memset/API/annotation/cpu_op/python_function counts must
+equal an independent count with the standard json module (exit status 1 otherwise); HTA's
+kernel count is compared too. Both loaders load the cpu_op and python_function events.
+Targets (reported, from issues 3 and 12): >= 15x faster, <= 1/5 of HTA's peak memory.
 
     python benches/bench_ingest_kineto.py [--runs 3] [--hta-python PATH] [--copies 16]
 """
@@ -49,13 +50,14 @@ from pytimings.ingest.kineto import load_kineto
 t1 = time.perf_counter(); c1 = time.process_time()
 tr = load_kineto(sys.argv[1])
 t2 = time.perf_counter(); c2 = time.process_time()
-g, a, r = tr.gpu_ops, tr.api_calls, tr.ranges
+g, a, r, h = tr.gpu_ops, tr.api_calls, tr.ranges, tr.host_ops
 print(json.dumps({
     "import_s": t1 - t0, "load_s": t2 - t1, "cpu_s": c2 - c1,
     "kernels": int((g["kind"] == 0).sum()), "memcpys": int((g["kind"] == 1).sum()),
     "memsets": int((g["kind"] == 2).sum()), "api": len(a),
-    "annotations": int((r["kind"] == 2).sum()), "gpu_annotations": int((r["kind"] == 4).sum()),
-    "rows": len(g) + len(a) + len(r), "held_bytes": tr.nbytes,
+    "annotations": int((r["kind"] == 2).sum()),
+    "cpu_ops": int((h["kind"] == 2).sum()), "python_functions": int((h["kind"] == 3).sum()),
+    "rows": len(g) + len(a) + len(r) + len(h), "held_bytes": tr.nbytes,
     "events": tr.meta["events"],
 }))
 """
@@ -146,7 +148,8 @@ def independent_counts(path: str | Path) -> dict[str, int]:
         "memsets": cats["gpu_memset"] + cats["Memset"],
         "api": cats["cuda_runtime"] + cats["Runtime"] + cats["cuda_driver"] + cats["cuda_sync"],
         "annotations": cats["user_annotation"],
-        "gpu_annotations": cats["gpu_user_annotation"],
+        "cpu_ops": cats["cpu_op"] + cats["Operator"],
+        "python_functions": cats["python_function"],
         "events": len(events),
         "json_bytes": len(raw),
     }
@@ -276,7 +279,8 @@ def main() -> int:
                 "memsets",
                 "api",
                 "annotations",
-                "gpu_annotations",
+                "cpu_ops",
+                "python_functions",
                 "events",
             ):
                 if ours[-1][key] != want[key]:

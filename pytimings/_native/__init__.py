@@ -6,6 +6,7 @@ analyses (``analysis``) can both use them without depending on each other.
 - ``_jsonscan``, ``_kineto``: the Kineto JSON splitter and its column builder
 - ``_kernels``: small array kernels (sortedness, open-range depth)
 - ``_intervals``: interval algebra for the partition (unions, clipping, gaps, charges)
+- ``_host``: host attribution (time on a thread charged to its innermost activity)
 - ``_stats``: grouped count/mean/percentiles
 
 Every kernel has a plain-Python twin in the tests that checks it.

@@ -6,6 +6,7 @@ import numpy.typing as npt
 _I64 = npt.NDArray[np.int64]
 
 NO_LAUNCH_NS: int
+LAUNCH_PICKUP_NS: int
 __test__: dict[str, str]  # added by Cython
 
 def union(starts: _I64, ends: _I64) -> tuple[_I64, _I64]: ...
@@ -32,6 +33,7 @@ def partition_windows(
     k_op: _I64,
     starts: _I64,
     lstart: _I64,
+    lend: _I64,
     want_gaps: Literal[False] = ...,
 ) -> _I64: ...
 @overload
@@ -44,5 +46,6 @@ def partition_windows(
     k_op: _I64,
     starts: _I64,
     lstart: _I64,
+    lend: _I64,
     want_gaps: Literal[True],
 ) -> tuple[_I64, tuple[_I64, _I64, _I64, _I64, _I64]]: ...

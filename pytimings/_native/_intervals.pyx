@@ -21,6 +21,10 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int64_t, uint8_t
 cdef int64_t NO_LAUNCH = INT64_MIN   # k_lstart value: k has no known launch call
 cdef int64_t NEVER = INT64_MAX
 NO_LAUNCH_NS = INT64_MIN             # the same marker, for callers
+# launch_overhead ends this long after the launch call returns (the GPU picking the op up);
+# the rest of the gap is device_wait (docs/attribution.md, the partition)
+cdef int64_t PICKUP = 50000
+LAUNCH_PICKUP_NS = PICKUP
 
 
 cdef inline Py_ssize_t _first_ge(const int64_t[::1] a, int64_t x) noexcept nogil:
@@ -383,20 +387,25 @@ cdef inline Py_ssize_t _first_op_at_or_after(const int64_t[::1] k_op, const int6
     return lo
 
 
-cdef inline int64_t _split_gap(int64_t g0, int64_t g1, int64_t ls, int64_t[:, ::1] out,
-                               Py_ssize_t w) noexcept nogil:
-    """Add the idle gap [g0, g1) to row ``w`` split per the contract, given the start of
-    the launch call of the op that ends it; returns the end of its host_bound part."""
+cdef inline int64_t _split_gap(int64_t g0, int64_t g1, int64_t ls, int64_t le,
+                               int64_t[:, ::1] out, Py_ssize_t w) noexcept nogil:
+    """Add the idle gap [g0, g1) to row ``w`` split per the contract, given the start and
+    end of the launch call of the op that ends it; returns the end of its host_bound part.
+    ``[g0, a)`` host_bound, ``[a, b)`` launch_overhead, ``[b, g1)`` device_wait with
+    ``a = min(g1, ls)``, ``b = max(a, min(g1, le + PICKUP))``."""
+    cdef int64_t a, b
     if ls == NO_LAUNCH:
         out[w, 7] += g1 - g0
         return g0
     if ls > g0:
-        if ls >= g1:
-            out[w, 4] += g1 - g0
-            return g1
-        out[w, 4] += ls - g0
-        out[w, 5] += g1 - ls
-        return ls
+        a = ls if ls < g1 else g1
+        b = le + PICKUP if le < g1 - PICKUP else g1
+        if b < a:
+            b = a
+        out[w, 4] += a - g0
+        out[w, 5] += b - a
+        out[w, 6] += g1 - b
+        return a
     out[w, 6] += g1 - g0
     return g0
 
@@ -411,11 +420,13 @@ def _grow(arr, Py_ssize_t used, Py_ssize_t cap):
 def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
                       const int64_t[::1] s_s, const int64_t[::1] s_e, const int8_t[::1] s_l,
                       const int64_t[::1] k_op, const int64_t[::1] starts,
-                      const int64_t[::1] lstart, bint want_gaps=False):
+                      const int64_t[::1] lstart, const int64_t[::1] lend,
+                      bint want_gaps=False):
     """The eight-label partition of each window ``[w_s, w_e)`` of one device.
 
     ``s_*`` are the busy segments from :func:`sweep`; ``k_op`` comes from
-    :func:`first_per_start` and indexes the full ``starts``/``lstart`` columns. Returns an
+    :func:`first_per_start` and indexes the full ``starts``/``lstart``/``lend`` columns
+    (``lend``: the launch call's end, read only where ``lstart`` is known). Returns an
     int64 array ``[n_windows, 8]`` whose rows sum to the window lengths; with
     ``want_gaps`` also the idle gaps that have a host_bound part, as arrays
     ``(window, g0, g1, host_bound_end, op)`` (``op``: the row that ends the gap).
@@ -423,7 +434,7 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
     """
     cdef Py_ssize_t nw = w_s.shape[0], ns = s_s.shape[0], nk = k_op.shape[0]
     cdef Py_ssize_t w, i, ng = 0, cap_g = 0, j
-    cdef int64_t cur, a, b, hb, ls
+    cdef int64_t cur, a, b, hb, ls, le
     out_arr = np.zeros((nw, 8), dtype=np.int64)
     cdef int64_t[:, ::1] out = out_arr
     bufs = [np.empty(0, dtype=np.int64) for _ in range(5)]
@@ -454,7 +465,8 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
                 if a > cur:  # an idle gap [cur, a)
                     j = _first_op_at_or_after(k_op, starts, a)
                     ls = lstart[k_op[j]] if j < nk else NO_LAUNCH
-                    hb = _split_gap(cur, a, ls, out, w)
+                    le = lend[k_op[j]] if j < nk else NO_LAUNCH
+                    hb = _split_gap(cur, a, ls, le, out, w)
                     if want_gaps and hb > cur:
                         gw[ng] = w
                         g0v[ng] = cur

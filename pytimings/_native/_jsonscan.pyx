@@ -37,7 +37,7 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
     int pthread_cond_broadcast(pthread_cond_t*)
 
-# element classes (kept in sync with pytimings/ingest/kineto.py); the modelled ones (0-7)
+# element classes (kept in sync with pytimings/ingest/kineto.py); the modelled ones (0-9)
 # are one class per category so that the decoder need not decode "cat"
 cdef enum:
     C_KERNEL = 0       # kernel (2021-era: Kernel)
@@ -47,11 +47,13 @@ cdef enum:
     C_DRIVER = 4       # cuda_driver
     C_SYNC = 5         # cuda_sync
     C_ANNOTATION = 6   # user_annotation
-    C_GPU_ANNOTATION = 7  # gpu_user_annotation
-    C_FLOW = 8         # ac2g (and the older async / async_cpu_to_gpu launch flows)
-    C_NOCAT = 9        # elements without "cat": metadata (process/thread names), markers
-    C_OTHER = 10       # everything else (cpu_op, python_function, ...): validated, counted
-    N_CLASSES = 11
+    C_GPU_ANNOTATION = 7  # gpu_user_annotation (validated and counted: not ranges)
+    C_CPU_OP = 8       # cpu_op (2021-era: Operator)
+    C_PYTHON = 9       # python_function
+    C_FLOW = 10        # ac2g (and the older async / async_cpu_to_gpu launch flows)
+    C_NOCAT = 11       # elements without "cat": metadata (process/thread names), markers
+    C_OTHER = 12       # everything else (cpu_instant_event, overhead, ...): validated, counted
+    N_CLASSES = 13
 CLASS_KERNEL = C_KERNEL
 CLASS_MEMCPY = C_MEMCPY
 CLASS_MEMSET = C_MEMSET
@@ -60,6 +62,8 @@ CLASS_DRIVER = C_DRIVER
 CLASS_SYNC = C_SYNC
 CLASS_ANNOTATION = C_ANNOTATION
 CLASS_GPU_ANNOTATION = C_GPU_ANNOTATION
+CLASS_CPU_OP = C_CPU_OP
+CLASS_PYTHON = C_PYTHON
 CLASS_FLOW = C_FLOW
 CLASS_NOCAT = C_NOCAT
 CLASS_OTHER = C_OTHER
@@ -85,6 +89,7 @@ _CATS = (
     (b"cuda_runtime", C_RUNTIME), (b"cuda_driver", C_DRIVER), (b"cuda_sync", C_SYNC),
     (b"Runtime", C_RUNTIME),
     (b"user_annotation", C_ANNOTATION), (b"gpu_user_annotation", C_GPU_ANNOTATION),
+    (b"cpu_op", C_CPU_OP), (b"Operator", C_CPU_OP), (b"python_function", C_PYTHON),
     (b"ac2g", C_FLOW), (b"async", C_FLOW), (b"async_cpu_to_gpu", C_FLOW),
 )
 

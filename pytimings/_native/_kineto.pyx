@@ -189,8 +189,9 @@ cdef inline int _intern(object s, dict ids, list strings) except -1:
 
 def event_rows(list evs, int cat, dict ids, list strings, dict keys, object exact,
                const int64_t[::1] index):
-    """Columns of complete ('X') events of one category (code ``cat``): GPU ops, API calls
-    or ranges. ``index``: each event's position in traceEvents (kept as a column).
+    """Columns of complete ('X') events of one category (code ``cat``): GPU ops, API calls,
+    ranges or host events (these have ``args`` None). ``index``: each event's position in
+    traceEvents (kept as a column).
 
     Returns (columns dict, {ph: count} of events that are not 'X').
     """

@@ -20,6 +20,7 @@ from pytimings._native import _intervals as iv
 from pytimings.analysis.classes import Rule, classify
 from pytimings.analysis.collectives import collectives
 from pytimings.analysis.graphs import graph_use
+from pytimings.analysis.host import host_attribution
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.analysis.partition import LABELS, Gaps, concat, device_rows, device_timeline
 from pytimings.analysis.result import SCHEMA, Attribution, LaunchLatency
@@ -72,9 +73,12 @@ def attribute(
     rules: ``{"comm": [regex or callable(name) -> bool, ...], "memory": ..., ...}``.
     """
     ops = trace.gpu_ops
-    if len(ops) == 0:
-        raise UsageError("the trace has no GPU ops (kernels, memcpys, memsets) to attribute")
-    rank_sel = _select(ops["rank"], ranks, "rank")
+    if len(ops) == 0 and by is None:
+        raise UsageError(
+            "the trace has no GPU ops (kernels, memcpys, memsets): give --by NAME "
+            "(by=NAME) for the host view of each instance of a range"
+        )
+    rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
     in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
     dev_sel = _select(ops["device"][in_ranks], devices, "device")
     del in_ranks
@@ -121,6 +125,7 @@ def attribute(
                 tl.k_op,
                 ops["start"],
                 launches.start,
+                launches.end,
                 True,
             )
             del tl
@@ -171,13 +176,14 @@ def attribute(
     table = table.take(order)
     rr = rr[order]
     gaps = Gaps.concat(gap_parts)
-    gaps.window_row = inverse[gaps.window_row]
+    gaps.window_row = inverse[gaps.window_row] if len(gaps.window_row) else gaps.window_row
     if len(gap_parts) > 1 or len(table) > 1:  # gaps in window order, then time order
         g_order = np.lexsort((gaps.g0, gaps.window_row))
         gaps = Gaps(*(getattr(gaps, f)[g_order] for f in Gaps.__dataclass_fields__))
     total = sum(table[f"{x}_ns"] for x in LABELS)
     if not np.array_equal(total, table["window_ns"]):  # the invariant, checked on every input
         raise AssertionError("attribution labels do not sum to the window lengths")
+    host = host_attribution(trace, launches, gaps, table["host_bound_ns"], win, by is not None)
     ignored = {
         "GPU ops ending before they start": int(np.sum(ops["end"] < ops["start"])),
         "ranges ending before they start (taken as zero-length)": int(
@@ -198,7 +204,14 @@ def attribute(
         graphs=graph_use(
             trace, launches, zip(table["rank"].tolist(), table["device"].tolist(), strict=True)
         ),
+        host=host,
     )
+
+
+def _host_ranks(trace: Trace) -> npt.NDArray[np.int16]:
+    """The ranks of a trace with no GPU ops: those of its ranges on host threads."""
+    rg = trace.ranges
+    return np.asarray(rg["rank"][rg["thread"] >= 0], dtype=np.int16)
 
 
 def _device_latency(trace: Trace, launches: Launches, rank: int, device: int) -> tuple[I64, I64]:

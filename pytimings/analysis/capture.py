@@ -112,7 +112,7 @@ def late_starts(a: Attribution) -> list[Finding]:
     gi = np.flatnonzero(np.isin(g.op, rows))
     ret = lend[np.searchsorted(rows, g.op[gi])]  # rows are sorted (reported(): row order)
     hb = g.host_bound_end[gi]
-    lo = int(np.maximum(0, hb + g.launch_overhead_ns()[gi] - np.maximum(hb, ret)).sum())
+    lo = int(np.maximum(0, hb + g.launch_overhead_ns(a.launches)[gi] - np.maximum(hb, ret)).sum())
     total = 0
     for r, d in _pairs(a):
         m = np.flatnonzero((ops["rank"][rows] == r) & (ops["device"][rows] == d))

@@ -345,7 +345,7 @@ def kernels(a: Attribution) -> list[Finding]:
     rep = _repeating(a)
     in_rep = int(a.windows["launch_overhead_ns"][rep[2]].sum()) if rep else 0
     win = max(1, t["window_ns"])
-    glo = a.gaps.launch_overhead_ns()
+    glo = a.gaps.launch_overhead_ns(a.launches)
     has = glo > 0
     glo, graph_gap = glo[has], in_graph[a.gaps.op[has]]
     long_gap = ~graph_gap & (glo >= LONG_LAUNCH_GAP_NS)
@@ -458,7 +458,9 @@ def graphs(a: Attribution) -> list[Finding]:
         f"none from a {trace_vendor(a.trace)} graph; "
         f"the GPU spends {ms(lo / n)} per window in launch_overhead"
     )
-    gaps = np.flatnonzero((a.gaps.launch_overhead_ns() > 0) & np.isin(a.gaps.window_row, rows))
+    gaps = np.flatnonzero(
+        (a.gaps.launch_overhead_ns(a.launches) > 0) & np.isin(a.gaps.window_row, rows)
+    )
     return [
         Finding(
             "kernel",

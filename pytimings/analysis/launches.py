@@ -19,12 +19,13 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass
 class Launches:
-    """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown) and
-    that call's start (``NO_LAUNCH`` when unknown); ``thread`` is derived on first use;
+    """For each GPU op: the row of its launch call in ``api_calls`` (-1 when unknown), that
+    call's start (``NO_LAUNCH`` when unknown) and end; ``thread`` is derived on first use;
     ``unlinked`` counts the ops whose correlation id no launch call carries."""
 
     api_row: I64
     start: I64
+    end: I64  # the launch call's end (meaningful where ``start`` is known)
     api_thread: npt.NDArray[np.int32]  # api_calls["thread"], to derive ``thread``
     unlinked: int = 0  # ops with a correlation id that no launch call carries
 
@@ -44,8 +45,15 @@ def link_launches(trace: Trace) -> Launches:
     api = trace.api_calls
     api_row = launch_index(trace)
     n = api_row.size
-    start = np.take(api["start"], np.maximum(api_row, 0)) if len(api) else np.empty(n, np.int64)
+    at = np.maximum(api_row, 0)
+    start = np.take(api["start"], at) if len(api) else np.empty(n, np.int64)
+    end = np.take(api["end"], at) if len(api) else np.empty(n, np.int64)
+    del at
     start[api_row < 0] = NO_LAUNCH
     return Launches(
-        api_row=api_row, start=start, api_thread=api["thread"], unlinked=unlinked(trace, api_row)
+        api_row=api_row,
+        start=start,
+        end=end,
+        api_thread=api["thread"],
+        unlinked=unlinked(trace, api_row),
     )

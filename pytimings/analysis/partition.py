@@ -95,11 +95,15 @@ class Gaps:
     host_bound_end: I64
     op: I64
 
-    def launch_overhead_ns(self) -> I64:
+    def launch_overhead_ns(self, launches: Launches) -> I64:
         """Per gap, its ``launch_overhead`` part: from the end of its host_bound part (the
-        launch call's start) to the gap's end. Every gap with launch_overhead is here: its
+        launch call's start) to ``LAUNCH_PICKUP_NS`` after the call returned, at most to the
+        gap's end (the rest is device_wait). Every gap with launch_overhead is here: its
         launch call starts after the gap begins, so its host_bound part is not empty."""
-        return self.g1 - self.host_bound_end
+        picked_up = launches.end[self.op] + iv.LAUNCH_PICKUP_NS
+        end = np.minimum(self.g1, np.maximum(self.host_bound_end, picked_up))
+        out: I64 = end - self.host_bound_end
+        return out
 
     @classmethod
     def concat(cls, parts: Sequence[Gaps]) -> Gaps:

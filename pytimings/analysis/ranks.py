@@ -37,6 +37,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.classes import COMM
 from pytimings.analysis.collectives import collectives
 from pytimings.analysis.finding import Finding, runs_text
+from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.replay import add_savings
@@ -45,7 +46,7 @@ from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
 from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank
 from pytimings.ingest.processes import select_rank, split_processes
-from pytimings.model.trace import SCHEMAS, Trace
+from pytimings.model.trace import SCHEMAS, StringTable, Trace
 from pytimings.table import Table
 
 EXECUTORS = ("local", "dask")
@@ -63,6 +64,8 @@ class RankResult:
     latency_ns: npt.NDArray[np.int64]
     comm: Trace  # the rank's communication ops only (for the collectives)
     findings: list[Finding]
+    host: HostAttribution  # names renumbered into host_names
+    host_names: list[str]
     graphs: list[dict[str, Any]] = field(default_factory=list)  # Attribution.graphs
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
@@ -153,10 +156,13 @@ def _analyze_rank(
         devices=Table.empty(SCHEMAS["devices"]),
         strings=trace.strings,
     )
+    host, host_names = a.host.compact(trace.strings)
     return RankResult(
         path=path,
         rank=rank,
         rank_source=source,
+        host=host,
+        host_names=host_names,
         windows=a.windows,
         window_thread=_window_threads(a),
         latency_ns=a.launch_latency.latency_ns,
@@ -330,6 +336,9 @@ def reduce_ranks(
     )
     windows = windows.take(order)
     comm = Trace.merge([r.comm for r in results])
+    names = StringTable(comm.strings)
+    host = merge_host([(r.host, r.host_names, len(r.windows)) for r in results], names, order)
+    comm.strings = names.strings
     dropped: dict[str, int] = {}
     ignored: dict[str, int] = {}
     for r in results:
@@ -348,6 +357,7 @@ def reduce_ranks(
         launches=Launches(
             api_row=np.full(n_comm, -1, dtype=np.int64),
             start=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
+            end=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
             api_thread=np.empty(0, dtype=np.int32),
         ),
         classes=np.full(n_comm, COMM, dtype=np.int8),
@@ -358,6 +368,7 @@ def reduce_ranks(
         window_range_rows=np.full(len(windows), -1, dtype=np.int64),
         graphs=[g for r in results for g in r.graphs],
         ignored=ignored,
+        host=host,
     )
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))

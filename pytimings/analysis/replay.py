@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 I64 = npt.NDArray[np.int64]
 NONE = np.iinfo(np.int64).min
-CAP_NS = 50_000  # the contract's submission bound: the latency a replay keeps after a dependency
+CAP_NS = iv.LAUNCH_PICKUP_NS  # the contract's 50 µs bound: the latency a replay keeps
 # ---------------------------------------------------------------------------- changes
 
 

@@ -13,18 +13,20 @@ import numpy.typing as npt
 from pytimings.analysis import findings, replay
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
+from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
 
 # The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
-# windows) and per_window_stats, slowest, launch_latency, graphs (per rank and device:
+# windows with their host_bound_by_activity / host_bound_by_range lists, host_windows,
+# host_totals) and per_window_stats, slowest, launch_latency, graphs (per rank and device:
 # graph launches, the ops they ran, launch calls by name), findings, collectives (several
 # ranks); "ignored": events the partition could not use, by reason; "dropped": records
 # the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
 # number; a reason that did not occur is absent.
-SCHEMA = "pytimings.attribution/1"
+SCHEMA = "pytimings.attribution/2"
 I64 = npt.NDArray[np.int64]
 
 
@@ -74,6 +76,8 @@ class Attribution:
     window_range_rows: I64  # per windows row: the row in trace.ranges it came from (-1: trace)
     # per (rank, device) with graph-replayed ops (:func:`pytimings.analysis.graphs.graph_use`)
     graphs: list[dict[str, Any]] = field(default_factory=list)
+    # what the host was doing: host_bound charges per windows row, the --by host windows
+    host: HostAttribution = field(default_factory=HostAttribution.empty)
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
     _findings: list[Finding] | None = field(default=None, repr=False)
@@ -118,12 +122,48 @@ class Attribution:
             self._findings = findings.ranked(found, self.totals["window_ns"])
         return self._findings
 
+    def _lists(self, charges: Table, n_rows: int) -> list[list[dict[str, Any]]]:
+        return charge_lists(charges, n_rows, self.trace.strings)
+
+    def host_windows(self) -> list[dict[str, Any]]:
+        """The JSON ``host_windows``: per --by range instance, its own extent on its thread
+        charged to the innermost host activity (``by_activity``)."""
+        hw = self.host.windows
+        lists = self._lists(self.host.by_activity, len(hw))
+        keys = ("name", "start_ns", "end_ns", "rank", "window_ns")
+        return [
+            {**{k: (hw[k][i] if k == "name" else int(hw[k][i])) for k in keys}, "by_activity": v}
+            for i, v in enumerate(lists)
+        ]
+
     def to_dict(self) -> dict[str, Any]:
+        n = len(self.windows)
+        by_act = self._lists(self.host.bound_by_activity, n)
+        by_rng = self._lists(self.host.bound_by_range, n)
+        strings = self.trace.strings
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "by": self.by,
-            "totals": self.totals,
-            "windows": [self._row(i) for i in range(len(self.windows))],
+            "totals": {
+                **self.totals,
+                "host_bound_by_activity": self._lists(
+                    summed(self.host.bound_by_activity, strings), 1
+                )[0],
+                "host_bound_by_range": self._lists(summed(self.host.bound_by_range, strings), 1)[0],
+            },
+            "windows": [
+                {
+                    **self._row(i),
+                    "host_bound_by_activity": by_act[i],
+                    "host_bound_by_range": by_rng[i],
+                }
+                for i in range(n)
+            ],
+            "host_windows": self.host_windows(),
+            "host_totals": {
+                "window_ns": int(self.host.windows["window_ns"].sum()),
+                "by_activity": self._lists(summed(self.host.by_activity, strings), 1)[0],
+            },
             "per_window_stats": self.per_window_stats(),
             "slowest": self.slowest(5),
             "launch_latency": {

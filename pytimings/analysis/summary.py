@@ -19,6 +19,10 @@ default linear interpolation):
 - ``api``: per (rank, kind, name) CUDA runtime/driver calls and synchronisation rows;
   a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``) is dropped from the name,
   exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060`` keeps its suffix there too).
+- ``cpu_ops`` (only for traces that have Kineto ``cpu_op`` host activities): per (rank,
+  operator name as written) count, total, mean, p50, p99, min, max of the operators'
+  wall time on their thread. Operators nest (``aten::linear`` contains ``aten::addmm``),
+  so a total includes the time of the operators inside it.
 
 With ``per_device=False`` every group spans all ranks and devices (rank and device -1),
 which is how Nsight's ``nsys stats`` reports aggregate a multi-process export.
@@ -35,7 +39,7 @@ import numpy.typing as npt
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, range_label, short_kernel_name, trace_vendor
-from pytimings.model.trace import ApiKind, CopyKind, OpKind, RangeKind, Trace
+from pytimings.model.trace import ActivityKind, ApiKind, CopyKind, OpKind, RangeKind, Trace
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
@@ -58,7 +62,6 @@ _STYLE = {
     RangeKind.NVTX_STARTEND: "StartEnd",
     RangeKind.ANNOTATION: "Annotation",
     RangeKind.REGION: "Region",
-    RangeKind.GPU_ANNOTATION: "GpuAnnotation",
 }
 _API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", ApiKind.SYNC: "sync"}
 
@@ -67,12 +70,15 @@ def trace_summary(
     trace: Trace, top: int | None = None, per_device: bool = True
 ) -> dict[str, Table]:
     """The summary tables of a trace (see the module docstring); ``top`` rows per group."""
-    return {
+    tables = {
         "kernels": _kernels(trace, top, per_device),
         "memory": _memory(trace, per_device),
         "ranges": _ranges(trace, top, per_device),
         "api": _api(trace, top, per_device),
     }
+    if (trace.host_ops["kind"] == ActivityKind.CPU_OP).any():
+        tables["cpu_ops"] = _cpu_ops(trace, top, per_device)
+    return tables
 
 
 # -- grouped statistics ---------------------------------------------------------------------
@@ -280,6 +286,18 @@ def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
         "kind": np.array([_API_KIND.get(ApiKind(k), str(k)) for k in g_kind], dtype=object),
         "name": np.array([display[i] for i in g_name], dtype=object),
         **stats,
+    }
+    return _finish(cols, ("rank",), top)
+
+
+def _cpu_ops(trace: Trace, top: int | None, per_device: bool) -> Table:
+    ops = trace.host_ops.take(trace.host_ops["kind"] == ActivityKind.CPU_OP)
+    (rank,) = _scope(ops, per_device, device=False)
+    gid, (g_rank, g_name) = _codes(rank, ops["name"])
+    cols = {
+        "rank": g_rank,
+        "name": np.array([trace.strings[i] for i in g_name], dtype=object),
+        **_group_stats(gid, ops["end"] - ops["start"]),
     }
     return _finish(cols, ("rank",), top)
 

@@ -27,7 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--by", metavar="NAME_OR_GLOB", help="one window per instance of these ranges")
     p.add_argument(
-        "--json", metavar="OUT", help="also write the result as JSON (pytimings.attribution/1)"
+        "--json",
+        metavar="OUT",
+        help="also write the result as JSON (pytimings.attribution/2: the labels per window "
+        "and device with host_bound_by_activity/host_bound_by_range, host_windows, host_totals)",
     )
     p.add_argument(
         "--device", type=int, action="append", metavar="N", help="only device N (repeatable)"

@@ -13,11 +13,11 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   displayTimeUnit, ...) is kept. It runs on a helper thread that never takes the GIL, one
   piece ahead of the decoder (files up to 256 KiB: on the calling thread).
 * msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
-  C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Events the model
-  has no table for (cpu_op, python_function, instant events, ...) and flows are only
-  validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``: building
-  objects for them was most of the cost of a whole-document typed decode (on
-  df_index_resolver: 0.29 s typed into Structs, 0.05 s validated only).
+  C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Host events
+  (``cpu_op``, ``python_function``: often 10-100x the kernels) decode into a smaller Struct
+  without ``args`` (their args, input shapes and the like, are skipped in C). Events the
+  model has no table for (instant events, ``gpu_user_annotation``, ...) and flows are only
+  validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``.
   The splitter checks UTF-8 (msgspec does not check the values it skips) in the elements
   that have a byte >= 0x80.
 * ``pytimings._native._kineto`` (Cython) turns the Structs into column arrays with exact
@@ -40,10 +40,14 @@ GPU ops may share a correlation only when launched by one CUDA/HIP graph launch 
 predates the capture window (``meta["ops_without_launch"]``). Any other repeated
 correlation id is an error, as is a negative duration or an unknown ``displayTimeUnit``.
 
-GPU-side annotation ranges (``gpu_user_annotation``) keep their device; the ranges table
-has no stream column, so their stream is only used for their nesting depth.
-CPU-only traces load their host annotations (and API calls, if any); a trace with nothing
-the model holds is an error rather than an empty result.
+Host activities: ``cpu_op`` (2021-era ``Operator``) and ``python_function`` events become
+``host_ops`` rows of kind CPU_OP and PYTHON on their (pid, tid) thread, names as written
+(python_function names carry their file:line). ``gpu_user_annotation`` events are
+GPU-timeline copies of ``user_annotation`` ranges (one or more per range and stream), not
+ranges (docs/attribution.md): they are counted in ``Trace.dropped`` under
+``GPU_ANNOTATION_DROPPED`` and not loaded.
+CPU-only traces load their host annotations and host activities (and API calls, if any); a
+trace with nothing the model holds is an error rather than an empty result.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import msgspec
 import numpy as np
@@ -70,6 +74,7 @@ from pytimings.ingest.detect import UTF8_BOM
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
+    ActivityKind,
     ApiKind,
     CopyKind,
     MemKind,
@@ -81,7 +86,7 @@ from pytimings.model.trace import (
 )
 from pytimings.table import Table
 
-__all__ = ["load_kineto", "looks_like_kineto"]
+__all__ = ["GPU_ANNOTATION_DROPPED", "load_kineto", "looks_like_kineto"]
 
 # Decompressed bytes per splitter feed: large enough that per-feed overhead vanishes,
 # small enough that the decoded Structs of one piece stay a few MB.
@@ -114,6 +119,16 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
+class _HostEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
+    args: ClassVar[None] = None  # not decoded: nothing in a host event's args is kept
+
+
 class _Flow(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
@@ -134,7 +149,7 @@ class _Meta(msgspec.Struct, gc=False):
 # (class, JSON array of its elements, document offsets, element indices, buffer offsets)
 _Piece = tuple[int, bytes, "I64", "I64", "I64"]
 _FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
-# category -> code; the splitter's classes 0-7 are these categories, one each
+# category -> code; the splitter's classes 0-9 are these categories, one each
 CAT_CODES: dict[str, int] = {
     "kernel": _jsonscan.CLASS_KERNEL,
     "gpu_memcpy": _jsonscan.CLASS_MEMCPY,
@@ -144,19 +159,30 @@ CAT_CODES: dict[str, int] = {
     "cuda_sync": _jsonscan.CLASS_SYNC,
     "user_annotation": _jsonscan.CLASS_ANNOTATION,
     "gpu_user_annotation": _jsonscan.CLASS_GPU_ANNOTATION,
+    "cpu_op": _jsonscan.CLASS_CPU_OP,
+    "python_function": _jsonscan.CLASS_PYTHON,
 }
 _CAT_NAMES = {code: name for name, code in CAT_CODES.items()}
 # the table each category's rows go to
 _GROUP = {
     **dict.fromkeys(("kernel", "gpu_memcpy", "gpu_memset"), "gpu"),
     **dict.fromkeys(("cuda_runtime", "cuda_driver", "cuda_sync"), "api"),
-    **dict.fromkeys(("user_annotation", "gpu_user_annotation"), "ranges"),
+    "user_annotation": "ranges",
 }
 _GROUP_OF = {CAT_CODES[c]: g for c, g in _GROUP.items()}
+# host activity categories -> their ActivityKind
+_HOST_KIND = {
+    _jsonscan.CLASS_CPU_OP: ActivityKind.CPU_OP,
+    _jsonscan.CLASS_PYTHON: ActivityKind.PYTHON,
+}
+GPU_ANNOTATION_DROPPED = "gpu_user_annotation (GPU-timeline copies of ranges; not ranges)"
 _EVENT_DECODER = msgspec.json.Decoder(list[_Event])
+_HOST_DECODER = msgspec.json.Decoder(list[_HostEvent])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
+    **dict.fromkeys(_HOST_KIND, _HOST_DECODER),
     # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
+    _jsonscan.CLASS_GPU_ANNOTATION: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
     _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
@@ -251,7 +277,7 @@ class _Loader:
         self.strings: list[str] = [""]
         self.keys: dict[Any, int] = {}
         self.rows: dict[str, list[dict[str, npt.NDArray[Any]]]] = {
-            g: [] for g in ("gpu", "api", "ranges")
+            g: [] for g in ("gpu", "api", "ranges", "host")
         }
         self.flows: list[dict[str, npt.NDArray[Any]]] = []
         self.meta_events: list[_Meta] = []
@@ -370,7 +396,7 @@ class _Loader:
 
     def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
         try:
-            if cls in _GROUP_OF:
+            if cls in _GROUP_OF or cls in _HOST_KIND:
                 cols, skipped = _kineto.event_rows(
                     evs, cls, self.ids, self.strings, self.keys, _exact, idx
                 )
@@ -382,11 +408,11 @@ class _Loader:
                         f"traceEvents[{cols['index'][row]}]: {field} is {value} ns, outside "
                         "±2^62 ns (a corrupt time)"
                     )
-                self.rows[_GROUP_OF[cls]].append(cols)
-                for ph, n in skipped.items():
-                    self._drop(
-                        f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n
-                    )
+                if cls in _HOST_KIND:  # the columns of args (all -1) are not kept
+                    self.rows["host"].append({k: cols[k] for k in _HOST_COLS})
+                else:
+                    self.rows[_GROUP_OF[cls]].append(cols)
+                self._drop_phases(cls, skipped)
             elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
                 fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
                 self.flows.append(fcols)
@@ -407,6 +433,10 @@ class _Loader:
 
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def _drop_phases(self, cls: int, skipped: dict[str, int]) -> None:
+        for ph, n in skipped.items():
+            self._drop(f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n)
 
     # ---- the document around the events ----------------------------------------------
     def skeleton(self) -> dict[str, Any]:
@@ -457,15 +487,18 @@ class _Loader:
             # the splitter counts a cat by its JSON text (valid: the events were decoded)
             cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
             self._drop(f"{cat} events (not modelled)", n)
+        if self.counts[_jsonscan.CLASS_GPU_ANNOTATION]:
+            self._drop(GPU_ANNOTATION_DROPPED, self.counts[_jsonscan.CLASS_GPU_ANNOTATION])
         # rows in time order, ties in document order (the same however the file was cut)
         gpu = _by_time(concat_columns(self.rows["gpu"], _ROW_COLS, _EMPTY_DTYPES))
         api = _by_time(concat_columns(self.rows["api"], _ROW_COLS, _EMPTY_DTYPES))
         rng = _by_time(concat_columns(self.rows["ranges"], _ROW_COLS, _EMPTY_DTYPES))
+        host = _by_time(concat_columns(self.rows["host"], _HOST_COLS, _EMPTY_DTYPES))
         self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
-        if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) == 0:
+        if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) + len(host["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
-                "calls or user annotations"
+                "calls, user annotations, cpu_ops or python functions"
             )
 
         mismatches = 0
@@ -476,12 +509,13 @@ class _Loader:
             self.read(flows_only=True)
             flows = concat_columns(self.flows, ("phase", "id", "pid", "tid", "ts"), _EMPTY_DTYPES)
             mismatches = _link_flows(gpu, api, flows)
-        threads, thread_of = self._threads(api, rng, r)
-        main_pid = _main_pid(api, rng)
+        threads, thread_of = self._threads(api, rng, host, r)
+        main_pid = _main_pid(api, rng, host)
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
         api_calls = self._api_calls(api, thread_of, r)
-        ranges = self._ranges(rng, thread_of, main_pid, r)
+        ranges = self._ranges(rng, thread_of, r)
+        host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
 
         meta: dict[str, Any] = {
@@ -511,6 +545,7 @@ class _Loader:
             gpu_ops=gpu_ops,
             api_calls=api_calls,
             ranges=ranges,
+            host_ops=host_ops,
             threads=threads,
             devices=devices,
             strings=self.strings,
@@ -519,12 +554,15 @@ class _Loader:
         )
 
     def _threads(
-        self, api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]], rank: int
+        self,
+        api: dict[str, npt.NDArray[Any]],
+        rng: dict[str, npt.NDArray[Any]],
+        host: dict[str, npt.NDArray[Any]],
+        rank: int,
     ) -> tuple[Table, Callable[[I64, I64], npt.NDArray[np.int32]]]:
-        host = rng["cat"] == CAT_CODES["user_annotation"]
         sync = api["cat"] == CAT_CODES["cuda_sync"]
-        pid = np.concatenate([api["pid"][~sync], rng["pid"][host]])
-        tid = np.concatenate([api["tid"][~sync], rng["tid"][host]])
+        pid = np.concatenate([api["pid"][~sync], rng["pid"], host["pid"]])
+        tid = np.concatenate([api["tid"][~sync], rng["tid"], host["tid"]])
         pairs = _unique_pairs(pid, tid)
         names: dict[tuple[int, int], str] = {}
         for ev in self.meta_events:
@@ -680,35 +718,48 @@ class _Loader:
         self,
         rng: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
-        main_pid: int,
         rank: int,
     ) -> Table:
         n = len(rng["start"])
-        gpu_side = rng["cat"] == CAT_CODES["gpu_user_annotation"]
-        kind = np.where(gpu_side, RangeKind.GPU_ANNOTATION, RangeKind.ANNOTATION).astype(np.int8)
         thread = thread_of(rng["pid"], rng["tid"])
-        thread[gpu_side] = -1
-        device = np.where(gpu_side, np.where(rng["device"] >= 0, rng["device"], rng["pid"]), -1)
-        # nesting depth per host thread, and per (device, stream) on the GPU side
-        group = np.where(gpu_side, -2 - (device * 65536 + rng["tid"]), thread).astype(np.int64)
-        depth = nesting_depth(group, rng["start"], rng["end"])
         return conform(
             {
                 "start": rng["start"],
                 "end": rng["end"],
                 "name": rng["name"],
-                "kind": kind,
+                "kind": np.full(n, RangeKind.ANNOTATION, dtype=np.int8),
                 "thread": thread,
-                "device": device,
+                "device": np.full(n, -1),
                 "domain": np.zeros(n),
                 "category": np.zeros(n),
-                "depth": depth,
+                "depth": nesting_depth(thread.astype(np.int64), rng["start"], rng["end"]),
                 "payload": np.full(n, np.nan),
-                # GPU-side ranges sit on device rows; their process is the host's
-                "pid": np.where(gpu_side, main_pid, rng["pid"]),
+                "pid": rng["pid"],
                 "rank": np.full(n, rank),
             },
             SCHEMAS["ranges"],
+        )
+
+    def _host_ops(
+        self,
+        host: dict[str, npt.NDArray[Any]],
+        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+        rank: int,
+    ) -> Table:
+        kind = np.empty(len(host["start"]), dtype=np.int8)
+        for cls, k in _HOST_KIND.items():
+            kind[host["cat"] == cls] = k
+        return conform(
+            {
+                "start": host["start"],
+                "end": host["end"],
+                "name": host["name"],
+                "kind": kind,
+                "thread": thread_of(host["pid"], host["tid"]),
+                "pid": host["pid"],
+                "rank": np.full(len(kind), rank, dtype=np.int16),
+            },
+            SCHEMAS["host_ops"],
         )
 
     def _devices(self, props: Any, rank: int) -> Table:
@@ -792,6 +843,7 @@ _ROW_COLS = (
     "bytes",
     "index",
 )
+_HOST_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
 _EMPTY_DTYPES = {"name": np.int32, "cat": np.int8, "phase": np.int8}  # of an empty column
 
 
@@ -901,13 +953,17 @@ def _link_flows(
     return mismatches
 
 
-def _main_pid(api: dict[str, npt.NDArray[Any]], rng: dict[str, npt.NDArray[Any]]) -> int:
-    host = api["pid"][api["cat"] != CAT_CODES["cuda_sync"]]
-    if len(host) == 0:
-        host = rng["pid"][rng["cat"] == CAT_CODES["user_annotation"]]
-    if len(host) == 0:
+def _main_pid(
+    api: dict[str, npt.NDArray[Any]],
+    rng: dict[str, npt.NDArray[Any]],
+    host: dict[str, npt.NDArray[Any]],
+) -> int:
+    pids = api["pid"][api["cat"] != CAT_CODES["cuda_sync"]]
+    if len(pids) == 0:
+        pids = np.concatenate([rng["pid"], host["pid"]])
+    if len(pids) == 0:
         return -1
-    vals = np.sort(host)
+    vals = np.sort(pids)
     starts = np.flatnonzero(_first_of_runs(vals))
     counts = np.diff(np.append(starts, len(vals)))
     return int(vals[starts[np.argmax(counts)]])

@@ -29,6 +29,10 @@ Facts of nsys behaviour the loader relies on (each checked on the shared real ex
   34 mark (instant: counted, not a range), 39 thread name. A push/pop or start/end range
   whose end is NULL was still open when the capture stopped: counted, not loaded. A
   start/end range belongs to the thread that started it (``globalTid``).
+- ``OSRT_API`` (OS runtime calls, with ``--trace osrt``): eventClass 27 rows are calls
+  (start, end, ``nameId`` the function, ``globalTid`` the thread); they become host
+  activities of kind OS. Classes 31 and 32 are zero-length "OS runtime libraries profiling
+  started/finished" markers: counted, not loaded.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,
+    HOST_OP_SCHEMA,
     RANGE_SCHEMA,
     THREAD_SCHEMA,
+    ActivityKind,
     ApiKind,
     CopyKind,
     MemKind,
@@ -76,10 +82,14 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 NVTX = "NVTX_EVENTS"
-EVENT_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, SYNC, NVTX)
+OSRT = "OSRT_API"
+EVENT_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, SYNC, NVTX, OSRT)
 
 EVENT_CLASS_RUNTIME = 0
 EVENT_CLASS_DRIVER = 1
+EVENT_CLASS_OSRT_CALL = 27
+EVENT_CLASS_OSRT_START = 31  # "OS runtime libraries profiling started" (zero length)
+EVENT_CLASS_OSRT_FINISH = 32  # "... profiling finished"
 EVENT_CLASS_CUDA_BACKTRACE = 67
 
 NVTX_CATEGORY = 33
@@ -133,6 +143,7 @@ _SYNC_NAMES = {
 # the columns read from each event table; a column an era lacks reads as its default
 _API_COLUMNS = ("start", "end", "eventClass", "globalTid", "correlationId", "nameId")
 _SYNC_COLUMNS = ("start", "end", "correlationId", "globalPid", "syncType")
+_OSRT_COLUMNS = ("start", "end", "eventClass", "globalTid", "nameId")
 _GPU_OP_COLUMNS = (
     "start",
     "end",
@@ -360,7 +371,8 @@ class _Loader:
         self.s = _Strings()
         self.meta: dict[str, Any] = {"format": FORMAT, "path": reader.path}
         self.dropped: dict[str, int] = {}
-        self.thread_keys = np.empty(0, dtype=np.int64)  # sorted unique globalTids
+        self.thread_keys = np.empty(0, dtype=np.int64)  # unique globalTids, by thread row
+        self.thread_order = np.empty(0, dtype=np.int64)  # argsort of thread_keys
 
     # -- helpers ------------------------------------------------------------------------
     def drop(self, reason: str, n: int) -> None:
@@ -419,8 +431,11 @@ class _Loader:
         api = self.read_api_calls()
         ops = self.read_gpu_ops()
         ranges = self.read_ranges()
-        if not (len(ops["start"]) or len(api["start"]) or len(ranges["start"])):
-            raise _Bad("contains no events (no GPU ops, API calls or NVTX ranges)")
+        host_ops = self.read_os_calls()
+        if not (
+            len(ops["start"]) or len(api["start"]) or len(ranges["start"]) or len(host_ops["start"])
+        ):
+            raise _Bad("contains no events (no GPU ops, API calls, NVTX ranges or OS calls)")
         devices = self.read_devices(ops["device"])
         threads = self.thread_table()
         self.meta.update(self.read_processes())
@@ -431,6 +446,7 @@ class _Loader:
             gpu_ops=conform(ops, GPU_OP_SCHEMA),
             api_calls=conform(api, API_CALL_SCHEMA),
             ranges=conform(ranges, RANGE_SCHEMA),
+            host_ops=conform(host_ops, HOST_OP_SCHEMA),
             threads=conform(threads, THREAD_SCHEMA),
             devices=conform(devices, DEVICE_SCHEMA),
             strings=self.s.strings,
@@ -490,14 +506,19 @@ class _Loader:
         self._pending_thread_keys.append(_runs(global_tids)[0])
 
     def thread_index(self, global_tids: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+        """Thread rows of globalTids (each added first). A row once given never moves:
+        threads first seen by a later table are appended after the earlier ones."""
         if self._pending_thread_keys:
-            self.thread_keys = np.unique(
-                np.concatenate([self.thread_keys, *self._pending_thread_keys])
-            )
+            seen = np.unique(np.concatenate(self._pending_thread_keys))
             self._pending_thread_keys = []
+            new = seen[~np.isin(seen, self.thread_keys)]
+            if len(new):
+                self.thread_keys = np.concatenate([self.thread_keys, new])
+                self.thread_order = np.argsort(self.thread_keys, kind="stable")
         # a thread's calls come in runs: look up one value per run
         values, lengths = _runs(global_tids)
-        return np.repeat(np.searchsorted(self.thread_keys, values).astype(np.int32), lengths)
+        pos = np.searchsorted(self.thread_keys, values, sorter=self.thread_order)
+        return np.repeat(self.thread_order[pos].astype(np.int32), lengths)
 
     def thread_table(self) -> dict[str, npt.NDArray[Any]]:
         self.thread_index(np.empty(0, dtype=np.int64))
@@ -591,6 +612,41 @@ class _Loader:
             "correlation": corr,
             "pid": pid,
         }
+
+    # -- OS runtime calls ---------------------------------------------------------------
+    def read_os_calls(self) -> dict[str, npt.NDArray[Any]]:
+        """OSRT_API calls as host activities of kind OS, on their thread, by start."""
+        if not self.r.has(OSRT):
+            return {c: np.empty(0, dtype=dt) for c, dt in HOST_OP_SCHEMA.items()}
+        self.need(OSRT, ("start", "end", "globalTid", "nameId"))
+        rows = self.r.rows(OSRT, dict.fromkeys(_OSRT_COLUMNS, "i"))
+        cls_v = rows.int("eventClass", EVENT_CLASS_OSRT_CALL)
+        call = cls_v == EVENT_CLASS_OSRT_CALL
+        marker = (cls_v == EVENT_CLASS_OSRT_START) | (cls_v == EVENT_CLASS_OSRT_FINISH)
+        self.drop("osrt_profiling_started_finished_markers", int(marker.sum()))
+        for c in np.unique(cls_v[~call & ~marker]).tolist():
+            self.drop(f"osrt_api_event_class_{c}_rows", int((cls_v == c).sum()))
+        start, end, ok = self.timed("os_runtime_call", rows)
+        no_thread = rows.null("globalTid")
+        if no_thread is not None:
+            self.drop("os_runtime_calls_without_thread", int((call & no_thread).sum()))
+        kept = _both(call, _both(ok, None if no_thread is None else ~no_thread))
+        keep = np.flatnonzero(call if kept is None else kept)
+        gtid = rows.int("globalTid", 0)[keep]
+        out: dict[str, npt.NDArray[Any]] = {
+            "start": start[keep],
+            "end": end[keep],
+            "name": self.s.remap(rows.int("nameId", -1)[keep], "OS runtime call"),
+            "kind": np.full(len(keep), ActivityKind.OS, dtype=np.int8),
+            "pid": pid_of(gtid).astype(np.int32),
+        }
+        self.add_threads(gtid)
+        out["thread"] = self.thread_index(gtid)
+        if not is_sorted_i64(out["start"]):
+            order = np.argsort(out["start"], kind="stable")
+            out = {k: v[order] for k, v in out.items()}
+        out["rank"] = np.full(len(keep), self.rank, dtype=np.int16)
+        return out
 
     def enum_names(self, table: str, default: dict[int, str]) -> dict[int, str]:
         if not self.r.has(table) or not {"id", "label"} <= self.r.columns(table):

@@ -67,7 +67,6 @@ class RangeKind(enum.IntEnum):
     NVTX_STARTEND = 1
     ANNOTATION = 2  # Kineto user_annotation (record_function)
     REGION = 3  # a pytimings recorder region
-    GPU_ANNOTATION = 4  # Kineto gpu_user_annotation: a range drawn on a GPU stream
 
 
 GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {

@@ -13,6 +13,7 @@ from pytimings.analysis.finding import ms, pct, plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.text import table
+from pytimings.report.host_text import host_bound_lines, host_window_lines
 
 
 def render_attribution(a: Attribution, paths: list[str]) -> str:
@@ -22,6 +23,8 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     scope = (
         f"by {a.by}: {plural(len(w), 'window entry', 'window entries')}" if a.by else "whole trace"
     )
+    if a.by:
+        scope += f", {plural(len(a.host.windows), 'host window')}"
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
     if a.ignored:
@@ -32,6 +35,10 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
             "not represented by the loader: "
             + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
         )
+    if len(w) == 0:  # a CPU-only trace: the host windows are the answer
+        out += ["", "The trace has no GPU ops: the host view of each window only."]
+        out += host_window_lines(a)
+        return "\n".join(out)
     # per device
     keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
     header = ["label"]
@@ -49,6 +56,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
         rows.append(row)
     out += ["", "Where the time went (per device, all windows)"]
     out += table(header, rows, "l" + "rr" * len(keys))
+    out += host_bound_lines(a)
     if a.by is not None:
         st = a.per_window_stats()
         rows = [
@@ -64,6 +72,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
         ]
         out += ["", f"Per {a.by} window"]
         out += table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
+        out += host_window_lines(a)
     slow = a.slowest(5)
     t0 = int(w["start_ns"].min()) if len(w) else 0
     payload = a.trace.ranges["payload"]

@@ -3,7 +3,9 @@
 Layout (one JSON "process" per host process and per GPU, names in metadata events):
 
 * host process (rank, pid): one track per thread with its ranges (NVTX, annotations,
-  pytimings regions) and CUDA API calls as complete (``X``) slices;
+  pytimings regions), CUDA API calls and host activities (Kineto cpu_op and
+  python_function, Nsight OS runtime calls; ``cat`` = their kind) as complete (``X``)
+  slices;
 * GPU (rank, device): an ``attribution`` track with the eight labels of the partition of
   the whole-trace window (see docs/attribution.md), then one track per stream with
   its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
@@ -45,8 +47,9 @@ from pytimings.console.progress import task
 from pytimings.errors import UsageError
 from pytimings.fileout import writing_text
 from pytimings.model.requests import RequestRecord
-from pytimings.model.trace import OpKind, Trace
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, OpKind, Trace
 from pytimings.report.segments import label_segments
+from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
 _OP_KIND = {
@@ -214,7 +217,7 @@ RequestGroups = Sequence[tuple[str, Sequence[RequestRecord]]]  # (file, its requ
 def _origin(trace: Trace, requests: RequestGroups = ()) -> int:
     starts = [
         int(trace.table(t)["start"].min())
-        for t in ("gpu_ops", "api_calls", "ranges")
+        for t in ("gpu_ops", "api_calls", "ranges", "host_ops")
         if len(trace.table(t))
     ]
     starts += [min(r.start_ns for r in recs) for _, recs in requests if recs]
@@ -272,9 +275,10 @@ def write_perfetto(
 
 
 def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
-    """Per host process: a track per thread (ranges and API calls), and one for events
-    that name no known thread (e.g. synchronisation rows). Returns where API calls went."""
-    th, rg, api = trace.threads, trace.ranges, trace.api_calls
+    """Per host process: a track per thread (ranges, API calls, host activities), and one
+    for events that name no known thread (e.g. synchronisation rows). Returns where API
+    calls went."""
+    th, rg, api, ho = trace.threads, trace.ranges, trace.api_calls, trace.host_ops
     api_at = Placed.none(api["start"])
     n_th = len(th)
     host_rg = np.flatnonzero(rg["device"] < 0)
@@ -283,12 +287,21 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
         set(zip(th["rank"].tolist(), th["pid"].tolist(), strict=True))
         | set(zip(api["rank"].tolist(), api["pid"].tolist(), strict=True))
         | set(zip(rg["rank"][host_rg].tolist(), rg["pid"][host_rg].tolist(), strict=True))
+        | set(zip(ho["rank"].tolist(), ho["pid"].tolist(), strict=True))
     )
     rg_end = _clamped_ends(rg["start"], rg["end"], "ranges", w.stats)
     api_end = _clamped_ends(api["start"], api["end"], "API calls", w.stats)
+    ho_end = _clamped_ends(ho["start"], ho["end"], "host activities", w.stats)
+    ho_cat = [_json(k) for k in ACTIVITY_KIND_NAMES]
     rg_lost = host_rg[(rg_thread < 0) | (rg_thread >= n_th)]
     api_lost = np.flatnonzero((api["thread"] < 0) | (api["thread"] >= n_th))
-    with task("Exporting host threads", total=len(host_rg) + len(api)) as bar:
+    ho_lost = np.flatnonzero((ho["thread"] < 0) | (ho["thread"] >= n_th))
+
+    def lost(rows: I64, table: Table, rank: int, pid: int) -> I64:
+        sel: I64 = rows[(table["rank"][rows] == rank) & (table["pid"][rows] == pid)]
+        return sel
+
+    with task("Exporting host threads", total=len(host_rg) + len(api) + len(ho)) as bar:
         for pi, (rank, pid) in enumerate(keys):
             rows = np.flatnonzero((th["rank"] == rank) & (th["pid"] == pid)).tolist()
             tracks = [
@@ -296,38 +309,44 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
                     f"{trace.strings[int(th['name'][t])] or 'thread'} (tid {int(th['tid'][t])})",
                     host_rg[rg_thread == t],
                     np.flatnonzero(api["thread"] == t),
+                    np.flatnonzero(ho["thread"] == t),
                 )
                 for t in rows
             ]
             tracks.append(
                 (
                     "(no thread)",
-                    rg_lost[(rg["rank"][rg_lost] == rank) & (rg["pid"][rg_lost] == pid)],
-                    api_lost[(api["rank"][api_lost] == rank) & (api["pid"][api_lost] == pid)],
+                    lost(rg_lost, rg, rank, pid),
+                    lost(api_lost, api, rank, pid),
+                    lost(ho_lost, ho, rank, pid),
                 )
             )
-            tracks = [t for t in tracks if t[1].size + t[2].size]
+            tracks = [t for t in tracks if t[1].size + t[2].size + t[3].size]
             if not tracks:
                 continue  # a process with threads but no events
             jpid = w.process(f"rank {rank} host (pid {pid})", pi)
-            for si, (tname, r_sel, a_sel) in enumerate(tracks):
+            for si, (tname, r_sel, a_sel, h_sel) in enumerate(tracks):
                 args = [_range_args(trace, int(i)) for i in r_sel.tolist()]
                 args += [f'{{"correlation":{int(c)}}}' for c in api["correlation"][a_sel].tolist()]
+                args += ["{}"] * h_sel.size
                 tids = w.track(
                     jpid,
                     tname,
                     1000 * si,
-                    np.concatenate([rg["start"][r_sel], api["start"][a_sel]]),
-                    np.concatenate([rg_end[r_sel], api_end[a_sel]]),
+                    np.concatenate([rg["start"][r_sel], api["start"][a_sel], ho["start"][h_sel]]),
+                    np.concatenate([rg_end[r_sel], api_end[a_sel], ho_end[h_sel]]),
                     [names[i] for i in rg["name"][r_sel].tolist()]
-                    + [names[i] for i in api["name"][a_sel].tolist()],
-                    ['"range"'] * r_sel.size + ['"cuda_api"'] * a_sel.size,
+                    + [names[i] for i in api["name"][a_sel].tolist()]
+                    + [names[i] for i in ho["name"][h_sel].tolist()],
+                    ['"range"'] * r_sel.size
+                    + ['"cuda_api"'] * a_sel.size
+                    + [ho_cat[k] for k in ho["kind"][h_sel].tolist()],
                     args,
                     "slice",
                 )
                 api_at.pid[a_sel] = jpid
-                api_at.tid[a_sel] = tids[r_sel.size :]
-                bar.advance(r_sel.size + a_sel.size)
+                api_at.tid[a_sel] = tids[r_sel.size : r_sel.size + a_sel.size]
+                bar.advance(r_sel.size + a_sel.size + h_sel.size)
     return api_at
 
 

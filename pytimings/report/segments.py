@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
-from pytimings.analysis.partition import LABELS, device_timeline
+from pytimings.analysis.partition import device_timeline
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 
@@ -48,15 +48,14 @@ def label_segments(
         tl.k_op,
         a.trace.gpu_ops["start"],
         a.launches.start,
+        a.launches.end,
     )
-    # a gap is one label, or host_bound then launch_overhead: split those in two
-    hb, lo = LABELS.index("host_bound"), LABELS.index("launch_overhead")
-    two = (part[:, hb] > 0) & (part[:, lo] > 0)
-    lab = np.argmax(part, axis=1).astype(np.int8)
-    lab[two] = hb
-    cut = p_s[two] + part[two, hb]
-    out_s = np.concatenate([p_s, cut])
-    out_e = np.concatenate([np.where(two, p_s + part[:, hb], p_e), p_e[two]])
-    out_l = np.concatenate([lab, np.full(int(two.sum()), lo, dtype=np.int8)])
-    order = np.argsort(out_s, kind="stable")
-    return out_s[order], out_e[order], out_l[order]
+    # a piece is one label, or a gap cut into host_bound, launch_overhead, device_wait in
+    # that time order (the order of LABELS): each non-zero part follows the previous one
+    rows, cols = np.nonzero(part)
+    lens = part[rows, cols]
+    before = np.cumsum(lens) - lens
+    first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]) if rows.size else rows
+    before -= np.repeat(before[first], np.diff(np.r_[first, rows.size]))
+    out_s = p_s[rows] + before
+    return out_s, out_s + lens, cols.astype(np.int8)

@@ -49,12 +49,21 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("kind", "kind", "str"),
         ("name", "call", "str"),
     ],
+    "cpu_ops": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("name", "cpu op", "str"),
+    ],
 }
 _TITLES = {
     "kernels": "Kernels",
     "memory": "Memory operations",
     "ranges": "Ranges",
     "api": "{runtime} API calls",
+    "cpu_ops": "CPU ops, inclusive of the ops inside",
 }
 
 

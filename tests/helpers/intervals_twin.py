@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 NO_LAUNCH = int(np.iinfo(np.int64).min)
+PICKUP = 50_000  # launch_overhead ends 50 µs after the launch call returns
 Ivs = list[tuple[int, int]]
 
 
@@ -130,16 +131,20 @@ def sweep(c_s, c_e, m_s, m_e, x_s, x_e):
     )
 
 
-def _split(g0: int, g1: int, ls: int | None) -> list[int]:
-    """[host_bound, launch_overhead, device_wait, idle_other] of one gap (the contract)."""
-    if ls is None:
+def _split(g0: int, g1: int, call: tuple[int, int] | None) -> list[int]:
+    """[host_bound, launch_overhead, device_wait, idle_other] of one gap (the contract),
+    given the (start, end) of the launch call of the op that ends it."""
+    if call is None:
         return [0, 0, 0, g1 - g0]
-    if ls > g0:
-        return [min(g1, ls) - g0, g1 - max(g0, ls) if ls < g1 else 0, 0, 0]
-    return [0, 0, g1 - g0, 0]
+    ls, le = call
+    if ls <= g0:
+        return [0, 0, g1 - g0, 0]
+    a = min(g1, ls)
+    b = max(a, min(g1, le + PICKUP))
+    return [a - g0, b - a, g1 - b, 0]
 
 
-def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart):
+def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart, lend):
     """The partition, and the gaps with a host_bound part (window, g0, g1, hb end, op)."""
     out = np.zeros((len(w_s), 8), dtype=np.int64)
     gaps_out: list[tuple[int, int, int, int, int]] = []
@@ -155,8 +160,8 @@ def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart):
                 out[w, lab] += b - a
         for g0, g1 in _merge([(a, b) for a, b, lab in labels if lab < 0]):
             k = next((int(r) for r in k_op if starts[r] >= g1), None)
-            ls = None if k is None or lstart[k] == NO_LAUNCH else int(lstart[k])
-            split = _split(g0, g1, ls)
+            known = k is not None and lstart[k] != NO_LAUNCH
+            split = _split(g0, g1, (int(lstart[k]), int(lend[k])) if known else None)
             out[w, 4:] += split
             if split[0]:
                 gaps_out.append((w, g0, g1, g0 + split[0], k))
@@ -165,8 +170,9 @@ def partition_windows(w_s, w_e, s_s, s_e, s_l, k_op, starts, lstart):
 
 
 def reference_partition(ops, ws: int, we: int) -> list[int]:
-    """The contract read literally, from raw ops (start, end, cls, launch_start|None, corr)
-    of one device: label every elementary instant of [ws, we), then split each idle gap."""
+    """The contract read literally, from raw ops (start, end, cls, (launch start, launch
+    end) | None, corr) of one device: label every elementary instant of [ws, we), then
+    split each idle gap."""
     ops = [o for o in ops if o[1] > o[0]]
     sets = [[(o[0], o[1]) for o in ops if o[2] == c] for c in (0, 1, 2)]
     pts = sorted({ws, we} | {p for o in ops for p in o[:2] if ws < p < we})
@@ -186,7 +192,7 @@ def reference_partition(ops, ws: int, we: int) -> list[int]:
             first = min(o[0] for o in cands)
             k = min(
                 (o for o in cands if o[0] == first),
-                key=lambda o: (o[3] if o[3] is not None else 2**63, o[4]),
+                key=lambda o: (o[3][0] if o[3] is not None else 2**63, o[4]),
             )
             split = _split(g0, g1, k[3])
         for i, v in enumerate(split):

@@ -88,6 +88,16 @@ TABLES: dict[str, tuple[str, ...]] = {
         "jsonTextId INTEGER",
         "jsonText TEXT",
     ),
+    "OSRT_API": (
+        "start INTEGER NOT NULL",
+        '"end" INTEGER NOT NULL',
+        "eventClass INTEGER NOT NULL",
+        "globalTid INTEGER",
+        "nameId INTEGER NOT NULL",
+        "returnValue INTEGER",
+        "nestingLevel INTEGER",
+        "callchainId INTEGER",
+    ),
 }
 
 

@@ -11,8 +11,10 @@ from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,
+    HOST_OP_SCHEMA,
     RANGE_SCHEMA,
     THREAD_SCHEMA,
+    ActivityKind,
     CopyKind,
     MemKind,
     OpKind,
@@ -55,6 +57,13 @@ RANGE_DEFAULTS: dict[str, Any] = {
     "rank": 0,
 }
 
+HOST_OP_DEFAULTS: dict[str, Any] = {
+    "kind": ActivityKind.CPU_OP,
+    "thread": 0,
+    "pid": 100,
+    "rank": 0,
+}
+
 
 def _table(
     rows: Sequence[dict[str, Any]],
@@ -77,7 +86,10 @@ def make_trace(
     api: Sequence[dict[str, Any]] = (),
     ranges: Sequence[dict[str, Any]] = (),
     threads: Sequence[dict[str, Any]] = ({"pid": 100, "tid": 100, "name": "python3"},),
+    host_ops: Sequence[dict[str, Any]] = (),
 ) -> Trace:
+    """A trace from rows (dicts of column values; names as text, defaults per table);
+    ``host_ops``: cpu_op / python / os host activities (kind an ActivityKind)."""
     st = StringTable()
     return Trace(
         gpu_ops=_table(ops, GPU_OP_SCHEMA, OP_DEFAULTS, st, ("name",)),
@@ -85,6 +97,7 @@ def make_trace(
         ranges=_table(ranges, RANGE_SCHEMA, RANGE_DEFAULTS, st, ("name", "domain", "category")),
         threads=_table(threads, THREAD_SCHEMA, {"rank": 0}, st, ("name",)),
         devices=_table([{"device": 0, "name": "GPU", "rank": 0}], DEVICE_SCHEMA, {}, st, ("name",)),
+        host_ops=_table(host_ops, HOST_OP_SCHEMA, HOST_OP_DEFAULTS, st, ("name",)),
         strings=st.strings,
     )
 
@@ -93,7 +106,7 @@ def shuffled(trace: Trace, seed: int) -> Trace:
     """The same events, every table's rows in a random order (thread rows keep their ids)."""
     rng = np.random.default_rng(seed)
     out = {}
-    for name in ("gpu_ops", "api_calls", "ranges"):
+    for name in ("gpu_ops", "api_calls", "ranges", "host_ops"):
         t = trace.table(name)
         out[name] = t.take(rng.permutation(len(t)))
     return Trace(**out, threads=trace.threads, devices=trace.devices, strings=trace.strings)

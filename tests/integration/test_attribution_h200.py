@@ -128,7 +128,7 @@ def test_cli_example_and_json(tmp_path):
     assert "Where the time went" in r.stdout and "Findings" in r.stdout
     assert "cudnn_generated_fort_native_sdpa" in r.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "pytimings.attribution/1" and len(doc["windows"]) == 16
+    assert doc["schema"] == "pytimings.attribution/2" and len(doc["windows"]) == 16
     assert doc["totals"]["window_ns"] == sum(w["window_ns"] for w in doc["windows"])
 
 
@@ -196,4 +196,44 @@ def test_cli_whole_trace_and_device_filter(tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert [w["name"] for w in doc["windows"]] == ["trace"]
-    assert set(doc["totals"]) == {"window_ns", *(f"{x}_ns" for x in LABELS)}
+    assert set(doc["totals"]) == {
+        "window_ns",
+        *(f"{x}_ns" for x in LABELS),
+        "host_bound_by_activity",
+        "host_bound_by_range",
+    }
+
+
+def test_kineto_host_view_names_the_aten_op_of_each_long_stall(shared_dir, steps):
+    """The Kineto capture of the workload has cpu_ops (and no decode_step ranges: NVTX is
+    not in Kineto traces). Each of its 14 long host stalls (> 10 ms of host_bound before
+    the cuDNN SDPA kernel) is charged, almost all of it, to the aten operator the launching
+    thread was inside: aten::_cudnn_attention_forward. The nsys capture, with no cpu_ops,
+    can only name the NVTX range (layer)."""
+    from pytimings.analysis.host import HostActivities, combined
+    from pytimings.ingest import load
+
+    tr = load(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
+    a = attribute(tr)
+    g = a.gaps
+    long = np.flatnonzero(g.host_bound_end - g.g0 > 10e6)
+    assert long.size == 14
+    names = {tr.strings[i] for i in tr.gpu_ops["name"][g.op[long]]}
+    assert len(names) == 1 and "sdpa" in names.pop()
+    thread = a.launches.thread[g.op[long]]
+    ((_, acts),) = HostActivities.per_thread(tr, g.g0[long], g.host_bound_end[long], thread)
+    c = combined(  # per stall: largest first
+        [acts.charge(g.g0[long], g.host_bound_end[long], np.arange(long.size, dtype=np.int64))],
+        acts.name_rank,
+    )
+    for i in range(long.size):
+        mine = c.take(np.flatnonzero(c["row"] == i))
+        top = tr.strings[int(mine["name"][0])]
+        assert top == "aten::_cudnn_attention_forward", (i, top)
+        assert mine["ns"][0] >= 0.95 * mine["ns"].sum()
+    doc = a.to_dict()
+    top = doc["totals"]["host_bound_by_activity"][0]
+    assert (top["kind"], top["name"]) == ("cpu_op", "aten::_cudnn_attention_forward")
+    # the nsys capture of the same workload names the range its thread was in
+    nsys = steps.to_dict()["totals"]["host_bound_by_activity"][0]
+    assert (nsys["kind"], nsys["name"]) == ("range", "layer")

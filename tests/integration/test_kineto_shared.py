@@ -4,6 +4,7 @@ independent reading of the same file with the standard library (json + Decimal).
 from __future__ import annotations
 
 import decimal
+import fnmatch
 import gzip
 import json
 from collections import Counter
@@ -14,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytimings.ingest.kineto import load_kineto, looks_like_kineto
-from pytimings.model.trace import ApiKind, OpKind, RangeKind, Trace
+from pytimings.ingest.kineto import GPU_ANNOTATION_DROPPED, load_kineto, looks_like_kineto
+from pytimings.model.trace import ActivityKind, ApiKind, OpKind, RangeKind, Trace
 
 pytestmark = pytest.mark.shared
 
@@ -72,14 +73,21 @@ API_CATS = {
     "cuda_driver": ApiKind.DRIVER,
     "cuda_sync": ApiKind.SYNC,
 }
-RANGE_CATS = {
-    "user_annotation": RangeKind.ANNOTATION,
-    "gpu_user_annotation": RangeKind.GPU_ANNOTATION,
+RANGE_CATS = {"user_annotation": RangeKind.ANNOTATION}
+HOST_CATS = {
+    "cpu_op": ActivityKind.CPU_OP,
+    "Operator": ActivityKind.CPU_OP,  # 2021-era name
+    "python_function": ActivityKind.PYTHON,
 }
 
 
 def exact_ns(v: Any) -> int:
     return int((Decimal(v) * 1000).to_integral_value(decimal.ROUND_HALF_EVEN))
+
+
+def _num(v: Any) -> Any:
+    """A pid/tid as a number (2021-era traces write some tids as numeric strings)."""
+    return int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v
 
 
 def independent(path: Path) -> dict[str, Any]:
@@ -98,7 +106,21 @@ def independent(path: Path) -> dict[str, Any]:
     )
     copies = [e for e in complete if e.get("cat") in ("gpu_memcpy", "Memcpy")]
     out["copy_bytes"] = sum(int(e["args"].get("bytes", 0)) for e in copies)
-    out["cpu_op"] = cats.get("cpu_op", 0) + cats.get("Operator", 0)
+    out["host"] = sorted(
+        (
+            exact_ns(e["ts"]),
+            exact_ns(Decimal(e["ts"]) + Decimal(e["dur"])),
+            e["name"],
+            int(HOST_CATS[e["cat"]]),
+            _num(e["pid"]),
+            _num(e["tid"]),
+        )
+        for e in complete
+        if e.get("cat") in HOST_CATS
+    )
+    out["gpu_user_annotation"] = sum(
+        1 for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+    )
     return out
 
 
@@ -124,15 +146,28 @@ def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) ->
     copies = tr.gpu_ops["kind"] == OpKind.MEMCPY
     if want["copy_bytes"]:
         assert int(tr.gpu_ops["bytes"][copies].sum()) == want["copy_bytes"]
-    dropped_ops = sum(n for r, n in tr.dropped.items() if r.split()[0] in ("cpu_op", "Operator"))
-    assert dropped_ops == want["cpu_op"]
+    # host activities: times, names as written, kinds and (pid, tid) of their thread
+    h, th = tr.host_ops, tr.threads
+    got = zip(
+        h["start"].tolist(),
+        h["end"].tolist(),
+        [tr.strings[i] for i in h["name"]],
+        h["kind"].tolist(),
+        th["pid"][h["thread"]].tolist(),
+        th["tid"][h["thread"]].tolist(),
+        strict=True,
+    )
+    assert sorted(got) == want["host"]
+    assert (h["thread"] >= 0).all()
+    assert not any(r.split()[0] in HOST_CATS for r in tr.dropped)  # none counted as dropped
+    assert tr.dropped.get(GPU_ANNOTATION_DROPPED, 0) == want["gpu_user_annotation"]
 
     doc = want["doc"]
     dist = doc.get("distributedInfo") or {}
     assert tr.meta["rank"] == dist.get("rank")
     assert tr.meta["world_size"] == dist.get("world_size")
     expect_rank = dist.get("rank", 0)
-    for name in ("gpu_ops", "api_calls", "ranges"):
+    for name in ("gpu_ops", "api_calls", "ranges", "host_ops"):
         assert set(tr.table(name)["rank"].tolist()) <= {expect_rank}
     assert len(tr.devices) == len(doc.get("deviceProperties", []))
     # GPU ops link to launching calls: the host pid of the call with the same correlation
@@ -181,7 +216,7 @@ def test_amd_trace(shared_dir: Path) -> None:
     copies = tr.gpu_ops.take(tr.gpu_ops["kind"] == OpKind.MEMCPY)
     assert len(copies) == 2 and (copies["bytes"] > 0).all()  # sizes from the hip calls
     assert set(tr.gpu_ops["device"].tolist()) == {2}
-    assert len(tr.ranges.take(tr.ranges["kind"] == RangeKind.GPU_ANNOTATION)) == 2
+    assert len(tr.ranges) == 3 and tr.dropped[GPU_ANNOTATION_DROPPED] == 2
 
 
 def test_cpu_only_trace(shared_dir: Path) -> None:
@@ -191,7 +226,7 @@ def test_cpu_only_trace(shared_dir: Path) -> None:
     assert len(tr.gpu_ops) == 0 and len(tr.api_calls) == 0
     assert len(tr.ranges) == 11
     assert tr.meta["rank"] == 34 and tr.meta["world_size"] == 300
-    assert tr.dropped["cpu_op events (not modelled)"] == 4
+    assert len(tr.host_ops) == 4 and set(tr.host_ops["kind"].tolist()) == {ActivityKind.CPU_OP}
 
 
 @pytest.mark.slow
@@ -244,3 +279,35 @@ def test_detection_from_the_first_64_kb(shared_dir: Path) -> None:
         assert looks_like_kineto(head) == (path in kineto_files), path
         seen += path in kineto_files
     assert seen == len(KINETO_FILES)
+
+
+@pytest.mark.parametrize(
+    ("rel", "by", "steps"),
+    [
+        (
+            "external/hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz",
+            "Optimizer.step*",
+            5,
+        ),
+        ("external/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "ProfilerStep#*", 1),
+    ],
+    ids=["optimizer-steps", "profiler-step"],
+)
+def test_gpu_user_annotations_are_not_windows(
+    shared_dir: Path, rel: str, by: str, steps: int
+) -> None:
+    """Each of these traces has a gpu_user_annotation copy of every step range: one window
+    per step (the user_annotation) per device, none for the copies, no duplicates."""
+    import pytimings as pt
+
+    path = shared_dir / "data" / rel
+    events = independent(path)["doc"]["traceEvents"]
+    copies = [e for e in events if e.get("cat") == "gpu_user_annotation"]
+    assert any(fnmatch.fnmatchcase(e["name"], by) for e in copies)  # the copies are there
+    tr = load_kineto(path)
+    w = pt.attribute(tr, by=by).windows
+    n_dev = len(np.unique(tr.gpu_ops["device"]))
+    assert len(w) == steps * n_dev
+    keys = list(zip(w["start_ns"].tolist(), w["device"].tolist(), strict=True))
+    assert len(set(keys)) == len(keys)
+    assert tr.dropped[GPU_ANNOTATION_DROPPED] == len(copies)

@@ -1,5 +1,5 @@
 """A trace written by the installed torch.profiler (CPU activities) loads: annotations
-with their nesting, and unmodelled operator events counted, as the json module sees it."""
+with their nesting, and its operator events as host activities, as the json module sees it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytimings.ingest.kineto import load_kineto
-from pytimings.model.trace import RangeKind
+from pytimings.model.trace import ActivityKind, RangeKind
 
 
 def test_torch_profiler_cpu_capture(tmp_path: Path) -> None:
@@ -34,5 +34,7 @@ def test_torch_profiler_cpu_capture(tmp_path: Path) -> None:
     assert r["depth"].tolist() == [0, 1, 1, 1]
     assert set(r["kind"].tolist()) == {RangeKind.ANNOTATION}
     assert (r["start"][1:] >= r["start"][0]).all() and (r["end"][1:] <= r["end"][0]).all()
-    assert tr.dropped["cpu_op events (not modelled)"] == n_ops > 0
+    ops = tr.host_ops
+    assert int((ops["kind"] == ActivityKind.CPU_OP).sum()) == len(ops) == n_ops > 0
+    assert "aten::mm" in {tr.strings[i] for i in ops["name"]}
     assert len(tr.gpu_ops) == 0

@@ -15,7 +15,7 @@ import pytest
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import load
 from pytimings.ingest.nsys import load_nsys
-from pytimings.model.trace import ApiKind, OpKind, RangeKind, Trace
+from pytimings.model.trace import ActivityKind, ApiKind, OpKind, RangeKind, Trace
 
 pytestmark = pytest.mark.shared
 
@@ -130,6 +130,61 @@ def test_export_loads_with_independent_counts(shared_dir: Path, name: str) -> No
         assert np.all(np.diff(t["start"]) >= 0)
     assert tr.meta["format"] == "nsys-sqlite"
     assert set(np.unique(tr.gpu_ops["device"])) <= set(tr.devices["device"].tolist())
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_os_runtime_calls_match_sql(shared_dir: Path, name: str) -> None:
+    """OSRT_API calls (eventClass 27) as host activities: times, names and (pid, tid) as
+    plain SQL reads them; API calls keep their own thread."""
+    path = shared_dir / "data" / name
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    want, markers = [], 0
+    if "OSRT_API" in tables:
+        want = db.execute(
+            'SELECT o.start, o."end", s.value, (o.globalTid >> 24) & 16777215, '
+            "o.globalTid & 16777215 "
+            "FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId WHERE o.eventClass = 27"
+        ).fetchall()
+        markers = db.execute(
+            "SELECT count(*) FROM OSRT_API WHERE eventClass IN (31, 32)"
+        ).fetchone()[0]
+    calls = (
+        db.execute(
+            "SELECT start, globalTid & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "WHERE eventClass IN (0, 1)"
+        ).fetchall()
+        if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
+        else []
+    )
+    db.close()
+    tr = load_nsys(path)
+    h, th = tr.host_ops, tr.threads
+    got = zip(
+        h["start"].tolist(),
+        h["end"].tolist(),
+        [tr.strings[i] for i in h["name"]],
+        th["pid"][h["thread"]].tolist(),
+        th["tid"][h["thread"]].tolist(),
+        strict=True,
+    )
+    assert sorted(got) == sorted(want)
+    assert set(h["kind"].tolist()) <= {ActivityKind.OS}
+    assert np.all(np.diff(h["start"]) >= 0)
+    assert tr.dropped.get("osrt_profiling_started_finished_markers", 0) == markers
+    api = tr.api_calls.take(tr.api_calls["kind"] != ApiKind.SYNC)
+    got_calls = zip(api["start"].tolist(), th["tid"][api["thread"]].tolist(), strict=True)
+    assert sorted(got_calls) == sorted(calls)
+
+
+def test_exports_with_os_runtime_calls(shared_dir: Path) -> None:
+    """The two shared exports traced with osrt (the others have no or an empty OSRT_API)."""
+    data = shared_dir / "data/external"
+    for rel, n in (
+        ("nsys_pipit/perlmutter-cloverleaf-cuda.sqlite", 1828),
+        ("nsys_extrap/ex-gpu.s10.sqlite", 1285),
+    ):
+        assert len(load_nsys(data / rel).host_ops) == n
 
 
 @pytest.mark.parametrize(

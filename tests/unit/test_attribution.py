@@ -167,11 +167,16 @@ def test_device_and_rank_filters():
 
 def test_json_schema_keys():
     doc = json.loads(attribute(known_trace(), by="step").to_json())
-    assert doc["schema"] == "pytimings.attribution/1"
-    keys = {"window_ns", *(f"{x}_ns" for x in LABELS)}
+    assert doc["schema"] == "pytimings.attribution/2"
+    keys = {"window_ns", *(f"{x}_ns" for x in LABELS), "host_bound_by_activity",
+            "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
     for w in doc["windows"]:
         assert set(w) == keys | {"name", "start_ns", "end_ns", "device", "rank"}
+    assert [set(w) for w in doc["host_windows"]] == [
+        {"name", "start_ns", "end_ns", "rank", "window_ns", "by_activity"}
+    ] * 2
+    assert set(doc["host_totals"]) == {"window_ns", "by_activity"}
     assert doc["totals"]["window_ns"] == sum(w["window_ns"] for w in doc["windows"])
 
 
@@ -254,7 +259,8 @@ def _reference(tr, by):
         comm |= o["kind"] == OpKind.MEMCPY and o["copy_kind"] == CopyKind.PTOP
         comm |= call is not None and in_comm_range(call)
         cls = 1 if comm else (0 if o["kind"] == OpKind.KERNEL else 2)
-        raw.append((o["start"], o["end"], cls, call["start"] if call else None, o["correlation"]))
+        ls = (call["start"], call["end"]) if call else None
+        raw.append((o["start"], o["end"], cls, ls, o["correlation"]))
     if by is None:
         launching = [c for c in launch if c is not None]
         pts = [p for o in ops for p in (o["start"], o["end"])]
@@ -363,3 +369,31 @@ def test_launch_at_gap_start_is_device_wait_and_ties_pick_earliest_launch():
     )
     got = labels(attribute(tr)._row(0))
     assert got["device_wait"] == 10 + 30 and got["host_bound"] == 0
+
+
+def test_launch_overhead_ends_50us_after_the_call_returns():
+    """A gap [0, 300) µs before an op whose launch call ran [100, 110) µs: host_bound until
+    the call, launch_overhead until 50 µs after it returned, device_wait after that (the
+    op was submitted and still did not start); the label lanes cut the gap the same way."""
+    from pytimings.report.segments import label_segments
+
+    us = 1000
+    tr = make_trace(
+        [{"start": 300 * us, "end": 400 * us, "correlation": 1}],
+        [{"start": 100 * us, "end": 110 * us, "correlation": 1}],
+        [{"start": 0, "end": 400 * us, "name": "step"}],
+    )
+    a = attribute(tr)
+    got = labels(a._row(0))
+    assert (got["host_bound"], got["launch_overhead"], got["device_wait"]) == (
+        100 * us,
+        60 * us,
+        140 * us,
+    )
+    s, e, lab = label_segments(a, 0, 0)
+    assert list(zip(s.tolist(), e.tolist(), [LABELS[i] for i in lab], strict=True)) == [
+        (0, 100 * us, "host_bound"),
+        (100 * us, 160 * us, "launch_overhead"),
+        (160 * us, 300 * us, "device_wait"),
+        (300 * us, 400 * us, "compute"),
+    ]

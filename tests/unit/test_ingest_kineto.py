@@ -19,8 +19,16 @@ from hypothesis import strategies as st
 from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
-from pytimings.ingest.kineto import load_kineto, looks_like_kineto
-from pytimings.model.trace import STRING_COLUMNS, CopyKind, MemKind, OpKind, RangeKind, Trace
+from pytimings.ingest.kineto import GPU_ANNOTATION_DROPPED, load_kineto, looks_like_kineto
+from pytimings.model.trace import (
+    STRING_COLUMNS,
+    ActivityKind,
+    CopyKind,
+    MemKind,
+    OpKind,
+    RangeKind,
+    Trace,
+)
 
 HOST_PID, HOST_TID, DEV, STREAM = 4242, 4243, 0, 7
 
@@ -120,6 +128,7 @@ BASIC = [
         args={"External id": 1},
     ),
     ev("X", "cpu_op", "aten::mm", "1011.0", "9.0", args={"Input Dims": [[1, 2]]}),
+    ev("X", "python_function", "model.py(12): forward", "1010.5", "10.25", args={"Python id": 3}),
     ev("s", "ac2g", "ac2g", "1011.5", id=1),
     ev("f", "ac2g", "ac2g", "1020.25", pid=DEV, tid=STREAM, id=1, bp="e"),
 ]
@@ -169,17 +178,24 @@ def test_basic_trace(tmp_path: Path, gz: bool) -> None:
     assert (th["pid"][0], th["tid"][0]) == (HOST_PID, HOST_TID)
     assert set(a["thread"]) == {0}
 
-    r = tr.ranges
-    assert [tr.strings[i] for i in r["name"]] == ["step", "inner", "step"]
-    assert list(r["kind"]) == [RangeKind.ANNOTATION, RangeKind.ANNOTATION, RangeKind.GPU_ANNOTATION]
-    assert list(r["depth"]) == [0, 1, 0]
-    assert list(r["thread"]) == [0, 0, -1]
-    assert list(r["device"]) == [-1, -1, DEV]
+    r = tr.ranges  # the gpu_user_annotation copy of "step" is not a range
+    assert [tr.strings[i] for i in r["name"]] == ["step", "inner"]
+    assert list(r["kind"]) == [RangeKind.ANNOTATION, RangeKind.ANNOTATION]
+    assert list(r["depth"]) == [0, 1]
+    assert list(r["thread"]) == [0, 0]
+    assert list(r["device"]) == [-1, -1]
+
+    h = tr.host_ops  # in time order, names as written, on the thread of the ranges
+    assert [tr.strings[i] for i in h["name"]] == ["model.py(12): forward", "aten::mm"]
+    assert list(h["kind"]) == [ActivityKind.PYTHON, ActivityKind.CPU_OP]
+    assert list(h["start"]) == [ns("1010.5"), ns("1011.0")]
+    assert list(h["end"]) == [ns("1020.75"), ns("1020.0")]
+    assert list(h["thread"]) == [0, 0] and set(h["pid"]) == {HOST_PID} and set(h["rank"]) == {3}
 
     assert tr.strings[tr.devices["name"][0]] == "NVIDIA H200"
     assert tr.meta["rank"] == 3 and tr.meta["world_size"] == 8
     assert tr.meta["base_time_ns"] == 1700000000000000000
-    assert tr.dropped == {"cpu_op events (not modelled)": 1}
+    assert tr.dropped == {GPU_ANNOTATION_DROPPED: 1}
 
 
 def test_exact_times_where_floats_drift(tmp_path: Path) -> None:
@@ -260,9 +276,13 @@ def test_utf8_check_edge_cases(data: bytes) -> None:
     assert _jsonscan.utf8_bad(data) == python_utf8_bad(data)
 
 
-def test_invalid_utf8_in_an_unmodelled_event(tmp_path: Path) -> None:
-    bad = doc(BASIC, **TOP).replace(b"aten::mm", b"aten::\xffmm")
-    expect_error(write(tmp_path, bad), "not valid UTF-8")
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [(b"aten::mm", b"aten::\xffmm"), (b'"External id"', b'"External \xffid"')],
+    ids=["host-event", "unmodelled-event"],
+)
+def test_invalid_utf8(tmp_path: Path, text: bytes, bad: bytes) -> None:
+    expect_error(write(tmp_path, doc(BASIC, **TOP).replace(text, bad)), "not valid UTF-8")
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
@@ -279,7 +299,7 @@ def test_chunk_boundaries_do_not_matter(
 
 def assert_same(a: Trace, b: Trace) -> None:
     """Equal tables, comparing strings rather than ids (ids depend on decode order)."""
-    for name in ("gpu_ops", "api_calls", "ranges", "threads", "devices"):
+    for name in ("gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices"):
         ta, tb = a.table(name), b.table(name)
         for col in ta.columns:
             va, vb = ta[col], tb[col]
@@ -428,9 +448,16 @@ def test_invalid_json_names_the_byte(tmp_path: Path) -> None:
     assert f"byte {at}" in err.problem
 
 
-def test_invalid_json_in_an_unmodelled_event(tmp_path: Path) -> None:
-    bad = doc(BASIC, **TOP).replace(b'"Input Dims": [[1, 2]]', b'"Input Dims": [[1, 2],]')
-    expect_error(write(tmp_path, bad), "invalid JSON at byte")
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        (b'"Input Dims": [[1, 2]]', b'"Input Dims": [[1, 2],]'),  # skipped args of a cpu_op
+        (b'"External id": 1', b'"External id": 1,'),  # a gpu_user_annotation, not loaded
+    ],
+    ids=["skipped-args", "unmodelled-event"],
+)
+def test_invalid_json_in_what_is_not_loaded(tmp_path: Path, text: bytes, bad: bytes) -> None:
+    expect_error(write(tmp_path, doc(BASIC, **TOP).replace(text, bad)), "invalid JSON at byte")
 
 
 def test_invalid_json_outside_the_events(tmp_path: Path) -> None:
@@ -452,7 +479,12 @@ def test_unbalanced_quote_is_located(tmp_path: Path) -> None:
         (b'{"traceEvents": [1]}', "traceEvents[0] is not a JSON object"),
         (b'{"traceEvents": []}', "no events"),
         (
-            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}',
+            b'{"traceEvents": [{"ph": "X", "cat": "overhead", "name": "a", "ts": 1, "dur": 1}]}',
+            "no events pytimings models",
+        ),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "gpu_user_annotation", "name": "a", "ts": 1, '
+            b'"dur": 1}]}',
             "no events pytimings models",
         ),
         (b'{"traceEvents": []} x', "after the end"),
@@ -505,6 +537,8 @@ times = st.builds(lambda i, f: f"{i}.{f:03d}", st.integers(0, 2 * 10**15), st.in
 def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     n_kernels = draw(st.integers(0, 6))
     n_ann = draw(st.integers(0 if n_kernels else 1, 4))  # something the model holds
+    n_host = draw(st.integers(0, 4))
+    n_gpu_ann = draw(st.integers(0, 3))
     n_other = draw(st.integers(0, 4))
     events, starts = [], []
     for c in range(n_kernels):
@@ -516,11 +550,27 @@ def traces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
         events.append(
             ev("X", "user_annotation", draw(st.text(max_size=5)), draw(times), draw(times))
         )
+    host = []
+    for _ in range(n_host):
+        cat = draw(st.sampled_from(["cpu_op", "Operator", "python_function"]))
+        name, t0, d = draw(st.text(max_size=8)), draw(times), draw(times)
+        events.append(ev("X", cat, name, t0, d, pid=draw(st.integers(1, 3)), args={"x": [1]}))
+        kind = ActivityKind.PYTHON if cat == "python_function" else ActivityKind.CPU_OP
+        host.append((ns(t0), ns(str(Decimal(t0) + Decimal(d))), name, int(kind)))
+    for _ in range(n_gpu_ann):
+        events.append(ev("X", "gpu_user_annotation", "s", draw(times), "1", pid=DEV, tid=STREAM))
     for _ in range(n_other):
-        events.append(ev("X", "cpu_op", "op", draw(times), "1", args={"x": [1, {"y": "]"}]}))
+        events.append(ev("X", "overhead", "op", draw(times), "1", args={"x": [1, {"y": "]"}]}))
     order = draw(st.permutations(range(len(events))))
     events = [events[i] for i in order]
-    want = {"kernels": sorted(starts), "annotations": n_ann, "other": n_other, "calls": n_kernels}
+    want = {
+        "kernels": sorted(starts),
+        "annotations": n_ann,
+        "host": sorted(host),
+        "gpu_annotations": n_gpu_ann,
+        "other": n_other,
+        "calls": n_kernels,
+    }
     return doc(events, **TOP), want
 
 
@@ -533,7 +583,15 @@ def test_random_valid_traces_round_trip(tmp_path: Path, case: tuple[bytes, dict[
     assert sorted(zip(g["start"].tolist(), g["end"].tolist(), strict=True)) == want["kernels"]
     assert len(tr.api_calls) == want["calls"]
     assert len(tr.ranges) == want["annotations"]
-    assert tr.dropped.get("cpu_op events (not modelled)", 0) == want["other"]
+    h = tr.host_ops
+    got = zip(
+        h["start"].tolist(), h["end"].tolist(), h["name"].tolist(), h["kind"].tolist(), strict=True
+    )
+    assert sorted((s, e, tr.strings[n], k) for s, e, n, k in got) == want["host"]
+    # each host op sits on the thread of its own (pid, tid)
+    assert (tr.threads["pid"][h["thread"]] == h["pid"]).all()
+    assert tr.dropped.get(GPU_ANNOTATION_DROPPED, 0) == want["gpu_annotations"]
+    assert tr.dropped.get("overhead events (not modelled)", 0) == want["other"]
 
 
 @given(traces(), st.data())
@@ -599,13 +657,16 @@ CATS = {
     "cuda_sync": 5,
     "user_annotation": 6,
     "gpu_user_annotation": 7,
-    "ac2g": 8,
+    "cpu_op": 8,
+    "Operator": 8,
+    "python_function": 9,
+    "ac2g": 10,
 }
 events_st = st.lists(
     st.builds(
         lambda extra, cat: {**extra, **({} if cat is None else {"cat": cat})},
         st.dictionaries(st.text(max_size=6).filter(lambda k: k != "cat"), json_values, max_size=4),
-        st.one_of(st.none(), st.sampled_from([*CATS, "cpu_op", "cät", 'a"b', ""])),
+        st.one_of(st.none(), st.sampled_from([*CATS, "cpu_instant_event", "cät", 'a"b', ""])),
     ),
     max_size=12,
 )
@@ -667,7 +728,7 @@ def test_splitter_escapes_and_specials_at_every_block_offset(pad: int) -> None:
     tricky = "a" * pad + '\\"}]{[:,\\\\' + "é" + "b" * (pad % 7)
     events = [
         {"ph": "X", "cat": "kernel", "name": tricky, "args": {tricky: [tricky, {"k": 1}]}},
-        {"cat": "cpu_op", tricky: tricky, "x": {"cat": "kernel"}},
+        {"cat": "overhead", tricky: tricky, "x": {"cat": "kernel"}},
         {"name": tricky},
     ]
     for ensure_ascii in (True, False):

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers import nsys_synth as syn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytimings.analysis.summary import _group_stats, api_display_name, trace_summary
+from pytimings.ingest.kineto import load_kineto
 from pytimings.ingest.nsys import load_nsys
 from pytimings.report.summary_text import render_summary
 
@@ -104,3 +110,35 @@ def test_launch_index_has_no_key_collisions_for_large_ids(tmp_path: Path) -> Non
         )
     )
     assert launch_index(tr).tolist() == [-1, -1]
+
+
+@pytest.mark.shared
+def test_cpu_ops_table_matches_an_independent_reading(shared_dir: Path) -> None:
+    """cpu_ops of the H200 Kineto capture: per operator name as written, count, total,
+    mean and p50/p99 recomputed from the JSON with the standard library and numpy."""
+    path = shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz"
+    with gzip.open(path, "rb") as f:
+        events = json.loads(f.read(), parse_float=Decimal)["traceEvents"]
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            end = round((e["ts"] + e["dur"]) * 1000)  # Decimal: exact, ties to even
+            by_name[e["name"]].append(end - round(e["ts"] * 1000))
+    tr = load_kineto(path)
+    t = trace_summary(tr, top=10)["cpu_ops"]
+    totals = sorted(((sum(v), n) for n, v in by_name.items()), reverse=True)
+    assert len(t) == 10 and set(t["rank"].tolist()) == {0}
+    assert t["total_ns"].tolist() == [s for s, _ in totals[:10]]
+    for i, name in enumerate(t["name"].tolist()):
+        v = np.array(by_name[name])
+        assert t["count"][i] == len(v) and t["total_ns"][i] == v.sum()
+        assert np.isclose(t["mean_ns"][i], v.mean())
+        assert np.allclose([t["p50_ns"][i], t["p99_ns"][i]], np.quantile(v, [0.5, 0.99]))
+    text = render_summary({"cpu_ops": t})
+    assert text.startswith("CPU ops") and t["name"][0] in text
+    full = trace_summary(tr)["cpu_ops"]
+    assert int(full["count"].sum()) == sum(len(v) for v in by_name.values())
+
+
+def test_cpu_ops_table_only_for_traces_with_cpu_ops(tmp_path: Path) -> None:
+    assert "cpu_ops" not in trace_summary(load_nsys(syn.basic(tmp_path / "t.sqlite")))

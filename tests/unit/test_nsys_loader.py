@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 from pytimings.analysis.summary import trace_summary
 from pytimings.errors import TraceFormatError
 from pytimings.ingest.nsys import load_nsys
-from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind, RangeKind, Trace
+from pytimings.model.trace import (
+    ActivityKind,
+    ApiKind,
+    CopyKind,
+    MemKind,
+    OpKind,
+    RangeKind,
+    Trace,
+)
 from pytimings.report.summary_text import render_summary
 
 
@@ -195,6 +203,47 @@ def test_damaged_export_is_an_error(
     syn.execute(p, damage)
     with pytest.raises(TraceFormatError, match=problem):
         load_nsys(p)
+
+
+def test_os_runtime_calls_are_host_activities(tmp_path: Path) -> None:
+    """OSRT_API calls load on their thread with their names; a thread seen only there (or
+    first there) is appended without moving the rows of threads already given out."""
+    early = (syn.PID << 24) | 5  # sorts before GTID: must not shift the API calls' thread
+    p = syn.basic(
+        tmp_path / "t.sqlite",
+        StringIds=[
+            (3, "cudaLaunchKernel_v7000"),
+            (4, "cudaMemcpyAsync_v3020"),
+            (5, "cudaMemsetAsync_v3020"),
+            (1, "kernA"),
+            (2, "kernB"),
+            (6, "main"),
+            (7, "reg"),
+            (8, "ioctl"),
+            (9, "pthread_cond_wait"),
+            (10, "marker"),
+        ],
+        OSRT_API=[
+            (150, 160, 27, syn.GTID, 9),
+            (40, 90, 27, early, 8),
+            (10, 10, 31, syn.GTID, 10),
+            (999, 999, 32, syn.GTID, 10),
+            (5, 6, 44, syn.GTID, 8),
+        ],
+    )
+    tr = load_nsys(p)
+    h = tr.host_ops
+    assert names(tr, h["name"]) == ["ioctl", "pthread_cond_wait"]  # by start
+    assert h["start"].tolist() == [40, 150] and h["end"].tolist() == [90, 160]
+    assert set(h["kind"].tolist()) == {ActivityKind.OS}
+    th = tr.threads
+    assert th["tid"][h["thread"]].tolist() == [5, syn.PID]
+    assert set(th["tid"][tr.api_calls["thread"]].tolist()) == {syn.PID}
+    assert set(th["tid"][tr.ranges["thread"]].tolist()) == {syn.PID}
+    assert tr.dropped == {
+        "osrt_profiling_started_finished_markers": 2,
+        "osrt_api_event_class_44_rows": 1,
+    }
 
 
 def test_export_without_events(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.partition import LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
-from pytimings.model.trace import Trace
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, Trace
 from pytimings.record import storage
 from pytimings.report.perfetto import nested_lanes, write_perfetto
 from pytimings.report.segments import label_segments
@@ -154,6 +154,32 @@ def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
     host_ranges = int(np.count_nonzero(trace.ranges["device"] < 0))
     assert sum(ev["cat"] == "range" for ev in x) == host_ranges
     assert sum(ev["cat"] == "cuda_api" for ev in x) == len(trace.api_calls)
+    # every host activity once, exact times, its name and kind, on its own thread's track
+    h, th = trace.host_ops, trace.threads
+    got_h = sorted(
+        (
+            _ns(e["ts"]) + origin,
+            _ns(e["ts"]) + _ns(e["dur"]) + origin,
+            e["name"],
+            e["cat"],
+            info["threads"][(e["pid"], e["tid"])].split(" (overlap")[0],
+        )
+        for e in x
+        if e["cat"] in ("cpu_op", "python", "os")
+    )
+    want_h = sorted(
+        (
+            int(st),
+            int(max(en, st)),
+            trace.strings[int(n)],
+            ACTIVITY_KIND_NAMES[int(k)],
+            f"{trace.strings[int(th['name'][t])] or 'thread'} (tid {int(th['tid'][t])})",
+        )
+        for st, en, n, k, t in zip(
+            h["start"], h["end"], h["name"], h["kind"], h["thread"], strict=True
+        )
+    )
+    assert got_h == want_h
     # a flow per GPU op whose correlation id has a call in its (rank, pid)
     api = trace.api_calls
     calls = set(
@@ -359,6 +385,8 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "external/nsys_ai/h100_2gpu_1s.sqlite",  # two GPUs
         "external/nsys_extrap/concurrent.s8_profile8.sqlite",  # concurrent streams
         "external/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "external/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",  # python_function
+        "external/nsys_extrap/ex-gpu.s10.sqlite",  # OS runtime calls
     ],
 )
 def test_real_captures(shared_dir: Path, tmp_path: Path, rel: str) -> None:

@@ -1,0 +1,284 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
+"""Host attribution (docs/attribution.md, "Host attribution"): time on a host thread
+charged to the innermost host activity there.
+
+One pass over one thread's activities: in start order, they go through a heap
+whose top is the innermost activity covering the current instant (latest start; ties: the
+earliest end, then the lower kind, then the lower name rank), which cuts the thread's
+timeline into segments of one innermost activity (or none: ``untraced``); each segment is
+intersected with the query intervals open at that time and the overlap added to a hash
+table keyed by (query id, label). O(n log n) for n activities; memory: the heap (the
+nesting depth, plus activities that ended under a later-starting one), the open queries
+and the distinct (query id, label) pairs.
+
+A label is ``kind * n_names + name``; instants covered by no activity get the label
+``untraced_kind * n_names`` (name 0, the empty string).
+"""
+
+import numpy as np
+
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+
+
+cdef struct Acts:
+    const int64_t* start
+    const int64_t* end
+    const int8_t* kind
+    const int32_t* name
+    const int32_t* rank  # per string id: the rank of its text
+
+
+cdef inline bint _inner(Acts* a, int64_t x, int64_t y) noexcept nogil:
+    """Activity x is more inner than y: later start, then earlier end, kind, name rank."""
+    if a.start[x] != a.start[y]:
+        return a.start[x] > a.start[y]
+    if a.end[x] != a.end[y]:
+        return a.end[x] < a.end[y]
+    if a.kind[x] != a.kind[y]:
+        return a.kind[x] < a.kind[y]
+    return a.rank[a.name[x]] < a.rank[a.name[y]]
+
+
+cdef inline void _push(int64_t* h, Py_ssize_t n, int64_t x, Acts* a) noexcept nogil:
+    """Push x onto the heap h[0:n] (innermost on top)."""
+    cdef Py_ssize_t i = n, p
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _inner(a, x, h[p]):
+            break
+        h[i] = h[p]
+        i = p
+    h[i] = x
+
+
+cdef inline void _pop(int64_t* h, Py_ssize_t n, Acts* a) noexcept nogil:
+    """Remove the top of the heap h[0:n] (n >= 1); the heap is then h[0:n-1]."""
+    cdef int64_t x = h[n - 1]
+    cdef Py_ssize_t i = 0, c, m = n - 1
+    while True:
+        c = 2 * i + 1
+        if c >= m:
+            break
+        if c + 1 < m and _inner(a, h[c + 1], h[c]):
+            c += 1
+        if not _inner(a, h[c], x):
+            break
+        h[i] = h[c]
+        i = c
+    if m > 0:
+        h[i] = x
+
+
+cdef struct Table:
+    int64_t* keys  # -1: empty
+    int64_t* vals
+    Py_ssize_t cap  # a power of two
+    Py_ssize_t used
+
+
+cdef inline Py_ssize_t _slot(int64_t k, Py_ssize_t cap) noexcept nogil:
+    cdef unsigned long long h = <unsigned long long>k * 0x9E3779B97F4A7C15ULL
+    return <Py_ssize_t>((h >> 17) & <unsigned long long>(cap - 1))
+
+
+cdef int _grow(Table* t) noexcept nogil:
+    """Double the table; 0 on success, -1 when out of memory."""
+    cdef Py_ssize_t cap = t.cap * 2, i, j
+    cdef int64_t* keys = <int64_t*>malloc(cap * sizeof(int64_t))
+    cdef int64_t* vals = <int64_t*>calloc(cap, sizeof(int64_t))
+    if keys == NULL or vals == NULL:
+        free(keys)
+        free(vals)
+        return -1
+    for i in range(cap):
+        keys[i] = -1
+    for i in range(t.cap):
+        if t.keys[i] >= 0:
+            j = _slot(t.keys[i], cap)
+            while keys[j] >= 0:
+                j = (j + 1) & (cap - 1)
+            keys[j] = t.keys[i]
+            vals[j] = t.vals[i]
+    free(t.keys)
+    free(t.vals)
+    t.keys = keys
+    t.vals = vals
+    t.cap = cap
+    return 0
+
+
+cdef inline int _add(Table* t, int64_t k, int64_t v) noexcept nogil:
+    cdef Py_ssize_t j = _slot(k, t.cap)
+    while t.keys[j] >= 0:
+        if t.keys[j] == k:
+            t.vals[j] += v
+            return 0
+        j = (j + 1) & (t.cap - 1)
+    t.keys[j] = k
+    t.vals[j] = v
+    t.used += 1
+    if 2 * t.used > t.cap:
+        return _grow(t)
+    return 0
+
+
+def innermost_charges(const int64_t[::1] start,
+                      const int64_t[::1] end, const int8_t[::1] kind,
+                      const int32_t[::1] name, const int32_t[::1] name_rank,
+                      const int64_t[::1] q_s, const int64_t[::1] q_e,
+                      const int64_t[::1] q_id,
+                      int64_t n_names, int8_t untraced_kind):
+    """Charge each query interval ``[q_s, q_e)`` to the innermost activity at each of its
+    instants; activities and queries are of one thread.
+
+    Activities: columns ``start``, ``end``, ``kind``, ``name`` (string id, < n_names),
+    sorted by start (ties in any order); ``name_rank``: per string id, the rank of its
+    text (for ties). Activities of zero length cover nothing. Queries: sorted by start;
+    ``q_id`` is the caller's id (several queries may share one). Returns ``(q_id, label,
+    ns)`` arrays, one entry per distinct (query id, label) with ``ns > 0``, in no
+    particular order; per query id, the charges sum to the total length of its queries.
+    """
+    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i, j, k, lo
+    cdef Py_ssize_t nh = 0, cap_h, na = 0, m = 0
+    cdef int64_t r, t, nxt, ns_, top, act, lab, a, b
+    cdef int bad = 0
+    cdef Acts acts
+    cdef Table tab
+    if n_names < 1:
+        raise ValueError("innermost_charges: n_names must be >= 1")
+    if q_e.shape[0] != nq or q_id.shape[0] != nq:
+        raise ValueError("innermost_charges: query columns differ in length")
+    for i in range(1, nq):
+        if q_s[i] < q_s[i - 1]:
+            raise ValueError("innermost_charges: queries are not sorted by start")
+    if end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n:
+        raise ValueError("innermost_charges: activity columns differ in length")
+    for r in range(n):
+        if r > 0 and start[r] < start[r - 1]:
+            raise ValueError("innermost_charges: activities are not sorted by start")
+        if name[r] < 0 or name[r] >= n_names or name[r] >= name_rank.shape[0]:
+            raise ValueError("innermost_charges: a name id is out of range")
+    active_arr = np.empty(nq, dtype=np.int64)
+    cdef int64_t[::1] active = active_arr
+    acts.start = &start[0] if start.shape[0] else NULL
+    acts.end = &end[0] if end.shape[0] else NULL
+    acts.kind = &kind[0] if kind.shape[0] else NULL
+    acts.name = &name[0] if name.shape[0] else NULL
+    acts.rank = &name_rank[0] if name_rank.shape[0] else NULL
+    tab.cap = 64
+    tab.used = 0
+    tab.keys = <int64_t*>malloc(tab.cap * sizeof(int64_t))
+    tab.vals = <int64_t*>calloc(tab.cap, sizeof(int64_t))
+    cap_h = 64
+    cdef int64_t* heap = <int64_t*>malloc(cap_h * sizeof(int64_t))
+    cdef int64_t* grown
+    if tab.keys == NULL or tab.vals == NULL or heap == NULL:
+        free(tab.keys)
+        free(tab.vals)
+        free(heap)
+        raise MemoryError()
+    try:
+        with nogil:
+            for i in range(tab.cap):
+                tab.keys[i] = -1
+            k = 0  # the next query to open
+            t = INT64_MIN
+            while nq > 0:
+                while nh > 0 and end[heap[0]] <= t:  # drop what ended
+                    _pop(heap, nh, &acts)
+                    nh -= 1
+                ns_ = start[m] if m < n else INT64_MAX
+                if nh > 0:
+                    top = heap[0]
+                    nxt = end[top] if end[top] < ns_ else ns_
+                    act = top
+                else:
+                    nxt = ns_
+                    act = -1
+                if nxt > t:  # the segment [t, nxt): to the queries open in it
+                    while k < nq and q_s[k] < nxt:
+                        active[na] = k
+                        na += 1
+                        k += 1
+                    lab = (kind[act] * n_names + name[act]) if act >= 0 else untraced_kind * n_names
+                    j = 0
+                    for lo in range(na):
+                        a = q_s[active[lo]] if q_s[active[lo]] > t else t
+                        b = q_e[active[lo]] if q_e[active[lo]] < nxt else nxt
+                        if b > a and _add(&tab, q_id[active[lo]] * 6 * n_names + lab, b - a) < 0:
+                            bad = 1
+                            break
+                        if q_e[active[lo]] > nxt:
+                            active[j] = active[lo]
+                            j += 1
+                    na = j
+                    if bad or (k >= nq and na == 0):
+                        break
+                t = nxt
+                if t == INT64_MAX:
+                    break
+                while m < n and start[m] == t:
+                    r = m
+                    m += 1
+                    if end[r] <= start[r]:
+                        continue
+                    if nh == cap_h:
+                        grown = <int64_t*>realloc(heap, 2 * cap_h * sizeof(int64_t))
+                        if grown == NULL:
+                            bad = 1
+                            break
+                        heap = grown
+                        cap_h *= 2
+                    _push(heap, nh, r, &acts)
+                    nh += 1
+                if bad:
+                    break
+        if bad:
+            raise MemoryError()
+        out_q = np.empty(tab.used, dtype=np.int64)
+        out_l = np.empty(tab.used, dtype=np.int64)
+        out_v = np.empty(tab.used, dtype=np.int64)
+        j = 0
+        for i in range(tab.cap):
+            if tab.keys[i] >= 0:
+                out_q[j] = tab.keys[i] // (6 * n_names)
+                out_l[j] = tab.keys[i] % (6 * n_names)
+                out_v[j] = tab.vals[i]
+                j += 1
+        return out_q, out_l, out_v
+    finally:
+        free(tab.keys)
+        free(tab.vals)
+        free(heap)
+
+
+def touching(const int64_t[::1] start, const int64_t[::1] end, const int32_t[::1] thread,
+             const int64_t[::1] u_off, const int64_t[::1] u_s, const int64_t[::1] u_e):
+    """1 where the activity ``[start, end)`` on ``thread`` shares an instant with the set
+    ``u_s[u_off[t]:u_off[t + 1]]``, ``u_e[...]`` of its thread t (sorted, disjoint), else
+    0; threads < 0 or >= len(u_off) - 1 have none. Only these activities can be innermost
+    at an instant of the set. A binary search per activity, no sort."""
+    cdef Py_ssize_t n = start.shape[0], nt = u_off.shape[0] - 1, i, lo, hi, mid
+    cdef int64_t a, b
+    cdef int32_t t
+    out_arr = np.zeros(n, dtype=np.uint8)
+    cdef unsigned char[::1] out = out_arr
+    with nogil:
+        for i in range(n):
+            t = thread[i]
+            a = start[i]
+            b = end[i]
+            if t < 0 or t >= nt or b <= a:
+                continue
+            lo = u_off[t]
+            hi = u_off[t + 1]
+            while lo < hi:  # the first interval of the set ending after a
+                mid = (lo + hi) >> 1
+                if u_e[mid] <= a:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < u_off[t + 1] and u_s[lo] < b:
+                out[i] = 1
+    return out_arr

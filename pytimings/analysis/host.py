@@ -1,0 +1,392 @@
+"""Host attribution (docs/attribution.md): time on a host thread charged to the innermost
+host activity there, over the compiled sweep of :mod:`pytimings._native._host`.
+
+Host activities are the ranges on host threads, every API call and the ``host_ops`` rows
+(cpu_op, python, os), each with its :class:`~pytimings.model.trace.ActivityKind`. Charges
+come back as a table ``(row, kind, name, ns)``: per row (a window entry, a host window),
+every (kind, name) charged, largest first (ties: kind order, then name text), summing to
+the length of that row's query intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings._native import _host
+from pytimings._native import _intervals as iv
+from pytimings.analysis.launches import Launches
+from pytimings.analysis.partition import Gaps
+from pytimings.analysis.windows import Windows
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, StringTable, Trace
+from pytimings.table import Table
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.int64}
+Rows = npt.NDArray[Any] | None  # rows of a table: an index, a boolean mask, or all (None)
+
+
+def _count(table: Table, rows: Rows) -> int:
+    if rows is None:
+        return len(table)
+    return int(np.count_nonzero(rows)) if rows.dtype == bool else int(rows.size)
+
+
+@dataclass
+class HostActivities:
+    """One thread's host activities as columns sorted by start (kind: ActivityKind).
+    ``name_rank``: per string id, the rank of its text (for ties)."""
+
+    start: I64
+    end: I64
+    kind: npt.NDArray[np.int8]
+    name: I32
+    name_rank: I32
+    n_names: int
+
+    @classmethod
+    def per_thread(
+        cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32
+    ) -> Iterator[tuple[int, HostActivities]]:
+        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities that
+        share an instant with one of its queries (the only ones that can be innermost at
+        a query's instant), built one thread at a time."""
+        n_threads = max(len(trace.threads), int(q_thread.max(initial=-1)) + 1)
+        order = np.lexsort((q_s, q_thread))
+        bounds = np.searchsorted(q_thread[order], np.arange(n_threads + 1))
+        sets = [
+            iv.union(q_s[order[lo:hi]], q_e[order[lo:hi]])
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
+        u_off = np.zeros(n_threads + 1, dtype=np.int64)
+        u_off[1:] = np.cumsum([u[0].size for u in sets])
+        u_s = np.concatenate([u[0] for u in sets])
+        u_e = np.concatenate([u[1] for u in sets])
+        n_names = len(trace.strings)
+        seen = np.zeros(n_names, dtype=np.int64)
+        parts: list[tuple[Table, Rows, int | None]] = []
+        sources: tuple[tuple[Table, int | None], ...] = (
+            (trace.ranges, int(ActivityKind.RANGE)),
+            (trace.api_calls, int(ActivityKind.CUDA_API)),
+            (trace.host_ops, None),  # kind per row
+        )
+        for table, kind in sources:
+            keep = _host.touching(
+                table["start"], table["end"], table["thread"], u_off, u_s, u_e
+            ).view(bool)  # a mask: 1 byte per row, not an 8-byte row index
+            rows = None if keep.all() else keep  # all: no gathered copy
+            names = table["name"] if rows is None else table["name"][rows]
+            seen += np.bincount(names, minlength=n_names)
+            parts.append((table, rows, kind))
+            del keep, names
+        by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
+        rank = np.zeros(n_names, dtype=np.int32)
+        rank[by_text] = np.arange(len(by_text), dtype=np.int32)
+        threads = np.unique(q_thread).tolist()
+        if len(threads) == 1:  # touching kept only rows on the queries' threads
+            yield threads[0], cls._build(parts, rank)
+            return
+        groups = []
+        for table, rows, kind in parts:  # each table's kept rows grouped by thread
+            all_rows = np.arange(len(table)) if rows is None else np.flatnonzero(rows)
+            th = table["thread"][all_rows]
+            by_th = np.argsort(th, kind="stable")
+            cut = np.searchsorted(th[by_th], [*threads, threads[-1] + 1])
+            groups.append((table, all_rows[by_th], cut, kind))
+        for i, t in enumerate(threads):
+            yield t, cls._build([(tb, r[c[i] : c[i + 1]], k) for tb, r, c, k in groups], rank)
+
+    @classmethod
+    def _build(cls, parts: Sequence[tuple[Table, Rows, int | None]], rank: I32) -> HostActivities:
+        """The rows of the tables (a row index or a mask; all when None) as columns sorted
+        by start, one column at a time (one unsorted copy held at a time), so that the
+        sweep reads them in order."""
+
+        def column(name: str) -> npt.NDArray[Any]:
+            return np.concatenate(
+                [
+                    (t[name] if r is None else t[name][r])
+                    if k is None or name != "kind"
+                    else np.full(_count(t, r), k, dtype=np.int8)
+                    for t, r, k in parts
+                ]
+            )
+
+        order = np.argsort(column("start"), kind="stable")
+        if order.size < 2**31:  # half the bytes while the columns are gathered
+            order = order.astype(np.int32)
+        cols = {c: column(c)[order] for c in ("start", "end", "kind", "name")}
+        return cls(
+            start=cols["start"],
+            end=cols["end"],
+            kind=cols["kind"].astype(np.int8, copy=False),
+            name=cols["name"].astype(np.int32, copy=False),
+            name_rank=rank,
+            n_names=rank.size,
+        )
+
+    def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
+        """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity
+        (``ranges_only``: the innermost range) at each instant, summed per ``q_row``."""
+        cols = (self.start, self.end, self.kind, self.name)
+        if ranges_only:
+            rng = np.flatnonzero(self.kind == ActivityKind.RANGE)
+            cols = tuple(c[rng] for c in cols)  # type: ignore[assignment]
+        start, end, kinds, names = cols
+        q_order = np.argsort(q_s, kind="stable")
+        rows, label, ns = _host.innermost_charges(
+            start,
+            end,
+            kinds,
+            names,
+            self.name_rank,
+            np.ascontiguousarray(q_s[q_order]),
+            np.ascontiguousarray(q_e[q_order]),
+            np.ascontiguousarray(q_row[q_order]),
+            self.n_names,
+            ActivityKind.UNTRACED,
+        )
+        return Table(
+            {
+                "row": rows,
+                "kind": (label // self.n_names).astype(np.int8),
+                "name": (label % self.n_names).astype(np.int32),
+                "ns": ns,
+            }
+        )
+
+
+def combined(parts: Sequence[Table], name_rank: I32) -> Table:
+    """Charges (of several threads) summed per (row, kind, name) and ordered: by row, then
+    largest first (ties: kind order, then name text)."""
+    if not parts:
+        return empty_charges()
+    c = Table({k: np.concatenate([p[k] for p in parts]) for k in CHARGE_SCHEMA})
+    if len(parts) > 1 and len(c):
+        n = max(int(name_rank.size), 1)
+        key = (c["row"] * 6 + c["kind"]) * n + c["name"]
+        uniq, inv = np.unique(key, return_inverse=True)
+        ns = np.zeros(uniq.size, dtype=np.int64)
+        np.add.at(ns, inv.reshape(-1), c["ns"])
+        c = Table(
+            {
+                "row": uniq // (6 * n),
+                "kind": (uniq // n % 6).astype(np.int8),
+                "name": (uniq % n).astype(np.int32),
+                "ns": ns,
+            }
+        )
+    order = np.lexsort((name_rank[c["name"]], c["kind"], -c["ns"], c["row"]))
+    return c.take(order)
+
+
+def empty_charges() -> Table:
+    return Table.empty(CHARGE_SCHEMA)
+
+
+def summed(charges: Table, strings: list[str], rows: I64 | None = None) -> Table:
+    """The charges of ``rows`` (all when None) summed per (kind, name), as row 0, largest
+    first (ties: kind order, then name text)."""
+    c = charges if rows is None else charges.take(np.flatnonzero(np.isin(charges["row"], rows)))
+    if len(c) == 0:
+        return empty_charges()
+    key = c["kind"].astype(np.int64) << 32 | c["name"].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    ns = np.zeros(uniq.size, dtype=np.int64)
+    np.add.at(ns, inv.reshape(-1), c["ns"])
+    kind, name = (uniq >> 32).astype(np.int8), (uniq & 0xFFFFFFFF).astype(np.int32)
+    order = sorted(range(uniq.size), key=lambda i: (-ns[i], kind[i], strings[name[i]]))
+    return Table(
+        {
+            "row": np.zeros(uniq.size, dtype=np.int64),
+            "kind": kind[order],
+            "name": name[order],
+            "ns": ns[order],
+        }
+    )
+
+
+def charge_lists(charges: Table, n_rows: int, strings: list[str]) -> list[list[dict[str, Any]]]:
+    """Per row ``0..n_rows-1``: its charges as ``{"kind", "name", "ns"}`` dicts."""
+    bounds = np.searchsorted(charges["row"], np.arange(n_rows + 1))
+    kinds, names, ns = (charges[c].tolist() for c in ("kind", "name", "ns"))
+    return [
+        [
+            {"kind": ACTIVITY_KIND_NAMES[kinds[j]], "name": strings[names[j]], "ns": ns[j]}
+            for j in range(int(bounds[i]), int(bounds[i + 1]))
+        ]
+        for i in range(n_rows)
+    ]
+
+
+HOST_WINDOW_SCHEMA = {
+    "name": object,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "rank": np.int16,
+    "thread": np.int32,
+    "window_ns": np.int64,
+}
+
+
+@dataclass
+class HostAttribution:
+    """What the host was doing: the host_bound time of each window entry (row of
+    ``Attribution.windows``) charged to the innermost activity and to the innermost range
+    on the launching thread, and the host windows (one per ``--by`` range instance, its
+    own extent on its thread) with their charges (row of ``windows``)."""
+
+    bound_by_activity: Table
+    bound_by_range: Table
+    windows: Table
+    by_activity: Table
+
+    @classmethod
+    def empty(cls) -> HostAttribution:
+        return cls(
+            empty_charges(), empty_charges(), Table.empty(HOST_WINDOW_SCHEMA), empty_charges()
+        )
+
+    def _charges(self) -> tuple[Table, Table, Table]:
+        return self.bound_by_activity, self.bound_by_range, self.by_activity
+
+    def compact(self, strings: list[str]) -> tuple[HostAttribution, list[str]]:
+        """The same charges with names renumbered into the returned list of the names used
+        (what a per-rank task sends back instead of its whole string table)."""
+        used = np.unique(np.concatenate([t["name"] for t in self._charges()]))
+        a, r, w = (
+            t.with_columns(name=np.searchsorted(used, t["name"]).astype(np.int32))
+            for t in self._charges()
+        )
+        return HostAttribution(a, r, self.windows, w), [strings[i] for i in used.tolist()]
+
+
+def _reindexed(t: Table, rows: I64, names: I32) -> Table:
+    """Charges with rows and names replaced through the maps, sorted by row again (each
+    row's order kept)."""
+    t = t.with_columns(row=rows[t["row"]], name=names[t["name"]])
+    return t.take(np.argsort(t["row"], kind="stable"))
+
+
+def merge_host(
+    parts: Sequence[tuple[HostAttribution, list[str], int]],
+    strings: StringTable,
+    window_order: I64,
+) -> HostAttribution:
+    """Per-rank host attributions (each with its names and its number of window rows, in
+    the order their windows were concatenated) as one: names interned into ``strings``,
+    window rows through ``window_order`` (the concatenated windows were taken in that
+    order), host windows concatenated and ordered as :func:`host_attribution` does."""
+    if not parts:
+        return HostAttribution.empty()
+    w_new = np.empty_like(window_order)
+    w_new[window_order] = np.arange(window_order.size)
+    hw = Table({c: np.concatenate([p[0].windows[c] for p in parts]) for c in HOST_WINDOW_SCHEMA})
+    hw_order = (
+        np.lexsort((hw["thread"], hw["name"].astype(str), hw["end_ns"], hw["rank"], hw["start_ns"]))
+        if len(hw)
+        else np.empty(0, dtype=np.int64)
+    )
+    h_new = np.empty_like(hw_order)
+    h_new[hw_order] = np.arange(hw_order.size)
+    out: list[list[Table]] = [[], [], []]
+    w0 = h0 = 0
+    for host, names, n in parts:
+        ids = strings.intern_many(names)
+        k = len(host.windows)
+        maps = (w_new[w0 : w0 + n], w_new[w0 : w0 + n], h_new[h0 : h0 + k])
+        for dst, t, m in zip(out, host._charges(), maps, strict=True):
+            dst.append(_reindexed(t, m, ids))
+        w0 += n
+        h0 += k
+    a, r, w = (Table({c: np.concatenate([t[c] for t in ts]) for c in CHARGE_SCHEMA}) for ts in out)
+    a, r, w = (t.take(np.argsort(t["row"], kind="stable")) for t in (a, r, w))
+    return HostAttribution(a, r, hw.take(hw_order), w)
+
+
+def _host_windows(trace: Trace, win: Windows) -> Table:
+    """One host window per range window of ``win``: the range's own [start, end) on its
+    thread, in an order independent of the input's (start, rank, end, name, thread)."""
+    rg = trace.ranges
+    rows = win.range_row
+    start = rg["start"][rows]
+    end = np.maximum(rg["end"][rows], start)
+    name = np.asarray(win.name, dtype=object)
+    order = np.lexsort((win.thread, name.astype(str), end, win.rank, start)) if rows.size else rows
+    return Table(
+        {
+            "name": name[order],
+            "start_ns": start[order],
+            "end_ns": end[order],
+            "rank": win.rank[order],
+            "thread": win.thread[order],
+            "window_ns": (end - start)[order],
+        }
+    )
+
+
+def _sums(charges: Table, n_rows: int) -> I64:
+    out = np.zeros(n_rows, dtype=np.int64)
+    np.add.at(out, charges["row"], charges["ns"])
+    return out
+
+
+def host_attribution(
+    trace: Trace,
+    launches: Launches,
+    gaps: Gaps,
+    host_bound_ns: I64,
+    win: Windows,
+    host_windows: bool,
+) -> HostAttribution:
+    """The contract's host attribution of the ``gaps`` (their host_bound parts, per window
+    entry with ``host_bound_ns``) and, with ``host_windows``, of the range windows ``win``.
+    Checks that every list sums to its host_bound_ns / window_ns."""
+    hw = _host_windows(trace, win) if host_windows else Table.empty(HOST_WINDOW_SCHEMA)
+    g_thread = (launches.thread[gaps.op] if gaps.op.size else np.empty(0)).astype(np.int32)
+    hw_th = hw["thread"]
+    if g_thread.size + hw_th.size == 0:
+        return HostAttribution(empty_charges(), empty_charges(), hw, empty_charges())
+    got: list[list[Table]] = [[], [], []]
+    n_win = host_bound_ns.size
+    rank = np.zeros(0, dtype=np.int32)
+    hw_rows = np.arange(len(hw), dtype=np.int64)
+    for t, acts in HostActivities.per_thread(
+        trace,
+        np.concatenate([gaps.g0, hw["start_ns"]]),
+        np.concatenate([gaps.host_bound_end, hw["end_ns"]]),
+        np.concatenate([g_thread, hw_th]).astype(np.int32),
+    ):
+        g = np.flatnonzero(g_thread == t)
+        h = np.flatnonzero(hw_th == t)
+        # one sweep for the gaps (rows of the windows) and the host windows (rows after them)
+        both = acts.charge(
+            np.concatenate([gaps.g0[g], hw["start_ns"][h]]),
+            np.concatenate([gaps.host_bound_end[g], hw["end_ns"][h]]),
+            np.concatenate([gaps.window_row[g], n_win + hw_rows[h]]),
+        )
+        of_gaps = both["row"] < n_win
+        got[0].append(both.take(np.flatnonzero(of_gaps)))
+        of_hw = both.take(np.flatnonzero(~of_gaps))
+        got[2].append(of_hw.with_columns(row=of_hw["row"] - n_win))
+        q = (gaps.g0[g], gaps.host_bound_end[g], gaps.window_row[g])
+        got[1].append(acts.charge(*q, ranges_only=True))
+        rank = acts.name_rank
+    out = HostAttribution(
+        bound_by_activity=combined(got[0], rank),
+        bound_by_range=combined(got[1], rank),
+        windows=hw,
+        by_activity=combined(got[2], rank),
+    )
+    n = host_bound_ns.size
+    for c in (out.bound_by_activity, out.bound_by_range):
+        if not np.array_equal(_sums(c, n), host_bound_ns):  # checked on every input
+            raise AssertionError("host_bound charges do not sum to host_bound_ns")
+    if not np.array_equal(_sums(out.by_activity, len(hw)), hw["window_ns"]):
+        raise AssertionError("host window charges do not sum to the host windows")
+    return out

@@ -1,0 +1,76 @@
+"""The host sections of ``pytimings analyze``'s text: what the launching thread was inside
+during each device's host_bound time, and with ``--by`` the self time per host activity
+over each kind of window."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.host import summed
+from pytimings.analysis.result import Attribution, percentiles
+from pytimings.console.text import table
+from pytimings.model.trace import ACTIVITY_KIND_NAMES
+
+TOP = 8  # activities shown per device / per window kind
+NAME_WIDTH = 70
+
+
+def _name(s: str) -> str:
+    return s if len(s) <= NAME_WIDTH else s[: NAME_WIDTH - 3] + "..."
+
+
+def host_bound_lines(a: Attribution) -> list[str]:
+    """Per device: the top host activities of its host_bound time (kind, name, time,
+    share of that device's host_bound)."""
+    w, strings = a.windows, a.trace.strings
+    charges = a.host.bound_by_activity
+    keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
+    rows = []
+    for r, d in keys:
+        mine = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+        hb = int(w["host_bound_ns"][mine].sum())
+        if hb == 0:
+            continue
+        top = summed(charges, strings, mine)
+        tag = f"r{r} GPU {d}" if len({k[0] for k in keys}) > 1 else f"GPU {d}"
+        cols = (top[c][:TOP].tolist() for c in ("kind", "name", "ns"))
+        for k, n, ns in zip(*cols, strict=True):
+            rows.append([tag, ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(ns), pct(ns / hb)])
+    if not rows:
+        return []
+    return [
+        "",
+        "What the launching thread was inside during host_bound (innermost activity)",
+        *table(["device", "kind", "name", "time", "share"], rows, "lllrr"),
+    ]
+
+
+def host_window_lines(a: Attribution) -> list[str]:
+    """With ``--by``: per window name, self time per host activity over its host windows
+    (mean, p50, p99; a window without the activity counts 0), the largest means first."""
+    hw, strings = a.host.windows, a.trace.strings
+    charges = a.host.by_activity
+    out: list[str] = []
+    for wname in sorted(set(hw["name"].tolist())):
+        mine = np.flatnonzero(hw["name"] == wname)
+        top = summed(charges, strings, mine)
+        top = top.take(np.arange(min(TOP, len(top))))
+        sel = charges.take(np.flatnonzero(np.isin(charges["row"], mine)))
+        at = np.searchsorted(mine, sel["row"])  # mine is sorted: each charge's window
+        rows = []
+        for k, n in zip(top["kind"].tolist(), top["name"].tolist(), strict=True):
+            per = np.zeros(mine.size, dtype=np.int64)
+            hit = (sel["kind"] == k) & (sel["name"] == n)
+            per[at[hit]] = sel["ns"][hit]
+            p = percentiles(per)
+            rows.append([ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(p["mean"]),
+                         ms(p["p50"]), ms(p["p99"])])  # fmt: skip
+        length = percentiles(hw["window_ns"][mine])
+        out += [
+            "",
+            f"Host time per {wname} window ({mine.size} windows, mean {ms(length['mean'])}; "
+            "self time per innermost activity)",
+            *table(["kind", "name", "mean", "p50", "p99"], rows, "llrrr"),
+        ]
+    return out

@@ -1,0 +1,421 @@
+"""Host attribution: the compiled innermost-activity sweep against its brute-force twin
+(helpers.host_twin), attribute()'s host_bound charges and host windows on hand-built and
+random traces (sums, tie rules, event-order independence), and CPU-only traces."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import host_twin
+from helpers.synth import make_trace, shuffled
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytimings._native import _host
+from pytimings.analysis.attribution import attribute
+from pytimings.errors import UsageError
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind
+
+US = 1000
+UNTRACED = int(ActivityKind.UNTRACED)
+NAMES = ["", "b", "a", "c"]  # string ids 0..3; by text: "" < a < b < c
+
+
+# ------------------------------------------------------------- the kernel vs its twin
+
+
+@st.composite
+def activities(draw):
+    n = draw(st.integers(0, 12))
+    rows = []
+    for _ in range(n):
+        s = draw(st.integers(0, 40))
+        rows.append(
+            (
+                s,
+                s + draw(st.integers(0, 25)),
+                draw(st.integers(0, 4)),  # cuda_api .. range
+                draw(st.integers(1, 3)),  # name id
+                draw(st.integers(0, 2)),  # thread
+            )
+        )
+    return rows
+
+
+@st.composite
+def queries(draw):
+    n = draw(st.integers(0, 6))
+    out = []
+    for _ in range(n):
+        s = draw(st.integers(-5, 60))
+        e = s + draw(st.integers(0, 30))
+        out.append((s, e, draw(st.integers(0, 2)), draw(st.integers(0, 3))))
+    return out
+
+
+def _kernel(acts, qs, perm):
+    """The kernel on the activities in the row order ``perm`` (then sorted by start, ties
+    kept in that order), thread by thread, as the twin's dict."""
+    acts = sorted((acts[i] for i in perm), key=lambda a: a[0])
+    rank = np.array([0, 2, 1, 3], dtype=np.int32)  # the rank of NAMES[i] by text
+    parts = []
+
+    def col(j, dt, rows):
+        return np.array([a[j] for a in rows], dtype=dt)
+
+    for t in {q[2] for q in qs}:
+        mine = [a for a in acts if a[4] == t]
+        mq = sorted((q for q in qs if q[2] == t), key=lambda q: q[0])
+        parts.append(
+            _host.innermost_charges(
+                col(0, np.int64, mine),
+                col(1, np.int64, mine),
+                col(2, np.int8, mine),
+                col(3, np.int32, mine),
+                rank,
+                col(0, np.int64, mq),
+                col(1, np.int64, mq),
+                col(3, np.int64, mq),
+                len(NAMES),
+                UNTRACED,
+            )
+        )
+    rows, label, ns = (
+        np.concatenate([p[i] for p in parts] or [[]]).astype(np.int64) for i in range(3)
+    )
+    out: dict[tuple[int, int, str], int] = {}
+    for r, lab, v in zip(rows.tolist(), label.tolist(), ns.tolist(), strict=True):
+        key = (r, lab // len(NAMES), NAMES[lab % len(NAMES)])
+        assert v > 0
+        out[key] = out.get(key, 0) + v
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(activities(), queries(), st.randoms(use_true_random=False))
+def test_kernel_matches_brute_force_in_any_row_order(acts, qs, rnd):
+    want = host_twin.charges([(s, e, k, NAMES[n], t) for s, e, k, n, t in acts], qs, UNTRACED)
+    perm = list(range(len(acts)))
+    assert _kernel(acts, qs, perm) == want
+    rnd.shuffle(perm)
+    assert _kernel(acts, qs, perm) == want
+    for qid in {q[3] for q in qs}:  # each query id's charges sum to its queries' length
+        total = sum(max(0, e - s) for s, e, _, i in qs if i == qid)
+        assert sum(v for (i, _, _), v in want.items() if i == qid) == total
+
+
+@settings(max_examples=200, deadline=None)
+@given(activities(), queries())
+def test_touching_keeps_exactly_the_activities_meeting_a_query(acts, qs):
+    threads = 3
+    sets = []
+    for t in range(threads):
+        mine = sorted((s, e) for s, e, th, _ in qs if th == t and e > s)
+        merged: list[list[int]] = []
+        for s, e in mine:  # the union, written out
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        sets.append(merged)
+    u_off = np.cumsum([0, *map(len, sets)]).astype(np.int64)
+    u_s = np.array([s for m in sets for s, _ in m], dtype=np.int64)
+    u_e = np.array([e for m in sets for _, e in m], dtype=np.int64)
+    col = lambda j, dt: np.array([a[j] for a in acts], dtype=dt)  # noqa: E731
+    got = _host.touching(col(0, np.int64), col(1, np.int64), col(4, np.int32), u_off, u_s, u_e)
+    want = [
+        any(max(s, qs_) < min(e, qe) for qs_, qe, th, _ in qs if th == t) for s, e, _, _, t in acts
+    ]
+    assert got.astype(bool).tolist() == want
+
+
+def test_kernel_tie_rules():
+    """Same start: the earlier end is innermost; same extent: the lower kind, then the
+    name's text (not its id)."""
+    acts = [
+        (0, 10, ActivityKind.RANGE, 1, 0),  # range "b" [0, 10)
+        (0, 6, ActivityKind.RANGE, 1, 0),  # range "b" [0, 6): same start, ends first
+        (2, 4, ActivityKind.PYTHON, 1, 0),  # python "b" [2, 4) ...
+        (2, 4, ActivityKind.CPU_OP, 3, 0),  # ... and cpu_op "c": cpu_op wins
+        (7, 9, ActivityKind.CPU_OP, 1, 0),  # cpu_op "b" [7, 9) ...
+        (7, 9, ActivityKind.CPU_OP, 2, 0),  # ... and cpu_op "a": "a" wins by text
+    ]
+    got = _kernel(acts, [(0, 12, 0, 0)], range(len(acts)))
+    assert got == {
+        (0, ActivityKind.RANGE, "b"): 2 + 2 + 1 + 1,  # [0,2) [4,6) [6,7) [9,10)
+        (0, ActivityKind.CPU_OP, "c"): 2,
+        (0, ActivityKind.CPU_OP, "a"): 2,
+        (0, UNTRACED, ""): 2,
+    }
+
+
+def test_kernel_rejects_unsorted_input():
+    z = np.zeros(2, dtype=np.int64)
+    with pytest.raises(ValueError, match="not sorted by start"):
+        _host.innermost_charges(
+            np.array([5, 0], dtype=np.int64),
+            z + 9,
+            np.zeros(2, np.int8),
+            np.zeros(2, np.int32),
+            np.zeros(1, np.int32),
+            z[:0],
+            z[:0],
+            z[:0],
+            1,
+            UNTRACED,
+        )
+
+
+# ------------------------------------------------------------- attribute()
+
+
+def worked_example(host_ops=(), ranges=()):
+    """docs/attribution.md section 9."""
+    return make_trace(
+        ops=[
+            {"name": "gemm", "start": 20 * US, "end": 45 * US, "correlation": 1},
+            {
+                "name": "ncclAllReduce",
+                "start": 30 * US,
+                "end": 55 * US,
+                "correlation": 2,
+                "stream": 8,
+            },
+            {
+                "name": "memcpy",
+                "kind": 1,
+                "copy_kind": 1,
+                "bytes": 1 << 20,
+                "start": 60 * US,
+                "end": 70 * US,
+                "correlation": 3,
+            },
+            {"name": "relu", "start": 85 * US, "end": 95 * US, "correlation": 4},
+        ],
+        api=[
+            {"name": "cudaLaunchKernel", "start": 10 * US, "end": 15 * US, "correlation": 1},
+            {"name": "cudaLaunchKernel", "start": 16 * US, "end": 18 * US, "correlation": 2},
+            {"name": "cudaMemcpyAsync", "start": 50 * US, "end": 52 * US, "correlation": 3},
+            {"name": "cudaLaunchKernel", "start": 75 * US, "end": 80 * US, "correlation": 4},
+        ],
+        ranges=[{"name": "step", "start": 0, "end": 100 * US}, *ranges],
+        host_ops=host_ops,
+    )
+
+
+def test_worked_example_of_the_docs():
+    doc = json.loads(attribute(worked_example()).to_json())
+    assert doc["schema"] == "pytimings.attribution/2"
+    w = doc["windows"][0]
+    assert {k: w[k] for k in w if k.endswith("_ns")} == {
+        "start_ns": 0,
+        "end_ns": 100 * US,
+        "window_ns": 100 * US,
+        "compute_ns": 20 * US,
+        "comm_overlapped_ns": 15 * US,
+        "comm_exposed_ns": 10 * US,
+        "memory_ns": 10 * US,
+        "host_bound_ns": 15 * US,
+        "launch_overhead_ns": 20 * US,
+        "device_wait_ns": 5 * US,
+        "idle_other_ns": 5 * US,
+    }
+    step = [{"kind": "range", "name": "step", "ns": 15 * US}]
+    assert w["host_bound_by_activity"] == step and w["host_bound_by_range"] == step
+    assert doc["totals"]["host_bound_by_activity"] == step
+    assert doc["host_windows"] == [] and doc["host_totals"] == {"window_ns": 0, "by_activity": []}
+    doc = json.loads(attribute(worked_example(), by="step").to_json())
+    assert doc["host_windows"] == [
+        {
+            "name": "step",
+            "start_ns": 0,
+            "end_ns": 100 * US,
+            "rank": 0,
+            "window_ns": 100 * US,
+            "by_activity": [
+                {"kind": "range", "name": "step", "ns": 86 * US},
+                {"kind": "cuda_api", "name": "cudaLaunchKernel", "ns": 12 * US},
+                {"kind": "cuda_api", "name": "cudaMemcpyAsync", "ns": 2 * US},
+            ],
+        }
+    ]
+    assert doc["host_totals"]["window_ns"] == 100 * US
+
+
+def test_host_bound_goes_to_the_innermost_op_and_range():
+    """The worked example plus, on thread 0, a cpu_op [2, 8) µs with a python frame [3, 5)
+    inside it and a nested range 'inner' [6, 9) µs (it starts last, so it is innermost
+    over [6, 9)): host_bound [0, 10) and [70, 75) µs."""
+    tr = worked_example(
+        host_ops=[
+            {"name": "aten::mm", "start": 2 * US, "end": 8 * US},
+            {
+                "name": "model.py(12): forward",
+                "kind": ActivityKind.PYTHON,
+                "start": 3 * US,
+                "end": 5 * US,
+            },
+        ],
+        ranges=[{"name": "inner", "start": 6 * US, "end": 9 * US, "depth": 1}],
+    )
+    w = json.loads(attribute(tr).to_json())["windows"][0]
+    assert w["host_bound_by_activity"] == [
+        {"kind": "range", "name": "step", "ns": 8 * US},  # [0,2) [9,10) [70,75)
+        {"kind": "range", "name": "inner", "ns": 3 * US},  # [6,9)
+        {"kind": "cpu_op", "name": "aten::mm", "ns": 2 * US},  # [2,3) [5,6); ties: kind order
+        {"kind": "python", "name": "model.py(12): forward", "ns": 2 * US},  # [3,5)
+    ]
+    assert w["host_bound_by_range"] == [
+        {"kind": "range", "name": "step", "ns": 12 * US},
+        {"kind": "range", "name": "inner", "ns": 3 * US},
+    ]
+    assert w["host_bound_ns"] == 15 * US
+
+
+def test_cpu_only_trace_gives_host_windows():
+    tr = make_trace(
+        [],
+        ranges=[
+            {"name": "step", "start": 0, "end": 100},
+            {"name": "step", "start": 100, "end": 160},
+            {"name": "sleepy", "start": 20, "end": 70, "depth": 1},
+        ],
+        host_ops=[{"name": "aten::add", "start": 110, "end": 150}],
+    )
+    a = attribute(tr, by="step")
+    assert len(a.windows) == 0 and a.totals["window_ns"] == 0
+    doc = json.loads(a.to_json())
+    assert [w["by_activity"] for w in doc["host_windows"]] == [
+        [
+            {"kind": "range", "name": "sleepy", "ns": 50},
+            {"kind": "range", "name": "step", "ns": 50},
+        ],
+        [
+            {"kind": "cpu_op", "name": "aten::add", "ns": 40},
+            {"kind": "range", "name": "step", "ns": 20},
+        ],
+    ]
+    assert doc["host_totals"] == {
+        "window_ns": 160,
+        "by_activity": [
+            {"kind": "range", "name": "step", "ns": 70},
+            {"kind": "range", "name": "sleepy", "ns": 50},
+            {"kind": "cpu_op", "name": "aten::add", "ns": 40},
+        ],
+    }
+    with pytest.raises(UsageError, match=r"no GPU ops.*--by"):
+        attribute(tr)
+
+
+# ------------------------------------------------------------- random traces
+
+
+@st.composite
+def host_trace(draw):
+    n = draw(st.integers(1, 8))
+    ops, api = [], []
+    for i in range(n):
+        s = draw(st.integers(0, 80))
+        ops.append({"start": s, "end": s + draw(st.integers(0, 10)), "correlation": i})
+        ls = draw(st.integers(0, s + 3))
+        api.append(
+            {
+                "start": ls,
+                "end": ls + draw(st.integers(0, 3)),
+                "correlation": i,
+                "thread": draw(st.integers(0, 1)),
+            }
+        )
+    ranges, host_ops = [], []
+    for _ in range(draw(st.integers(0, 4))):
+        s = draw(st.integers(0, 80))
+        ranges.append(
+            {
+                "start": s,
+                "end": s + draw(st.integers(0, 40)),
+                "name": draw(st.sampled_from(["w", "v"])),
+                "thread": draw(st.integers(0, 1)),
+            }
+        )
+    for _ in range(draw(st.integers(0, 6))):
+        s = draw(st.integers(0, 80))
+        host_ops.append(
+            {
+                "start": s,
+                "end": s + draw(st.integers(0, 20)),
+                "name": draw(st.sampled_from(["aten::mm", "aten::add", "f.py(1): g"])),
+                "kind": draw(st.sampled_from([1, 2, 3])),
+                "thread": draw(st.integers(0, 1)),
+            }
+        )
+    threads = [{"pid": 100, "tid": 100 + i, "name": f"t{i}"} for i in range(2)]
+    return make_trace(ops, api, ranges, threads, host_ops=host_ops)
+
+
+def _activities(tr, ranges_only=False):
+    """All host activities of ``tr`` as twin tuples (start, end, kind, name, thread)."""
+    s = tr.strings
+    out = [
+        (r["start"], r["end"], int(ActivityKind.RANGE), s[r["name"]], r["thread"])
+        for r in tr.ranges.to_pandas().to_dict("records")
+        if r["thread"] >= 0
+    ]
+    if ranges_only:
+        return out
+    out += [
+        (r["start"], r["end"], int(ActivityKind.CUDA_API), s[r["name"]], r["thread"])
+        for r in tr.api_calls.to_pandas().to_dict("records")
+    ]
+    out += [
+        (r["start"], r["end"], r["kind"], s[r["name"]], r["thread"])
+        for r in tr.host_ops.to_pandas().to_dict("records")
+    ]
+    return out
+
+
+def _as_dict(lists, offset=0):
+    return {
+        (i + offset, ACTIVITY_KIND_NAMES.index(x["kind"]), x["name"]): x["ns"]
+        for i, items in enumerate(lists)
+        for x in items
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(host_trace(), st.integers(0, 2**32 - 1))
+def test_random_traces_charge_the_innermost_activity(tr, seed):
+    for by in (None, "w"):
+        if by and "w" not in {tr.strings[i] for i in tr.ranges["name"].tolist()}:
+            continue
+        a = attribute(tr, by=by)
+        doc = a.to_dict()
+        g = a.gaps
+        thread = a.launches.thread[g.op]
+        qs = list(
+            zip(
+                g.g0.tolist(),
+                g.host_bound_end.tolist(),
+                thread.tolist(),
+                g.window_row.tolist(),
+                strict=True,
+            )
+        )
+        for key, ranges_only in (("host_bound_by_activity", False), ("host_bound_by_range", True)):
+            want = host_twin.charges(_activities(tr, ranges_only), qs, UNTRACED)
+            assert _as_dict([w[key] for w in doc["windows"]]) == want
+            for w in doc["windows"]:
+                assert sum(x["ns"] for x in w[key]) == w["host_bound_ns"]
+                assert [x["ns"] for x in w[key]] == sorted((x["ns"] for x in w[key]), reverse=True)
+        hq = [
+            (w["start_ns"], w["end_ns"], int(t), i)
+            for i, (w, t) in enumerate(
+                zip(doc["host_windows"], a.host.windows["thread"], strict=True)
+            )
+        ]
+        want = host_twin.charges(_activities(tr), hq, UNTRACED)
+        assert _as_dict([w["by_activity"] for w in doc["host_windows"]]) == want
+        b = attribute(shuffled(tr, seed), by=by).to_dict()
+        for k in ("totals", "windows", "host_windows", "host_totals"):
+            assert b[k] == doc[k]
