@@ -293,18 +293,21 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> _HostChanges:
         for th in np.unique(t_all[hit]):
             on = np.flatnonzero(t_all == th)
             on = on[np.lexsort((-e_all[on], s_all[on]))]
+            on_s, on_e = s_all[on], e_all[on]
             for h in hit[t_all[hit] == th]:
                 a, b = int(s_all[h]), int(e_all[h])
-                inside = on[(s_all[on] >= a) & (e_all[on] <= b) & (on != h)]
-                inside = inside[(e_all[inside] > s_all[inside])]
-                if inside.size:
-                    cs, ce = iv.union(s_all[inside], e_all[inside])
-                    cut = np.concatenate([[a], ce]), np.concatenate([cs, [b]])
-                    for x, y in zip(*cut, strict=True):
-                        if y > x:
-                            per.setdefault(int(th), []).append((int(x), int(y), ch.factor))
-                elif b > a:
-                    per.setdefault(int(th), []).append((a, b, ch.factor))
+                lo, hi = np.searchsorted(on_s, [a, b], side="left")
+                cand = np.arange(lo, hi)  # what starts inside it, by start
+                cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
+                mine = per.setdefault(int(th), [])
+                if cand.size == 0:
+                    if b > a:
+                        mine.append((a, b, ch.factor))
+                    continue
+                cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
+                for x, y in zip(np.concatenate([[a], ce]), np.concatenate([cs, [b]]), strict=True):
+                    if y > x:
+                        mine.append((int(x), int(y), ch.factor))
     hc = _HostChanges()
     for th, ivs in per.items():
         hc.add(th, ivs)
