@@ -6,7 +6,7 @@ import pytest
 from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.findings import graphs, host_bound_gaps, kernels, memory
+from pytimings.analysis.findings import graphs, host_bound_gaps, host_windows, kernels, memory
 from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind, Trace
 
 MS = 1_000_000
@@ -306,3 +306,42 @@ def test_tiny_kernels_are_not_blamed_for_one_blocking_copy():
     assert "300 of 300 eager kernels (100.0%) run under 10.0 µs" in k.title
 
 
+
+
+def _host_only(children):
+    """Host-only trace: 3 windows 'step' of 10 ms each on one thread, with the nested ranges
+    ``children`` (name, start, end in ms from the window's start) in each."""
+    ranges = []
+    for s in range(3):
+        t = s * 10 * MS
+        ranges.append({"name": "step", "start": t, "end": t + 10 * MS})
+        for name, lo, hi in children(s):
+            ranges.append({"name": name, "start": t + lo * MS, "end": t + hi * MS, "depth": 1})
+    return make_trace([], ranges=ranges)
+
+
+def test_host_window_finding_names_the_activity_holding_most_self_time():
+    # each window: 'work' over [0, 2) ms; window 2 adds 'wait' over [2, 9), window 3 also
+    # over [9, 10). Self time: 'wait' 7 + 8 = 15 ms, 'step' 8 + 1 + 0 = 9 ms, 'work' 6 ms
+    a = attribute(_host_only(lambda s: [("work", 0, 2)] + [("wait", 2, 9), ("wait", 9, 10)][: s]),
+                  by="step")  # fmt: skip
+    (f,) = host_windows(a)
+    assert f.layer == "host"
+    e = f.evidence
+    assert (e["kind"], e["name"], e["ns"], e["host_window_ns"]) == ("range", "wait", 15 * MS, 30 * MS)
+    assert e["host_window_rows"] == [1, 2] and e["host_windows"] == 3
+    assert f.title == (
+        "range 'wait' holds 50.0% of the host time in 3 step host windows "
+        "(15.00 ms self time of their 30.00 ms), in 2 of them (2-3)"
+    )
+    assert [x.title for x in a.findings()] == [f.title]  # a host-only trace: the only one
+
+
+def test_no_host_window_finding_when_no_activity_holds_a_large_share():
+    # six ranges of 5/3 ms each, no step self time: each holds 16.7% < HOST_WINDOW_SHARE
+    a = attribute(_host_only(lambda s: [(f"r{i}", 5 * i / 3, 5 * (i + 1) / 3) for i in range(6)]),
+                  by="step")  # fmt: skip
+    assert max(x["ns"] for x in a.to_dict()["host_totals"]["by_activity"]) < 0.2 * 30 * MS
+    assert host_windows(a) == []
+    # without --by there are no host windows (a GPU trace: the host-bound findings instead)
+    assert host_windows(attribute(stepped_trace())) == []
