@@ -691,19 +691,30 @@ def tail(a: Attribution) -> list[Finding]:
 
 
 def host_windows(a: Attribution) -> list[Finding]:
-    """With ``--by``: the host activity holding the most self time over all host windows,
-    when it holds at least ``HOST_WINDOW_SHARE`` of their time (on a CPU-only capture, the
-    only finding there is)."""
+    """With ``--by``: the host activity (other than the windows' own ranges) holding the
+    most self time over all host windows, when it holds at least ``HOST_WINDOW_SHARE`` of
+    their time (on a CPU-only capture, the only finding there is)."""
     hw, ch = a.host.windows, a.host.by_activity
     total = int(hw["window_ns"].sum())
     if a.by is None or total == 0:
         return []
-    s = summed(ch, a.trace.strings)
-    kind, nid, ns = int(s["kind"][0]), int(s["name"][0]), int(s["ns"][0])
+    strings = a.trace.strings
+    s = summed(ch, strings)
+    # the windows' own ranges are left out: their self time is what no nested activity
+    # covers, and naming them says nothing the window does not
+    own = set(hw["name"].tolist())
+    rest = [
+        i
+        for i, (k, n) in enumerate(zip(s["kind"].tolist(), s["name"].tolist(), strict=True))
+        if not (k == ActivityKind.RANGE and strings[n] in own)
+    ]
+    if not rest:
+        return []
+    kind, nid, ns = (int(s[c][rest[0]]) for c in ("kind", "name", "ns"))
     if ns < HOST_WINDOW_SHARE * total:
         return []
     held = np.unique(ch["row"][(ch["kind"] == kind) & (ch["name"] == nid)])
-    k, name = ACTIVITY_KIND_NAMES[kind], a.trace.strings[nid]
+    k, name = ACTIVITY_KIND_NAMES[kind], strings[nid]
     title = (
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
         f"{plural(len(hw), f'{a.by} host window')} ({ms(ns)} self time of their {ms(total)}), "

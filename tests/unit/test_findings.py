@@ -343,5 +343,7 @@ def test_no_host_window_finding_when_no_activity_holds_a_large_share():
                   by="step")  # fmt: skip
     assert max(x["ns"] for x in a.to_dict()["host_totals"]["by_activity"]) < 0.2 * 30 * MS
     assert host_windows(a) == []
+    # the window's own self time (90%) is not an activity to name; 'work' holds 10%
+    assert host_windows(attribute(_host_only(lambda s: [("work", 0, 1)]), by="step")) == []
     # without --by there are no host windows (a GPU trace: the host-bound findings instead)
     assert host_windows(attribute(stepped_trace())) == []
