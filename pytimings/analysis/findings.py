@@ -122,7 +122,8 @@ def hardware(a: Attribution) -> list[Finding]:
 
 
 def _activity_text(kind: str, name: str) -> str:
-    """An activity as titles name it: ``cpu_op 'aten::mm'``; time inside none: ``no traced activity``."""
+    """An activity as titles name it: ``cpu_op 'aten::mm'``; time inside none:
+    ``no traced activity``."""
     return "no traced activity" if kind == "untraced" else f"{kind} '{name}'"
 
 

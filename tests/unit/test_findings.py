@@ -263,9 +263,7 @@ def test_a_synchronizing_call_names_what_the_gpus_ran_meanwhile(kind, name):
     assert f.title.endswith("on the GPUs meanwhile: 'long' on GPU 1 99.8%")
 
 
-@pytest.mark.parametrize(
-    "kind, name", [("cpu_op", "aten::mul"), ("cuda_api", "cudaMemcpyAsync")]
-)
+@pytest.mark.parametrize("kind, name", [("cpu_op", "aten::mul"), ("cuda_api", "cudaMemcpyAsync")])
 def test_a_call_that_does_not_synchronize_is_not_called_a_wait(kind, name):
     a = _wait_on_other_device(kind, name)
     f = next(x for x in host_bound_gaps(a) if x.evidence["op_name"] == "next")
@@ -287,8 +285,8 @@ def _tiny_kernels_then(blocking_ms):
     if blocking_ms:
         end = t + blocking_ms * MS
         api.append({"start": t, "end": end, "correlation": 300, "name": "hipMemcpyWithStream"})
-        ops.append({"start": end - 100_000, "end": end, "name": "Memcpy DtoH",
-                    "kind": OpKind.MEMCPY, "copy_kind": CopyKind.DTOH, "correlation": 300})  # fmt: skip
+        copy = {"kind": OpKind.MEMCPY, "copy_kind": CopyKind.DTOH, "correlation": 300}
+        ops.append({"start": end - 100_000, "end": end, "name": "Memcpy DtoH", **copy})
     return attribute(make_trace(ops, api))
 
 
@@ -306,8 +304,6 @@ def test_tiny_kernels_are_not_blamed_for_one_blocking_copy():
     assert "300 of 300 eager kernels (100.0%) run under 10.0 µs" in k.title
 
 
-
-
 def _host_only(children):
     """Host-only trace: 3 windows 'step' of 10 ms each on one thread, with the nested ranges
     ``children`` (name, start, end in ms from the window's start) in each."""
@@ -323,12 +319,17 @@ def _host_only(children):
 def test_host_window_finding_names_the_activity_holding_most_self_time():
     # each window: 'work' over [0, 2) ms; window 2 adds 'wait' over [2, 9), window 3 also
     # over [9, 10). Self time: 'wait' 7 + 8 = 15 ms, 'step' 8 + 1 + 0 = 9 ms, 'work' 6 ms
-    a = attribute(_host_only(lambda s: [("work", 0, 2)] + [("wait", 2, 9), ("wait", 9, 10)][: s]),
-                  by="step")  # fmt: skip
+    waits = [("wait", 2, 9), ("wait", 9, 10)]
+    a = attribute(_host_only(lambda s: [("work", 0, 2), *waits[:s]]), by="step")
     (f,) = host_windows(a)
     assert f.layer == "host"
     e = f.evidence
-    assert (e["kind"], e["name"], e["ns"], e["host_window_ns"]) == ("range", "wait", 15 * MS, 30 * MS)
+    assert (e["kind"], e["name"], e["ns"], e["host_window_ns"]) == (
+        "range",
+        "wait",
+        15 * MS,
+        30 * MS,
+    )
     assert e["host_window_rows"] == [1, 2] and e["host_windows"] == 3
     assert f.title == (
         "range 'wait' holds 50.0% of the host time in 3 step host windows "

@@ -456,7 +456,9 @@ def test_host_bound_findings_name_the_twins_activities_of_their_gaps(tr):
             (int(g.g0[r]), int(g.host_bound_end[r]), int(a.launches.thread[g.op[r]]), 0)
             for r in rows.tolist()
         ]
-        want = {(k, n): v for (_, k, n), v in host_twin.charges(_activities(tr), qs, UNTRACED).items()}
+        want = {
+            (k, n): v for (_, k, n), v in host_twin.charges(_activities(tr), qs, UNTRACED).items()
+        }
         got = {(ACTIVITY_KIND_NAMES.index(x["kind"]), x["name"]): x["ns"]
                for x in f.evidence["host_activities"]}  # fmt: skip
         assert got == {k: v for k, v in want.items() if v}
