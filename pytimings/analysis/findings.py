@@ -160,20 +160,21 @@ def _gap_activities(a: Attribution, rows: I64) -> tuple[list[dict[str, Any]], li
 
 
 def _sync_wait(
-    a: Attribution, rows: I64, parts: Sequence[tuple[int, I64, I64]], act: dict[str, Any], nid: int
+    a: Attribution, ranks: I64, parts: Sequence[tuple[int, I64, I64]], kind: str, nid: int
 ) -> dict[str, Any] | None:
-    """When ``act`` (an activity of :func:`_gap_activities`) is a synchronizing call
-    (:func:`is_synchronizing`): its calls that meet the gaps (``parts``: per launching
-    thread the set of their host_bound parts), their time, and the GPU ops running on any
-    device of the rank during those calls: per (name, device) the op time inside the calls
-    and its share of the call time, largest first; ``gpu_busy_ns``: call time during which
-    any op runs. None for any other activity."""
-    if act["kind"] not in ("cuda_api", "cpu_op") or not is_synchronizing(act["name"]):
-        return None
+    """When the activity ``kind`` named ``nid`` is a synchronizing call
+    (:func:`is_synchronizing`): its calls that meet ``parts`` (per thread a set of
+    intervals: gaps' host_bound parts, host windows), their time, and the GPU ops running on
+    any device of the ``ranks`` during those calls: per (name, device) the op time inside
+    the calls and its share of the call time, largest first; ``gpu_busy_ns``: call time
+    during which any op runs. None for any other activity."""
     tr = a.trace
-    table = tr.api_calls if act["kind"] == "cuda_api" else tr.host_ops
+    name = tr.strings[nid]
+    if kind not in ("cuda_api", "cpu_op") or not is_synchronizing(name):
+        return None
+    table = tr.api_calls if kind == "cuda_api" else tr.host_ops
     mine = table["name"] == nid
-    if act["kind"] == "cpu_op":
+    if kind == "cpu_op":
         mine &= table["kind"] == ActivityKind.CPU_OP
     calls = []
     for thread, us, ue in parts:
@@ -185,8 +186,7 @@ def _sync_wait(
     cs, ce = iv.union(table["start"][c], table["end"][c])
     call_ns = int((ce - cs).sum())
     ops = tr.gpu_ops
-    rank = int(a.windows["rank"][a.gaps.window_row[rows[0]]])
-    on = np.flatnonzero((ops["rank"] == rank) & (ops["end"] > ops["start"]))
+    on = np.flatnonzero(np.isin(ops["rank"], ranks) & (ops["end"] > ops["start"]))
     on = on[np.argsort(ops["start"][on], kind="stable")]
     inside = iv.overlap_lengths(ops["start"][on], ops["end"][on], cs, ce)
     busy_s, busy_e = iv.intersect(*iv.union(ops["start"][on], ops["end"][on]), cs, ce)
@@ -196,8 +196,8 @@ def _sync_wait(
             per[tr.strings[int(nm)], int(dev)] += int(v)
     top = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return {
-        "kind": act["kind"],
-        "name": act["name"],
+        "kind": kind,
+        "name": name,
         "calls": int(c.size),
         "call_ns": call_ns,
         "gpu_busy_ns": int((busy_e - busy_s).sum()),
@@ -213,6 +213,22 @@ def _thread_name(a: Attribution, thread: int) -> str:
         name = a.trace.strings[int(th["name"][thread])]
         return name or f"tid {int(th['tid'][thread])}"
     return "unknown"
+
+
+def _sync_text(sync: dict[str, Any] | None) -> str:
+    """What a title says of a wait in a synchronizing call (:func:`_sync_wait`), if any."""
+    if sync is None:
+        return ""
+    busy = ", ".join(
+        f"'{short_kernel_name(o['name'])}' on GPU {o['device']} {pct(o['share'])}"
+        for i, o in enumerate(sync["gpu_ops"])
+        if i == 0 or o["share"] >= ACTIVITY_MIN_SHARE
+    )
+    return (
+        f"; the host waits in {sync['name']} for the GPU "
+        f"({plural(sync['calls'], 'call')}, {ms(sync['call_ns'])}); "
+        f"on the GPUs meanwhile: {busy or 'nothing the trace shows'}"
+    )
 
 
 def _magnitude_clusters(values: I64) -> npt.NDArray[np.int64]:
@@ -307,17 +323,9 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
             + ")"
             for x in named[:MAX_ACTIVITIES]
         )
-        sync = _sync_wait(a, rows, parts, acts[0], act_ids[0])
-        if sync is not None:
-            busy = ", ".join(
-                f"'{short_kernel_name(o['name'])}' on GPU {o['device']} {pct(o['share'])}"
-                for o in sync["gpu_ops"]
-            )
-            doing += (
-                f"; the host waits in {sync['name']} for the GPU "
-                f"({plural(sync['calls'], 'call')}, {ms(sync['call_ns'])}); "
-                f"on the GPUs meanwhile: {busy or 'nothing the trace shows'}"
-            )
+        ranks = np.unique(w["rank"][g.window_row[rows]])
+        sync = _sync_wait(a, ranks, parts, acts[0]["kind"], act_ids[0])
+        doing += _sync_text(sync)
         title = (
             f"host_bound before {'the first op of each window, ' if at_start else ''}"
             f"{what} '{short_kernel_name(kname)}': {plural(rows.size, 'gap')}{where}, "
@@ -716,11 +724,17 @@ def host_windows(a: Attribution) -> list[Finding]:
         return []
     held = np.unique(ch["row"][(ch["kind"] == kind) & (ch["name"] == nid)])
     k, name = ACTIVITY_KIND_NAMES[kind], strings[nid]
+    parts = []
+    for t in np.unique(hw["thread"][held]).tolist():
+        mine = held[hw["thread"][held] == t]
+        mine = mine[np.argsort(hw["start_ns"][mine], kind="stable")]
+        parts.append((int(t), *iv.union(hw["start_ns"][mine], hw["end_ns"][mine])))
+    sync = _sync_wait(a, np.unique(hw["rank"][held]), parts, k, nid)
     title = (
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
         f"{plural(len(hw), f'{a.by} host window')} ({ms(ns)} self time of their {ms(total)}), "
         f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
-    )
+    ) + _sync_text(sync)
     return [
         Finding(
             "host",
@@ -734,6 +748,7 @@ def host_windows(a: Attribution) -> list[Finding]:
                 "host_window_ns": total,
                 "host_windows": len(hw),
                 "host_window_rows": held.tolist(),
+                "sync_wait": sync,
             },
         )
     ]
@@ -742,8 +757,10 @@ def host_windows(a: Attribution) -> list[Finding]:
 Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
-RANK_RULES: tuple[Rule, ...] = (*CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory)
-GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail, host_windows)
+RANK_RULES: tuple[Rule, ...] = (
+    *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows,
+)  # fmt: skip
+GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
 RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
     host_windows,

@@ -34,6 +34,12 @@ def _near(shown: str, value: float) -> bool:
     return abs(float(shown) - 100 * value) <= 0.051
 
 
+def _top_activity(e: dict[str, Any]) -> str:
+    """The name of the activity a finding is about: the first of a host-bound gap group's,
+    the host-window finding's own."""
+    return str(e["host_activities"][0]["name"] if "host_activities" in e else e["name"])
+
+
 def _activity(e: dict[str, Any], kind: str, name: str, share: str, time: str, gaps: str) -> bool:
     """A host activity a title names is in the evidence with that share, time and gaps."""
     return any(
@@ -82,7 +88,7 @@ CLAIMS: list[tuple[str, Check]] = [
     (
         r"the host waits in (\S+) for the GPU",
         lambda e, m: (
-            e["sync_wait"]["name"] == m.group(1) == e["host_activities"][0]["name"]
+            e["sync_wait"]["name"] == m.group(1) == _top_activity(e)
             and is_synchronizing(m.group(1))
         ),
     ),

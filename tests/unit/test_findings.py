@@ -221,10 +221,11 @@ def test_a_sync_with_an_idle_gpu_is_a_wait_on_nothing_the_trace_shows():
     )
 
 
-def _wait_on_other_device(kind, name):
+def _wait_on_other_device(kind, name, step=False):
     """Kernel 'long' runs on GPU 1 over [10, 5010) µs; the host sits in ``name`` over
     [20, 5020) µs (a cpu_op holding a runtime call that returns at 25 µs when ``kind`` is
-    a cpu_op), then launches 'next' on GPU 0, which idles from 'first' (ended 15 µs) on."""
+    a cpu_op), then launches 'next' on GPU 0, which idles from 'first' (ended 15 µs) on.
+    ``step``: all of it inside a range 'step' over [0, 5050) µs, attributed by it."""
     US = 1000
     ops = [
         {"start": 5 * US, "end": 15 * US, "name": "first", "correlation": 1},
@@ -242,7 +243,8 @@ def _wait_on_other_device(kind, name):
     else:
         host_ops.append({"start": 20 * US, "end": 5020 * US, "name": name})
         api.append({"start": 20 * US, "end": 25 * US, "name": "cudaMemcpyAsync"})
-    return attribute(make_trace(ops, api, host_ops=host_ops))
+    ranges = [{"name": "step", "start": 0, "end": 5050 * US}] if step else []
+    return attribute(make_trace(ops, api, ranges, host_ops=host_ops), by="step" if step else None)
 
 
 @pytest.mark.parametrize(
@@ -270,6 +272,25 @@ def test_a_call_that_does_not_synchronize_is_not_called_a_wait(kind, name):
     assert f.evidence["host_activities"][0]["name"] == name
     assert f.evidence["sync_wait"] is None
     assert "waits" not in f.title and "GPUs meanwhile" not in f.title
+
+
+def test_a_host_window_held_by_a_synchronizing_call_names_what_the_gpus_ran():
+    """The same wait inside one 'step' range [0, 5050) µs: cudaDeviceSynchronize holds 5000
+    of its 5050 µs (the launch calls 9 µs, the rest the step's own time)."""
+    (f,) = host_windows(_wait_on_other_device("cuda_api", "cudaDeviceSynchronize", step=True))
+    assert (f.evidence["name"], f.evidence["ns"]) == ("cudaDeviceSynchronize", 5_000_000)
+    sync = f.evidence["sync_wait"]
+    assert (sync["calls"], sync["call_ns"], sync["gpu_busy_ns"]) == (1, 5_000_000, 4_990_000)
+    assert f.title == (
+        "cuda_api 'cudaDeviceSynchronize' holds 99.0% of the host time in 1 step host window "
+        "(5.00 ms self time of their 5.05 ms), in 1 of them (1); the host waits in "
+        "cudaDeviceSynchronize for the GPU (1 call, 5.00 ms); on the GPUs meanwhile: "
+        "'long' on GPU 1 99.8%"
+    )
+    # a cpu_op that does not synchronize: named, but no wait
+    (f,) = host_windows(_wait_on_other_device("cpu_op", "aten::mul", step=True))
+    assert f.evidence["name"] == "aten::mul" and f.evidence["sync_wait"] is None
+    assert "waits" not in f.title
 
 
 def _tiny_kernels_then(blocking_ms):
