@@ -40,13 +40,17 @@ def _top_activity(e: dict[str, Any]) -> str:
     return str(e["host_activities"][0]["name"] if "host_activities" in e else e["name"])
 
 
-def _activity(e: dict[str, Any], kind: str, name: str, share: str, time: str, gaps: str) -> bool:
-    """A host activity a title names is in the evidence with that share, time and gaps."""
+def _activity(
+    e: dict[str, Any], kind: str, name: str, share: str, time: str, gaps: str, windows: str | None
+) -> bool:
+    """A host activity a title names is in the evidence with that share, time, gaps and
+    (when the title counts them) windows."""
     return any(
         (x["kind"], x["name"]) == (kind, name)
         and _near(share, x["share"])
         and ms(x["ns"]) == time
         and x["gaps"] == int(gaps)
+        and (windows is None or len(x["window_rows"]) == int(windows))
         for x in e["host_activities"]
     )
 
@@ -78,11 +82,12 @@ CLAIMS: list[tuple[str, Check]] = [
     ),
     # scheduling: the innermost host activities charged for the gaps, and sync waits
     (
-        r"\b(cuda_api|os|cpu_op|python|range) '([^']*)' ([\d.]+)% \(([\d.]+ \S+) in (\d+) gaps?",
-        lambda e, m: _activity(e, m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)),
+        r"\b(cuda_api|os|cpu_op|python|range) '([^']*)' ([\d.]+)% \(([\d.]+ \S+) in (\d+) gaps?"
+        r"(?:, (\d+) windows?)?\)",
+        lambda e, m: _activity(e, *m.groups()),
     ),
     (
-        r"no traced activity ([\d.]+)% \(([\d.]+ \S+) in (\d+) gaps?",
+        r"no traced activity ([\d.]+)% \(([\d.]+ \S+) in (\d+) gaps?(?:, (\d+) windows?)?\)",
         lambda e, m: _activity(e, "untraced", "", *m.groups()),
     ),
     (
@@ -177,10 +182,13 @@ def test_the_checker_rejects_an_unbacked_claim():
     assert check(Finding("capture", "capture: x", 0, {}))
     assert check(Finding("kernel", "slow because of tiny kernels", 0, {}))
     assert not check(Finding("capture", "capture: x", 0, {"distorts": {"idle_other_ns": 5}}))
-    acts = [{"kind": "cpu_op", "name": "aten::mul", "ns": 2_000_000, "share": 1.0, "gaps": 2}]
+    acts = [{"kind": "cpu_op", "name": "aten::mul", "ns": 2_000_000, "share": 1.0, "gaps": 2,
+             "window_rows": [0]}]  # fmt: skip
     ok = "meanwhile thread 't' is in cpu_op 'aten::mul' 100.0% (2.00 ms in 2 gaps)"
     assert not check(Finding("scheduling", ok, 1, {"host_activities": acts, "sync_wait": None}))
     assert check(Finding("scheduling", ok.replace("100.0", "90.0"), 1,
+                         {"host_activities": acts, "sync_wait": None}))  # fmt: skip
+    assert check(Finding("scheduling", ok.replace("gaps)", "gaps, 2 windows)"), 1,
                          {"host_activities": acts, "sync_wait": None}))  # fmt: skip
     # a wait claimed for a call that does not synchronize, or with no sync evidence
     wait = ok + "; the host waits in aten::mul for the GPU"
