@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis.host import charge_lists
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.analysis.summary import MEMSET_CODE, memory_label
@@ -332,9 +333,26 @@ def diff(
         "files": {"base": len(base), "new": len(new)},
         "labels": labels,
         "kernels": _kernel_rows(base, new, (b_w, n_w), (b_groups, n_groups)),
-        "host_activities": [],
+        "host_activities": compare_named(
+            _side_host(base), b_w, b_groups, _side_host(new), n_w, n_groups
+        ),
         "collectives": _collective_rows(base, new, resamples, rng),
     }
+
+
+def _side_host(side: Sequence[Attribution]) -> list[dict[str, float]]:
+    """Per window entry of the side's files: its host_bound time by the innermost host
+    activity it was charged to (contract v2's host_bound_by_activity), named
+    ``"<kind> <name>"`` (``untraced`` alone)."""
+    out: list[dict[str, float]] = []
+    for a in side:
+        for charges in charge_lists(a.host.bound_by_activity, len(a.windows), a.trace.strings):
+            per: dict[str, float] = {}
+            for c in charges:
+                key = f"{c['kind']} {c['name']}" if c["name"] else c["kind"]
+                per[key] = per.get(key, 0.0) + float(c["ns"])
+            out.append(per)
+    return out
 
 
 def _label_values(side: Sequence[Attribution]) -> F64:

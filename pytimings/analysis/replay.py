@@ -123,6 +123,7 @@ class _Graph:
     s_tail: I64
     by_launch: I64  # linked ops by (launch thread, launch start)
     by_launch_key: I64  # thread << 1 of each, sorted
+    pos: I64  # each op's place in an order independent of the rows' order
 
 
 def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
@@ -140,8 +141,17 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
     l_start = np.where(has, api["start"][safe] if len(api) else 0, NONE).astype(np.int64)
     l_end = np.where(has, api["end"][safe] if len(api) else 0, NONE).astype(np.int64)
     thread = np.where(has, api["thread"][safe] if len(api) else -1, -1).astype(np.int32)
-    # stream predecessor: previous op on (rank, device, stream) in start order
-    order = np.lexsort((end, start, ops["stream"], ops["device"], ops["rank"]))
+    # one order of the ops that the rows' order does not change (ties: end, name text,
+    # correlation), so that every choice below is the same for any order of the rows
+    ids, inv = np.unique(ops["name"], return_inverse=True)
+    by_text = np.argsort(np.asarray([trace.strings[i] for i in ids.tolist()], dtype=object))
+    name_rank = np.argsort(by_text)[inv.reshape(-1)]
+    order = np.lexsort(
+        (ops["correlation"], name_rank, end, start, ops["stream"], ops["device"], ops["rank"])
+    )
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    # stream predecessor: previous op on (rank, device, stream) in that order
     same = np.zeros(n, dtype=bool)
     if n > 1:
         o = order
@@ -161,7 +171,7 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
     late = np.flatnonzero((best == NONE) | (start - best > 0))
     if late.size:
         dev_key = (ops["rank"].astype(np.int64) << 20) | (ops["device"].astype(np.int64) & 0xFFFFF)
-        by_end = np.lexsort((end, dev_key))
+        by_end = np.lexsort((pos, end, dev_key))
         k_end, k_key = end[by_end], dev_key[by_end]
         for dk in np.unique(dev_key[late]):
             lo, hi = np.searchsorted(k_key, [dk, dk + 1])
@@ -187,11 +197,11 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
         )
         is_sync = names[api["name"]] & (api["kind"] != ApiKind.SYNC) & (api["thread"] >= 0)
     s_row = np.flatnonzero(is_sync)
-    s_row = s_row[np.lexsort((api["start"][s_row], api["thread"][s_row]))]
+    s_row = s_row[np.lexsort((api["end"][s_row], api["start"][s_row], api["thread"][s_row]))]
     s_start, s_end = api["start"][s_row], api["end"][s_row]
     s_wait = np.full(s_row.size, -1, dtype=np.int64)
     if s_row.size and n:
-        by_end = np.argsort(end, kind="stable")
+        by_end = np.lexsort((pos, end))
         e_sorted = end[by_end]
         for j in range(s_row.size):
             lo = np.searchsorted(e_sorted, s_start[j], side="right")
@@ -203,15 +213,15 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
                 (ops["rank"][cand] == api["rank"][s_row[j]]) & has[cand]
                 & (l_start[cand] <= s_start[j])
             ]  # fmt: skip
-            if cand.size:
-                s_wait[j] = cand[np.argmax(end[cand])]
+            if cand.size:  # the latest end (then the last in the order above)
+                s_wait[j] = cand[-1]
     s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
     return _Graph(
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
-        by_launch, thread[by_launch].astype(np.int64) << 1,
+        by_launch, thread[by_launch].astype(np.int64) << 1, pos,
     )  # fmt: skip
 
 
@@ -293,18 +303,21 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> _HostChanges:
         for th in np.unique(t_all[hit]):
             on = np.flatnonzero(t_all == th)
             on = on[np.lexsort((-e_all[on], s_all[on]))]
+            on_s, on_e = s_all[on], e_all[on]
             for h in hit[t_all[hit] == th]:
                 a, b = int(s_all[h]), int(e_all[h])
-                inside = on[(s_all[on] >= a) & (e_all[on] <= b) & (on != h)]
-                inside = inside[(e_all[inside] > s_all[inside])]
-                if inside.size:
-                    cs, ce = iv.union(s_all[inside], e_all[inside])
-                    cut = np.concatenate([[a], ce]), np.concatenate([cs, [b]])
-                    for x, y in zip(*cut, strict=True):
-                        if y > x:
-                            per.setdefault(int(th), []).append((int(x), int(y), ch.factor))
-                elif b > a:
-                    per.setdefault(int(th), []).append((a, b, ch.factor))
+                lo, hi = np.searchsorted(on_s, [a, b], side="left")
+                cand = np.arange(lo, hi)  # what starts inside it, by start
+                cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
+                mine = per.setdefault(int(th), [])
+                if cand.size == 0:
+                    if b > a:
+                        mine.append((a, b, ch.factor))
+                    continue
+                cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
+                for x, y in zip(np.concatenate([[a], ce]), np.concatenate([cs, [b]]), strict=True):
+                    if y > x:
+                        mine.append((int(x), int(y), ch.factor))
     hc = _HostChanges()
     for th, ivs in per.items():
         hc.add(th, ivs)
@@ -452,7 +465,8 @@ def _replay_window(
     key = np.concatenate([np.maximum(ops["start"][rows], g.launch_start[rows]), se])
     kind = np.concatenate([np.ones(n, np.int8), np.zeros(m, np.int8)])
     ev = np.concatenate([np.arange(n), -np.arange(m) - 1]).astype(np.int64)
-    order = ev[np.lexsort((kind, key))]
+    tie = np.concatenate([g.pos[rows], np.arange(m)])
+    order = ev[np.lexsort((tie, kind, key))]
     start, end, bind, _, gain = _replay(
         order, ops["end"][rows], dur[rows], lat[rows], pred_local, pred_fixed, dep_local,
         dep_fixed, g.dep_lat[rows], ready, l_sync, np.full(n, NONE, dtype=np.int64),
@@ -503,11 +517,18 @@ class Replay:
 
 
 def _windows(a: Attribution) -> Windows:
+    """The analysis's windows (one per --by range instance, else per rank) in start order
+    (ties: rank, end, thread), the order ``--window N`` counts in."""
     trace = a.trace
     ranks = np.unique(a.windows["rank"]).astype(np.int16)
     if a.by is None:
         return trace_windows(trace, a.launches, ranks)
-    return range_windows(trace, a.launches, a.by, ranks)
+    w = range_windows(trace, a.launches, a.by, ranks)
+    o = np.lexsort((w.thread, w.end, w.rank, w.start))
+    return Windows(
+        [w.name[i] for i in o.tolist()], w.start[o], w.end[o], w.rank[o], w.thread[o],
+        w.range_row[o],
+    )  # fmt: skip
 
 
 def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = False) -> Replay:

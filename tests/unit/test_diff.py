@@ -77,7 +77,7 @@ def test_a_trace_against_itself(pair: tuple[Path, Path], tmp_path: Path) -> None
     assert rc == 0
     assert doc["schema"] == "pytimings.diff/1"
     assert doc["windows"] == {"base": STEPS, "new": STEPS}
-    assert doc["host_activities"] == []
+    assert doc["host_activities"]  # host_bound charged to what the host was inside
     assert len(doc["labels"]) == 9 and len(doc["kernels"]) == 4
     for r in rows(doc):
         assert r["delta_ns"] == 0 and r["delta_pct"] in (0, None), r
@@ -192,3 +192,30 @@ def test_a_side_without_windows_is_a_usage_error() -> None:
     assert len(empty.windows) == 0
     with pytest.raises(UsageError, match=r"the new side has no window to compare \(--by 's'"):
         diff([full], [empty], resamples=100)
+
+
+def test_host_activities_compare_host_bound_by_what_the_host_was_inside() -> None:
+    """A host range that grows by half before each step's kernel: its host_bound charge is
+    worse, by about its growth; a range that did not change is within noise."""
+    from pytimings.analysis.diff import diff
+
+    def side(plan_us: float, seed: int) -> Any:
+        rng = np.random.default_rng(seed)
+        ops, api, ranges, t = [], [], [], 0
+        for i in range(12):
+            s0 = t
+            for name, us in (("plan", plan_us), ("prep", 30.0)):
+                d = int((us + rng.normal(0, 2)) * 1000)
+                ranges.append({"start": t, "end": t + d, "name": name, "depth": 1})
+                t += d
+            api.append({"start": t, "end": t + 5_000, "correlation": i + 1})
+            ops.append({"start": t + 6_000, "end": t + 50_000, "correlation": i + 1})
+            t += 60_000
+            ranges.append({"start": s0, "end": t, "name": "step", "payload": float(i)})
+        return attribute(make_trace(ops, api, ranges), by="step")
+
+    doc = diff([side(100, 1)], [side(150, 2)], resamples=400)
+    host = {r["name"]: r for r in doc["host_activities"]}
+    assert host["range plan"]["verdict"] == "worse"
+    assert 45 <= host["range plan"]["delta_pct"] <= 55
+    assert host["range prep"]["verdict"] == "within noise"

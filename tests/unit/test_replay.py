@@ -262,3 +262,15 @@ def test_a_stall_hidden_behind_another_device_saves_nothing():
     a = attribute(tr, by="step")
     (f,) = [f for f in a.findings() if f.layer == "scheduling"]
     assert f.loss_ns > 0 and f.saving_ns == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(_steps(), st.integers(0, 2**16))
+def test_replay_and_savings_do_not_depend_on_row_order(tr, seed):
+    from helpers.synth import shuffled
+
+    a, b = attribute(tr, by="step"), attribute(shuffled(tr, seed), by="step")
+    for spec in ("work=0", "kernel:k*=0.5"):
+        assert what_if(a, spec) == what_if(b, spec)
+    assert critical_path(a) == critical_path(b)
+    assert [f.saving_ns for f in a.findings()] == [f.saving_ns for f in b.findings()]
