@@ -27,7 +27,7 @@ class Fix:
 
 @dataclass
 class Finding:
-    layer: str  # capture, hardware, kernel, memory, scheduling, parallel, application
+    layer: str  # capture, hardware, kernel, memory, scheduling, parallel, application, host
     title: str  # one line with the key numbers
     loss_ns: int  # time this loss accounts for
     evidence: dict[str, Any] = field(default_factory=dict)  # saving_ns: the replayed saving

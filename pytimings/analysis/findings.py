@@ -3,7 +3,8 @@ ranked by the time they cost, each with its numbers and the evidence behind them
 
 Every rule here is generic (no trace is special-cased) and states only what its numbers
 show: how long, how often, where in the windows, and what the launching host thread was
-doing meanwhile (CUDA API calls it was inside, ranges it was inside); never why. The
+doing meanwhile (the innermost host activities of the contract's host attribution, and
+what the GPUs ran while it waited in a synchronizing call); never why. The
 capture rules (:mod:`.capture`) say where the capture itself shapes the labels.
 """
 
@@ -21,10 +22,11 @@ from pytimings.analysis.capture import CAPTURE_RULES
 from pytimings.analysis.classes import COMM, MEMORY
 from pytimings.analysis.finding import Finding, Fix, agree, ms, pct, plural, runs_text, scope
 from pytimings.analysis.graphs import graph_ops
+from pytimings.analysis.host import interval_charges, summed
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
-from pytimings.ingest.names import short_kernel_name, trace_vendor
-from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind
+from pytimings.ingest.names import is_synchronizing, short_kernel_name, trace_vendor
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, CopyKind, MemKind, OpKind
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -37,9 +39,12 @@ LONG_LAUNCH_GAP_NS = 1_000_000
 # tiny eager kernels are named beside launch_overhead only when the short gaps before eager
 # ops hold at least this share of it
 TINY_BLAME_SHARE = 0.5
+HOST_WINDOW_SHARE = 0.2  # the host-window finding: the top activity's least share of them
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
+MAX_ACTIVITIES = 3  # host activities named per host-bound gap group: the largest, and
+ACTIVITY_MIN_SHARE = 0.1  # the next ones holding at least this share of its host_bound
 
 
 def find(a: Attribution) -> list[Finding]:
@@ -116,67 +121,90 @@ def hardware(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- scheduling
 
 
-def _host_activity(a: Attribution, parts: Sequence[tuple[int, I64, I64]]) -> dict[str, Any]:
-    """What each launching thread was doing during its intervals (``parts``: thread and a
-    set ``[us, ue)``), summed: time inside each CUDA API call name (and calls met), inside
-    any call, and the ranges covering it (name -> share, depth, payloads). Synchronisation
-    activity rows (``ApiKind.SYNC``) are not calls: they shadow the runtime call that
-    waits, so they are left out."""
+def _activity_text(kind: str, name: str) -> str:
+    """An activity as titles name it: ``cpu_op 'aten::mm'``; time inside none:
+    ``no traced activity``."""
+    return "no traced activity" if kind == "untraced" else f"{kind} '{name}'"
+
+
+def _gap_activities(a: Attribution, rows: I64) -> tuple[list[dict[str, Any]], list[int]]:
+    """The host activities charged for the host_bound parts of the gaps ``rows`` (the
+    contract's innermost activity on the launching thread, :func:`host.interval_charges`),
+    largest first: kind, name, ns, share of those parts, gaps (how many of the gaps it holds
+    time in), window_rows; and each one's name id."""
+    g, strings = a.gaps, a.trace.strings
+    ch = interval_charges(
+        a.trace,
+        g.g0[rows],
+        g.host_bound_end[rows],
+        a.launches.thread[g.op[rows]].astype(np.int32),
+        np.arange(rows.size, dtype=np.int64),
+    )
+    total = max(1, int((g.host_bound_end[rows] - g.g0[rows]).sum()))
+    s = summed(ch, strings)
+    out, ids = [], []
+    for kind, nid, ns in zip(*(s[c].tolist() for c in ("kind", "name", "ns")), strict=True):
+        held = ch["row"][(ch["kind"] == kind) & (ch["name"] == nid)]
+        out.append(
+            {
+                "kind": ACTIVITY_KIND_NAMES[kind],
+                "name": strings[nid],
+                "ns": ns,
+                "share": ns / total,
+                "gaps": int(held.size),
+                "window_rows": np.unique(g.window_row[rows[held]]).tolist(),
+            }
+        )
+        ids.append(nid)
+    return out, ids
+
+
+def _sync_wait(
+    a: Attribution, ranks: I64, parts: Sequence[tuple[int, I64, I64]], kind: str, nid: int
+) -> dict[str, Any] | None:
+    """When the activity ``kind`` named ``nid`` is a synchronizing call
+    (:func:`is_synchronizing`): its calls that meet ``parts`` (per thread a set of
+    intervals: gaps' host_bound parts, host windows), their time, and the GPU ops running on
+    any device of the ``ranks`` during those calls: per (name, device) the op time inside
+    the calls and its share of the call time, largest first; ``gpu_busy_ns``: call time
+    during which any op runs. None for any other activity."""
     tr = a.trace
-    api, rg = tr.api_calls, tr.ranges
-    total = in_api = 0
-    by_name, n_calls = Counter[str](), Counter[str]()
-    agg: dict[str, list[int]] = {}
-    payloads: dict[str, set[float]] = {}
+    name = tr.strings[nid]
+    if kind not in ("cuda_api", "cpu_op") or not is_synchronizing(name):
+        return None
+    table = tr.api_calls if kind == "cuda_api" else tr.host_ops
+    mine = table["name"] == nid
+    if kind == "cpu_op":
+        mine &= table["kind"] == ActivityKind.CPU_OP
+    calls = []
     for thread, us, ue in parts:
-        total += int((ue - us).sum())
-        rows = np.flatnonzero((api["thread"] == thread) & (api["kind"] != ApiKind.SYNC))
-        ov = iv.overlap_lengths(api["start"][rows], api["end"][rows], us, ue)
-        rows, ov = rows[ov > 0], ov[ov > 0]
-        for nid, v in zip(api["name"][rows], ov, strict=True):
-            by_name[tr.strings[nid]] += int(v)
-            n_calls[tr.strings[nid]] += 1
-        # time inside at least one call (calls may nest): the union of calls met the set
-        order = np.argsort(api["start"][rows], kind="stable")
-        cs, ce = iv.union(api["start"][rows][order], api["end"][rows][order])
-        xs, xe = iv.intersect(cs, ce, us, ue)
-        in_api += int((xe - xs).sum())
-        rrows = np.flatnonzero(rg["thread"] == thread)
-        r_s = rg["start"][rrows]
-        ov = iv.overlap_lengths(r_s, np.maximum(rg["end"][rrows], r_s), us, ue)
-        for nid, depth, pay, v in zip(
-            rg["name"][rrows], rg["depth"][rrows], rg["payload"][rrows], ov, strict=True
-        ):
-            if v > 0:
-                name = tr.strings[nid]
-                e = agg.setdefault(name, [0, int(depth)])
-                e[0] += int(v)
-                e[1] = max(e[1], int(depth))
-                if not np.isnan(pay):
-                    payloads.setdefault(name, set()).add(float(pay))
-    top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-    ranges = [
-        {
-            "name": n,
-            "share": v / max(1, total),
-            "depth": dp,
-            "payloads": sorted(payloads.get(n, ())),
-        }
-        for n, (v, dp) in sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
-    ]
+        cand = np.flatnonzero(mine & (table["thread"] == thread))
+        met = iv.overlap_lengths(table["start"][cand], table["end"][cand], us, ue) > 0
+        calls.append(cand[met])
+    c = np.concatenate(calls)
+    c = c[np.argsort(table["start"][c], kind="stable")]
+    cs, ce = iv.union(table["start"][c], table["end"][c])
+    call_ns = int((ce - cs).sum())
+    ops = tr.gpu_ops
+    on = np.flatnonzero(np.isin(ops["rank"], ranks) & (ops["end"] > ops["start"]))
+    on = on[np.argsort(ops["start"][on], kind="stable")]
+    inside = iv.overlap_lengths(ops["start"][on], ops["end"][on], cs, ce)
+    busy_s, busy_e = iv.intersect(*iv.union(ops["start"][on], ops["end"][on]), cs, ce)
+    per = Counter[tuple[str, int]]()
+    for nm, dev, v in zip(ops["name"][on], ops["device"][on], inside, strict=True):
+        if v > 0:
+            per[tr.strings[int(nm)], int(dev)] += int(v)
+    top = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     return {
-        "total_ns": total,
-        "in_api_ns": in_api,
-        "api_calls_ns": dict(top),
-        "api_calls": {k: n_calls[k] for k, _ in top},
-        "ranges": ranges[:6],
+        "kind": kind,
+        "name": name,
+        "calls": int(c.size),
+        "call_ns": call_ns,
+        "gpu_busy_ns": int((busy_e - busy_s).sum()),
+        "gpu_ops": [
+            {"name": n, "device": d, "ns": v, "share": v / max(1, call_ns)} for (n, d), v in top
+        ],
     }
-
-
-def _inside(ranges: list[dict[str, Any]]) -> list[str]:
-    """Ranges covering at least half of the time, outermost first."""
-    cover = [r for r in ranges if r["share"] >= 0.5]
-    return [r["name"] for r in sorted(cover, key=lambda r: r["depth"])]
 
 
 def _thread_name(a: Attribution, thread: int) -> str:
@@ -185,6 +213,22 @@ def _thread_name(a: Attribution, thread: int) -> str:
         name = a.trace.strings[int(th["name"][thread])]
         return name or f"tid {int(th['tid'][thread])}"
     return "unknown"
+
+
+def _sync_text(sync: dict[str, Any] | None) -> str:
+    """What a title says of a wait in a synchronizing call (:func:`_sync_wait`), if any."""
+    if sync is None:
+        return ""
+    busy = ", ".join(
+        f"'{short_kernel_name(o['name'])}' on GPU {o['device']} {pct(o['share'])}"
+        for i, o in enumerate(sync["gpu_ops"])
+        if i == 0 or o["share"] >= ACTIVITY_MIN_SHARE
+    )
+    return (
+        f"; the host waits in {sync['name']} for the GPU "
+        f"({plural(sync['calls'], 'call')}, {ms(sync['call_ns'])}); "
+        f"on the GPUs meanwhile: {busy or 'nothing the trace shows'}"
+    )
 
 
 def _magnitude_clusters(values: I64) -> npt.NDArray[np.int64]:
@@ -235,8 +279,7 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
             mine = rows[threads == t]
             order = np.argsort(g.g0[mine], kind="stable")
             parts.append((int(t), *iv.union(g.g0[mine][order], g.host_bound_end[mine][order])))
-        act = _host_activity(a, parts)
-        inside = _inside(act["ranges"])
+        acts, act_ids = _gap_activities(a, rows)
         kname = tr.strings[nid]
         what = "kernel" if int(ops["kind"][g.op[rows[0]]]) == OpKind.KERNEL else "op"
         at_start = (
@@ -263,33 +306,26 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
                     f"{plural(len(w), f'{a.by} window entry', f'{a.by} window entries')} "
                     f"on {len(keys)} (rank, device) pairs"
                 )
-        tot = act["total_ns"] or 1
         thread_names = sorted({_thread_name(a, p[0]) for p in parts})
         shown = ", ".join(repr(n) for n in thread_names[:3])
         doing = (
-            f"thread '{thread_names[0]}'"
+            f"thread '{thread_names[0]}' is"
             if len(parts) == 1
             else f"the {len(parts)} launching threads ({shown}"
             + (", ..." if len(thread_names) > 3 else "")
+            + ") are"
+        )
+        named = [x for i, x in enumerate(acts) if i == 0 or x["share"] >= ACTIVITY_MIN_SHARE]
+        doing += " in " + ", ".join(
+            f"{_activity_text(x['kind'], x['name'])} {pct(x['share'])} "
+            f"({ms(x['ns'])} in {plural(x['gaps'], 'gap')}"
+            + (f", {plural(len(x['window_rows']), 'window')}" if a.by is not None else "")
             + ")"
+            for x in named[:MAX_ACTIVITIES]
         )
-        if inside:
-            doing += f" {'is' if len(parts) == 1 else 'are'} inside range '{inside[-1]}'"
-            pay = next(r["payloads"] for r in act["ranges"] if r["name"] == inside[-1])
-            if len(pay) == 1:
-                doing += f" with payload {pay[0]:g} each time"
-            if len(inside) > 1:
-                doing += f" (within {' > '.join(repr(x) for x in inside[:-1])})"
-        api_txt = ", ".join(
-            f"{n} {ms(t)} in {plural(act['api_calls'][n], 'call')}"
-            for n, t in act["api_calls_ns"].items()
-        )
-        doing += (
-            f"; {'it spends' if len(parts) == 1 else 'they spend'} "
-            f"{pct(act['in_api_ns'] / tot)} of that time inside {trace_vendor(tr)} API calls"
-            + (f" ({api_txt})" if api_txt else "")
-            + f" and {pct(1 - act['in_api_ns'] / tot)} outside them"
-        )
+        ranks = np.unique(w["rank"][g.window_row[rows]])
+        sync = _sync_wait(a, ranks, parts, acts[0]["kind"], act_ids[0])
+        doing += _sync_text(sync)
         title = (
             f"host_bound before {'the first op of each window, ' if at_start else ''}"
             f"{what} '{short_kernel_name(kname)}': {plural(rows.size, 'gap')}{where}, "
@@ -311,8 +347,8 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
                     "total_ns": int(v.sum()),
                     "share_of_host_bound": int(v.sum()) / max(1, total_hb),
                     "threads": thread_names,
-                    "inside_ranges": inside,
-                    "host_activity": act,
+                    "host_activities": acts,
+                    "sync_wait": sync,
                     "window_rows": wrows.tolist(),
                     "at_window_start": at_start,
                 },
@@ -660,11 +696,72 @@ def tail(a: Attribution) -> list[Finding]:
     ]
 
 
+# --------------------------------------------------------------------------- host
+
+
+def host_windows(a: Attribution) -> list[Finding]:
+    """With ``--by``: the host activity (other than the windows' own ranges) holding the
+    most self time over all host windows, when it holds at least ``HOST_WINDOW_SHARE`` of
+    their time (on a CPU-only capture, the only finding there is)."""
+    hw, ch = a.host.windows, a.host.by_activity
+    total = int(hw["window_ns"].sum())
+    if a.by is None or total == 0:
+        return []
+    strings = a.trace.strings
+    s = summed(ch, strings)
+    # the windows' own ranges are left out: their self time is what no nested activity
+    # covers, and naming them says nothing the window does not
+    own = set(hw["name"].tolist())
+    rest = [
+        i
+        for i, (k, n) in enumerate(zip(s["kind"].tolist(), s["name"].tolist(), strict=True))
+        if not (k == ActivityKind.RANGE and strings[n] in own)
+    ]
+    if not rest:
+        return []
+    kind, nid, ns = (int(s[c][rest[0]]) for c in ("kind", "name", "ns"))
+    if ns < HOST_WINDOW_SHARE * total:
+        return []
+    held = np.unique(ch["row"][(ch["kind"] == kind) & (ch["name"] == nid)])
+    k, name = ACTIVITY_KIND_NAMES[kind], strings[nid]
+    parts = []
+    for t in np.unique(hw["thread"][held]).tolist():
+        mine = held[hw["thread"][held] == t]
+        mine = mine[np.argsort(hw["start_ns"][mine], kind="stable")]
+        parts.append((int(t), *iv.union(hw["start_ns"][mine], hw["end_ns"][mine])))
+    sync = _sync_wait(a, np.unique(hw["rank"][held]), parts, k, nid)
+    title = (
+        f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
+        f"{plural(len(hw), f'{a.by} host window')} ({ms(ns)} self time of their {ms(total)}), "
+        f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
+    ) + _sync_text(sync)
+    return [
+        Finding(
+            "host",
+            title,
+            ns,
+            {
+                "kind": k,
+                "name": name,
+                "ns": ns,
+                "share": ns / total,
+                "host_window_ns": total,
+                "host_windows": len(hw),
+                "host_window_rows": held.tolist(),
+                "sync_wait": sync,
+            },
+        )
+    ]
+
+
 Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
-RANK_RULES: tuple[Rule, ...] = (*CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory)
+RANK_RULES: tuple[Rule, ...] = (
+    *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows,
+)  # fmt: skip
 GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
 RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
+    host_windows,
 )  # fmt: skip

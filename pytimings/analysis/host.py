@@ -161,6 +161,22 @@ class HostActivities:
         )
 
 
+def interval_charges(trace: Trace, q_s: I64, q_e: I64, q_thread: I32, q_row: I64) -> Table:
+    """The queries ``[q_s, q_e)``, each on its thread ``q_thread``, charged to the innermost
+    host activity at each instant and summed per ``q_row`` (ordered as :func:`combined`):
+    the contract's charges for any set of intervals, such as some of the gaps' host_bound
+    parts."""
+    if q_s.size == 0:
+        return empty_charges()
+    got: list[Table] = []
+    rank = np.zeros(0, dtype=np.int32)
+    for t, acts in HostActivities.per_thread(trace, q_s, q_e, q_thread):
+        m = np.flatnonzero(q_thread == t)
+        got.append(acts.charge(q_s[m], q_e[m], q_row[m]))
+        rank = acts.name_rank
+    return combined(got, rank)
+
+
 def combined(parts: Sequence[Table], name_rank: I32) -> Table:
     """Charges (of several threads) summed per (row, kind, name) and ordered: by row, then
     largest first (ties: kind order, then name text)."""

@@ -38,6 +38,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     if len(w) == 0:  # a CPU-only trace: the host windows are the answer
         out += ["", "The trace has no GPU ops: the host view of each window only."]
         out += host_window_lines(a)
+        out += _finding_lines(a)
         return "\n".join(out)
     # per device
     keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
@@ -140,10 +141,15 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
                 ]
             )
         out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
-    out += ["", "Findings (capture findings first, then by what fixing each saves)"]
+    out += _finding_lines(a)
+    return "\n".join(out)
+
+
+def _finding_lines(a: Attribution) -> list[str]:
+    out = ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
         saves = "" if f.saving_ns is None else f" (fixing it saves {ms(f.saving_ns)})"
         out += textwrap.wrap(
             f"{i}. [{f.layer}] {f.title}{saves}", width=100, subsequent_indent="   "
         )
-    return "\n".join(out)
+    return out

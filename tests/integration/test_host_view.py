@@ -5,42 +5,26 @@ pytimings recording analysed from the command line with --by."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from helpers.recording_factory import make_recording
+from helpers.torch_capture import cpu_capture
 
 import pytimings as pt
 from pytimings.cli import main
 
 
-def test_cpu_only_torch_capture_charges_the_sleep_to_its_range(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    from torch.profiler import ProfilerActivity, profile, record_function
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """One capture for this module's tests: its path and the slept ns."""
+    pytest.importorskip("torch")
+    path = tmp_path_factory.mktemp("cpu") / "cpu.pt.trace.json"
+    return path, cpu_capture(path)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one op thread: less contention on a shared 2-core box
-    try:
-        model = torch.nn.Sequential(
-            torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
-        )
-        x = torch.randn(16, 64)
-        slept = 0
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for i in range(4):
-                with record_function("step"):
-                    model(x)
-                    if i == 2:
-                        with record_function("sleepy"):
-                            t0 = time.perf_counter_ns()
-                            time.sleep(0.02)
-                            slept = time.perf_counter_ns() - t0
-                    model(x)
-    finally:
-        torch.set_num_threads(threads)
-    path = tmp_path / "cpu.pt.trace.json"
-    prof.export_chrome_trace(str(path))
+
+def test_cpu_only_torch_capture_charges_the_sleep_to_its_range(capture: tuple[Path, int]) -> None:
+    path, slept = capture
     tr = pt.load(str(path))
     assert len(tr.gpu_ops) == 0
     doc = pt.attribute(tr, by="step").to_dict()
@@ -57,6 +41,26 @@ def test_cpu_only_torch_capture_charges_the_sleep_to_its_range(tmp_path: Path) -
     assert [x["ns"] for x in third if x["name"] == "sleepy"] == [charged["range", "sleepy"]]
     for w in doc["host_windows"]:
         assert sum(x["ns"] for x in w["by_activity"]) == w["window_ns"]
+
+
+def test_cpu_only_torch_capture_has_a_finding_that_names_the_sleep(
+    capture: tuple[Path, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No GPU ops, so no GPU finding: the host-window finding names the range holding the
+    planted 20 ms sleep, in the one step that slept; the report prints it."""
+    path, slept = capture
+    a = pt.attribute(pt.load(str(path)), by="step")
+    (f,) = a.findings()
+    assert f.layer == "host" and f.title.startswith("range 'sleepy' holds ")
+    e = f.evidence
+    assert (e["kind"], e["name"], e["host_windows"], e["host_window_rows"]) == (
+        "range", "sleepy", 4, [2]
+    )  # fmt: skip
+    assert abs(e["ns"] - slept) <= 0.02 * slept
+    assert e["host_window_ns"] == sum(w["window_ns"] for w in a.host_windows())
+    assert "in 4 step host windows" in f.title and "in 1 of them (3)" in f.title
+    assert main(["analyze", str(path), "--by", "step", "-q"]) == 0
+    assert "range 'sleepy' holds" in capsys.readouterr().out
 
 
 def test_host_only_recording_analyze_by(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.findings import host_bound_gaps
+from pytimings.analysis.host import interval_charges
 from pytimings.errors import UsageError
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind
 
@@ -419,3 +421,49 @@ def test_random_traces_charge_the_innermost_activity(tr, seed):
         b = attribute(shuffled(tr, seed), by=by).to_dict()
         for k in ("totals", "windows", "host_windows", "host_totals"):
             assert b[k] == doc[k]
+
+
+@settings(max_examples=100, deadline=None)
+@given(host_trace(), st.lists(st.tuples(st.integers(0, 90), st.integers(0, 30), st.integers(0, 1),
+                                        st.integers(0, 3)), max_size=6))  # fmt: skip
+def test_interval_charges_of_any_queries_match_the_twin(tr, raw):
+    """host.interval_charges (what the host-bound findings charge their gaps with): any
+    intervals, overlapping or not, on either thread, summed per query row."""
+    qs = [(s, s + n, th, row) for s, n, th, row in raw]
+    c = interval_charges(
+        tr,
+        np.asarray([q[0] for q in qs], dtype=np.int64),
+        np.asarray([q[1] for q in qs], dtype=np.int64),
+        np.asarray([q[2] for q in qs], dtype=np.int32),
+        np.asarray([q[3] for q in qs], dtype=np.int64),
+    )
+    got = {
+        (r, k, tr.strings[n]): v
+        for r, k, n, v in zip(*(c[x].tolist() for x in ("row", "kind", "name", "ns")), strict=True)
+    }
+    want = {k: v for k, v in host_twin.charges(_activities(tr), qs, UNTRACED).items() if v}
+    assert got == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(host_trace())
+def test_host_bound_findings_name_the_twins_activities_of_their_gaps(tr):
+    a = attribute(tr)
+    g = a.gaps
+    for f in host_bound_gaps(a):
+        rows = f.fix.host_bound
+        qs = [
+            (int(g.g0[r]), int(g.host_bound_end[r]), int(a.launches.thread[g.op[r]]), 0)
+            for r in rows.tolist()
+        ]
+        want = {
+            (k, n): v for (_, k, n), v in host_twin.charges(_activities(tr), qs, UNTRACED).items()
+        }
+        got = {(ACTIVITY_KIND_NAMES.index(x["kind"]), x["name"]): x["ns"]
+               for x in f.evidence["host_activities"]}  # fmt: skip
+        assert got == {k: v for k, v in want.items() if v}
+        assert sum(got.values()) == f.evidence["total_ns"]
+        per_gap = [host_twin.charges(_activities(tr), [q], UNTRACED) for q in qs]
+        for x in f.evidence["host_activities"]:
+            key = (0, ACTIVITY_KIND_NAMES.index(x["kind"]), x["name"])
+            assert x["gaps"] == sum(1 for p in per_gap if p.get(key, 0) > 0)
