@@ -336,6 +336,7 @@ class WindowReplay:
     replayed_end_ns: int | None  # None: excluded
     excluded: str | None = None
     range_row: int = -1  # row in trace.ranges of a --by window's range
+    threads: int = 1  # host threads in the replay (launching its ops, or ending it)
     # for the critical path
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     op_start: I64 = field(default_factory=lambda: np.empty(0, np.int64))
@@ -484,6 +485,7 @@ def _replay_window(
     gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
     host_end = warp(h_thread, h_end) - gains
     replayed = max(int(host_end.max(initial=w_s)), int(end.max()) if n else w_s)
+    out.threads = int(np.union1d(threads, h_thread).size)
     out.replayed_end_ns = replayed
     if keep_ops:
         out.ops, out.op_start, out.op_end, out.op_bind = rows, start, end, bind
@@ -588,6 +590,11 @@ class Savings:
             host.add(th, ivs)
         return host
 
+    @property
+    def threads(self) -> int:
+        """The most host threads any included window replays together."""
+        return max((b.threads for b in self.base if b.after_ns is not None), default=0)
+
     def saving_ns(self, fix: Fix) -> int | None:
         """Measured minus replayed length, summed over the windows the replay includes
         (None when it includes none)."""
@@ -610,6 +617,13 @@ class Savings:
         return total
 
 
+CROSS_THREAD_NOTE = (
+    "a lower bound: several host threads launch the work, each kept in its measured order; "
+    "what one thread waits for on another is not in the trace, so work another thread did "
+    "later stays where it was"
+)
+
+
 def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
     """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
     None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
@@ -625,6 +639,8 @@ def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
         f.evidence["saving_ns"] = v
         if v is None:
             f.evidence["saving_note"] = "no window has what the replay needs"
+        elif savings.threads > 1:
+            f.evidence["saving_note"] = CROSS_THREAD_NOTE
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
@@ -641,10 +657,12 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
             {"name": b.name, "start_ns": b.start_ns, "before_ns": b.after_ns,
              "after_ns": n.after_ns}
         )  # fmt: skip
+    multi = any(w.threads > 1 for w in base.windows if w.after_ns is not None)
     return {
         "spec": ",".join(c.text for c in changes),
         "windows": rows,
         "excluded": base.fidelity()["excluded"],
+        "note": CROSS_THREAD_NOTE if multi else None,
         "total_saving_ns": int(sum(r["before_ns"] - r["after_ns"] for r in rows)),
     }
 

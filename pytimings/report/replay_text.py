@@ -51,6 +51,8 @@ def render_what_if(doc: dict[str, Any]) -> str:
         f"total saving {ms(doc['total_saving_ns'])} of {ms(total_before)} "
         f"({pct(doc['total_saving_ns'] / max(1, total_before))}) over {len(rows)} windows"
     )
+    if doc.get("note"):
+        out.append(f"({doc['note']})")
     return "\n".join(out)
 
 

@@ -274,3 +274,21 @@ def test_replay_and_savings_do_not_depend_on_row_order(tr, seed):
         assert what_if(a, spec) == what_if(b, spec)
     assert critical_path(a) == critical_path(b)
     assert [f.saving_ns for f in a.findings()] == [f.saving_ns for f in b.findings()]
+
+
+def test_work_of_several_threads_makes_savings_lower_bounds():
+    """A stall on one thread while another thread's later launch ends the window: the
+    replay keeps the other thread's work where it was, and says the saving is a floor."""
+    ops, api = [], []
+    _launch(api, ops, 1, 40, 45, 46, 60, name="mine")  # after a 40 µs stall on thread 0
+    api.append({"start": 50 * US, "end": 55 * US, "correlation": 2, "thread": 1})
+    ops.append({"start": 56 * US, "end": 90 * US, "name": "theirs", "correlation": 2, "stream": 8})
+    threads = ({"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bg"})
+    ranges = [{"start": 0, "end": 40 * US, "name": "stall"}]
+    tr = make_trace(ops, api, ranges, threads=threads)
+    a = attribute(tr)
+    doc = what_if(a, "stall=0")
+    assert doc["note"] and "lower bound" in doc["note"]
+    assert doc["total_saving_ns"] == 0  # 'theirs' on thread 1 still ends the window at 90
+    hb = [f for f in a.findings() if f.layer == "scheduling"]
+    assert all("lower bound" in f.evidence["saving_note"] for f in hb)
