@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.replay import critical_path, replay, what_if
+from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.replay import replay, what_if
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,

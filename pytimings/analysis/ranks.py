@@ -40,8 +40,8 @@ from pytimings.analysis.finding import Finding, runs_text
 from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
 from pytimings.analysis.partition import Gaps
-from pytimings.analysis.replay import add_savings
 from pytimings.analysis.result import Attribution, LaunchLatency
+from pytimings.analysis.savings import add_savings
 from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
 from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank

@@ -28,7 +28,6 @@ makes nothing later, so a saving never exceeds the time removed.
 from __future__ import annotations
 
 import fnmatch
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
-from pytimings.analysis.finding import Finding, Fix
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
@@ -51,6 +49,11 @@ if TYPE_CHECKING:
 I64 = npt.NDArray[np.int64]
 NONE = np.iinfo(np.int64).min
 CAP_NS = iv.LAUNCH_PICKUP_NS  # the contract's 50 µs bound: the latency a replay keeps
+CROSS_THREAD_NOTE = (
+    "a lower bound: several host threads launch the work, each kept in its measured order; "
+    "what one thread waits for on another is not in the trace, so work another thread did "
+    "later stays where it was"
+)
 # ---------------------------------------------------------------------------- changes
 
 
@@ -101,7 +104,7 @@ def _matching_ids(strings: Sequence[str], pattern: str, short: bool) -> npt.NDAr
 
 
 @dataclass
-class _Graph:
+class Graph:
     """Per-rank dependency facts, measured once and shared by every window and change."""
 
     trace: Trace
@@ -132,7 +135,7 @@ def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
     return np.where(at >= 0, rows_sorted[np.maximum(at, 0)], -1)
 
 
-def _graph(trace: Trace, launch_row: I64) -> _Graph:
+def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     ops, api = trace.gpu_ops, trace.api_calls
     n = len(ops)
     start, end = ops["start"], ops["end"]
@@ -218,7 +221,7 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
     s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
-    return _Graph(
+    return Graph(
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
         by_launch, thread[by_launch].astype(np.int64) << 1, pos,
@@ -229,7 +232,7 @@ def _graph(trace: Trace, launch_row: I64) -> _Graph:
 
 
 @dataclass
-class _HostChanges:
+class HostChanges:
     """Per thread, disjoint intervals whose time is scaled by ``keep`` (< 1 removes time),
     with the time removed before each interval's start (``before``)."""
 
@@ -273,7 +276,7 @@ class _HostChanges:
         return out
 
 
-def _host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
+def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     """(start, end, name, thread) of every host activity: host ranges, API calls, host_ops."""
     rg, api, ho = trace.ranges, trace.api_calls, trace.host_ops
     on_host = np.flatnonzero(rg["thread"] >= 0)
@@ -287,10 +290,10 @@ def _host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     return s, e, n, t
 
 
-def _host_changes(trace: Trace, changes: Sequence[Change]) -> _HostChanges:
+def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
     """The self-time intervals of the host activities each change names, per thread."""
     per: dict[int, list[tuple[int, int, float]]] = {}
-    s_all, e_all, n_all, t_all = _host_activities(trace)
+    s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
         if ch.target != "host":
             continue
@@ -318,7 +321,7 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> _HostChanges:
                 for x, y in zip(np.concatenate([[a], ce]), np.concatenate([cs, [b]]), strict=True):
                     if y > x:
                         mine.append((int(x), int(y), ch.factor))
-    hc = _HostChanges()
+    hc = HostChanges()
     for th, ivs in per.items():
         hc.add(th, ivs)
     return hc
@@ -352,7 +355,7 @@ class WindowReplay:
         return None if self.replayed_end_ns is None else self.replayed_end_ns - self.start_ns
 
 
-def _window_ops(g: _Graph, w: Windows, i: int) -> I64:
+def _window_ops(g: Graph, w: Windows, i: int) -> I64:
     """The window's ops, sorted: a --by window's are those launched inside its range on its
     thread (the contract's GPU projection), a whole-trace window's its rank's."""
     ops = g.trace.gpu_ops
@@ -378,7 +381,7 @@ def _position(rows: I64, x: I64) -> I64:
     return np.where((x >= 0) & (rows[at] == x), at, -1).astype(np.int64)
 
 
-def _host_ends(g: _Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
+def _host_ends(g: Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
     """Per host thread of ``rank``: the latest end of its ranges and launch calls."""
     rg, api = g.trace.ranges, g.trace.api_calls
     launching = np.zeros(len(api), dtype=bool)
@@ -395,8 +398,8 @@ def _host_ends(g: _Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
     return uniq.astype(np.int32), last
 
 
-def _replay_window(
-    g: _Graph, w: Windows, i: int, dur: I64, host: _HostChanges, keep_ops: bool,
+def replay_window(
+    g: Graph, w: Windows, i: int, dur: I64, host: HostChanges, keep_ops: bool,
     lat: I64 | None = None,
 ) -> WindowReplay:  # fmt: skip
     trace = g.trace
@@ -518,7 +521,7 @@ class Replay:
         }
 
 
-def _windows(a: Attribution) -> Windows:
+def replay_windows(a: Attribution) -> Windows:
     """The analysis's windows (one per --by range instance, else per rank) in start order
     (ties: rank, end, thread), the order ``--window N`` counts in."""
     trace = a.trace
@@ -537,7 +540,7 @@ def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = Fals
     """Replay every window of ``a`` (its ``--by`` windows, else one per rank) with
     ``changes`` applied (none: the fidelity check)."""
     trace = a.trace
-    g = _graph(trace, a.launches.api_row)
+    g = dependency_graph(trace, a.launches.api_row)
     ops = trace.gpu_ops
     dur = (ops["end"] - ops["start"]).astype(np.int64)
     for ch in changes:
@@ -547,100 +550,11 @@ def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = Fals
                 raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
             dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
     host = _host_changes(trace, changes)
-    w = _windows(a)
+    w = replay_windows(a)
     return Replay(
-        [_replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
+        [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
         list(changes),
     )
-
-
-class Savings:
-    """What removing each of several losses from one analysis saves: the dependency graph
-    and the unchanged replay are built once, then one replay per fix."""
-
-    def __init__(self, a: Attribution) -> None:
-        self.a = a
-        self.g = _graph(a.trace, a.launches.api_row)
-        self.w = _windows(a)
-        ops = a.trace.gpu_ops
-        self.dur = (ops["end"] - ops["start"]).astype(np.int64)
-        self.base = [
-            _replay_window(self.g, self.w, i, self.dur, _HostChanges(), False)
-            for i in range(len(self.w.name))
-        ]
-
-    def _host(self, fix: Fix) -> _HostChanges:
-        gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
-        per: dict[int, list[tuple[int, int, float]]] = {}
-        for rows, launch in ((fix.host_bound, False), (fix.launch, True)):
-            if rows.size == 0:
-                continue
-            op = gaps.op[rows]
-            thread = la.thread[op]
-            if launch:  # the rest of the launch call (the GPU idles through it)
-                call_end = api["end"][np.maximum(la.api_row[op], 0)]
-                s, e = gaps.host_bound_end[rows], np.minimum(call_end, gaps.g1[rows])
-            else:
-                s, e = gaps.g0[rows], gaps.host_bound_end[rows]
-            for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
-                if th >= 0 and y > x:
-                    per.setdefault(th, []).append((x, y, 0.0))
-        host = _HostChanges()
-        for th, ivs in per.items():
-            host.add(th, ivs)
-        return host
-
-    @property
-    def threads(self) -> int:
-        """The most host threads any included window replays together."""
-        return max((b.threads for b in self.base if b.after_ns is not None), default=0)
-
-    def saving_ns(self, fix: Fix) -> int | None:
-        """Measured minus replayed length, summed over the windows the replay includes
-        (None when it includes none)."""
-        if all(b.after_ns is None for b in self.base):
-            return None
-        dur = self.dur.copy()
-        dur[fix.ops] = 0
-        lat = self.g.lat
-        if fix.launch.size:  # ops submitted the moment their launch call ends
-            lat = lat.copy()
-            op = self.a.gaps.op[fix.launch]
-            lat[op] = np.minimum(lat[op], 0)
-        host = self._host(fix)
-        total = 0
-        for i, b in enumerate(self.base):
-            if b.after_ns is None:
-                continue
-            n = _replay_window(self.g, self.w, i, dur, host, False, lat)
-            total += b.after_ns - (b.after_ns if n.after_ns is None else n.after_ns)
-        return total
-
-
-CROSS_THREAD_NOTE = (
-    "a lower bound: several host threads launch the work, each kept in its measured order; "
-    "what one thread waits for on another is not in the trace, so work another thread did "
-    "later stays where it was"
-)
-
-
-def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
-    """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
-    None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
-    savings: Savings | None = None
-    for f in found:
-        if f.fix is None:
-            f.evidence["saving_ns"] = None
-            f.evidence["saving_note"] = "no single fix to replay"
-            continue
-        if savings is None:
-            savings = Savings(a)
-        v = savings.saving_ns(f.fix)
-        f.evidence["saving_ns"] = v
-        if v is None:
-            f.evidence["saving_note"] = "no window has what the replay needs"
-        elif savings.threads > 1:
-            f.evidence["saving_note"] = CROSS_THREAD_NOTE
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
@@ -664,118 +578,4 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
         "excluded": base.fidelity()["excluded"],
         "note": CROSS_THREAD_NOTE if multi else None,
         "total_saving_ns": int(sum(r["before_ns"] - r["after_ns"] for r in rows)),
-    }
-
-
-# ---------------------------------------------------------------------------- critical path
-
-
-def _host_segments(trace: Trace, thread: int, a: int, b: int) -> list[tuple[int, int, str]]:
-    """``[a, b)`` on ``thread`` cut where its innermost host activity changes (ranges, API
-    calls, host_ops; innermost: the latest start, then the earliest end), named by it
-    ("" where none covers)."""
-    s_all, e_all, n_all, t_all = _host_activities(trace)
-    on = np.flatnonzero((t_all == thread) & (s_all < b) & (e_all > a) & (e_all > s_all))
-    cuts = np.unique(np.clip(np.concatenate([[a, b], s_all[on], e_all[on]]), a, b))
-    out: list[tuple[int, int, str]] = []
-    for x, y in itertools.pairwise(cuts):
-        cover = on[(s_all[on] <= x) & (e_all[on] >= y)]
-        name = ""
-        if cover.size:
-            best = cover[np.lexsort((e_all[cover], -s_all[cover]))[0]]
-            name = trace.strings[n_all[best]]
-        if out and out[-1][2] == name:
-            out[-1] = (out[-1][0], int(y), name)
-        else:
-            out.append((int(x), int(y), name))
-    return out
-
-
-def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
-    """The chain of host time, launches, waits and GPU ops that sets one window's length
-    (``window``: 1-based, in the order of the replay's windows; default the slowest
-    included one), as links tiling the window, each with its share."""
-    r = replay(a, keep_ops=True)
-    trace = a.trace
-    ops, api = trace.gpu_ops, trace.api_calls
-    included = [i for i, w in enumerate(r.windows) if w.after_ns is not None]
-    if window is not None:
-        if not 1 <= window <= len(r.windows):
-            raise UsageError(f"--window {window}: the analysis has windows 1-{len(r.windows)}")
-        if r.windows[window - 1].after_ns is None:
-            raise UsageError(
-                f"--window {window} is excluded from the replay: {r.windows[window - 1].excluded}"
-            )
-        i = window - 1
-    elif included:
-        i = max(included, key=lambda k: (r.windows[k].before_ns, -k))
-    else:
-        raise UsageError("no window can be replayed (each one lacks what the replay needs)")
-    w = r.windows[i]
-    g = _graph(trace, a.launches.api_row)
-    local = {int(row): k for k, row in enumerate(w.ops)}
-    links: list[dict[str, Any]] = []
-    cursor = w.end_ns
-
-    def link(kind: str, name: str, start: int) -> None:
-        nonlocal cursor
-        start = max(w.start_ns, min(start, cursor))
-        if start < cursor:
-            links.append({"kind": kind, "name": name, "start_ns": start, "end_ns": cursor})
-        cursor = start
-
-    def host(thread: int) -> int:
-        """Host links back to the thread's last sync that waited for the GPU inside the
-        window (then its wait link; returns the awaited op, local) or the window start."""
-        waited = g.s_wait >= 0
-        waited[waited] = ops["end"][g.s_wait[waited]] > g.s_start[waited]
-        before = np.flatnonzero(
-            (g.s_thread == thread) & waited & (g.s_end <= cursor) & (g.s_end > w.start_ns)
-        )
-        j = int(before[-1]) if before.size else -1
-        anchor = int(g.s_end[j]) if j >= 0 else w.start_ns
-        for x, _, name in reversed(_host_segments(trace, thread, anchor, cursor)):
-            link("host", name, x)
-        if j < 0:
-            return -1
-        link("sync", trace.strings[api["name"][g.s_row[j]]], int(ops["end"][g.s_wait[j]]))
-        return local.get(int(g.s_wait[j]), -1)
-
-    k = int(np.argmax(w.op_end)) if w.ops.size else -1
-    if k < 0 or int(w.op_end[k]) < w.end_ns:  # the window ends on its range's thread
-        k = host(int(a.trace.ranges["thread"][w.range_row])) if w.range_row >= 0 else -1
-    while k >= 0 and cursor > w.start_ns:
-        row = int(w.ops[k])
-        name = short_kernel_name(trace.strings[ops["name"][row]])
-        link("gpu_op", name, int(w.op_start[k]))
-        b = int(w.op_bind[k])
-        nxt = -1
-        if b == 0 and g.pred[row] >= 0:
-            link("gpu_latency", name, int(ops["end"][g.pred[row]]))
-            nxt = local.get(int(g.pred[row]), -1)
-        elif b == 1 and g.dep[row] >= 0:
-            dep = int(g.dep[row])
-            link("wait", short_kernel_name(trace.strings[ops["name"][dep]]), int(ops["end"][dep]))
-            nxt = local.get(dep, -1)
-        elif b == 2:
-            lr = int(g.launch_row[row])
-            call = trace.strings[api["name"][lr]]
-            link("submission", call, int(api["end"][lr]))
-            link("launch", call, int(api["start"][lr]))
-            nxt = host(int(api["thread"][lr]))
-        k = nxt
-    link("before window" if cursor > w.start_ns else "host", "", w.start_ns)
-    links.reverse()
-    merged: list[dict[str, Any]] = []
-    for lk in links:
-        if merged and (merged[-1]["kind"], merged[-1]["name"]) == (lk["kind"], lk["name"]):
-            merged[-1]["end_ns"] = lk["end_ns"]
-        else:
-            merged.append(dict(lk))
-    total = max(1, w.end_ns - w.start_ns)
-    for lk in merged:
-        lk["share"] = (lk["end_ns"] - lk["start_ns"]) / total
-    return {
-        "window": {"name": w.name, "rank": w.rank, "start_ns": w.start_ns, "end_ns": w.end_ns},
-        "links": merged,
     }

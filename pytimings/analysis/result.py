@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import findings, replay
+from pytimings.analysis import findings, savings
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
@@ -118,7 +118,7 @@ class Attribution:
         """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`)."""
         if self._findings is None:
             found = findings.find(self)
-            replay.add_savings(self, found)
+            savings.add_savings(self, found)
             self._findings = findings.ranked(found, self.totals["window_ns"])
         return self._findings
 

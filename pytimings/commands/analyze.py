@@ -8,7 +8,8 @@ from importlib import resources
 from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.replay import critical_path, parse_changes, replay, what_if
+from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             result = attribute(trace)
     path = None
     if args.critical_path:
-        from pytimings.analysis.replay import critical_path
+        from pytimings.analysis.critical_path import critical_path
 
         with progress.task("Replaying the windows"):
             path = critical_path(attribute(trace, by=args.critical_path))

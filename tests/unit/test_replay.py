@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.replay import critical_path, parse_changes, replay, what_if
+from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.errors import UsageError
 
 US = 1_000

@@ -1,0 +1,130 @@
+"""The critical path of a window: the chain of host time, launches, waits and GPU ops that
+sets its length, walked back from its end over the unchanged replay (docs/replay.md)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytimings.analysis.replay import dependency_graph, host_activities, replay
+from pytimings.errors import UsageError
+from pytimings.ingest.names import short_kernel_name
+from pytimings.model.trace import Trace
+
+if TYPE_CHECKING:
+    from pytimings.analysis.result import Attribution
+
+__all__ = ["critical_path"]
+
+
+def _host_segments(trace: Trace, thread: int, a: int, b: int) -> list[tuple[int, int, str]]:
+    """``[a, b)`` on ``thread`` cut where its innermost host activity changes (ranges, API
+    calls, host_ops; innermost: the latest start, then the earliest end), named by it
+    ("" where none covers)."""
+    s_all, e_all, n_all, t_all = host_activities(trace)
+    on = np.flatnonzero((t_all == thread) & (s_all < b) & (e_all > a) & (e_all > s_all))
+    cuts = np.unique(np.clip(np.concatenate([[a, b], s_all[on], e_all[on]]), a, b))
+    out: list[tuple[int, int, str]] = []
+    for x, y in itertools.pairwise(cuts):
+        cover = on[(s_all[on] <= x) & (e_all[on] >= y)]
+        name = ""
+        if cover.size:
+            best = cover[np.lexsort((e_all[cover], -s_all[cover]))[0]]
+            name = trace.strings[n_all[best]]
+        if out and out[-1][2] == name:
+            out[-1] = (out[-1][0], int(y), name)
+        else:
+            out.append((int(x), int(y), name))
+    return out
+
+
+def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
+    """The chain of host time, launches, waits and GPU ops that sets one window's length
+    (``window``: 1-based, in the order of the replay's windows; default the slowest
+    included one), as links tiling the window, each with its share."""
+    r = replay(a, keep_ops=True)
+    trace = a.trace
+    ops, api = trace.gpu_ops, trace.api_calls
+    included = [i for i, w in enumerate(r.windows) if w.after_ns is not None]
+    if window is not None:
+        if not 1 <= window <= len(r.windows):
+            raise UsageError(f"--window {window}: the analysis has windows 1-{len(r.windows)}")
+        if r.windows[window - 1].after_ns is None:
+            raise UsageError(
+                f"--window {window} is excluded from the replay: {r.windows[window - 1].excluded}"
+            )
+        i = window - 1
+    elif included:
+        i = max(included, key=lambda k: (r.windows[k].before_ns, -k))
+    else:
+        raise UsageError("no window can be replayed (each one lacks what the replay needs)")
+    w = r.windows[i]
+    g = dependency_graph(trace, a.launches.api_row)
+    local = {int(row): k for k, row in enumerate(w.ops)}
+    links: list[dict[str, Any]] = []
+    cursor = w.end_ns
+
+    def link(kind: str, name: str, start: int) -> None:
+        nonlocal cursor
+        start = max(w.start_ns, min(start, cursor))
+        if start < cursor:
+            links.append({"kind": kind, "name": name, "start_ns": start, "end_ns": cursor})
+        cursor = start
+
+    def host(thread: int) -> int:
+        """Host links back to the thread's last sync that waited for the GPU inside the
+        window (then its wait link; returns the awaited op, local) or the window start."""
+        waited = g.s_wait >= 0
+        waited[waited] = ops["end"][g.s_wait[waited]] > g.s_start[waited]
+        before = np.flatnonzero(
+            (g.s_thread == thread) & waited & (g.s_end <= cursor) & (g.s_end > w.start_ns)
+        )
+        j = int(before[-1]) if before.size else -1
+        anchor = int(g.s_end[j]) if j >= 0 else w.start_ns
+        for x, _, name in reversed(_host_segments(trace, thread, anchor, cursor)):
+            link("host", name, x)
+        if j < 0:
+            return -1
+        link("sync", trace.strings[api["name"][g.s_row[j]]], int(ops["end"][g.s_wait[j]]))
+        return local.get(int(g.s_wait[j]), -1)
+
+    k = int(np.argmax(w.op_end)) if w.ops.size else -1
+    if k < 0 or int(w.op_end[k]) < w.end_ns:  # the window ends on its range's thread
+        k = host(int(a.trace.ranges["thread"][w.range_row])) if w.range_row >= 0 else -1
+    while k >= 0 and cursor > w.start_ns:
+        row = int(w.ops[k])
+        name = short_kernel_name(trace.strings[ops["name"][row]])
+        link("gpu_op", name, int(w.op_start[k]))
+        b = int(w.op_bind[k])
+        nxt = -1
+        if b == 0 and g.pred[row] >= 0:
+            link("gpu_latency", name, int(ops["end"][g.pred[row]]))
+            nxt = local.get(int(g.pred[row]), -1)
+        elif b == 1 and g.dep[row] >= 0:
+            dep = int(g.dep[row])
+            link("wait", short_kernel_name(trace.strings[ops["name"][dep]]), int(ops["end"][dep]))
+            nxt = local.get(dep, -1)
+        elif b == 2:
+            lr = int(g.launch_row[row])
+            call = trace.strings[api["name"][lr]]
+            link("submission", call, int(api["end"][lr]))
+            link("launch", call, int(api["start"][lr]))
+            nxt = host(int(api["thread"][lr]))
+        k = nxt
+    link("before window" if cursor > w.start_ns else "host", "", w.start_ns)
+    links.reverse()
+    merged: list[dict[str, Any]] = []
+    for lk in links:
+        if merged and (merged[-1]["kind"], merged[-1]["name"]) == (lk["kind"], lk["name"]):
+            merged[-1]["end_ns"] = lk["end_ns"]
+        else:
+            merged.append(dict(lk))
+    total = max(1, w.end_ns - w.start_ns)
+    for lk in merged:
+        lk["share"] = (lk["end_ns"] - lk["start_ns"]) / total
+    return {
+        "window": {"name": w.name, "rank": w.rank, "start_ns": w.start_ns, "end_ns": w.end_ns},
+        "links": merged,
+    }

@@ -1,0 +1,106 @@
+"""What fixing a finding saves: its :class:`~pytimings.analysis.finding.Fix` (gaps' host
+time, launch time, GPU ops taking none) replayed with :mod:`pytimings.analysis.replay`,
+measured minus replayed length over the windows the replay includes (docs/replay.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pytimings.analysis.finding import Finding, Fix
+from pytimings.analysis.replay import (
+    CROSS_THREAD_NOTE,
+    HostChanges,
+    dependency_graph,
+    replay_window,
+    replay_windows,
+)
+
+if TYPE_CHECKING:
+    from pytimings.analysis.result import Attribution
+
+__all__ = ["Savings", "add_savings"]
+
+
+class Savings:
+    """What removing each of several losses from one analysis saves: the dependency graph
+    and the unchanged replay are built once, then one replay per fix."""
+
+    def __init__(self, a: Attribution) -> None:
+        self.a = a
+        self.g = dependency_graph(a.trace, a.launches.api_row)
+        self.w = replay_windows(a)
+        ops = a.trace.gpu_ops
+        self.dur = (ops["end"] - ops["start"]).astype(np.int64)
+        self.base = [
+            replay_window(self.g, self.w, i, self.dur, HostChanges(), False)
+            for i in range(len(self.w.name))
+        ]
+
+    def _host(self, fix: Fix) -> HostChanges:
+        gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
+        per: dict[int, list[tuple[int, int, float]]] = {}
+        for rows, launch in ((fix.host_bound, False), (fix.launch, True)):
+            if rows.size == 0:
+                continue
+            op = gaps.op[rows]
+            thread = la.thread[op]
+            if launch:  # the rest of the launch call (the GPU idles through it)
+                call_end = api["end"][np.maximum(la.api_row[op], 0)]
+                s, e = gaps.host_bound_end[rows], np.minimum(call_end, gaps.g1[rows])
+            else:
+                s, e = gaps.g0[rows], gaps.host_bound_end[rows]
+            for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
+                if th >= 0 and y > x:
+                    per.setdefault(th, []).append((x, y, 0.0))
+        host = HostChanges()
+        for th, ivs in per.items():
+            host.add(th, ivs)
+        return host
+
+    @property
+    def threads(self) -> int:
+        """The most host threads any included window replays together."""
+        return max((b.threads for b in self.base if b.after_ns is not None), default=0)
+
+    def saving_ns(self, fix: Fix) -> int | None:
+        """Measured minus replayed length, summed over the windows the replay includes
+        (None when it includes none)."""
+        if all(b.after_ns is None for b in self.base):
+            return None
+        dur = self.dur.copy()
+        dur[fix.ops] = 0
+        lat = self.g.lat
+        if fix.launch.size:  # ops submitted the moment their launch call ends
+            lat = lat.copy()
+            op = self.a.gaps.op[fix.launch]
+            lat[op] = np.minimum(lat[op], 0)
+        host = self._host(fix)
+        total = 0
+        for i, b in enumerate(self.base):
+            if b.after_ns is None:
+                continue
+            n = replay_window(self.g, self.w, i, dur, host, False, lat)
+            total += b.after_ns - (b.after_ns if n.after_ns is None else n.after_ns)
+        return total
+
+
+def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
+    """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
+    None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
+    savings: Savings | None = None
+    for f in found:
+        if f.fix is None:
+            f.evidence["saving_ns"] = None
+            f.evidence["saving_note"] = "no single fix to replay"
+            continue
+        if savings is None:
+            savings = Savings(a)
+        v = savings.saving_ns(f.fix)
+        f.evidence["saving_ns"] = v
+        if v is None:
+            f.evidence["saving_note"] = "no window has what the replay needs"
+        elif savings.threads > 1:
+            f.evidence["saving_note"] = CROSS_THREAD_NOTE
