@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.replay import dependency_graph, host_activities, replay
+from pytimings.analysis.replay import host_activities, replay
 from pytimings.errors import UsageError
 from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
@@ -19,25 +19,37 @@ if TYPE_CHECKING:
 __all__ = ["critical_path"]
 
 
-def _host_segments(trace: Trace, thread: int, a: int, b: int) -> list[tuple[int, int, str]]:
-    """``[a, b)`` on ``thread`` cut where its innermost host activity changes (ranges, API
-    calls, host_ops; innermost: the latest start, then the earliest end), named by it
-    ("" where none covers)."""
-    s_all, e_all, n_all, t_all = host_activities(trace)
-    on = np.flatnonzero((t_all == thread) & (s_all < b) & (e_all > a) & (e_all > s_all))
-    cuts = np.unique(np.clip(np.concatenate([[a, b], s_all[on], e_all[on]]), a, b))
-    out: list[tuple[int, int, str]] = []
-    for x, y in itertools.pairwise(cuts):
-        cover = on[(s_all[on] <= x) & (e_all[on] >= y)]
-        name = ""
-        if cover.size:
-            best = cover[np.lexsort((e_all[cover], -s_all[cover]))[0]]
-            name = trace.strings[n_all[best]]
-        if out and out[-1][2] == name:
-            out[-1] = (out[-1][0], int(y), name)
-        else:
-            out.append((int(x), int(y), name))
-    return out
+class _HostIndex:
+    """Every host activity (ranges, API calls, host_ops) gathered once, with its rows per
+    thread, for the host links of one critical path."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.strings = trace.strings
+        self.start, self.end, self.name, thread = host_activities(trace)
+        by_thread = np.argsort(thread, kind="stable")
+        cut = np.flatnonzero(np.diff(thread[by_thread])) + 1
+        self.rows = {int(thread[part[0]]): part for part in np.split(by_thread, cut) if part.size}
+
+    def segments(self, thread: int, a: int, b: int) -> list[tuple[int, int, str]]:
+        """``[a, b)`` on ``thread`` cut where its innermost host activity changes
+        (innermost: the latest start, then the earliest end), named by it ("" where none
+        covers)."""
+        mine = self.rows.get(thread, np.empty(0, dtype=np.int64))
+        s_all, e_all, n_all = self.start, self.end, self.name
+        on = mine[(s_all[mine] < b) & (e_all[mine] > a) & (e_all[mine] > s_all[mine])]
+        cuts = np.unique(np.clip(np.concatenate([[a, b], s_all[on], e_all[on]]), a, b))
+        out: list[tuple[int, int, str]] = []
+        for x, y in itertools.pairwise(cuts):
+            cover = on[(s_all[on] <= x) & (e_all[on] >= y)]
+            name = ""
+            if cover.size:
+                best = cover[np.lexsort((e_all[cover], -s_all[cover]))[0]]
+                name = self.strings[n_all[best]]
+            if out and out[-1][2] == name:
+                out[-1] = (out[-1][0], int(y), name)
+            else:
+                out.append((int(x), int(y), name))
+        return out
 
 
 def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
@@ -61,7 +73,8 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     else:
         raise UsageError("no window can be replayed (each one lacks what the replay needs)")
     w = r.windows[i]
-    g = dependency_graph(trace, a.launches.api_row)
+    g = r.graph
+    index = _HostIndex(trace)
     local = {int(row): k for k, row in enumerate(w.ops)}
     links: list[dict[str, Any]] = []
     cursor = w.end_ns
@@ -83,7 +96,7 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
         )
         j = int(before[-1]) if before.size else -1
         anchor = int(g.s_end[j]) if j >= 0 else w.start_ns
-        for x, _, name in reversed(_host_segments(trace, thread, anchor, cursor)):
+        for x, _, name in reversed(index.segments(thread, anchor, cursor)):
             link("host", name, x)
         if j < 0:
             return -1

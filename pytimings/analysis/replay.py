@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
+from pytimings.analysis.classes import string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
@@ -97,7 +98,7 @@ def _matching_ids(strings: Sequence[str], pattern: str, short: bool) -> npt.NDAr
             return True
         return short and fnmatch.fnmatchcase(short_kernel_name(s), pattern)
 
-    return np.fromiter((hit(s) for s in strings), dtype=bool, count=len(strings))
+    return string_mask(strings, hit)
 
 
 # ---------------------------------------------------------------------------- the graph
@@ -195,9 +196,7 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     # host calls that waited for the GPU, and the op each waited for
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
-        names = np.fromiter(
-            (is_synchronizing(s) for s in trace.strings), dtype=bool, count=len(trace.strings)
-        )
+        names = string_mask(trace.strings, is_synchronizing)
         is_sync = names[api["name"]] & (api["kind"] != ApiKind.SYNC) & (api["thread"] >= 0)
     s_row = np.flatnonzero(is_sync)
     s_row = s_row[np.lexsort((api["end"][s_row], api["start"][s_row], api["thread"][s_row]))]
@@ -501,6 +500,7 @@ class Replay:
 
     windows: list[WindowReplay]
     changes: list[Change]
+    graph: Graph  # what the windows were replayed over (measured once per analysis)
 
     def fidelity(self) -> dict[str, Any]:
         errs = [
@@ -536,11 +536,17 @@ def replay_windows(a: Attribution) -> Windows:
     )  # fmt: skip
 
 
-def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = False) -> Replay:
+def replay(
+    a: Attribution,
+    changes: Sequence[Change] = (),
+    keep_ops: bool = False,
+    graph: Graph | None = None,
+) -> Replay:
     """Replay every window of ``a`` (its ``--by`` windows, else one per rank) with
-    ``changes`` applied (none: the fidelity check)."""
+    ``changes`` applied (none: the fidelity check); ``graph``: one an earlier replay of
+    ``a`` built."""
     trace = a.trace
-    g = dependency_graph(trace, a.launches.api_row)
+    g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
     ops = trace.gpu_ops
     dur = (ops["end"] - ops["start"]).astype(np.int64)
     for ch in changes:
@@ -554,6 +560,7 @@ def replay(a: Attribution, changes: Sequence[Change] = (), keep_ops: bool = Fals
     return Replay(
         [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
         list(changes),
+        g,
     )
 
 
@@ -562,7 +569,7 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
     if isinstance(changes, str):
         changes = parse_changes(changes)
     base = replay(a)
-    new = replay(a, changes)
+    new = replay(a, changes, graph=base.graph)
     rows: list[dict[str, Any]] = []
     for b, n in zip(base.windows, new.windows, strict=True):
         if b.after_ns is None or n.after_ns is None:
