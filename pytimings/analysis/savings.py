@@ -35,9 +35,31 @@ class Savings:
         ops = a.trace.gpu_ops
         self.dur = (ops["end"] - ops["start"]).astype(np.int64)
         self.base = [
-            replay_window(self.g, self.w, i, self.dur, HostChanges(), False)
+            replay_window(self.g, self.w, i, self.dur, HostChanges(), True)
             for i in range(len(self.w.name))
         ]
+        # the ops the included windows replay: a loss before other ops (launched from
+        # threads other than a window's range) is outside what the replay can shorten
+        self.replayed = np.zeros(len(ops), dtype=bool)
+        for b in self.base:
+            if b.after_ns is not None:
+                self.replayed[b.ops] = True
+
+    def covered(self, fix: Fix) -> float:
+        """The share of the fix's loss (by time) that lies before or on ops the included
+        windows replay."""
+        gaps = self.a.gaps
+        parts = [
+            (
+                gaps.op[fix.host_bound],
+                gaps.host_bound_end[fix.host_bound] - gaps.g0[fix.host_bound],
+            ),
+            (gaps.op[fix.launch], gaps.launch_overhead_ns(self.a.launches)[fix.launch]),
+            (fix.ops, self.dur[fix.ops]),
+        ]
+        total = sum(int(t.sum()) for _, t in parts)
+        inside = sum(int(t[self.replayed[op]].sum()) for op, t in parts)
+        return inside / total if total else 1.0
 
     def _host(self, fix: Fix) -> HostChanges:
         gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
@@ -87,6 +109,12 @@ class Savings:
         return total
 
 
+OUTSIDE_NOTE = (
+    "it is before ops launched from threads other than the windows' ranges, which a "
+    "window's replay does not hold (the contract's GPU projection)"
+)
+
+
 def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
     """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
     None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
@@ -99,8 +127,16 @@ def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
         if savings is None:
             savings = Savings(a)
         v = savings.saving_ns(f.fix)
-        f.evidence["saving_ns"] = v
+        share = savings.covered(f.fix) if v is not None else 0.0
+        f.evidence["saving_ns"] = v if share > 0 else None
         if v is None:
             f.evidence["saving_note"] = "no window has what the replay needs"
+        elif share == 0:
+            f.evidence["saving_note"] = "nothing to replay: " + OUTSIDE_NOTE
+        elif share < 1:
+            f.evidence["saving_note"] = (
+                f"a lower bound: {100 * share:.1f}% of this loss lies before ops the windows' "
+                "replay holds; for the rest, " + OUTSIDE_NOTE
+            )
         elif savings.threads > 1:
             f.evidence["saving_note"] = CROSS_THREAD_NOTE

@@ -293,3 +293,22 @@ def test_work_of_several_threads_makes_savings_lower_bounds():
     assert doc["total_saving_ns"] == 0  # 'theirs' on thread 1 still ends the window at 90
     hb = [f for f in a.findings() if f.layer == "scheduling"]
     assert all("lower bound" in f.evidence["saving_note"] for f in hb)
+
+
+def test_a_loss_before_ops_of_another_thread_has_no_replayed_saving():
+    """--by windows replay the ops launched inside their range on its thread (the GPU
+    projection); a host stall before an op another thread launched is outside that, so
+    its finding says so instead of claiming it saves nothing."""
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 6, 20, name="mine")
+    api.append({"start": 60 * US, "end": 65 * US, "correlation": 2, "thread": 1})
+    ops.append({"start": 66 * US, "end": 90 * US, "name": "theirs", "correlation": 2})
+    threads = ({"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bg"})
+    ranges = [
+        {"start": 0, "end": 100 * US, "name": "step"},
+        {"start": 20 * US, "end": 60 * US, "name": "busy", "thread": 1},
+    ]
+    a = attribute(make_trace(ops, api, ranges, threads=threads), by="step")
+    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    assert f.evidence["op_name"] == "theirs"
+    assert f.saving_ns is None and "other than the windows' ranges" in f.evidence["saving_note"]
