@@ -21,6 +21,7 @@ def cpu_capture(path: Path) -> int:
             torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
         )
         x = torch.randn(16, 64)
+        model(x)  # warm-up: the first addmm initialises the BLAS (tens of ms on some boxes)
         slept = 0
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for i in range(4):

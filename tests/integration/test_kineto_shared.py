@@ -55,9 +55,19 @@ KINETO_FILES = [
     ],
     "external/tracelens/b200/eager_trace.json.gz",
     "external/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "external/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
+    "external/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+    "external/tracelens/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+    "external/tracelens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz",
     "h200/decode_16steps_h200.pt.trace.json.gz",
 ]
-LARGE = {"df_index_resolver.json.gz", "control.json.gz", "test.json.gz"}
+LARGE = {
+    "df_index_resolver.json.gz",
+    "control.json.gz",
+    "test.json.gz",
+    "google_owlv2-large-patch14-ensemble__1016001.json.gz",
+    "facebook_timesformer-base-finetuned-k400__1016002.json.gz",
+}
 
 GPU_CATS = {
     "kernel": OpKind.KERNEL,
