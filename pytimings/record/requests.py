@@ -68,16 +68,21 @@ class ActiveRequest:
 
     def phase(self, name: str) -> None:
         """Enter phase ``name`` ("queue", "prefill", "decode", ...) now."""
+        if not isinstance(name, str):
+            raise TypeError(f"request {self.req_id!r}: phase name must be a str, got {name!r}")
+        _check_text(name, f"request {self.req_id!r}: phase name")
         if self.end_ns is not None:
             raise RuntimeError(f"request {self.req_id!r}: phase() after the request ended")
         self._phases.append((name, now_ns()))
 
     def token(self, k: int = 1) -> None:
         """``k`` output tokens were produced now."""
-        if k < 1 or self.end_ns is not None:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"token(k={k!r}): k must be an int")
+        if not 1 <= k <= _MAX_CHUNK_TOKENS or self.end_ns is not None:
             raise (
-                ValueError(f"token(k={k}): k must be at least 1")
-                if k < 1
+                ValueError(f"token(k={k}): k must be at least 1 and at most {_MAX_CHUNK_TOKENS}")
+                if self.end_ns is None
                 else RuntimeError(f"request {self.req_id!r}: token() after the request ended")
             )
         self._chunks.append((now_ns(), k))
@@ -181,6 +186,18 @@ class _RequestContext:
 
 
 _DEFAULT = RequestLog()
+# the file's limits (docs/recording-format.md): chunk_tokens is int32, input_tokens int64
+_MAX_CHUNK_TOKENS = 2**31 - 1
+_MAX_INPUT_TOKENS = 2**63 - 1
+
+
+def _check_text(s: str, what: str) -> None:
+    """Refuse, where it is given, a string the save could not write (a lone surrogate is
+    not UTF-8: the whole save would fail later, losing every request)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {s!r} is not valid Unicode (a lone surrogate)") from None
 
 
 def default_log() -> RequestLog:
@@ -192,9 +209,19 @@ def request(
     req_id: object, input_tokens: int | None = None, *, log: RequestLog | None = None
 ) -> _RequestContext:
     """Record one request's timeline: ``with request(id, input_tokens=n) as r: ...``."""
-    if input_tokens is not None and input_tokens < 0:
-        raise ValueError(f"request({req_id!r}): input_tokens must be >= 0, got {input_tokens}")
-    return _RequestContext(str(req_id), input_tokens, _DEFAULT if log is None else log)
+    if input_tokens is not None:
+        if isinstance(input_tokens, bool) or not isinstance(input_tokens, int):
+            raise TypeError(
+                f"request({req_id!r}): input_tokens must be an int, got {input_tokens!r}"
+            )
+        if not 0 <= input_tokens <= _MAX_INPUT_TOKENS:
+            raise ValueError(
+                f"request({req_id!r}): input_tokens must be from 0 to {_MAX_INPUT_TOKENS}, "
+                f"got {input_tokens}"
+            )
+    rid = str(req_id)
+    _check_text(rid, "request id")
+    return _RequestContext(rid, input_tokens, _DEFAULT if log is None else log)
 
 
 def load_requests(path: str | os.PathLike[str]) -> list[RequestRecord]:

@@ -116,3 +116,45 @@ def test_invalid_tables_and_json_are_rejected() -> None:
         RequestRecord.from_json({"id": "x"}, "run.json")
     rec = RequestRecord("j", 1, 9, [2, 3], [1, 2], 5, 3, [("decode", 1)], None, "")
     assert RequestRecord.from_json(rec.to_json(), "run.json") == rec
+
+
+@pytest.mark.parametrize(
+    ("make", "err"),
+    [
+        (lambda log: request("a", input_tokens=2**63, log=log), ValueError),
+        (lambda log: request("a", input_tokens=-1, log=log), ValueError),
+        (lambda log: request("a", input_tokens=1.5, log=log), TypeError),  # type: ignore[arg-type]
+        (lambda log: request("a", input_tokens=True, log=log), TypeError),
+        (lambda log: request("a\ud800b", log=log), ValueError),
+    ],
+    ids=["int64-overflow", "negative", "float", "bool", "lone-surrogate"],
+)
+def test_values_that_would_break_the_save_are_refused_where_given(make, err) -> None:  # type: ignore[no-untyped-def]
+    """Each of these used to be accepted and break the whole later save (or write a file
+    every reader rejects): now the call that gives it raises, and the log stays savable."""
+    log = RequestLog()
+    with pytest.raises(err):
+        make(log)
+    assert len(log) == 0
+    records_from_arrow(log.to_arrow())
+
+
+@pytest.mark.parametrize(
+    ("act", "err"),
+    [
+        (lambda r: r.token(2**31), ValueError),
+        (lambda r: r.token(1.0), TypeError),
+        (lambda r: r.phase(3), TypeError),
+        (lambda r: r.phase("de\udc00code"), ValueError),
+    ],
+    ids=["int32-overflow", "float-k", "non-str-phase", "surrogate-phase"],
+)
+def test_bad_token_and_phase_values_are_refused_and_the_request_saves(act, err) -> None:  # type: ignore[no-untyped-def]
+    log = RequestLog()
+    with request("r1", input_tokens=3, log=log) as r:
+        r.token()
+        with pytest.raises(err):
+            act(r)
+        r.token(2**31 - 1)
+    (rec,) = records_from_arrow(log.to_arrow())
+    assert rec.chunk_tokens == [1, 2**31 - 1] and rec.phases == []
