@@ -13,7 +13,7 @@ from pytimings._native._kernels import open_ranges
 
 def nesting_depth(
     thread: npt.ArrayLike, start: npt.ArrayLike, end: npt.ArrayLike
-) -> npt.NDArray[np.int16]:
+) -> npt.NDArray[np.int32]:
     """For each range, how many ranges of its thread are open when it starts.
 
     Ranges are ordered by (start, longer first, input order); a range ``j`` before ``i``
@@ -26,7 +26,7 @@ def nesting_depth(
     e = np.ascontiguousarray(end, dtype=np.int64)
     n = len(s)
     if n == 0:
-        return np.empty(0, dtype=np.int16)
+        return np.empty(0, dtype=np.int32)
     # loaders usually hand ranges over in start order already: then no sort is needed
     step = s[1:] - s[:-1]
     if bool(np.all((step > 0) | ((step == 0) & (e[1:] <= e[:-1])))):
@@ -36,6 +36,4 @@ def nesting_depth(
     if int(th.min()) != int(th.max()):
         order = order[np.argsort(th[order], kind="stable")]
     depth = open_ranges(e, s, order, th)
-    if int(depth.max()) > np.iinfo(np.int16).max:
-        raise ValueError(f"ranges nest {int(depth.max())} deep; the model holds depths < 32768")
-    return depth.astype(np.int16)
+    return depth.astype(np.int32)  # n ranges nest at most n - 1 deep: int32 always holds it

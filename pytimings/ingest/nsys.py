@@ -858,7 +858,7 @@ class _Loader:
             "device": np.full(len(sel), -1, dtype=np.int16),
             "domain": _lookup(dom_key, names[dom_rows], _pair_key(pid_s, dom_s)),
             "category": _lookup(cat_key, names[cat_rows], _triple_key(pid_s, dom_s, cat_s)),
-            "depth": np.zeros(len(sel), dtype=np.int16),
+            "depth": np.zeros(len(sel), dtype=np.int32),
             "payload": payload,
             "pid": pid_s,
         }

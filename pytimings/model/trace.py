@@ -106,7 +106,7 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
     "device": np.int16,  # -1 for host ranges
     "domain": np.int32,  # string id ("" = default domain)
     "category": np.int32,  # string id ("" = none); pytimings regions: their kind
-    "depth": np.int16,  # nesting depth on its thread, 0 = outermost
+    "depth": np.int32,  # nesting depth on its thread, 0 = outermost
     "payload": np.float64,  # NaN when none
     "pid": np.int32,
     "rank": np.int16,

@@ -168,3 +168,23 @@ def test_a_recording_truncated_after_loading_is_still_read(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(total)
+
+
+def test_regions_nested_deeper_than_int16_load(tmp_path: Path) -> None:
+    """The recorder saves depths as uint16; every loader used to reject a whole file whose
+    regions nest 32,768 deep or more (an int16 model column). 40,000 nested regions, real
+    recorder, load back with their depths."""
+    import contextlib
+
+    import pytimings as pt
+
+    rec = pt.Recorder()
+    n = 40_000
+    with contextlib.ExitStack() as stack:
+        for _ in range(n):
+            stack.enter_context(rec.region("deep"))
+    path = tmp_path / "deep.pyt"
+    pt.save(path, rec)
+    tr = load_recording_trace(path)
+    assert len(tr.ranges) == n
+    assert sorted(tr.ranges["depth"].tolist()) == list(range(n))
