@@ -11,6 +11,8 @@ SIGINT while it runs (a terminal's Ctrl-C reaches CMD itself), and exits with CM
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import itertools
 import os
 import signal
@@ -75,6 +77,8 @@ def command_line(cmd: list[str]) -> tuple[list[str], bool]:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("no command given: pytimings record [options] -- CMD [ARGS...]")
+    if cmd[0].endswith(".py") and not Path(cmd[0]).is_file():
+        raise UsageError(f"{cmd[0]}: no such script")
     if cmd[0] == "-m" or cmd[0].endswith(".py"):
         argv = [sys.executable, *cmd]
     else:
@@ -101,6 +105,9 @@ def options(args: argparse.Namespace) -> Options:
         raise UsageError(f"-o {args.output}: directory {out.parent} does not exist")
     if out.suffix == "":
         raise UsageError(f"-o {args.output}: give the file a suffix (e.g. .pyt)")
+    if out.is_dir():
+        raise UsageError(f"-o {args.output}: is a directory")
+    _check_writable(out, args.output)
     return Options(
         out=str(out),
         comm=args.comm,
@@ -111,9 +118,67 @@ def options(args: argparse.Namespace) -> Options:
     )
 
 
+def _check_writable(out: Path, given: str) -> None:
+    """Refuse, before the program runs, an OUT the recording could not be saved to: a file
+    is made and removed beside it (the saves write there, then rename), and an existing OUT
+    must be writable too (the check as root passes permission bits, so it writes)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+        if out.exists():
+            with out.open("ab"):
+                pass
+    except OSError as exc:
+        raise UsageError(f"-o {given}: cannot be written ({exc.strerror})") from None
+
+
+def _lock(out: Path, given: str) -> int:
+    """Hold a lock on OUT for the whole run: a second ``record -o`` of the same file at once
+    would overwrite the first's recording, both reporting success. The lock file lives in
+    the temporary directory, named by OUT's path, so nothing is left beside OUT."""
+    key = hashlib.sha256(str(out).encode()).hexdigest()[:32]
+    lock_path = Path(tempfile.gettempdir()) / f"pytimings-record-{key}.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise UsageError(
+            f"-o {given}: another pytimings record is writing it now; give another -o"
+        ) from None
+    return fd
+
+
+def _outputs(out: Path) -> dict[Path, tuple[int, int]]:
+    """OUT and OUT.rank{R} files there now, with (inode, mtime): saves replace a file by
+    renaming a new one over it, so a file this run wrote has a new inode."""
+    found = [out, *out.parent.glob(f"{out.stem}.rank*{out.suffix}")]
+    return {p: (st.st_ino, st.st_mtime_ns) for p in found if p.is_file() for st in [p.stat()]}
+
+
 def run(args: argparse.Namespace) -> int:
     argv, launcher = command_line(args.cmd)
     opts = options(args)
+    out = Path(opts.out)
+    lock = _lock(out, args.output)
+    try:
+        before = _outputs(out)
+        code = _run(argv, launcher, opts)
+    finally:
+        os.close(lock)
+    after = _outputs(out)
+    if not any(before.get(p) != st for p, st in after.items()):
+        print(
+            f"pytimings record: no recording written to {args.output}: {argv[0]} started no "
+            "Python process that ran to a save (exit status "
+            f"{code if code >= 0 else 128 - code})",
+            file=sys.stderr,
+        )
+    return code if code >= 0 else 128 - code
+
+
+def _run(argv: list[str], launcher: bool, opts: Options) -> int:
+    """Run CMD with the hook; its raw wait status."""
     with tempfile.TemporaryDirectory(prefix="pytimings-record-") as hook_dir:
         write_hook(hook_dir)
         env = {**os.environ, **hook_environment(opts, launcher=launcher, hook_dir=hook_dir)}
@@ -134,4 +199,4 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-    return code if code >= 0 else 128 - code
+    return code
