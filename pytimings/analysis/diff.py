@@ -98,6 +98,24 @@ def replicate_weights(
     return widened
 
 
+# what the bootstrap may hold at once: the replicate weights of both sides plus a copy
+BOOTSTRAP_BYTES_LIMIT = 2 << 30
+
+
+def check_bootstrap_memory(resamples: int, members: int) -> None:
+    """Refuse, before any is drawn, a bootstrap whose replicate weights (``resamples`` x
+    ``members`` per side, float64, each side held with one working copy) would exceed
+    :data:`BOOTSTRAP_BYTES_LIMIT`: ``--resamples 1e7`` used to run two minutes into a
+    MemoryError."""
+    need = 4 * 8 * resamples * members
+    if members >= 2 and need > BOOTSTRAP_BYTES_LIMIT:  # fewer: nothing is resampled
+        most = BOOTSTRAP_BYTES_LIMIT // (4 * 8 * max(members, 1))
+        raise UsageError(
+            f"--resamples {resamples}: the bootstrap of {members} windows would hold "
+            f"{need / 1e9:.1f} GB of replicate weights; at most {most} replicates here"
+        )
+
+
 def compare(
     names: Sequence[str],
     base: Sample,
@@ -318,6 +336,7 @@ def diff(
         if k == 0:
             by = f"--by {atts[0].by!r}" if atts[0].by else "the whole trace"
             raise UsageError(f"the {side} side has no window to compare ({by}: none on a GPU)")
+    check_bootstrap_memory(resamples, max(b_n, n_n))
     b_w = replicate_weights(b_groups, b_n, resamples, rng)
     n_w = replicate_weights(n_groups, n_n, resamples, rng)
     labels = compare(

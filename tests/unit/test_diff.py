@@ -146,6 +146,11 @@ def test_a_single_window_per_side_has_no_interval(
         (["--fail-on", "nosuch>5%"], "no label, kernel or collective named 'nosuch'"),
         (["--by", "nosuch"], "matches no range"),
         (["--resamples", "10"], "--resamples must be >= 100"),
+        # 1e7 replicates x 40 windows used to run minutes into a MemoryError
+        (
+            ["--by", "step", "--resamples", "10000000"],
+            "--resamples 10000000: the bootstrap of 40 windows",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
