@@ -48,6 +48,7 @@ Output schema ``pytimings.join/1``::
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,6 +117,71 @@ def _client_requests(run: Run) -> list[tuple[RequestRecord, int, int]]:
     ]
 
 
+def closest_pairs(
+    clients: Sequence[int], starts: Sequence[int], before_ns: int, after_ns: int
+) -> list[tuple[int, int]]:
+    """Greedy closest-first matching of client send times to sorted engine ``starts``: of
+    all pairs with ``client - before_ns <= start <= client + after_ns``, the closest is
+    taken first (ties: lower client index, then lower start index), then the closest among
+    those left, and so on; returns (client index, start index) pairs.
+
+    A sorted sweep: each unmatched client keeps one candidate, its nearest engine start not
+    yet tried, in a heap, and steps outwards only when that start was taken. Memory is
+    proportional to the input, not to the pairs within the tolerance (20k requests at 10k
+    req/s with a 1 s tolerance used to build 200 M candidate pairs)."""
+    # below a client, equal starts are tried lowest index first (the rule's tie order):
+    # the left cursor walks each run of equal starts upwards, the runs downwards
+    run_start = [0] * len(starts)
+    for i in range(1, len(starts)):
+        run_start[i] = run_start[i - 1] if starts[i] == starts[i - 1] else i
+    heap: list[tuple[int, int, int]] = []
+    left_end: list[int] = []  # per client: the run of starts below it being tried ...
+    left: list[int] = []  # ... the index in it to try next, and the next index above
+    right: list[int] = []
+    lo_of: list[int] = []
+    hi_of: list[int] = []
+    for c in clients:
+        lo = bisect.bisect_left(starts, c - before_ns)
+        hi = bisect.bisect_right(starts, c + after_ns)
+        mid = min(max(bisect.bisect_left(starts, c), lo), hi)
+        lo_of.append(lo)
+        hi_of.append(hi)
+        left_end.append(mid - 1)
+        left.append(max(run_start[mid - 1], lo) if mid > lo else mid - 1)
+        right.append(mid)
+
+    def push_next(ci: int) -> None:
+        c, li, ri = clients[ci], left[ci], right[ci]
+        best: tuple[int, int] | None = None
+        if left_end[ci] >= lo_of[ci]:
+            best = (c - starts[li], li)
+        if ri < hi_of[ci] and (best is None or (starts[ri] - c, ri) < best):
+            best = (starts[ri] - c, ri)
+        if best is not None:
+            heapq.heappush(heap, (best[0], ci, best[1]))
+
+    for ci in range(len(clients)):
+        push_next(ci)
+    taken: set[int] = set()
+    out: list[tuple[int, int]] = []
+    while heap:
+        _, ci, si = heapq.heappop(heap)
+        if si not in taken:
+            taken.add(si)
+            out.append((ci, si))
+            continue
+        if si == right[ci]:  # that start went to another client: step past it
+            right[ci] += 1
+        elif si < left_end[ci]:
+            left[ci] += 1
+        else:  # the run is used up: the next run down
+            end = run_start[si] - 1
+            left_end[ci] = end
+            left[ci] = max(run_start[end], lo_of[ci]) if end >= lo_of[ci] else end
+        push_next(ci)
+    return out
+
+
 def _match(
     run: Run, engine: Sequence[RequestRecord], where: str, mode: ClockMode, tolerance_ns: int
 ) -> tuple[list[_Pair], Clock, int, int]:
@@ -148,19 +214,13 @@ def _match(
         clock = estimate_clock([(p.client, p.server) for p in pairs])
     free = sorted((s for s in engine if s.req_id not in seen), key=lambda s: s.start_ns)
     starts = [s.start_ns - clock.offset_ns for s in free]  # on the client's clock
-    candidates = []
-    for ci, (c, _, _) in enumerate(rest):  # each client's window, found by bisection
-        lo = bisect.bisect_left(starts, c.start_ns - clock.uncertainty_ns)
-        hi = bisect.bisect_right(starts, c.start_ns + tolerance_ns + clock.uncertainty_ns)
-        candidates += [(abs(starts[si] - c.start_ns), ci, si) for si in range(lo, hi)]
-    candidates.sort()
-    taken_c: set[int] = set()
-    taken_s: set[int] = set()
-    for _, ci, si in candidates:
-        if ci in taken_c or si in taken_s:
-            continue
-        taken_c.add(ci)
-        taken_s.add(si)
+    matched = closest_pairs(
+        [c.start_ns for c, _, _ in rest],
+        starts,
+        clock.uncertainty_ns,
+        tolerance_ns + clock.uncertainty_ns,
+    )
+    for ci, si in matched:
         c, conc, ri = rest[ci]
         pairs.append(_Pair(c, free[si], conc, ri, "time"))
     order = {id(c): k for k, (c, _, _) in enumerate(clients)}
