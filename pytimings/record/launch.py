@@ -244,7 +244,6 @@ class Session:
         rec.meta.update(
             wall_offset_end_ns=end_offset,
             wall_offset_end_uncertainty_ns=end_unc,
-            boot_id=_boot_id(),
             record={
                 "argv": list(sys.orig_argv),
                 "options": asdict(self.opts),
@@ -315,13 +314,6 @@ class Session:
         self._finished = True
         if self.capture is not None:
             self.capture.disarm()
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _print_summary(path: Path, reason: str) -> None:

@@ -204,6 +204,7 @@ class Recorder:
             **self._native.meta(),
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
+            "boot_id": boot_id(),
             "cuda_status": _core.cuda_status(),
             "record_bytes": _RECORD_BYTES,
             "open_regions": {strings[i]: n for i, n in self._native.open_regions().items()},
@@ -244,6 +245,16 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def boot_id() -> str | None:
+    """The running kernel's boot id (Linux): two files with one boot id stamped one
+    CLOCK_MONOTONIC; None where the system does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -298,6 +298,7 @@ def join(
     """The ``pytimings.join/1`` document, and the clock with how it was found."""
     pairs, clock, unmatched_c, unmatched_s = _match(run, engine, engine_path, mode, tolerance_ns)
     requests = [_request_json(p, clock.offset_ns) for p in pairs]
+    check_causality(requests, clock, mode)
     doc = {
         "schema": SCHEMA,
         "matched": len(pairs),
@@ -311,11 +312,38 @@ def join(
 
 
 def auto_clock(run: Run, engine_path: str) -> ClockMode:
-    """``--clock auto``: "same" when the run file and the recording name one host."""
+    """``--clock auto``: "same" when the run file and the recording were stamped by one
+    kernel (the same boot id; a host name alone is not enough: a container or a reboot
+    keeps the name but not the clock); by host name only for files that carry no boot id."""
     from pytimings.ingest.recording_file import load_recording
 
-    host = load_recording(engine_path).meta.get("hostname")
+    meta = load_recording(engine_path).meta
+    boot = meta.get("boot_id")
+    if run.boot_id is not None and isinstance(boot, str) and boot:
+        return "same" if boot == run.boot_id else "estimate"
+    host = meta.get("hostname")
     return "same" if run.host is not None and run.host == host else "estimate"
+
+
+def check_causality(requests: Sequence[dict[str, Any]], clock: Clock, mode: ClockMode) -> None:
+    """Refuse a join in which an engine starts a request before its client sent it, or
+    makes a first token after the client read it (beyond the clock's uncertainty): the
+    clocks are not what ``mode`` took them for, and every part would be wrong."""
+    tol = clock.uncertainty_ns
+    bad = [
+        (q[key], q["id"], what)
+        for q in requests
+        for key, what in (("send_ns", "send"), ("first_token_delivery_ns", "delivery"))
+        if q[key] is not None and q[key] < -tol
+    ]
+    if bad:
+        worst, rid, what = min(bad)
+        hint = "; try --clock estimate" if mode == "same" else ""
+        raise UsageError(
+            f"{len(bad)} {what if len({b[2] for b in bad}) == 1 else 'send/delivery'} "
+            f"time(s) come out negative (request {rid!r}: {what} {worst / 1e6:.3f} ms): the "
+            f"two clocks are not one ({clock.how}){hint}"
+        )
 
 
 def shares_ids(run: Run, engine: Sequence[RequestRecord]) -> bool:

@@ -62,6 +62,7 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.errors import UsageError
 from pytimings.model.requests import RequestRecord
+from pytimings.record.recorder import boot_id
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.runfile import SCHEMA, write_json
@@ -447,6 +448,7 @@ async def run_load(
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
         "host": socket.gethostname(),
+        "boot_id": boot_id(),
         "config": cfg.to_json(),
         "levels": levels,
     }

@@ -6,7 +6,8 @@
       "schema": "pytimings.serving/1",
       "created_utc": "2026-11-30T23:59:59Z",
       "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
-      "host": "loadgen-host",           # its host name (``join`` tells a shared clock by it)
+      "host": "loadgen-host",           # its host name
+      "boot_id": "…",                   # its kernel's boot id (``join`` tells a shared clock by it)
       "config": {"url": ..., "model": ..., "api": "completions" | "chat",
                  "input_len": int, "output_len": int, "requests": int, "rounds": int,
                  "warmup": int, "rate": float | null, "seed": int, "concurrency": [int],
@@ -89,6 +90,7 @@ class Run:
     config: dict[str, Any]
     levels: list[Level]
     host: str | None = None  # the load generator's host name (files before it: None)
+    boot_id: str | None = None  # its kernel's boot id (one CLOCK_MONOTONIC; older: None)
 
     def level(self, concurrency: int) -> Level | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -129,8 +131,14 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         config = dict(doc["config"])
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(where, f"malformed run file: {type(exc).__name__}: {exc}") from None
-    host = doc.get("host")
-    return Run(where, config, levels, host if isinstance(host, str) else None)
+    host, boot = doc.get("host"), doc.get("boot_id")
+    return Run(
+        where,
+        config,
+        levels,
+        host if isinstance(host, str) else None,
+        boot if isinstance(boot, str) and boot else None,
+    )
 
 
 def _not_json(where: str, exc: Exception) -> str:

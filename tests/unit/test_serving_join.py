@@ -130,3 +130,39 @@ def test_crossing_bounds_and_duplicate_ids_are_errors() -> None:
         join(_run(clients), engine, "e.pyt", "same", MS)
     with pytest.raises(UsageError, match="cannot estimate"):
         estimate_clock([])
+
+
+def test_an_engine_clock_an_hour_off_is_refused_not_joined() -> None:
+    """Taken for one clock (--clock same, or auto on a shared host name), an engine whose
+    CLOCK_MONOTONIC reads an hour ahead (another boot, a container) used to give delivery
+    p50 -3,599,999 ms with exit 0."""
+    _, clients, engine = _planted(10, 3600 * 1000 * MS)
+    with pytest.raises(UsageError, match=r"come out negative .*try --clock estimate"):
+        join(_run(clients), engine, "e.pyt", "same", 5 * MS)
+    doc, clock = join(_run(clients), engine, "e.pyt", "estimate", 5 * MS)
+    assert doc["matched"] == 10 and abs(clock.offset_ns - 3600 * 1000 * MS) < 3 * MS
+
+
+def test_auto_clock_goes_by_the_boot_id_before_the_host_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    import pytimings as pt
+    from pytimings.record.recorder import boot_id
+    from pytimings.serving.join import auto_clock
+
+    rec = pt.Recorder()
+    with rec.region("step"):
+        pass
+    path = tmp_path / "engine.pyt"
+    pt.save(path, rec)
+    here, boot = socket.gethostname(), boot_id()
+    assert boot is not None  # Linux
+    base = _run(_planted(1, 0)[1])
+
+    def run(host: str | None, boot_: str | None) -> Run:
+        return Run(base.path, base.config, base.levels, host, boot_)
+
+    assert auto_clock(run(here, boot), str(path)) == "same"
+    assert auto_clock(run(here, "another-boot"), str(path)) == "estimate"  # name alone: no
+    assert auto_clock(run(here, None), str(path)) == "same"  # run files before boot ids
+    assert auto_clock(run("elsewhere", None), str(path)) == "estimate"
