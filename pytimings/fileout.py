@@ -116,9 +116,25 @@ def write_text(path: str | os.PathLike[str], text: str, label: str = "") -> None
         f.write(text.encode())
 
 
+def figure_format(path: str | os.PathLike[str], label: str = "") -> str | None:
+    """The image format a figure path's suffix names (None: matplotlib's default), checked
+    against what matplotlib writes, so ``--plot out.json`` is refused before the work.
+    Needs matplotlib (callers check it is there first)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None
+    known = FigureCanvasBase.get_supported_filetypes()
+    if fmt is not None and fmt not in known:
+        raise UsageError(
+            f"{label + ' ' if label else ''}{os.fspath(path)}: .{fmt} is no image format "
+            f"matplotlib writes (use one of {', '.join(sorted(known))})"
+        )
+    return fmt
+
+
 def save_figure(fig: Any, path: str | os.PathLike[str], label: str = "", **kwargs: Any) -> None:
     """``fig.savefig`` (matplotlib) by the rules of :func:`writing`, in the format the path's
     suffix names (matplotlib's default without one)."""
-    fmt = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None
+    fmt = figure_format(path, label)
     with writing(path, label) as f:
         fig.savefig(f, format=fmt, **kwargs)

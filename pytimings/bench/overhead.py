@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytimings.console.args import bounded_int
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 
@@ -291,12 +292,15 @@ def format_table(rows: list[Row], checks: list[Target], iterations: int, repeats
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--iterations",
-        type=int,
+        type=bounded_int(1, 10**9),
         default=200_000,
         help="regions per repeat and row (default 200000)",
     )
     parser.add_argument(
-        "--repeats", type=int, default=7, help="repeats per row; the median is reported (default 7)"
+        "--repeats",
+        type=bounded_int(1, 10**6),
+        default=7,
+        help="repeats per row; the median is reported (default 7)",
     )
     parser.add_argument("--json", metavar="OUT", help="also write the rows and targets here")
 

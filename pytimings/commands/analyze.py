@@ -11,6 +11,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.console import progress
+from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest.processes import add_processes_argument, print_hint
@@ -63,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--what-if",
         metavar="SPEC",
+        type=nonempty,
         help="replay each window with durations changed: NAME=F scales a range's or host "
         "activity's self time (scheduler=0 removes it), kernel:GLOB=F matching GPU ops",
     )

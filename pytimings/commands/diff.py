@@ -12,6 +12,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.result import Attribution
 from pytimings.console import progress
+from pytimings.console.args import SEED, nonempty
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
@@ -31,12 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="OUT", help="also write the diff as JSON (pytimings.diff/1)")
     p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page")
     p.add_argument(
-        "--fail-on", metavar="SPEC",
+        "--fail-on", metavar="SPEC", type=nonempty,
         help="exit 1 when a significant change crosses one of these thresholds: "
         "NAME>VALUE or NAME<VALUE with %%, ns, us or ms, comma-separated, e.g. 'window>+5%%'",
     )  # fmt: skip
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown per table")
     add_processes_argument(p)
     progress.add_quiet_argument(p)

@@ -8,6 +8,7 @@ import os
 import sys
 
 from pytimings.console import progress
+from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
 
 
@@ -34,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--critical-path",
         metavar="NAME",
+        type=nonempty,
         help="also draw the critical path of the slowest window of range NAME (docs/replay.md)",
     )
     p.add_argument(

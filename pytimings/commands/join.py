@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pytimings.console.args import finite_float
 from pytimings.errors import UsageError
 
 CLOCKS = ("auto", "same", "estimate")
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--tolerance-ms",
-        type=float,
+        type=finite_float,
         default=5.0,
         help="longest client send -> engine start when matching by start time (no id)",
     )

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
+from pytimings.console.args import finite_float
 from pytimings.errors import UsageError
 from pytimings.record.kineto import StepRange
 from pytimings.record.launch import Options, hook_environment, write_hook
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--flush-every",
-        type=float,
+        type=finite_float,
         metavar="S",
         help="save the recording so far every S seconds (same file, atomic)",
     )

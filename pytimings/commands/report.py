@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from pytimings.analysis.finding import plural
+from pytimings.console.args import finite_float
 from pytimings.errors import UsageError
 from pytimings.serving import cost
 from pytimings.serving.metrics import DEFINITIONS
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )
     p.add_argument(
-        "--knee-pct", type=float, default=10.0, help="TPOT mean rise that marks the knee"
+        "--knee-pct", type=finite_float, default=10.0, help="TPOT mean rise that marks the knee"
     )
     p.add_argument("--title", default=None, help="page title (default: the labels)")
     cost.add_arguments(p)

@@ -53,8 +53,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.console.args import SEED, finite_float
 from pytimings.errors import UsageError
-from pytimings.fileout import save_figure
+from pytimings.fileout import figure_format, save_figure
 from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
@@ -294,8 +295,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--knee-pct", type=float, default=10.0, help="TPOT rise that marks the knee")
+    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
+    p.add_argument(
+        "--knee-pct", type=finite_float, default=10.0, help="TPOT rise that marks the knee"
+    )
     p.add_argument("--json", default=None, help="write the comparison as JSON here")
     p.add_argument("--plot", default=None, help="write a PNG of the curves and CDFs here")
     p.add_argument(
@@ -351,6 +354,8 @@ def run(args: argparse.Namespace) -> int:
     labels = list(groups)
     price = cost.price_from_args(args)
     plot = _plotter() if args.plot else None  # fail before the work if matplotlib is missing
+    if args.plot:
+        figure_format(args.plot, "--plot")
     loaded = {label: [load_run(f) for f in files] for label, files in groups.items()}
     memory = [(f, _memory_samples(f)) for f in args.memory]
     runs = [pool_runs(rs) for rs in loaded.values()]

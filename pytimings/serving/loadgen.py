@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from pytimings._core import now_ns
+from pytimings.console.args import SEED
 from pytimings.errors import UsageError
 from pytimings.model.requests import RequestRecord
 from pytimings.record.recorder import boot_id
@@ -480,7 +481,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--requests, saving per-interval metrics",
     )
     p.add_argument("--interval", default="1m", help="soak: length of one interval (default 1m)")
-    p.add_argument("--seed", type=int, default=0, help="seed for prompts and arrivals")
+    p.add_argument("--seed", type=SEED, default=0, help="seed for prompts and arrivals")
     p.add_argument("--timeout", type=float, default=600.0, help="per-request limit, seconds")
     p.add_argument(
         "--chunk-timeout", type=float, default=60.0, help="longest silence in a stream, seconds"

@@ -87,3 +87,43 @@ def test_compare_and_report_reject_impossible_run_files(
     assert main([command, str(good), str(good), "--labels", "a,b", *out]) == 0
     capsys.readouterr()
     _one_line_error(capsys, [command, str(good), str(bad), "--labels", "a,b", *out], said)
+
+
+def _example() -> str:
+    return str(example_path())
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # an unset CI variable passes '': the gate used to be off, and the diff passed
+        (["diff", "--base", "EX", "--new", "EX", "--fail-on", ""], "--fail-on: must not be empty"),
+        (["diff", "--base", "EX", "--new", "EX", "--seed", "-1"], "--seed: must be from 0"),
+        (["analyze", "EX", "--what-if", ""], "--what-if: must not be empty"),
+        (["export", "EX", "--perfetto", "OUT", "--critical-path", ""], "--critical-path: must"),
+        (["compare", "RUN", "RUN", "--labels", "a,b", "--seed", "-1"], "--seed: must be from 0"),
+        (["compare", "RUN", "RUN", "--labels", "a,b", "--knee-pct", "nan"], "finite number"),
+        (["compare", "RUN", "RUN", "--labels", "a,b", "--plot", "OUT.json"], ".json is no image"),
+        (["report", "RUN", "--html", "OUT", "--knee-pct", "inf"], "--knee-pct: must be a finite"),
+        (["join", "RUN", "EX", "--tolerance-ms", "inf"], "--tolerance-ms: must be a finite"),
+        (["overhead", "--iterations", str(10**20)], "--iterations: must be from 1 to"),
+        (["record", "--flush-every", "inf", "--", "x.py"], "--flush-every: must be a finite"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else None,
+)
+def test_option_values_that_broke_the_work_are_refused_while_parsing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_run_doc()))
+    subs = {"EX": _example(), "RUN": str(run), "OUT": str(tmp_path / "out.html"),
+            "OUT.json": str(tmp_path / "out.json")}  # fmt: skip
+    argv = [subs.get(a, a) for a in argv]
+    try:  # argparse's own refusals exit; the commands' return 2
+        code = main([*argv, "--quiet"] if argv[0] in ("diff", "analyze", "export") else argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and said in err.splitlines()[-1], err
+    assert not (tmp_path / "out.json").exists()

@@ -76,8 +76,10 @@ def test_targets_arithmetic() -> None:
 
 
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["overhead", "--iterations", "0"]) == 2
-    assert "error: --iterations" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # refused while parsing, before any measuring
+        cli.main(["overhead", "--iterations", "0"])
+    assert exc.value.code == 2
+    assert "argument --iterations: must be from 1 to" in capsys.readouterr().err
 
 
 def test_bad_json_path_fails_before_measuring(
