@@ -110,6 +110,14 @@ class RequestRecord:
     def validate(self, where: str | os.PathLike[str]) -> None:
         """Check the invariants every consumer relies on; raise TraceFormatError if broken."""
         name = f"request {self.req_id!r}"
+        times = [self.start_ns, *self.chunk_ns, *(t for _, t in self.phases)]
+        if self.end_ns is not None:
+            times.append(self.end_ns)
+        if any(not -(2**63) <= t < 2**63 for t in times):
+            raise TraceFormatError(where, f"{name}: a time beyond int64 nanoseconds")
+        for counted in (self.input_tokens, self.output_tokens):
+            if counted is not None and not 0 <= counted < 2**63:
+                raise TraceFormatError(where, f"{name}: token count {counted} out of range")
         if len(self.chunk_ns) != len(self.chunk_tokens):
             raise TraceFormatError(where, f"{name}: chunk_ns and chunk_tokens differ in length")
         if any(k < 0 for k in self.chunk_tokens):

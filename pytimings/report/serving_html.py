@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.errors import UsageError
+from pytimings.errors import TraceFormatError, UsageError
 from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.record.requests import load_requests
 from pytimings.report.html import _go, page, write_document
@@ -122,6 +122,8 @@ def load_source(path: str | os.PathLike[str], label: str) -> Source:
     if head != _ARROW_MAGIC:
         return Source(label, load_run(where), recorded=False)
     records = load_requests(where)
+    if not records:
+        raise TraceFormatError(where, "its requests table has no rows (no request was recorded)")
     t0 = min(r.start_ns for r in records)
     t1 = max(max(r.end_ns or r.start_ns, *(r.chunk_ns or [0])) for r in records)
     rounds = [Round(0, t0, t1, records, errors={}, summary={})]

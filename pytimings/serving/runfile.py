@@ -123,6 +123,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceFormatError(where, f"cannot read: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceFormatError(where, _not_json(where, exc)) from None
+    except RecursionError:
+        raise TraceFormatError(where, "JSON nested too deeply to be a run file") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise TraceFormatError(where, f"not a {SCHEMA} run file (schema: {got!r})")
@@ -186,5 +188,28 @@ def _level(obj: Any, where: str) -> Level:
         rounds=rounds,
         summary=dict(obj["summary"]),
         warmup=dict(obj.get("warmup", {})),
-        intervals=None if obj.get("intervals") is None else [dict(i) for i in obj["intervals"]],
+        intervals=None
+        if obj.get("intervals") is None
+        else [_soak_interval(i) for i in obj["intervals"]],
     )
+
+
+def _soak_interval(obj: Any) -> dict[str, Any]:
+    """A soak interval entry with the keys the drift test reads (loadgen writes them)."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"an intervals entry is not an object: {obj!r:.40}")
+    missing = [k for k in _INTERVAL_KEYS if k not in obj]
+    if missing:
+        raise ValueError(f"an intervals entry lacks {', '.join(missing)}")
+    start = _integer(obj["start_ns"], "interval start_ns")
+    if _integer(obj["end_ns"], "interval end_ns") < start:
+        raise ValueError(f"interval end_ns {obj['end_ns']} precedes start_ns {start}")
+    for m in ("ttft", "tpot", "itl", "e2el"):
+        q = obj[f"{m}_ms"]
+        if not isinstance(q, Mapping) or "p50" not in q or "p99" not in q:
+            raise ValueError(f"interval {m}_ms must be an object with p50 and p99")
+    return dict(obj)
+
+
+_INTERVAL_KEYS = ("start_ns", "end_ns", "completed", "errors", "output_throughput",
+                  "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")  # fmt: skip

@@ -127,3 +127,57 @@ def test_option_values_that_broke_the_work_are_refused_while_parsing(
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and said in err.splitlines()[-1], err
     assert not (tmp_path / "out.json").exists()
+
+
+def _bad_runs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Run files each of which used to crash compare/report (or be accepted)."""
+    out = {}
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "x", "config": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    out["nested"] = (deep, "nested too deeply")
+    d = _run_doc()
+    d["levels"][0]["intervals"] = [{}]
+    out["interval"] = (tmp_path / "iv.json", "an intervals entry lacks start_ns")
+    out["interval"][0].write_text(json.dumps(d))
+    d = _run_doc()
+    d["levels"][0]["rounds"][0]["requests"][0]["phases"] = [["queue", 2**63]]
+    out["phase"] = (tmp_path / "ph.json", "a time beyond int64")
+    out["phase"][0].write_text(json.dumps(d))
+    d = _run_doc()
+    d["levels"][0]["rounds"][0]["requests"][0]["output_tokens"] = -690
+    out["tokens"] = (tmp_path / "neg.json", "token count -690 out of range")
+    out["tokens"][0].write_text(json.dumps(d))
+    return out
+
+
+@pytest.mark.parametrize("case", ["nested", "interval", "phase", "tokens"])
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_hostile_run_files_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, case: str
+) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_run_doc()))
+    bad, said = _bad_runs(tmp_path)[case]
+    out = ["--html", str(tmp_path / "r.html")] if command == "report" else []
+    _one_line_error(capsys, [command, str(good), str(bad), "--labels", "a,b", *out], said)
+
+
+def test_a_recording_with_an_empty_requests_table_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pytimings as pt
+    from pytimings.record import storage
+    from pytimings.record.requests import RequestLog
+
+    rec = pt.Recorder()
+    with rec.region("step"):
+        pass
+    path = tmp_path / "engine.pyt"
+    storage.register_table_provider("requests", lambda: RequestLog().to_arrow())  # no rows
+    try:
+        storage.save(path, rec)
+    finally:
+        storage.unregister_table_provider("requests")
+    _one_line_error(
+        capsys, ["report", str(path), "--html", str(tmp_path / "r.html")], "has no rows"
+    )
