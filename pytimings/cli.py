@@ -14,6 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from pytimings.errors import PytimingsError
+from pytimings.fileout import refuse_overwriting_inputs
+
+# the options that name a file a command writes (every command spells them alike)
+OUTPUT_OPTIONS = ("json", "html", "out", "perfetto", "plot", "output")
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -64,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser(chosen)
     args = parser.parse_args(argv)
     try:
+        _check_outputs(args)
         return int(args._module.run(args))
     except PytimingsError as exc:
         print(f"pytimings {args.command}: error: {exc}", file=sys.stderr)
@@ -73,6 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """No output option may name one of the command's inputs (checked before any work)."""
+    outputs, inputs = {}, []
+    for key, value in vars(args).items():
+        if key.startswith("_"):
+            continue
+        if key in OUTPUT_OPTIONS and isinstance(value, str):
+            outputs[f"--{key}" if key != "output" else "-o"] = value
+        elif isinstance(value, str):
+            inputs.append(value)
+        elif isinstance(value, list):
+            inputs += [v for v in value if isinstance(v, str)]
+    refuse_overwriting_inputs(outputs, inputs)
 
 
 if __name__ == "__main__":

@@ -116,6 +116,21 @@ def write_text(path: str | os.PathLike[str], text: str, label: str = "") -> None
         f.write(text.encode())
 
 
+def refuse_overwriting_inputs(outputs: dict[str, str], inputs: list[str]) -> None:
+    """Refuse an output that is one of the command's own inputs (the same file, symlinks and
+    hard links resolved): every output option used to overwrite it, exit 0, and
+    ``record -o prog.py -- prog.py`` replaced the user's script with a binary recording.
+    ``outputs``: flag -> path as given; ``inputs``: every other path-like argument."""
+    existing = [p for p in inputs if p != "-" and os.path.isfile(p)]
+    for flag, out in outputs.items():
+        if out == "-" or not os.path.isfile(out):
+            continue
+        for src in existing:
+            if os.path.samefile(out, src):
+                same = "" if os.path.abspath(src) == os.path.abspath(out) else f" ({src})"
+                raise UsageError(f"{flag} {out}: is one of the inputs{same}; give another path")
+
+
 def figure_format(path: str | os.PathLike[str], label: str = "") -> str | None:
     """The image format a figure path's suffix names (None: matplotlib's default), checked
     against what matplotlib writes, so ``--plot out.json`` is refused before the work.

@@ -181,3 +181,39 @@ def test_a_recording_with_an_empty_requests_table_is_one_line(
     _one_line_error(
         capsys, ["report", str(path), "--html", str(tmp_path / "r.html")], "has no rows"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["analyze", "T", "--json", "T"],
+        ["analyze", "T", "--html", "LINK"],
+        ["analyze", "T", "--format", "csv", "--out", "T"],
+        ["summary", "T", "--json", "T"],
+        ["export", "T", "--perfetto", "T"],
+        ["diff", "--base", "T", "--new", "T", "--json", "LINK"],
+        ["join", "RUN", "T", "--json", "RUN"],
+        ["compare", "RUN", "RUN2", "--labels", "a,b", "--json", "RUN2"],
+        ["report", "RUN", "--html", "RUN"],
+        ["record", "-o", "PROG", "--", "PROG"],
+    ],
+    ids=lambda v: " ".join(v[:1] + [a for a in v if a.startswith("-")][-1:]),
+)
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Every output option used to overwrite one of the command's own inputs, exit 0."""
+    import shutil
+
+    trace = tmp_path / "t.sqlite"
+    shutil.copy(_example(), trace)
+    (tmp_path / "link.sqlite").symlink_to(trace)  # the same file through a link
+    run, run2, prog = tmp_path / "run.json", tmp_path / "run2.json", tmp_path / "prog.py"
+    run.write_text(json.dumps(_run_doc()))
+    run2.write_text(json.dumps(_run_doc()))
+    prog.write_text("print('hi')\n")
+    subs = {"T": str(trace), "LINK": str(tmp_path / "link.sqlite"), "RUN": str(run),
+            "RUN2": str(run2), "PROG": str(prog)}  # fmt: skip
+    before = {p: p.read_bytes() for p in (trace, run, run2, prog)}
+    _one_line_error(capsys, [subs.get(a, a) for a in argv], "is one of the inputs")
+    assert {p: p.read_bytes() for p in before} == before
