@@ -69,6 +69,9 @@ from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.runfile import SCHEMA, write_json
 
 APIS = ("completions", "chat")
+# soak intervals a level may have: each is a round with its own statistics, so 2 s cut
+# into 1 us intervals ran out of memory after the load and lost every measured request
+MAX_INTERVALS = 100_000
 
 # common English words, each a single token (with its leading space) in the Llama-2/3,
 # GPT-2/4 and Qwen BPE vocabularies
@@ -555,6 +558,13 @@ def config_from_args(args: argparse.Namespace) -> Config:
         if interval > duration:
             raise UsageError(
                 f"--interval {args.interval} is longer than --duration {args.duration}"
+            )
+        if duration / interval > MAX_INTERVALS:
+            raise UsageError(
+                f"--interval {args.interval}: --duration {args.duration} would cut "
+                f"{duration / interval:.3g} intervals, each a round with its own statistics; "
+                f"at most {MAX_INTERVALS:,} (an interval of {duration / MAX_INTERVALS:.3g} s "
+                "or longer)"
             )
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):

@@ -220,6 +220,8 @@ def test_connect_failure_counted_and_exit_1(
         (["--out", "/"], "is a directory"),
         (["--duration", "soon"], "--duration 'soon'"),
         (["--duration", "1m", "--interval", "2m"], "longer than --duration"),
+        # 2 s in 1 us intervals ran out of memory after the load, losing every request
+        (["--duration", "2s", "--interval", "0.001ms"], "would cut 2e+06 intervals"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
