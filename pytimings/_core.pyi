@@ -16,6 +16,7 @@ def event_record_floor_ns(stream: int, iterations: int) -> float:
     Raises RuntimeError when CUDA is not available."""
 
 def strings() -> list[str]: ...
+def _fail_allocation_after(n: int) -> None: ...
 
 @final
 class Region:

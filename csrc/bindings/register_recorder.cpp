@@ -52,6 +52,9 @@ py::dict by_name_id(const std::vector<std::pair<uint32_t, uint64_t>>& counts) {
 }  // namespace
 
 void register_recorder(py::module_& m) {
+  m.def("_fail_allocation_after", &pytimings::fail_allocation_after, py::arg("n"),
+        "Testing only: the n-th allocation point of a drain from now (0 = the next) fails "
+        "as out of memory would; n < 0 turns it off.");
   m.def(
       "strings", [] { return pytimings::interned_strings(); },
       "Every interned region name and kind (process-wide); record name/kind ids index it.");
@@ -90,7 +93,13 @@ void register_recorder(py::module_& m) {
               py::gil_scoped_release nogil;  // may wait on the GPU; writers keep recording
               recs = b.core->drain(sync);
             }
-            return columns(recs);
+            try {
+              pytimings::allocation_point();
+              return columns(recs);
+            } catch (...) {  // MemoryError building the columns: the records go back
+              b.core->restore(recs);
+              throw;
+            }
           },
           py::arg("sync") = true,
           "Move every finished record out, as numpy columns of RECORD_SCHEMA. sync=True waits "
@@ -142,6 +151,7 @@ void register_recorder(py::module_& m) {
             d["capture_fallbacks"] = m.capture_fallbacks;
             d["gpu_pending"] = m.gpu_pending;
             d["buffer_bytes"] = m.buffer_bytes;
+            d["lost_out_of_memory"] = m.lost_out_of_memory;
             py::list anchors;
             for (const auto& a : m.anchors) {
               py::dict x;

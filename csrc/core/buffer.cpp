@@ -75,15 +75,42 @@ bool RecordBuffer::grow(Budget& budget) noexcept {
   return true;
 }
 
+namespace {
+std::atomic<int64_t> g_fail_after{-1};  // testing: allocations left before one fails
+}  // namespace
+
+void fail_allocation_after(int64_t n) noexcept {
+  g_fail_after.store(n, std::memory_order_relaxed);
+}
+
+void allocation_point() {
+  int64_t left = g_fail_after.load(std::memory_order_relaxed);
+  while (left >= 0) {
+    if (g_fail_after.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+      if (left == 0) throw std::bad_alloc();
+      return;
+    }
+  }
+}
+
 void RecordBuffer::drain(std::vector<Record>& out) {
-  Chunk* c = head_;
+  // Exception-safe: each chunk's records are copied before the chunk is let go, and head_
+  // and consumed_ move only past what was copied, so an allocation that fails part-way
+  // leaves the rest in the buffer for the next drain (a chunk already recycled is never
+  // read again: reading it once did corrupt records and free it twice).
   for (;;) {
+    Chunk* c = head_;
     Chunk* next = c->next.load(std::memory_order_acquire);
     // After seeing `next`, every commit to c is visible; re-reading committed is then final.
     const uint32_t n = c->committed.load(std::memory_order_acquire);
-    out.insert(out.end(), c->records() + consumed_, c->records() + n);
+    if (n > consumed_) {
+      allocation_point();
+      out.insert(out.end(), c->records() + consumed_, c->records() + n);
+    }
     consumed_ = n;
     if (next == nullptr) break;
+    head_ = next;
+    consumed_ = 0;
     if (c != &sentinel_) {
       Chunk* top = recycled_.load(std::memory_order_relaxed);
       do {
@@ -91,10 +118,7 @@ void RecordBuffer::drain(std::vector<Record>& out) {
       } while (!recycled_.compare_exchange_weak(top, c, std::memory_order_release,
                                                 std::memory_order_relaxed));
     }
-    c = next;
-    consumed_ = 0;
   }
-  head_ = c;
 }
 
 }  // namespace pytimings

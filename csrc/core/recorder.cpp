@@ -579,24 +579,54 @@ std::vector<Record> Recorder::drain(bool sync) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Record> out;
   out.swap(ready_);
-  collect(sync, out);
+  try {
+    collect(sync, out);
+  } catch (...) {  // out of memory: what collect moved out stays for the next drain
+    ready_.swap(out);
+    throw;
+  }
   if (sync) reanchor();
   drained_ += static_cast<int64_t>(out.size());
   return out;
 }
 
+void Recorder::restore(std::vector<Record>& recs) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  drained_ -= static_cast<int64_t>(recs.size());
+  if (ready_.empty()) {
+    ready_.swap(recs);
+    return;
+  }
+  try {
+    recs.insert(recs.end(), ready_.begin(), ready_.end());
+    ready_.swap(recs);
+  } catch (...) {  // no memory even for that: counted, never silently gone
+    lost_ += static_cast<int64_t>(recs.size());
+    release_events(recs);
+  }
+}
+
 void Recorder::collect(bool sync, std::vector<Record>& out) {
   std::vector<Record> batch;
   batch.swap(pending_);
-  for (auto& ts : threads_) {
-    // Read `exited` first: if set, the thread's last commit happened before it.
-    const bool gone = !ts->released && ts->exited.load(std::memory_order_acquire);
-    ts->buffer.drain(batch);
-    if (gone) release_thread(*ts);
+  std::vector<Record> done_events;
+  try {
+    for (auto& ts : threads_) {
+      // Read `exited` first: if set, the thread's last commit happened before it.
+      const bool gone = !ts->released && ts->exited.load(std::memory_order_acquire);
+      ts->buffer.drain(batch);
+      if (gone) release_thread(*ts);
+    }
+    // every allocation of the loop below, made before it moves a record
+    allocation_point();
+    out.reserve(out.size() + batch.size());
+    pending_.reserve(batch.size());
+    done_events.reserve(batch.size());
+  } catch (...) {  // out of memory: the records drained so far wait in pending_
+    pending_.swap(batch);
+    throw;
   }
   const cuda::Api* api = cuda::runtime().loaded ? cuda_api() : nullptr;
-  std::vector<Record> done_events;
-  out.reserve(out.size() + batch.size());
   {
     std::lock_guard<std::mutex> alock(anchor_mu_);
     for (Record& r : batch) {
@@ -626,7 +656,14 @@ void Recorder::collect(bool sync, std::vector<Record>& out) {
       out.push_back(r);
     }
   }
-  release_events(done_events);
+  try {
+    release_events(done_events);
+  } catch (...) {  // no memory to hand them back to their threads: destroy them instead
+    for (Record& r : done_events) {
+      if (r.ev_start) api->eventDestroy(r.ev_start);
+      if (r.ev_end) api->eventDestroy(r.ev_end);
+    }
+  }
   for (Record& r : out) r.ev_start = r.ev_end = nullptr;
 }
 
@@ -731,6 +768,7 @@ RecorderMeta Recorder::meta() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     m.gpu_pending = pending_.size();
+    m.lost_out_of_memory = lost_;
     m.buffer_bytes = 0;
     for (auto& ts : threads_) m.buffer_bytes += ts->buffer.bytes();
   }

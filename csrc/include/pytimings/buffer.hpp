@@ -45,6 +45,12 @@ enum RecordFlag : uint16_t {
 
 constexpr int64_t kNoTime = INT64_MIN;
 
+// Testing: the n-th allocation_point() from now (0 = the next) throws std::bad_alloc, as an
+// allocation there would; n < 0 turns it off. allocation_point() marks where the drain
+// allocates (tests/recorder/test_drain_faults.py).
+void fail_allocation_after(int64_t n) noexcept;
+void allocation_point();
+
 // A header followed by `size` records in the same allocation. Chunks start small (a thread
 // that records a handful of regions holds a few KiB) and double up to kMaxRecords.
 struct Chunk {

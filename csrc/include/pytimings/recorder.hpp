@@ -85,6 +85,7 @@ struct RecorderMeta {
   uint64_t capture_fallbacks;
   uint64_t gpu_pending;
   int64_t buffer_bytes;  // native chunk memory held by all threads
+  int64_t lost_out_of_memory;  // drained records no memory was left to give back
   std::vector<Anchor> anchors;
 };
 
@@ -136,6 +137,9 @@ class Recorder {
   // Every committed record whose GPU times are resolved (all of them when sync); records
   // still waiting on the GPU stay inside until a later drain.
   std::vector<Record> drain(bool sync);
+  // Give records from drain() back (the caller could not take them: out of memory while
+  // converting them); they come out first at the next drain.
+  void restore(std::vector<Record>& recs) noexcept;
   void clear();
   std::vector<std::pair<uint32_t, uint64_t>> dropped() const;  // by name id, since clear
   // Regions entered and not (yet) closed, by name id: open now on a live thread, open when
@@ -198,6 +202,7 @@ class Recorder {
   std::vector<Record> pending_;  // drained, GPU events not yet complete
   std::vector<Record> ready_;    // resolved by an opportunistic collect, for the next drain
   int64_t drained_ = 0;          // records handed out since the last clear (budget held)
+  int64_t lost_ = 0;             // records restore() had no memory to keep (counted)
 
   mutable std::mutex anchor_mu_;
   std::deque<Anchor> anchors_[kMaxDevices];
