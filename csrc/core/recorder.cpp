@@ -18,6 +18,8 @@ struct StringTable {
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<std::string> strings;
   std::vector<bool> is_kind;
+  uint64_t over_limit = 0;     // interns refused a new id (see kMaxNames)
+  uint32_t over_limit_id = 0;  // the id they got instead (0: none yet)
   Nvtx nvtx;
 };
 
@@ -90,6 +92,19 @@ uint32_t intern(const std::string& s, bool is_kind) {
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.ids.find(s);
   uint32_t id;
+  if (it == t.ids.end() && t.strings.size() >= kMaxNames) {
+    // The table is process-wide and never shrinks (NVTX handles point into it): past the
+    // limit a new name is recorded as kOverLimitName, and counted.
+    ++t.over_limit;
+    if (t.over_limit_id == 0) {
+      t.over_limit_id = static_cast<uint32_t>(t.strings.size());
+      t.strings.emplace_back(kOverLimitName);
+      t.is_kind.push_back(false);
+      t.ids.emplace(kOverLimitName, t.over_limit_id);
+      t.nvtx.register_string(t.over_limit_id, kOverLimitName);
+    }
+    return t.over_limit_id;
+  }
   if (it == t.ids.end()) {
     id = static_cast<uint32_t>(t.strings.size());
     t.strings.push_back(s);
@@ -104,6 +119,12 @@ uint32_t intern(const std::string& s, bool is_kind) {
     t.nvtx.name_category(id, s);
   }
   return id;
+}
+
+uint64_t names_over_limit() {
+  StringTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.over_limit;
 }
 
 std::vector<std::string> interned_strings() {

@@ -65,8 +65,12 @@ class Recorder:
 
     ``max_records`` (or ``max_bytes``, counted at the row size of RECORD_SCHEMA, 72 bytes)
     caps how many records are kept until :meth:`clear`; records beyond it are counted by name
-    in ``Recording.dropped``, never lost silently. ``anchor_interval_s`` is the least time
-    between two GPU-clock anchors (retaken at :meth:`flush`).
+    in ``Recording.dropped``, never lost silently. The cap covers records only: region names
+    and kinds live in one process-wide table that no recorder frees (NVTX handles point into
+    it), bounded at 2**20 distinct strings; names beyond are recorded as ``<names beyond the
+    limit>`` and counted (``meta["names_over_limit"]``), and a save writes only the names its
+    records use. ``anchor_interval_s`` is the least time between two GPU-clock anchors
+    (retaken at :meth:`flush`).
     """
 
     region: _core.RegionFactory
@@ -205,6 +209,7 @@ class Recorder:
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "boot_id": boot_id(),
+            "names_over_limit": _core.names_over_limit(),
             "cuda_status": _core.cuda_status(),
             "record_bytes": _RECORD_BYTES,
             "open_regions": {strings[i]: n for i, n in self._native.open_regions().items()},

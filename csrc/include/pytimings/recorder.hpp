@@ -21,6 +21,11 @@ namespace pytimings {
 // too, so ids are shared by every Recorder.
 uint32_t intern(const std::string& s, bool is_kind);
 std::vector<std::string> interned_strings();
+// The table never shrinks, so its size is bounded: a name beyond the first kMaxNames
+// distinct ones is recorded as kOverLimitName, and counted (names_over_limit).
+constexpr size_t kMaxNames = size_t{1} << 20;
+constexpr const char* kOverLimitName = "<names beyond the limit>";
+uint64_t names_over_limit();
 
 struct RegionSpec {
   uint32_t name = 0;
