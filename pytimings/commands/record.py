@@ -78,8 +78,6 @@ def command_line(cmd: list[str]) -> tuple[list[str], bool]:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("no command given: pytimings record [options] -- CMD [ARGS...]")
-    if cmd[0].endswith(".py") and not Path(cmd[0]).is_file():
-        raise UsageError(f"{cmd[0]}: no such script")
     if cmd[0] == "-m" or cmd[0].endswith(".py"):
         argv = [sys.executable, *cmd]
     else:
@@ -159,6 +157,8 @@ def _outputs(out: Path) -> dict[Path, tuple[int, int]]:
 
 def run(args: argparse.Namespace) -> int:
     argv, launcher = command_line(args.cmd)
+    if argv[0] == sys.executable and argv[1].endswith(".py") and not Path(argv[1]).is_file():
+        raise UsageError(f"{argv[1]}: no such script")
     opts = options(args)
     out = Path(opts.out)
     lock = _lock(out, args.output)
