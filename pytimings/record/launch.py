@@ -32,13 +32,19 @@ never half of one). Saved:
   buffers (the records stay in the process, 72 bytes each) and bounds what a SIGKILL or an
   OOM kill loses to that interval. Each flush rewrites the whole file.
 
+* before ``os.exec*`` replaces the program (``os.execv``/``os.execve``, which every
+  ``os.exec*`` calls, are wrapped): the regions so far are saved to the process's file with
+  reason ``exec``; the new image, if it is a Python the hook reaches, records to the same
+  name with ``.exec1`` (``.exec2``, ...) before the suffix, so neither replaces the other.
+  An exec that fails leaves recording as it was (the final save comes at exit as usual).
+
 ``os._exit`` (and SIGKILL) saves nothing beyond the last flush.
 
 Each save adds to the recording's meta: ``record`` (argv, options, why it was saved, the
 exception), ``wall_offset_end_ns``/``wall_offset_end_uncertainty_ns`` (the wall-clock
-offset sampled again at the save; the start one is the recorder's ``wall_offset_ns``) and
-``boot_id``, which :mod:`pytimings.ingest.clocks` uses to put ranks on one timeline, and,
-with ``--kineto``, which steps the profiler trace beside it holds
+offset sampled again at the save; the start one is the recorder's ``wall_offset_ns``;
+with the recorder's ``boot_id``, :mod:`pytimings.ingest.clocks` puts ranks on one timeline)
+and, with ``--kineto``, which steps the profiler trace beside it holds
 (:mod:`pytimings.record.kineto`). At the final save each process prints a short summary
 (the top regions by host time, collectives with busbw) to stderr.
 """
@@ -51,10 +57,11 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import Any
 
 from pytimings.record.kineto import StepCapture, StepRange, trace_path
 
@@ -66,6 +73,7 @@ ENV_FLUSH_EVERY = "PYTIMINGS_RECORD_FLUSH_EVERY"
 ENV_KINETO = "PYTIMINGS_RECORD_KINETO"
 ENV_PARENT = "PYTIMINGS_RECORD_PARENT"  # pid whose direct children record
 ENV_LAUNCHER = "PYTIMINGS_RECORD_LAUNCHER"  # "1": that child is a launcher; its children record
+ENV_EXEC_COUNT = "PYTIMINGS_RECORD_EXEC"  # execs so far in this process (names .exec{N})
 
 SUMMARY_ROWS = 10
 
@@ -211,6 +219,7 @@ class Session:
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self._on_signal)
         os.register_at_fork(after_in_child=self._disarm_child)
+        self._wrap_exec()
         if opts.flush_every is not None:
             threading.Thread(target=self._flusher, name="pytimings-flush", daemon=True).start()
 
@@ -306,6 +315,55 @@ class Session:
                 self.save("flush")
             except Exception as exc:
                 print(f"pytimings record: periodic save failed: {exc}", file=sys.stderr)
+
+    def _wrap_exec(self) -> None:
+        """Save before ``os.execv``/``os.execve`` (the other ``os.exec*`` call these through
+        the module's globals): exec replaces the process without running exit handlers."""
+        for name in ("execv", "execve"):
+            original = getattr(os, name)
+
+            def wrapper(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                env = args[2] if len(args) > 2 else kwargs.get("env", os.environ)
+                undo = self._before_exec(args[0] if args else kwargs.get("path"), env)
+                try:
+                    return _original(*args, **kwargs)
+                except BaseException:
+                    undo()
+                    raise
+
+            setattr(os, name, wrapper)
+
+    def _before_exec(self, program: Any, env: Any) -> Callable[[], None]:
+        """Save for an exec; point a Python new image at the next ``.exec{N}`` file. Returns
+        what undoes it should the exec fail."""
+        if os.getpid() != self.pid or self._finished:
+            return lambda: None
+        out = Path(self.opts.out)
+        n = int(env.get(ENV_EXEC_COUNT, "0")) + 1 if isinstance(env, Mapping) else 1
+        base = out.stem.rsplit(".exec", 1)[0] if ".exec" in out.stem else out.stem
+        nxt = out.with_name(f"{base}.exec{n}{out.suffix}")
+        self.finish("exec")
+        saved: dict[str, str | None] = {}
+        if isinstance(env, MutableMapping):
+            for key, value in {ENV_OUT: str(nxt), ENV_EXEC_COUNT: str(n)}.items():
+                saved[key] = env.get(key)
+                env[key] = value
+        print(
+            f"pytimings record: pid {self.pid} execs {program}: its regions so far are in "
+            f"{self.output_path()}; a Python program it becomes records to {nxt.name}",
+            file=sys.stderr,
+        )
+
+        def undo() -> None:
+            self._finished = False  # recording goes on: the exit save covers it all
+            if isinstance(env, MutableMapping):
+                for key, value in saved.items():
+                    if value is None:
+                        env.pop(key, None)
+                    else:
+                        env[key] = value
+
+        return undo
 
     def _disarm_child(self) -> None:
         from pytimings.record.recorder import default_recorder

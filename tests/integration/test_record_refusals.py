@@ -93,3 +93,42 @@ def test_a_python_program_writes_its_recording_and_no_warning(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     assert "no recording written" not in r.stderr
     load_recording(tmp_path / "run.pyt")
+
+
+def test_a_program_that_execs_keeps_the_regions_before_the_exec(tmp_path: Path) -> None:
+    """exec replaces the process without exit handlers: the regions before it were lost
+    (exec into a non-Python program left no file; into Python, the new image's recording
+    replaced OUT). Now each image has its file."""
+    second = tmp_path / "second.py"
+    second.write_text("import pytimings as pt\nwith pt.region('after_exec'):\n    pass\n")
+    first = tmp_path / "first.py"
+    first.write_text(
+        "import os, sys\nimport pytimings as pt\n"
+        "with pt.region('before_exec'):\n    pass\n"
+        f"os.execv(sys.executable, [sys.executable, {str(second)!r}])\n"
+    )
+    r = _record(tmp_path, "run.pyt", str(first))
+    assert r.returncode == 0, r.stderr
+    assert "execs" in r.stderr and "run.exec1.pyt" in r.stderr
+
+    def names(p: Path) -> set[str]:
+        rec = load_recording(p)
+        return {rec.strings[i] for i in rec.records["name"]}
+
+    assert names(tmp_path / "run.pyt") == {"before_exec"}
+    assert names(tmp_path / "run.exec1.pyt") == {"after_exec"}
+    assert load_recording(tmp_path / "run.pyt").meta["record"]["reason"] == "exec"
+
+
+def test_exec_into_a_program_that_is_not_python_keeps_the_file(tmp_path: Path) -> None:
+    first = tmp_path / "first.py"
+    first.write_text(
+        "import os\nimport pytimings as pt\n"
+        "with pt.region('before_exec'):\n    pass\n"
+        "os.execvp('true', ['true'])\n"
+    )
+    r = _record(tmp_path, "run.pyt", str(first))
+    assert r.returncode == 0, r.stderr
+    rec = load_recording(tmp_path / "run.pyt")
+    assert {rec.strings[i] for i in rec.records["name"]} == {"before_exec"}
+    assert not (tmp_path / "run.exec1.pyt").exists()
