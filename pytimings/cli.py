@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from pytimings.errors import PytimingsError
-from pytimings.fileout import refuse_overwriting_inputs
+from pytimings.fileout import refuse_overwriting_inputs, stdout_reserved
 
 # the options that name a file a command writes (every command spells them alike)
 OUTPUT_OPTIONS = ("json", "html", "out", "perfetto", "plot", "output")
@@ -52,23 +52,39 @@ def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
         prog="pytimings",
         description="Timing and trace analysis for GPU inference.",
     )
+    parser.add_argument("--version", action="version", version=f"pytimings {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:  # only the chosen subcommand's module is imported
             module = importlib.import_module(module_name)
             module.add_arguments(p)
-            p.set_defaults(_module=module)
+            p.set_defaults(_module=module, _parser=p)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytimings")
+    except PackageNotFoundError:  # a source checkout on PYTHONPATH
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = _build_parser(chosen)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's usage, not the top level's
+        sub = getattr(args, "_parser", parser)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        _check_outputs(args)
+        outputs = _check_outputs(args)
+        if "-" in outputs.values():
+            with stdout_reserved():
+                return int(args._module.run(args))
         return int(args._module.run(args))
     except PytimingsError as exc:
         print(f"pytimings {args.command}: error: {exc}", file=sys.stderr)
@@ -80,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """No output option may name one of the command's inputs (checked before any work)."""
+def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
+    """No output option may name one of the command's inputs (checked before any work);
+    returns the outputs by flag."""
     outputs, inputs = {}, []
     for key, value in vars(args).items():
         if key.startswith("_"):
@@ -93,6 +110,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         elif isinstance(value, list):
             inputs += [v for v in value if isinstance(v, str)]
     refuse_overwriting_inputs(outputs, inputs)
+    return outputs
 
 
 if __name__ == "__main__":

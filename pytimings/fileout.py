@@ -8,6 +8,9 @@
   then applies to the target), so the link stays a link;
 * a device node, a FIFO or any other non-regular file: written into directly (never replaced:
   ``/dev/null`` stays a device);
+* ``-``: standard output (every command's machine-readable document can go there, e.g.
+  ``--json -``); while a command runs with an output of ``-``, its human-readable text goes
+  to stderr (:func:`stdout_reserved`), so the document arrives alone;
 * any OS error: one-line :class:`~pytimings.errors.UsageError` naming the path and the reason.
 
 A leaf: imports nothing of pytimings but its errors.
@@ -15,9 +18,11 @@ A leaf: imports nothing of pytimings but its errors.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -27,6 +32,35 @@ from typing import IO, Any
 from pytimings.errors import UsageError
 
 _umask_lock = threading.Lock()
+_document_out: IO[str] | None = None  # the real stdout while stdout_reserved() holds it
+
+
+@contextmanager
+def stdout_reserved() -> Iterator[None]:
+    """Hand standard output to the documents written to ``-``: inside, ``print`` goes to
+    stderr and :func:`writing` of ``-`` to the stdout that was in force on entry."""
+    global _document_out
+    _document_out = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _document_out = None
+
+
+@contextmanager
+def _to_stdout() -> Iterator[IO[bytes]]:
+    out = _document_out if _document_out is not None else sys.stdout
+    out.flush()
+    buf = io.BytesIO()
+    yield buf
+    data = buf.getvalue()
+    if hasattr(out, "buffer"):
+        out.buffer.write(data)
+        out.buffer.flush()
+    else:  # a text stream with no bytes underneath (pytest's capture)
+        out.write(data.decode())
+        out.flush()
 
 
 def _new_file_mode() -> int:
@@ -61,8 +95,12 @@ def writing(path: str | os.PathLike[str], label: str = "") -> Iterator[IO[bytes]
     """A binary file to write ``path``'s new content into, put in place by the rules above
     when the block ends without an exception; an error leaves the old content of a regular
     file in place and no temporary behind. ``label`` (an option such as ``--json``) prefixes
-    the error message."""
+    the error message. ``-`` is standard output."""
     name = os.fspath(path)
+    if name == "-":
+        with _to_stdout() as out:
+            yield out
+        return
     target = os.path.realpath(name)  # a symlink chain is written through to its end
     try:
         st: os.stat_result | None = os.stat(target)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from pytimings.analysis.summary import summary_json, trace_summary
 from pytimings.console import progress
@@ -56,19 +55,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.processes_as_ranks:
         print_hint(trace)
     tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
-    if args.json != "-":
-        print(render_summary(tables, trace_vendor(trace)))
-        if trace.dropped:
-            print(
-                "Not loaded (counted): "
-                + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
-            )
+    print(render_summary(tables, trace_vendor(trace)))  # to stderr when --json is '-'
+    if trace.dropped:
+        print(
+            "Not loaded (counted): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
+        )
     if args.json:
         doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
-        if args.json == "-":
-            sys.stdout.write(doc + "\n")
-        else:
-            write_text(args.json, doc + "\n", "--json")
+        write_text(args.json, doc + "\n", "--json")
     for written in report_tables.write(args, tables):
-        print(f"wrote {written}", file=sys.stderr if args.json == "-" else sys.stdout)
+        print(f"wrote {written}")
     return 0

@@ -44,7 +44,8 @@ print(json.dumps({{"errors": errors, "n": len(payloads), "distinct": len(set(pay
 @pytest.mark.parametrize("n", [0, 1, 4, 8, 9, 10])
 def test_a_drain_that_runs_out_of_memory_keeps_every_record(run_script: Any, n: int) -> None:
     """n: which allocation point fails: 0-8 the nine chunks copied (64, 128, 256, 512 and
-    five of 1024 records), 9 the batch's reserves, 10 the numpy columns. Every record comes back at the next save, exactly once."""
+    five of 1024 records), 9 the batch's reserves, 10 the numpy columns. Every record comes
+    back at the next save, exactly once."""
     got = run_script(WORKLOAD.format(n=n))
     assert got == {"errors": 1, "n": 6100, "distinct": 6100, "ok": True, "lost": 0}
 

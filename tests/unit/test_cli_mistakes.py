@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.run_files import small_run_doc as _run_doc
 
 from pytimings.cli import main
 from pytimings.commands.analyze import example_path
-from pytimings.model.requests import RequestRecord
-from pytimings.serving.runfile import SCHEMA
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
@@ -36,24 +35,6 @@ def test_an_index_beyond_int16_is_not_in_the_trace(
 def test_export_to_a_full_disk(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["export", str(example_path()), "--perfetto", "/dev/full", "--no-attribution"]
     _one_line_error(capsys, [*argv, "--quiet"], "--perfetto /dev/full: cannot write (No space")
-
-
-def _run_doc() -> dict[str, Any]:
-    """A small valid run file: one level, one round of four requests 10 ms apart."""
-    reqs = []
-    for i in range(4):
-        t = 1_000_000_000 + i * 10_000_000
-        chunks = [t + 5_000_000 + k * 1_000_000 for k in range(4)]
-        reqs.append(
-            RequestRecord(
-                req_id=f"r{i}", start_ns=t, end_ns=chunks[-1] + 1000, chunk_ns=chunks,
-                chunk_tokens=[1] * 4, input_tokens=8, output_tokens=4,
-            ).to_json()
-        )  # fmt: skip
-    rnd = {"round": 0, "start_ns": 1_000_000_000, "end_ns": 1_050_000_000, "errors": {},
-           "summary": {}, "requests": reqs}  # fmt: skip
-    level = {"concurrency": 1, "rate": None, "warmup": {}, "rounds": [rnd], "summary": {}}
-    return {"schema": SCHEMA, "config": {}, "levels": [level]}
 
 
 @pytest.mark.parametrize(

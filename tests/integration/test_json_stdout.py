@@ -1,0 +1,67 @@
+"""One machine-output convention (issue 29 item 4): ``--json -`` writes the document to
+stdout in every command, alone (the human text goes to stderr), and no file named ``-``
+appears; unknown flags name the subcommand; ``--version``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.run_files import small_run_doc
+
+from pytimings.commands.analyze import example_path
+
+
+def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", *argv],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+    )  # fmt: skip
+
+
+def _run_file(tmp_path: Path, name: str) -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(small_run_doc()))
+    return p
+
+
+@pytest.mark.parametrize(
+    ("argv", "schema"),
+    [
+        (["analyze", "EX", "--by", "decode_step"], "pytimings.attribution/"),
+        (["summary", "EX"], None),
+        (["diff", "--base", "EX", "--new", "EX", "--resamples", "200"], "pytimings.diff/"),
+        (["compare", "RUN", "RUN2", "--labels", "a,b", "--resamples", "200"], None),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else None,
+)
+def test_json_dash_is_the_document_alone_on_stdout(
+    tmp_path: Path, argv: list[str], schema: str | None
+) -> None:
+    subs = {
+        "EX": str(example_path()),
+        "RUN": str(_run_file(tmp_path, "run.json")),
+        "RUN2": str(_run_file(tmp_path, "run2.json")),
+    }
+    r = _run(tmp_path, *[subs.get(a, a) for a in argv], "--json", "-")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # nothing else on stdout
+    if schema is not None:
+        assert doc["schema"].startswith(schema)
+    assert r.stderr.strip()  # the text report is still shown, on stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_an_unknown_flag_names_the_subcommand(tmp_path: Path) -> None:
+    r = _run(tmp_path, "analyze", "--example", "--bogus")
+    assert r.returncode == 2
+    assert "usage: pytimings analyze" in r.stderr
+    assert "pytimings analyze: error: unrecognized arguments: --bogus" in r.stderr
+
+
+def test_version(tmp_path: Path) -> None:
+    r = _run(tmp_path, "--version")
+    assert r.returncode == 0 and r.stdout.startswith("pytimings ")
