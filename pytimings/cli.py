@@ -9,15 +9,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 
-from pytimings.errors import PytimingsError
-from pytimings.fileout import refuse_overwriting_inputs, stdout_reserved
+from pytimings.errors import PytimingsError, UsageError
+from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
-# the options that name a file a command writes (every command spells them alike)
+# the options that name a file a command writes (every command spells them alike); --out
+# may also be a directory (--format csv writes one file per table there), and record and
+# loadgen check their own -o/--out
 OUTPUT_OPTIONS = ("json", "html", "out", "perfetto", "plot", "output")
+CHECKED_OUTPUTS = ("json", "html", "perfetto", "plot")
+# optional dependencies an output needs: (command, option) -> (module, extra)
+OUTPUT_NEEDS = {
+    ("analyze", "html"): ("plotly", "html"),
+    ("report", "html"): ("plotly", "html"),
+    ("compare", "plot"): ("matplotlib", "plot"),
+    ("bench", "plot"): ("matplotlib", "plot"),
+}
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -110,6 +121,13 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
         elif isinstance(value, list):
             inputs += [v for v in value if isinstance(v, str)]
     refuse_overwriting_inputs(outputs, inputs)
+    for key in CHECKED_OUTPUTS:
+        value = getattr(args, key, None)
+        if isinstance(value, str) and value != "-":
+            check_writable(f"--{key}", value)
+            needs = OUTPUT_NEEDS.get((args.command, key))
+            if needs is not None and importlib.util.find_spec(needs[0]) is None:
+                raise UsageError(f"--{key} needs {needs[0]}: pip install 'pytimings[{needs[1]}]'")
     return outputs
 
 

@@ -154,6 +154,19 @@ def write_text(path: str | os.PathLike[str], text: str, label: str = "") -> None
         f.write(text.encode())
 
 
+def check_writable(flag: str, path: str | os.PathLike[str]) -> None:
+    """Fail before any work when ``path`` cannot be written: its directory must exist and be
+    writable, and the path itself must not be a directory."""
+    target = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {os.fspath(path)}: directory {parent} does not exist")
+    if os.path.isdir(target):
+        raise UsageError(f"{flag} {os.fspath(path)}: is a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {os.fspath(path)}: directory {parent} is not writable")
+
+
 def refuse_overwriting_inputs(outputs: dict[str, str], inputs: list[str]) -> None:
     """Refuse an output that is one of the command's own inputs (the same file, symlinks and
     hard links resolved): every output option used to overwrite it, exit 0, and

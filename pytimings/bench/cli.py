@@ -11,13 +11,13 @@ from typing import Any
 
 from pytimings.bench.report import (
     BenchReport,
-    check_output,
     render_text,
     write_json,
     write_plot,
 )
 from pytimings.bench.sizes import parse_size, parse_sweep
 from pytimings.errors import UsageError
+from pytimings.fileout import check_writable
 
 
 def _outputs(p: argparse.ArgumentParser) -> None:
@@ -123,9 +123,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "warmup", 0) < 0:
         raise UsageError(f"--warmup {args.warmup}: must be 0 or more")
     if args.json:
-        check_output("--json", args.json)
+        check_writable("--json", args.json)
     if args.plot:
-        check_output("--plot", args.plot)
+        check_writable("--plot", args.plot)
     if args.bench == "collective":
         return _collective(args)
     if args.bench == "copy":

@@ -307,9 +307,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.json:
-        from pytimings.bench.report import check_output
+        from pytimings.fileout import check_writable
 
-        check_output("--json", args.json)
+        check_writable("--json", args.json)
     rows = measure(args.iterations, args.repeats)
     checks = targets(rows)
     print(format_table(rows, checks, args.iterations, args.repeats))

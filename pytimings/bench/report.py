@@ -162,19 +162,6 @@ def _header_value(value: Any) -> str:
     return str(value)
 
 
-def check_output(flag: str, path: str | os.PathLike[str]) -> None:
-    """Fail before any measurement when ``path`` cannot be written: its directory must exist
-    and be writable, and the path itself must not be a directory."""
-    target = os.path.abspath(os.fspath(path))
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise UsageError(f"{flag} {os.fspath(path)}: directory {parent} does not exist")
-    if os.path.isdir(target):
-        raise UsageError(f"{flag} {os.fspath(path)}: is a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {os.fspath(path)}: directory {parent} is not writable")
-
-
 def write_json(report: BenchReport, path: str | os.PathLike[str]) -> None:
     write_text(path, json.dumps(report.to_json(), indent=1, allow_nan=False) + "\n", "--json")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from importlib import resources
 from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.replay import parse_changes, replay, what_if
+from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
@@ -18,9 +18,6 @@ from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if
-
-EXAMPLE = "decode_16steps_h200.sqlite"
-EXAMPLE_BY = "decode_step"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,11 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)"
     )
     add_processes_argument(p)
-    p.add_argument(
-        "--example",
-        action="store_true",
-        help=f"analyse the bundled H200 Nsight Systems capture (default --by {EXAMPLE_BY})",
-    )
+    add_example_argument(p, f"analyse (with --by {EXAMPLE_BY} unless given)")
     p.add_argument(
         "--executor",
         choices=("local", "dask"),
@@ -80,23 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     progress.add_quiet_argument(p)
 
 
-def example_path() -> Path:
-    return Path(str(resources.files("pytimings") / "examples" / EXAMPLE))
-
-
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest import expand_paths, load
 
     progress.configure(args.quiet)
-    paths: list[str] = list(args.traces)
-    by = args.by
-    if args.example:
-        if paths:
-            raise UsageError("--example analyses the bundled capture; give no TRACE with it")
-        paths = [str(example_path())]
-        by = by or EXAMPLE_BY
-    if not paths:
-        raise UsageError("give at least one TRACE file (or --example)")
+    paths = paths_or_example(args, list(args.traces), "TRACE")
+    by = args.by or (EXAMPLE_BY if args.example else None)
     per_rank_tasks = len(expand_paths(paths)) > 1 or args.executor == "dask" or args.scheduler
     if args.window is not None and not args.critical_path:
         raise UsageError("--window goes with --critical-path")

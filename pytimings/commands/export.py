@@ -7,15 +7,17 @@ import argparse
 import os
 import sys
 
+from pytimings.commands.example import add_example_argument, paths_or_example
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_example_argument(p, "export")
     p.add_argument(
         "traces",
-        nargs="+",
+        nargs="*",
         metavar="TRACE_OR_RECORDING",
         help="trace files (nsys SQLite/report, Kineto JSON) or pytimings recordings",
     )
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give an output: --perfetto OUT")
     requests = []  # each recording's request timelines, one track per request
     traced = []  # files with events (a recording of request timelines only has none)
-    for f in expand_paths(args.traces):
+    for f in expand_paths(paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")):
         tables = load_tables(f) if detect_format(f) == "recording" else {}
         if "requests" in tables:
             requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from pytimings.analysis.summary import summary_json, trace_summary
+from pytimings.commands.example import add_example_argument, paths_or_example
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
@@ -18,8 +19,9 @@ from pytimings.report.summary_text import render_summary
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="trace files or directories of per-rank traces"
+        "paths", nargs="*", metavar="PATH", help="trace files or directories of per-rank traces"
     )
+    add_example_argument(parser, "summarise")
     parser.add_argument(
         "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
     )
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
+    args.paths = paths_or_example(args, list(args.paths), "PATH")
     trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
     if not args.processes_as_ranks:
         print_hint(trace)

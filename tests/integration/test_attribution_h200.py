@@ -12,7 +12,7 @@ import pytest
 from pytimings._native import _intervals as iv
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.partition import LABELS
-from pytimings.commands.analyze import example_path
+from pytimings.commands.example import example_path
 
 pytestmark = pytest.mark.shared
 
@@ -204,8 +204,12 @@ def test_nsys_and_kineto_captures_agree_on_kernel_time(shared_dir, nsys_trace):
     [
         (["--device", "3"], "device 3 not in the trace; it has devices 0"),
         (["--rank", "1"], "rank 1 not in the trace; it has ranks 0"),
-        (["--json", "/nonexistent/dir/a.json"], "--json /nonexistent/dir/a.json: cannot write"),
-        (["extra.sqlite"], "--example analyses the bundled capture; give no TRACE with it"),
+        # checked before loading (it used to fail after the whole report was printed)
+        (
+            ["--json", "/nonexistent/dir/a.json"],
+            "--json /nonexistent/dir/a.json: directory /nonexistent/dir does not exist",
+        ),
+        (["extra.sqlite"], "--example reads the bundled capture; give no TRACE with it"),
     ],
 )
 def test_cli_bad_arguments_exit_2_with_one_line(args, message):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers.run_files import small_run_doc
 
-from pytimings.commands.analyze import example_path
+from pytimings.commands.example import example_path
 
 
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -65,3 +65,27 @@ def test_an_unknown_flag_names_the_subcommand(tmp_path: Path) -> None:
 def test_version(tmp_path: Path) -> None:
     r = _run(tmp_path, "--version")
     assert r.returncode == 0 and r.stdout.startswith("pytimings ")
+
+
+@pytest.mark.parametrize("command", ["analyze", "summary", "export"])
+def test_example_runs_on_the_bundled_capture_and_names_it(tmp_path: Path, command: str) -> None:
+    extra = ["--perfetto", str(tmp_path / "t.json")] if command == "export" else []
+    r = _run(tmp_path, command, "--example", *extra, "-q")
+    assert r.returncode == 0, r.stderr
+    assert f"example: {example_path()}" in r.stdout.splitlines()
+    if command == "export":
+        assert json.loads((tmp_path / "t.json").read_text())
+
+
+@pytest.mark.parametrize("command", ["analyze", "summary", "export"])
+def test_no_input_and_no_example_is_one_line(tmp_path: Path, command: str) -> None:
+    extra = ["--perfetto", str(tmp_path / "t.json")] if command == "export" else []
+    r = _run(tmp_path, command, *extra)
+    assert r.returncode == 2 and "(or --example)" in r.stderr.strip().splitlines()[-1]
+
+
+def test_html_without_a_writable_directory_fails_before_loading(tmp_path: Path) -> None:
+    r = _run(tmp_path, "analyze", "--example", "--html", str(tmp_path / "no" / "r.html"))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.endswith(f"directory {tmp_path / 'no'} does not exist")  # before any report

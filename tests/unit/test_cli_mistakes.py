@@ -12,7 +12,7 @@ import pytest
 from helpers.run_files import small_run_doc as _run_doc
 
 from pytimings.cli import main
-from pytimings.commands.analyze import example_path
+from pytimings.commands.example import example_path
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:

@@ -237,7 +237,7 @@ def test_every_finding_carries_a_saving_within_its_loss(tr):
 
 
 def test_findings_rank_by_saving_and_h200_stalls_save_their_whole_loss():
-    from pytimings.commands.analyze import example_path
+    from pytimings.commands.example import example_path
     from pytimings.ingest import load
 
     a = attribute(load(str(example_path())), by="decode_step")
