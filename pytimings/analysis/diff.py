@@ -8,13 +8,16 @@ tables, pooled. A statistic of a side is a mean per window.
 
 **Bootstrap.** Each replicate resamples each side independently with
 :func:`pytimings.stats.two_stage_weights`: the files with replacement, then the windows of
-each drawn file (one file: the plain bootstrap of its windows). The interval is the 2.5th
-and 97.5th percentile of the replicated delta (new mean - base mean, in ns; each side's
-replicates widened for few units, see :func:`replicate_weights`);
-``ci_low_pct``/``ci_high_pct`` give it as percent of the base mean. The verdict is
-``worse`` when the whole interval is above 0 (more time), ``better`` when below, else
-``within noise``. A side with fewer than 2 windows has no interval: the CI fields are
-``None`` and the verdict is ``1 window`` (never significant).
+each drawn file (one file: the plain bootstrap of its windows); each side's replicates are
+widened for few units (:func:`replicate_weights`). The interval is on the ratio scale: the
+2.5th and 97.5th percentiles of the replicated ratio new mean / base mean (percentiles are
+unchanged by the log, so this is the log-ratio interval too), given as percent change in
+``ci_low_pct``/``ci_high_pct``; times are never negative, so it never goes below -100%
+(an interval of the difference divided by the base mean could). The verdict is ``worse``
+when the whole interval is above 0% (more time), ``better`` when below, else ``within
+noise``; a quantity the base never had (mean 0) is judged by the difference's interval,
+with no percent. A side with fewer than :data:`MIN_WINDOWS` windows has no interval: the
+CI fields are ``None`` and the verdict is ``1 window`` (never significant).
 
 **Kernels and memory ops** are matched by name across formats: kernels by
 :func:`pytimings.ingest.names.normalize_kernel_name`, memcpys and memsets by the operation
@@ -52,6 +55,7 @@ from pytimings.stats import two_stage_weights, verdict
 
 SCHEMA = "pytimings.diff/1"
 ONE_WINDOW = "1 window"
+MIN_WINDOWS = 2  # per side, for an interval and a verdict (one window has no spread)
 SIGNIFICANT = ("better", "worse")
 F64 = npt.NDArray[np.float64]
 LABEL_NAMES = ("window", *LABELS)
@@ -81,21 +85,24 @@ def replicate_weights(
     groups: Sequence[npt.NDArray[np.intp]], n: int, resamples: int, rng: np.random.Generator
 ) -> F64 | None:
     """``resamples`` x ``n`` bootstrap weights of a mean (rows sum to 1), or None when fewer
-    than 2 members leave nothing to resample.
-
-    Each replicate's deviation from the point mean is widened by sqrt(k / (k - 1)), k the
-    units of the first stage (files when there are several, else members): the plain
-    bootstrap's variance of a mean is (k - 1) / k of the unbiased one, which made intervals
-    too narrow for a few windows (7.8% false positives at 8 windows per side instead of 5%).
-    """
-    if n < 2:
+    than :data:`MIN_WINDOWS` members leave nothing to resample. :func:`compare` widens what
+    they replicate (:func:`widening`)."""
+    if n < MIN_WINDOWS:
         return None
     w = np.stack([two_stage_weights(groups, n, rng)[0] for _ in range(resamples)])
-    w = w / w.sum(axis=1, keepdims=True)
-    k = len(groups) if len(groups) > 1 else n
-    c = math.sqrt(k / (k - 1))
-    widened: F64 = c * w + (1 - c) / n  # the point mean's weights are 1 / n each
-    return widened
+    weights: F64 = w / w.sum(axis=1, keepdims=True)
+    return weights
+
+
+def widening(sample: Sample) -> float:
+    """sqrt(k / (k - 1)), k the units of the first stage (files when there are several,
+    else members): the plain bootstrap's variance of a mean is (k - 1) / k of the unbiased
+    one, which made intervals too narrow for a few windows (7.8% false positives at 8
+    windows per side instead of 5%). Each replicate's deviation from the point mean is
+    stretched by it: linearly for the difference, in the log for the ratio (so a widened
+    mean stays positive)."""
+    k = len(sample.groups) if len(sample.groups) > 1 else sample.n
+    return math.sqrt(k / (k - 1))
 
 
 # what the bootstrap may hold at once: the replicate weights of both sides plus a copy
@@ -125,21 +132,39 @@ def compare(
 ) -> list[dict[str, Any]]:
     """One row per column of the samples: means, delta, 95% interval and verdict."""
     mb, mn = base.values.mean(axis=0), new.values.mean(axis=0)
+    nan = np.full(len(names), np.nan)
+    lo = hi = r_lo = r_hi = nan
     if base_w is not None and new_w is not None:
-        reps = new_w @ new.values - base_w @ base.values
-        lo, hi = np.percentile(reps, [2.5, 97.5], axis=0)
-    else:
-        lo = hi = np.full(len(names), np.nan)
+        rb, rn = base_w @ base.values, new_w @ new.values  # replicated means
+        cb, cn = widening(base), widening(new)
+        delta = (mn + cn * (rn - mn)) - (mb + cb * (rb - mb))
+        lo, hi = np.percentile(delta, [2.5, 97.5], axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # log ratio, each side's log mean widened: times are >= 0, so the ratio is >= 0
+            # and its percent >= -100%; a replicate (or point) with a zero mean has none,
+            # and then that column gets no ratio interval
+            log_r = (
+                cn * np.log(rn) + (1 - cn) * np.log(mn) - cb * np.log(rb) - (1 - cb) * np.log(mb)
+            )
+            log_r[np.abs(log_r) < 1e-12] = 0.0  # rounding of equal means is no change
+            r_lo, r_hi = np.exp(np.percentile(log_r, [2.5, 97.5], axis=0))
     rows = []
     for j, name in enumerate(names):
         b, n, d = float(mb[j]), float(mn[j]), float(mn[j] - mb[j])
-        no_ci = np.isnan(lo[j])
+        no_ci = bool(np.isnan(lo[j]))
+        ratio_ci = b > 0 and not no_ci and bool(np.isfinite(r_lo[j]) and np.isfinite(r_hi[j]))
+        if no_ci:
+            says = ONE_WINDOW
+        elif ratio_ci:  # the ratio's interval against 1 (the same as the log ratio's vs 0)
+            says = verdict(float(r_lo[j]) - 1, float(r_hi[j]) - 1, False)
+        else:  # nothing in the base (or a replicate without it): the difference's interval
+            says = verdict(float(lo[j]), float(hi[j]), False)
         rows.append({
             "name": name, "base_ns": b, "new_ns": n, "delta_ns": d,
             "delta_pct": 100 * d / b if b else None,
-            "ci_low_pct": 100 * float(lo[j]) / b if b and not no_ci else None,
-            "ci_high_pct": 100 * float(hi[j]) / b if b and not no_ci else None,
-            "verdict": ONE_WINDOW if no_ci else verdict(float(lo[j]), float(hi[j]), False),
+            "ci_low_pct": 100 * (float(r_lo[j]) - 1) if ratio_ci else None,
+            "ci_high_pct": 100 * (float(r_hi[j]) - 1) if ratio_ci else None,
+            "verdict": says,
         })  # fmt: skip
     return rows
 
@@ -348,6 +373,8 @@ def diff(
         "by": base[0].by,
         "resamples": resamples,
         "seed": seed,
+        "interval": "ratio",  # percentiles of the replicated new/base ratio (module doc)
+        "min_windows": MIN_WINDOWS,
         "windows": {"base": b_n, "new": n_n},
         "files": {"base": len(base), "new": len(new)},
         "labels": labels,

@@ -224,3 +224,32 @@ def test_host_activities_compare_host_bound_by_what_the_host_was_inside() -> Non
     assert host["range plan"]["verdict"] == "worse"
     assert 45 <= host["range plan"]["delta_pct"] <= 55
     assert host["range prep"]["verdict"] == "within noise"
+
+
+def test_the_percent_interval_is_on_the_ratio_scale_never_below_minus_100() -> None:
+    """A label that one window of eight holds in the base and none in the new: the
+    difference's interval divided by the base mean went to about -300%."""
+    from pytimings.analysis.diff import Sample, compare, groups_of, replicate_weights
+
+    rng = np.random.default_rng(3)
+    base = Sample(np.array([[0.0]] * 7 + [[8000.0]]), groups_of([8]))
+    new = Sample(np.zeros((8, 1)) + 10.0, groups_of([8]))
+    bw = replicate_weights(base.groups, base.n, 2000, rng)
+    nw = replicate_weights(new.groups, new.n, 2000, rng)
+    (row,) = compare(["x"], base, new, bw, nw)
+    assert row["ci_low_pct"] is None  # some replicates drew no base window holding it
+    # ... so the verdict falls back on the difference, and no percent interval is made up
+    assert row["verdict"] == "within noise"
+    base = Sample(np.array([[1000.0], [3000.0]] * 4), groups_of([8]))
+    new = Sample(np.array([[10.0], [30.0]] * 4), groups_of([8]))
+    (row,) = compare(["y"], base, new, bw, nw)
+    assert -100 < row["ci_low_pct"] <= row["ci_high_pct"] < 0 and row["verdict"] == "better"
+    # by hand: each side's log mean widened by sqrt(8 / 7) around its point mean
+    c = np.sqrt(8 / 7)
+
+    def log_mean(w: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return c * np.log(w @ v[:, 0]) + (1 - c) * np.log(v[:, 0].mean())
+
+    reps = np.exp(log_mean(nw, new.values) - log_mean(bw, base.values))
+    assert row["ci_low_pct"] == pytest.approx(100 * (np.percentile(reps, 2.5) - 1))
+    assert row["ci_high_pct"] == pytest.approx(100 * (np.percentile(reps, 97.5) - 1))
