@@ -14,6 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pytimings.console import progress
+from pytimings.console.args import HelpFormatter
 from pytimings.errors import PytimingsError, UsageError
 from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
@@ -66,10 +68,14 @@ def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pytimings {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=HelpFormatter
+        )
         if name == chosen:  # only the chosen subcommand's module is imported
             module = importlib.import_module(module_name)
             module.add_arguments(p)
+            if not any("--quiet" in a.option_strings for a in p._actions):
+                progress.add_quiet_argument(p)  # -q/--quiet on every command
             p.set_defaults(_module=module, _parser=p)
     return parser
 
@@ -91,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # the subcommand's usage, not the top level's
         sub = getattr(args, "_parser", parser)
         sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    progress.configure(bool(getattr(args, "quiet", False)))
     try:
         outputs = _check_outputs(args)
         if "-" in outputs.values():

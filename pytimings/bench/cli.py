@@ -44,8 +44,9 @@ def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    fmt = {"formatter_class": parser.formatter_class}  # defaults shown, as the top level
 
-    copy = sub.add_parser("copy", help="host<->device, device-local and peer copy bandwidth")
+    copy = sub.add_parser("copy", help="host<->device, device-local and peer copy bandwidth", **fmt)
     copy.add_argument(
         "--sizes", default="4K:1G", help="BEGIN:END or one size, K/M/G suffixes (default 4K:1G)"
     )
@@ -60,14 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _sampling(copy, 10, 3)
     _outputs(copy)
 
-    lat = sub.add_parser("latency", help="small-copy and event latency, apart from launch cost")
+    lat = sub.add_parser(
+        "latency", help="small-copy and event latency, apart from launch cost", **fmt
+    )
     lat.add_argument("--sizes", default="4:64K", help="copy sizes (default 4:64K)")
     lat.add_argument("--factor", type=int, default=4, help="size step factor (default 4)")
     lat.add_argument("--batch", type=int, default=64, help="operations per spin-blocked batch")
     _sampling(lat, 20, 3)
     _outputs(lat)
 
-    coll = sub.add_parser("collective", help="nccl-tests-style collective sweep (under torchrun)")
+    coll = sub.add_parser(
+        "collective", help="nccl-tests-style collective sweep (under torchrun)", **fmt
+    )
     coll.add_argument(
         "--op",
         required=True,
@@ -99,11 +104,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     coll.add_argument("--record-env", action="append", default=[], help=argparse.SUPPRESS)
     _outputs(coll)
 
-    kv = sub.add_parser("kv", help="KV-cache block transfer patterns (paged vs contiguous)")
-    kv.add_argument("--layers", type=int, default=32)
-    kv.add_argument("--kv-heads", type=int, default=8)
-    kv.add_argument("--head-dim", type=int, default=128)
-    kv.add_argument("--dtype", default="bfloat16")
+    kv = sub.add_parser("kv", help="KV-cache block transfer patterns (paged vs contiguous)", **fmt)
+    kv.add_argument("--layers", type=int, default=32, help="transformer layers of the model")
+    kv.add_argument("--kv-heads", type=int, default=8, help="key/value heads per layer")
+    kv.add_argument("--head-dim", type=int, default=128, help="elements per head")
+    kv.add_argument("--dtype", default="bfloat16", help="element type of the KV cache")
     kv.add_argument("--block-size", type=int, default=16, help="tokens per block (default 16)")
     kv.add_argument(
         "--blocks",

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.perfetto}: {counts}")
     if stats.overlap_tracks:
         print(
-            f"{stats.overlap_tracks} extra tracks hold slices that overlap without nesting",
+            f"{stats.overlap_tracks} extra track{'s' if stats.overlap_tracks > 1 else ''} "
+            f"hold{'' if stats.overlap_tracks > 1 else 's'} slices that overlap without nesting",
         )
     for what, n in sorted({**trace.dropped, **stats.clamped}.items()):
         print(f"note: {what}: {n}", file=sys.stderr)

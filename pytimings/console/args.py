@@ -12,7 +12,23 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["SEED", "bounded_int", "finite_float", "nonempty"]
+__all__ = ["SEED", "HelpFormatter", "bounded_int", "finite_float", "nonempty"]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with each option's default, where its help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and "default" not in text.lower()
+            and default not in (None, False, [], argparse.SUPPRESS)
+            and text != argparse.SUPPRESS
+        ):
+            text += " (default: %(default)s)"
+        return text
 
 
 def nonempty(value: str) -> str:

@@ -89,3 +89,23 @@ def test_html_without_a_writable_directory_fails_before_loading(tmp_path: Path) 
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert line.endswith(f"directory {tmp_path / 'no'} does not exist")  # before any report
+
+
+@pytest.mark.parametrize(
+    "command", ["summary", "analyze", "diff", "export", "report", "join", "record", "overhead",
+                "loadgen", "compare", "bench"],
+)  # fmt: skip
+def test_every_command_takes_quiet_and_its_help_shows_defaults(
+    tmp_path: Path, command: str
+) -> None:
+    r = _run(tmp_path, command, "--help")
+    assert r.returncode == 0
+    assert "--quiet" in r.stdout
+    if command == "loadgen":
+        assert "(default: " in r.stdout  # every default said where its help did not
+
+
+def test_bench_kv_help_says_what_each_option_is(tmp_path: Path) -> None:
+    r = _run(tmp_path, "bench", "kv", "--help")
+    assert "key/value heads per layer (default: 8)" in r.stdout
+    assert "elements per head (default: 128)" in r.stdout
