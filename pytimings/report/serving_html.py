@@ -1,6 +1,6 @@
 """A self-contained HTML report of serving runs (plotly, its JavaScript inlined).
 
-Sources are load-generator run files (``pytimings.serving/1``) and pytimings recordings
+Sources are load-generator run files (``pytimings.serving/2``) and pytimings recordings
 holding a "requests" table. Every number comes from :mod:`pytimings.serving.metrics`
 (``serving_metrics``, per concurrency level over all its rounds) and every CDF sample and
 the knee from :mod:`pytimings.serving.compare` (``level_data``, ``sweep``), so the page
