@@ -330,3 +330,28 @@ async def probe(session_url: str, period_s: float) -> bool:
         s.parse_pending()
         snap = s.samples[0].snap
     return snap is not None and bool(snap.gauges or snap.counters or snap.histograms)
+
+
+def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One ``engine`` entry for a level pooled from several runs (None unless every part
+    has one): scrapes and counter increases summed, series joined in time order,
+    ``spec_decode`` from the summed counters."""
+    ps = list(parts)
+    if not ps or any(p is None for p in ps):
+        return None
+    engines = [p for p in ps if p is not None]
+    series: dict[str, list[list[float]]] = {}
+    counters: dict[str, float] = {}
+    for e in engines:
+        for k, pts in e["series"].items():
+            series.setdefault(k, []).extend(pts)
+        for k, v in e.get("counters", {}).items():
+            counters[k] = counters.get(k, 0.0) + v
+    return {
+        "url": ",".join(dict.fromkeys(e["url"] for e in engines)),
+        "scrapes": sum(e["scrapes"] for e in engines),
+        "failed_scrapes": sum(e["failed_scrapes"] for e in engines),
+        "series": {k: sorted(v) for k, v in series.items()},
+        "counters": counters,
+        "spec_decode": spec_decode(counters),
+    }
