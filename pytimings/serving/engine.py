@@ -21,7 +21,8 @@ Series (``engine.series``, each ``[[t_ns, value], ...]``):
 
 * gauges: the value read at each scrape;
 * counters: the rate per second between consecutive scrapes, at the later one (a counter
-  that went down was reset: its new value is the increase);
+  that went down was reset: its new value is the increase; one absent from the scrape
+  before, as a labelled child before its first use, counted 0 then);
 * histograms: per interval between consecutive scrapes, from the bucket increases, the
   ``_p50`` and ``_p99`` (linear within a bucket, as Prometheus' ``histogram_quantile``) and
   the ``_mean`` (sum increase over count increase), in the metric's unit (seconds for
@@ -283,15 +284,15 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
             continue
         tp, prev = pts[i - 1]
         dt = (t - tp) / 1e9
+        # a metric missing from the scrape before was not created yet (a labelled child
+        # appears at its first use): it counted 0 then
         for key, v in snap.counters.items():
-            if key in prev.counters and dt > 0:
-                inc = _increase(prev.counters[key], v)
+            if dt > 0:
+                inc = _increase(prev.counters.get(key, 0.0), v)
                 counters[key] = counters.get(key, 0.0) + inc
                 add(key, t, inc / dt)
         for key, (buckets, total, count) in snap.histograms.items():
-            if key not in prev.histograms:
-                continue
-            pb, ptotal, pcount = prev.histograms[key]
+            pb, ptotal, pcount = prev.histograms.get(key, ({}, 0.0, 0.0))
             dcount = _increase(pcount, count)
             if dcount <= 0:
                 continue
@@ -300,10 +301,11 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
                 add(f"{key}_{qname}", t, histogram_quantile(qv, delta))
             add(f"{key}_mean", t, _increase(ptotal, total) / dcount)
         h, q = "prefix_cache_hits", "prefix_cache_queries"
-        if h in snap.counters and q in snap.counters and h in prev.counters and q in prev.counters:
-            dq = _increase(prev.counters[q], snap.counters[q])
+        if h in snap.counters and q in snap.counters:
+            dq = _increase(prev.counters.get(q, 0.0), snap.counters[q])
             if dq > 0:
-                add("prefix_cache_hit_rate", t, _increase(prev.counters[h], snap.counters[h]) / dq)
+                dh = _increase(prev.counters.get(h, 0.0), snap.counters[h])
+                add("prefix_cache_hit_rate", t, dh / dq)
     return {"series": series, "counters": counters, "spec_decode": spec_decode(counters)}
 
 

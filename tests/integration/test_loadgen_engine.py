@@ -134,3 +134,37 @@ def test_stop_at_saturation_stops_past_the_batch_limit(tmp_path: Path) -> None:
     doc: dict[str, Any] = json.loads(out.read_text())
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2, 4]
     assert doc["saturation"]["stopped_after"] == 4 and doc["saturation"]["not_run"] == [8]
+
+
+def test_ab_speculative_on_vs_off_in_compare_and_report(tmp_path: Path) -> None:
+    on, off = tmp_path / "on.json", tmp_path / "off.json"
+    args = ("--concurrency", "2", "--requests", "8", "--rounds", "2", "--warmup", "2")
+    # every step takes itl_s: with speculation it yields accept + 1 = 3 tokens, so the
+    # TPOT gain is what the acceptance promises (10 tokens after the first: 4 steps, not 10)
+    plan = [Behaviour(0.01, 0.01, continuous_usage=True)]
+    with serve(plan, Engine(spec_draft=4, spec_accept=2)) as server:
+        assert _loadgen(server.url, on, *args, n_out=11) == 0
+    with serve(plan, Engine()) as server:
+        assert _loadgen(server.url, off, *args, n_out=11) == 0
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(off), str(on), "--labels", "off,on", "--resamples", "100",
+                 "--json", str(out)]) == 0  # fmt: skip
+    import json
+
+    doc = json.loads(out.read_text())
+    assert doc["engine"]["off"]["2"]["spec_decode"] is None
+    sd = doc["engine"]["on"]["2"]["spec_decode"]
+    assert sd["mean_acceptance_length"] == pytest.approx(1 + 6 / 4)
+    (ab,) = [
+        f for f in doc["findings"] if f["layer"] == "speculative" and f["label"] == "on vs off"
+    ]
+    ev = ab["evidence"]
+    assert ev["promised"] == pytest.approx(2.5) and ev["on"] == "on"
+    # measured TPOT ratio, against the requests' own timings
+    assert ev["gain"] == pytest.approx(2.5, rel=0.2) and 0.8 < ev["share_of_promise"] < 1.2
+    assert {f["layer"] for f in doc["findings"]} >= {"speculative"}
+    html_out = tmp_path / "r.html"
+    assert main(["report", str(off), str(on), "--html", str(html_out)]) == 0
+    page = html_out.read_text()
+    assert "Engine metrics during the run" in page and "Serving findings" in page
+    assert '"meta":["on.json","waiting"]' in page.replace(" ", "")

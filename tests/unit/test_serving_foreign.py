@@ -78,11 +78,16 @@ def test_compare_and_report_take_them_and_name_the_format(
         (lambda p: p.write_text(SGLANG_FILE.read_text()[:-40]), "line 2 is not valid JSON"),
         (lambda p: p.write_text(AIPERF_FILE.read_text()[:-30]), "line 3 is not valid JSON"),
         (lambda p: p.write_text('{"hello": 1}'), "not a result file of a known format"),
-        (lambda p: p.write_text((DATA / "vllm_bench/detailed/aggregates_only.json").read_text()),
-         "rerun with --save-detailed"),
-        (lambda p: p.write_text(VLLM_FILE.read_text().replace('"ttfts": [\n    0.01',
-                                                              '"ttfts": [\n    "x"')),
-         "malformed result file"),
+        (
+            lambda p: p.write_text((DATA / "vllm_bench/detailed/aggregates_only.json").read_text()),
+            "rerun with --save-detailed",
+        ),
+        (
+            lambda p: p.write_text(
+                VLLM_FILE.read_text().replace('"ttfts": [\n    0.01', '"ttfts": [\n    "x"')
+            ),
+            "malformed result file",
+        ),
     ],
 )
 def test_a_truncated_or_foreign_file_gives_one_line_and_exit_2(
