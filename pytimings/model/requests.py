@@ -204,6 +204,15 @@ def records_from_arrow(
     return out
 
 
+def errors_by_kind(records: Iterable[RequestRecord]) -> dict[str, int]:
+    """How many of ``records`` failed, by error kind (none failed: {})."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            out[r.error] = out.get(r.error, 0) + 1
+    return out
+
+
 def count_by_status(records: Sequence[RequestRecord]) -> dict[str, int]:
     """Counts of ok / unfinished requests and of each error kind (never-dropped accounting)."""
     counts: dict[str, int] = {"ok": 0, "unfinished": 0}

@@ -34,7 +34,7 @@ import os
 from typing import Any
 
 from pytimings.errors import TraceFormatError
-from pytimings.model.requests import RequestRecord
+from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.serving.metrics import peak_concurrency
 from pytimings.serving.runfile import SCHEMAS, Level, Round, Run, load_run
 
@@ -106,14 +106,6 @@ def _json_lines(where: str, text: str) -> list[dict[str, Any]] | None:
     return out
 
 
-def _errors(records: list[RequestRecord]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in records:
-        if r.error is not None:
-            out[r.error] = out.get(r.error, 0) + 1
-    return out
-
-
 def _is_aiperf(obj: Any) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and "metrics" in obj
 
@@ -165,7 +157,7 @@ def _bench_round(where: str, obj: dict[str, Any], fmt: str, index: int) -> Round
         rec.end_ns = rec.chunk_ns[-1]
         records.append(rec)
     return Round(index, 0, max(window, max((r.end_ns or 0 for r in records), default=0)),
-                 records, _errors(records), summary={})  # fmt: skip
+                 records, errors_by_kind(records), summary={})  # fmt: skip
 
 
 def _concurrency(obj: dict[str, Any]) -> int:
@@ -259,7 +251,7 @@ def _aiperf_run(where: str, objs: list[dict[str, Any]]) -> Run:
         raise ValueError("no record of the profiling phase")
     t0 = min(r.start_ns for r in recs)
     t1 = max(max(r.end_ns or r.start_ns, *(r.chunk_ns or [0])) for r in recs)
-    rd = Round(0, t0, t1, recs, _errors(recs), summary={})
+    rd = Round(0, t0, t1, recs, errors_by_kind(recs), summary={})
     level = Level(peak_concurrency(recs), None, [rd], summary={}, warmup={"requests": warm})
     config = {"source": AIPERF, "absent": ["the benchmark's concurrency setting (the level is "
               "the peak number of requests in flight)", "engine metrics"]}  # fmt: skip

@@ -68,7 +68,7 @@ import numpy as np
 
 from pytimings._core import now_ns
 from pytimings.errors import UsageError
-from pytimings.model.requests import RequestRecord
+from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.serving import engine as engine_metrics
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
@@ -397,14 +397,6 @@ def _interval(rd: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _errors(records: list[RequestRecord]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in records:
-        if r.error is not None:
-            out[r.error] = out.get(r.error, 0) + 1
-    return out
-
-
 async def run_load(
     cfg: Config, progress: Callable[[int | None], Callable[[], None]] | None = None
 ) -> dict[str, Any]:
@@ -464,7 +456,8 @@ async def run_load(
             levels.append(
                 {
                     "concurrency": conc, "rate": cfg.rate,
-                    "warmup": {"requests": len(warm.records), "errors": _errors(warm.records)},
+                    "warmup": {"requests": len(warm.records),
+                               "errors": errors_by_kind(warm.records)},
                     "rounds": rounds, "summary": level_summary,
                 }
             )  # fmt: skip

@@ -220,6 +220,8 @@ def test_connect_failure_counted_and_exit_1(
         (["--out", "/"], "is a directory"),
         (["--duration", "soon"], "--duration 'soon'"),
         (["--duration", "1m", "--interval", "2m"], "longer than --duration"),
+        (["--metrics-interval", "fast"], "--metrics-interval 'fast'"),
+        (["--metrics-url", "ftp://x/metrics"], "--metrics-url"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
