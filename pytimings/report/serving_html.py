@@ -646,6 +646,10 @@ def notes(
                 f"{r.source.label}: warmup requests sent before measuring, not in any figure: "
                 + ", ".join(f"c={c}: {n}" for c, n in warm.items())
             )
+        run = r.source.run
+        if not r.source.recorded and not run.fmt.startswith("pytimings.serving"):
+            absent = "; ".join(run.config.get("absent", []))
+            out.append(f"{r.source.label}: a {run.fmt} result file; absent from it: {absent}.")
         j = r.source.joined
         if j is not None:
             by_time = sum(q["matched_by"] == "time" for q in j.doc["requests"])

@@ -12,6 +12,7 @@ import pytest
 from sse_server import Behaviour, Engine, serve
 
 from pytimings.cli import main
+from pytimings.serving.compare import sweep
 from pytimings.serving.findings import run_findings
 from pytimings.serving.runfile import load_run
 
@@ -134,6 +135,9 @@ def test_stop_at_saturation_stops_past_the_batch_limit(tmp_path: Path) -> None:
     doc: dict[str, Any] = json.loads(out.read_text())
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2, 4]
     assert doc["saturation"]["stopped_after"] == 4 and doc["saturation"]["not_run"] == [8]
+    # compare's sweep says the same of the run: past saturation at 4 only
+    sw = sweep(load_run(out), "vllm", 10.0)
+    assert [r["concurrency"] for r in sw["levels"] if r["past_saturation"]] == [4]
 
 
 def test_ab_speculative_on_vs_off_in_compare_and_report(tmp_path: Path) -> None:

@@ -68,7 +68,9 @@ def test_compare_and_report_take_them_and_name_the_format(
     assert {c["concurrency"] for c in doc["comparisons"]} == {2}
     assert doc["engine"]["vl"] == {"2": None}  # absent, not zero
     assert main(["report", str(AIPERF_FILE), str(VLLM_FILE)]) == 0
-    assert "profile_export.jsonl" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert f"profile_export.jsonl: a {AIPERF} result file" in text
+    assert f"result.json: a {VLLM} result file; absent from it: request send times" in text
 
 
 @pytest.mark.parametrize(
