@@ -492,6 +492,17 @@ async def run_load(
     }  # fmt: skip
 
 
+def engine_line(doc: dict[str, Any]) -> str:
+    """One line on the engine metrics: where from, how many scrapes failed (or why none)."""
+    em = doc["engine_metrics"]
+    if em["url"] is None:
+        return f"engine metrics: {em['note']}"
+    engines = [lv["engine"] for lv in doc["levels"] if lv["engine"] is not None]
+    n = sum(e["scrapes"] for e in engines)
+    failed = sum(e["failed_scrapes"] for e in engines)
+    return f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+
+
 def _saturation_point(level: dict[str, Any]) -> dict[str, float]:
     s = level["summary"]
     p50 = s["ttft_ms"]["median"]
@@ -721,6 +732,7 @@ def run(args: argparse.Namespace) -> int:
     write_json(doc, args.out)
     if not args.quiet:
         print(summary_table(doc))
+        print(engine_line(doc))
         sat = doc["saturation"]
         if sat["stopped_after"] is not None:
             print(f"stopped after concurrency {sat['stopped_after']}, past saturation "

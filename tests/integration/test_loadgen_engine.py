@@ -4,6 +4,7 @@ engine's own log, a bad endpoint, speculative decoding, and stopping at saturati
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,16 @@ def test_series_follow_the_engine_and_a_planted_queue(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["stall", "garbage"])
-def test_a_bad_metrics_endpoint_costs_no_request(tmp_path: Path, mode: str) -> None:
+def test_a_bad_metrics_endpoint_costs_no_request(
+    tmp_path: Path, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run.json"
     with serve([Behaviour(0.01, 0.005)], Engine(metrics=mode)) as server:
         metrics = server.url.removesuffix("/v1") + "/metrics"
         rc = _loadgen(server.url, out, "--metrics-url", metrics, "--concurrency", "2",
                       "--requests", "16", "--rounds", "1", "--warmup", "0")  # fmt: skip
+        capsys.readouterr()
+        assert main(["report", str(out)]) == 0  # a run without engine data still reports
         default_out = tmp_path / "default.json"
         rc_default = _loadgen(server.url, default_out, "--requests", "2", "--rounds", "1",
                               "--warmup", "0")  # fmt: skip
@@ -100,6 +105,12 @@ def test_a_bad_metrics_endpoint_costs_no_request(tmp_path: Path, mode: str) -> N
     eng = lv.engine
     assert eng is not None and eng["scrapes"] >= 2
     assert eng["failed_scrapes"] == eng["scrapes"] and eng["series"] == {}
+    from pytimings.serving.loadgen import engine_line
+
+    line = engine_line(json.loads(out.read_text()))
+    assert line.endswith(
+        f"{eng['scrapes']} scrapes in the measured rounds, {eng['scrapes']} failed"
+    )
     # the default URL is used only when it answers in Prometheus text format
     assert load_run(default_out).levels[0].engine is None
 
@@ -130,8 +141,6 @@ def test_stop_at_saturation_stops_past_the_batch_limit(tmp_path: Path) -> None:
         rc = _loadgen(server.url, out, "--concurrency", "1,2,4,8", "--requests", "12",
                       "--rounds", "2", "--warmup", "4", "--stop-at-saturation")  # fmt: skip
     assert rc == 0
-    import json
-
     doc: dict[str, Any] = json.loads(out.read_text())
     assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2, 4]
     assert doc["saturation"]["stopped_after"] == 4 and doc["saturation"]["not_run"] == [8]
@@ -153,7 +162,6 @@ def test_ab_speculative_on_vs_off_in_compare_and_report(tmp_path: Path) -> None:
     out = tmp_path / "cmp.json"
     assert main(["compare", str(off), str(on), "--labels", "off,on", "--resamples", "100",
                  "--json", str(out)]) == 0  # fmt: skip
-    import json
 
     doc = json.loads(out.read_text())
     assert doc["engine"]["off"]["2"]["spec_decode"] is None
