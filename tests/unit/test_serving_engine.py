@@ -4,11 +4,13 @@ table, counters as rates and increases, histogram quantiles, findings' statistic
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from pytimings.errors import TraceFormatError
 from pytimings.serving.engine import (
     CONCEPTS,
     default_url,
@@ -126,3 +128,25 @@ def test_quantile_and_spearman_against_direct_computations() -> None:
     want = np.corrcoef(rank(x), rank(y))[0, 1]
     assert spearman(x, y) == pytest.approx(want)
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+
+
+def test_schema_1_files_still_load_without_engine(tmp_path: Path) -> None:
+    import json
+
+    from pytimings.serving.runfile import load_run
+
+    rec = {"id": "a", "start_ns": 0, "end_ns": 30, "chunk_ns": [10, 20, 30],
+           "chunk_tokens": [1, 1, 1], "input_tokens": 3, "output_tokens": 3}  # fmt: skip
+    level = {"concurrency": 1, "rate": None, "warmup": {"requests": 0, "errors": {}},
+             "rounds": [{"round": 0, "start_ns": 0, "end_ns": 40, "errors": {}, "summary": {},
+                         "requests": [rec]}], "summary": {}}  # fmt: skip
+    for schema, engine in (("pytimings.serving/1", None), ("pytimings.serving/2", "bad")):
+        p = tmp_path / "r.json"
+        lv = dict(level) if engine is None else {**level, "engine": {"scrapes": -1}}
+        p.write_text(json.dumps({"schema": schema, "config": {}, "levels": [lv]}))
+        if engine is None:
+            run = load_run(p)
+            assert run.fmt == schema and run.levels[0].engine is None
+        else:
+            with pytest.raises(TraceFormatError, match="malformed run file"):
+                load_run(p)
