@@ -5,7 +5,9 @@ Scraping (:class:`Scraper`). One task of its own, with its own HTTP session (no 
 request connection pool), reads the endpoint every ``period_s`` and keeps only the raw body
 (zlib-compressed) and its time: the midpoint of the scrape's send and receipt on
 ``pytimings.now_ns``. Parsing, with ``prometheus_client``'s text parser, happens between
-levels, never while requests are timed. A scrape that fails (connect error, HTTP status,
+levels, never while requests are timed (it is pure Python: ~40 ms for a 73 KB exposition
+of ~900 samples, the size of a vLLM server's, here; done in the request loop each second it
+would delay every chunk stamp behind it). A scrape that fails (connect error, HTTP status,
 no answer within one period, a body the parser rejects) is counted in ``failed_scrapes``,
 never fatal. Each level also gets a scrape at its first measured request and one after its
 last, so counter deltas cover exactly the measured rounds.
