@@ -187,7 +187,7 @@ def _bench_run(where: str, objs: list[dict[str, Any]], fmt: str) -> Run:
         "absent": ["request send times (every request starts at 0 in a window of the "
                    "file's duration)", "peak concurrency", "engine metrics"],
     }  # fmt: skip
-    return Run(where, config, sorted(levels.values(), key=lambda x: x.concurrency), None, fmt)
+    return Run(where, config, sorted(levels.values(), key=lambda x: x.concurrency), fmt=fmt)
 
 
 def _value_ns(metrics: dict[str, Any], key: str, what: str) -> Any:
@@ -255,4 +255,4 @@ def _aiperf_run(where: str, objs: list[dict[str, Any]]) -> Run:
     level = Level(peak_concurrency(recs), None, [rd], summary={}, warmup={"requests": warm})
     config = {"source": AIPERF, "absent": ["the benchmark's concurrency setting (the level is "
               "the peak number of requests in flight)", "engine metrics"]}  # fmt: skip
-    return Run(where, config, [level], None, AIPERF)
+    return Run(where, config, [level], fmt=AIPERF)

@@ -146,7 +146,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(where, f"malformed run file: {type(exc).__name__}: {exc}") from None
     host = doc.get("host")
-    return Run(where, config, levels, host if isinstance(host, str) else None, doc["schema"])
+    return Run(where, config, levels, host if isinstance(host, str) else None, fmt=doc["schema"])
 
 
 def _not_json(where: str, exc: Exception) -> str:
