@@ -44,9 +44,11 @@ def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    fmt = {"formatter_class": parser.formatter_class}  # defaults shown, as the top level
+    fmt = parser.formatter_class  # defaults shown, as the top level
 
-    copy = sub.add_parser("copy", help="host<->device, device-local and peer copy bandwidth", **fmt)
+    copy = sub.add_parser(
+        "copy", help="host<->device, device-local and peer copy bandwidth", formatter_class=fmt
+    )
     copy.add_argument(
         "--sizes", default="4K:1G", help="BEGIN:END or one size, K/M/G suffixes (default 4K:1G)"
     )
@@ -62,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _outputs(copy)
 
     lat = sub.add_parser(
-        "latency", help="small-copy and event latency, apart from launch cost", **fmt
+        "latency", help="small-copy and event latency, apart from launch cost", formatter_class=fmt
     )
     lat.add_argument("--sizes", default="4:64K", help="copy sizes (default 4:64K)")
     lat.add_argument("--factor", type=int, default=4, help="size step factor (default 4)")
@@ -71,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _outputs(lat)
 
     coll = sub.add_parser(
-        "collective", help="nccl-tests-style collective sweep (under torchrun)", **fmt
+        "collective", help="nccl-tests-style collective sweep (under torchrun)", formatter_class=fmt
     )
     coll.add_argument(
         "--op",
@@ -104,7 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     coll.add_argument("--record-env", action="append", default=[], help=argparse.SUPPRESS)
     _outputs(coll)
 
-    kv = sub.add_parser("kv", help="KV-cache block transfer patterns (paged vs contiguous)", **fmt)
+    kv = sub.add_parser(
+        "kv", help="KV-cache block transfer patterns (paged vs contiguous)", formatter_class=fmt
+    )
     kv.add_argument("--layers", type=int, default=32, help="transformer layers of the model")
     kv.add_argument("--kv-heads", type=int, default=8, help="key/value heads per layer")
     kv.add_argument("--head-dim", type=int, default=128, help="elements per head")

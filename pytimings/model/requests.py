@@ -5,7 +5,7 @@ A :class:`RequestRecord` holds CLOCK_MONOTONIC nanoseconds (the recorder's clock
 each streamed chunk arrived (engine: each ``token()`` call) with the number of tokens it
 carried, when the request ended, its input/output token counts, the phase transitions the
 engine marked, and an error kind if it failed. Both producers write it -- the load
-generator's JSON (``pytimings.serving/1``) and the in-engine request log -- and
+generator's JSON (``pytimings.serving/2``) and the in-engine request log -- and
 :mod:`pytimings.serving.metrics` reads only this type.
 
 Status is derived, never stored: ``error`` set -> "error"; no ``end_ns`` -> "unfinished"
@@ -209,6 +209,15 @@ def records_from_arrow(
         )
         rec.validate(where)
         out.append(rec)
+    return out
+
+
+def errors_by_kind(records: Iterable[RequestRecord]) -> dict[str, int]:
+    """How many of ``records`` failed, by error kind (none failed: {})."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            out[r.error] = out.get(r.error, 0) + 1
     return out
 
 

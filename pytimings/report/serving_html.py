@@ -1,6 +1,6 @@
 """A self-contained HTML report of serving runs (plotly, its JavaScript inlined).
 
-Sources are load-generator run files (``pytimings.serving/1``) and pytimings recordings
+Sources are load-generator run files (``pytimings.serving/2``) and pytimings recordings
 holding a "requests" table. Every number comes from :mod:`pytimings.serving.metrics`
 (``serving_metrics``, per concurrency level over all its rounds) and every CDF sample and
 the knee from :mod:`pytimings.serving.compare` (``level_data``, ``sweep``), so the page
@@ -42,6 +42,9 @@ from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import level_data, sweep
 from pytimings.serving.cost import cost_per_mtok_usd
+from pytimings.serving.findings import Finding, run_findings, saturation, speculative_ab
+from pytimings.serving.findings import render as render_findings
+from pytimings.serving.foreign import load_any
 from pytimings.serving.join import (
     Clock,
     auto_clock,
@@ -52,7 +55,7 @@ from pytimings.serving.join import (
     timeline,
 )
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
-from pytimings.serving.runfile import Level, Round, Run, load_run
+from pytimings.serving.runfile import Level, Round, Run
 from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, memory_drift, run_drift
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
@@ -109,6 +112,7 @@ class SourceResult:
     levels: list[LevelResult]
     knee: int | None
     knee_rule: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)  # engine and saturation
 
 
 def load_source(path: str | os.PathLike[str], label: str) -> Source:
@@ -120,7 +124,7 @@ def load_source(path: str | os.PathLike[str], label: str) -> Source:
     except OSError:
         head = b""  # load_run names the file and the reason
     if head != _ARROW_MAGIC:
-        return Source(label, load_run(where), recorded=False)
+        return Source(label, load_any(where), recorded=False)
     records = load_requests(where)
     if not records:
         raise TraceFormatError(where, "its requests table has no rows (no request was recorded)")
@@ -159,7 +163,7 @@ def join_recordings(sources: Sequence[Source], tolerance_ns: int = 5_000_000) ->
 
 
 def analyse(sources: Sequence[Source], definition: str, knee_pct: float) -> list[SourceResult]:
-    out = []
+    out: list[SourceResult] = []
     for s in sources:
         levels = []
         for lv in sorted(s.run.levels, key=lambda x: x.concurrency):
@@ -175,7 +179,12 @@ def analyse(sources: Sequence[Source], definition: str, knee_pct: float) -> list
                 LevelResult(lv.concurrency, m, ttft, itl, int(lv.warmup.get("requests", 0)))
             )
         sw = sweep(s.run, definition, knee_pct)
-        out.append(SourceResult(s, levels, sw["knee"], sw["knee_rule"]))
+        found = [] if s.recorded else run_findings(s.label, s.run, definition)
+        found += [] if s.recorded else saturation(s.label, sw["levels"])
+        if out and not s.recorded and not out[0].source.recorded:
+            b = out[0].source
+            found += speculative_ab(b.label, b.run, s.label, s.run, definition)
+        out.append(SourceResult(s, levels, sw["knee"], sw["knee_rule"], found))
     return out
 
 
@@ -438,6 +447,74 @@ def _soak_figure(results: Sequence[SourceResult]) -> Any:
     return fig
 
 
+# the engine series drawn under the latency panel, one row each: (title, unit, series)
+ENGINE_ROWS = (
+    ("requests in the engine", "requests", ("running", "waiting")),
+    ("KV-cache usage", "fraction", ("kv_cache_usage",)),
+    ("tokens per second", "tok/s", ("prompt_tokens", "generation_tokens")),
+    ("queue time", "s", ("queue_time_p50", "queue_time_p99")),
+    ("speculative tokens per second", "tok/s", ("spec_draft_tokens", "spec_accepted_tokens")),
+)
+
+
+def _engine_rows(results: Sequence[SourceResult]) -> list[tuple[str, str, tuple[str, ...]]]:
+    have = {k for r in results for lv in r.source.run.levels for k in (lv.engine or {}).get(
+        "series", {})}  # fmt: skip
+    return [row for row in ENGINE_ROWS if have & set(row[2])]
+
+
+def _engine_figure(results: Sequence[SourceResult]) -> Any:
+    """Each run's requests' TTFT by send time and, below on the same time axis (seconds
+    since the run's first measured send), the engine's series scraped during it."""
+    from plotly.subplots import make_subplots
+
+    rows = _engine_rows(results)
+    fig = make_subplots(
+        rows=1 + len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+        subplot_titles=["TTFT per request, at its send time"] + [r[0] for r in rows],
+    )  # fmt: skip
+    dashes = ("solid", "dash")
+    for i, r in enumerate(results):
+        levels = [lv for lv in r.source.run.levels if lv.engine is not None]
+        recs = [q for lv in levels for rd in lv.rounds for q in measured(rd.records)]
+        if not recs:
+            continue
+        t0 = min(q.start_ns for q in recs)
+        fig.add_scatter(
+            x=[(q.start_ns - t0) / 1e9 for q in recs],
+            y=[(q.chunk_ns[0] - q.start_ns) / 1e6 for q in recs],
+            mode="markers", marker={"color": _color(i), "size": 4}, name=f"{r.source.label} TTFT",
+            meta=[r.source.label, "ttft"], row=1, col=1,
+            hovertemplate="%{x:.2f} s: %{y:.2f} ms<extra>" + html.escape(r.source.label)
+            + "</extra>",
+        )  # fmt: skip
+        for k, (_, _, names) in enumerate(rows):
+            for j, name in enumerate(names):
+                pts = [p for lv in levels for p in lv.engine["series"].get(name, [])]  # type: ignore[index]
+                if not pts:
+                    continue
+                fig.add_scatter(
+                    x=[(t - t0) / 1e9 for t, _ in pts], y=[v for _, v in pts],
+                    mode="lines+markers", line={"color": _color(i), "dash": dashes[j % 2]},
+                    marker={"size": 3}, name=f"{r.source.label} {name}",
+                    meta=[r.source.label, name], row=k + 2, col=1,
+                    hovertemplate="%{x:.2f} s: %{y:.3g}<extra>" + html.escape(name) + "</extra>",
+                )  # fmt: skip
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    for k, (_, unit, _) in enumerate(rows):
+        fig.update_yaxes(title_text=unit, rangemode="tozero", row=k + 2, col=1)
+    fig.update_xaxes(title_text="seconds since the run's first measured request",
+                     row=1 + len(rows), col=1)  # fmt: skip
+    fig.update_layout(title="Engine metrics during the run (scraped /metrics)",
+                      height=260 + 200 * len(rows))  # fmt: skip
+    return fig
+
+
+def findings_lines(results: Sequence[SourceResult]) -> list[str]:
+    """The serving findings of every run (text lines)."""
+    return render_findings([f for r in results for f in r.findings])
+
+
 SLOWEST = 6  # requests drawn per level in the phase timelines
 PART_COLORS = {"send": "#7f7f7f", "first_token_delivery": "#17becf", "to_last_chunk": "#c7c7c7"}
 
@@ -571,6 +648,10 @@ def notes(
                 f"{r.source.label}: warmup requests sent before measuring, not in any figure: "
                 + ", ".join(f"c={c}: {n}" for c, n in warm.items())
             )
+        run = r.source.run
+        if not r.source.recorded and not run.fmt.startswith("pytimings.serving"):
+            absent = "; ".join(run.config.get("absent", []))
+            out.append(f"{r.source.label}: a {run.fmt} result file; absent from it: {absent}.")
         j = r.source.joined
         if j is not None:
             by_time = sum(q["matched_by"] == "time" for q in j.doc["requests"])
@@ -624,6 +705,8 @@ def render(
         _cdf_figure(results, "itl", "ITL CDF (inter-token latency), per concurrency level"),
         _curve_figure(results),
     ]
+    if any(lv.engine is not None for r in results for lv in r.source.run.levels):
+        figs.append(_engine_figure(results))
     if any(lv.intervals for r in results for lv in r.source.run.levels):
         figs.append(_soak_figure(results))
     if _phase_panels(results):
@@ -638,6 +721,9 @@ def render(
         f'<p class="note">{html.escape(n)}</p>' for n in notes(results, definition, price)
     )
     parts.append(f"<h2>Serving metrics</h2>{_table(results, price)}{notes_html}")
+    found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in findings_lines(results)[1:])
+    if found:
+        parts.append(f"<h2>Serving findings</h2><ul>{found}</ul>")
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
         parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")

@@ -10,6 +10,7 @@ from pytimings.report.serving_html import (
     SLOWEST,
     STATS,
     SourceResult,
+    findings_lines,
     memory_trend,
     metric_cells,
     notes,
@@ -28,6 +29,7 @@ def render_text(
         headers.append("USD/Mtok")
     rows = [metric_cells(r, lv, price) for r in results for lv in r.levels]
     lines = ["times in ms", format_table(headers, rows), *notes(results, definition, price)]
+    lines += ["", *findings_lines(results)]
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
         lines += ["", drift_table(drift)]

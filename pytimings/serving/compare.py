@@ -60,8 +60,14 @@ from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.serving import cost
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
+from pytimings.serving.engine import merge_engines
+from pytimings.serving.findings import Finding, run_findings, saturation, speculative_ab
+from pytimings.serving.findings import render as render_findings
+from pytimings.serving.foreign import load_any
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
-from pytimings.serving.runfile import Level, Run, load_run, write_json
+from pytimings.serving.runfile import Level, Run, write_json
+from pytimings.serving.saturation import RULE as SATURATION_RULE
+from pytimings.serving.saturation import past_saturation
 from pytimings.serving.trend import MEMORY_HEAD, drift_table, memory_drift, run_drift
 from pytimings.stats import two_stage_weights
 from pytimings.stats import verdict as change_verdict
@@ -231,7 +237,10 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         parts = [lv for r in runs if (lv := r.level(c)) is not None]
         warm = sum(int(lv.warmup.get("requests", 0)) for lv in parts)
         rounds = [rd for lv in parts for rd in lv.rounds]
-        levels.append(Level(c, parts[0].rate, rounds, summary={}, warmup={"requests": warm}))
+        engine = merge_engines(lv.engine for lv in parts)
+        levels.append(
+            Level(c, parts[0].rate, rounds, summary={}, warmup={"requests": warm}, engine=engine)
+        )
     return Run("+".join(r.path for r in runs), first.config, levels, first.host)
 
 
@@ -250,10 +259,12 @@ def sweep(
         pt = d.point()
         tokens += float(d.tokens.sum())
         seconds += float(d.durations_s.sum())
-        rows.append({"concurrency": lv.concurrency, **pt})
+        rows.append({"concurrency": lv.concurrency, **pt, "ttft_p50": float(np.median(d.ttft))})
         if price is not None:
             rows[-1]["cost_per_mtok_usd"] = cost_per_mtok_usd(pt["throughput"], *price)
     knee = None
+    for prev, cur in zip([None, *rows], rows, strict=False):
+        cur["past_saturation"] = prev is not None and past_saturation(prev, cur)
     if rows:
         c0, thr0, tpot0 = rows[0]["concurrency"], rows[0]["throughput"], rows[0]["tpot_mean"]
         for r in rows:
@@ -263,7 +274,8 @@ def sweep(
                 knee = r["concurrency"]
                 break
     rule = f"TPOT mean > lowest level's +{knee_pct:g}%"
-    out: dict[str, Any] = {"levels": rows, "knee": knee, "knee_rule": rule}
+    out: dict[str, Any] = {"levels": rows, "knee": knee, "knee_rule": rule,
+                           "saturation_rule": SATURATION_RULE}  # fmt: skip
     if price is not None:
         out["gpu_price"] = {"usd_per_gpu_hour": price[0], "gpus": price[1]}
         out["cost_per_mtok_usd"] = cost_per_mtok_usd(
@@ -356,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     plot = _plotter() if args.plot else None  # fail before the work if matplotlib is missing
     if args.plot:
         figure_format(args.plot, "--plot")
-    loaded = {label: [load_run(f) for f in files] for label, files in groups.items()}
+    loaded = {label: [load_any(f) for f in files] for label, files in groups.items()}
     memory = [(f, _memory_samples(f)) for f in args.memory]
     runs = [pool_runs(rs) for rs in loaded.values()]
     rng = np.random.default_rng(args.seed)
@@ -389,6 +401,7 @@ def run(args: argparse.Namespace) -> int:
         }
         for label, r in zip(labels, runs, strict=True)
     }
+    findings = serving_findings(labels, runs, sweeps, args.definition)
     doc = {
         "definition": args.definition,
         "resamples": args.resamples,
@@ -402,6 +415,13 @@ def run(args: argparse.Namespace) -> int:
         "comparisons": comparisons,
         "sweeps": sweeps,
         "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
+        # label -> concurrency -> the level's engine metrics (None: not scraped)
+        "engine": {
+            label: {str(lv.concurrency): lv.engine for lv in r.levels}
+            for label, r in zip(labels, runs, strict=True)
+        },
+        "formats": {label: sorted({r.fmt for r in rs}) for label, rs in loaded.items()},
+        "findings": [f.to_json() for f in findings],
     }
     print(_render(doc))
     if args.json:
@@ -409,6 +429,20 @@ def run(args: argparse.Namespace) -> int:
     if plot is not None:
         plot(runs, labels, sweeps, args.plot, args.definition)
     return 0
+
+
+def serving_findings(
+    labels: Sequence[str], runs: Sequence[Run], sweeps: dict[str, Any], definition: str
+) -> list[Finding]:
+    """Every run's findings (:mod:`pytimings.serving.findings`), each sweep's saturation,
+    and the speculative A/B of each run against the baseline."""
+    out: list[Finding] = []
+    for label, r in zip(labels, runs, strict=True):
+        out += run_findings(label, r, definition)
+        out += saturation(label, sweeps[label]["levels"])
+    for label, r in zip(labels[1:], runs[1:], strict=True):
+        out += speculative_ab(labels[0], runs[0], label, r, definition)
+    return out
 
 
 def _render(doc: dict[str, Any]) -> str:
@@ -432,21 +466,27 @@ def _render(doc: dict[str, Any]) -> str:
     for label, sw in doc["sweeps"].items():
         priced = "cost_per_mtok_usd" in sw
         srows = [
-            [str(r["concurrency"]), fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]),
+            [str(r["concurrency"]) + (" (saturated)" if r["past_saturation"] else ""),
+             fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]), fmt_num(r["ttft_p50"]),
              fmt_num(r["ttft_p99"]), fmt_num(r["efficiency"]),
              *([fmt_num(r["cost_per_mtok_usd"], 3)] if priced else [])]
             for r in sw["levels"]
         ]  # fmt: skip
         knee = sw["knee"] if sw["knee"] is not None else "none"
-        out.append(f"\nsweep {label}: knee at concurrency {knee} ({sw['knee_rule']})")
+        out.append(f"\nsweep {label}: knee at concurrency {knee} ({sw['knee_rule']}); "
+                   f"saturated: {sw['saturation_rule']}")  # fmt: skip
         if priced:
             gp = sw["gpu_price"]
             out.append(
                 f"cost: {fmt_num(sw['cost_per_mtok_usd'], 3)} USD per million output tokens "
                 f"over the run, at {gp['usd_per_gpu_hour']:g} USD per GPU hour x {gp['gpus']}"
             )
-        headers = ["conc", "tok/s", "TPOT mean", "TTFT p99", "efficiency"]
+        headers = ["conc", "tok/s", "TPOT mean", "TTFT p50", "TTFT p99", "efficiency"]
         out.append(format_table(headers + (["USD/Mtok"] if priced else []), srows))
+    out.append("\ninputs: " + "; ".join(f"{label}: {', '.join(f)}"
+                                          for label, f in doc["formats"].items()))  # fmt: skip
+    out.append("")
+    out += render_findings([Finding(**f) for f in doc["findings"]])
     if doc["drift"]:
         out.append("\n" + drift_table(doc["drift"]))
     if doc["memory_drift"]:

@@ -1,6 +1,6 @@
 """``pytimings join``: what the client saw next to what the engine did, request by request.
 
-Inputs: a load-generator run file (``pytimings.serving/1``) and an engine recording with a
+Inputs: a load-generator run file (``pytimings.serving/2``) and an engine recording with a
 "requests" table (``pytimings.request`` timelines, :mod:`pytimings.record.requests`).
 
 Matching. A client request is joined with the engine request whose ``req_id`` is the

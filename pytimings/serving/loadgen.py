@@ -35,6 +35,13 @@ SSE framing (``data:`` lines, blank-line dispatch) follows the WHATWG rules in a
 lines: no maintained SSE client exists for aiohttp, and the framing must report malformed
 events as errors rather than skip them.
 
+Engine metrics: with the server's Prometheus ``/metrics`` beside ``--url`` (when it answers
+in the text format) or ``--metrics-url``, a task of its own scrapes it every
+``--metrics-interval`` and each level gets an ``engine`` entry
+(:mod:`pytimings.serving.engine`); ``--no-metrics`` turns it off. ``--stop-at-saturation``
+ends the sweep after the first level past saturation (:mod:`pytimings.serving.saturation`);
+the levels not run are listed in ``saturation.not_run``.
+
 Exit status: 0 when at least one measured request succeeded, 1 when all failed, 2 on
 bad arguments.
 """
@@ -62,11 +69,14 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.console.args import SEED
 from pytimings.errors import UsageError
-from pytimings.model.requests import RequestRecord
+from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.recorder import boot_id
+from pytimings.serving import engine as engine_metrics
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.runfile import SCHEMA, write_json
+from pytimings.serving.saturation import RULE as SATURATION_RULE
+from pytimings.serving.saturation import past_saturation
 
 APIS = ("completions", "chat")
 # soak intervals a level may have: each is a round with its own statistics, so 2 s cut
@@ -120,6 +130,12 @@ class Config:
     api_key: str | None = None
     duration_s: float | None = None  # soak: each level runs this long ...
     interval_s: float | None = None  # ... in intervals this long (rounds)
+    # engine metrics (pytimings.serving.engine): the /metrics URL, None: off; explicit: given
+    # by --metrics-url (scraped even when it fails), else the default, used if it answers
+    metrics_url: str | None = None
+    metrics_explicit: bool = False
+    metrics_interval_s: float = 1.0
+    stop_at_saturation: bool = False
 
     @property
     def endpoint(self) -> str:
@@ -153,6 +169,8 @@ class Config:
             "ignore_eos": self.ignore_eos, "definition": self.definition,
             "slo_ms": dict(self.slo_ms), "prompt": PROMPT_NOTE,
             "duration_s": self.duration_s, "interval_s": self.interval_s,
+            "metrics_url": self.metrics_url, "metrics_interval_s": self.metrics_interval_s,
+            "stop_at_saturation": self.stop_at_saturation,
         }  # fmt: skip
 
 
@@ -384,18 +402,10 @@ def _interval(rd: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _errors(records: list[RequestRecord]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in records:
-        if r.error is not None:
-            out[r.error] = out.get(r.error, 0) + 1
-    return out
-
-
 async def run_load(
     cfg: Config, progress: Callable[[int | None], Callable[[], None]] | None = None
 ) -> dict[str, Any]:
-    """Run every level and round; return the ``pytimings.serving/1`` document."""
+    """Run every level and round; return the ``pytimings.serving/2`` document."""
     import aiohttp
 
     per_level = cfg.warmup + cfg.rounds * cfg.requests
@@ -404,13 +414,23 @@ async def run_load(
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.chunk_timeout_s)
     connector = aiohttp.TCPConnector(limit=max(cfg.concurrency), force_close=False)
     levels = []
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+    metrics_url, metrics_note = await _metrics_url(cfg)
+    scraper = engine_metrics.Scraper(metrics_url or "", cfg.metrics_interval_s)
+    saturated: int | None = None
+    async with (
+        aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
+        scraper,
+    ):
+        scraping = asyncio.create_task(scraper.run()) if metrics_url else None
         for li, conc in enumerate(cfg.concurrency):
             rng = np.random.default_rng([cfg.seed, li])
             warm_prompts = [
                 (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
             ]
             warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
+            if metrics_url:
+                await scraper.scrape()  # the level's counters start here
+                measured_from = scraper.samples[-1].t_ns
             rounds = []
             batches = []
             for ri in range(cfg.rounds if cfg.duration_s is None else 0):
@@ -441,12 +461,27 @@ async def run_load(
             levels.append(
                 {
                     "concurrency": conc, "rate": cfg.rate,
-                    "warmup": {"requests": len(warm.records), "errors": _errors(warm.records)},
+                    "warmup": {"requests": len(warm.records),
+                               "errors": errors_by_kind(warm.records)},
                     "rounds": rounds, "summary": level_summary,
                 }
             )  # fmt: skip
             if cfg.duration_s is not None:
                 levels[-1]["intervals"] = [_interval(rd) for rd in rounds]
+            if metrics_url:
+                await scraper.scrape()  # ... and end here
+                levels[-1]["engine"] = scraper.level_engine(measured_from, scraper.samples[-1].t_ns)
+            else:
+                levels[-1]["engine"] = None
+            if (
+                cfg.stop_at_saturation
+                and li
+                and past_saturation(_saturation_point(levels[-2]), _saturation_point(levels[-1]))
+            ):
+                saturated = conc
+                break
+        if scraping is not None:
+            scraping.cancel()
     return {
         "schema": SCHEMA,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -455,7 +490,42 @@ async def run_load(
         "boot_id": boot_id(),
         "config": cfg.to_json(),
         "levels": levels,
-    }
+        "engine_metrics": {"url": metrics_url, "interval_s": cfg.metrics_interval_s,
+                           "note": metrics_note},
+        "saturation": {"rule": SATURATION_RULE, "stop": cfg.stop_at_saturation,
+                       "stopped_after": saturated,
+                       "not_run": [c for c in cfg.concurrency[len(levels):]]},
+    }  # fmt: skip
+
+
+def engine_line(doc: dict[str, Any]) -> str:
+    """One line on the engine metrics: where from, how many scrapes failed (or why none)."""
+    em = doc["engine_metrics"]
+    if em["url"] is None:
+        return f"engine metrics: {em['note']}"
+    engines = [lv["engine"] for lv in doc["levels"] if lv["engine"] is not None]
+    n = sum(e["scrapes"] for e in engines)
+    failed = sum(e["failed_scrapes"] for e in engines)
+    return f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+
+
+def _saturation_point(level: dict[str, Any]) -> dict[str, float]:
+    s = level["summary"]
+    p50 = s["ttft_ms"]["median"]
+    return {"throughput": s["output_throughput"], "ttft_p50": math.nan if p50 is None else p50}
+
+
+async def _metrics_url(cfg: Config) -> tuple[str | None, str]:
+    """The URL to scrape and a note on why (or why not)."""
+    if cfg.metrics_url is None:
+        return None, "off (--no-metrics)"
+    if cfg.metrics_explicit:
+        return cfg.metrics_url, "--metrics-url"
+    if importlib.util.find_spec("prometheus_client") is None:
+        return None, "off: prometheus_client is not installed (pip install 'pytimings[serving]')"
+    if await engine_metrics.probe(cfg.metrics_url, cfg.metrics_interval_s):
+        return cfg.metrics_url, "the server's /metrics (answered in Prometheus text format)"
+    return None, f"off: {cfg.metrics_url} gave no Prometheus text exposition"
 
 
 # --- command line -------------------------------------------------------------------------
@@ -495,7 +565,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--slo", default=None, help="goodput SLOs, e.g. ttft=200ms,tpot=50ms")
     p.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY)")
-    p.add_argument("--out", required=True, help="output JSON (pytimings.serving/1)")
+    p.add_argument(
+        "--metrics-url",
+        default=None,
+        help="engine Prometheus endpoint to scrape during the run (default: /metrics beside "
+        "--url, used when it answers in Prometheus text format)",
+    )
+    p.add_argument("--no-metrics", action="store_true", help="do not scrape engine metrics")
+    p.add_argument(
+        "--metrics-interval", default="1s", help="engine metrics scrape period (default 1s)"
+    )
+    p.add_argument(
+        "--stop-at-saturation",
+        action="store_true",
+        help="end the sweep after the first level past saturation (output throughput within "
+        "5%% of the previous level's while TTFT p50 doubles)",
+    )
+    p.add_argument("--out", required=True, help="output JSON (pytimings.serving/2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
 
 
@@ -566,6 +652,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
                 f"at most {MAX_INTERVALS:,} (an interval of {duration / MAX_INTERVALS:.3g} s "
                 "or longer)"
             )
+    metrics_url, explicit = _metrics_target(args)
+    metrics_interval = parse_duration(args.metrics_interval, "--metrics-interval")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
@@ -580,8 +668,27 @@ def config_from_args(args: argparse.Namespace) -> Config:
         timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
         ignore_eos=not args.no_ignore_eos, definition=args.definition,
         slo_ms=parse_slo(args.slo), api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
-        duration_s=duration, interval_s=interval,
+        duration_s=duration, interval_s=interval, metrics_url=metrics_url,
+        metrics_explicit=explicit, metrics_interval_s=metrics_interval,
+        stop_at_saturation=args.stop_at_saturation,
     )  # fmt: skip
+
+
+def _metrics_target(args: argparse.Namespace) -> tuple[str | None, bool]:
+    if args.no_metrics:
+        if args.metrics_url is not None:
+            raise UsageError("--metrics-url and --no-metrics contradict each other")
+        return None, False
+    if args.metrics_url is None:
+        return engine_metrics.default_url(args.url), False
+    u = urllib.parse.urlsplit(args.metrics_url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise UsageError(
+            f"--metrics-url {args.metrics_url!r}: expected http(s)://HOST:PORT/metrics"
+        )
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise UsageError("--metrics-url needs prometheus_client: pip install 'pytimings[serving]'")
+    return args.metrics_url, True
 
 
 def _progress_bar(total: int | None) -> tuple[Any, Callable[[], None]]:
@@ -638,6 +745,11 @@ def run(args: argparse.Namespace) -> int:
     write_json(doc, args.out)
     if not args.quiet:
         print(summary_table(doc))
+        print(engine_line(doc))
+        sat = doc["saturation"]
+        if sat["stopped_after"] is not None:
+            print(f"stopped after concurrency {sat['stopped_after']}, past saturation "
+                  f"({sat['rule']}); not run: {', '.join(map(str, sat['not_run']))}")  # fmt: skip
         print(f"wrote {args.out}")
     completed = sum(lv["summary"]["completed"] for lv in doc["levels"])
     if completed:

@@ -1,9 +1,13 @@
-"""The load generator's JSON output, schema ``pytimings.serving/1``: write, read, validate.
+"""The load generator's JSON output, schema ``pytimings.serving/2``: write, read, validate.
+
+``pytimings.serving/1`` files (before engine metrics) still load: their levels have no
+``engine``. ``/2`` adds each level's ``engine`` and the top-level ``engine_metrics`` and
+``saturation``:
 
 ::
 
     {
-      "schema": "pytimings.serving/1",
+      "schema": "pytimings.serving/2",
       "created_utc": "2026-11-30T23:59:59Z",
       "clock": "CLOCK_MONOTONIC ns of the load-generator host (pytimings.now_ns)",
       "host": "loadgen-host",           # its host name
@@ -30,8 +34,17 @@
          "intervals": [                  # soaks only (--duration): one per round
            {"index": int, "start_ns": int, "end_ns": int, "completed": int,
             "errors": {kind: int}, "request_throughput": float, "output_throughput": float,
-            "ttft_ms" | "tpot_ms" | "itl_ms" | "e2el_ms": {"p50": float, "p99": float}}]}
-      ]
+            "ttft_ms" | "tpot_ms" | "itl_ms" | "e2el_ms": {"p50": float, "p99": float}}],
+         "engine": null | {               # engine metrics (pytimings.serving.engine)
+           "url": str, "scrapes": int, "failed_scrapes": int,   # in the measured window
+           "series": {concept or raw name: [[t_ns, value], ...]},
+           "counters": {concept or raw name: float},   # each counter's increase
+           "spec_decode": null | {"draft_tokens", "accepted_tokens", "drafts",
+                                  "acceptance_rate", "mean_acceptance_length"}}}
+      ],
+      "engine_metrics": {"url": str | null, "interval_s": float, "note": str},
+      "saturation": {"rule": str, "stop": bool, "stopped_after": int | null,
+                     "not_run": [int]}      # levels --stop-at-saturation left out
     }
 
 Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, with the
@@ -58,7 +71,8 @@ from pytimings.fileout import write_text
 from pytimings.ingest.detect import detect_format
 from pytimings.model.requests import RequestRecord
 
-SCHEMA = "pytimings.serving/1"
+SCHEMA = "pytimings.serving/2"
+SCHEMAS = ("pytimings.serving/1", SCHEMA)  # what load_run reads
 ERROR_KINDS = (
     "connect", "http_4xx", "http_5xx", "timeout", "malformed_sse", "sse_error", "early_close",
 )  # fmt: skip
@@ -82,6 +96,7 @@ class Level:
     summary: dict[str, Any]
     warmup: dict[str, Any]
     intervals: list[dict[str, Any]] | None = None  # soak runs: per-interval metrics
+    engine: dict[str, Any] | None = None  # engine metrics (pytimings.serving.engine)
 
 
 @dataclass
@@ -91,6 +106,7 @@ class Run:
     levels: list[Level]
     host: str | None = None  # the load generator's host name (files before it: None)
     boot_id: str | None = None  # its kernel's boot id (one CLOCK_MONOTONIC; older: None)
+    fmt: str = SCHEMA  # the file's format (other tools' result files: pytimings.serving.foreign)
 
     def level(self, concurrency: int) -> Level | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -125,9 +141,9 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise TraceFormatError(where, _not_json(where, exc)) from None
     except RecursionError:
         raise TraceFormatError(where, "JSON nested too deeply to be a run file") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise TraceFormatError(where, f"not a {SCHEMA} run file (schema: {got!r})")
+        raise TraceFormatError(where, f"not a pytimings.serving/1 or /2 run file (schema: {got!r})")
     try:
         levels = [_level(lv, where) for lv in doc["levels"]]
         config = dict(doc["config"])
@@ -140,6 +156,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         levels,
         host if isinstance(host, str) else None,
         boot if isinstance(boot, str) and boot else None,
+        fmt=doc["schema"],
     )
 
 
@@ -191,6 +208,7 @@ def _level(obj: Any, where: str) -> Level:
         intervals=None
         if obj.get("intervals") is None
         else [_soak_interval(i) for i in obj["intervals"]],
+        engine=_engine(obj.get("engine")),
     )
 
 
@@ -213,3 +231,21 @@ def _soak_interval(obj: Any) -> dict[str, Any]:
 
 _INTERVAL_KEYS = ("start_ns", "end_ns", "completed", "errors", "output_throughput",
                   "ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")  # fmt: skip
+
+
+def _engine(obj: Any) -> dict[str, Any] | None:
+    """A level's ``engine`` entry, its series checked as [[t_ns, value], ...]."""
+    if obj is None:
+        return None
+    out = dict(obj)
+    for key in ("scrapes", "failed_scrapes"):
+        _integer(out[key], f"engine.{key}")
+    series = {}
+    for name, pts in dict(out["series"]).items():
+        series[str(name)] = [[_integer(t, f"engine.series[{name!r}] time"), float(v)]
+                             for t, v in pts]  # fmt: skip
+    out["series"] = series
+    out["counters"] = {str(k): float(v) for k, v in dict(out.get("counters", {})).items()}
+    sd = out.get("spec_decode")
+    out["spec_decode"] = None if sd is None else dict(sd)
+    return out

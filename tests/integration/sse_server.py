@@ -46,9 +46,73 @@ class Behaviour:
     step_every_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Engine:
+    """The toy engine behind the server, published on ``/metrics`` under vLLM's names with
+    the real ``prometheus_client``: at most ``batch_limit`` requests run at once (the rest
+    wait, in arrival order), each holding its prompt and output tokens of
+    ``kv_capacity_tokens`` while it runs; with ``spec_draft`` > 0 every decode step drafts
+    that many tokens and accepts ``spec_accept`` of them (one chunk of accepted + 1 tokens).
+    ``metrics``: None, "stall" (``/metrics`` never answers) or "garbage" (not an exposition)."""
+
+    batch_limit: int | None = None
+    kv_capacity_tokens: int = 1000
+    spec_draft: int = 0
+    spec_accept: int = 0
+    metrics: str | None = None
+
+
+PROMPT_TOKENS = 17
+
+
+class _Gauges:
+    """The engine's state, its Prometheus metrics and its own log of every change."""
+
+    def __init__(self, engine: Engine) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.engine = engine
+        self.registry = CollectorRegistry()
+        self.running_g = Gauge("vllm:num_requests_running", "running", registry=self.registry)
+        self.waiting_g = Gauge("vllm:num_requests_waiting", "waiting", registry=self.registry)
+        self.kv_g = Gauge("vllm:kv_cache_usage_perc", "kv", registry=self.registry)
+        self.drafts = Counter("vllm:spec_decode_num_drafts", "d", registry=self.registry)
+        self.draft_tokens = Counter(
+            "vllm:spec_decode_num_draft_tokens", "t", registry=self.registry
+        )
+        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "a", registry=self.registry)
+        self.queue_time = Histogram("vllm:request_queue_time_seconds", "q", registry=self.registry,
+                                    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0))  # fmt: skip
+        self.toy_g = Gauge("toy_engine_steps", "not in the concept table", registry=self.registry)
+        self.running = self.waiting = self.kv_tokens = 0
+        self.totals = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "steps": 0}
+        self.log: list[list[float]] = []  # [t_ns, running, waiting, kv usage]
+        self.slots = asyncio.Semaphore(engine.batch_limit) if engine.batch_limit else None
+        self.held: dict[str, int] = {}  # request -> output tokens it holds in the KV cache
+
+    def change(self, running: int = 0, waiting: int = 0, kv: int = 0) -> None:
+        self.running += running
+        self.waiting += waiting
+        self.kv_tokens += kv
+        usage = self.kv_tokens / self.engine.kv_capacity_tokens
+        self.running_g.set(self.running)
+        self.waiting_g.set(self.waiting)
+        self.kv_g.set(usage)
+        self.log.append([time.monotonic_ns(), self.running, self.waiting, usage])
+
+    def step(self, drafted: int, accepted: int) -> None:
+        self.drafts.inc()
+        self.draft_tokens.inc(drafted)
+        self.accepted.inc(accepted)
+        self.totals["drafts"] += 1
+        self.totals["draft_tokens"] += drafted
+        self.totals["accepted"] += accepted
+
+
 @dataclass
 class ServerState:
     plan: Sequence[Behaviour]
+    engine: _Gauges | None = None
     seen: int = 0
     bodies: list[dict[str, object]] = field(default_factory=list)
     # ground truth per request: when the handler started, when each token chunk was written
@@ -83,6 +147,28 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     if b.fail == "500":
         return web.Response(status=500, text="injected failure")
     n = int(body["max_tokens"])
+    eng = state.engine
+    if eng is None:
+        return await _stream(request, api, state, b, rid, recv_ns, n)
+    eng.change(waiting=1)
+    t_wait = time.monotonic()
+    if eng.slots is not None:
+        await eng.slots.acquire()
+    eng.queue_time.observe(time.monotonic() - t_wait)
+    eng.change(running=1, waiting=-1, kv=PROMPT_TOKENS)
+    try:
+        return await _stream(request, api, state, b, rid, recv_ns, n)
+    finally:
+        eng.change(running=-1, kv=-eng.held.pop(rid, 0) - PROMPT_TOKENS)
+        if eng.slots is not None:
+            eng.slots.release()
+
+
+async def _stream(
+    request: web.Request, api: str, state: ServerState, b: Behaviour, rid: str, recv_ns: int,
+    n: int,
+) -> web.StreamResponse:  # fmt: skip
+    eng = state.engine
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if api == "chat":  # real servers open a chat stream with a role-only delta
@@ -98,6 +184,13 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
         if produced:
             await asyncio.sleep(b.itl_s)
         k = min(b.tokens_per_chunk, n - produced)
+        if eng is not None and eng.engine.spec_draft and produced:
+            # a verify step: drafts spec_draft tokens, keeps spec_accept (fewer at the end)
+            k = min(eng.engine.spec_accept + 1, n - produced)
+            eng.step(eng.engine.spec_draft, k - 1)
+        if eng is not None:
+            eng.held[rid] = eng.held.get(rid, 0) + k
+            eng.change(kv=k)
         write_ns.append(time.monotonic_ns())
         running = produced + k if b.continuous_usage else None
         await resp.write(_chunk(api, rid, " tok" * k, running))
@@ -135,14 +228,35 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
 
 async def _stats(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return web.json_response({"seen": state.seen, "bodies": state.bodies, "timings": state.timings})
+    out: dict[str, object] = {"seen": state.seen, "bodies": state.bodies, "timings": state.timings}
+    if state.engine is not None:
+        out["engine_log"] = state.engine.log
+        out["engine_totals"] = state.engine.totals
+    return web.json_response(out)
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    eng = request.app[STATE].engine
+    assert eng is not None
+    eng.toy_g.set(eng.totals["drafts"])
+    if eng.engine.metrics == "stall":
+        await asyncio.sleep(30.0)  # far past any scrape timeout
+    if eng.engine.metrics == "garbage":
+        return web.Response(text="<html><body>not metrics</body></html>")
+    return web.Response(body=generate_latest(eng.registry),
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})  # fmt: skip
 
 
 def _main() -> None:
     """Serve the plan given as JSON in argv[1]; print the port; stop when stdin closes."""
     plan = [Behaviour(**b) for b in json.loads(sys.argv[1])]
+    engine = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
     app = web.Application()
-    app[STATE] = ServerState(plan)
+    app[STATE] = ServerState(plan, None if engine is None else _Gauges(Engine(**engine)))
+    if engine is not None:
+        app.router.add_get("/metrics", _metrics)
 
     async def completions(r: web.Request) -> web.StreamResponse:
         return await _handle(r, "completions")
@@ -168,10 +282,14 @@ class Server:
 
 
 @contextmanager
-def serve(plan: Sequence[Behaviour]) -> Iterator[Server]:
+def serve(plan: Sequence[Behaviour], engine: Engine | None = None) -> Iterator[Server]:
     """Run the server in its own process (as a real server is: no shared GIL with the
-    client under test) on 127.0.0.1 and a free port."""
-    with child_port([sys.executable, __file__, json.dumps([asdict(b) for b in plan])]) as port:
+    client under test) on 127.0.0.1 and a free port; with ``engine``, behind a toy engine
+    that publishes ``/metrics``."""
+    argv = [sys.executable, __file__, json.dumps([asdict(b) for b in plan])]
+    if engine is not None:
+        argv.append(json.dumps(asdict(engine)))
+    with child_port(argv) as port:
         yield Server(f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/_stats")
 
 

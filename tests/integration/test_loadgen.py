@@ -222,6 +222,8 @@ def test_connect_failure_counted_and_exit_1(
         (["--duration", "1m", "--interval", "2m"], "longer than --duration"),
         # 2 s in 1 us intervals ran out of memory after the load, losing every request
         (["--duration", "2s", "--interval", "0.001ms"], "would cut 2e+06 intervals"),
+        (["--metrics-interval", "fast"], "--metrics-interval 'fast'"),
+        (["--metrics-url", "ftp://x/metrics"], "--metrics-url"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(

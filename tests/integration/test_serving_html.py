@@ -233,11 +233,11 @@ def test_bad_inputs_are_one_line_errors(
     pytimings.save(bare, pytimings.Recorder())  # a recording without request timelines
     cases = [
         ([str(tmp_path / "missing.json"), "--html", out], "missing.json: cannot read"),
-        ([str(other), "--html", out], "not a pytimings.serving/1 run file"),
+        ([str(other), "--html", out], "not a pytimings.serving/1 or /2 run file"),
         ([str(bare), "--html", out], "bare.pyt: has no requests table"),
         ([good, "--labels", "a,b", "--html", out], "--labels 'a,b': need 1"),
         ([good, "--definition", "x", "--html", out], "--definition 'x'"),
-        ([good, "--html", str(tmp_path / "no" / "r.html")], "cannot write"),
+        ([good, "--html", str(tmp_path / "no" / "r.html")], "does not exist"),
     ]
     for args, message in cases:
         rc, err = _report(args, capsys)

@@ -115,7 +115,7 @@ def _bad_runs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     out = {}
     deep = tmp_path / "deep.json"
     deep.write_text('{"schema": "x", "config": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    out["nested"] = (deep, "nested too deeply")
+    out["nested"] = (deep, "nested too deep")
     d = _run_doc()
     d["levels"][0]["intervals"] = [{}]
     out["interval"] = (tmp_path / "iv.json", "an intervals entry lacks start_ns")

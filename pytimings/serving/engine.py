@@ -1,0 +1,361 @@
+"""Engine metrics during a load run: scrape the server's Prometheus ``/metrics``, keep every
+sample on the load generator's clock, and turn them into each level's ``engine`` entry.
+
+Scraping (:class:`Scraper`). One task of its own, with its own HTTP session (no slot of the
+request connection pool), reads the endpoint every ``period_s`` and keeps only the raw body
+(zlib-compressed) and its time: the midpoint of the scrape's send and receipt on
+``pytimings.now_ns``. Parsing, with ``prometheus_client``'s text parser, happens between
+levels, never while requests are timed (it is pure Python: ~40 ms for a 73 KB exposition
+of ~900 samples, the size of a vLLM server's, here; done in the request loop each second it
+would delay every chunk stamp behind it). A scrape that fails (connect error, HTTP status,
+no answer within one period, a body the parser rejects) is counted in ``failed_scrapes``,
+never fatal. Each level also gets a scrape at its first measured request and one after its
+last, so counter deltas cover exactly the measured rounds.
+
+Names. :data:`CONCEPTS` maps the published names of vLLM (V1; the V0 names it kept too),
+SGLang and TGI to concepts; a metric in no row is kept under its own name (with its labels
+when it has any, e.g. ``foo{gpu="0"}``). A concept's label sets are summed, except for
+fractions (``kv_cache_usage``, ``prefix_cache_hit_rate``), which are averaged. Types come
+from the exposition's ``# TYPE``; an untyped sample whose name ends in ``_total`` is a
+counter, any other a gauge. ``*_created`` samples (creation timestamps) are not metrics.
+
+Series (``engine.series``, each ``[[t_ns, value], ...]``):
+
+* gauges: the value read at each scrape;
+* counters: the rate per second between consecutive scrapes, at the later one (a counter
+  that went down was reset: its new value is the increase; one absent from the scrape
+  before, as a labelled child before its first use, counted 0 then);
+* histograms: per interval between consecutive scrapes, from the bucket increases, the
+  ``_p50`` and ``_p99`` (linear within a bucket, as Prometheus' ``histogram_quantile``) and
+  the ``_mean`` (sum increase over count increase), in the metric's unit (seconds for
+  times); an interval with no observation has no point;
+* ``prefix_cache_hit_rate`` from vLLM V1's counters: hits over queries per interval.
+
+``engine.counters``: each counter's increase over the level. ``engine.spec_decode``, when
+the engine counted draft tokens during the level: ``draft_tokens``, ``accepted_tokens``,
+``drafts`` (verify steps; null where the engine does not count them), ``acceptance_rate``
+= accepted / draft tokens, ``mean_acceptance_length`` = 1 + accepted / drafts (tokens per
+verify step, the bonus token included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import urllib.parse
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytimings._core import now_ns
+
+# concept -> the names engines publish it under (counters without their _total suffix);
+# an entry "name|label=value" takes only the samples with that label value
+CONCEPTS: dict[str, tuple[str, ...]] = {
+    "running": (
+        "vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size",
+    ),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
+    "kv_cache_usage": (
+        "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+    ),
+    "preemptions": ("vllm:num_preemptions", "sglang:num_retracted_requests"),
+    "prefix_cache_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits",),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries",),
+    "spec_drafts": ("vllm:spec_decode_num_drafts",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens",),
+    "prompt_tokens": ("vllm:prompt_tokens", "sglang:prompt_tokens"),
+    "generation_tokens": ("vllm:generation_tokens", "sglang:generation_tokens"),
+    "queue_time": (
+        "vllm:request_queue_time_seconds", "sglang:queue_time_seconds",
+        "tgi_request_queue_duration",
+    ),
+    "prefill_time": (
+        "vllm:request_prefill_time_seconds", "tgi_batch_inference_duration|method=prefill",
+    ),
+    "decode_time": (
+        "vllm:request_decode_time_seconds", "tgi_batch_inference_duration|method=decode",
+    ),
+}  # fmt: skip
+FRACTIONS = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
+QUANTILES = (("p50", 0.5), ("p99", 0.99))
+
+
+def _by_name() -> dict[str, list[tuple[str, tuple[str, str] | None]]]:
+    out: dict[str, list[tuple[str, tuple[str, str] | None]]] = {}
+    for concept, names in CONCEPTS.items():
+        for entry in names:
+            name, _, cond = entry.partition("|")
+            k, _, v = cond.partition("=")
+            out.setdefault(name, []).append((concept, (k, v) if cond else None))
+    return out
+
+
+_NAMES = _by_name()
+
+
+@dataclass
+class Snapshot:
+    """One parsed scrape: gauge and counter values, histograms as cumulative buckets."""
+
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    # name -> ({upper bound: cumulative count}, sum, count)
+    histograms: dict[str, tuple[dict[float, float], float, float]] = field(default_factory=dict)
+
+
+def _raw_key(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _targets(name: str, labels: dict[str, str]) -> list[str]:
+    """The keys a sample lands under: its concepts, or its own name (and labels)."""
+    hits = [c for c, cond in _NAMES.get(name, []) if cond is None or labels.get(cond[0]) == cond[1]]
+    if name in _NAMES:
+        return hits  # a known metric whose label selects no concept is dropped on purpose
+    return [_raw_key(name, labels)]
+
+
+def parse_exposition(text: str) -> Snapshot:
+    """A Prometheus text exposition as a :class:`Snapshot`; ValueError if it is not one."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    snap = Snapshot()
+    sums: dict[str, list[float]] = {}  # gauge key -> values over label sets
+    kinds: dict[str, str] = {}
+    hist: dict[str, tuple[dict[float, float], list[float]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name.endswith("_created"):
+                continue
+            value = float(s.value)
+            if fam.type == "histogram":
+                labels = {k: v for k, v in s.labels.items() if k != "le"}
+                for key in _targets(fam.name, labels):
+                    buckets, sc = hist.setdefault(key, ({}, [0.0, 0.0]))
+                    if s.name.endswith("_bucket"):
+                        le = float(s.labels["le"])
+                        buckets[le] = buckets.get(le, 0.0) + value
+                    elif s.name.endswith("_sum"):
+                        sc[0] += value
+                    elif s.name.endswith("_count"):
+                        sc[1] += value
+                continue
+            counter = fam.type == "counter" or (fam.type == "unknown" and s.name.endswith("_total"))
+            base = s.name[: -len("_total")] if counter and s.name.endswith("_total") else s.name
+            if fam.type not in ("counter", "gauge", "unknown"):
+                base = s.name  # summaries, info, ...: kept as values under their own names
+            for key in _targets(base, dict(s.labels)):
+                sums.setdefault(key, []).append(value)
+                kinds[key] = "counter" if counter else "gauge"
+    for key, values in sums.items():
+        v = sum(values) / len(values) if key in FRACTIONS else sum(values)
+        (snap.counters if kinds[key] == "counter" else snap.gauges)[key] = v
+    for key, (buckets, (total, count)) in hist.items():
+        snap.histograms[key] = (buckets, total, count)
+    return snap
+
+
+def default_url(base_url: str) -> str:
+    """The ``/metrics`` beside an OpenAI base URL: ``http://h:p/v1`` -> ``http://h:p/metrics``."""
+    u = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/metrics", "", ""))
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
+    """Quantile ``q`` of cumulative ``buckets`` (upper bound -> count), linear within a bucket
+    and the lowest bucket starting at 0 (Prometheus' rule); NaN without observations; the
+    highest finite bound when it falls in the +Inf bucket."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return math.nan
+    rank = q * total
+    lo_b, lo_c = 0.0, 0.0
+    for b in bounds:
+        c = buckets[b]
+        if c >= rank:
+            if math.isinf(b):
+                return lo_b
+            return lo_b + (b - lo_b) * ((rank - lo_c) / (c - lo_c) if c > lo_c else 1.0)
+        lo_b, lo_c = b, c
+    return lo_b
+
+
+def _increase(prev: float, cur: float) -> float:
+    return cur - prev if cur >= prev else cur  # a counter that went down was reset
+
+
+@dataclass
+class _Sample:
+    t_ns: int
+    body: bytes | None  # zlib-compressed exposition; None: the scrape failed
+    snap: Snapshot | None = None
+
+
+class Scraper:
+    """Reads a ``/metrics`` endpoint periodically from its own task (see the module doc)."""
+
+    def __init__(self, url: str, period_s: float) -> None:
+        self.url = url
+        self.period_s = period_s
+        self.samples: list[_Sample] = []
+        self._session: Any = None
+
+    async def __aenter__(self) -> Scraper:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=max(self.period_s, 0.05)),
+            connector=aiohttp.TCPConnector(limit=1),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._session.close()
+
+    async def scrape(self) -> None:
+        """One scrape, appended to ``samples`` (failed ones too, with no body)."""
+        import aiohttp
+
+        t0 = now_ns()
+        body: bytes | None = None
+        try:
+            async with self._session.get(self.url) as resp:
+                if resp.status == 200:
+                    body = zlib.compress(await resp.read(), 1)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            body = None
+        self.samples.append(_Sample((t0 + now_ns()) // 2, body))
+
+    async def run(self) -> None:
+        """Scrape every period until cancelled (the period counted from the first scrape, so
+        a slow one does not shift the rest)."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        k = 0
+        while True:
+            k += 1
+            await asyncio.sleep(max(0.0, start + k * self.period_s - loop.time()))
+            await self.scrape()
+
+    def parse_pending(self) -> None:
+        """Parse every scrape not parsed yet (between levels: never while requests run)."""
+        for s in self.samples:
+            if s.body is None or s.snap is not None:
+                continue
+            try:
+                s.snap = parse_exposition(zlib.decompress(s.body).decode("utf-8", "replace"))
+            except (ValueError, KeyError, IndexError):
+                s.body = None  # not an exposition: a failed scrape
+            else:
+                s.body = b""  # parsed: drop the text
+
+    def level_engine(self, start_ns: int, end_ns: int) -> dict[str, Any]:
+        """The ``engine`` entry of a level measured in [start_ns, end_ns]."""
+        self.parse_pending()
+        inside = [s for s in self.samples if start_ns <= s.t_ns <= end_ns]
+        ok = [(s.t_ns, s.snap) for s in inside if s.snap is not None]
+        return {
+            "url": self.url,
+            "scrapes": len(inside),
+            "failed_scrapes": sum(s.snap is None for s in inside),
+            **engine_series(ok),
+        }
+
+
+def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
+    """``series``, ``counters`` and ``spec_decode`` of successful scrapes in time order."""
+    pts = list(samples)
+    series: dict[str, list[list[float]]] = {}
+
+    def add(key: str, t: int, v: float) -> None:
+        if math.isfinite(v):
+            series.setdefault(key, []).append([t, v])
+
+    counters: dict[str, float] = {}
+    for i, (t, snap) in enumerate(pts):
+        for key, v in snap.gauges.items():
+            add(key, t, v)
+        if i == 0:
+            continue
+        tp, prev = pts[i - 1]
+        dt = (t - tp) / 1e9
+        # a metric missing from the scrape before was not created yet (a labelled child
+        # appears at its first use): it counted 0 then
+        for key, v in snap.counters.items():
+            if dt > 0:
+                inc = _increase(prev.counters.get(key, 0.0), v)
+                counters[key] = counters.get(key, 0.0) + inc
+                add(key, t, inc / dt)
+        for key, (buckets, total, count) in snap.histograms.items():
+            pb, ptotal, pcount = prev.histograms.get(key, ({}, 0.0, 0.0))
+            dcount = _increase(pcount, count)
+            if dcount <= 0:
+                continue
+            delta = {b: max(0.0, c - pb.get(b, 0.0)) for b, c in buckets.items()}
+            for qname, qv in QUANTILES:
+                add(f"{key}_{qname}", t, histogram_quantile(qv, delta))
+            add(f"{key}_mean", t, _increase(ptotal, total) / dcount)
+        h, q = "prefix_cache_hits", "prefix_cache_queries"
+        if h in snap.counters and q in snap.counters:
+            dq = _increase(prev.counters.get(q, 0.0), snap.counters[q])
+            if dq > 0:
+                dh = _increase(prev.counters.get(h, 0.0), snap.counters[h])
+                add("prefix_cache_hit_rate", t, dh / dq)
+    return {"series": series, "counters": counters, "spec_decode": spec_decode(counters)}
+
+
+def spec_decode(counters: dict[str, float]) -> dict[str, Any] | None:
+    """Speculative decoding over a level from its counter increases (None: no drafts)."""
+    drafted = counters.get("spec_draft_tokens")
+    accepted = counters.get("spec_accepted_tokens")
+    if not drafted or accepted is None:
+        return None
+    drafts = counters.get("spec_drafts")
+    return {
+        "draft_tokens": drafted,
+        "accepted_tokens": accepted,
+        "drafts": drafts,
+        "acceptance_rate": accepted / drafted,
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
+    }
+
+
+async def probe(session_url: str, period_s: float) -> bool:
+    """Whether ``session_url`` answers with a Prometheus exposition holding a metric."""
+    async with Scraper(session_url, max(period_s, 2.0)) as s:
+        await s.scrape()
+        s.parse_pending()
+        snap = s.samples[0].snap
+    return snap is not None and bool(snap.gauges or snap.counters or snap.histograms)
+
+
+def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One ``engine`` entry for a level pooled from several runs (None unless every part
+    has one): scrapes and counter increases summed, series joined in time order,
+    ``spec_decode`` from the summed counters."""
+    ps = list(parts)
+    if not ps or any(p is None for p in ps):
+        return None
+    engines = [p for p in ps if p is not None]
+    series: dict[str, list[list[float]]] = {}
+    counters: dict[str, float] = {}
+    for e in engines:
+        for k, pts in e["series"].items():
+            series.setdefault(k, []).extend(pts)
+        for k, v in e.get("counters", {}).items():
+            counters[k] = counters.get(k, 0.0) + v
+    return {
+        "url": ",".join(dict.fromkeys(e["url"] for e in engines)),
+        "scrapes": sum(e["scrapes"] for e in engines),
+        "failed_scrapes": sum(e["failed_scrapes"] for e in engines),
+        "series": {k: sorted(v) for k, v in series.items()},
+        "counters": counters,
+        "spec_decode": spec_decode(counters),
+    }

@@ -1,0 +1,152 @@
+"""Engine metrics: the exposition parser over prometheus_client's own output, the concept
+table, counters as rates and increases, histogram quantiles, findings' statistics."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from pytimings.errors import TraceFormatError
+from pytimings.serving.engine import (
+    CONCEPTS,
+    default_url,
+    engine_series,
+    histogram_quantile,
+    merge_engines,
+    parse_exposition,
+)
+from pytimings.serving.findings import spearman
+
+
+def _registry() -> tuple[CollectorRegistry, dict[str, object]]:
+    reg = CollectorRegistry()
+    m: dict[str, object] = {
+        "running": Gauge("sglang:num_running_reqs", "r", ["model_name", "dp"], registry=reg),
+        "kv": Gauge("vllm:kv_cache_usage_perc", "kv", ["engine"], registry=reg),
+        "gen": Counter("vllm:generation_tokens", "g", registry=reg),
+        "pre": Counter("sglang:num_retracted_requests", "p", registry=reg),
+        "hits": Counter("vllm:prefix_cache_hits", "h", registry=reg),
+        "queries": Counter("vllm:prefix_cache_queries", "q", registry=reg),
+        "prefill": Histogram(
+            "tgi_batch_inference_duration", "t", ["method"], registry=reg, buckets=(0.1, 0.2, 0.4)
+        ),
+        "other": Gauge("my_engine_thing", "x", ["gpu"], registry=reg),
+    }
+    return reg, m
+
+
+def test_names_map_to_concepts_and_label_sets_combine() -> None:
+    reg, m = _registry()
+    m["running"].labels("a", "0").set(3)  # type: ignore[attr-defined]
+    m["running"].labels("a", "1").set(4)  # type: ignore[attr-defined]
+    m["kv"].labels("0").set(0.5)  # type: ignore[attr-defined]
+    m["kv"].labels("1").set(0.9)  # type: ignore[attr-defined]
+    m["gen"].inc(10)  # type: ignore[attr-defined]
+    m["other"].labels("0").set(7)  # type: ignore[attr-defined]
+    m["prefill"].labels("prefill").observe(0.15)  # type: ignore[attr-defined]
+    m["prefill"].labels("decode").observe(0.3)  # type: ignore[attr-defined]
+    snap = parse_exposition(generate_latest(reg).decode())
+    assert snap.gauges["running"] == 7  # counts are summed over label sets
+    assert snap.gauges["kv_cache_usage"] == pytest.approx(0.7)  # fractions averaged
+    assert snap.counters["generation_tokens"] == 10  # the _total suffix is the counter's
+    assert snap.gauges['my_engine_thing{gpu="0"}'] == 7  # unknown: its own name and labels
+    assert snap.histograms["prefill_time"][2] == 1 and snap.histograms["decode_time"][2] == 1
+    assert not any(k.endswith("_created") for k in snap.gauges)
+    for names in CONCEPTS.values():
+        assert all(not n.split("|")[0].endswith("_total") for n in names)
+    with pytest.raises(ValueError):
+        parse_exposition("<html><body>not metrics</body></html>")
+    assert default_url("http://h:8000/v1") == "http://h:8000/metrics"
+
+
+def test_counters_become_rates_and_histograms_interval_quantiles() -> None:
+    reg, m = _registry()
+    snaps = []
+    observed: list[list[float]] = [[], [0.05, 0.15, 0.15, 0.3], [], [0.35]]
+    for k, obs in enumerate(observed):
+        m["gen"].inc(100 * k)  # type: ignore[attr-defined]
+        m["hits"].inc(3 * k)  # type: ignore[attr-defined]
+        m["queries"].inc(4 * k)  # type: ignore[attr-defined]
+        for v in obs:
+            m["prefill"].labels("prefill").observe(v)  # type: ignore[attr-defined]
+        snaps.append((k * 500_000_000, parse_exposition(generate_latest(reg).decode())))
+    out = engine_series(snaps)
+    s = out["series"]
+    # increases 100, 200, 300 over 0.5 s each
+    assert s["generation_tokens"] == [[5e8, 200.0], [1e9, 400.0], [1.5e9, 600.0]]
+    assert out["counters"]["generation_tokens"] == 600
+    assert [v for _, v in s["prefix_cache_hit_rate"]] == pytest.approx([0.75] * 3)
+    # interval 2: 4 observations; Prometheus' rule: rank 2 of 4 -> in (0.1, 0.2], at 1/2
+    assert [t for t, _ in s["prefill_time_p50"]] == [5e8, 1.5e9]  # no point without data
+    assert s["prefill_time_p50"][0][1] == pytest.approx(0.1 + 0.1 * (2 - 1) / 2)
+    assert s["prefill_time_mean"][0][1] == pytest.approx(np.mean(observed[1]))
+    assert s["prefill_time_p99"][1][1] == pytest.approx(0.2 + 0.2 * 0.99)  # 0.35 in (0.2, 0.4]
+    assert out["spec_decode"] is None
+
+
+def test_a_reset_counter_and_merging_pooled_levels() -> None:
+    reg, m = _registry()
+    m["pre"].inc(5)  # type: ignore[attr-defined]
+    a = parse_exposition(generate_latest(reg).decode())
+    reg2, m2 = _registry()
+    m2["pre"].inc(2)  # type: ignore[attr-defined]
+    b = parse_exposition(generate_latest(reg2).decode())  # the engine restarted
+    out = engine_series([(0, a), (10**9, b)])
+    assert out["counters"]["preemptions"] == 2
+    e1 = {
+        "url": "u",
+        "scrapes": 2,
+        "failed_scrapes": 1,
+        "series": {"x": [[5, 1.0]]},
+        "counters": {"spec_draft_tokens": 8.0, "spec_accepted_tokens": 4.0, "spec_drafts": 2.0},
+    }
+    e2 = {**e1, "series": {"x": [[1, 2.0]]}}
+    merged = merge_engines([e1, e2])
+    assert merged is not None and merged["scrapes"] == 4 and merged["series"]["x"][0] == [1, 2.0]
+    sd = merged["spec_decode"]
+    assert sd["draft_tokens"] == 16 and sd["acceptance_rate"] == 0.5
+    assert sd["mean_acceptance_length"] == 1 + 8 / 4
+    assert merge_engines([e1, None]) is None
+
+
+def test_quantile_and_spearman_against_direct_computations() -> None:
+    buckets = {1.0: 2.0, 2.0: 6.0, math.inf: 8.0}
+    assert histogram_quantile(0.5, buckets) == pytest.approx(1 + (4 - 2) / 4)
+    assert math.isnan(histogram_quantile(0.5, {1.0: 0.0, math.inf: 0.0}))
+    assert histogram_quantile(0.5, {1.0: 0.0, math.inf: 2.0}) == 1.0  # +Inf: the last bound
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 5, 40).astype(float)  # ties
+    y = x + rng.normal(0, 1, 40)
+
+    def rank(v: np.ndarray) -> np.ndarray:  # average ranks, by definition
+        return np.array([np.sum(v < a) + (np.sum(v == a) - 1) / 2 for a in v])
+
+    want = np.corrcoef(rank(x), rank(y))[0, 1]
+    assert spearman(x, y) == pytest.approx(want)
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+
+
+def test_schema_1_files_still_load_without_engine(tmp_path: Path) -> None:
+    import json
+
+    from pytimings.serving.runfile import load_run
+
+    rec = {"id": "a", "start_ns": 0, "end_ns": 30, "chunk_ns": [10, 20, 30],
+           "chunk_tokens": [1, 1, 1], "input_tokens": 3, "output_tokens": 3}  # fmt: skip
+    level = {"concurrency": 1, "rate": None, "warmup": {"requests": 0, "errors": {}},
+             "rounds": [{"round": 0, "start_ns": 0, "end_ns": 40, "errors": {}, "summary": {},
+                         "requests": [rec]}], "summary": {}}  # fmt: skip
+    for schema, engine in (("pytimings.serving/1", None), ("pytimings.serving/2", "bad")):
+        p = tmp_path / "r.json"
+        lv = dict(level) if engine is None else {**level, "engine": {"scrapes": -1}}
+        p.write_text(json.dumps({"schema": schema, "config": {}, "levels": [lv]}))
+        if engine is None:
+            run = load_run(p)
+            assert run.fmt == schema and run.levels[0].engine is None
+        else:
+            with pytest.raises(TraceFormatError, match="malformed run file"):
+                load_run(p)
