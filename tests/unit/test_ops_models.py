@@ -398,6 +398,12 @@ def test_ops_without_a_model_keep_a_category() -> None:
         )
     ).category == ("elementwise")
     assert cost(call("aten::normal_", [[8]], [F32])).category == "other"
+    assert cost(call("aten::broadcast_tensors", [[8]], [F32])).category == "other"
+    assert cost(call("triton_poi_fused_add_0", [[8]], [F32])).category == "elementwise"
+    assert cost(call("_C::rotary_embedding", [[8]], [F32])).category == "elementwise"
+    # mixed kernels do not decide; the name does not either
+    mixed = ("void at::native::reduce_kernel<512, 1>", "sm90_xmma_gemm_bf16bf16")
+    assert cost(call("Torch-Compiled Region: 0/1", [], [], kernels=mixed)).category == "other"
 
 
 @pytest.mark.parametrize(

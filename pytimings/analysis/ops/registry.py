@@ -1,8 +1,9 @@
 """Which perf model an op gets, and the category of every op and GPU kernel.
 
 An op is modelled by the family that names it (exact op names, then engine GEMM name
-patterns); any op or kernel gets a category, from its family, its name, or the names of the
-kernels it launched, and ``other`` where none of these says.
+patterns); any op or kernel gets a category: an op from its family, else its name's rules,
+else the one category of the kernels it launched, else its name read as a kernel name
+(``triton_poi_...``, ``_C::rotary_embedding``), and ``other`` where none of these says.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ _OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"^(c10d|_c10d_functional|c10d_functional|nccl|symm_mem)::|record_param_comms|"
             r"all_reduce|allreduce|all_gather|allgather|reduce_scatter|all_to_all|alltoall|"
-            r"^vllm::(all_|reduce_scatter)|broadcast_|::send|::recv"
+            r"^vllm::(all_|reduce_scatter)"
         ),
     ),
     ("moe", re.compile(r"moe|fused_experts|expert", re.IGNORECASE)),
@@ -167,7 +168,8 @@ def model_op(call: OpCall) -> OpCost:
         for category, pattern in _OP_RULES:
             if pattern.search(call.name):
                 return OpCost(category, None, None, None, None)
-        return OpCost(launched or "other", None, None, None, None)
+        # the kernels it launched, else its own name read as a kernel's (triton_poi_...)
+        return OpCost(launched or category_of_kernel(call.name), None, None, None, None)
     category = family.category
     if launched in ("memcpy", "memset") and family.category == "elementwise":
         category = launched
