@@ -166,14 +166,7 @@ def _trace_calls(path: Path) -> Iterator[OpCall]:
     for e in events:
         if e.get("cat") != "cpu_op":
             continue
-        args = e.get("args", {})
-        yield OpCall(
-            e["name"],
-            tuple(args.get("Input Dims", ())),
-            tuple(args.get("Input type", ())),
-            tuple(args.get("Concrete Inputs", ())),
-            tuple(args.get("Input Strides", ())),
-        )
+        yield OpCall.from_kineto(e["name"], e.get("args", {}))
 
 
 @pytest.mark.slow

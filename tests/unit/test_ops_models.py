@@ -132,6 +132,20 @@ def test_scaled_mm_fp8_and_fp4() -> None:
     assert fp4.bytes == m * k // 2 + n * k // 2 + 2 * m * n + (m + n) * k // 16 + 4
 
 
+def test_call_from_kineto_args() -> None:
+    args = {
+        "Input Dims": [[8, 4], [4, 2]],
+        "Input type": ["float", "float"],
+        "Concrete Inputs": ["", ""],
+        "External id": 3,
+    }
+    c = OpCall.from_kineto("aten::mm", args, ("gemm_kernel",))
+    assert c == OpCall(
+        "aten::mm", ([8, 4], [4, 2]), ("float", "float"), ("", ""), (), ("gemm_kernel",)
+    )
+    assert OpCall.from_kineto("aten::mm", {"Input Dims": None}).input_dims == ()
+
+
 def test_engine_gemm_by_name_pattern() -> None:
     got = cost(call("vllm::gemm_with_dynamic_quant", [[16, 64], [32, 64], []], [BF16, BF16, ""]))
     assert (got.category, got.family) == ("gemm", "gemm")

@@ -46,9 +46,17 @@ def causal_pairs(nq: int, nkv: int, bottom_right: bool) -> int:
     return total
 
 
-def _attention(
-    call: OpCall, b: int, hq: int, nq: int, nkv: int, dqk: int, dv: int, pairs: int
-) -> Cost:
+def _attention(call: OpCall, heads_first: bool, causal: bool, bottom_right: bool) -> Cost:
+    """Q, K, V as [B, H, N, d] (``heads_first``) or [B, N, H, d]; O is [.., Nq, Hq, dv]."""
+    q, k, v = dims(call, 0), dims(call, 1), dims(call, 2)
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        raise NoModel("not 4-D Q, K, V (variable-length?)")
+    n, h = (2, 1) if heads_first else (1, 2)
+    b, hq, nq, dqk = q[0], q[h], q[n], q[3]
+    nkv, dv = k[n], v[3]
+    if k[3] != dqk or v[n] != nkv or k[0] != b or v[0] != b:
+        raise NoModel("Q, K, V disagree")
+    pairs = causal_pairs(nq, nkv, bottom_right) if causal else nq * nkv
     flops = 2 * b * hq * (dqk + dv) * pairs
     out = b * hq * nq * dv * itemsize(type_of(call, 2))
     nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1) + tensor_bytes(call, 2) + out
@@ -75,16 +83,7 @@ class Sdpa(Family):
     names = tuple(CAUSAL)
 
     def cost(self, call: OpCall) -> Cost:
-        q, k, v = dims(call, 0), dims(call, 1), dims(call, 2)
-        if len(q) != 4 or len(k) != 4 or len(v) != 4:
-            raise NoModel("not [B, H, N, d] tensors")
-        b, hq, nq, dqk = q
-        nkv, dv = k[2], v[3]
-        if k[3] != dqk or v[2] != nkv:
-            raise NoModel("Q, K, V disagree")
-        causal = flag(call, self.CAUSAL[call.name], False)
-        pairs = causal_pairs(nq, nkv, False) if causal else nq * nkv
-        return _attention(call, b, hq, nq, nkv, dqk, dv, pairs)
+        return _attention(call, True, flag(call, self.CAUSAL[call.name], False), False)
 
 
 class FlashAttn(Family):
@@ -105,18 +104,8 @@ class FlashAttn(Family):
     names = tuple(CAUSAL)
 
     def cost(self, call: OpCall) -> Cost:
-        q, k, v = dims(call, 0), dims(call, 1), dims(call, 2)
-        if len(q) != 4 or len(k) != 4 or len(v) != 4:
-            raise NoModel("not [B, N, H, d] tensors (variable-length)")
-        b, nq, hq, dqk = q
-        nkv, dv = k[1], v[3]
-        if k[3] != dqk or v[1] != nkv:
-            raise NoModel("Q, K, V disagree")
         i = self.CAUSAL[call.name]
         if call.name == "aten::_efficient_attention_forward":
             mask = concrete(call, i)
-            causal, bottom_right = mask in (1, 2), mask == 2
-        else:
-            causal, bottom_right = flag(call, i, False), True
-        pairs = causal_pairs(nq, nkv, bottom_right) if causal else nq * nkv
-        return _attention(call, b, hq, nq, nkv, dqk, dv, pairs)
+            return _attention(call, False, mask in (1, 2), mask == 2)
+        return _attention(call, False, flag(call, i, False), True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,20 @@ class OpCall:
     concrete_inputs: tuple[str, ...] = ()
     input_strides: tuple[Any, ...] = ()
     kernel_names: tuple[str, ...] = ()
+
+    @classmethod
+    def from_kineto(
+        cls, name: str, args: Mapping[str, Any], kernel_names: tuple[str, ...] = ()
+    ) -> OpCall:
+        """A call from a Kineto ``cpu_op`` event's ``args`` (whichever shape keys it has)."""
+
+        def seq(key: str) -> tuple[Any, ...]:
+            value = args.get(key)
+            return tuple(value) if isinstance(value, (list, tuple)) else ()
+
+        types = tuple(str(t) if t is not None else "" for t in seq("Input type"))
+        concrete = tuple(str(c) if c is not None else "" for c in seq("Concrete Inputs"))
+        return cls(name, seq("Input Dims"), types, concrete, seq("Input Strides"), kernel_names)
 
 
 @dataclass(frozen=True)
