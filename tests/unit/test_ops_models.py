@@ -320,6 +320,42 @@ def test_copy_fill_and_memcpy_category() -> None:
     assert (z.gflops, z.bytes) == (0.0, 28)
 
 
+def test_gathers_rotary_and_kv_cache_writes_by_hand() -> None:
+    emb = cost(
+        call(
+            "aten::embedding",
+            [[100, 16], [2, 5], [], [], []],
+            [F32, "long int", "Scalar", "Scalar", "Scalar"],
+        )
+    )
+    assert (emb.category, emb.gflops, emb.bytes) == ("elementwise", 0.0, 2 * 10 * 16 * 4 + 80)
+    sel = cost(
+        call("aten::index_select", [[8, 4], [], [3]], [F32, "Scalar", "long int"], ["", "0", ""])
+    )
+    assert sel.bytes == 2 * 3 * 4 * 4 + 3 * 8
+    # vLLM rotary on the B200 trace's shapes: 888 tokens, 8 query heads and 1 KV head of 64
+    t = 888
+    rot = cost(
+        call(
+            "_C::rotary_embedding",
+            [[t], [t, 512], [t, 64], [], [131072, 64], []],
+            ["long int", BF16, BF16, "Scalar", BF16, "Scalar"],
+            ["", "", "", "64", "", "True"],
+        )
+    )
+    assert rot.gflops == pytest.approx(3 * (t * 512 + t * 64) / 1e9)
+    assert rot.bytes == 2 * 2 * t * 512 + 2 * 2 * t * 64 + 8 * t + 2 * t * 64
+    kv = cost(
+        call(
+            "_C_cache_ops::reshape_and_cache_flash",
+            [[t, 1, 64], [t, 1, 64], [4213816, 16, 1, 64], [4213816, 16, 1, 64], [t], [], [], []],
+            [BF16, BF16, "unsigned char", "unsigned char", "long int", "", F32, F32],
+        )
+    )
+    assert (kv.category, kv.gflops) == ("attention", 0.0)
+    assert kv.bytes == 2 * (2 * t * 64) + 8 * t + 2 * t * 64  # fp8 cache: a byte an element
+
+
 def test_reductions_by_hand() -> None:
     mean = cost(
         call(

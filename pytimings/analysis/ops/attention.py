@@ -14,6 +14,7 @@ no model: the cached sequence lengths are in the engine's metadata, not in the o
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from pytimings.analysis.ops.calls import (
@@ -109,3 +110,22 @@ class FlashAttn(Family):
             mask = concrete(call, i)
             return _attention(call, False, mask in (1, 2), mask == 2)
         return _attention(call, False, flag(call, i, False), True)
+
+
+class KvCacheWrite(Family):
+    family = "kv_cache_write"
+    category = "attention"
+    formula = (
+        "vLLM reshape_and_cache(_flash)(K[T,H,d], V[T,H,d], k_cache, v_cache, slots[T]): "
+        "no FLOPs; bytes K + V + slots + T·H·d of each cache at the cache's type"
+    )
+    names = ("_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache")
+
+    def cost(self, call: OpCall) -> Cost:
+        k, v = dims(call, 0), dims(call, 1)
+        if k != v:
+            raise NoModel("key and value differ")
+        numel = math.prod(k)
+        written = numel * (itemsize(type_of(call, 2)) + itemsize(type_of(call, 3)))
+        nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1) + tensor_bytes(call, 4) + written
+        return Cost(0.0, float(nbytes), dtype_of(type_of(call, 0)))

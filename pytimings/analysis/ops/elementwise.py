@@ -18,6 +18,7 @@ from pytimings.analysis.ops.calls import (
     NoModel,
     OpCall,
     broadcast,
+    concrete,
     dims,
     dtype_of,
     has_shape,
@@ -139,3 +140,52 @@ class EngineOutIn(Family):
             raise NoModel("output and input do not fit")
         nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1)
         return Cost(float(math.prod(out)), float(nbytes), dtype_of(type_of(call, 1)))
+
+
+class Gather(Family):
+    family = "gather"
+    category = "elementwise"
+    formula = (
+        "embedding(W[V,H], idx) / index_select(X, dim, idx[n]): no FLOPs; bytes 2·out + idx "
+        "(each gathered row read once, the output written once)"
+    )
+    names = ("aten::embedding", "aten::index_select")
+
+    def cost(self, call: OpCall) -> Cost:
+        x = dims(call, 0)
+        if call.name == "aten::embedding":
+            idx = 1
+            out = math.prod(shape(call, idx)) * math.prod(x[1:])
+        else:
+            idx = 2
+            axis = concrete(call, 1)
+            if not isinstance(axis, int) or not -len(x) <= axis < len(x):
+                raise NoModel("index_select's dim is not in the trace")
+            out = math.prod(x) // max(x[axis], 1) * math.prod(shape(call, idx))
+        nbytes = 2 * out * itemsize(type_of(call, 0)) + tensor_bytes(call, idx)
+        return Cost(0.0, float(nbytes), dtype_of(type_of(call, 0)))
+
+
+class Rotary(Family):
+    family = "rotary"
+    category = "elementwise"
+    formula = (
+        "vLLM rotary_embedding(pos[T], Q[T,Hq·d], K[T,Hk·d], d, cache[P,r], neox): "
+        "3·(Q + K)·r/d FLOPs (x·cos - y·sin per rotated element); "
+        "bytes 2·Q + 2·K + pos + T·r of the cos/sin cache"
+    )
+    names = ("_C::rotary_embedding",)
+
+    def cost(self, call: OpCall) -> Cost:
+        pos, q, cache = dims(call, 0), dims(call, 1), dims(call, 4)
+        head = concrete(call, 3)
+        if not isinstance(head, int) or head < 1 or len(cache) != 2 or cache[1] > head:
+            raise NoModel("head size or cos/sin cache not in the trace")
+        tokens = math.prod(pos)
+        qk = math.prod(q) + (math.prod(dims(call, 2)) if has_shape(call, 2) else 0)
+        flops = 3 * qk * cache[1] // head
+        nbytes = 2 * tensor_bytes(call, 1) + tensor_bytes(call, 0)
+        if has_shape(call, 2):
+            nbytes += 2 * tensor_bytes(call, 2)
+        nbytes += tokens * cache[1] * itemsize(type_of(call, 4))
+        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 1)))

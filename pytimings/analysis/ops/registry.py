@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import re
 
-from pytimings.analysis.ops.attention import FlashAttn, Sdpa
+from pytimings.analysis.ops.attention import FlashAttn, KvCacheWrite, Sdpa
 from pytimings.analysis.ops.calls import NoModel, OpCall, OpCost
 from pytimings.analysis.ops.conv import Conv
-from pytimings.analysis.ops.elementwise import Copy, Elementwise, EngineOutIn, Fill
+from pytimings.analysis.ops.elementwise import (
+    Copy,
+    Elementwise,
+    EngineOutIn,
+    Fill,
+    Gather,
+    Rotary,
+)
 from pytimings.analysis.ops.family import Family
 from pytimings.analysis.ops.gemm import (
     Addmm,
@@ -41,6 +48,7 @@ FAMILIES: tuple[Family, ...] = (
     EngineScaledMm(),
     Sdpa(),
     FlashAttn(),
+    KvCacheWrite(),
     Conv(),
     LayerNorm(),
     RmsNorm(),
@@ -49,6 +57,8 @@ FAMILIES: tuple[Family, ...] = (
     Copy(),
     Fill(),
     EngineOutIn(),
+    Gather(),
+    Rotary(),
     Reduce(),
     Softmax(),
     GroupedMm(),
