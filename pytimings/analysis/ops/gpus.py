@@ -61,7 +61,10 @@ def _peaks(
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021): dense rates; bandwidth per model"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet: sparsity rates halved"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet: sparsity rates halved"
-_BLACKWELL = "NVIDIA {} datasheet: system rates per GPU, sparsity rates halved"
+_BLACKWELL = (
+    "NVIDIA Blackwell datasheets ({}): dense rates per GPU (as tabulated at "
+    "glennklockwood.com/garden/processors/B200)"
+)
 
 TABLE: tuple[GpuSpec, ...] = (
     GpuSpec(
@@ -133,16 +136,16 @@ TABLE: tuple[GpuSpec, ...] = (
     ),
     GpuSpec(
         "B200",
-        _peaks(37, 75, 1125, 2250, 4500, 9000, 4500),
+        _peaks(40, 80, 1100, 2250, 4500, 9000, 4500),
         8.0,
-        _BLACKWELL.format("HGX B200 (8 GPUs)"),
+        _BLACKWELL.format("HGX B200, 1000 W"),
         (),
     ),
     GpuSpec(
         "GB200",
-        _peaks(40, 80, 1250, 2500, 5000, 10000, 5000),
+        _peaks(45, 90, 1250, 2500, 5000, 10000, 5000),
         8.0,
-        _BLACKWELL.format("GB200 NVL72 (72 GPUs)"),
+        _BLACKWELL.format("GB200 NVL72, 1200 W"),
         (),
     ),
     GpuSpec(
