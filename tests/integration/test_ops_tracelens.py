@@ -16,13 +16,14 @@ import csv
 import gzip
 import json
 import math
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytimings.analysis.ops import CATEGORIES, OpCall, model_op
+from pytimings.analysis.ops import CATEGORIES, OpCall, gpu_from_trace, model_op
 
 pytestmark = pytest.mark.shared
 
@@ -188,3 +189,26 @@ def test_every_op_of_real_traces_gets_a_category(shared_dir: Path) -> None:
                 gemms += 1
                 assert got.gflops is not None and got.gflops > 0, call
     assert seen > 30_000 and gemms > 1000
+
+
+def test_gpu_named_by_real_traces(shared_dir: Path) -> None:
+    data = shared_dir / "data"
+    want = {
+        "external/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz": "H100-SXM",
+        "external/tracelens/b200/eager_trace.json.gz": "B200",
+        "h200/decode_16steps_h200.pt.trace.json.gz": "H200",
+    }
+    for rel, name in want.items():
+        with gzip.open(data / rel, "rt") as f:
+            props = json.load(f)["deviceProperties"]
+        assert {getattr(gpu_from_trace(p["name"]), "name", None) for p in props} == {name}
+    exports = {
+        "h200/decode_16steps_h200.sqlite": "H200",
+        "external/nsys_pipit/perlmutter-cloverleaf-cuda.sqlite": "A100-SXM-80GB",
+        "external/nsys_pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite": "A100-SXM-40GB",
+        "external/nsys_extrap/ex-gpu.s10.sqlite": "A100-PCIe-40GB",
+    }
+    for rel, name in exports.items():
+        with sqlite3.connect(f"file:{data / rel}?mode=ro", uri=True) as db:
+            names = {r[0] for r in db.execute("SELECT name FROM TARGET_INFO_GPU")}
+        assert {getattr(gpu_from_trace(n), "name", None) for n in names} == {name}
