@@ -70,7 +70,7 @@ def _tensors(call: OpCall) -> list[tuple[tuple[int, ...], str]]:
     return [
         (tuple(d), t)
         for d, t in zip(call.input_dims, call.input_types, strict=False)
-        if isinstance(d, list) and t in SIZE
+        if isinstance(d, tuple) and t in SIZE
     ]
 
 

@@ -144,6 +144,12 @@ def test_call_from_kineto_args() -> None:
         "aten::mm", ([8, 4], [4, 2]), ("float", "float"), ("", ""), (), ("gemm_kernel",)
     )
     assert OpCall.from_kineto("aten::mm", {"Input Dims": None}).input_dims == ()
+    # nested lists are kept as tuples, so calls are hashable and equal calls share a model
+    assert c.input_dims == ((8, 4), (4, 2))
+    assert hash(c) == hash(
+        OpCall("aten::mm", ((8, 4), (4, 2)), ("float", "float"), ("", ""), (), ("gemm_kernel",))
+    )
+    assert model_op(c) is model_op(OpCall.from_kineto("aten::mm", args, ("gemm_kernel",)))
 
 
 def test_engine_gemm_by_name_pattern() -> None:

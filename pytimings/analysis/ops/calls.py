@@ -78,7 +78,8 @@ _SCALAR_TYPES: dict[int, str] = {
 
 @dataclass(frozen=True)
 class OpCall:
-    """What a trace says of one op call (Kineto ``record_shapes`` args, as written)."""
+    """What a trace says of one op call (Kineto ``record_shapes`` args, as written; nested
+    lists are kept as tuples)."""
 
     name: str
     input_dims: tuple[Any, ...]
@@ -86,6 +87,11 @@ class OpCall:
     concrete_inputs: tuple[str, ...] = ()
     input_strides: tuple[Any, ...] = ()
     kernel_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # nested lists become tuples: a call is hashable, so equal calls share one model
+        object.__setattr__(self, "input_dims", _frozen(self.input_dims))
+        object.__setattr__(self, "input_strides", _frozen(self.input_strides))
 
     @classmethod
     def from_kineto(
@@ -100,6 +106,12 @@ class OpCall:
         types = tuple(str(t) if t is not None else "" for t in seq("Input type"))
         concrete = tuple(str(c) if c is not None else "" for c in seq("Concrete Inputs"))
         return cls(name, seq("Input Dims"), types, concrete, seq("Input Strides"), kernel_names)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)

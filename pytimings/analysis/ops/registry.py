@@ -9,6 +9,7 @@ else the one category of the kernels it launched, else its name read as a kernel
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from pytimings.analysis.ops.attention import FlashAttn, KvCacheWrite, Sdpa
 from pytimings.analysis.ops.calls import NoModel, OpCall, OpCost
@@ -145,6 +146,7 @@ _KERNEL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+@lru_cache(maxsize=1 << 16)
 def category_of_kernel(name: str) -> str:
     """A GPU kernel's category from its name alone ("other" when the name does not say)."""
     for category, pattern in _KERNEL_RULES:
@@ -166,18 +168,29 @@ def _family(name: str) -> Family | None:
     return family
 
 
+@lru_cache(maxsize=1 << 12)
+def _name_category(name: str) -> str | None:
+    """The category an op's name rules give it, if one does."""
+    for category, pattern in _OP_RULES:
+        if pattern.search(name):
+            return category
+    return None
+
+
+@lru_cache(maxsize=1 << 16)
 def model_op(call: OpCall) -> OpCost:
     """The op call's category and, where its family's formula fits its inputs, its cost.
 
     Never raises on odd or missing shapes: the op keeps its category, gflops/bytes None.
     A copy or fill whose kernels are all memcpy/memset records is charged to that category.
+    Equal calls are answered from a bounded cache.
     """
     family = _family(call.name)
     launched = _kernels_category(call.kernel_names)
     if family is None:
-        for category, pattern in _OP_RULES:
-            if pattern.search(call.name):
-                return OpCost(category, None, None, None, None)
+        named = _name_category(call.name)
+        if named is not None:
+            return OpCost(named, None, None, None, None)
         # the kernels it launched, else its own name read as a kernel's (triton_poi_...)
         return OpCost(launched or category_of_kernel(call.name), None, None, None, None)
     category = family.category
