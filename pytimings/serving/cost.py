@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from pytimings.errors import UsageError
 
@@ -29,15 +30,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="USD_PER_GPU_HOUR",
         help="add the cost per million output tokens at this GPU price",
     )
-    p.add_argument("--gpus", type=int, default=1, help="GPUs the server used (with --gpu-price)")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs the server used (with --gpu-price; 1 if not given)",
+    )
 
 
 def price_from_args(args: argparse.Namespace) -> tuple[float, int] | None:
     """(USD per GPU hour, GPUs) when --gpu-price was given; UsageError on bad values."""
     if args.gpu_price is None:
-        if args.gpus != 1:
+        if args.gpus is not None:
             raise UsageError("--gpus needs --gpu-price")
         return None
+    if args.gpus is None:
+        print("note: --gpu-price without --gpus: the cost assumes 1 GPU", file=sys.stderr)
+        args.gpus = 1
     if not (args.gpu_price > 0 and math.isfinite(args.gpu_price)):
         raise UsageError(f"--gpu-price must be a positive number, got {args.gpu_price}")
     if args.gpus < 1:

@@ -230,7 +230,12 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
         async with session.post(cfg.endpoint, json=cfg.body(prompt), headers=headers) as resp:
             if resp.status >= 400:
                 body = (await resp.text(errors="replace"))[:200].replace("\n", " ")
-                raise _StreamError(f"http_{resp.status // 100}xx", f"HTTP {resp.status}: {body}")
+                hint = ""
+                if resp.status == 404 and "/v1" not in urllib.parse.urlsplit(cfg.url).path:
+                    hint = f" (--url {cfg.url} has no /v1: OpenAI-compatible servers serve there)"
+                raise _StreamError(
+                    f"http_{resp.status // 100}xx", f"HTTP {resp.status}{hint}: {body}"
+                )
             ctype = resp.headers.get("Content-Type", "")
             if not ctype.startswith("text/event-stream"):
                 raise _StreamError("malformed_sse", f"Content-Type {ctype!r}, not an event stream")
@@ -402,6 +407,13 @@ def _interval(rd: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+class WarmupFailed(Exception):
+    """Every warm-up request of a level failed: the run stops before measuring."""
+
+    def __init__(self, concurrency: int, reason: str) -> None:
+        super().__init__(f"every warm-up request at concurrency {concurrency} failed: {reason}")
+
+
 async def run_load(
     cfg: Config, progress: Callable[[int | None], Callable[[], None]] | None = None
 ) -> dict[str, Any]:
@@ -428,6 +440,9 @@ async def run_load(
                 (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
             ]
             warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
+            if warm.records and all(r.error is not None for r in warm.records):
+                # the server cannot serve these requests: measuring would only count failures
+                raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
             if metrics_url:
                 await scraper.scrape()  # the level's counters start here
                 measured_from = scraper.samples[-1].t_ns
@@ -739,6 +754,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         doc = asyncio.run(run_load(cfg, progress if show_bar else None))
+    except WarmupFailed as exc:  # said even with --quiet, as below
+        print(f"pytimings loadgen: {exc}; nothing measured, no run file", file=sys.stderr)
+        return 1
     finally:
         for bar in bars:
             bar.stop()

@@ -307,3 +307,29 @@ def test_run_file_write_error_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="cannot write"):
         write_json({"schema": SCHEMA}, tmp_path / "file" / "run.json")
+
+
+def test_a_url_without_v1_stops_at_the_warmup_with_the_status_and_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--url http://host:port (no /v1) answered 404 to every request: the run went on and
+    measured nothing but failures; now the failed warm-up stops it, saying why."""
+    out = tmp_path / "run.json"
+    with serve([Behaviour(TTFT_S, ITL_S)]) as server:
+        bare = server.url.removesuffix("/v1")
+        rc = _loadgen(bare, out, "--warmup", "2", "--requests", "2", "--no-metrics")
+    assert rc == 1 and not out.exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("pytimings loadgen: every warm-up request at concurrency 1 failed: ")
+    assert f"HTTP 404 (--url {bare} has no /v1" in line and "no run file" in line
+
+
+def test_gpu_price_without_gpus_says_it_assumed_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.json"
+    with serve([Behaviour(TTFT_S, ITL_S)]) as server:
+        assert _loadgen(server.url, out, "--requests", "2", "--warmup", "0", "--no-metrics") == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--gpu-price", "2.5"]) == 0
+    assert "--gpu-price without --gpus: the cost assumes 1 GPU" in capsys.readouterr().err
