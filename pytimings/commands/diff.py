@@ -12,7 +12,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.result import Attribution
 from pytimings.console import progress
-from pytimings.console.args import SEED, nonempty
+from pytimings.console.args import SEED, nonempty, top_rows
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
@@ -38,7 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
     p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
-    p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown per table")
+    p.add_argument(
+        "--top",
+        type=top_rows,
+        default=20,
+        metavar="N",
+        help="rows shown per table, 0 or 'all' for every row (the --json file has every row)",
+    )
     add_processes_argument(p)
     progress.add_quiet_argument(p)
 
@@ -59,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, not {args.top}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
     base = _side(args.base, args.by, args.processes_as_ranks)
     new = _side(args.new, args.by, args.processes_as_ranks)

@@ -8,7 +8,7 @@ import json
 from pytimings.analysis.summary import summary_json, trace_summary
 from pytimings.commands.example import add_example_argument, paths_or_example
 from pytimings.console import progress
-from pytimings.errors import UsageError
+from pytimings.console.args import top_rows
 from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.ingest.names import trace_vendor
@@ -27,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--top",
-        type=int,
+        type=top_rows,
         default=15,
         metavar="N",
-        help="rows per table and rank/device (default 15)",
+        help="rows shown per table and rank/device, 0 or 'all' for every row (default 15; "
+        "--json and --out files always hold every row)",
     )
     parser.add_argument(
         "--all-devices",
@@ -51,19 +52,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
-    if args.top is not None and args.top < 1:
-        raise UsageError(f"--top must be at least 1, not {args.top}")
     args.paths = paths_or_example(args, list(args.paths), "PATH")
     trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
     if not args.processes_as_ranks:
         print_hint(trace)
-    tables = trace_summary(trace, top=args.top, per_device=not args.all_devices)
+    per_device = not args.all_devices
+    tables = trace_summary(trace, top=args.top, per_device=per_device)
     print(render_summary(tables, trace_vendor(trace)))  # to stderr when --json is '-'
     if trace.dropped:
         print(
             "Not loaded (counted): "
             + ", ".join(f"{k} {v}" for k, v in sorted(trace.dropped.items()))
         )
+    if (args.json or args.out) and args.top is not None:  # files are never cut by --top
+        tables = trace_summary(trace, top=None, per_device=per_device)
     if args.json:
         doc = json.dumps(summary_json(trace, tables, args.paths), indent=1)
         write_text(args.json, doc + "\n", "--json")

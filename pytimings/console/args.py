@@ -12,7 +12,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["SEED", "HelpFormatter", "bounded_int", "finite_float", "nonempty"]
+__all__ = ["SEED", "HelpFormatter", "bounded_int", "finite_float", "nonempty", "top_rows"]
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -67,3 +67,16 @@ def finite_float(value: str) -> float:
 
 
 SEED = bounded_int(0, 2**63 - 1)  # numpy's generators take non-negative seeds
+
+
+def top_rows(value: str) -> int | None:
+    """``--top N``: rows shown per table; ``0`` or ``all``: every row (None)."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count or 'all', got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all), a positive count or 'all', got {n}")
+    return None if n == 0 else n

@@ -58,9 +58,10 @@ def scope_line(doc: dict[str, Any]) -> str:
     )
 
 
-def render_text(doc: dict[str, Any], top: int = 20) -> str:
+def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
     """Significant changes (and ops added or removed) largest first, in time per window;
-    everything within noise in one line. ``top``: rows shown per kind."""
+    everything within noise in one line. ``top``: rows shown per kind (None: all)."""
+    top = top if top is not None else len(doc["kernels"]) + len(doc["labels"]) + 1_000_000
     rows = [(s, r) for s in SECTIONS for r in doc[s]]
     out = [scope_line(doc)]
     if any(r["verdict"] == ONE_WINDOW for _, r in rows):

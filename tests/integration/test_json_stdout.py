@@ -109,3 +109,15 @@ def test_bench_kv_help_says_what_each_option_is(tmp_path: Path) -> None:
     r = _run(tmp_path, "bench", "kv", "--help")
     assert "key/value heads per layer (default: 8)" in r.stdout
     assert "elements per head (default: 128)" in r.stdout
+
+
+def test_files_hold_every_row_whatever_top_shows(tmp_path: Path) -> None:
+    """summary --top 1 --json cut the file's tables to one row each as well."""
+    few, full = tmp_path / "few.json", tmp_path / "full.json"
+    assert _run(tmp_path, "summary", "--example", "--top", "1", "--json", str(few)).returncode == 0
+    r = _run(tmp_path, "summary", "--example", "--top", "all", "--json", str(full))
+    assert r.returncode == 0
+    a, b = json.loads(few.read_text())["tables"], json.loads(full.read_text())["tables"]
+    assert a == b and len(b["kernels"]) > 1
+    shown = _run(tmp_path, "summary", "--example", "--top", "0").stdout
+    assert shown.count("nvjet") == r.stdout.count("nvjet") > 1  # 0: every row on screen too

@@ -148,5 +148,6 @@ def test_cli_summary_prints_and_writes_json(shared_dir: Path, tmp_path: Path) ->
     assert "probe:decode_step" in done.stdout and "Kernels (rank 0, device 0)" in done.stdout
     doc = json.loads(out.read_text())
     assert doc["schema"] == "pytimings.summary/1"
-    assert len(doc["tables"]["kernels"]) == 3
+    assert len(doc["tables"]["kernels"]) == 17  # every kernel: --top cuts the screen only
+    assert done.stdout.count("nvjet") <= 3
     assert doc["tables"]["kernels"][0]["name"] == "nvjet_sm90_tst_256x8_64x6_4x1_v_bz_NNT"
