@@ -189,6 +189,7 @@ def _collective(args: argparse.Namespace) -> int:
         warmup=args.warmup_iters,
         iters=args.iters,
         placements=placements,
+        quiet=args.quiet,
     )
     cfg.validate()
     if system.torch_or_none() is None:

@@ -13,6 +13,7 @@ the device is synchronised, divided by ``iters``; the reported time is the mean 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,7 @@ class SweepConfig:
     warmup: int
     iters: int
     placements: tuple[bool, ...]  # in_place values to run, in order
+    quiet: bool = False  # no progress lines on rank 0's stderr
 
     def validate(self) -> None:
         if not self.ops:
@@ -204,6 +206,54 @@ class _Buffers:
         )
 
 
+# buffers of one message's size a rank holds at once (all_to_all: input, output and the
+# expected result it is checked against), the most of any op
+BUFFERS_PER_MESSAGE = 3
+
+
+def check_memory(cfg: SweepConfig, torch: Any, device: Any, world: int) -> None:
+    """Refuse, before any rank allocates, a sweep whose largest message does not fit: on
+    the CPU (gloo) the local ranks share the host's memory; on a GPU each rank has its
+    device. ``-e 1G`` on gloo used to be killed for memory after minutes of silence."""
+    from pytimings.bench.sizes import format_size
+
+    def gib(n: float) -> str:
+        return f"{n / 2**30:.1f} GiB"
+
+    if not cfg.sizes:
+        return
+    largest = max(cfg.sizes)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        ranks, where = 1, f"free on cuda:{device.index}"
+    else:
+        free = _host_available()
+        if free is None:
+            return  # the system does not say: nothing to check against
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        where = f"available on this host for its {ranks} local ranks"
+    per_size = BUFFERS_PER_MESSAGE * ranks
+    if per_size * largest > 0.9 * free:
+        fits = [s for s in cfg.sizes if per_size * s <= 0.9 * free]
+        most = f"the largest size that fits is {format_size(max(fits))}" if fits else "none fits"
+        raise UsageError(
+            f"-e/--maxbytes {format_size(largest)}: needs about {gib(per_size * largest)} "
+            f"({ranks} rank(s) x {BUFFERS_PER_MESSAGE} buffers of the message), "
+            f"{gib(free)} {where}; {most}"
+        )
+
+
+def _host_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def run_sweep(
     cfg: SweepConfig, torch: Any, dist: Any, device: Any
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -276,6 +326,13 @@ def _sweep_op(
             valid = torch.tensor([int(bufs.check(torch))], dtype=torch.int32, device=device)
             dist.all_reduce(valid, op=dist.ReduceOp.MIN)
             algbw = algbw_gbps(size, time_us)
+            if rank == 0 and not cfg.quiet:  # progress, on a terminal or not
+                print(
+                    f"collective {op} {size} B {'in' if in_place else 'out-of'}-place: "
+                    f"{time_us:.2f} us, busbw {algbw * spec.bus_factor(world):.3f} GB/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             rows.append(
                 {
                     "op": op,
@@ -323,6 +380,7 @@ def collective_report(
         where = f"{platform.node()} cpu"
     else:
         raise UsageError(f"--backend {backend!r}: choose auto, nccl or gloo")
+    check_memory(cfg, torch, device, world)
     if backend == "nccl":  # bound to its device up front: barriers use it, no guessing
         dist.init_process_group(backend=backend, device_id=device)
     else:

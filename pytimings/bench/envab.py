@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import tempfile
@@ -77,6 +78,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def exit_reason(returncode: int) -> str:
+    """How a child ended, said truthfully: a signal prints nothing of its own."""
+    if returncode >= 0:
+        return f"exit status {returncode}; what it printed is above"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    oom = " (the kernel's out-of-memory killer sends it)" if name == "SIGKILL" else ""
+    return f"killed by {name}{oom}, printing nothing"
+
+
 def run_variants(
     child_argv: list[str], variants: list[tuple[str, dict[str, str]]], rank: int, world: int
 ) -> list[dict[str, Any]] | None:
@@ -99,7 +112,7 @@ def run_variants(
             if done.returncode != 0:
                 raise UsageError(
                     f"collective --env-ab: the {label!r} run failed on rank {rank} "
-                    f"(exit status {done.returncode}); its output is above"
+                    f"({exit_reason(done.returncode)})"
                 )
             if rank == 0:
                 results.append(json.loads(out.read_text()))

@@ -143,3 +143,27 @@ def test_world_size_one_under_torchrun_is_a_clear_error(tmp_path: Path) -> None:
     done, doc = _torchrun(tmp_path, "--op", "all_reduce", "-b", "8", "-e", "8", nproc=1)
     assert done.returncode != 0 and doc is None
     assert "pytimings bench: error: collective: world size 1" in done.stderr
+
+
+def test_a_size_beyond_the_hosts_memory_is_refused_before_running(tmp_path: Path) -> None:
+    """-e 1T on gloo: both local ranks would allocate far beyond the host; it used to run
+    until the kernel killed it. Refused before any allocation, with the numbers."""
+    done, doc = _torchrun(tmp_path, "--op", "all_reduce", "-b", "1M", "-e", "1T")
+    assert done.returncode != 0 and doc is None
+    line = next(x for x in done.stderr.splitlines() if "--maxbytes" in x)
+    assert "pytimings bench: error: -e/--maxbytes 1T: needs about 6144.0 GiB" in line
+    assert "local ranks" in line and "the largest size that fits is" in line
+
+
+def test_progress_lines_reach_stderr_when_it_is_not_a_terminal(tmp_path: Path) -> None:
+    done, doc = _torchrun(tmp_path, "--op", "all_reduce", "-b", "8", "-e", "64")
+    assert done.returncode == 0 and doc is not None, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.startswith("collective all_reduce ")]
+    assert len(lines) == len(doc["rows"]) == 4  # 8, 16, 32, 64 B: one line each, rank 0 only
+
+
+def test_a_child_killed_by_a_signal_is_said_so() -> None:
+    from pytimings.bench.envab import exit_reason
+
+    assert exit_reason(-9).startswith("killed by SIGKILL (the kernel's out-of-memory killer")
+    assert exit_reason(3) == "exit status 3; what it printed is above"
