@@ -18,11 +18,30 @@ from pytimings.model.trace import CopyKind, OpKind, Trace
 COMPUTE, COMM, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "comm", "memory")
 
-_COMM_KERNEL = re.compile(
-    r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|reducescatter"
-    r"|alltoall|all_to_all|cross_device_reduce",
-    re.IGNORECASE,
+# the contract's comm kernel names (version 3), searched in the name in any case: NCCL/RCCL,
+# collective names, custom all-reduce (vLLM/SGLang), NVLink SHARP, NVSHMEM, MSCCL++ and
+# the expert-parallel dispatch/combine kernels of DeepEP-style libraries
+COMM_KERNEL_NAMES = (
+    "nccl",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "all_gather",
+    "reduce_scatter",
+    "reducescatter",
+    "alltoall",
+    "all_to_all",
+    "all2all",
+    "cross_device_reduce",
+    "multimem",
+    "nvshmem",
+    "mscclpp",
+    "deep_ep",
+    "dpsk::ep",
+    "::internode::",
+    "::intranode::",
 )
+_COMM_KERNEL = re.compile("|".join(map(re.escape, COMM_KERNEL_NAMES)), re.IGNORECASE)
 
 Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
