@@ -104,3 +104,77 @@ def test_deepep_kernels_on_a_side_stream_overlap_where_compute_runs():
     assert t["comm_exposed_ns"] == int((m & ~c).sum()) == 95 * US
     assert t["compute_ns"] == int((c & ~m).sum()) == 150 * US
     assert t["idle_other_ns"] == int((~c & ~m).sum())
+
+
+def _side_stream_trace(dispatch="void moe::ep_dispatch<8>(int*)", side=21, extra=()):
+    ops = [
+        {"start": 0, "end": 100 * US, "name": "sm90_gemm_bf16", "stream": 7},
+        {"start": 150 * US, "end": 300 * US, "name": "sm90_gemm_bf16", "stream": 7},
+        {"start": 50 * US, "end": 180 * US, "name": dispatch, "stream": side},
+        {"start": 280 * US, "end": 350 * US, "name": "void moe::ep_combine<8>(int*)",
+         "stream": side},
+        *extra,
+    ]  # fmt: skip
+    return make_trace(ops)
+
+
+def _unclassified(a):
+    return [f for f in a.findings() if "no comm rule" in f.title]
+
+
+def test_unclassified_comm_like_kernels_get_a_capture_finding():
+    a = attribute(_side_stream_trace())
+    (f,) = _unclassified(a)
+    # independent: one boolean per ns
+    n = 350 * US
+    c = _timeline([(0, 100 * US), (150 * US, 300 * US)], n)
+    k = _timeline([(50 * US, 180 * US), (280 * US, 350 * US)], n)
+    e = f.evidence
+    assert e["under_compute_ns"] == int((c & k).sum()) == 100 * US
+    assert e["if_comm_ns"] == {"comm_overlapped": 100 * US, "comm_exposed": int((k & ~c).sum())}
+    assert f.loss_ns == e["distorts"]["compute_ns"] == int(k.sum()) == 200 * US
+    assert [x["hints"] for x in e["kernels"]] == [["dispatch", "ep"], ["combine", "ep"]]
+    assert f.layer == "capture" and f.title.startswith("capture: 2 kernels on 1 side stream")
+    assert "overlap compute for 100.00 ms" not in f.title and "for 0.10 ms" in f.title
+    assert "--comm-kernel GLOB per name, e.g. 'ep_dispatch*'" in f.title
+    # the suggested glob does what the finding says
+    b = attribute(a.trace, comm_kernels=[x["short_name"].split("<")[0] + "*" for x in e["kernels"]])
+    assert not _unclassified(b)
+    assert b.totals["comm_overlapped_ns"] == 100 * US
+    assert b.totals["comm_exposed_ns"] == e["if_comm_ns"]["comm_exposed"]
+
+
+def test_a_hintless_kernel_on_a_comm_stream_counts_and_plain_compute_does_not():
+    nccl = {"start": 190 * US, "end": 200 * US, "name": "ncclDevKernel_AllReduce", "stream": 21}
+    a = attribute(_side_stream_trace(dispatch="custom_pack_kernel", extra=[nccl]))
+    (f,) = _unclassified(a)
+    pack = [x for x in f.evidence["kernels"] if x["short_name"] == "custom_pack_kernel"]
+    assert pack[0]["hints"] == [] and pack[0]["on_comm_stream"] == 1
+    assert "streams with comm kernels" in f.title
+    # a side-stream compute kernel with no hint and no comm beside it: no finding
+    assert not _unclassified(attribute(_plain()))
+
+
+def _plain():
+    return make_trace(
+        [
+            {"start": 0, "end": 100 * US, "name": "sm90_gemm_bf16", "stream": 7},
+            {"start": 50 * US, "end": 180 * US, "name": "layernorm_kernel", "stream": 21},
+        ]
+    )
+
+
+def test_no_finding_without_overlap_or_on_the_main_stream():
+    serial = make_trace(
+        [
+            {"start": 0, "end": 100 * US, "name": "sm90_gemm_bf16", "stream": 7},
+            {"start": 100 * US, "end": 180 * US, "name": "void moe::ep_dispatch<8>(int*)",
+             "stream": 21},
+            {"start": 180 * US, "end": 200 * US, "name": "void moe::ep_combine<8>()", "stream": 7},
+        ]
+    )  # fmt: skip
+    assert not _unclassified(attribute(serial))
+    # the DeepEP-named dispatch is comm by the contract: only the combine beside it is named
+    (f,) = _unclassified(attribute(_side_stream_trace("void dpsk::ep::internode::dispatch<8>")))
+    assert [x["short_name"] for x in f.evidence["kernels"]] == ["ep_combine<8>"]
+    assert f.title.startswith("capture: 1 kernel on 1 side stream ('ep_combine<8>') overlaps")
