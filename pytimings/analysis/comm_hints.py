@@ -7,7 +7,7 @@ would be comm_overlapped, the rest comm_exposed; the finding says how to classif
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -113,7 +113,7 @@ def unclassified_comm(a: Attribution) -> list[Finding]:
     if not per_name or moved <= 0:
         return []
     names = sorted(per_name, key=lambda n: (-per_name[n]["ns"], n))
-    kernels = [
+    kernels: list[dict[str, Any]] = [
         {
             "name": tr.strings[n],
             "short_name": short_kernel_name(tr.strings[n]),
@@ -122,11 +122,11 @@ def unclassified_comm(a: Attribution) -> list[Finding]:
         }
         for n in names
     ]
-    count = sum(k["kernels"] for k in kernels)
-    under = sum(k["under_compute_ns"] for k in kernels)
-    hints = sorted({h for k in kernels for h in k["hints"]}, key=HINTS.index)
+    count = sum(per_name[n]["kernels"] for n in names)
+    under = sum(per_name[n]["under_compute_ns"] for n in names)
+    hints = sorted({h for n in names for h in hinted_name[n]}, key=HINTS.index)
     top = kernels[0]
-    glob = _suggested_glob(top["short_name"])
+    glob = _suggested_glob(str(top["short_name"]))
     why = " and ".join(
         x
         for x in (
