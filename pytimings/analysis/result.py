@@ -26,7 +26,7 @@ from pytimings.table import Table
 # ranks); "ignored": events the partition could not use, by reason; "dropped": records
 # the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
 # number; a reason that did not occur is absent.
-SCHEMA = "pytimings.attribution/2"
+SCHEMA = "pytimings.attribution/3"
 I64 = npt.NDArray[np.int64]
 
 

@@ -169,7 +169,7 @@ def test_device_and_rank_filters():
 
 def test_json_schema_keys():
     doc = json.loads(attribute(known_trace(), by="step").to_json())
-    assert doc["schema"] == "pytimings.attribution/2"
+    assert doc["schema"] == "pytimings.attribution/3"
     keys = {"window_ns", *(f"{x}_ns" for x in LABELS), "host_bound_by_activity",
             "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
