@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.shared_traces import trace_files
 
 import pytimings as pt
 from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
@@ -260,20 +261,9 @@ def test_the_checker_rejects_an_unbacked_claim():
 
 
 STEP_RANGES = ("decode_step", "ProfilerStep#*")
-SUFFIXES = (".json", ".json.gz", ".sqlite")
 
 
-def _traces() -> list[Path]:
-    root = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return sorted(
-        p
-        for sub in ("external", "h200")
-        for p in (root / sub).rglob("*")
-        if p.is_file() and p.name.endswith(SUFFIXES)
-    )
-
-
-@pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", trace_files(), ids=lambda p: p.name)
 def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir: Path) -> None:
     trace = pt.load(path)
     names = {trace.strings[int(i)] for i in set(trace.ranges["name"].tolist())}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.shared_traces import trace_files
 
 import pytimings as pt
 from pytimings.analysis.partition import LABELS
@@ -25,18 +26,7 @@ STEP_RANGES = (
     "Optimizer.step#*",
     "[[]param|*|measure|forward]",
 )
-SUFFIXES = (".json", ".json.gz", ".sqlite")
 BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
-
-
-def _traces() -> list[Path]:
-    root = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return sorted(
-        p
-        for sub in ("external", "h200")
-        for p in (root / sub).rglob("*")
-        if p.is_file() and p.name.endswith(SUFFIXES)
-    )
 
 
 def _selections(trace: pt.Trace) -> list[str]:
@@ -68,7 +58,7 @@ def test_the_step_selections_are_found(shared_dir: Path) -> None:
     assert _selections(hta)[:2] == ["ProfilerStep#*", "## forward ##"]
 
 
-@pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", trace_files(), ids=lambda p: p.name)
 def test_by_windows_tile_on_every_real_trace(path: Path, shared_dir: Path) -> None:
     trace = pt.load(path)
     if len(trace.gpu_ops) == 0:
