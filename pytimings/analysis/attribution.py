@@ -199,6 +199,7 @@ def attribute(
     }
     return Attribution(
         ignored={k: v for k, v in ignored.items() if v},
+        comm_kernels=tuple(comm_kernels),
         trace=trace,
         by=by,
         windows=table,

@@ -223,8 +223,8 @@ def analyze_ranks(
     run = _run_dask if executor == "dask" else _run_local
     per_file = run(files, by, devices, scheduler, workers, processes_as_ranks, tuple(comm_kernels))
     if processes_as_ranks:
-        return reduce_ranks(_renumber(per_file), by, ranks)
-    return reduce_ranks([r for results in per_file for r in results], by, ranks)
+        return reduce_ranks(_renumber(per_file), by, ranks, comm_kernels)
+    return reduce_ranks([r for results in per_file for r in results], by, ranks, comm_kernels)
 
 
 def _task(
@@ -326,7 +326,10 @@ def _run_dask(
 
 
 def reduce_ranks(
-    results: Sequence[RankResult], by: str | None, ranks: Sequence[int] | None = None
+    results: Sequence[RankResult],
+    by: str | None,
+    ranks: Sequence[int] | None = None,
+    comm_kernels: Sequence[str] = (),
 ) -> Attribution:
     """Combine per-rank results into the all-ranks :class:`Attribution` (on the client)."""
     seen: dict[int, str] = {}
@@ -391,6 +394,7 @@ def reduce_ranks(
         graphs=[g for r in results for g in r.graphs],
         ignored=ignored,
         host=host,
+        comm_kernels=tuple(comm_kernels),
     )
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))

@@ -107,3 +107,17 @@ def test_diff_and_export_take_the_rules(tmp_path, capsys):
     assert main(["export", str(trace), "--perfetto", str(perfetto), "-q", "--comm-kernel",
                  "kernB"]) == 0  # fmt: skip
     assert "comm_exposed" in perfetto.read_text()
+
+
+def test_the_json_says_which_rules_were_used_also_per_rank(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pytimings.toml").write_text('[classify]\ncomm_kernels = ["kern[A]"]\n')
+    one, two = basic(tmp_path / "r0.sqlite"), basic(tmp_path / "r1.sqlite")
+    for traces in ([one], [one, two]):  # one trace; per-rank tasks (two files)
+        out = tmp_path / "a.json"
+        args = ["analyze", *map(str, traces), "--json", str(out), "-q", "--workers", "1"]
+        assert main([*args, "--comm-kernel", "kernB"]) == 0
+        doc = json.loads(out.read_text())
+        assert doc["comm_kernels"] == ["kern[A]", "kernB"]
+        assert doc["totals"]["comm_exposed_ns"] == 150 * len(traces)
+    capsys.readouterr()
