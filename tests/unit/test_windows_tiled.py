@@ -112,3 +112,25 @@ def test_nested_selection_keeps_zero_length_entries():
     ]
     assert int(w["window_ns"].sum()) == 100 and int(w["compute_ns"].sum()) == 70
     assert len(a.host_windows()) == 2 and a.host_windows()[1]["window_ns"] == 10
+
+
+def test_critical_path_follows_ops_other_threads_launched():
+    """The step's last kernel waits in stream order for a long one launched by another
+    thread (an autograd thread): the path walks through it as measured, not 'before
+    window' (seen on the HTA ns_resolution trace: 98.9% 'before window (untraced)')."""
+    ops = [
+        {"start": 100 * US, "end": 900 * US, "name": "backward_gemm", "correlation": 1},
+        {"start": 900 * US, "end": 1000 * US, "name": "optimizer_step", "correlation": 2},
+    ]
+    api = [
+        {"start": 50 * US, "end": 60 * US, "correlation": 1, "thread": 1},
+        {"start": 70 * US, "end": 80 * US, "correlation": 2, "thread": 0},
+    ]
+    ranges = [{"start": 0, "end": 90 * US, "name": "step", "thread": 0}]
+    threads = [{"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bw"}]
+    a = attribute(make_trace(ops, api, ranges, threads), by="step")
+    links = critical_path(a, window=1)["links"]
+    got = {(lk["kind"], lk["name"]): lk["end_ns"] - lk["start_ns"] for lk in links}
+    assert ("before window", "") not in got, links
+    assert got[("gpu_op", "backward_gemm")] == 800 * US
+    assert got[("gpu_op", "optimizer_step")] == 100 * US
