@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
-from pytimings.analysis.classes import Rule, classify
+from pytimings.analysis.classes import Rule, check_comm_glob, classify
 from pytimings.analysis.collectives import collectives
 from pytimings.analysis.graphs import graph_use
 from pytimings.analysis.host import host_attribution
@@ -65,13 +65,20 @@ def attribute(
     devices: Sequence[int] | None = None,
     ranks: Sequence[int] | None = None,
     rules: Mapping[str, Rule | Iterable[Rule]] | None = None,
+    comm_kernels: Sequence[str] = (),
 ) -> Attribution:
     """Attribute each window's time on each device to the eight labels of the contract.
 
     ``by``: a range name or glob; one window per instance (else one whole-trace window per
     rank). ``devices``/``ranks`` restrict what is reported. ``rules`` add classification
     rules: ``{"comm": [regex or callable(name) -> bool, ...], "memory": ..., ...}``.
+    ``comm_kernels``: globs of kernel names that are communication (``--comm-kernel``;
+    any case, full or short name), on top of the contract's names.
     """
+    if isinstance(comm_kernels, str):  # one glob, not its characters
+        comm_kernels = (comm_kernels,)
+    for g in comm_kernels:  # a bad glob is an error even on a trace with no GPU ops
+        check_comm_glob(g, "comm_kernels")
     ops = trace.gpu_ops
     if len(ops) == 0 and by is None:
         raise UsageError(
@@ -83,7 +90,7 @@ def attribute(
     dev_sel = _select(ops["device"][in_ranks], devices, "device")
     del in_ranks
     launches = link_launches(trace)
-    classes = classify(trace, launches, rules)
+    classes = classify(trace, launches, rules, comm_kernels)
     win = (
         range_windows(trace, launches, by, rank_sel)
         if by is not None
@@ -192,6 +199,7 @@ def attribute(
     }
     return Attribution(
         ignored={k: v for k, v in ignored.items() if v},
+        comm_kernels=tuple(comm_kernels),
         trace=trace,
         by=by,
         windows=table,

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings.analysis.comm_hints import unclassified_comm
 from pytimings.analysis.finding import Finding, agree, ms, pct, plural, runs_text, scope
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.selection import reported
@@ -355,4 +356,6 @@ def clock_drift(a: Attribution) -> list[Finding]:
     ]
 
 
-CAPTURE_RULES = (late_starts, before_launch, cut_windows, unlinked_ops, clock_drift)
+CAPTURE_RULES = (
+    late_starts, before_launch, cut_windows, unlinked_ops, clock_drift, unclassified_comm,
+)  # fmt: skip

@@ -3,6 +3,7 @@ ranges, and users' rules on top."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Union
@@ -13,16 +14,36 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.errors import UsageError
+from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import CopyKind, OpKind, Trace
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
 CLASS_NAMES = ("compute", "comm", "memory")
 
-_COMM_KERNEL = re.compile(
-    r"nccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|reducescatter"
-    r"|alltoall|all_to_all|cross_device_reduce",
-    re.IGNORECASE,
+# the contract's comm kernel names (version 3), searched in the name in any case: NCCL/RCCL,
+# collective names, custom all-reduce (vLLM/SGLang), NVLink SHARP, NVSHMEM, MSCCL++ and
+# the expert-parallel dispatch/combine kernels of DeepEP-style libraries
+COMM_KERNEL_NAMES = (
+    "nccl",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "all_gather",
+    "reduce_scatter",
+    "reducescatter",
+    "alltoall",
+    "all_to_all",
+    "all2all",
+    "cross_device_reduce",
+    "multimem",
+    "nvshmem",
+    "mscclpp",
+    "deep_ep",
+    "dpsk::ep",
+    "::internode::",
+    "::intranode::",
 )
+_COMM_KERNEL = re.compile("|".join(map(re.escape, COMM_KERNEL_NAMES)), re.IGNORECASE)
 
 Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
@@ -74,6 +95,49 @@ def _comm_ranges_mask(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]
     return inside
 
 
+def _unclosed_bracket(glob: str) -> bool:
+    """A ``[`` that no ``]`` closes (fnmatch would take it literally: surely a typo)."""
+    i = glob.find("[")
+    while i >= 0:
+        j = i + 1
+        j += glob.startswith("!", j)
+        j += glob.startswith("]", j)  # a ']' first in the set is a member
+        end = glob.find("]", j)
+        if end < 0:
+            return True
+        i = glob.find("[", end + 1)
+    return False
+
+
+def check_comm_glob(glob: object, origin: str) -> str:
+    """``glob`` if it is a usable comm-kernel glob, else a UsageError naming ``origin``
+    (``--comm-kernel``, a config file's key, ``comm_kernels``)."""
+    if not isinstance(glob, str) or not glob.strip():
+        raise UsageError(
+            f"{origin} {glob!r}: give a non-empty glob of kernel names, e.g. '*dispatch*'"
+        )
+    if _unclosed_bracket(glob):
+        raise UsageError(f"{origin} {glob!r}: '[' without a closing ']'")
+    return glob
+
+
+def comm_kernel_matcher(globs: Sequence[str]) -> Callable[[str], bool]:
+    """Users' comm rules: a name matches when one glob matches, in any case, its full
+    name or its short form (namespaces and deep template arguments dropped)."""
+    pats = [
+        re.compile(fnmatch.translate(check_comm_glob(g, "comm_kernels").lower())) for g in globs
+    ]
+
+    def hit(name: str) -> bool:
+        low = name.lower()
+        if any(p.match(low) for p in pats):
+            return True
+        short = short_kernel_name(name).lower()
+        return any(p.match(short) for p in pats)
+
+    return hit
+
+
 def _any_rule(matchers: Sequence[Callable[[str], bool]]) -> Callable[[str], bool]:
     return lambda s: any(m(s) for m in matchers)
 
@@ -82,12 +146,14 @@ def classify(
     trace: Trace,
     launches: Launches | None = None,
     rules: Mapping[str, Rule | Iterable[Rule]] | None = None,
+    comm_kernels: Sequence[str] = (),
 ) -> npt.NDArray[np.int8]:
     """The class of each GPU op: 0 compute, 1 comm, 2 memory (contract + user rules).
 
     User rules (a regex searched in the op name, or a callable on the name) override the
     built-in rules; when rules for several classes match, comm wins over memory over
-    compute.
+    compute. ``comm_kernels``: globs of kernel names that are comm
+    (:func:`comm_kernel_matcher`; ``--comm-kernel``), applied last.
     """
     ops = trace.gpu_ops
     launches = launches if launches is not None else link_launches(trace)
@@ -104,4 +170,7 @@ def classify(
         if label in user:
             lut = string_mask(trace.strings, _any_rule([_rule_matcher(r) for r in user[label]]))
             cls[lut[names]] = CLASS_NAMES.index(label)
+    if len(comm_kernels):
+        lut = string_mask(trace.strings, comm_kernel_matcher(comm_kernels))
+        cls[is_kernel & lut[names]] = COMM
     return cls

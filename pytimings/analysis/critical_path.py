@@ -88,7 +88,7 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
 
     def host(thread: int) -> int:
         """Host links back to the thread's last sync that waited for the GPU inside the
-        window (then its wait link; returns the awaited op, local) or the window start."""
+        window (then its wait link; returns the awaited op's row) or the window start."""
         waited = g.s_wait >= 0
         waited[waited] = ops["end"][g.s_wait[waited]] > g.s_start[waited]
         before = np.flatnonzero(
@@ -101,31 +101,47 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
         if j < 0:
             return -1
         link("sync", trace.strings[api["name"][g.s_row[j]]], int(ops["end"][g.s_wait[j]]))
-        return local.get(int(g.s_wait[j]), -1)
+        return int(g.s_wait[j])
+
+    def step(row: int) -> tuple[int, int]:
+        """An op's start and what bound it (0 stream order, 1 dependency, 2 launch): the
+        replay's for the window's own ops, else (ops other threads launched, running in
+        the window) as measured, the latest of its constraints."""
+        k = local.get(row, -1)
+        if k >= 0:
+            return int(w.op_start[k]), int(w.op_bind[k])
+        ends = [(-1, -1)]
+        if g.pred[row] >= 0:
+            ends.append((int(ops["end"][g.pred[row]]), 0))
+        if g.dep[row] >= 0:
+            ends.append((int(ops["end"][g.dep[row]]), 1))
+        if g.launch_row[row] >= 0:
+            ends.append((int(api["end"][g.launch_row[row]]), 2))
+        return int(ops["start"][row]), max(ends)[1]
 
     k = int(np.argmax(w.op_end)) if w.ops.size else -1
+    row = int(w.ops[k]) if k >= 0 else -1
     if k < 0 or int(w.op_end[k]) < w.end_ns:  # the window ends on its range's thread
-        k = host(int(a.trace.ranges["thread"][w.range_row])) if w.range_row >= 0 else -1
-    while k >= 0 and cursor > w.start_ns:
-        row = int(w.ops[k])
+        row = host(int(a.trace.ranges["thread"][w.range_row])) if w.range_row >= 0 else -1
+    while row >= 0 and cursor > w.start_ns:
         name = short_kernel_name(trace.strings[ops["name"][row]])
-        link("gpu_op", name, int(w.op_start[k]))
-        b = int(w.op_bind[k])
+        start, b = step(row)
+        link("gpu_op", name, start)
         nxt = -1
         if b == 0 and g.pred[row] >= 0:
             link("gpu_latency", name, int(ops["end"][g.pred[row]]))
-            nxt = local.get(int(g.pred[row]), -1)
+            nxt = int(g.pred[row])
         elif b == 1 and g.dep[row] >= 0:
             dep = int(g.dep[row])
             link("wait", short_kernel_name(trace.strings[ops["name"][dep]]), int(ops["end"][dep]))
-            nxt = local.get(dep, -1)
+            nxt = dep
         elif b == 2:
             lr = int(g.launch_row[row])
             call = trace.strings[api["name"][lr]]
             link("submission", call, int(api["end"][lr]))
             link("launch", call, int(api["start"][lr]))
             nxt = host(int(api["thread"][lr]))
-        k = nxt
+        row = nxt
     link("before window" if cursor > w.start_ns else "host", "", w.start_ns)
     links.reverse()
     merged: list[dict[str, Any]] = []

@@ -72,7 +72,11 @@ class RankResult:
 
 
 def analyze_file(
-    path: str, position: int, by: str | None, devices: Sequence[int] | None
+    path: str,
+    position: int,
+    by: str | None,
+    devices: Sequence[int] | None,
+    comm_kernels: Sequence[str] = (),
 ) -> RankResult:
     """The task: one rank's file -> its :class:`RankResult` (``position``: its place among
     the files, the rank of last resort as in :func:`pytimings.load`)."""
@@ -82,7 +86,7 @@ def analyze_file(
         if source == "file order":
             rank = position
         set_rank(trace, rank, source)
-        return _analyze_rank(path, trace, rank, source, by, devices)
+        return _analyze_rank(path, trace, rank, source, by, devices, comm_kernels)
     except TraceFormatError as exc:  # re-raised as a plain message: crosses processes intact
         raise UsageError(str(exc)) from None
     except PytimingsError as exc:
@@ -90,7 +94,7 @@ def analyze_file(
 
 
 def analyze_file_processes(
-    path: str, by: str | None, devices: Sequence[int] | None
+    path: str, by: str | None, devices: Sequence[int] | None, comm_kernels: Sequence[str] = ()
 ) -> list[RankResult]:
     """The task with ``processes_as_ranks``: one file -> a :class:`RankResult` per process
     with GPU ops, ranked 0.. within the file (:func:`_renumber` then places the files'
@@ -112,7 +116,7 @@ def analyze_file_processes(
             mine = None  # each rank reports the selected devices it has (maybe none)
             if devices is not None:
                 mine = sorted(set(devices) & set(one.gpu_ops["device"].tolist()))
-            out.append(_analyze_rank(path, one, rank, "process", by, mine))
+            out.append(_analyze_rank(path, one, rank, "process", by, mine, comm_kernels))
         return out
     except TraceFormatError as exc:
         raise UsageError(str(exc)) from None
@@ -140,9 +144,15 @@ def _renumber(per_file: Sequence[Sequence[RankResult]]) -> list[RankResult]:
 
 
 def _analyze_rank(
-    path: str, trace: Trace, rank: int, source: str, by: str | None, devices: Sequence[int] | None
+    path: str,
+    trace: Trace,
+    rank: int,
+    source: str,
+    by: str | None,
+    devices: Sequence[int] | None,
+    comm_kernels: Sequence[str] = (),
 ) -> RankResult:
-    a = attribute(trace, by=by, devices=devices)
+    a = attribute(trace, by=by, devices=devices, comm_kernels=comm_kernels)
     found = [f for rule in fnd.RANK_RULES for f in rule(a)]
     add_savings(a, found)  # here, where the rank's events are
     for f in found:
@@ -189,6 +199,7 @@ def analyze_ranks(
     scheduler: str | None = None,
     workers: int | None = None,
     processes_as_ranks: bool = False,
+    comm_kernels: Sequence[str] = (),
 ) -> Attribution:
     """Attribute per-rank trace files with one task per file (see the module docstring).
 
@@ -210,19 +221,24 @@ def analyze_ranks(
         raise UsageError(f"workers must be at least 1, not {workers}")
     files = expand_paths(paths)
     run = _run_dask if executor == "dask" else _run_local
-    per_file = run(files, by, devices, scheduler, workers, processes_as_ranks)
+    per_file = run(files, by, devices, scheduler, workers, processes_as_ranks, tuple(comm_kernels))
     if processes_as_ranks:
-        return reduce_ranks(_renumber(per_file), by, ranks)
-    return reduce_ranks([r for results in per_file for r in results], by, ranks)
+        return reduce_ranks(_renumber(per_file), by, ranks, comm_kernels)
+    return reduce_ranks([r for results in per_file for r in results], by, ranks, comm_kernels)
 
 
 def _task(
-    path: str, position: int, by: str | None, devices: Sequence[int] | None, processes: bool
+    path: str,
+    position: int,
+    by: str | None,
+    devices: Sequence[int] | None,
+    processes: bool,
+    comm_kernels: Sequence[str] = (),
 ) -> list[RankResult]:
     """One file's results: its rank's, or (``processes``) one per process with GPU ops."""
     if processes:
-        return analyze_file_processes(path, by, devices)
-    return [analyze_file(path, position, by, devices)]
+        return analyze_file_processes(path, by, devices, comm_kernels)
+    return [analyze_file(path, position, by, devices, comm_kernels)]
 
 
 def _run_local(
@@ -232,6 +248,7 @@ def _run_local(
     scheduler: str | None,
     workers: int | None,
     processes: bool = False,
+    comm_kernels: tuple[str, ...] = (),
 ) -> list[list[RankResult]]:
     n = min(len(files), os.cpu_count() or 1) if workers is None else workers
     what = "files" if processes else "ranks"
@@ -239,14 +256,17 @@ def _run_local(
         if n == 1 or len(files) == 1:
             out = []
             for i, f in enumerate(files):
-                out.append(_task(f, i, by, devices, processes))
+                out.append(_task(f, i, by, devices, processes, comm_kernels))
                 bar.advance()
             return out
         # forkserver, as load() does: a clean child, not a fork of a parent with Arrow threads
         ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             out = []
-            args = (files, range(len(files)), repeat(by), repeat(devices), repeat(processes))
+            args = (
+                files, range(len(files)), repeat(by), repeat(devices), repeat(processes),
+                repeat(comm_kernels),
+            )  # fmt: skip
             for r in pool.map(_task, *args):
                 out.append(r)
                 bar.advance()
@@ -260,6 +280,7 @@ def _run_dask(
     scheduler: str | None,
     workers: int | None,
     processes: bool = False,
+    comm_kernels: tuple[str, ...] = (),
 ) -> list[list[RankResult]]:
     try:
         dd: Any = importlib.import_module("dask.distributed")  # untyped; optional extra
@@ -289,6 +310,7 @@ def _run_dask(
             by=by,
             devices=devices,
             processes=processes,
+            comm_kernels=comm_kernels,
             pure=False,
         )
         what = "files" if processes else "ranks"
@@ -304,7 +326,10 @@ def _run_dask(
 
 
 def reduce_ranks(
-    results: Sequence[RankResult], by: str | None, ranks: Sequence[int] | None = None
+    results: Sequence[RankResult],
+    by: str | None,
+    ranks: Sequence[int] | None = None,
+    comm_kernels: Sequence[str] = (),
 ) -> Attribution:
     """Combine per-rank results into the all-ranks :class:`Attribution` (on the client)."""
     seen: dict[int, str] = {}
@@ -369,6 +394,7 @@ def reduce_ranks(
         graphs=[g for r in results for g in r.graphs],
         ignored=ignored,
         host=host,
+        comm_kernels=tuple(comm_kernels),
     )
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))

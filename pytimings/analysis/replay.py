@@ -405,7 +405,11 @@ def replay_window(
     lat = g.lat if lat is None else lat
     ops = trace.gpu_ops
     w_s, w_e = int(w.start[i]), int(w.end[i])
-    out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=int(w.range_row[i]))
+    # the host side starts where the range does: a tiled window (contract v3) may start
+    # later, at the previous window's end, while its host work began at the range's start
+    rr = int(w.range_row[i])
+    h_s = min(w_s, int(trace.ranges["start"][rr])) if w.thread[i] >= 0 else w_s
+    out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=rr)
     rows = _window_ops(g, w, i)
     if np.any(g.launch_row[rows] < 0):
         out.excluded = f"{int(np.sum(g.launch_row[rows] < 0))} GPU ops without a launch call"
@@ -420,7 +424,7 @@ def replay_window(
     n = rows.size
     # syncs of the window's threads inside the window
     threads = np.unique(g.thread[rows]) if w.thread[i] < 0 else np.asarray([w.thread[i]])
-    sm = np.isin(g.s_thread, threads) & (g.s_start >= w_s) & (g.s_start < w_e)
+    sm = np.isin(g.s_thread, threads) & (g.s_start >= h_s) & (g.s_start < w_e)
     srows = np.flatnonzero(sm)
     m = srows.size
     s_local = np.full(g.s_row.size, -1, dtype=np.int64)
@@ -431,7 +435,7 @@ def replay_window(
         outw: I64 = t.copy()
         for th in np.unique(thread):
             sel = thread == th
-            outw[sel] = t[sel] - host.removed(int(th), t[sel], w_s)
+            outw[sel] = t[sel] - host.removed(int(th), t[sel], h_s)
         return outw
 
     # the sync each launch (and each sync) comes after on its thread
@@ -478,9 +482,8 @@ def replay_window(
     # the window's host end, replayed: its range's end, or (whole trace) each thread's
     # last range or launch call
     if w.thread[i] >= 0:
-        rr = int(w.range_row[i])
         h_thread = np.asarray([w.thread[i]], dtype=np.int32)
-        h_end = np.asarray([max(int(trace.ranges["end"][rr]), w_s)], dtype=np.int64)
+        h_end = np.asarray([max(int(trace.ranges["end"][rr]), h_s)], dtype=np.int64)
     else:
         h_thread, h_end = _host_ends(g, int(w.rank[i]))
     j = last_sync(h_thread, h_end)

@@ -25,8 +25,9 @@ from pytimings.table import Table
 # graph launches, the ops they ran, launch calls by name), findings, collectives (several
 # ranks); "ignored": events the partition could not use, by reason; "dropped": records
 # the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
-# number; a reason that did not occur is absent.
-SCHEMA = "pytimings.attribution/2"
+# number; a reason that did not occur is absent. "comm_kernels": the users' comm-kernel
+# globs (--comm-kernel, pytimings.toml) the classification included.
+SCHEMA = "pytimings.attribution/3"
 I64 = npt.NDArray[np.int64]
 
 
@@ -80,6 +81,7 @@ class Attribution:
     host: HostAttribution = field(default_factory=HostAttribution.empty)
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
+    comm_kernels: tuple[str, ...] = ()  # users' comm-kernel globs the classes include
     _findings: list[Finding] | None = field(default=None, repr=False)
 
     @property
@@ -144,6 +146,7 @@ class Attribution:
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "by": self.by,
+            "comm_kernels": list(self.comm_kernels),
             "totals": {
                 **self.totals,
                 "host_bound_by_activity": self._lists(

@@ -1,12 +1,15 @@
 """The windows the partition is computed over: one whole-trace window per rank, or one per
 instance of a named range (``--by``), extended to the end of the GPU work launched inside
-it (the contract's GPU projection)."""
+it (the contract's GPU projection) and tiled on its thread (contract version 3: the
+windows of one ``--by`` selection on one thread never overlap)."""
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -110,11 +113,43 @@ def range_windows(
     r_t = rg["thread"][rows]
     count, _, last, _ = project(trace, launches.api_row, rows)
     w_end = np.where(count > 0, np.maximum(last, r_e), r_e)
+    names = [trace.strings[i] for i in rg["name"][rows]]
+    w_start, w_end = tiled(r_s, w_end, rg["rank"][rows], r_t, names)
     return Windows(
-        name=[trace.strings[i] for i in rg["name"][rows]],
-        start=r_s,
+        name=names,
+        start=w_start,
         end=w_end,
         rank=rg["rank"][rows].astype(np.int16),
         thread=r_t.astype(np.int32),
         range_row=rows.astype(np.int64),
     )
+
+
+def tiled(
+    start: I64, end: I64, rank: npt.NDArray[Any], thread: npt.NDArray[Any], names: list[str]
+) -> tuple[I64, I64]:
+    """The windows ``[start, end)`` tiled per (rank, thread): in start order (ties: end,
+    name), each starts at the later of its own start and the previous window's end (after
+    that window's own clipping); one left with no length gets ``[that end, that end)``.
+    Tiled ends are then the running maximum of the ends. Returns (start, end) in the
+    input's order."""
+    out_s, out_e = start.copy(), end.copy()
+    if start.size < 2:
+        return out_s, out_e
+    name_rank = np.unique(np.asarray(names, dtype=object).astype(str), return_inverse=True)[1]
+    order = np.lexsort((name_rank.reshape(-1), end, start, thread, rank))
+    s, e = start[order], end[order]
+    group = (
+        np.flatnonzero(
+            (rank[order][1:] != rank[order][:-1]) | (thread[order][1:] != thread[order][:-1])
+        )
+        + 1
+    )
+    bounds = np.concatenate([[0], group, [order.size]])
+    for lo, hi in itertools.pairwise(bounds.tolist()):
+        e_t = np.maximum.accumulate(e[lo:hi])
+        s_t = s[lo:hi].copy()
+        s_t[1:] = np.maximum(s_t[1:], e_t[:-1])
+        out_s[order[lo:hi]] = s_t
+        out_e[order[lo:hi]] = e_t
+    return out_s, out_e

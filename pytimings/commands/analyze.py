@@ -9,6 +9,7 @@ from pathlib import Path
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.replay import parse_changes, replay, what_if
+from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
 from pytimings.console import progress
 from pytimings.console.args import nonempty
@@ -28,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         metavar="OUT",
-        help="also write the result as JSON (pytimings.attribution/2: the labels per window "
+        help="also write the result as JSON (pytimings.attribution/3: the labels per window "
         "and device with host_bound_by_activity/host_bound_by_range, host_windows, host_totals)",
     )
     p.add_argument(
@@ -38,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)"
     )
     add_processes_argument(p)
+    comm_rules.add_arguments(p)
     add_example_argument(p, f"analyse (with --by {EXAMPLE_BY} unless given)")
     p.add_argument(
         "--executor",
@@ -88,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             "(per-rank tasks return only results)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
+    kernels = comm_rules.comm_kernels(args)
     if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
 
@@ -100,13 +103,16 @@ def run(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             workers=args.workers,
             processes_as_ranks=args.processes_as_ranks,
+            comm_kernels=kernels,
         )
     else:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
         if not args.processes_as_ranks:
             print_hint(trace)
         with progress.task("Attributing"):
-            result = attribute(trace, by=by, devices=args.device, ranks=args.rank)
+            result = attribute(
+                trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
+            )
     print(render_attribution(result, paths))
     doc = result.to_dict()
     if not per_rank_tasks and (args.json or args.what_if or args.critical_path):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.result import Attribution
+from pytimings.commands import comm_rules
 from pytimings.console import progress
 from pytimings.console.args import SEED, nonempty, top_rows
 from pytimings.errors import UsageError
@@ -46,16 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="rows shown per table, 0 or 'all' for every row (the --json file has every row)",
     )
     add_processes_argument(p)
+    comm_rules.add_arguments(p)
     progress.add_quiet_argument(p)
 
 
-def _side(paths: Sequence[str], by: str | None, processes_as_ranks: bool) -> list[Attribution]:
+def _side(
+    paths: Sequence[str], by: str | None, processes_as_ranks: bool, kernels: Sequence[str]
+) -> list[Attribution]:
     """One attribution per capture (each loaded on its own, so that it stays a group)."""
     out = []
     for path in paths:
         trace = load(path, processes_as_ranks=processes_as_ranks)
         try:
-            out.append(attribute(trace, by=by))
+            out.append(attribute(trace, by=by, comm_kernels=kernels))
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
     return out
@@ -66,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
-    base = _side(args.base, args.by, args.processes_as_ranks)
-    new = _side(args.new, args.by, args.processes_as_ranks)
+    kernels = comm_rules.comm_kernels(args)
+    base = _side(args.base, args.by, args.processes_as_ranks, kernels)
+    new = _side(args.new, args.by, args.processes_as_ranks, kernels)
     doc = diff(base, new, resamples=args.resamples, seed=args.seed)
     doc["base"], doc["new"] = list(args.base), list(args.new)
     hits = crossed(doc, thresholds)

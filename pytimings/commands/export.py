@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from pytimings.commands import comm_rules
 from pytimings.commands.example import add_example_argument, paths_or_example
 from pytimings.console import progress
 from pytimings.console.args import nonempty
@@ -43,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
+    comm_rules.add_arguments(p)
     progress.add_quiet_argument(p)
 
 
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if not args.perfetto:
         raise UsageError("give an output: --perfetto OUT")
+    kernels = comm_rules.comm_kernels(args)
     requests = []  # each recording's request timelines, one track per request
     traced = []  # files with events (a recording of request timelines only has none)
     for f in expand_paths(paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")):
@@ -79,13 +82,13 @@ def run(args: argparse.Namespace) -> int:
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
-            result = attribute(trace)
+            result = attribute(trace, comm_kernels=kernels)
     path = None
     if args.critical_path:
         from pytimings.analysis.critical_path import critical_path
 
         with progress.task("Replaying the windows"):
-            path = critical_path(attribute(trace, by=args.critical_path))
+            path = critical_path(attribute(trace, by=args.critical_path, comm_kernels=kernels))
     stats = write_perfetto(
         trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
         requests=requests,

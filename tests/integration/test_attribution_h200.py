@@ -136,7 +136,7 @@ def test_cli_example_and_json(tmp_path):
     assert "Where the time went" in r.stdout and "Findings" in r.stdout
     assert "cudnn_generated_fort_native_sdpa" in r.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "pytimings.attribution/2" and len(doc["windows"]) == 16
+    assert doc["schema"] == "pytimings.attribution/3" and len(doc["windows"]) == 16
     assert doc["totals"]["window_ns"] == sum(w["window_ns"] for w in doc["windows"])
 
 

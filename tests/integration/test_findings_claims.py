@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.shared_traces import trace_files
 
 import pytimings as pt
 from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
+from pytimings.analysis.classes import COMM_KERNEL_NAMES
+from pytimings.analysis.comm_hints import HINTS
 from pytimings.analysis.finding import Finding, ms
 from pytimings.analysis.findings import HOST_WINDOW_SHARE, TINY_BLAME_SHARE
 from pytimings.errors import UsageError
@@ -135,6 +138,31 @@ CLAIMS: list[tuple[str, Check]] = [
         ),
     ),
     (r"cut short", lambda e, m: e["cut_windows"] > 0),
+    # unclassified communication: the kernels named match no comm rule, each hints at
+    # communication by its name or shares a stream with comm kernels, and overlaps compute
+    (
+        r"(\d+) kernels? on (\d+) side streams? \(.*\) overlaps? compute for ([\d.]+ \S+) "
+        r"and looks? like communication \(.*\) but match(?:es)? no comm rule",
+        lambda e, m: (
+            e["unclassified_kernels"] == int(m.group(1)) == sum(k["kernels"] for k in e["kernels"])
+            and len(e["streams"]) == int(m.group(2))
+            and ms(e["under_compute_ns"]) == m.group(3)
+            and e["under_compute_ns"] > 0
+            and all(
+                not any(r in k["name"].lower() for r in COMM_KERNEL_NAMES)
+                and (k["hints"] or k["on_comm_stream"] > 0)
+                and set(k["hints"]) <= set(HINTS)
+                for k in e["kernels"]
+            )
+        ),
+    ),
+    (
+        r"moves ([\d.]+ \S+) to comm_overlapped and ([\d.]+ \S+) to comm_exposed",
+        lambda e, m: (
+            ms(e["if_comm_ns"]["comm_overlapped"]) == m.group(1)
+            and ms(e["if_comm_ns"]["comm_exposed"]) == m.group(2)
+        ),
+    ),
     (r"no launch call in the trace", lambda e, m: e["ops_without_launch"] > 0),
     # memory, parallel, application
     (r"use?s? pageable host memory", lambda e, m: e["pageable_copies"] > 0),
@@ -202,25 +230,40 @@ def test_the_checker_rejects_an_unbacked_claim():
     assert not check(Finding("scheduling", idle, 1, {"host_activities": acts, "sync_wait": sync}))
     sync["gpu_busy_ns"] = 5
     assert check(Finding("scheduling", idle, 1, {"host_activities": acts, "sync_wait": sync}))
+    # unclassified communication: a kernel a comm rule names, or one with no hint and no
+    # comm stream, is not backed
+    k = {
+        "name": "void moe::ep_dispatch<8>()",
+        "hints": ["dispatch", "ep"],
+        "kernels": 2,
+        "on_comm_stream": 0,
+        "under_compute_ns": 100_000,
+        "ns": 130_000,
+    }
+    ev = {"unclassified_kernels": 2, "streams": [[0, 0, 21]], "under_compute_ns": 100_000,
+          "kernels": [k], "if_comm_ns": {"comm_overlapped": 100_000, "comm_exposed": 30_000},
+          "distorts": {"compute_ns": 130_000}}  # fmt: skip
+    t = (
+        "capture: 2 kernels on 1 side stream ('ep_dispatch<8>') overlap compute for 0.10 ms "
+        "and look like communication (names with 'dispatch') but match no comm rule, so they "
+        "count as compute; if they communicate, classifying them (--comm-kernel GLOB per "
+        "name, e.g. 'ep_dispatch*') moves 0.10 ms to comm_overlapped and 30.0 µs to comm_exposed"
+    )
+    assert not check(Finding("capture", t, 1, ev))
+    assert check(Finding("capture", t.replace("30.0 µs", "40.0 µs"), 1, ev))
+    assert check(Finding("capture", t.replace("for 0.10", "for 0.20"), 1, ev))
+    k["name"] = "void moe::all2all_dispatch<8>()"
+    assert check(Finding("capture", t, 1, ev))
+    k.update(name="void moe::ep_dispatch<8>()", hints=[])
+    assert check(Finding("capture", t, 1, ev))
     host = {"kind": "range", "name": "sleepy", "share": 0.1}
     assert check(Finding("host", "range 'sleepy' holds 10.0% of the host time", 1, host))
 
 
 STEP_RANGES = ("decode_step", "ProfilerStep#*")
-SUFFIXES = (".json", ".json.gz", ".sqlite")
 
 
-def _traces() -> list[Path]:
-    root = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return sorted(
-        p
-        for sub in ("external", "h200")
-        for p in (root / sub).rglob("*")
-        if p.is_file() and p.name.endswith(SUFFIXES)
-    )
-
-
-@pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", trace_files(), ids=lambda p: p.name)
 def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir: Path) -> None:
     trace = pt.load(path)
     names = {trace.strings[int(i)] for i in set(trace.ranges["name"].tolist())}

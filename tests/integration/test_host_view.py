@@ -79,7 +79,7 @@ def test_host_only_recording_analyze_by(tmp_path: Path, capsys: pytest.CaptureFi
     text = capsys.readouterr().out
     assert "Host time per decode_step window (2 windows" in text
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "pytimings.attribution/2" and doc["windows"] == []
+    assert doc["schema"] == "pytimings.attribution/3" and doc["windows"] == []
     assert [w["by_activity"] for w in doc["host_windows"]] == [
         [{"kind": "range", "name": "decode_step", "ns": 7 * ms},
          {"kind": "range", "name": "sample", "ns": 3 * ms}],

@@ -80,10 +80,12 @@ def test_known_partition():
     assert "in_host_bound_ns" not in lat.summary()  # dropped: see docs/attribution.md
 
 
-def test_by_range_windows_extend_to_last_launched_op():
+def test_by_range_windows_extend_to_last_launched_op_and_tile():
     a = attribute(known_trace(), by="step")
     rows = [a._row(i) for i in range(len(a.windows))]
-    assert [(r["start_ns"], r["end_ns"]) for r in rows] == [(0, 90), (50, 110)]
+    # step 0 [0, 50) extends to its gemm's end at 90; step 1 [50, 100) starts where step 0's
+    # window ends (contract v3: it was [50, 110), counting [50, 90) twice)
+    assert [(r["start_ns"], r["end_ns"]) for r in rows] == [(0, 90), (90, 110)]
     assert labels(rows[0]) == {
         "compute": 20,
         "comm_overlapped": 10,
@@ -94,14 +96,14 @@ def test_by_range_windows_extend_to_last_launched_op():
         "device_wait": 20,
         "idle_other": 0,
     }
-    assert labels(rows[1]) == {
-        "compute": 20,
+    assert labels(rows[1]) == {  # [90, 100): softmax launched at 95; [100, 110) softmax
+        "compute": 10,
         "comm_overlapped": 0,
         "comm_exposed": 0,
-        "memory": 10,
+        "memory": 0,
         "host_bound": 5,
         "launch_overhead": 5,
-        "device_wait": 20,
+        "device_wait": 0,
         "idle_other": 0,
     }
     assert a.window_range_rows.tolist() == [0, 1]  # rows of the 'step' ranges
@@ -109,7 +111,7 @@ def test_by_range_windows_extend_to_last_launched_op():
     assert list(df.columns[:6]) == ["name", "start_ns", "end_ns", "device", "rank", "window_ns"]
     assert a.windows.to_arrow().column("name").to_pylist() == ["step", "step"]
     stats = a.per_window_stats()
-    assert stats["compute_ns"]["count"] == 2 and stats["device_wait_ns"]["p50"] == 20
+    assert stats["compute_ns"]["count"] == 2 and stats["device_wait_ns"]["p50"] == 10
     assert a.slowest(1)[0]["start_ns"] == 0 and a.slowest(1)[0]["dominant"] in (
         "compute",
         "device_wait",
@@ -167,7 +169,7 @@ def test_device_and_rank_filters():
 
 def test_json_schema_keys():
     doc = json.loads(attribute(known_trace(), by="step").to_json())
-    assert doc["schema"] == "pytimings.attribution/2"
+    assert doc["schema"] == "pytimings.attribution/3"
     keys = {"window_ns", *(f"{x}_ns" for x in LABELS), "host_bound_by_activity",
             "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
@@ -236,7 +238,8 @@ def _reference(tr, by):
     """The contract read literally, row by row in plain Python: each op's launch call
     (earliest call with its correlation id, then lowest thread), its class, the windows
     (whole trace, or per 'w' range up to the end of the last op launched from inside it on
-    its thread), and each window's partition. Returns [(start, end, labels), ...]."""
+    its thread, tiled per thread), and each window's partition. Returns
+    [(start, end, labels), ...]."""
     ops, api, rg = (tr.to_pandas(t).to_dict("records") for t in ("gpu_ops", "api_calls", "ranges"))
     launch = []
     for o in ops:
@@ -268,7 +271,7 @@ def _reference(tr, by):
         pts += [p for c in launching for p in (c["start"], c["end"])]
         windows = [(min(pts), max(pts))]
     else:
-        windows = []
+        projected = []
         for r in rg:
             end = max(r["end"], r["start"])
             inside = [
@@ -276,7 +279,16 @@ def _reference(tr, by):
                 for o, c in zip(ops, launch, strict=True)
                 if c is not None and c["thread"] == r["thread"] and r["start"] <= c["start"] < end
             ]
-            windows.append((r["start"], max([end, *inside])))
+            projected.append((r["thread"], r["start"], max([end, *inside])))
+        # version 3: tiled per thread, in start order (ties: end); each window starts at
+        # the later of its own start and the previous window's end
+        windows = []
+        prev_end: dict[int, int] = {}
+        for th, ws, we in sorted(projected):
+            ws = max(ws, prev_end.get(th, ws))
+            we = max(we, ws)
+            prev_end[th] = we
+            windows.append((ws, we))
         windows.sort()
     return [(ws, we, twin.reference_partition(raw, ws, we)) for ws, we in windows]
 

@@ -209,7 +209,7 @@ def worked_example(host_ops=(), ranges=()):
 
 def test_worked_example_of_the_docs():
     doc = json.loads(attribute(worked_example()).to_json())
-    assert doc["schema"] == "pytimings.attribution/2"
+    assert doc["schema"] == "pytimings.attribution/3"
     w = doc["windows"][0]
     assert {k: w[k] for k in w if k.endswith("_ns")} == {
         "start_ns": 0,

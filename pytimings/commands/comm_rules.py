@@ -1,0 +1,88 @@
+"""Users' communication rules for the commands that attribute (analyze, diff, export):
+``--comm-kernel GLOB`` (repeatable) and a TOML config file.
+
+The config file is ``--config FILE`` when given, else ``pytimings.toml`` in the current
+directory when there is one::
+
+    [classify]
+    comm_kernels = ["*my_a2a_dispatch*", "fused_moe_combine*"]
+
+Its globs come first, then the command line's; each is checked (one line naming the file
+or option, exit 2, when one is malformed or the file is not what it should be).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytimings.analysis.classes import check_comm_glob
+from pytimings.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+CONFIG_NAME = "pytimings.toml"
+KNOWN = {"classify": {"comm_kernels"}}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--comm-kernel",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="kernels whose name (full or short, any case) matches GLOB are communication, "
+        "on top of the built-in names (repeatable)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"a TOML file with [classify] comm_kernels = [GLOB, ...] (default: ./{CONFIG_NAME} "
+        "when present)",
+    )
+
+
+def _read(path: Path, origin: str) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{origin} {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{origin} {path}: cannot read it ({exc})") from None
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    return doc
+
+
+def config_comm_kernels(path: Path, origin: str = "--config") -> list[str]:
+    """The ``[classify] comm_kernels`` globs of a config file, checked."""
+    doc = _read(path, origin)
+    for table, value in doc.items():
+        if table not in KNOWN or not isinstance(value, dict):
+            raise UsageError(f"{path}: unknown table [{table}]; known: [classify]")
+        for key in value:
+            if key not in KNOWN[table]:
+                known = ", ".join(sorted(KNOWN[table]))
+                raise UsageError(f"{path}: unknown key {table}.{key}; known: {known}")
+    globs = doc.get("classify", {}).get("comm_kernels", [])
+    if not isinstance(globs, list):
+        raise UsageError(f"{path}: classify.comm_kernels must be a list of globs")
+    return [check_comm_glob(g, f"{path}: classify.comm_kernels") for g in globs]
+
+
+def comm_kernels(args: argparse.Namespace) -> tuple[str, ...]:
+    """The comm-kernel globs a command runs with: the config file's, then the options'."""
+    if args.config is not None:
+        from_file = config_comm_kernels(Path(args.config))
+    elif Path(CONFIG_NAME).is_file():
+        from_file = config_comm_kernels(Path(CONFIG_NAME), CONFIG_NAME)
+    else:
+        from_file = []
+    return (*from_file, *(check_comm_glob(g, "--comm-kernel") for g in args.comm_kernel))
