@@ -137,7 +137,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, content: bytes, mes
 
 
 def test_cli_missing_file_and_bad_option(export: Path) -> None:
-    for args in (["summary", "nope.sqlite"], ["summary", str(export), "--top", "0"]):
+    for args in (["summary", "nope.sqlite"], ["summary", str(export), "--top", "-1"]):
         done = subprocess.run(
             [sys.executable, "-m", "pytimings.cli", *args],
             capture_output=True,
