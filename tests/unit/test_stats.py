@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytimings.analysis.diff import groups_of, parse_thresholds, replicate_weights
+from pytimings.analysis.diff import (
+    Sample,
+    groups_of,
+    parse_thresholds,
+    replicate_weights,
+    widening,
+)
 from pytimings.errors import UsageError
 from pytimings.stats import two_stage_weights, verdict
 
@@ -23,14 +29,17 @@ def test_two_stage_draws_whole_groups_then_members_within_them() -> None:
 
 
 def test_replicate_weights_average_to_the_point_mean() -> None:
-    """Widened weights keep rows summing to 1 and center on the uniform (point) weights."""
+    """Weights keep rows summing to 1 and center on the uniform (point) weights; widened
+    around the point mean (as compare does), the variance of a replicated mean is the
+    unbiased one, s^2 / n."""
     rng = np.random.default_rng(1)
     w = replicate_weights(groups_of([8]), 8, 4000, rng)
     assert w is not None and np.allclose(w.sum(axis=1), 1)
     assert np.allclose(w.mean(axis=0), 1 / 8, atol=0.01)
-    # the variance of a replicated mean is the unbiased one: s^2 / n
     x = np.arange(8.0) ** 2
-    assert np.var(w @ x) == pytest.approx(np.var(x, ddof=1) / 8, rel=0.1)
+    c = widening(Sample(x[:, None], groups_of([8])))
+    widened = x.mean() + c * (w @ x - x.mean())
+    assert np.var(widened) == pytest.approx(np.var(x, ddof=1) / 8, rel=0.1)
     assert replicate_weights(groups_of([1]), 1, 100, rng) is None
 
 
