@@ -77,7 +77,8 @@ def test_round_trip_keeps_everything(tmp_path: Path) -> None:
     assert list(back.records) == list(RECORD_SCHEMA)
     for c, dt in RECORD_SCHEMA.items():
         assert back.records[c].dtype == np.dtype(dt)
-        assert np.array_equal(back.records[c], rec.records[c]), c
+        if c not in ("name", "kind"):  # those are renumbered (checked above)
+            assert np.array_equal(back.records[c], rec.records[c]), c
     assert str(summary(path)) == str(summary(rec))  # summary() also takes a path
     assert not (tmp_path / "run.pyt.tmp").exists()
 
@@ -293,7 +294,11 @@ def test_save_load_a_real_recording(tmp_path: Path) -> None:
     want = rec.recording()
     back = recording_file.load_recording(path)
     for c in RECORD_SCHEMA:
-        assert np.array_equal(back.records[c], want.records[c]), c
+        if c in ("name", "kind"):  # renumbered to the strings the file holds
+            got = [back.strings[i] for i in back.records[c]]
+            assert got == [want.strings[i] for i in want.records[c]], c
+        else:
+            assert np.array_equal(back.records[c], want.records[c]), c
     assert back.strings == want.strings and back.threads == want.threads
     assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
     assert back.meta == json.loads(json.dumps(want.meta))
