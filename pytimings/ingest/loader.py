@@ -210,6 +210,10 @@ def _load_file(path: str, fmt: str) -> Trace:
     if fmt == "kineto":
         kineto = importlib.import_module("pytimings.ingest.kineto")
         return _nonempty(path, kineto.load_kineto(path))
+    if fmt == "memory-snapshot":
+        from pytimings.ingest.memory import load_snapshot
+
+        return load_snapshot(path)
     recording = importlib.import_module("pytimings.ingest.recording")
     return _nonempty(path, recording.load_recording_trace(path))
 

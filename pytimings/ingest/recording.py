@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from pytimings.ingest.memory import recording_mem_events
 from pytimings.ingest.recording_file import load_recording
 from pytimings.model.recording import NO_TIME, RecordFlag
 from pytimings.model.trace import (
@@ -195,4 +196,5 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
         strings=st.strings,
         meta=meta,
         dropped=dropped,
+        mem_events=recording_mem_events(path, pid, rank),
     )
