@@ -225,8 +225,8 @@ def nsys_memory(
     has ``TARGET_INFO_GPU``."""
     capacity: dict[int, int] = {}
     if has("TARGET_INFO_GPU") and {"id", "totalMemory"} <= columns("TARGET_INFO_GPU"):
-        dev = "cuDevice" if "cuDevice" in columns("TARGET_INFO_GPU") else "id"
-        for d, total in small(f'SELECT "{dev}", totalMemory FROM TARGET_INFO_GPU'):
+        dev_col = "cuDevice" if "cuDevice" in columns("TARGET_INFO_GPU") else "id"
+        for d, total in small(f'SELECT "{dev_col}", totalMemory FROM TARGET_INFO_GPU'):
             if isinstance(d, int) and isinstance(total, int) and total > 0:
                 capacity[d] = total
     if not has(NSYS_TABLE) or not _NSYS_NEEDED <= columns(NSYS_TABLE):
@@ -241,8 +241,8 @@ def nsys_memory(
     )
     if not rows:
         return Table.empty(MEM_EVENT_SCHEMA), capacity
-    cols = [list(c) for c in zip(*rows, strict=True)]
-    start, gpid, dev, addr, nbytes, op, kind, corr, name = cols
+    got = [list(c) for c in zip(*rows, strict=True)]
+    start, gpid, dev, addr, nbytes, op, kind, corr, name = got
     free = np.asarray(op, np.int64) == 1
     size = np.abs(np.asarray(nbytes, np.int64))
     device_mem = np.asarray([k in (None, _NSYS_DEVICE_KIND) for k in kind])
