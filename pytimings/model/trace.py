@@ -151,6 +151,7 @@ DEVICE_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
+
 class MemEventKind(enum.IntEnum):
     ALLOC = 0  # bytes > 0 taken at addr
     FREE = 1  # bytes < 0 given back at addr
