@@ -247,14 +247,35 @@ def analyze_memory(trace: Trace, by: str | None = None) -> MemoryResult:
     windows = None
     if by is not None and len(me):
         windows = range_windows(trace, link_launches(trace), by, ranks.astype(np.int16))
-    key = np.stack([me["rank"], me["device_type"], me["device"]]).astype(np.int64)
-    groups = np.unique(key, axis=1).T if len(me) else np.empty((0, 3), np.int64)
     devices = []
-    for rank, dtype, dev in groups.tolist():
-        rows = np.flatnonzero((key[0] == rank) & (key[1] == dtype) & (key[2] == dev))
-        rows = rows[np.argsort(me["time"][rows], kind="stable")]
+    for rank, dtype, dev, rows in device_groups(trace):
         devices.append(_device(trace, rows, rank, dtype, dev, len(ranks), caps, windows))
     return MemoryResult(by=by, devices=devices)
+
+
+def device_groups(trace: Trace) -> list[tuple[int, int, int, I64]]:
+    """(rank, device type, device, its mem_events rows in time order) per device."""
+    me = trace.mem_events
+    if not len(me):
+        return []
+    key = np.stack([me["rank"], me["device_type"], me["device"]]).astype(np.int64)
+    out = []
+    for rank, dtype, dev in np.unique(key, axis=1).T.tolist():
+        rows = np.flatnonzero((key[0] == rank) & (key[1] == dtype) & (key[2] == dev))
+        out.append((rank, dtype, dev, rows[np.argsort(me["time"][rows], kind="stable")]))
+    return out
+
+
+def levels(trace: Trace, rows: I64, device_type: int) -> tuple[I64, bool, I64 | None]:
+    """The allocated level after each of the rows (one device's, in time order), whether
+    it is the trace's own total (else the running sum of the rows' bytes), and the reserved
+    total after each (None: unknown; Kineto writes 0 for the host)."""
+    me = trace.mem_events
+    alloc, resv = me["allocated"][rows], me["reserved"][rows]
+    from_trace = bool((alloc >= 0).all())
+    level = alloc if from_trace else np.cumsum(me["bytes"][rows])
+    known = device_type != 0 and bool((resv >= 0).all()) and rows.size > 0
+    return level, from_trace, resv if known else None
 
 
 def _device(
@@ -269,11 +290,9 @@ def _device(
 ) -> DeviceMemory:
     me = trace.mem_events
     t, kind, nbytes = me["time"][rows], me["kind"][rows], me["bytes"][rows]
-    alloc, resv, addr = me["allocated"][rows], me["reserved"][rows], me["addr"][rows]
-    from_trace = bool((alloc >= 0).all())
-    level = alloc if from_trace else np.cumsum(nbytes)
+    addr = me["addr"][rows]
+    level, from_trace, resv = levels(trace, rows, dtype)
     peak = int(np.argmax(level))
-    reserved_known = resv >= 0 if dtype != 0 else np.zeros(resv.size, bool)  # Kineto: CPU 0
     is_alloc = kind == MemEventKind.ALLOC
     is_free = kind == MemEventKind.FREE
     freed_by, alloc_of = match_frees(addr, kind)
@@ -294,8 +313,8 @@ def _device(
         level_from="trace" if from_trace else "running_sum",
         peak_allocated_bytes=int(level[peak]),
         peak_at_ns=int(t[peak]),
-        peak_reserved_bytes=int(resv[reserved_known].max()) if reserved_known.any() else None,
-        reserved_at_peak_bytes=int(resv[peak]) if reserved_known[peak] else None,
+        peak_reserved_bytes=None if resv is None else int(resv.max()),
+        reserved_at_peak_bytes=None if resv is None else int(resv[peak]),
         live_at_peak_by_op=_grouped(kinds, names, nbytes, live_peak)[:MAX_OPS],
         allocs=int(is_alloc.sum()),
         frees=int(is_free.sum()),

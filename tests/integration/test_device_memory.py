@@ -320,3 +320,19 @@ def test_analyze_json_memory_has_exactly_the_documented_keys(tmp_path: Path) -> 
     }  # fmt: skip
     assert set(d["live_at_peak_by_op"][0]) == {"kind", "name", "bytes", "allocs"}
     assert d["allocs"] == 3 * 8 and d["live_at_end_bytes"] == 8 * 2 * 16 * 64 * 4
+
+
+def test_the_perfetto_export_draws_the_allocated_counter(tmp_path: Path) -> None:
+    from pytimings.report.perfetto import write_perfetto
+
+    path = tmp_path / "leak.json"
+    _capture(path, leak=True, steps=4)
+    with open(path) as f:
+        want = [e["args"]["Total Allocated"] for e in json.load(f)["traceEvents"]
+                if e.get("name") == "[memory]"]  # fmt: skip
+    out = tmp_path / "p.json"
+    write_perfetto(pt.load(path), out)
+    with open(out) as f:
+        got = [e for e in json.load(f)["traceEvents"] if e["ph"] == "C"]
+    assert [e["args"]["bytes"] for e in got] == want  # CPU: no reserved counter
+    assert {e["name"] for e in got} == {"allocated"}
