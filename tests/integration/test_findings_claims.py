@@ -283,8 +283,8 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
 
 
 def test_the_checker_rejects_unbacked_memory_claims() -> None:
-    peak = {"peak_allocated_bytes": 3 << 30, "capacity_bytes": 4 << 30,
-            "live_at_peak_by_op": [{"kind": "cpu_op", "name": "aten::mm", "bytes": 1 << 30}]}  # fmt: skip
+    held = [{"kind": "cpu_op", "name": "aten::mm", "bytes": 1 << 30}]
+    peak = {"peak_allocated_bytes": 3 << 30, "capacity_bytes": 4 << 30, "live_at_peak_by_op": held}
     good = "cuda:0: peak 3.0 GiB allocated of 4.0 GiB (75.0%): `aten::mm` holds 1.0 GiB of it"
     assert not check(Finding("memory", good, 0, peak))
     assert check(Finding("memory", good.replace("75.0", "80.0"), 0, peak))
