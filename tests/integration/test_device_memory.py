@@ -336,3 +336,14 @@ def test_the_perfetto_export_draws_the_allocated_counter(tmp_path: Path) -> None
         got = [e for e in json.load(f)["traceEvents"] if e["ph"] == "C"]
     assert [e["args"]["bytes"] for e in got] == want  # CPU: no reserved counter
     assert {e["name"] for e in got} == {"allocated"}
+
+
+@pytest.mark.shared
+def test_the_html_report_has_a_memory_panel(shared_dir: Path) -> None:
+    pytest.importorskip("plotly")
+    from pytimings.report.html import render
+
+    path = shared_dir / "data/external/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    page = render(pt.attribute(pt.load(path)), "t")
+    assert "Device memory (peaks and who holds them" in page
+    assert "cuda:0 allocated" in page and "cuda:0 reserved" in page
