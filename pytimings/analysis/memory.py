@@ -43,7 +43,7 @@ NATIVE_ALLOC = re.compile(
 )
 GROWTH_ALPHA = 0.01  # growth is reported at p < 1% (about 1 steady capture in 100 flagged)
 MIN_GROWTH_WINDOWS = 8
-MAX_OPS = 10  # ops listed per device
+MAX_OPS = 10  # ops listed per device in documents (the result holds them all)
 
 
 @dataclass
@@ -99,7 +99,7 @@ class DeviceMemory:
             "peak_allocated_bytes": self.peak_allocated_bytes,
             "peak_reserved_bytes": self.peak_reserved_bytes,
             "peak_at_ns": self.peak_at_ns,
-            "live_at_peak_by_op": [o.to_dict() for o in self.live_at_peak_by_op],
+            "live_at_peak_by_op": [o.to_dict() for o in self.live_at_peak_by_op[:MAX_OPS]],
             "allocs": self.allocs,
             "frees": self.frees,
             "native_alloc_calls": self.native_alloc_calls,
@@ -118,7 +118,7 @@ class DeviceMemory:
             "unmatched_free_bytes": self.unmatched_free_bytes,
             "without_address": self.without_address,
             "native_alloc_ns": self.native_alloc_ns,
-            "never_freed_by_op": [o.to_dict() for o in self.never_freed_by_op],
+            "never_freed_by_op": [o.to_dict() for o in self.never_freed_by_op[:MAX_OPS]],
             "windows": self.windows,
             "growth": self.growth,
         }
@@ -315,7 +315,7 @@ def _device(
         peak_at_ns=int(t[peak]),
         peak_reserved_bytes=None if resv is None else int(resv.max()),
         reserved_at_peak_bytes=None if resv is None else int(resv[peak]),
-        live_at_peak_by_op=_grouped(kinds, names, nbytes, live_peak)[:MAX_OPS],
+        live_at_peak_by_op=_grouped(kinds, names, nbytes, live_peak),
         allocs=int(is_alloc.sum()),
         frees=int(is_free.sum()),
         unmatched_frees=int(unmatched.sum()),
@@ -326,7 +326,7 @@ def _device(
         if calls is None
         else int((api["end"][calls] - api["start"][calls]).sum()),
         live_at_end_bytes=int(nbytes[never].sum()) if (addr >= 0).any() else int(nbytes.sum()),
-        never_freed_by_op=_grouped(kinds, names, nbytes, never)[:MAX_OPS],
+        never_freed_by_op=_grouped(kinds, names, nbytes, never),
     )
     if windows is not None:
         _per_window(d, trace, rows, level, is_alloc & (freed_by < 0), kinds, names, windows)
@@ -452,7 +452,7 @@ def memory_findings(r: MemoryResult) -> list[Finding]:
                 0,
                 evidence={**ev, "peak_allocated_bytes": d.peak_allocated_bytes,
                           "capacity_bytes": d.capacity_bytes,
-                          "live_at_peak_by_op": [o.to_dict() for o in d.live_at_peak_by_op]},
+                          "live_at_peak_by_op": d.to_dict()["live_at_peak_by_op"]},
             ))  # fmt: skip
         frag = d.fragmentation_bytes
         if (
@@ -499,3 +499,50 @@ def memory_findings(r: MemoryResult) -> list[Finding]:
                 evidence={**ev, **g},
             ))  # fmt: skip
     return out
+
+
+# ---- A/B (pytimings diff) -----------------------------------------------------------------
+def compare_memory(base: list[MemoryResult], new: list[MemoryResult]) -> list[dict[str, Any]]:
+    """Per device label on either side: the highest peak over the side's files and the live
+    bytes at that peak by op, base against new (one value per side: no interval; a device
+    on one side only has None on the other)."""
+
+    def side(results: list[MemoryResult]) -> dict[str, DeviceMemory]:
+        out: dict[str, DeviceMemory] = {}
+        for r in results:
+            for d in r.devices:
+                if d.label not in out or d.peak_allocated_bytes > out[d.label].peak_allocated_bytes:
+                    out[d.label] = d
+        return out
+
+    b, n = side(base), side(new)
+    rows = []
+    for label in sorted(set(b) | set(n)):
+        db, dn = b.get(label), n.get(label)
+        ops: dict[tuple[str, str], list[int]] = {}
+        for k, d in ((0, db), (1, dn)):
+            for o in d.live_at_peak_by_op if d else []:
+                ops.setdefault((o.kind, o.name), [0, 0])[k] = o.bytes
+        by_op: list[dict[str, Any]] = [
+            {
+                "kind": k,
+                "name": nm,
+                "base_bytes": v[0],
+                "new_bytes": v[1],
+                "delta_bytes": v[1] - v[0],
+            }
+            for (k, nm), v in ops.items()
+        ]
+        by_op.sort(key=lambda r: (-abs(r["delta_bytes"]), r["kind"], r["name"]))
+        pb = db.peak_allocated_bytes if db else None
+        pn = dn.peak_allocated_bytes if dn else None
+        rows.append({
+            "device": label,
+            "base_peak_allocated_bytes": pb,
+            "new_peak_allocated_bytes": pn,
+            "delta_bytes": None if pb is None or pn is None else pn - pb,
+            "base_peak_reserved_bytes": db.peak_reserved_bytes if db else None,
+            "new_peak_reserved_bytes": dn.peak_reserved_bytes if dn else None,
+            "live_at_peak_by_op": by_op,
+        })  # fmt: skip
+    return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from pytimings.analysis.finding import Finding, ms
-from pytimings.analysis.memory import MemoryResult, gib
+from pytimings.analysis.memory import MAX_OPS, MemoryResult, gib
 from pytimings.console.text import table
 
 
@@ -30,7 +30,7 @@ def render_memory(r: MemoryResult, findings: list[Finding]) -> str:
     for d in r.devices:
         if d.level_from == "running_sum":
             out.append(f"{d.label}: no totals in the trace; levels are sums of its events")
-        ops = d.live_at_peak_by_op
+        ops = d.live_at_peak_by_op[:MAX_OPS]
         if ops:
             out += ["", f"{d.label}: live at the peak ({d.peak_at_ns} ns), by op at allocation"]
             out += table(
