@@ -219,8 +219,12 @@ def _load_file(path: str, fmt: str) -> Trace:
 
 
 def _nonempty(path: str, trace: Trace) -> Trace:
-    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)):
-        raise TraceFormatError(path, "contains no events (no GPU ops, API calls or ranges)")
+    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)) and not len(
+        trace.mem_events
+    ):
+        raise TraceFormatError(
+            path, "contains no events (no GPU ops, API calls, ranges or memory samples)"
+        )
     return trace
 
 

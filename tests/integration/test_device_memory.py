@@ -22,6 +22,7 @@ import pytest
 import pytimings as pt
 from pytimings.analysis.memory import GROWTH_ALPHA, analyze_memory, memory_findings
 from pytimings.errors import TraceFormatError
+from pytimings.model.trace import MemEventKind
 from pytimings.stats import mann_kendall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -364,3 +365,23 @@ def test_diff_compares_peaks_and_live_bytes_by_op(shared_dir: Path) -> None:
     for o in b.live_at_peak_by_op:
         want[(o.kind, o.name)] = want.get((o.kind, o.name), 0) - o.bytes
     assert {(x["kind"], x["name"]): x["delta_bytes"] for x in r["live_at_peak_by_op"]} == want
+
+
+def test_a_recordings_memory_samples_are_mem_events(tmp_path: Path) -> None:
+    from pytimings.record import memory
+
+    memory.default_log().clear()
+    try:
+        for _ in range(5):
+            pytimings_sample = pt.sample_memory()
+            assert pytimings_sample is None
+        want = memory.default_log().samples()
+        path = tmp_path / "eng.pyt"
+        pt.save(path, pt.Recorder())
+    finally:
+        memory.default_log().clear()
+    me = pt.load(path).mem_events
+    assert (me["kind"] == MemEventKind.SAMPLE).all()
+    assert me["time"].tolist() == want.t_ns and me["allocated"].tolist() == want.rss_bytes
+    (d,) = analyze_memory(pt.load(path)).devices
+    assert (d.label, d.peak_allocated_bytes, d.allocs) == ("cpu", max(want.rss_bytes), 0)
