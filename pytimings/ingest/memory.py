@@ -14,7 +14,8 @@
 * ``torch.cuda.memory._snapshot()`` pickles (:func:`load_snapshot`): read with an unpickler
   that resolves no global at all (a snapshot is plain dicts, lists, strings and numbers), so
   a pickle that names a class or function is refused without running anything.
-* Recordings' ``memory`` table (``pytimings.sample_memory``): level samples.
+* Recordings' ``memory`` table (``pytimings.sample_memory``): level samples, read by
+  :mod:`pytimings.ingest.recording` (this module does not import pyarrow).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from pytimings._native import _kineto
 from pytimings.errors import TraceFormatError
-from pytimings.ingest.recording_file import load_tables
 from pytimings.model.trace import (
     MEM_EVENT_SCHEMA,
     MemEventKind,
@@ -42,17 +43,16 @@ from pytimings.model.trace import (
 from pytimings.table import Table
 
 __all__ = [
+    "CPU",
     "CUDA",
     "KinetoMemory",
     "load_snapshot",
-    "memory_samples",
     "nsys_memory",
-    "recording_mem_events",
 ]
 
 I64 = npt.NDArray[np.int64]
 CUDA = 1  # c10::DeviceType::CUDA, as Kineto writes "Device Type"
-CPU = 0
+CPU = 0  # c10::DeviceType::CPU
 MEMORY_EVENT = b'"[memory]"'
 _NO_RAW = msgspec.Raw(b"")
 
@@ -93,20 +93,6 @@ _ARGS = msgspec.json.Decoder(_MemArgs)
 _ARG_FIELDS = ("nbytes", "addr", "device_type", "device_id", "allocated", "reserved")
 
 
-def _us_text_to_ns(raw: bytes, exact: Callable[[bytes, bytes | None], tuple[int, int]]) -> int:
-    """``round(ts * 1000)`` of a microsecond number's text, ties to even (plain decimals
-    here; exponents and the like through ``exact``, the Kineto loader's decimal path)."""
-    whole, dot, frac = raw.partition(b".")
-    if not (whole.lstrip(b"-").isdigit() and (not dot or frac.isdigit())):
-        return exact(raw, None)[0]
-    neg = whole.startswith(b"-")
-    ns = abs(int(whole)) * 1000 + (int((frac + b"00")[:3]) if dot else 0)
-    rest = frac[3:].rstrip(b"0")
-    if rest and (rest > b"5" or (rest == b"5" and ns % 2 == 1)):
-        ns += 1
-    return -ns if neg else ns
-
-
 class KinetoMemory:
     """The ``[memory]`` events of one Kineto file, gathered piece by piece."""
 
@@ -140,11 +126,19 @@ class KinetoMemory:
             if not isinstance(a, _MemArgs) or a.nbytes is None or not ev.ts:
                 raise self._bad(idx, doc, k, "a [memory] event without ts or args.Bytes")
             vals = (a.nbytes, a.addr, a.device_type, a.device_id, a.allocated, a.reserved)
-            if any(type(v) is not int for v in vals):
+            if not (
+                type(a.nbytes) is int
+                and type(a.addr) is int
+                and type(a.device_type) is int
+                and type(a.device_id) is int
+                and type(a.allocated) is int
+                and type(a.reserved) is int
+            ):
                 f = next(f for f, v in zip(_ARG_FIELDS, vals, strict=True) if type(v) is not int)
                 raise self._bad(idx, doc, k, f"[memory] args field {f} is not an integer")
+            ts = bytes(ev.ts)
             try:
-                t = _us_text_to_ns(bytes(ev.ts), exact)
+                t = (_kineto.exact_ns_fast(ts, None) or exact(ts, None))[0]
             except ValueError as e:
                 raise self._bad(idx, doc, k, str(e)) from None
             self.rows.append((t, int(idx[k]), *vals, ev.pid, ev.tid))  # type: ignore[arg-type]
@@ -402,57 +396,3 @@ def load_snapshot(path: str | os.PathLike[str]) -> Trace:
     tr.mem_events = conform(cols, MEM_EVENT_SCHEMA)
     tr.meta = {"format": "memory-snapshot", "path": p, "snapshot_actions_ignored": ignored}
     return tr
-
-
-# ---- recordings -------------------------------------------------------------------------
-def memory_samples(path: str | os.PathLike[str]) -> list[tuple[int, int, int | None]] | None:
-    """A recording's ``memory`` table as ``(t_ns, rss_bytes, cuda_allocated_bytes)`` in time
-    order (None: the recording has no such table)."""
-    tables = load_tables(path)
-    if "memory" not in tables:
-        return None
-    t = tables["memory"]
-    missing = [c for c in ("t_ns", "rss_bytes", "cuda_allocated_bytes") if c not in t.column_names]
-    if missing:
-        raise TraceFormatError(os.fspath(path), f"memory table lacks columns {missing}")
-    rows = sorted(
-        zip(
-            t["t_ns"].to_pylist(),
-            t["rss_bytes"].to_pylist(),
-            t["cuda_allocated_bytes"].to_pylist(),
-            strict=True,
-        )
-    )
-    if any(r[0] is None or r[1] is None for r in rows):
-        raise TraceFormatError(os.fspath(path), "memory table has a sample without a time or RSS")
-    return rows
-
-
-def recording_mem_events(path: str | os.PathLike[str], pid: int, rank: int) -> Table:
-    """A recording's memory samples as SAMPLE rows: the resident set on the host (device
-    type CPU) and, where sampled, CUDA-allocated bytes of the current device (device -1:
-    the recording does not say which)."""
-    rows = memory_samples(path) or []
-    out: list[tuple[int, int, int]] = [(t, CPU, rss) for t, rss, _ in rows]
-    out += [(t, CUDA, c) for t, _, c in rows if c is not None]
-    out.sort()
-    n = len(out)
-    t, dtype, level = (list(c) for c in zip(*out, strict=True)) if n else ([], [], [])
-    return conform(
-        {
-            "time": t,
-            "kind": np.full(n, MemEventKind.SAMPLE),
-            "bytes": np.zeros(n),
-            "addr": np.full(n, -1),
-            "device_type": dtype,
-            "device": np.full(n, -1),
-            "allocated": level,
-            "reserved": np.full(n, -1),
-            "source": np.full(n, MemSource.RECORDING),
-            "site": np.zeros(n, np.int32),
-            "thread": np.full(n, -1),
-            "pid": np.full(n, pid),
-            "rank": np.full(n, rank),
-        },
-        MEM_EVENT_SCHEMA,
-    )

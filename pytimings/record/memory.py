@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pytimings._core import now_ns
-from pytimings.ingest.memory import memory_samples
+from pytimings.ingest.recording import memory_samples
 
 if TYPE_CHECKING:
     import pyarrow as pa
