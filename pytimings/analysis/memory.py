@@ -296,7 +296,7 @@ def _device(
     is_alloc = kind == MemEventKind.ALLOC
     is_free = kind == MemEventKind.FREE
     freed_by, alloc_of = match_frees(addr, kind)
-    unmatched = is_free & (alloc_of < 0)
+    unmatched = is_free & (alloc_of < 0) & (addr >= 0)  # without an address: without_address
     kinds, names = _ops_of(trace, rows)
     idx = np.arange(rows.size)
     live_peak = np.flatnonzero(is_alloc & (idx <= peak) & ((freed_by < 0) | (freed_by > peak)))

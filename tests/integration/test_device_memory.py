@@ -80,7 +80,7 @@ def _walk(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
         peak = max(range(len(level)), key=lambda i: (level[i], -i))
         live: dict[int, list[int]] = {}  # addr -> open allocation indices
         freed_at: dict[int, int] = {}
-        unmatched = 0
+        unmatched = no_addr = 0
         for i, x in enumerate(a):
             addr = x.get("Addr", -1)
             if x["Bytes"] >= 0:
@@ -88,8 +88,10 @@ def _walk(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
                     live.setdefault(addr, []).append(i)
             elif addr >= 0 and live.get(addr):
                 freed_at[live[addr].pop()] = i
-            else:
+            elif addr >= 0:
                 unmatched += 1
+            else:
+                no_addr += 1
         by_op: dict[tuple[str, str], list[int]] = {}
         for i, x in enumerate(a):
             if (
@@ -115,6 +117,7 @@ def _walk(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
             "allocs": sum(x["Bytes"] >= 0 for x in a),
             "frees": sum(x["Bytes"] < 0 for x in a),
             "unmatched": unmatched,
+            "no_addr": no_addr + sum(x["Bytes"] >= 0 and x.get("Addr", -1) < 0 for x in a),
             "by_op": sorted(
                 ((b, c, k, n) for (k, n), (b, c) in by_op.items()),
                 key=lambda r: (-r[0], -r[1], r[2], r[3]),
@@ -134,6 +137,7 @@ def test_kineto_memory_equals_a_walk_of_the_events(path: Path, shared_dir: Path)
         assert d.peak_allocated_bytes == w["peak"], key
         assert d.peak_at_ns == w["peak_at_ns"], key
         assert (d.allocs, d.frees, d.unmatched_frees) == (w["allocs"], w["frees"], w["unmatched"])
+        assert d.without_address == w["no_addr"]
         ops = [(o.bytes, o.allocs, o.kind, o.name) for o in d.live_at_peak_by_op]
         assert ops == w["by_op"], key
 
