@@ -39,6 +39,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Summarise traces: kernels, copies, ranges, API calls",
     ),
     "analyze": ("pytimings.commands.analyze", "Attribute end-to-end latency in traces"),
+    "memory": (
+        "pytimings.commands.memory",
+        "Device memory: peaks and who holds them, allocator churn, growth",
+    ),
     "diff": ("pytimings.commands.diff", "A/B of two sets of traces with confidence intervals"),
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),

@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.host import charge_lists
+from pytimings.analysis.memory import compare_memory
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.analysis.summary import MEMSET_CODE, memory_label
@@ -383,6 +384,7 @@ def diff(
             _side_host(base), b_w, b_groups, _side_host(new), n_w, n_groups
         ),
         "collectives": _collective_rows(base, new, resamples, rng),
+        "memory": compare_memory([a.memory for a in base], [a.memory for a in new]),
     }
 
 

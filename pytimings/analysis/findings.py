@@ -23,6 +23,7 @@ from pytimings.analysis.classes import COMM, MEMORY
 from pytimings.analysis.finding import Finding, Fix, agree, ms, pct, plural, runs_text, scope
 from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.host import interval_charges, summed
+from pytimings.analysis.memory import memory_findings
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
 from pytimings.ingest.names import is_synchronizing, short_kernel_name, trace_vendor
@@ -58,7 +59,11 @@ def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
     by what fixing them saves (``evidence.saving_ns``, the replay's; the loss where the
     replay cannot say), biggest first (ties: loss, layer, title)."""
     total = max(1, total_ns)
-    out = [f for f in found if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware"]
+    out = [
+        f
+        for f in found
+        if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware" or f.evidence.get("space")
+    ]
 
     def key(f: Finding) -> tuple[bool, int, int, str, str]:
         saving = f.saving_ns
@@ -761,7 +766,15 @@ RANK_RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows,
 )  # fmt: skip
 GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
+
+
+def device_memory(a: Attribution) -> list[Finding]:
+    """The memory layer's findings: peak, fragmentation, churn, growth (space findings
+    carry ``evidence.space``: ranked by their place, not a time)."""
+    return memory_findings(a.memory)
+
+
 RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
-    host_windows,
+    host_windows, device_memory,
 )  # fmt: skip

@@ -15,6 +15,7 @@ from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
+from pytimings.analysis.memory import MemoryResult, analyze_memory
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -83,6 +84,14 @@ class Attribution:
     ignored: dict[str, int] = field(default_factory=dict)
     comm_kernels: tuple[str, ...] = ()  # users' comm-kernel globs the classes include
     _findings: list[Finding] | None = field(default=None, repr=False)
+    _memory: MemoryResult | None = field(default=None, repr=False)
+
+    @property
+    def memory(self) -> MemoryResult:
+        """The device memory layer (:mod:`pytimings.analysis.memory`), computed once."""
+        if self._memory is None:
+            self._memory = analyze_memory(self.trace, self.by)
+        return self._memory
 
     @property
     def totals(self) -> dict[str, int]:
@@ -168,6 +177,7 @@ class Attribution:
                 "by_activity": self._lists(summed(self.host.by_activity, strings), 1)[0],
             },
             "per_window_stats": self.per_window_stats(),
+            "memory": self.memory.to_dict(),
             "slowest": self.slowest(5),
             "launch_latency": {
                 **self.launch_latency.summary(),

@@ -70,6 +70,7 @@ def shift_trace(trace: Trace, shift_ns: int) -> None:
     for name in TIMED_TABLES:
         t = trace.table(name)
         setattr(trace, name, t.with_columns(start=t["start"] + shift_ns, end=t["end"] + shift_ns))
+    trace.mem_events = trace.mem_events.with_columns(time=trace.mem_events["time"] + shift_ns)
 
 
 def align_recordings(traces: Sequence[Trace]) -> dict[str, Any] | None:

@@ -17,11 +17,13 @@ from pytimings.errors import TraceFormatError
 
 __all__ = ["FORMATS", "SQLITE_MAGIC", "UTF8_BOM", "detect_format", "export_report", "is_trace"]
 
-FORMATS = ("nsys-sqlite", "nsys-report", "kineto", "recording")
+FORMATS = ("nsys-sqlite", "nsys-report", "kineto", "recording", "memory-snapshot")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 ARROW_MAGIC = b"ARROW1"
+PICKLE_MAGIC = b"\x80"  # the PROTO opcode; then the protocol number (2-5)
+PICKLE_PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _HEAD_BYTES = 1 << 16
@@ -44,6 +46,8 @@ def detect_format(path: str) -> str:
         return "nsys-report"
     if head.startswith(ARROW_MAGIC) and _looks_like("recording", head):
         return "recording"
+    if head[:1] == PICKLE_MAGIC and head[1:2] in PICKLE_PROTOCOLS:  # torch memory snapshot
+        return "memory-snapshot"
     if len(head) < 10 and GZIP_MAGIC.startswith(head[:2]):  # shorter than a gzip header
         raise TraceFormatError(path, f"truncated gzip data (the file ends after {len(head)} bytes)")
     text = _gunzip_head(path, head) if head.startswith(GZIP_MAGIC) else head
@@ -53,7 +57,7 @@ def detect_format(path: str) -> str:
     raise TraceFormatError(
         path,
         "unrecognised trace format (expected an nsys SQLite export or report, a PyTorch "
-        "profiler JSON trace, or a pytimings recording)",
+        "profiler JSON trace, a pytimings recording, or a torch memory snapshot pickle)",
     )
 
 

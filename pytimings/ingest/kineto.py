@@ -71,6 +71,7 @@ from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
 from pytimings.ingest.detect import UTF8_BOM
+from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
@@ -284,6 +285,7 @@ class _Loader:
         self.dropped: dict[str, int] = {}
         self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
         self.ops_without_launch = 0
+        self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -376,6 +378,8 @@ class _Loader:
             raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
         except RecursionError:
             raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
+        if cls in (_jsonscan.CLASS_OTHER, _jsonscan.CLASS_NOCAT):
+            self.memory.feed(buf, idx, doc, _exact)
         del buf
         self.counts[cls] += len(doc)
         self._convert(cls, evs, doc, idx)
@@ -420,7 +424,7 @@ class _Loader:
                 for ev in evs:
                     if ev.ph == "M":
                         self.meta_events.append(ev)
-                    else:
+                    elif ev.name != "[memory]":  # those are in self.memory
                         self._drop(f"events without cat (ph={ev.ph!r}, not modelled)", 1)
         except _kineto.RowError as e:
             k = e.index
@@ -486,7 +490,9 @@ class _Loader:
         for name, n in sorted(self.splitter.counts_of_other().items()):
             # the splitter counts a cat by its JSON text (valid: the events were decoded)
             cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
-            self._drop(f"{cat} events (not modelled)", n)
+            n -= self.memory.cats.get(cat, 0) if name else 0
+            if n:
+                self._drop(f"{cat} events (not modelled)", n)
         if self.counts[_jsonscan.CLASS_GPU_ANNOTATION]:
             self._drop(GPU_ANNOTATION_DROPPED, self.counts[_jsonscan.CLASS_GPU_ANNOTATION])
         # rows in time order, ties in document order (the same however the file was cut)
@@ -517,6 +523,7 @@ class _Loader:
         ranges = self._ranges(rng, thread_of, r)
         host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
+        mem_events = self.memory.table(lambda v: _py_key(v, self.keys), thread_of, r)
 
         meta: dict[str, Any] = {
             "format": "kineto",
@@ -551,6 +558,7 @@ class _Loader:
             strings=self.strings,
             meta=meta,
             dropped=self.dropped,
+            mem_events=mem_events,
         )
 
     def _threads(

@@ -210,13 +210,21 @@ def _load_file(path: str, fmt: str) -> Trace:
     if fmt == "kineto":
         kineto = importlib.import_module("pytimings.ingest.kineto")
         return _nonempty(path, kineto.load_kineto(path))
+    if fmt == "memory-snapshot":
+        from pytimings.ingest.memory import load_snapshot
+
+        return load_snapshot(path)
     recording = importlib.import_module("pytimings.ingest.recording")
     return _nonempty(path, recording.load_recording_trace(path))
 
 
 def _nonempty(path: str, trace: Trace) -> Trace:
-    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)):
-        raise TraceFormatError(path, "contains no events (no GPU ops, API calls or ranges)")
+    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)) and not len(
+        trace.mem_events
+    ):
+        raise TraceFormatError(
+            path, "contains no events (no GPU ops, API calls, ranges or memory samples)"
+        )
     return trace
 
 

@@ -51,6 +51,7 @@ from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._sqlite import Column, SqliteFile, connect_ro
 from pytimings.ingest._times import implausible_time
 from pytimings.ingest.detect import SQLITE_MAGIC
+from pytimings.ingest.memory import nsys_memory
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
@@ -442,6 +443,9 @@ class _Loader:
         self.meta["streams"] = self.read_streams()
         self.meta["non_utf8_strings"] = self.s.non_utf8
         self.meta["unresolved_string_ids"] = self.s.unresolved
+        mem_events, self.meta["device_memory_bytes"] = nsys_memory(
+            self.r.small, self.r.columns, self.r.has, self.s.intern, api, self.rank
+        )
         return Trace(
             gpu_ops=conform(ops, GPU_OP_SCHEMA),
             api_calls=conform(api, API_CALL_SCHEMA),
@@ -452,6 +456,7 @@ class _Loader:
             strings=self.s.strings,
             meta=self.meta,
             dropped=self.dropped,
+            mem_events=mem_events,
         )
 
     def read_meta(self) -> None:

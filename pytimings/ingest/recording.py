@@ -24,23 +24,29 @@ from typing import Any
 
 import numpy as np
 
-from pytimings.ingest.recording_file import load_recording
+from pytimings.errors import TraceFormatError
+from pytimings.ingest.memory import CPU, CUDA
+from pytimings.ingest.recording_file import load_recording, load_tables
 from pytimings.model.recording import NO_TIME, RecordFlag
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
     GPU_OP_SCHEMA,
+    MEM_EVENT_SCHEMA,
     RANGE_SCHEMA,
     THREAD_SCHEMA,
     ApiKind,
     CopyKind,
+    MemEventKind,
     MemKind,
+    MemSource,
     OpKind,
     RangeKind,
     StringTable,
     Trace,
     conform,
 )
+from pytimings.table import Table
 
 ARROW_MAGIC = b"ARROW1"
 FORMAT_MARKER = b"pytimings.recording/"  # schema metadata value, written near the start
@@ -195,4 +201,58 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
         strings=st.strings,
         meta=meta,
         dropped=dropped,
+        mem_events=recording_mem_events(path, pid, rank),
+    )
+
+
+def memory_samples(path: str | os.PathLike[str]) -> list[tuple[int, int, int | None]] | None:
+    """A recording's ``memory`` table as ``(t_ns, rss_bytes, cuda_allocated_bytes)`` in time
+    order (None: the recording has no such table)."""
+    tables = load_tables(path)
+    if "memory" not in tables:
+        return None
+    t = tables["memory"]
+    missing = [c for c in ("t_ns", "rss_bytes", "cuda_allocated_bytes") if c not in t.column_names]
+    if missing:
+        raise TraceFormatError(os.fspath(path), f"memory table lacks columns {missing}")
+    rows = sorted(
+        zip(
+            t["t_ns"].to_pylist(),
+            t["rss_bytes"].to_pylist(),
+            t["cuda_allocated_bytes"].to_pylist(),
+            strict=True,
+        )
+    )
+    if any(r[0] is None or r[1] is None for r in rows):
+        raise TraceFormatError(os.fspath(path), "memory table has a sample without a time or RSS")
+    return rows
+
+
+def recording_mem_events(path: str | os.PathLike[str], pid: int, rank: int) -> Table:
+    """A recording's memory samples as SAMPLE rows: the resident set on the host (device
+    type CPU) and, where sampled, CUDA-allocated bytes of the current device (device -1:
+    the recording does not say which)."""
+    rows = memory_samples(path) or []
+    out: list[tuple[int, int, int]] = [(t, CPU, rss) for t, rss, _ in rows]
+    out += [(t, CUDA, c) for t, _, c in rows if c is not None]
+    out.sort()
+    n = len(out)
+    t, dtype, level = (list(c) for c in zip(*out, strict=True)) if n else ([], [], [])
+    return conform(
+        {
+            "time": t,
+            "kind": np.full(n, MemEventKind.SAMPLE),
+            "bytes": np.zeros(n),
+            "addr": np.full(n, -1),
+            "device_type": dtype,
+            "device": np.full(n, -1),
+            "allocated": level,
+            "reserved": np.full(n, -1),
+            "source": np.full(n, MemSource.RECORDING),
+            "site": np.zeros(n, np.int32),
+            "thread": np.full(n, -1),
+            "pid": np.full(n, pid),
+            "rank": np.full(n, rank),
+        },
+        MEM_EVENT_SCHEMA,
     )

@@ -151,7 +151,38 @@ DEVICE_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
-TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices")
+
+class MemEventKind(enum.IntEnum):
+    ALLOC = 0  # bytes > 0 taken at addr
+    FREE = 1  # bytes < 0 given back at addr
+    SAMPLE = 2  # a level only (allocated/reserved), no allocation (recordings' samples)
+
+
+class MemSource(enum.IntEnum):
+    KINETO = 0  # [memory] instant events (profile_memory=True): the caching allocator
+    NSYS = 1  # CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage): cudaMalloc/cudaFree
+    SNAPSHOT = 2  # torch.cuda.memory._snapshot() device_traces
+    RECORDING = 3  # pytimings.sample_memory samples
+
+
+# device memory over time: one row per allocation, free or sample, in time order
+MEM_EVENT_SCHEMA: dict[str, npt.DTypeLike] = {
+    "time": np.int64,
+    "kind": np.int8,  # MemEventKind
+    "bytes": np.int64,  # signed: + allocated, - freed, 0 for a sample
+    "addr": np.int64,  # -1 unknown (2021-era Kineto writes no address)
+    "device_type": np.int8,  # c10 DeviceType as Kineto writes it: 0 CPU, 1 CUDA, ...
+    "device": np.int16,  # -1: the host (or the current device, unknown)
+    "allocated": np.int64,  # bytes allocated after this event; -1 unknown
+    "reserved": np.int64,  # bytes the allocator reserved after this event; -1 unknown
+    "source": np.int8,  # MemSource
+    "site": np.int32,  # string id: where the format names the allocation (frame, variable)
+    "thread": np.int32,  # row index into Trace.threads; -1 unknown
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices", "mem_events")
 SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "gpu_ops": GPU_OP_SCHEMA,
     "api_calls": API_CALL_SCHEMA,
@@ -159,6 +190,7 @@ SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "host_ops": HOST_OP_SCHEMA,
     "threads": THREAD_SCHEMA,
     "devices": DEVICE_SCHEMA,
+    "mem_events": MEM_EVENT_SCHEMA,
 }
 # columns holding string ids, per table (remapped when traces are merged)
 STRING_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -168,6 +200,7 @@ STRING_COLUMNS: dict[str, tuple[str, ...]] = {
     "host_ops": ("name",),
     "threads": ("name",),
     "devices": ("name",),
+    "mem_events": ("site",),
 }
 
 
@@ -257,6 +290,8 @@ class Trace:
     # cpu_op / python / os host activities (empty for formats that have none)
     host_ops: Table = field(default_factory=lambda: Table.empty(HOST_OP_SCHEMA))
     meta: dict[str, Any] = field(default_factory=dict)
+    # device memory events (empty for captures without memory profiling)
+    mem_events: Table = field(default_factory=lambda: Table.empty(MEM_EVENT_SCHEMA))
     # rows a loader could not represent, by reason; reported, never silently lost
     dropped: dict[str, int] = field(default_factory=dict)
 

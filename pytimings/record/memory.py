@@ -32,8 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pytimings._core import now_ns
-from pytimings.errors import TraceFormatError
-from pytimings.ingest.recording_file import load_tables
+from pytimings.ingest.recording import memory_samples
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -179,23 +178,9 @@ def sample_memory(every_s: float | None = None, *, log: MemoryLog | None = None)
 
 def load_memory(path: str | os.PathLike[str]) -> MemorySamples | None:
     """The memory samples saved in a recording file (None: it has no "memory" table)."""
-    tables = load_tables(path)
-    if "memory" not in tables:
+    rows = memory_samples(path)
+    if rows is None:
         return None
-    t = tables["memory"]
-    missing = [c for c in ("t_ns", "rss_bytes", "cuda_allocated_bytes") if c not in t.column_names]
-    if missing:
-        raise TraceFormatError(path, f"memory table lacks columns {missing}")
-    rows = sorted(
-        zip(
-            t["t_ns"].to_pylist(),
-            t["rss_bytes"].to_pylist(),
-            t["cuda_allocated_bytes"].to_pylist(),
-            strict=True,
-        )
-    )
-    if any(r[0] is None or r[1] is None for r in rows):
-        raise TraceFormatError(path, "memory table has a sample without a time or RSS")
     return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
 

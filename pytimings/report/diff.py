@@ -9,6 +9,7 @@ from typing import Any
 
 from pytimings.analysis.diff import ONE_WINDOW, SIGNIFICANT
 from pytimings.analysis.finding import ms
+from pytimings.analysis.memory import gib
 from pytimings.console.text import table
 from pytimings.ingest.names import short_kernel_name
 from pytimings.report.html import page
@@ -102,7 +103,25 @@ def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
             f"within noise: {counts} (largest: {_name(big_s, big)} "
             f"{_signed(big['delta_ns'])}, {_pct(big['delta_pct'])})",
         ]
+    out += _memory_lines(doc.get("memory") or [])
     return "\n".join(out)
+
+
+def _memory_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Peak allocated per device, base -> new, and the op whose live bytes changed most."""
+    out = ["", "device memory (peak allocated, base -> new):"] if rows else []
+    for r in rows:
+        b, n = r["base_peak_allocated_bytes"], r["new_peak_allocated_bytes"]
+        line = f"  {r['device']}: {'-' if b is None else gib(b)} -> {'-' if n is None else gib(n)}"
+        if r["delta_bytes"] is not None:
+            line += f" ({'+' if r['delta_bytes'] >= 0 else '-'}{gib(abs(r['delta_bytes']))})"
+        top = r["live_at_peak_by_op"][0] if r["live_at_peak_by_op"] else None
+        if top and top["delta_bytes"]:
+            sign = "+" if top["delta_bytes"] > 0 else "-"
+            line += f"; most changed at the peak: {top['name'] or top['kind']} "
+            line += f"{sign}{gib(abs(top['delta_bytes']))}"
+        out.append(line)
+    return out
 
 
 def _html_table(section: str, rows: Sequence[dict[str, Any]]) -> str:

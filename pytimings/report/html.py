@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytimings.analysis.finding import plural
+from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
@@ -168,6 +169,35 @@ def _latency(a: Attribution) -> go.Figure | None:
     return fig
 
 
+def _memory(a: Attribution) -> go.Figure | None:
+    """Allocated (solid) and reserved (dotted) GiB over time, one pair per device with
+    memory events (docs/memory.md)."""
+    groups = device_groups(a.trace)
+    if not groups:
+        return None
+    go = _go()
+    fig = go.Figure()
+    t0 = int(a.trace.mem_events["time"].min())
+    for d in a.memory.devices:
+        rows = next(
+            r for k, dt, dv, r in groups if (k, dt, dv) == (d.rank, d.device_type, d.device)
+        )
+        level, _, resv = levels(a.trace, rows, d.device_type)
+        x = ((a.trace.mem_events["time"][rows] - t0) / 1e6).tolist()
+        fig.add_scatter(x=x, y=(level / 2**30).tolist(), name=f"{d.label} allocated",
+                        mode="lines", line_shape="hv")  # fmt: skip
+        if resv is not None:
+            fig.add_scatter(x=x, y=(resv / 2**30).tolist(), name=f"{d.label} reserved",
+                            mode="lines", line_shape="hv", line_dash="dot")  # fmt: skip
+    fig.update_layout(
+        title="Device memory (peaks and who holds them: pytimings memory)",
+        xaxis_title="ms after the first memory event",
+        yaxis_title="GiB",
+        height=380,
+    )
+    return fig
+
+
 def _totals_table(a: Attribution) -> str:
     t = a.totals
     win = max(1, t["window_ns"])
@@ -216,6 +246,8 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
     )
     figure(_skew(a), "No collectives matched across ranks (one rank, or no communication).")
     figure(_latency(a), "No GPU op has a known launch call.")
+    if has_events:
+        figure(_memory(a), "No memory events (profile_memory=True, nsys --cuda-memory-usage).")
     items = "".join(
         f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)} "
         f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'

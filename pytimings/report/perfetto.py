@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from pytimings.analysis.classes import CLASS_NAMES
 from pytimings.analysis.launches import link_launches
+from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.progress import task
@@ -221,6 +222,7 @@ def _origin(trace: Trace, requests: RequestGroups = ()) -> int:
         if len(trace.table(t))
     ]
     starts += [min(r.start_ns for r in recs) for _, recs in requests if recs]
+    starts += [int(trace.mem_events["time"].min())] if len(trace.mem_events) else []
     if not starts:
         raise UsageError("the trace has no events to export")
     return min(starts)
@@ -257,6 +259,7 @@ def write_perfetto(
         names = _json_strings(trace.strings)
         api_at = _host(w, trace, names)
         op_at = _gpus(w, trace, names, attribution)
+        _memory_counters(w, trace)
         if flows and len(trace.gpu_ops) and len(trace.api_calls):
             launches = attribution.launches if attribution is not None else link_launches(trace)
             o_rows = np.flatnonzero(launches.api_row >= 0)
@@ -348,6 +351,25 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
                 api_at.tid[a_sel] = tids[r_sel.size : r_sel.size + a_sel.size]
                 bar.advance(r_sel.size + a_sel.size + h_sel.size)
     return api_at
+
+
+def _memory_counters(w: _Writer, trace: Trace) -> None:
+    """Per device with memory events: counter tracks of the allocated and (when known)
+    reserved bytes after each event (docs/memory.md)."""
+    for k, (rank, dtype, dev, rows) in enumerate(device_groups(trace)):
+        label = {0: "cpu", 1: f"cuda:{dev}" if dev >= 0 else "cuda"}.get(dtype, f"{dtype}:{dev}")
+        pid = w.process(f"rank {rank} memory {label}", 20_000 + k)
+        level, _, resv = levels(trace, rows, dtype)
+        t = (trace.mem_events["time"][rows] - w.origin).tolist()
+        for name, values in (("allocated", level), ("reserved", resv)):
+            if values is None:
+                continue
+            for ts, v in zip(t, values.tolist(), strict=True):
+                w.raw(
+                    f'{{"ph":"C","pid":{pid},"name":"{name}","ts":{_ts(ts)},'
+                    f'"args":{{"bytes":{v}}}}}',
+                    "memory counter",
+                )
 
 
 def _range_args(trace: Trace, i: int) -> str:

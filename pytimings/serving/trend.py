@@ -1,4 +1,5 @@
-"""Drift over a long run: the Mann-Kendall trend test with Sen's slope.
+"""Drift over a long run: the Mann-Kendall trend test with Sen's slope
+(:func:`pytimings.stats.mann_kendall`, shared with the memory layer's growth test).
 
 For values ``y_1..y_n`` at times ``t_1 < .. < t_n`` (one per soak interval):
 
@@ -34,35 +35,11 @@ import numpy.typing as npt
 from pytimings.record.memory import MemorySamples
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.runfile import Level, Run
+from pytimings.stats import mann_kendall, sen_slope
 
 MIN_POINTS = 4
 ALPHA = 0.05
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
-
-
-def mann_kendall(y: npt.ArrayLike) -> tuple[int, float, float]:
-    """``(S, Var S, two-sided p)`` of the Mann-Kendall test, ties corrected."""
-    v = np.asarray(y, dtype=np.float64)
-    n = v.size
-    s = int(np.triu(np.sign(v[None, :] - v[:, None]), 1).sum())
-    _, counts = np.unique(v, return_counts=True)
-    t = counts[counts > 1].astype(np.float64)
-    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(t * (t - 1) * (2 * t + 5)))) / 18.0
-    if var <= 0 or s == 0:
-        return s, var, 1.0
-    z = (s - math.copysign(1, s)) / math.sqrt(var)
-    return s, var, math.erfc(abs(z) / math.sqrt(2))
-
-
-def sen_slope(t: npt.ArrayLike, y: npt.ArrayLike) -> float:
-    """Median of the pairwise slopes ``(y_j - y_i) / (t_j - t_i)``, ``t_j > t_i``."""
-    tv, yv = np.asarray(t, np.float64), np.asarray(y, np.float64)
-    i, j = np.triu_indices(tv.size, 1)
-    dt = tv[j] - tv[i]
-    keep = dt != 0
-    if not keep.any():
-        return math.nan
-    return float(np.median((yv[j] - yv[i])[keep] / dt[keep]))
 
 
 def drift(metric: str, hours: npt.ArrayLike, values: npt.ArrayLike, alpha: float = ALPHA

@@ -24,6 +24,7 @@ from pytimings.analysis.classes import COMM_KERNEL_NAMES
 from pytimings.analysis.comm_hints import HINTS
 from pytimings.analysis.finding import Finding, ms
 from pytimings.analysis.findings import HOST_WINDOW_SHARE, TINY_BLAME_SHARE
+from pytimings.analysis.memory import FRAGMENTATION_SHARE, GROWTH_ALPHA, gib
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
 
@@ -170,6 +171,51 @@ CLAIMS: list[tuple[str, Check]] = [
         r"only ([\d.]+)% of communication overlaps compute",
         lambda e, m: _near(m.group(1), e["overlap_ratio"]),
     ),
+    # memory layer (space): peak, headroom, who holds it, fragmentation, churn, growth
+    (
+        r"peak (\S+ \S+) allocated of (\S+ \S+) \(([\d.]+)%\)",
+        lambda e, m: (
+            gib(e["peak_allocated_bytes"]) == m.group(1)
+            and gib(e["capacity_bytes"]) == m.group(2)
+            and _near(m.group(3), e["peak_allocated_bytes"] / e["capacity_bytes"])
+        ),
+    ),
+    (
+        r"`([^`]+)` holds (\S+ \S+) of it",
+        lambda e, m: (
+            e["live_at_peak_by_op"][0]["name"] == m.group(1)
+            and gib(e["live_at_peak_by_op"][0]["bytes"]) == m.group(2)
+        ),
+    ),
+    (
+        r"reserved - allocated = (\S+ \S+) at the peak \(([\d.]+)% of the (\S+ \S+)",
+        lambda e, m: (
+            gib(e["fragmentation_bytes"]) == m.group(1)
+            and _near(m.group(2), e["fragmentation_bytes"] / e["reserved_at_peak_bytes"])
+            and gib(e["reserved_at_peak_bytes"]) == m.group(3)
+            and e["fragmentation_bytes"]
+            == e["reserved_at_peak_bytes"] - e["peak_allocated_bytes"]
+            >= FRAGMENTATION_SHARE * e["reserved_at_peak_bytes"]
+        ),
+    ),
+    (
+        r"called ([\d.]+) times per \S+ after the first, (\S+ \S+) of host time",
+        lambda e, m: (
+            f"{e['calls_per_window']:.1f}" == m.group(1) and ms(e["ns_per_window"]) == m.group(2)
+        ),
+    ),
+    (
+        r"live memory grows (\S+ \S+) per \S+ over (\d+) \S+ windows \(p = (\S+) < ([\d.]+)\)"
+        r"(?:, held by `([^`]+)`(?: in `([^`]+)`)?)?",
+        lambda e, m: (
+            e["growing"]
+            and gib(e["slope_bytes_per_window"]) == m.group(1)
+            and e["windows"] == int(m.group(2))
+            and e["p_value"] < float(m.group(4)) == GROWTH_ALPHA
+            and (m.group(5) is None or e["held_by"]["name"] == m.group(5))
+            and (m.group(6) is None or e["held_by"]["range"] == m.group(6))
+        ),
+    ),
     (r"rank (\d+) arrives last", lambda e, m: e["straggler"] == int(m.group(1))),
     (r"windows? (\w+) grows most", lambda e, m: e["grows"] == m.group(1)),
 ]
@@ -277,3 +323,18 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
             continue
         problems = [p for f in a.findings() for p in check(f)]
         assert not problems, f"{path.name} --by {by}:\n" + "\n".join(problems)
+
+
+def test_the_checker_rejects_unbacked_memory_claims() -> None:
+    held = [{"kind": "cpu_op", "name": "aten::mm", "bytes": 1 << 30}]
+    peak = {"peak_allocated_bytes": 3 << 30, "capacity_bytes": 4 << 30, "live_at_peak_by_op": held}
+    good = "cuda:0: peak 3.0 GiB allocated of 4.0 GiB (75.0%): `aten::mm` holds 1.0 GiB of it"
+    assert not check(Finding("memory", good, 0, peak))
+    assert check(Finding("memory", good.replace("75.0", "80.0"), 0, peak))
+    assert check(Finding("memory", good.replace("aten::mm", "aten::cat"), 0, peak))
+    grow = {"growing": True, "slope_bytes_per_window": 1 << 20, "windows": 12, "p_value": 0.001,
+            "held_by": {"name": "aten::cat", "range": "step"}}  # fmt: skip
+    title = "cpu: live memory grows 1.0 MiB per step over 12 step windows (p = 0.001 < 0.01)"
+    assert not check(Finding("memory", title + ", held by `aten::cat` in `step`", 0, grow))
+    assert check(Finding("memory", title + ", held by `aten::add` in `step`", 0, grow))
+    assert check(Finding("memory", title, 0, {**grow, "growing": False}))

@@ -54,7 +54,11 @@ def check_trace_events(path: Path) -> dict[str, Any]:
     flows: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
     for ev in events:
         ph = ev["ph"]
-        assert ph in ("X", "M", "i", "s", "f"), ev
+        assert ph in ("X", "M", "i", "s", "f", "C"), ev
+        if ph == "C":  # a counter (memory): numbers in args, a whole-ns time
+            assert isinstance(ev["name"], str) and ev["pid"] in procs
+            assert all(isinstance(v, int) for v in ev["args"].values()) and ev["args"]
+            assert _ns(ev["ts"]) >= 0
         if ph == "M":
             assert ev["name"] in (
                 "process_name",
@@ -80,7 +84,7 @@ def check_trace_events(path: Path) -> dict[str, Any]:
             assert ph not in flows[ev["id"]], f"flow {ev['id']} has two {ph} events"
             assert ph == "s" or ev["bp"] == "e"
             flows[ev["id"]][ph] = ev
-        else:  # findings (global) or a request's token instants (on its track)
+        elif ph == "i":  # findings (global) or a request's token instants (on its track)
             assert ev["s"] in ("g", "t") and _ns(ev["ts"]) >= 0
             assert ev["s"] == "g" or (ev["pid"], ev["tid"]) in threads
     tids = [tid for _, tid in threads]

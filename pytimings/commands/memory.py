@@ -1,0 +1,41 @@
+"""``pytimings memory``: device memory over a capture: peaks, who holds them, churn, growth."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pytimings.analysis.memory import analyze_memory, memory_findings
+from pytimings.console import progress
+from pytimings.errors import UsageError
+from pytimings.fileout import write_text
+from pytimings.ingest import load
+from pytimings.report.memory_text import render_memory
+
+NO_EVENTS = (
+    "has no memory events: capture with torch.profiler(profile_memory=True), "
+    "nsys --cuda-memory-usage=true, torch.cuda.memory._snapshot(), or pytimings.sample_memory"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files or memory snapshots")
+    p.add_argument("--by", metavar="NAME_OR_GLOB", help="also per instance of these ranges")
+    p.add_argument("--json", metavar="F", help="also write everything as JSON to F")
+    progress.add_quiet_argument(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    progress.configure(args.quiet)
+    trace = load(*args.traces)
+    if not len(trace.mem_events):
+        raise UsageError(f"{', '.join(args.traces)} {NO_EVENTS}")
+    with progress.task("Analysing memory"):
+        result = analyze_memory(trace, args.by)
+        found = memory_findings(result)
+    print(render_memory(result, found))
+    if args.json:
+        doc = {**result.details(), "findings": [f.to_dict() for f in found]}
+        write_text(args.json, json.dumps(doc, indent=1) + "\n", "--json")
+        print(f"\nwrote {args.json}")
+    return 0
