@@ -285,12 +285,15 @@ def test_a_host_window_held_by_a_synchronizing_call_names_what_the_gpus_ran():
         "cuda_api 'cudaDeviceSynchronize' holds 99.0% of the host time in 1 step host window "
         "(5.00 ms self time of their 5.05 ms), in 1 of them (1); the host waits in "
         "cudaDeviceSynchronize for the GPU (1 call, 5.00 ms); on the GPUs meanwhile: "
-        "'long' on GPU 1 99.8%"
+        "'long' on GPU 1 99.8%; the thread waits there: it launches no GPU work in it and the "
+        "GPUs are busy 99.8% of its 5.00 ms, so it does not limit the step (the GPU idles "
+        "10.0 µs of it)"
     )
-    # a cpu_op that does not synchronize: named, but no wait
+    # a cpu_op that does not synchronize: named, no wait in a synchronizing call (the thread
+    # still launches nothing while the GPUs are busy)
     (f,) = host_windows(_wait_on_other_device("cpu_op", "aten::mul", step=True))
     assert f.evidence["name"] == "aten::mul" and f.evidence["sync_wait"] is None
-    assert "waits" not in f.title
+    assert "waits in" not in f.title and f.evidence["waiting"]
 
 
 def _tiny_kernels_then(blocking_ms):
