@@ -148,7 +148,12 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
 def _finding_lines(a: Attribution) -> list[str]:
     out = ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
-        saves = "" if f.saving_ns is None else f" (fixing it saves {ms(f.saving_ns)})"
+        note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
+        saves = (
+            ""
+            if f.saving_ns is None
+            else f" (fixing it saves {ms(f.saving_ns)}{f'; {note}' if note else ''})"
+        )
         out += textwrap.wrap(
             f"{i}. [{f.layer}] {f.title}{saves}", width=100, subsequent_indent="   "
         )
