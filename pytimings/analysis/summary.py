@@ -15,7 +15,8 @@ default linear interpolation):
   ``nvtx_gpu_proj_sum`` defines it: the GPU ops launched by API calls that start inside
   ``[range.start, range.end)`` on the range's thread (matched by correlation id within the
   process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
-  the first op's start to the last op's end, and ``gpu_busy_ns`` sums the ops' durations.
+  the first op's start to the last op's end, and ``gpu_busy_ns`` sums over instances the
+  length of the union of the ops' intervals (time some op of the instance runs).
 - ``api``: per (rank, kind, name) CUDA runtime/driver calls and synchronisation rows;
   a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``) is dropped from the name,
   exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060`` keeps its suffix there too).
