@@ -603,6 +603,14 @@ def _exposed_ns(a: Attribution, rows: I64) -> int:
     return total
 
 
+def _bytes_text(nbytes: I64) -> str:
+    """What copies move: '70.2 MB', or 'at least 70.2 MB (292 with no byte count)' when the
+    trace gave some no size (the loaders record those as 0 and count them in ``dropped``)."""
+    unknown = int(np.count_nonzero(nbytes == 0))
+    mb = f"{int(nbytes.sum()) / 1e6:.1f} MB"
+    return f"at least {mb} ({unknown} with no byte count)" if unknown else mb
+
+
 def memory(a: Attribution) -> list[Finding]:
     ops = a.trace.gpu_ops
     out = []
@@ -616,14 +624,14 @@ def memory(a: Attribution) -> list[Finding]:
                 f"memory (memcpy/memset not hidden under compute or comm) is "
                 f"{pct(t['memory_ns'] / win)} "
                 f"of {scope(a.by)} ({ms(t['memory_ns'])}); {plural(cp.size, 'memcpy')} "
-                f"{agree(cp.size, 'moves', 'move')} "
-                f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
+                f"{agree(cp.size, 'moves', 'move')} {_bytes_text(ops['bytes'][cp])}",
                 t["memory_ns"],
                 fix=Fix(ops=reported(a, np.flatnonzero(a.classes == MEMORY))),
                 evidence={
                     "memory_ns": t["memory_ns"],
                     "memcpys": int(cp.size),
                     "bytes": int(ops["bytes"][cp].sum()),
+                    "unknown_bytes": int(np.count_nonzero(ops["bytes"][cp] == 0)),
                 },
             )
         )
@@ -639,9 +647,15 @@ def memory(a: Attribution) -> list[Finding]:
                 f"{plural(pageable.size, 'memcpy')} {agree(pageable.size, 'uses', 'use')} "
                 f"pageable host memory ({ms(d)} of copy time, "
                 f"{ms(exposed)} of it not hidden under compute or comm, "
-                f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
+                f"{_bytes_text(ops['bytes'][pageable])})",
                 exposed,
-                {"pageable_copies": int(pageable.size), "copy_ns": d, "exposed_ns": exposed},
+                {
+                    "pageable_copies": int(pageable.size),
+                    "copy_ns": d,
+                    "exposed_ns": exposed,
+                    "bytes": int(ops["bytes"][pageable].sum()),
+                    "unknown_bytes": int(np.count_nonzero(ops["bytes"][pageable] == 0)),
+                },
                 Fix(ops=pageable),
             )
         )

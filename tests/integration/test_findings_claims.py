@@ -175,6 +175,13 @@ CLAIMS: list[tuple[str, Check]] = [
     (r"no launch call in the trace", lambda e, m: e["ops_without_launch"] > 0),
     # memory, parallel, application
     (r"use?s? pageable host memory", lambda e, m: e["pageable_copies"] > 0),
+    (r"memcpys? moves? ([\d.]+) MB", lambda e, m: e["unknown_bytes"] == 0),
+    (
+        r"at least ([\d.]+) MB \((\d+) with no byte count\)",
+        lambda e, m: (
+            e["unknown_bytes"] == int(m.group(2)) > 0 and f"{e['bytes'] / 1e6:.1f}" == m.group(1)
+        ),
+    ),
     (
         r"only ([\d.]+)% of communication overlaps compute",
         lambda e, m: _near(m.group(1), e["overlap_ratio"]),

@@ -106,6 +106,16 @@ def test_memory_findings():
     titles = [f.title for f in a.findings() if f.layer == "memory"]
     assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
     assert any(t.startswith("1 memcpy uses pageable host memory (5.00 ms") for t in titles)
+    assert any(t.endswith("; 1 memcpy moves 100.0 MB") for t in titles)
+    # two more copies the trace gave no size (the loaders record 0): the bytes are a floor
+    more = [{**ops[1], "start": 15 * MS + i, "end": 15 * MS + i + 1, "bytes": 0,
+             "correlation": 3 + i} for i in range(2)]  # fmt: skip
+    found = [f for f in attribute(make_trace(ops + more)).findings() if f.layer == "memory"]
+    (mem,) = [f for f in found if f.title.startswith("memory (")]
+    assert mem.title.endswith("; 3 memcpys move at least 100.0 MB (2 with no byte count)")
+    assert (mem.evidence["bytes"], mem.evidence["unknown_bytes"]) == (10**8, 2)
+    (pg,) = [f for f in found if "pageable" in f.title]
+    assert pg.title.endswith(", at least 100.0 MB (2 with no byte count))")
 
 
 def _two_ranks(kernels: tuple[int, int]) -> Trace:
