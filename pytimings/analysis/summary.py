@@ -24,6 +24,8 @@ default linear interpolation):
   operator name as written) count, total, mean, p50, p99, min, max of the operators'
   wall time on their thread. Operators nest (``aten::linear`` contains ``aten::addmm``),
   so a total includes the time of the operators inside it.
+- ``os_calls`` (only for traces with OS runtime calls, Nsight's ``OSRT_API``): the same
+  statistics per (rank, call name), e.g. ``pthread_cond_wait``, ``poll``, ``ioctl``.
 
 With ``per_device=False`` every group spans all ranks and devices (rank and device -1),
 which is how Nsight's ``nsys stats`` reports aggregate a multi-process export.
@@ -77,8 +79,9 @@ def trace_summary(
         "ranges": _ranges(trace, top, per_device),
         "api": _api(trace, top, per_device),
     }
-    if (trace.host_ops["kind"] == ActivityKind.CPU_OP).any():
-        tables["cpu_ops"] = _cpu_ops(trace, top, per_device)
+    for name, kind in (("cpu_ops", ActivityKind.CPU_OP), ("os_calls", ActivityKind.OS)):
+        if (trace.host_ops["kind"] == kind).any():
+            tables[name] = _host_ops(trace, kind, top, per_device)
     return tables
 
 
@@ -291,8 +294,9 @@ def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
     return _finish(cols, ("rank",), top)
 
 
-def _cpu_ops(trace: Trace, top: int | None, per_device: bool) -> Table:
-    ops = trace.host_ops.take(trace.host_ops["kind"] == ActivityKind.CPU_OP)
+def _host_ops(trace: Trace, kind: ActivityKind, top: int | None, per_device: bool) -> Table:
+    """Per (rank, name) the wall-time statistics of the host_ops of one ``kind``."""
+    ops = trace.host_ops.take(trace.host_ops["kind"] == kind)
     (rank,) = _scope(ops, per_device, device=False)
     gid, (g_rank, g_name) = _codes(rank, ops["name"])
     cols = {
