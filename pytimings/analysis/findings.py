@@ -777,18 +777,19 @@ def tail(a: Attribution) -> list[Finding]:
 
 
 def host_windows(a: Attribution) -> list[Finding]:
-    """With ``--by``: the host activity (other than the windows' own ranges) holding the
-    most self time over all host windows, when it holds at least ``HOST_WINDOW_SHARE`` of
-    their time (on a CPU-only capture, the only finding there is)."""
+    """Over the host windows (with ``--by``; of each thread, on a trace with no GPU ops
+    analysed without it): the host activity (other than the windows' own ranges) holding
+    the most self time, when it holds at least ``HOST_WINDOW_SHARE`` of their time (on a
+    CPU-only capture, the only finding there is)."""
     hw, ch = a.host.windows, a.host.by_activity
     total = int(hw["window_ns"].sum())
-    if a.by is None or total == 0:
+    if total == 0:
         return []
     strings = a.trace.strings
     s = summed(ch, strings)
     # the windows' own ranges are left out: their self time is what no nested activity
     # covers, and naming them says nothing the window does not
-    own = set(hw["name"].tolist())
+    own = set(hw["name"].tolist()) if a.by is not None else set()
     rest = [
         i
         for i, (k, n) in enumerate(zip(s["kind"].tolist(), s["name"].tolist(), strict=True))
@@ -811,7 +812,8 @@ def host_windows(a: Attribution) -> list[Finding]:
     wait = _waiting(a, ranks, parts, kind, nid)
     title = (
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
-        f"{plural(len(hw), f'{a.by} host window')} ({ms(ns)} self time of their {ms(total)}), "
+        f"{plural(len(hw), (a.by or 'thread') + ' host window')} "
+        f"({ms(ns)} self time of their {ms(total)}), "
         f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
     ) + _sync_text(sync)
     if wait["waiting"]:
