@@ -67,8 +67,8 @@ def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
 
     def key(f: Finding) -> tuple[bool, bool, int, int, str, str]:
         saving = f.saving_ns
-        # a host thread that waits while the GPUs are busy holds nothing back: after the rest
-        return (f.layer != "capture", bool(f.evidence.get("waiting")),
+        # a host thread inside which the GPUs are busy holds nothing back: after the rest
+        return (f.layer != "capture", bool(f.evidence.get("gpu_bound")),
                 -(f.loss_ns if saving is None else saving), -f.loss_ns, f.layer,
                 f.title)  # fmt: skip
 
@@ -816,12 +816,14 @@ def host_windows(a: Attribution) -> list[Finding]:
         f"({ms(ns)} self time of their {ms(total)}), "
         f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
     ) + _sync_text(sync)
-    if wait["waiting"]:
+    if wait["gpu_bound"]:
+        busy = f"{pct(wait['gpu_busy_share'])} of its {ms(wait['activity_ns'])}"
         title += (
-            f"; the thread waits there: it launches no GPU work in it and the GPUs are busy "
-            f"{pct(wait['gpu_busy_share'])} of its {ms(wait['activity_ns'])}, so it does not "
-            f"limit the step (the GPU idles {ms(wait['gpu_idle_ns'])} of it)"
-        )
+            f"; the thread waits there: it launches no GPU work in it and the GPUs are busy {busy}"
+            if wait["waiting"]
+            else f"; the GPUs are busy {busy} (the thread launches "
+            f"{plural(wait['launches'], 'GPU op')} in it)"
+        ) + f", so it does not limit the step (the GPU idles {ms(wait['gpu_idle_ns'])} of it)"
     return [
         Finding(
             "host",
@@ -845,12 +847,13 @@ def host_windows(a: Attribution) -> list[Finding]:
 def _waiting(
     a: Attribution, ranks: I64, parts: Sequence[tuple[int, I64, I64]], kind: int, nid: int
 ) -> dict[str, Any]:
-    """Whether the activity ``kind`` named ``nid`` waits in ``parts`` (per thread, a set
-    of intervals): over its instances there (their whole extent, nested activities
-    included), ``launches`` (launch calls of GPU ops starting inside), ``gpu_busy_ns``
-    (time any GPU op of the ``ranks`` runs) of ``activity_ns``; ``waiting``: it launches
-    nothing and the GPUs are busy at least ``GPU_BOUND_SHARE`` of it, so the thread holds
-    the GPU back by at most ``gpu_idle_ns``."""
+    """Whether the activity ``kind`` named ``nid`` holds the GPU back in ``parts`` (per
+    thread, a set of intervals): over its instances there (their whole extent, nested
+    activities included), ``launches`` (launch calls of GPU ops starting inside),
+    ``gpu_busy_ns`` (time any GPU op of the ``ranks`` runs) of ``activity_ns``;
+    ``gpu_bound``: the GPUs are busy at least ``GPU_BOUND_SHARE`` of it, so the thread
+    holds them back by at most ``gpu_idle_ns`` (it runs ahead, or waits); ``waiting``:
+    that, and it launches nothing meanwhile."""
     tr = a.trace
     if kind == ActivityKind.RANGE:
         table, mine = tr.ranges, tr.ranges["name"] == nid
@@ -881,6 +884,7 @@ def _waiting(
         "gpu_busy_share": share,
         "gpu_idle_ns": act_ns - busy_ns,
         "launches": launches,
+        "gpu_bound": bool(act_ns and share >= GPU_BOUND_SHARE),
         "waiting": bool(act_ns and launches == 0 and share >= GPU_BOUND_SHARE),
     }
 

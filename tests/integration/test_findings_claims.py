@@ -129,6 +129,17 @@ CLAIMS: list[tuple[str, Check]] = [
             and ms(e["activity_ns"]) == m.group(2)
         ),
     ),
+    (
+        r"; the GPUs are busy ([\d.]+)% of its ([\d.]+ \S+) \(the thread launches (\d+) GPU ops?",
+        lambda e, m: (
+            e["gpu_bound"]
+            and not e["waiting"]
+            and e["launches"] == int(m.group(3)) > 0
+            and e["gpu_busy_share"] >= GPU_BOUND_SHARE
+            and _near(m.group(1), e["gpu_busy_share"])
+            and ms(e["activity_ns"]) == m.group(2)
+        ),
+    ),
     (r"the GPU idles ([\d.]+ \S+) of it\)", lambda e, m: ms(e["gpu_idle_ns"]) == m.group(1)),
     (r"first op of each window", lambda e, m: e["at_window_start"]),
     # hardware: the GPU-bound finding
@@ -249,7 +260,8 @@ def test_the_checker_rejects_an_unbacked_claim():
     host = {"kind": "range", "name": "sleepy", "share": 0.1}
     assert check(Finding("host", "range 'sleepy' holds 10.0% of the host time", 1, host))
     # a wait claimed for a thread that launches, or while the GPUs idle
-    wait = {"waiting": True, "launches": 0, "gpu_busy_share": 0.99, "activity_ns": 2_000_000,
+    wait = {"waiting": True, "gpu_bound": True, "launches": 0, "gpu_busy_share": 0.99,
+            "activity_ns": 2_000_000,
             "gpu_idle_ns": 20_000}  # fmt: skip
     said = (
         "the thread waits there: it launches no GPU work in it and the GPUs are busy 99.0% "
@@ -306,8 +318,10 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
                 assert e["launch_latency_p50_ns"] == (lat["p50"] if lat["count"] else None)
             # no finding blames a thread that launches nothing while the GPUs are busy
             if f.layer == "host":
-                busy_wait = e["launches"] == 0 and e["gpu_busy_share"] >= GPU_BOUND_SHARE
-                assert busy_wait == e["waiting"] == ("the thread waits there" in f.title)
-            # a waiting thread ranks after every finding that is not a capture one
-            if e.get("waiting"):
-                assert all(x.layer == "capture" or x.evidence.get("waiting") for x in found[i:])
+                busy = e["gpu_busy_share"] >= GPU_BOUND_SHARE
+                assert busy == e["gpu_bound"] == ("so it does not limit the step" in f.title)
+                waits = busy and e["launches"] == 0
+                assert waits == e["waiting"] == ("the thread waits there" in f.title)
+            # such a thread ranks after every finding that is not a capture one
+            if e.get("gpu_bound"):
+                assert all(x.layer == "capture" or x.evidence.get("gpu_bound") for x in found[i:])

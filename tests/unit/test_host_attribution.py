@@ -17,7 +17,6 @@ from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import host_bound_gaps
 from pytimings.analysis.host import interval_charges
-from pytimings.errors import UsageError
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind
 
 US = 1000
