@@ -17,14 +17,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings.analysis import findings, savings
 from pytimings.analysis.classes import Rule, check_comm_glob, classify
 from pytimings.analysis.collectives import collectives
+from pytimings.analysis.finding import Finding
 from pytimings.analysis.graphs import graph_use
-from pytimings.analysis.host import host_attribution
+from pytimings.analysis.host import host_attribution, range_host_windows, thread_host_windows
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.analysis.partition import LABELS, Gaps, concat, device_rows, device_timeline
 from pytimings.analysis.result import SCHEMA, Attribution, LaunchLatency
-from pytimings.analysis.windows import range_windows, trace_windows
+from pytimings.analysis.windows import no_windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -80,10 +82,12 @@ def attribute(
     for g in comm_kernels:  # a bad glob is an error even on a trace with no GPU ops
         check_comm_glob(g, "comm_kernels")
     ops = trace.gpu_ops
-    if len(ops) == 0 and by is None:
+    # no GPU ops and no --by: the host view of each thread over the whole trace
+    threads_view = len(ops) == 0 and by is None
+    if threads_view and _host_ranks(trace).size == 0:
         raise UsageError(
-            "the trace has no GPU ops (kernels, memcpys, memsets): give --by NAME "
-            "(by=NAME) for the host view of each instance of a range"
+            "the trace has no GPU ops (kernels, memcpys, memsets) and no host activity "
+            "(ranges, API calls, cpu ops, OS calls): nothing to attribute"
         )
     rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
     in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
@@ -91,11 +95,12 @@ def attribute(
     del in_ranks
     launches = link_launches(trace)
     classes = classify(trace, launches, rules, comm_kernels)
-    win = (
-        range_windows(trace, launches, by, rank_sel)
-        if by is not None
-        else trace_windows(trace, launches, rank_sel)
-    )
+    if by is not None:
+        win = range_windows(trace, launches, by, rank_sel)
+    elif threads_view:
+        win = no_windows()
+    else:
+        win = trace_windows(trace, launches, rank_sel)
     cols: dict[str, list[Any]] = {
         c: []
         for c in (
@@ -190,7 +195,14 @@ def attribute(
     total = sum(table[f"{x}_ns"] for x in LABELS)
     if not np.array_equal(total, table["window_ns"]):  # the invariant, checked on every input
         raise AssertionError("attribution labels do not sum to the window lengths")
-    host = host_attribution(trace, launches, gaps, table["host_bound_ns"], win, by is not None)
+    hw = (
+        range_host_windows(trace, win)
+        if by is not None
+        else thread_host_windows(trace, rank_sel)
+        if threads_view
+        else None
+    )
+    host = host_attribution(trace, launches, gaps, table["host_bound_ns"], hw)
     ignored = {
         "GPU ops ending before they start": int(np.sum(ops["end"] < ops["start"])),
         "ranges ending before they start (taken as zero-length)": int(
@@ -213,13 +225,24 @@ def attribute(
             trace, launches, zip(table["rank"].tolist(), table["device"].tolist(), strict=True)
         ),
         host=host,
+        finder=ranked_findings,
     )
 
 
+def ranked_findings(a: Attribution) -> list[Finding]:
+    """Every rule's findings on ``a`` with their replayed savings, ranked
+    (:func:`pytimings.analysis.findings.ranked`): what ``Attribution.findings()`` returns."""
+    found = findings.find(a)
+    savings.add_savings(a, found)
+    return findings.ranked(found, a.totals["window_ns"])
+
+
 def _host_ranks(trace: Trace) -> npt.NDArray[np.int16]:
-    """The ranks of a trace with no GPU ops: those of its ranges on host threads."""
+    """The ranks of a trace with no GPU ops: those of its host activities (ranges on host
+    threads, API calls, host_ops)."""
     rg = trace.ranges
-    return np.asarray(rg["rank"][rg["thread"] >= 0], dtype=np.int16)
+    parts = [rg["rank"][rg["thread"] >= 0], trace.api_calls["rank"], trace.host_ops["rank"]]
+    return np.concatenate([np.asarray(p, dtype=np.int16) for p in parts])
 
 
 def _device_latency(trace: Trace, launches: Launches, rank: int, device: int) -> tuple[I64, I64]:

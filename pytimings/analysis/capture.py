@@ -73,6 +73,12 @@ def _in_windows(a: Attribution, r: int, d: int, s: I64, e: I64) -> int:
     return int(iv.overlap_lengths(ws, we, us, ue).sum())
 
 
+def _delays_text(wait: I64) -> str:
+    """'149.00 ms' for one delay (or several equal ones), else '1.20 ms to 149.00 ms'."""
+    lo, hi = ms(int(wait.min())), ms(int(wait.max()))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def _names(a: Attribution, rows: I64, n: int = 3) -> list[str]:
     c = Counter(int(x) for x in a.trace.gpu_ops["name"][rows])
     top = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
@@ -121,8 +127,8 @@ def late_starts(a: Attribution) -> list[Finding]:
     distorts = {"launch_overhead_ns": lo, "device_wait_ns": max(0, total - lo)}
     title = (
         f"capture: {plural(int(rows.size), 'op')} ({', '.join(repr(n) for n in _names(a, rows))}) "
-        f"{agree(int(rows.size), 'starts', 'start')} {ms(int(wait.min()))} to "
-        f"{ms(int(wait.max()))} after the launch call returned while the GPU runs nothing "
+        f"{agree(int(rows.size), 'starts', 'start')} {_delays_text(wait)} "
+        "after the launch call returned while the GPU runs nothing "
         "the trace shows (work queued outside the "
         f"capture, another process, or a host/GPU clock offset); {ms(total)} of "
         f"{scope(a.by)} is that wait ({_distorts_text(distorts)})"

@@ -41,6 +41,11 @@ LONG_LAUNCH_GAP_NS = 1_000_000
 # ops hold at least this share of it
 TINY_BLAME_SHARE = 0.5
 HOST_WINDOW_SHARE = 0.2  # the host-window finding: the top activity's least share of them
+# the GPUs busy at least this share of a time: the GPU is what limits it. Then at most 5% of
+# it is idle, so no host-side change can shorten it by more than 5% (a 1.05x speedup),
+# while shortening the GPU work shortens it almost one for one. Used for the GPU-bound
+# finding (the windows) and for a host activity that launches nothing meanwhile (it waits)
+GPU_BOUND_SHARE = 0.95
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
@@ -65,10 +70,12 @@ def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
         if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware" or f.evidence.get("space")
     ]
 
-    def key(f: Finding) -> tuple[bool, int, int, str, str]:
+    def key(f: Finding) -> tuple[bool, bool, int, int, str, str]:
         saving = f.saving_ns
-        return (f.layer != "capture", -(f.loss_ns if saving is None else saving), -f.loss_ns,
-                f.layer, f.title)  # fmt: skip
+        # a host thread inside which the GPUs are busy holds nothing back: after the rest
+        return (f.layer != "capture", bool(f.evidence.get("gpu_bound")),
+                -(f.loss_ns if saving is None else saving), -f.loss_ns, f.layer,
+                f.title)  # fmt: skip
 
     out.sort(key=key)
     return out
@@ -77,8 +84,8 @@ def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
 # --------------------------------------------------------------------------- hardware
 
 
-def hardware(a: Attribution) -> list[Finding]:
-    """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
+def _per_device(a: Attribution) -> list[dict[str, Any]]:
+    """Per (rank, device) of the windows: their time and the GPU's busy time in them."""
     w = a.windows
     per: list[dict[str, Any]] = []
     for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)}):
@@ -86,6 +93,13 @@ def hardware(a: Attribution) -> list[Finding]:
         win = int(w["window_ns"][m].sum())
         busy = sum(int(w[f"{x}_ns"][m].sum()) for x in BUSY_LABELS)
         per.append({"rank": r, "device": d, "window_ns": win, "busy_ns": busy})
+    return per
+
+
+def hardware(a: Attribution) -> list[Finding]:
+    """GPU busy share vs idle (and its split), over all devices, naming the extremes."""
+    w = a.windows
+    per = _per_device(a)
     win = int(w["window_ns"].sum())
     if win == 0:
         return []
@@ -121,6 +135,55 @@ def hardware(a: Attribution) -> list[Finding]:
             },
         )
     ]
+
+
+def gpu_bound(a: Attribution) -> list[Finding]:
+    """When every GPU of the windows is busy at least ``GPU_BOUND_SHARE`` of them: the GPU
+    is the bottleneck. How far ahead the host runs (the contract's launch latency p50: an
+    op starts that long after its launch call began) and, with ``--by``, the windows'
+    length beside the GPU's busy time in them (the step is the GPU's period)."""
+    per = _per_device(a)
+    win = sum(p["window_ns"] for p in per)
+    if not per or win == 0:
+        return []
+    shares = [p["busy_ns"] / max(1, p["window_ns"]) for p in per]
+    low = min(shares)
+    if low < GPU_BOUND_SHARE:
+        return []
+    busy = sum(p["busy_ns"] for p in per)
+    lat = a.launch_latency.summary()
+    w = a.windows
+    row_busy = sum(w[f"{x}_ns"].astype(np.int64) for x in BUSY_LABELS)
+    evidence: dict[str, Any] = {
+        "threshold": GPU_BOUND_SHARE,
+        "min_busy_share": low,
+        "busy_ns": busy,
+        "window_ns": win,
+        "idle_ns": win - busy,
+        "devices": per,
+        "launch_latency_p50_ns": float(lat["p50"]) if lat["count"] else None,
+        "window_p50_ns": float(np.percentile(w["window_ns"], 50)),
+        "window_busy_p50_ns": float(np.percentile(row_busy, 50)),
+    }
+    ranks = len({p["rank"] for p in per}) > 1
+    if len(per) == 1:
+        p = per[0]
+        who = f"rank {p['rank']} GPU {p['device']}" if ranks else f"GPU {p['device']}"
+        head = f"the GPU is the bottleneck: {who} is busy {pct(low)}"
+    else:
+        head = f"the GPUs are the bottleneck: all {len(per)} are busy at least {pct(low)}"
+    title = (
+        f"{head} of {scope(a.by)} (idle {ms(win - busy)} in all: no host-side change saves more)"
+    )
+    if lat["count"]:
+        title += f"; the host runs {ms(lat['p50'])} ahead of the GPU (launch latency p50)"
+    if a.by is not None:
+        title += (
+            f"; {a.by} p50 {ms(evidence['window_p50_ns'])}, the GPU busy "
+            f"{ms(evidence['window_busy_p50_ns'])} of it (p50): the step lasts as long as "
+            f"its GPU work"
+        )
+    return [Finding("hardware", title, busy, evidence)]
 
 
 # --------------------------------------------------------------------------- scheduling
@@ -545,6 +608,14 @@ def _exposed_ns(a: Attribution, rows: I64) -> int:
     return total
 
 
+def _bytes_text(nbytes: I64) -> str:
+    """What copies move: '70.2 MB', or 'at least 70.2 MB (292 with no byte count)' when the
+    trace gave some no size (the loaders record those as 0 and count them in ``dropped``)."""
+    unknown = int(np.count_nonzero(nbytes == 0))
+    mb = f"{int(nbytes.sum()) / 1e6:.1f} MB"
+    return f"at least {mb} ({unknown} with no byte count)" if unknown else mb
+
+
 def memory(a: Attribution) -> list[Finding]:
     ops = a.trace.gpu_ops
     out = []
@@ -558,14 +629,14 @@ def memory(a: Attribution) -> list[Finding]:
                 f"memory (memcpy/memset not hidden under compute or comm) is "
                 f"{pct(t['memory_ns'] / win)} "
                 f"of {scope(a.by)} ({ms(t['memory_ns'])}); {plural(cp.size, 'memcpy')} "
-                f"{agree(cp.size, 'moves', 'move')} "
-                f"{int(ops['bytes'][cp].sum()) / 1e6:.1f} MB",
+                f"{agree(cp.size, 'moves', 'move')} {_bytes_text(ops['bytes'][cp])}",
                 t["memory_ns"],
                 fix=Fix(ops=reported(a, np.flatnonzero(a.classes == MEMORY))),
                 evidence={
                     "memory_ns": t["memory_ns"],
                     "memcpys": int(cp.size),
                     "bytes": int(ops["bytes"][cp].sum()),
+                    "unknown_bytes": int(np.count_nonzero(ops["bytes"][cp] == 0)),
                 },
             )
         )
@@ -581,9 +652,15 @@ def memory(a: Attribution) -> list[Finding]:
                 f"{plural(pageable.size, 'memcpy')} {agree(pageable.size, 'uses', 'use')} "
                 f"pageable host memory ({ms(d)} of copy time, "
                 f"{ms(exposed)} of it not hidden under compute or comm, "
-                f"{int(ops['bytes'][pageable].sum()) / 1e6:.1f} MB)",
+                f"{_bytes_text(ops['bytes'][pageable])})",
                 exposed,
-                {"pageable_copies": int(pageable.size), "copy_ns": d, "exposed_ns": exposed},
+                {
+                    "pageable_copies": int(pageable.size),
+                    "copy_ns": d,
+                    "exposed_ns": exposed,
+                    "bytes": int(ops["bytes"][pageable].sum()),
+                    "unknown_bytes": int(np.count_nonzero(ops["bytes"][pageable] == 0)),
+                },
                 Fix(ops=pageable),
             )
         )
@@ -705,18 +782,19 @@ def tail(a: Attribution) -> list[Finding]:
 
 
 def host_windows(a: Attribution) -> list[Finding]:
-    """With ``--by``: the host activity (other than the windows' own ranges) holding the
-    most self time over all host windows, when it holds at least ``HOST_WINDOW_SHARE`` of
-    their time (on a CPU-only capture, the only finding there is)."""
+    """Over the host windows (with ``--by``; of each thread, on a trace with no GPU ops
+    analysed without it): the host activity (other than the windows' own ranges) holding
+    the most self time, when it holds at least ``HOST_WINDOW_SHARE`` of their time (on a
+    CPU-only capture, the only finding there is)."""
     hw, ch = a.host.windows, a.host.by_activity
     total = int(hw["window_ns"].sum())
-    if a.by is None or total == 0:
+    if total == 0:
         return []
     strings = a.trace.strings
     s = summed(ch, strings)
     # the windows' own ranges are left out: their self time is what no nested activity
     # covers, and naming them says nothing the window does not
-    own = set(hw["name"].tolist())
+    own = set(hw["name"].tolist()) if a.by is not None else set()
     rest = [
         i
         for i, (k, n) in enumerate(zip(s["kind"].tolist(), s["name"].tolist(), strict=True))
@@ -734,18 +812,30 @@ def host_windows(a: Attribution) -> list[Finding]:
         mine = held[hw["thread"][held] == t]
         mine = mine[np.argsort(hw["start_ns"][mine], kind="stable")]
         parts.append((int(t), *iv.union(hw["start_ns"][mine], hw["end_ns"][mine])))
-    sync = _sync_wait(a, np.unique(hw["rank"][held]), parts, k, nid)
+    ranks = np.unique(hw["rank"][held])
+    sync = _sync_wait(a, ranks, parts, k, nid)
+    wait = _waiting(a, ranks, parts, kind, nid)
     title = (
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
-        f"{plural(len(hw), f'{a.by} host window')} ({ms(ns)} self time of their {ms(total)}), "
+        f"{plural(len(hw), (a.by or 'thread') + ' host window')} "
+        f"({ms(ns)} self time of their {ms(total)}), "
         f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
     ) + _sync_text(sync)
+    if wait["gpu_bound"]:
+        busy = f"{pct(wait['gpu_busy_share'])} of its {ms(wait['activity_ns'])}"
+        title += (
+            f"; the thread waits there: it launches no GPU work in it and the GPUs are busy {busy}"
+            if wait["waiting"]
+            else f"; the GPUs are busy {busy} (the thread launches "
+            f"{plural(wait['launches'], 'GPU op')} in it)"
+        ) + f", so it does not limit the step (the GPU idles {ms(wait['gpu_idle_ns'])} of it)"
     return [
         Finding(
             "host",
             title,
             ns,
             {
+                **wait,
                 "kind": k,
                 "name": name,
                 "ns": ns,
@@ -759,13 +849,58 @@ def host_windows(a: Attribution) -> list[Finding]:
     ]
 
 
+def _waiting(
+    a: Attribution, ranks: I64, parts: Sequence[tuple[int, I64, I64]], kind: int, nid: int
+) -> dict[str, Any]:
+    """Whether the activity ``kind`` named ``nid`` holds the GPU back in ``parts`` (per
+    thread, a set of intervals): over its instances there (their whole extent, nested
+    activities included), ``launches`` (launch calls of GPU ops starting inside),
+    ``gpu_busy_ns`` (time any GPU op of the ``ranks`` runs) of ``activity_ns``;
+    ``gpu_bound``: the GPUs are busy at least ``GPU_BOUND_SHARE`` of it, so the thread
+    holds them back by at most ``gpu_idle_ns`` (it runs ahead, or waits); ``waiting``:
+    that, and it launches nothing meanwhile."""
+    tr = a.trace
+    if kind == ActivityKind.RANGE:
+        table, mine = tr.ranges, tr.ranges["name"] == nid
+    elif kind == ActivityKind.CUDA_API:
+        table, mine = tr.api_calls, tr.api_calls["name"] == nid
+    else:
+        table = tr.host_ops
+        mine = (table["name"] == nid) & (table["kind"] == kind)
+    launch_rows = np.unique(a.launches.api_row[a.launches.api_row >= 0])
+    api = tr.api_calls
+    ops = tr.gpu_ops
+    on = np.flatnonzero(np.isin(ops["rank"], ranks) & (ops["end"] > ops["start"]))
+    on = on[np.argsort(ops["start"][on], kind="stable")]
+    busy_s, busy_e = iv.union(ops["start"][on], ops["end"][on])
+    act_ns = busy_ns = launches = 0
+    for thread, us, ue in parts:
+        cand = np.flatnonzero(mine & (table["thread"] == thread))
+        cand = cand[np.argsort(table["start"][cand], kind="stable")]
+        s, e = iv.intersect(*iv.union(table["start"][cand], table["end"][cand]), us, ue)
+        act_ns += int((e - s).sum())
+        busy_ns += int(iv.overlap_lengths(s, e, busy_s, busy_e).sum())
+        calls = launch_rows[api["thread"][launch_rows] == thread]
+        launches += int(iv.points_in_set(np.ascontiguousarray(api["start"][calls]), s, e).sum())
+    share = busy_ns / act_ns if act_ns else 0.0
+    return {
+        "activity_ns": act_ns,
+        "gpu_busy_ns": busy_ns,
+        "gpu_busy_share": share,
+        "gpu_idle_ns": act_ns - busy_ns,
+        "launches": launches,
+        "gpu_bound": bool(act_ns and share >= GPU_BOUND_SHARE),
+        "waiting": bool(act_ns and launches == 0 and share >= GPU_BOUND_SHARE),
+    }
+
+
 Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
 RANK_RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows,
 )  # fmt: skip
-GLOBAL_RULES: tuple[Rule, ...] = (hardware, parallel, collectives, tail)
+GLOBAL_RULES: tuple[Rule, ...] = (hardware, gpu_bound, parallel, collectives, tail)
 
 
 def device_memory(a: Attribution) -> list[Finding]:
@@ -775,6 +910,6 @@ def device_memory(a: Attribution) -> list[Finding]:
 
 
 RULES: tuple[Rule, ...] = (
-    *CAPTURE_RULES, hardware, host_bound_gaps, kernels, graphs, memory, parallel, collectives, tail,
-    host_windows, device_memory,
+    *CAPTURE_RULES, hardware, gpu_bound, host_bound_gaps, kernels, graphs, memory, parallel,
+    collectives, tail, host_windows, device_memory,
 )  # fmt: skip

@@ -325,22 +325,51 @@ def merge_host(
     return HostAttribution(a, r, hw.take(hw_order), w)
 
 
-def _host_windows(trace: Trace, win: Windows) -> Table:
+def range_host_windows(trace: Trace, win: Windows) -> Table:
     """One host window per range window of ``win``: the range's own [start, end) on its
     thread, in an order independent of the input's (start, rank, end, name, thread)."""
     rg = trace.ranges
     rows = win.range_row
     start = rg["start"][rows]
     end = np.maximum(rg["end"][rows], start)
-    name = np.asarray(win.name, dtype=object)
-    order = np.lexsort((win.thread, name.astype(str), end, win.rank, start)) if rows.size else rows
+    return _host_window_table(np.asarray(win.name, dtype=object), start, end, win.rank, win.thread)
+
+
+def thread_host_windows(trace: Trace, ranks: npt.NDArray[np.int16]) -> Table:
+    """One host window per host thread of the ``ranks`` that has any host activity (a
+    range, an API call, a host_ops row): from its first activity's start to its last
+    one's end, named after the thread (``tid N`` when it has no name)."""
+    th = trace.threads
+    lo = np.full(len(th), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(th), np.iinfo(np.int64).min, dtype=np.int64)
+    for t in (trace.ranges, trace.api_calls, trace.host_ops):
+        on = np.flatnonzero(t["thread"] >= 0)
+        np.minimum.at(lo, t["thread"][on], t["start"][on])
+        np.maximum.at(hi, t["thread"][on], np.maximum(t["end"][on], t["start"][on]))
+    rows = np.flatnonzero((lo <= hi) & np.isin(th["rank"], ranks))
+    names = [trace.strings[int(th["name"][i])] or f"tid {int(th['tid'][i])}" for i in rows]
+    return _host_window_table(
+        np.asarray(names, dtype=object),
+        lo[rows],
+        hi[rows],
+        th["rank"][rows].astype(np.int16),
+        rows.astype(np.int32),
+    )
+
+
+def _host_window_table(
+    name: npt.NDArray[Any], start: I64, end: I64, rank: npt.NDArray[np.int16], thread: I32
+) -> Table:
+    """Host windows in an order independent of the input's (start, rank, end, name,
+    thread)."""
+    order = np.lexsort((thread, name.astype(str), end, rank, start)) if start.size else start
     return Table(
         {
             "name": name[order],
             "start_ns": start[order],
             "end_ns": end[order],
-            "rank": win.rank[order],
-            "thread": win.thread[order],
+            "rank": rank[order],
+            "thread": thread[order],
             "window_ns": (end - start)[order],
         }
     )
@@ -357,13 +386,13 @@ def host_attribution(
     launches: Launches,
     gaps: Gaps,
     host_bound_ns: I64,
-    win: Windows,
-    host_windows: bool,
+    host_windows: Table | None,
 ) -> HostAttribution:
     """The contract's host attribution of the ``gaps`` (their host_bound parts, per window
-    entry with ``host_bound_ns``) and, with ``host_windows``, of the range windows ``win``.
-    Checks that every list sums to its host_bound_ns / window_ns."""
-    hw = _host_windows(trace, win) if host_windows else Table.empty(HOST_WINDOW_SCHEMA)
+    entry with ``host_bound_ns``) and of the ``host_windows`` (:func:`range_host_windows`,
+    :func:`thread_host_windows`; None: none). Checks that every list sums to its
+    host_bound_ns / window_ns."""
+    hw = Table.empty(HOST_WINDOW_SCHEMA) if host_windows is None else host_windows
     g_thread = (launches.thread[gaps.op] if gaps.op.size else np.empty(0)).astype(np.int32)
     hw_th = hw["thread"]
     if g_thread.size + hw_th.size == 0:

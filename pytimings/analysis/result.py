@@ -4,13 +4,13 @@ and launches behind it, launch latency, collectives, and the JSON document."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis import findings, savings
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
@@ -83,6 +83,11 @@ class Attribution:
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
     comm_kernels: tuple[str, ...] = ()  # users' comm-kernel globs the classes include
+    # what ranks this result's findings (set by whoever built it, e.g. attribute(): the
+    # result is data; the findings and their savings only read it)
+    finder: Callable[[Attribution], list[Finding]] | None = field(
+        default=None, repr=False, compare=False
+    )
     _findings: list[Finding] | None = field(default=None, repr=False)
     _memory: MemoryResult | None = field(default=None, repr=False)
 
@@ -126,11 +131,12 @@ class Attribution:
         return {c: (w[c][i] if c == "name" else int(w[c][i])) for c in w.columns}
 
     def findings(self) -> list[Finding]:
-        """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`)."""
+        """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`,
+        through ``finder``), computed on first use."""
         if self._findings is None:
-            found = findings.find(self)
-            savings.add_savings(self, found)
-            self._findings = findings.ranked(found, self.totals["window_ns"])
+            if self.finder is None:
+                raise ValueError("this Attribution was built without a finder for its findings")
+            self._findings = self.finder(self)
         return self._findings
 
     def _lists(self, charges: Table, n_rows: int) -> list[list[dict[str, Any]]]:

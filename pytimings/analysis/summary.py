@@ -15,7 +15,8 @@ default linear interpolation):
   ``nvtx_gpu_proj_sum`` defines it: the GPU ops launched by API calls that start inside
   ``[range.start, range.end)`` on the range's thread (matched by correlation id within the
   process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
-  the first op's start to the last op's end, and ``gpu_busy_ns`` sums the ops' durations.
+  the first op's start to the last op's end, and ``gpu_busy_ns`` sums over instances the
+  length of the union of the ops' intervals (time some op of the instance runs).
 - ``api``: per (rank, kind, name) CUDA runtime/driver calls and synchronisation rows;
   a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``) is dropped from the name,
   exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060`` keeps its suffix there too).
@@ -23,6 +24,8 @@ default linear interpolation):
   operator name as written) count, total, mean, p50, p99, min, max of the operators'
   wall time on their thread. Operators nest (``aten::linear`` contains ``aten::addmm``),
   so a total includes the time of the operators inside it.
+- ``os_calls`` (only for traces with OS runtime calls, Nsight's ``OSRT_API``): the same
+  statistics per (rank, call name), e.g. ``pthread_cond_wait``, ``poll``, ``ioctl``.
 
 With ``per_device=False`` every group spans all ranks and devices (rank and device -1),
 which is how Nsight's ``nsys stats`` reports aggregate a multi-process export.
@@ -76,8 +79,9 @@ def trace_summary(
         "ranges": _ranges(trace, top, per_device),
         "api": _api(trace, top, per_device),
     }
-    if (trace.host_ops["kind"] == ActivityKind.CPU_OP).any():
-        tables["cpu_ops"] = _cpu_ops(trace, top, per_device)
+    for name, kind in (("cpu_ops", ActivityKind.CPU_OP), ("os_calls", ActivityKind.OS)):
+        if (trace.host_ops["kind"] == kind).any():
+            tables[name] = _host_ops(trace, kind, top, per_device)
     return tables
 
 
@@ -290,8 +294,9 @@ def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
     return _finish(cols, ("rank",), top)
 
 
-def _cpu_ops(trace: Trace, top: int | None, per_device: bool) -> Table:
-    ops = trace.host_ops.take(trace.host_ops["kind"] == ActivityKind.CPU_OP)
+def _host_ops(trace: Trace, kind: ActivityKind, top: int | None, per_device: bool) -> Table:
+    """Per (rank, name) the wall-time statistics of the host_ops of one ``kind``."""
+    ops = trace.host_ops.take(trace.host_ops["kind"] == kind)
     (rank,) = _scope(ops, per_device, device=False)
     gid, (g_rank, g_name) = _codes(rank, ops["name"])
     cols = {

@@ -36,6 +36,18 @@ class Windows:
     range_row: I64  # row in trace.ranges, -1 for the whole-trace window
 
 
+def no_windows() -> Windows:
+    """No window to partition (a trace with no GPU ops analysed without ``--by``)."""
+    return Windows(
+        name=[],
+        start=np.empty(0, np.int64),
+        end=np.empty(0, np.int64),
+        rank=np.empty(0, np.int16),
+        thread=np.empty(0, np.int32),
+        range_row=np.empty(0, np.int64),
+    )
+
+
 def trace_windows(trace: Trace, launches: Launches, ranks: npt.NDArray[np.int16]) -> Windows:
     """One whole-trace window per rank (API calls that launch nothing don't count)."""
     ops, rg, api = trace.gpu_ops, trace.ranges, trace.api_calls

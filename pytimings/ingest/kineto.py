@@ -70,7 +70,6 @@ from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
-from pytimings.ingest.detect import UTF8_BOM
 from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
@@ -224,6 +223,9 @@ _MARKERS = (
 )
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def looks_like_kineto(head: bytes) -> bool:
     """True when the first bytes (gunzipped) look like a Chrome trace / Kineto JSON object.
 
@@ -231,7 +233,7 @@ def looks_like_kineto(head: bytes) -> bool:
     other writers may put other keys before them (TraceLens' Qwen trace has 26 KB of
     "metadata" first), so pass 64 KB, or fall back on the file name (``*.json[.gz]``).
     """
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    text = head.lstrip(UTF8_BOM + b" \t\r\n")
     return text.startswith(b"{") and any(m in text for m in _MARKERS)
 
 

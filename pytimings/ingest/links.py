@@ -99,8 +99,9 @@ def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I
     """The GPU projection of ranges (``rows`` of ``trace.ranges``, default all): per range,
     the GPU ops launched from inside it — launch call starting in ``[start, end)`` on the
     range's thread (an end before the start is taken as the start) — as their count,
-    earliest start, latest end and summed durations (all 0 when none). ``api_row`` is
-    :func:`launch_index`. One implementation for ``summary`` and ``analyze --by``."""
+    earliest start, latest end and busy time, the length of the union of their intervals
+    (all 0 when none). ``api_row`` is :func:`launch_index`. One implementation for
+    ``summary`` and ``analyze --by``."""
     rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
     rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
     r_s = rg["start"][rows]
@@ -122,13 +123,46 @@ def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I
             continue
         sel = np.flatnonzero(r_t == t)
         mine = linked[a:b]
-        res = iv.project(
-            np.ascontiguousarray(l_start[a:b]),
-            ops["start"][mine],
-            ops["end"][mine],
-            r_s[sel],
-            r_e[sel],
-        )
-        for dst, src in zip(out, res, strict=True):
+        points = np.ascontiguousarray(l_start[a:b])
+        o_s, o_e = ops["start"][mine], ops["end"][mine]
+        res = iv.project(points, o_s, o_e, r_s[sel], r_e[sel])
+        for dst, src in zip(out[:3], res[:3], strict=True):
             dst[sel] = src
+        lo_i = np.searchsorted(points, r_s[sel], side="left")
+        hi_i = np.searchsorted(points, r_e[sel], side="left")
+        out[3][sel] = union_lengths(lo_i, np.maximum(hi_i, lo_i), o_s, o_e)
     return out  # type: ignore[return-value]
+
+
+def union_lengths(lo: I64, hi: I64, starts: I64, ends: I64) -> I64:
+    """Per group ``i``, the length of the union of the intervals ``[starts[j], ends[j])`` for
+    ``j`` in ``[lo[i], hi[i])`` (groups may overlap, e.g. nested ranges)."""
+    n = hi - lo
+    out = np.zeros(n.size, dtype=np.int64)
+    total = int(n.sum())
+    if total == 0:
+        return out
+    gid = np.repeat(np.arange(n.size, dtype=np.int64), n)
+    idx = lo[gid] + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    base = int(starts[idx].min())
+    s = starts[idx] - base
+    e = np.maximum(ends[idx] - base, s)
+    span = int(e.max()) + 1
+    if span * n.size >= 2**62:  # keys would overflow: group by group
+        for i in np.flatnonzero(n):
+            m = gid == i
+            order = np.argsort(s[m], kind="stable")
+            us, ue = iv.union(s[m][order], e[m][order])
+            out[i] = int((ue - us).sum())
+        return out
+    # each group's times shifted past the previous group's: one running maximum of the
+    # ends serves every group, and each interval adds what it reaches past it
+    ks, ke = s + gid * span, e + gid * span
+    order = np.lexsort((ks, gid))
+    ks, ke, gid = ks[order], ke[order], gid[order]
+    reach = np.empty_like(ke)
+    reach[0] = ks[0]
+    reach[1:] = np.maximum.accumulate(ke)[:-1]
+    add = np.maximum(ke - np.maximum(ks, reach), 0)
+    out += np.bincount(gid, weights=add, minlength=n.size).astype(np.int64)
+    return out

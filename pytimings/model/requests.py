@@ -132,8 +132,11 @@ class RequestRecord:
 
 
 def _int(v: Any) -> int:
+    """A JSON integer that fits the int64 columns it ends up in (times, token counts)."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"expected an integer, got {v!r}")
+    if not -(2**63) <= v < 2**63:
+        raise ValueError(f"expected an integer in [-2**63, 2**63), got {v!r:.40}")
     return v
 
 

@@ -23,7 +23,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     scope = (
         f"by {a.by}: {plural(len(w), 'window entry', 'window entries')}" if a.by else "whole trace"
     )
-    if a.by:
+    if a.by or len(a.host.windows):
         scope += f", {plural(len(a.host.windows), 'host window')}"
     out.append(f"pytimings analyze  {names}  ({scope})")
     dropped = {k: v for k, v in a.trace.dropped.items() if v}
@@ -36,7 +36,13 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
             + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
         )
     if len(w) == 0:  # a CPU-only trace: the host windows are the answer
-        out += ["", "The trace has no GPU ops: the host view of each window only."]
+        out += [
+            "",
+            "The trace has no GPU ops: the host view of each window only."
+            if a.by
+            else "The trace has no GPU ops: the host view of each thread over the whole trace "
+            "(--by NAME: one window per instance of a range).",
+        ]
         out += host_window_lines(a)
         out += _finding_lines(a)
         return "\n".join(out)
@@ -148,7 +154,12 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
 def _finding_lines(a: Attribution) -> list[str]:
     out = ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
-        saves = "" if f.saving_ns is None else f" (fixing it saves {ms(f.saving_ns)})"
+        note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
+        saves = (
+            ""
+            if f.saving_ns is None
+            else f" (fixing it saves {ms(f.saving_ns)}{f'; {note}' if note else ''})"
+        )
         out += textwrap.wrap(
             f"{i}. [{f.layer}] {f.title}{saves}", width=100, subsequent_indent="   "
         )

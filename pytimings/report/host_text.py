@@ -48,12 +48,16 @@ def host_bound_lines(a: Attribution) -> list[str]:
 
 def host_window_lines(a: Attribution) -> list[str]:
     """With ``--by``: per window name, self time per host activity over its host windows
-    (mean, p50, p99; a window without the activity counts 0), the largest means first."""
+    (mean, p50, p99; a window without the activity counts 0), the largest means first.
+    Without (a trace with no GPU ops): the same per thread, over its whole extent."""
     hw, strings = a.host.windows, a.trace.strings
     charges = a.host.by_activity
     out: list[str] = []
-    for wname in sorted(set(hw["name"].tolist())):
-        mine = np.flatnonzero(hw["name"] == wname)
+    if a.by is None:
+        groups = [(str(n), np.array([i])) for i, n in enumerate(hw["name"].tolist())]
+    else:
+        groups = [(n, np.flatnonzero(hw["name"] == n)) for n in sorted(set(hw["name"].tolist()))]
+    for wname, mine in groups:
         top = summed(charges, strings, mine)
         top = top.take(np.arange(min(TOP, len(top))))
         sel = charges.take(np.flatnonzero(np.isin(charges["row"], mine)))
@@ -67,10 +71,16 @@ def host_window_lines(a: Attribution) -> list[str]:
             rows.append([ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(p["mean"]),
                          ms(p["p50"]), ms(p["p99"])])  # fmt: skip
         length = percentiles(hw["window_ns"][mine])
+        head = (
+            f"Host time of thread '{wname}' ({ms(length['mean'])} from its first activity "
+            "to its last; self time per innermost activity)"
+            if a.by is None
+            else f"Host time per {wname} window ({mine.size} windows, mean "
+            f"{ms(length['mean'])}; self time per innermost activity)"
+        )
         out += [
             "",
-            f"Host time per {wname} window ({mine.size} windows, mean {ms(length['mean'])}; "
-            "self time per innermost activity)",
+            head,
             *table(["kind", "name", "mean", "p50", "p99"], rows, "llrrr"),
         ]
     return out

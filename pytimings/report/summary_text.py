@@ -10,6 +10,19 @@ import numpy as np
 from pytimings.console.text import table
 from pytimings.table import Table
 
+
+def _host_op_columns(what: str) -> list[tuple[str, str, str]]:
+    """The columns of a host_ops table (cpu ops, OS calls): wall-time statistics by name."""
+    return [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("p99_ns", "p99 us", "us"),
+        ("name", what, "str"),
+    ]
+
+
 _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # table -> (column, header, format)
     "kernels": [
@@ -49,14 +62,8 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("kind", "kind", "str"),
         ("name", "call", "str"),
     ],
-    "cpu_ops": [
-        ("total_ns", "total ms", "ms"),
-        ("count", "count", "int"),
-        ("mean_ns", "mean us", "us"),
-        ("p50_ns", "p50 us", "us"),
-        ("p99_ns", "p99 us", "us"),
-        ("name", "cpu op", "str"),
-    ],
+    "cpu_ops": _host_op_columns("cpu op"),
+    "os_calls": _host_op_columns("OS call"),
 }
 _TITLES = {
     "kernels": "Kernels",
@@ -64,6 +71,7 @@ _TITLES = {
     "ranges": "Ranges",
     "api": "{runtime} API calls",
     "cpu_ops": "CPU ops, inclusive of the ops inside",
+    "os_calls": "OS runtime calls",
 }
 
 

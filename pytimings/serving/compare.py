@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,7 +343,7 @@ def _groups(args: argparse.Namespace) -> dict[str, list[str]]:
         if any(not g for g in files):
             raise UsageError(f"empty file group in {args.files}")
         if args.labels is None:
-            labels = [",".join(g) for g in files]
+            labels = _distinct([",".join(g) for g in files])
         else:
             labels = [x.strip() for x in args.labels.split(",")]
             if len(labels) != len(files) or not all(labels):
@@ -353,6 +354,23 @@ def _groups(args: argparse.Namespace) -> dict[str, list[str]]:
     if len(groups) < 2:
         raise UsageError("compare needs at least two labelled runs (the first is the baseline)")
     return groups
+
+
+def _distinct(labels: list[str]) -> list[str]:
+    """Default labels (the file groups) made distinct: a group given again is ``NAME#2``,
+    ``NAME#3``, ... (``compare run.json run.json``, an A/A check); stderr says so."""
+    seen: dict[str, int] = {}
+    out = []
+    for x in labels:
+        seen[x] = seen.get(x, 0) + 1
+        out.append(x if seen[x] == 1 else f"{x}#{seen[x]}")
+    if out != labels:
+        print(
+            f"pytimings compare: the same files given more than once; labelled "
+            f"{', '.join(out)} (--labels names them)",
+            file=sys.stderr,
+        )
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
 from pytimings.analysis.classes import COMM_KERNEL_NAMES
 from pytimings.analysis.comm_hints import HINTS
 from pytimings.analysis.finding import Finding, ms
-from pytimings.analysis.findings import HOST_WINDOW_SHARE, TINY_BLAME_SHARE
+from pytimings.analysis.findings import GPU_BOUND_SHARE, HOST_WINDOW_SHARE, TINY_BLAME_SHARE
 from pytimings.analysis.memory import FRAGMENTATION_SHARE, GROWTH_ALPHA, gib
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
@@ -122,7 +122,55 @@ CLAIMS: list[tuple[str, Check]] = [
             and e["share"] >= HOST_WINDOW_SHARE
         ),
     ),
+    (
+        r"the thread waits there: it launches no GPU work in it and the GPUs are busy "
+        r"([\d.]+)% of its ([\d.]+ \S+), so",
+        lambda e, m: (
+            e["waiting"]
+            and e["launches"] == 0
+            and e["gpu_busy_share"] >= GPU_BOUND_SHARE
+            and _near(m.group(1), e["gpu_busy_share"])
+            and ms(e["activity_ns"]) == m.group(2)
+        ),
+    ),
+    (
+        r"; the GPUs are busy ([\d.]+)% of its ([\d.]+ \S+) \(the thread launches (\d+) GPU ops?",
+        lambda e, m: (
+            e["gpu_bound"]
+            and not e["waiting"]
+            and e["launches"] == int(m.group(3)) > 0
+            and e["gpu_busy_share"] >= GPU_BOUND_SHARE
+            and _near(m.group(1), e["gpu_busy_share"])
+            and ms(e["activity_ns"]) == m.group(2)
+        ),
+    ),
+    (r"the GPU idles ([\d.]+ \S+) of it\)", lambda e, m: ms(e["gpu_idle_ns"]) == m.group(1)),
     (r"first op of each window", lambda e, m: e["at_window_start"]),
+    # hardware: the GPU-bound finding
+    (
+        r"the GPUs? (?:is|are) the bottleneck: .*? busy (?:at least )?([\d.]+)%",
+        lambda e, m: (
+            e["threshold"] == GPU_BOUND_SHARE <= e["min_busy_share"]
+            and all(d["busy_ns"] >= GPU_BOUND_SHARE * d["window_ns"] for d in e["devices"])
+            and _near(m.group(1), e["min_busy_share"])
+        ),
+    ),
+    (
+        r"idle ([\d.]+ \S+) in all: no host-side change saves more",
+        lambda e, m: (
+            ms(e["idle_ns"]) == m.group(1) and e["idle_ns"] == e["window_ns"] - e["busy_ns"]
+        ),
+    ),
+    (
+        r"the host runs ([\d.]+ \S+) ahead of the GPU \(launch latency p50\)",
+        lambda e, m: ms(e["launch_latency_p50_ns"]) == m.group(1),
+    ),
+    (
+        r"p50 ([\d.]+ \S+), the GPU busy ([\d.]+ \S+) of it \(p50\)",
+        lambda e, m: (
+            ms(e["window_p50_ns"]) == m.group(1) and ms(e["window_busy_p50_ns"]) == m.group(2)
+        ),
+    ),
     # capture
     (
         r"runs nothing the trace shows",
@@ -167,6 +215,13 @@ CLAIMS: list[tuple[str, Check]] = [
     (r"no launch call in the trace", lambda e, m: e["ops_without_launch"] > 0),
     # memory, parallel, application
     (r"use?s? pageable host memory", lambda e, m: e["pageable_copies"] > 0),
+    (r"memcpys? moves? ([\d.]+) MB", lambda e, m: e["unknown_bytes"] == 0),
+    (
+        r"at least ([\d.]+) MB \((\d+) with no byte count\)",
+        lambda e, m: (
+            e["unknown_bytes"] == int(m.group(2)) > 0 and f"{e['bytes'] / 1e6:.1f}" == m.group(1)
+        ),
+    ),
     (
         r"only ([\d.]+)% of communication overlaps compute",
         lambda e, m: _near(m.group(1), e["overlap_ratio"]),
@@ -304,6 +359,27 @@ def test_the_checker_rejects_an_unbacked_claim():
     assert check(Finding("capture", t, 1, ev))
     host = {"kind": "range", "name": "sleepy", "share": 0.1}
     assert check(Finding("host", "range 'sleepy' holds 10.0% of the host time", 1, host))
+    # a wait claimed for a thread that launches, or while the GPUs idle
+    wait = {"waiting": True, "gpu_bound": True, "launches": 0, "gpu_busy_share": 0.99,
+            "activity_ns": 2_000_000,
+            "gpu_idle_ns": 20_000}  # fmt: skip
+    said = (
+        "the thread waits there: it launches no GPU work in it and the GPUs are busy 99.0% "
+        "of its 2.00 ms, so it does not limit the step (the GPU idles 20.0 µs of it)"
+    )
+    assert not check(Finding("host", said, 1, wait))
+    assert check(Finding("host", said, 1, {**wait, "launches": 3}))
+    assert check(Finding("host", said.replace("99.0", "90.0"), 1, {**wait, "gpu_busy_share": 0.9}))
+    bound = {"threshold": GPU_BOUND_SHARE, "min_busy_share": 0.97, "idle_ns": 3_000_000,
+             "window_ns": 100_000_000, "busy_ns": 97_000_000, "launch_latency_p50_ns": 4e6,
+             "devices": [{"busy_ns": 97_000_000, "window_ns": 100_000_000}]}  # fmt: skip
+    said = ("the GPU is the bottleneck: GPU 0 is busy 97.0% of trace time (idle 3.00 ms in all: "
+            "no host-side change saves more); the host runs 4.00 ms ahead of the GPU (launch "
+            "latency p50)")  # fmt: skip
+    assert not check(Finding("hardware", said, 1, bound))
+    assert check(Finding("hardware", said, 1, {**bound, "launch_latency_p50_ns": 1e6}))
+    assert check(Finding("hardware", said.replace("97.0", "90.0"), 1,
+                         {**bound, "min_busy_share": 0.9}))  # fmt: skip
 
 
 STEP_RANGES = ("decode_step", "ProfilerStep#*")
@@ -321,8 +397,23 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
         except UsageError as exc:
             assert "no GPU ops" in str(exc)  # a CPU-only capture: only its host windows
             continue
-        problems = [p for f in a.findings() for p in check(f)]
+        found = a.findings()
+        problems = [p for f in found for p in check(f)]
         assert not problems, f"{path.name} --by {by}:\n" + "\n".join(problems)
+        lat = a.to_dict()["launch_latency"]
+        for i, f in enumerate(found):
+            e = f.evidence
+            if f.title.startswith(("the GPU is the bottleneck", "the GPUs are the bottleneck")):
+                assert e["launch_latency_p50_ns"] == (lat["p50"] if lat["count"] else None)
+            # no finding blames a thread that launches nothing while the GPUs are busy
+            if f.layer == "host":
+                busy = e["gpu_busy_share"] >= GPU_BOUND_SHARE
+                assert busy == e["gpu_bound"] == ("so it does not limit the step" in f.title)
+                waits = busy and e["launches"] == 0
+                assert waits == e["waiting"] == ("the thread waits there" in f.title)
+            # such a thread ranks after every finding that is not a capture one
+            if e.get("gpu_bound"):
+                assert all(x.layer == "capture" or x.evidence.get("gpu_bound") for x in found[i:])
 
 
 def test_the_checker_rejects_unbacked_memory_claims() -> None:

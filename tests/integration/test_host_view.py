@@ -87,5 +87,8 @@ def test_host_only_recording_analyze_by(tmp_path: Path, capsys: pytest.CaptureFi
          {"kind": "range", "name": "sample", "ns": 1 * ms}],
     ]  # fmt: skip
     assert doc["host_totals"]["window_ns"] == 16 * ms
-    assert main(["analyze", str(run), "-q"]) == 2
-    assert "--by" in capsys.readouterr().err
+    # without --by: the host view of each thread over the whole recording, and the hint
+    assert main(["analyze", str(run), "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "host view of each thread over the whole trace (--by NAME" in text
+    assert "Host time of thread '" in text and "(16.00 ms from its first activity" in text

@@ -3,6 +3,7 @@ cause is absent and the finding must not appear."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers.synth import make_trace
 
@@ -50,7 +51,8 @@ def test_an_op_starting_long_after_its_call_with_nothing_visible_is_a_capture_fi
     # device_wait (with the 50 µs pick-up bound of contract v2, most of it)
     assert d["launch_overhead_ns"] == a.totals["launch_overhead_ns"] - 5 * US
     assert d["device_wait_ns"] == a.totals["device_wait_ns"] - 10 * US  # a's 10 µs gap
-    assert f.title.startswith("capture: 1 op ('b') starts 2.00 ms to 2.00 ms after the launch")
+    # one op has one delay (not '2.00 ms to 2.00 ms')
+    assert f.title.startswith("capture: 1 op ('b') starts 2.00 ms after the launch")
     # listed first, before the larger hardware loss: every other number is read through it
     top = ranked([*a.findings()], a.totals["window_ns"])
     assert (top[0].title, top[0].loss_ns) == (f.title, f.loss_ns) and top[1].layer == "hardware"
@@ -159,3 +161,10 @@ def test_a_trend_in_the_launch_to_start_delay_is_clock_drift():
     assert set(f.evidence["distorts"]) == {"host_bound_ns", "launch_overhead_ns"}
     assert clock_drift(attribute(_drifting(0))) == []
     assert clock_drift(attribute(_drifting(200))) == []  # 12.4 µs in all: under the bound
+
+
+def test_late_starts_of_different_delays_read_as_a_span():
+    from pytimings.analysis.capture import _delays_text
+
+    assert _delays_text(np.array([2 * MS, 149 * MS])) == "2.00 ms to 149.00 ms"
+    assert _delays_text(np.array([149 * MS, 149 * MS + 1])) == "149.00 ms"

@@ -106,6 +106,16 @@ def test_memory_findings():
     titles = [f.title for f in a.findings() if f.layer == "memory"]
     assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
     assert any(t.startswith("1 memcpy uses pageable host memory (5.00 ms") for t in titles)
+    assert any(t.endswith("; 1 memcpy moves 100.0 MB") for t in titles)
+    # two more copies the trace gave no size (the loaders record 0): the bytes are a floor
+    more = [{**ops[1], "start": 15 * MS + i, "end": 15 * MS + i + 1, "bytes": 0,
+             "correlation": 3 + i} for i in range(2)]  # fmt: skip
+    found = [f for f in attribute(make_trace(ops + more)).findings() if f.layer == "memory"]
+    (mem,) = [f for f in found if f.title.startswith("memory (")]
+    assert mem.title.endswith("; 3 memcpys move at least 100.0 MB (2 with no byte count)")
+    assert (mem.evidence["bytes"], mem.evidence["unknown_bytes"]) == (10**8, 2)
+    (pg,) = [f for f in found if "pageable" in f.title]
+    assert pg.title.endswith(", at least 100.0 MB (2 with no byte count))")
 
 
 def _two_ranks(kernels: tuple[int, int]) -> Trace:
@@ -285,12 +295,15 @@ def test_a_host_window_held_by_a_synchronizing_call_names_what_the_gpus_ran():
         "cuda_api 'cudaDeviceSynchronize' holds 99.0% of the host time in 1 step host window "
         "(5.00 ms self time of their 5.05 ms), in 1 of them (1); the host waits in "
         "cudaDeviceSynchronize for the GPU (1 call, 5.00 ms); on the GPUs meanwhile: "
-        "'long' on GPU 1 99.8%"
+        "'long' on GPU 1 99.8%; the thread waits there: it launches no GPU work in it and the "
+        "GPUs are busy 99.8% of its 5.00 ms, so it does not limit the step (the GPU idles "
+        "10.0 µs of it)"
     )
-    # a cpu_op that does not synchronize: named, but no wait
+    # a cpu_op that does not synchronize: named, no wait in a synchronizing call (the thread
+    # still launches nothing while the GPUs are busy)
     (f,) = host_windows(_wait_on_other_device("cpu_op", "aten::mul", step=True))
     assert f.evidence["name"] == "aten::mul" and f.evidence["sync_wait"] is None
-    assert "waits" not in f.title
+    assert "waits in" not in f.title and f.evidence["waiting"]
 
 
 def _tiny_kernels_then(blocking_ms):

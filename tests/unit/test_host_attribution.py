@@ -17,7 +17,6 @@ from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import host_bound_gaps
 from pytimings.analysis.host import interval_charges
-from pytimings.errors import UsageError
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind
 
 US = 1000
@@ -307,8 +306,43 @@ def test_cpu_only_trace_gives_host_windows():
             {"kind": "cpu_op", "name": "aten::add", "ns": 40},
         ],
     }
-    with pytest.raises(UsageError, match=r"no GPU ops.*--by"):
-        attribute(tr)
+    # without --by: each thread's host view over the whole trace
+    (w,) = attribute(tr).to_dict()["host_windows"]
+    assert (w["name"], w["start_ns"], w["end_ns"]) == ("python3", 0, 160)
+
+
+def test_os_calls_only_trace_gives_each_threads_host_view():
+    """No GPU ops, no ranges: OS runtime calls on two threads. Without --by, one host
+    window per thread from its first call's start to its last one's end."""
+    from pytimings.report.analysis_text import render_attribution
+
+    os_call = {"kind": ActivityKind.OS}
+    threads = ({"pid": 1, "tid": 10, "name": "main"}, {"pid": 1, "tid": 11, "name": ""})
+    host = [
+        {**os_call, "name": "poll", "start": 0, "end": 700 * US},
+        {**os_call, "name": "ioctl", "start": 800 * US, "end": 1000 * US},
+        {**os_call, "name": "pthread_cond_wait", "start": 100 * US, "end": 400 * US, "thread": 1},
+    ]
+    tr = make_trace([], host_ops=host, threads=threads)
+    a = attribute(tr)
+    doc = a.to_dict()
+    assert doc["windows"] == []
+    assert [(w["name"], w["start_ns"], w["end_ns"]) for w in doc["host_windows"]] == [
+        ("main", 0, 1000 * US),
+        ("tid 11", 100 * US, 400 * US),
+    ]
+    assert doc["host_windows"][0]["by_activity"] == [
+        {"kind": "os", "name": "poll", "ns": 700 * US},
+        {"kind": "os", "name": "ioctl", "ns": 200 * US},
+        {"kind": "untraced", "name": "", "ns": 100 * US},
+    ]
+    assert doc["host_totals"]["window_ns"] == 1300 * US
+    (f,) = a.findings()
+    assert f.title.startswith("os 'poll' holds 53.8% of the host time in 2 thread host windows")
+    text = render_attribution(a, ["osrt"])
+    assert "host view of each thread over the whole trace" in text and "--by NAME" in text
+    assert "Host time of thread 'main' (1.00 ms from its first activity to its last" in text
+    assert "Host time of thread 'tid 11'" in text
 
 
 # ------------------------------------------------------------- random traces

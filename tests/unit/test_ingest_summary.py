@@ -142,3 +142,32 @@ def test_cpu_ops_table_matches_an_independent_reading(shared_dir: Path) -> None:
 
 def test_cpu_ops_table_only_for_traces_with_cpu_ops(tmp_path: Path) -> None:
     assert "cpu_ops" not in trace_summary(load_nsys(syn.basic(tmp_path / "t.sqlite")))
+
+
+@pytest.mark.shared
+def test_os_calls_table_matches_the_export(shared_dir: Path) -> None:
+    """os_calls of an Nsight export with OS runtime calls: per call name, count and total
+    read from its OSRT_API table with sqlite3: the calls (eventClass 27), not the markers
+    of profiling starting and finishing."""
+    import sqlite3
+
+    path = shared_dir / "data/external/nsys_extrap/ex-gpu.s10.sqlite"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        want = {
+            n: (c, t)
+            for n, c, t in db.execute(
+                "SELECT s.value, COUNT(*), SUM(o.end - o.start) FROM OSRT_API o "
+                "JOIN StringIds s ON s.id = o.nameId WHERE o.eventClass = 27 GROUP BY s.value"
+            )
+        }
+    t = trace_summary(load_nsys(path))["os_calls"]
+    got = {
+        n: (int(c), int(s)) for n, c, s in zip(t["name"], t["count"], t["total_ns"], strict=True)
+    }
+    assert got == want and max(want.values())[0] > 0
+    text = render_summary({"os_calls": t})
+    assert text.startswith("OS runtime calls") and "ioctl" in text and "OS call" in text
+    # a trace without OS calls has no such table
+    assert "os_calls" not in trace_summary(
+        load_kineto(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
+    )

@@ -1,8 +1,13 @@
 """The package's shape: imports point down the layers and no module imports itself back.
 
-Every import of a pytimings module in the source counts, function-level imports included
-(they hide cycles as well as top-level ones do); only ``if TYPE_CHECKING:`` imports, which
-never run, are left out. The layers, lowest first (docs/architecture.md):
+Every import of a pytimings module in the source counts, function-level imports and
+``importlib.import_module("pytimings....")`` calls included (they hide cycles as well as
+top-level ones do); ``if TYPE_CHECKING:`` imports, which never run, are left out of the
+layer and runtime-cycle checks but count among the modules of one package: two modules of
+a package that need each other, even for types only, are one responsibility split in two
+(the result object running the findings that read it).
+
+The layers, lowest first (docs/architecture.md):
 
 0. ``_core``, ``_native`` (compiled), ``errors``, ``stats`` (bootstrap pieces), ``fileout``
    (the one output-file writer)
@@ -79,12 +84,14 @@ def _resolve(target: str) -> str | None:
     return target if target in MODULES else None
 
 
-def _imports(module: str) -> set[str]:
+def _imports(module: str, types_too: bool = False) -> set[str]:
+    """The pytimings modules ``module`` imports (``types_too``: with its ``if
+    TYPE_CHECKING:`` imports)."""
     path = MODULES[module]
     tree = ast.parse(_python_source(path))
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not types_too and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skip.update(id(n) for n in ast.walk(node))
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found: set[str] = set()
@@ -100,6 +107,14 @@ def _imports(module: str) -> set[str]:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(up + ([node.module] if node.module else []))
             names = [f"{base}.{a.name}" for a in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("importlib.import_module", "import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = [node.args[0].value]
         for n in names:
             r = _resolve(n)
             if r is not None and r != module:
@@ -152,6 +167,25 @@ def test_no_import_cycle() -> None:
     assert not _cycles(GRAPH), f"import cycles among: {sorted(_cycles(GRAPH))}"
 
 
+def _package(module: str) -> str:
+    path = MODULES.get(module)
+    return module if path is not None and path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Imports between modules of the same package, type-only ones included."""
+    return {
+        m: {t for t in _imports(m, types_too=True) if t != m and _package(t) == _package(m)}
+        for m in MODULES
+        if MODULES[m].suffix == ".py"
+    }
+
+
+def test_no_cycle_inside_a_package_even_through_types() -> None:
+    cyc = _cycles(_package_graph())
+    assert not cyc, f"modules of one package that need each other: {sorted(cyc)}"
+
+
 def test_the_checker_finds_hidden_cycles_and_skips_type_checking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,3 +204,7 @@ def test_the_checker_finds_hidden_cycles_and_skips_type_checking(
     assert graph == {"pytimings.a": {"pytimings.b"}, "pytimings.b": {"pytimings.a"}}
     assert _cycles(graph) == {"pytimings.a", "pytimings.b"}
     assert _cycles({"x": {"y"}, "y": set()}) == set()
+    # an importlib call is an edge; a TYPE_CHECKING import one only with types_too
+    a.write_text("import importlib\nm = importlib.import_module('pytimings.b')\n")
+    assert _imports("pytimings.a") == {"pytimings.b"}
+    assert _imports("pytimings.b", types_too=True) == {"pytimings.a", "pytimings.c"}

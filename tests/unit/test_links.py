@@ -125,3 +125,39 @@ def test_summary_and_analyze_project_ranges_alike():
     assert t["gpu_ops"][rows["bad"]] == 0  # was -1: a negative count of ops
     w = _range_windows(tr, link_launches(tr), "step", np.asarray([0], dtype=np.int16))
     assert w.end.tolist() == [450]
+
+
+def test_a_ranges_gpu_busy_time_is_the_union_of_its_ops():
+    """Two streams: ops that overlap count once in a range's busy time (a sum of durations
+    would exceed its span); nested ranges each get the union of their own ops."""
+    from pytimings.analysis.summary import trace_summary
+    from pytimings.ingest.links import project, union_lengths
+
+    rng = np.random.default_rng(5)
+    ops, api = [], []
+    for i in range(60):
+        s = int(rng.integers(0, 5_000))
+        ops.append({"start": s, "end": s + int(rng.integers(0, 400)), "correlation": i,
+                    "stream": 7 + i % 3})  # fmt: skip
+        api.append({"start": 10 * i, "end": 10 * i + 5, "correlation": i})
+    ranges = [
+        {"start": 0, "end": 600, "name": "outer"},
+        {"start": 100, "end": 300, "name": "inner", "depth": 1},
+        {"start": 320, "end": 330, "name": "none", "depth": 1},  # launches nothing
+    ]
+    tr = make_trace(ops, api, ranges, THREADS)
+    count, _, _, busy = project(tr, launch_index(tr))
+    for i, (lo, hi) in enumerate([(0, 600), (100, 300), (320, 330)]):
+        mine = [o for o, a in zip(ops, api, strict=True) if lo <= a["start"] < hi]
+        covered = np.zeros(6_000, dtype=bool)
+        for o in mine:
+            covered[o["start"] : o["end"]] = True
+        assert count[i] == len(mine) and busy[i] == covered.sum()
+    assert busy[0] < sum(o["end"] - o["start"] for o in ops)  # the ops overlap
+    t = trace_summary(tr)["ranges"]
+    rows = {n: i for i, n in enumerate(t["name"])}
+    assert [int(t["gpu_busy_ns"][rows[n]]) for n in ("outer", "inner", "none")] == busy.tolist()
+    # the group-by-group path (keys that would overflow) gives the same lengths
+    lo, hi = np.array([0, 2, 1], np.int64), np.array([3, 4, 1], np.int64)
+    s, e = np.array([0, 5, 2**61, 2**61 + 3], np.int64), np.array([4, 9, 2**61 + 5, 2**61 + 9])
+    assert union_lengths(lo, hi, s, e).tolist() == [4 + 4 + 5, 9, 0]

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.finding import ms
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.errors import UsageError
+from pytimings.report.analysis_text import render_attribution
 
 US = 1_000
 
@@ -293,6 +295,10 @@ def test_work_of_several_threads_makes_savings_lower_bounds():
     assert doc["total_saving_ns"] == 0  # 'theirs' on thread 1 still ends the window at 90
     hb = [f for f in a.findings() if f.layer == "scheduling"]
     assert all("lower bound" in f.evidence["saving_note"] for f in hb)
+    # the text report says so beside the saving, as the JSON does
+    text = " ".join(render_attribution(a, ["t"]).split())
+    for f in hb:
+        assert f"(fixing it saves {ms(f.saving_ns)}; {f.evidence['saving_note']})" in text
 
 
 def test_a_loss_before_ops_of_another_thread_has_no_replayed_saving():

@@ -177,3 +177,36 @@ def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err
+
+
+def test_the_same_file_twice_is_an_aa_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare run.json run.json``: the sides are named ``run.json`` and ``run.json#2``,
+    stderr says so, and nothing differs."""
+    run = _run(tmp_path / "run.json", 1, {1: (50.0, 20.0)}, rounds=2, n_req=12)
+    out = tmp_path / "aa.json"
+    assert main(["compare", str(run), str(run), "--resamples", "200", "--json", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert f"labelled {run}, {run}#2 (--labels names them)" in cap.err
+    doc = json.loads(out.read_text())
+    assert {c["label"] for c in doc["comparisons"]} == {f"{run}#2"}
+    assert {c["baseline"] for c in doc["comparisons"]} == {str(run)}
+    assert {c["verdict"] for c in doc["comparisons"]} <= {"within noise", "1 round"}
+    # labels given by the user must still be distinct
+    assert main(["compare", str(run), str(run), "--labels", "a,a"]) == 2
+    assert "labels must be distinct" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field", ["end_ns", "start_ns"])
+def test_a_time_beyond_64_bits_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    good = _run(tmp_path / "good.json", 1, {1: (50.0, 20.0)}, rounds=1, n_req=4)
+    doc = json.loads(good.read_text())
+    doc["levels"][0]["rounds"][0]["requests"][0][field] = 10**30
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["compare", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.json" in err and "2**63" in err
