@@ -122,7 +122,7 @@ def _bad_runs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     out["interval"][0].write_text(json.dumps(d))
     d = _run_doc()
     d["levels"][0]["rounds"][0]["requests"][0]["phases"] = [["queue", 2**63]]
-    out["phase"] = (tmp_path / "ph.json", "a time beyond int64")
+    out["phase"] = (tmp_path / "ph.json", "9223372036854775808")
     out["phase"][0].write_text(json.dumps(d))
     d = _run_doc()
     d["levels"][0]["rounds"][0]["requests"][0]["output_tokens"] = -690

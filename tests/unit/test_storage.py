@@ -299,7 +299,8 @@ def test_save_load_a_real_recording(tmp_path: Path) -> None:
             assert got == [want.strings[i] for i in want.records[c]], c
         else:
             assert np.array_equal(back.records[c], want.records[c]), c
-    assert back.strings == want.strings and back.threads == want.threads
+    assert set(back.strings) == {"step", "compute", "tick", "host"}  # only what is used
+    assert back.threads == want.threads
     assert back.dropped == want.dropped and sum(back.dropped.values()) == 11
     assert back.meta == json.loads(json.dumps(want.meta))
 

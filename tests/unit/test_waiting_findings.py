@@ -150,7 +150,8 @@ def test_a_backward_range_on_a_gpu_bound_real_trace_is_not_blamed(shared_dir) ->
     path = shared_dir / "data/external/hta/ns_resolution_trace"
     a = attribute(load(next(path.glob("*.json.gz"))), by="ProfilerStep#*")
     found = a.findings()
-    assert found[0].title.startswith("the GPU is the bottleneck: GPU 0 is busy 98.2%")
+    # 97.7% of the tiled steps (the overlapping v2 windows counted busy time twice: 98.2%)
+    assert found[0].title.startswith("the GPU is the bottleneck: GPU 0 is busy 97.7%")
     f = found[-1]
     e = f.evidence
     assert (f.layer, e["name"], e["launches"]) == ("host", "## backward ##", 30)
