@@ -42,7 +42,7 @@ from pytimings.analysis.classes import string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
-from pytimings.model.trace import ApiKind, Trace
+from pytimings.model.trace import Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -197,7 +197,7 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
         names = string_mask(trace.strings, is_synchronizing)
-        is_sync = names[api["name"]] & (api["kind"] != ApiKind.SYNC) & (api["thread"] >= 0)
+        is_sync = names[api["name"]] & (api["thread"] >= 0)
     s_row = np.flatnonzero(is_sync)
     s_row = s_row[np.lexsort((api["end"][s_row], api["start"][s_row], api["thread"][s_row]))]
     s_start, s_end = api["start"][s_row], api["end"][s_row]

@@ -3,8 +3,8 @@
 The one implementation of the contract's link (docs/attribution.md), used by
 ``pytimings summary`` and ``pytimings analyze`` alike: the launch call of a GPU op is the
 API call with the same correlation id in the same process (rank, pid) — CUPTI ids are per
-process. Synchronisation rows (``ApiKind.SYNC``) reuse the id of the call they belong to
-and are never launch calls. When several calls share an id, the earliest (then the lowest
+process (synchronization records, which reuse the id of their call, are a table of their
+own). When several calls share an id, the earliest (then the lowest
 thread) is the launch. Any id links, however large; ops whose id matches no call are
 counted (:func:`unlinked`), never dropped.
 
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._kernels import is_sorted_i64
-from pytimings.model.trace import ApiKind, Trace
+from pytimings.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 
@@ -60,10 +60,6 @@ def launch_index(trace: Trace) -> I64:
     if len(ops) == 0 or len(api) == 0:
         return out
     cand = api["correlation"] >= 0
-    sync = api["kind"] == ApiKind.SYNC
-    if sync.any():
-        cand &= ~sync
-    del sync
     rows = np.flatnonzero(cand)
     del cand
     if rows.size == 0:

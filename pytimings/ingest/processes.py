@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 DROPPED_KEY = "{table}_of_processes_without_gpu_ops"
-_HOST_TABLES = ("api_calls", "ranges", "host_ops", "threads")
-_THREAD_TABLES = ("api_calls", "ranges", "host_ops")  # rows that refer to a thread
+_HOST_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "events", "threads")
+_THREAD_TABLES = ("api_calls", "ranges", "host_ops", "syncs")  # rows that refer to a thread
 
 
 def gpu_processes(trace: Trace, rank: int | None = None) -> dict[int, list[int]]:
