@@ -10,6 +10,7 @@ import numpy as np
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
+    EVENT_SCHEMA,
     GPU_OP_SCHEMA,
     HOST_OP_SCHEMA,
     RANGE_SCHEMA,
@@ -77,6 +78,8 @@ SYNC_DEFAULTS: dict[str, Any] = {
     "rank": 0,
 }
 
+EVENT_DEFAULTS: dict[str, Any] = {"device": 0, "stream": 7, "event": 1, "pid": 100, "rank": 0}
+
 
 def _table(
     rows: Sequence[dict[str, Any]],
@@ -101,10 +104,11 @@ def make_trace(
     threads: Sequence[dict[str, Any]] = ({"pid": 100, "tid": 100, "name": "python3"},),
     host_ops: Sequence[dict[str, Any]] = (),
     syncs: Sequence[dict[str, Any]] = (),
+    events: Sequence[dict[str, Any]] = (),
 ) -> Trace:
     """A trace from rows (dicts of column values; names as text, defaults per table);
     ``host_ops``: cpu_op / python / os host activities (kind an ActivityKind); ``syncs``:
-    synchronization records (kind a SyncKind)."""
+    synchronization records (kind a SyncKind); ``events``: CUDA event records."""
     st = StringTable()
     return Trace(
         gpu_ops=_table(ops, GPU_OP_SCHEMA, OP_DEFAULTS, st, ("name",)),
@@ -114,6 +118,7 @@ def make_trace(
         devices=_table([{"device": 0, "name": "GPU", "rank": 0}], DEVICE_SCHEMA, {}, st, ("name",)),
         host_ops=_table(host_ops, HOST_OP_SCHEMA, HOST_OP_DEFAULTS, st, ("name",)),
         syncs=_table(syncs, SYNC_SCHEMA, SYNC_DEFAULTS, st, ()),
+        events=_table(events, EVENT_SCHEMA, EVENT_DEFAULTS, st, ()),
         strings=st.strings,
     )
 
