@@ -13,6 +13,7 @@ Written to hold few full-length temporaries: traces reach 10^7 ops.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from typing import Any
 
@@ -175,10 +176,11 @@ def event_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
             continue
         t = int(api["start"][at])
         k = (int(syncs["rank"][j]), int(syncs["pid"][j]), int(syncs["event"][j]))
-        before = [i for s, i in rec.get(k, ()) if s < t]
-        if not before:
+        records = rec.get(k, [])
+        at_rec = bisect.bisect_left(records, (t, -1)) - 1  # the latest record before t
+        if at_rec < 0:
             continue  # never recorded before the wait: nothing to wait for
-        e = before[-1]
+        e = records[at_rec][1]
         r_stream = streams.get((k[0], int(events["device"][e]), int(events["stream"][e])))
         w_stream = streams.get((k[0], int(syncs["device"][j]), int(syncs["stream"][j])))
         if r_stream is None or w_stream is None:
