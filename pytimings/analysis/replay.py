@@ -41,8 +41,9 @@ from pytimings._native._replay import replay as _replay
 from pytimings.analysis.classes import string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
+from pytimings.ingest.links import event_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
-from pytimings.model.trace import ApiKind, Trace
+from pytimings.model.trace import Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -169,10 +170,16 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     v_pred = np.where(pred >= 0, end[np.maximum(pred, 0)], NONE)
     v_launch = l_end
     best = np.maximum(v_pred, v_launch)
-    # an event wait shows as a start right after an op on another stream of the device
+    # stream waits the capture records: the waiting op starts after the awaited op ends
     dep = np.full(n, -1, dtype=np.int64)
     dep_lat = np.zeros(n, dtype=np.int64)
-    late = np.flatnonzero((best == NONE) | (start - best > 0))
+    waiting, awaited = event_waits(trace, launch_row)
+    for w, a in zip(waiting.tolist(), awaited.tolist(), strict=True):
+        if end[a] <= start[w] and (dep[w] < 0 or end[a] > end[dep[w]]):
+            dep[w] = a
+    read = dep >= 0  # no latency of their own: what follows the awaited end is the op's
+    # otherwise an event wait shows as a start right after an op on another stream
+    late = np.flatnonzero(((best == NONE) | (start - best > 0)) & ~read)
     if late.size:
         dev_key = (ops["rank"].astype(np.int64) << 20) | (ops["device"].astype(np.int64) & 0xFFFFF)
         by_end = np.lexsort((pos, end, dev_key))
@@ -197,7 +204,7 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
         names = string_mask(trace.strings, is_synchronizing)
-        is_sync = names[api["name"]] & (api["kind"] != ApiKind.SYNC) & (api["thread"] >= 0)
+        is_sync = names[api["name"]] & (api["thread"] >= 0)
     s_row = np.flatnonzero(is_sync)
     s_row = s_row[np.lexsort((api["end"][s_row], api["start"][s_row], api["thread"][s_row]))]
     s_start, s_end = api["start"][s_row], api["end"][s_row]

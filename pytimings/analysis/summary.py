@@ -42,7 +42,15 @@ import numpy.typing as npt
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, range_label, short_kernel_name, trace_vendor
-from pytimings.model.trace import ActivityKind, ApiKind, CopyKind, OpKind, RangeKind, Trace
+from pytimings.model.trace import (
+    SYNC_KIND_NAMES,
+    ActivityKind,
+    ApiKind,
+    CopyKind,
+    OpKind,
+    RangeKind,
+    Trace,
+)
 from pytimings.table import Table
 
 SCHEMA = "pytimings.summary/1"
@@ -66,7 +74,8 @@ _STYLE = {
     RangeKind.ANNOTATION: "Annotation",
     RangeKind.REGION: "Region",
 }
-_API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", ApiKind.SYNC: "sync"}
+_SYNC_ROW = len(ApiKind)  # the kind code of synchronization records in the API table
+_API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", _SYNC_ROW: "sync"}
 
 
 def trace_summary(
@@ -273,21 +282,26 @@ def api_display_name(name: str) -> str:
 
 
 def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
-    api = trace.api_calls
-    rank = api["rank"] if per_device else np.full(len(api), -1)
+    """CUDA API calls by (rank, kind, name), and synchronization records as kind ``sync``
+    named by what they waited for."""
+    api, syncs = trace.api_calls, trace.syncs
     names: dict[str, int] = {}
     uniq, inv = np.unique(api["name"], return_inverse=True)
     code = np.array(
         [names.setdefault(api_display_name(trace.strings[u]), len(names)) for u in uniq], np.int64
     )
+    sync_code = np.array([names.setdefault(n, len(names)) for n in SYNC_KIND_NAMES], np.int64)
     display = list(names)
-    gid, (g_rank, g_kind, g_name) = _codes(
-        rank, api["kind"], code[inv.reshape(-1)] if len(uniq) else code
-    )
-    stats = _group_stats(gid, api["end"] - api["start"])
+    kind = np.concatenate([api["kind"].astype(np.int64), np.full(len(syncs), _SYNC_ROW)])
+    rank = np.concatenate([api["rank"], syncs["rank"]])
+    rank = rank if per_device else np.full(len(rank), -1)
+    name = np.concatenate([code[inv.reshape(-1)] if len(uniq) else code, sync_code[syncs["kind"]]])
+    gid, (g_rank, g_kind, g_name) = _codes(rank, kind, name)
+    dur = np.concatenate([api["end"] - api["start"], syncs["end"] - syncs["start"]])
+    stats = _group_stats(gid, dur)
     cols = {
         "rank": g_rank,
-        "kind": np.array([_API_KIND.get(ApiKind(k), str(k)) for k in g_kind], dtype=object),
+        "kind": np.array([_API_KIND.get(int(k), str(k)) for k in g_kind], dtype=object),
         "name": np.array([display[i] for i in g_name], dtype=object),
         **stats,
     }

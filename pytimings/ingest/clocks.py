@@ -25,7 +25,7 @@ from typing import Any
 
 from pytimings.model.trace import Trace
 
-TIMED_TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops")
+TIMED_TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops", "syncs")
 
 
 @dataclass(frozen=True)

@@ -74,12 +74,14 @@ from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
+    SYNC_SCHEMA,
     ActivityKind,
     ApiKind,
     CopyKind,
     MemKind,
     OpKind,
     RangeKind,
+    SyncKind,
     Trace,
     concat_columns,
     conform,
@@ -288,6 +290,7 @@ class _Loader:
         self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
         self.ops_without_launch = 0
         self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
+        self.syncs_without_call = 0
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -521,7 +524,7 @@ class _Loader:
         main_pid = _main_pid(api, rng, host)
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
-        api_calls = self._api_calls(api, thread_of, r)
+        api_calls, syncs = self._api_calls(api, thread_of, r)
         ranges = self._ranges(rng, thread_of, r)
         host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
@@ -543,6 +546,7 @@ class _Loader:
             # flows are read (a second pass) only when some args lack a correlation
             "flow_mismatches": mismatches,
             "ops_without_launch": self.ops_without_launch,
+            "sync_rows_without_api_call": self.syncs_without_call,
         }
         # everything Kineto says about the devices and the process groups, as written
         meta["device_properties"] = doc.get("deviceProperties") or []
@@ -557,6 +561,7 @@ class _Loader:
             host_ops=host_ops,
             threads=threads,
             devices=devices,
+            syncs=syncs,
             strings=self.strings,
             meta=meta,
             dropped=self.dropped,
@@ -690,39 +695,52 @@ class _Loader:
         api: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
         rank: int,
-    ) -> Table:
-        n = len(api["start"])
-        cat = api["cat"]
-        kind = np.full(n, ApiKind.RUNTIME, dtype=np.int8)
-        kind[cat == CAT_CODES["cuda_driver"]] = ApiKind.DRIVER
-        sync = cat == CAT_CODES["cuda_sync"]
-        kind[sync] = ApiKind.SYNC
-        thread = thread_of(api["pid"], api["tid"])
-        pid = api["pid"].copy()
-        if sync.any():
-            # CUPTI sync records sit on GPU rows; attribute them to the calling thread
-            calls = {k: v[~sync] for k, v in api.items()}
-            launch = _lookup_corr(calls, api["correlation"][sync])
-            ok = launch >= 0
-            t = np.full(int(sync.sum()), -1, dtype=np.int32)
-            t[ok] = thread_of(calls["pid"][launch[ok]], calls["tid"][launch[ok]])
-            thread[sync] = t
-            ps = np.full(int(sync.sum()), -1, dtype=np.int64)
-            ps[ok] = calls["pid"][launch[ok]]
-            pid[sync] = ps
-        return conform(
+    ) -> tuple[Table, Table]:
+        """The API calls, and the ``cuda_sync`` records (not host activities: each
+        describes the call with its correlation id, on that call's thread and pid)."""
+        sync = api["cat"] == CAT_CODES["cuda_sync"]
+        calls = {k: v[~sync] for k, v in api.items()} if sync.any() else api
+        kind = np.full(len(calls["start"]), ApiKind.RUNTIME, dtype=np.int8)
+        kind[calls["cat"] == CAT_CODES["cuda_driver"]] = ApiKind.DRIVER
+        api_calls = conform(
             {
-                "start": api["start"],
-                "end": api["end"],
-                "name": api["name"],
+                "start": calls["start"],
+                "end": calls["end"],
+                "name": calls["name"],
                 "kind": kind,
-                "thread": thread,
-                "correlation": api["correlation"],
-                "pid": pid,
-                "rank": np.full(n, rank),
+                "thread": thread_of(calls["pid"], calls["tid"]),
+                "correlation": calls["correlation"],
+                "pid": calls["pid"],
+                "rank": np.full(len(kind), rank),
             },
             SCHEMAS["api_calls"],
         )
+        rec = {k: v[sync] for k, v in api.items()}
+        launch = _lookup_corr(calls, rec["correlation"])
+        ok = launch >= 0
+        thread = np.full(len(launch), -1, dtype=np.int32)
+        thread[ok] = api_calls["thread"][launch[ok]]
+        pid = np.full(len(launch), -1, dtype=np.int64)
+        pid[ok] = calls["pid"][launch[ok]]
+        self.syncs_without_call = int(len(ok) - np.count_nonzero(ok))
+        names, at = np.unique(rec["name"], return_inverse=True)
+        kinds = [_SYNC_KINDS.get(self.strings[n], SyncKind.UNKNOWN) for n in names.tolist()]
+        syncs = conform(
+            {
+                "start": rec["start"],
+                "end": rec["end"],
+                "kind": np.asarray(kinds, dtype=np.int8)[at.reshape(-1)],
+                "device": rec["device"],
+                "stream": np.where(rec["stream"] == 0xFFFFFFFF, -1, rec["stream"]),  # CUPTI: none
+                "event": np.full(len(launch), -1),  # wait_on_cuda_event_id: not decoded yet
+                "correlation": rec["correlation"],
+                "thread": thread,
+                "pid": pid,
+                "rank": np.full(len(launch), rank),
+            },
+            SYNC_SCHEMA,
+        )
+        return api_calls, syncs
 
     def _ranges(
         self,
@@ -839,6 +857,14 @@ def _copy_kinds(name: str) -> tuple[int, int, int]:
         return CopyKind.NONE, MemKind.NONE, _MEM_KINDS.get(m.group(1), MemKind.UNKNOWN)
     return CopyKind.UNKNOWN, MemKind.UNKNOWN, MemKind.UNKNOWN
 
+
+# Kineto cuda_sync event names (CUPTI's synchronization types)
+_SYNC_KINDS = {
+    "Event Sync": SyncKind.EVENT_SYNC,
+    "Stream Wait Event": SyncKind.STREAM_WAIT_EVENT,
+    "Stream Sync": SyncKind.STREAM_SYNC,
+    "Context Sync": SyncKind.CONTEXT_SYNC,
+}
 
 _ROW_COLS = (
     "start",

@@ -55,17 +55,19 @@ from pytimings.ingest.memory import nsys_memory
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
+    EVENT_SCHEMA,
     GPU_OP_SCHEMA,
     HOST_OP_SCHEMA,
     RANGE_SCHEMA,
+    SYNC_SCHEMA,
     THREAD_SCHEMA,
     ActivityKind,
-    ApiKind,
     CopyKind,
     MemKind,
     OpKind,
     RangeKind,
     StringTable,
+    SyncKind,
     Trace,
     concat_columns,
     conform,
@@ -82,9 +84,10 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+CUDA_EVENT = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 NVTX = "NVTX_EVENTS"
 OSRT = "OSRT_API"
-EVENT_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, SYNC, NVTX, OSRT)
+EVENT_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, SYNC, CUDA_EVENT, NVTX, OSRT)
 
 EVENT_CLASS_RUNTIME = 0
 EVENT_CLASS_DRIVER = 1
@@ -131,19 +134,19 @@ _MEM_KIND = {
     6: MemKind.MANAGED_STATIC,
     7: MemKind.UNKNOWN,
 }
-# ENUM_CUPTI_SYNC_TYPE descriptions
-_SYNC_NAMES = {
-    0: "Unknown sync",
-    1: "Event sync",
-    2: "Stream wait sync",
-    3: "Stream sync",
-    4: "Context sync",
-}
-
-
 # the columns read from each event table; a column an era lacks reads as its default
 _API_COLUMNS = ("start", "end", "eventClass", "globalTid", "correlationId", "nameId")
-_SYNC_COLUMNS = ("start", "end", "correlationId", "globalPid", "syncType")
+_SYNC_COLUMNS = (
+    "start",
+    "end",
+    "correlationId",
+    "globalPid",
+    "syncType",
+    "deviceId",
+    "streamId",
+    "eventId",
+)
+_EVENT_COLUMNS = ("correlationId", "globalPid", "deviceId", "streamId", "eventId")
 _OSRT_COLUMNS = ("start", "end", "eventClass", "globalTid", "nameId")
 _GPU_OP_COLUMNS = (
     "start",
@@ -430,6 +433,8 @@ class _Loader:
         self.s.load_string_ids(self.r.rows("StringIds", {"id": "i", "value": "b"}))
         self.read_threads()
         api = self.read_api_calls()
+        syncs = self.read_syncs(api)
+        events = self.read_events()
         ops = self.read_gpu_ops()
         ranges = self.read_ranges()
         host_ops = self.read_os_calls()
@@ -453,6 +458,8 @@ class _Loader:
             host_ops=conform(host_ops, HOST_OP_SCHEMA),
             threads=conform(threads, THREAD_SCHEMA),
             devices=conform(devices, DEVICE_SCHEMA),
+            syncs=conform(syncs, SYNC_SCHEMA),
+            events=conform(events, EVENT_SCHEMA),
             strings=self.s.strings,
             meta=self.meta,
             dropped=self.dropped,
@@ -569,34 +576,62 @@ class _Loader:
             cols["name"] = self.s.remap(cols["name"], "CUDA API")
             self.add_threads(cols["gtid"])
             parts.append(cols)
-        calls = concat_columns(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
+        calls = _merge_by_start(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
         calls["pid"] = pid_of(calls["gtid"]).astype(np.int32)
         calls["thread"] = self.thread_index(calls["gtid"])
         names = ("start", "end", "name", "kind", "thread", "correlation", "pid")
-        out = _merge_by_start([calls, self.read_sync(calls)], names)
+        out = {k: calls[k] for k in names}
         out["rank"] = np.full(len(out["start"]), self.rank, dtype=np.int16)
         return out
 
-    def read_sync(self, calls: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
-        """Synchronisation rows; their thread is that of the API call with their id."""
+    def read_syncs(self, calls: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+        """Synchronization records (not host activities: each describes the API call with
+        its correlation id); their thread is that call's."""
         if not self.r.has(SYNC):
-            return {k: v[:0] for k, v in calls.items()}
+            return {c: np.empty(0, dtype=dt) for c, dt in SYNC_SCHEMA.items()}
         self.need(SYNC, ("start", "end", "correlationId", "globalPid"))
         rows = self.r.rows(SYNC, dict.fromkeys(_SYNC_COLUMNS, "i"))
         start, end, ok = self.timed("synchronization", rows)
-        corr = rows.int("correlationId", -1)
-        pid = pid_of(rows.int("globalPid", 0)).astype(np.int32)
-        stype_v = rows.int("syncType", 0)
+        cols: dict[str, npt.NDArray[Any]] = {
+            "start": start,
+            "end": end,
+            "kind": rows.int("syncType", SyncKind.UNKNOWN),
+            "device": rows.int("deviceId", -1),
+            "stream": _none_if_all_ones(rows.int("streamId", -1)),
+            "event": _none_if_all_ones(rows.int("eventId", -1)),
+            "correlation": rows.int("correlationId", -1),
+            "pid": pid_of(rows.int("globalPid", 0)),
+        }
         if ok is not None:
-            start, end, corr, stype_v = start[ok], end[ok], corr[ok], stype_v[ok]
-            pid = pid[ok]
-        names_by_type = self.enum_names("ENUM_CUPTI_SYNC_TYPE", _SYNC_NAMES)
-        uniq, inv = np.unique(stype_v, return_inverse=True)
-        ids = np.array(
-            [self.s.intern(names_by_type.get(int(u), f"Sync type {int(u)}")) for u in uniq],
-            dtype=np.int32,
-        )
-        # the launching call's thread, found by (pid, correlation id)
+            cols = {k: v[ok] for k, v in cols.items()}
+        unknown = ~np.isin(cols["kind"], np.array(list(SyncKind), dtype=np.int64))
+        self.meta["sync_rows_of_unknown_type"] = int(unknown.sum())
+        cols["kind"][unknown] = SyncKind.UNKNOWN
+        cols["thread"] = self.call_threads(calls, cols["pid"], cols["correlation"])
+        self.meta["sync_rows_without_api_call"] = int((cols["thread"] < 0).sum())
+        cols["rank"] = np.full(len(cols["start"]), self.rank)
+        return cols
+
+    def read_events(self) -> dict[str, npt.NDArray[Any]]:
+        """CUDA event records: the stream each cudaEventRecord call recorded its event on."""
+        if not self.r.has(CUDA_EVENT):
+            return {c: np.empty(0, dtype=dt) for c, dt in EVENT_SCHEMA.items()}
+        self.need(CUDA_EVENT, ("correlationId", "globalPid", "streamId", "eventId"))
+        rows = self.r.rows(CUDA_EVENT, dict.fromkeys(_EVENT_COLUMNS, "i"))
+        return {
+            "device": rows.int("deviceId", -1),
+            "stream": _none_if_all_ones(rows.int("streamId", -1)),
+            "event": _none_if_all_ones(rows.int("eventId", -1)),
+            "correlation": rows.int("correlationId", -1),
+            "pid": pid_of(rows.int("globalPid", 0)),
+            "rank": np.full(rows.n, self.rank),
+        }
+
+    @staticmethod
+    def call_threads(
+        calls: dict[str, npt.NDArray[Any]], pid: npt.NDArray[Any], corr: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int32]:
+        """The thread of the API call with each (pid, correlation id), or -1."""
         thread = np.full(len(corr), -1, dtype=np.int32)
         ck = _pair_key(calls["pid"], calls["correlation"])
         order = None if is_sorted_i64(ck) else np.argsort(ck, kind="stable")
@@ -607,16 +642,7 @@ class _Loader:
             hit = sorted_ck[pos] == sk
             at = pos[hit] if order is None else order[pos[hit]]
             thread[hit] = calls["thread"][at]
-        self.meta["sync_rows_without_api_call"] = int((thread < 0).sum())
-        return {
-            "start": start,
-            "end": end,
-            "name": ids[inv.reshape(-1)] if len(uniq) else np.empty(0, np.int32),
-            "kind": np.full(len(start), ApiKind.SYNC, dtype=np.int8),
-            "thread": thread,
-            "correlation": corr,
-            "pid": pid,
-        }
+        return thread
 
     # -- OS runtime calls ---------------------------------------------------------------
     def read_os_calls(self) -> dict[str, npt.NDArray[Any]]:
@@ -991,6 +1017,12 @@ def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
         return v, np.empty(0, dtype=np.int64)
     starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
     return v[starts], np.diff(starts, append=len(v))
+
+
+def _none_if_all_ones(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """A 32-bit id column with CUPTI's "none" (0xFFFFFFFF) as -1 (in place)."""
+    v[v == 0xFFFFFFFF] = -1
+    return v
 
 
 def _pair_key(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.int64]:

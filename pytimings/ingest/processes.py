@@ -49,8 +49,9 @@ __all__ = [
 ]
 
 DROPPED_KEY = "{table}_of_processes_without_gpu_ops"
-_HOST_TABLES = ("api_calls", "ranges", "host_ops", "threads", "mem_events")
-_THREAD_TABLES = ("api_calls", "ranges", "host_ops", "mem_events")  # rows that refer to a thread
+_HOST_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "events", "threads", "mem_events")
+# rows that refer to a thread
+_THREAD_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "mem_events")
 
 
 def gpu_processes(trace: Trace, rank: int | None = None) -> dict[int, list[int]]:

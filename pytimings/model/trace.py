@@ -59,7 +59,21 @@ class MemKind(enum.IntEnum):
 class ApiKind(enum.IntEnum):
     RUNTIME = 0
     DRIVER = 1
-    SYNC = 2  # synchronisation activity rows (nsys CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)
+
+
+class SyncKind(enum.IntEnum):
+    """What a synchronization record waited for (CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE
+    numbering, which nsys stores and Kineto's ``cuda_sync`` names map onto)."""
+
+    UNKNOWN = 0
+    EVENT_SYNC = 1  # cudaEventSynchronize: the host waits for an event
+    STREAM_WAIT_EVENT = 2  # cudaStreamWaitEvent: a stream waits for an event
+    STREAM_SYNC = 3  # cudaStreamSynchronize: the host waits for a stream
+    CONTEXT_SYNC = 4  # cudaDeviceSynchronize / cuCtxSynchronize
+
+
+# what users read for each SyncKind (nsys's ENUM_CUPTI_SYNC_TYPE labels)
+SYNC_KIND_NAMES = ("Unknown sync", "Event sync", "Stream wait sync", "Stream sync", "Context sync")
 
 
 class RangeKind(enum.IntEnum):
@@ -113,11 +127,39 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
 }
 
 
+# synchronization records (docs/attribution.md "Events"): not host activities; each
+# describes the API call with its correlation id (its thread, pid); read by the replay
+SYNC_SCHEMA: dict[str, npt.DTypeLike] = {
+    "start": np.int64,
+    "end": np.int64,
+    "kind": np.int8,  # SyncKind
+    "device": np.int16,  # -1 unknown
+    "stream": np.int32,  # the stream synchronized, or that waits (STREAM_WAIT_EVENT); -1
+    "event": np.int64,  # the CUDA event waited for (EVENT_SYNC, STREAM_WAIT_EVENT); -1
+    "correlation": np.int64,  # of the API call it describes; -1 unknown
+    "thread": np.int32,  # the API call's thread (row of Trace.threads); -1 when not found
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+# CUDA event records (nsys CUPTI_ACTIVITY_KIND_CUDA_EVENT): the stream an event was
+# recorded on by the cudaEventRecord call with the correlation id; the op it marks is that
+# stream's last op submitted before the call (pytimings.ingest.links.event_ops)
+EVENT_SCHEMA: dict[str, npt.DTypeLike] = {
+    "device": np.int16,
+    "stream": np.int32,
+    "event": np.int64,
+    "correlation": np.int64,  # of the cudaEventRecord call; -1 unknown
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+
 class ActivityKind(enum.IntEnum):
     """The kinds of host activity (docs/attribution.md), in the contract's tie order: when
     two activities start and end together on a thread, the lower value is innermost."""
 
-    CUDA_API = 0  # api_calls rows (CUDA/HIP runtime and driver calls, sync rows)
+    CUDA_API = 0  # api_calls rows (CUDA/HIP runtime and driver calls)
     OS = 1  # host_ops: Nsight OS runtime calls (OSRT_API)
     CPU_OP = 2  # host_ops: Kineto cpu_op (aten operators)
     PYTHON = 3  # host_ops: Kineto python_function (with_stack)
@@ -182,7 +224,10 @@ MEM_EVENT_SCHEMA: dict[str, npt.DTypeLike] = {
     "rank": np.int16,
 }
 
-TABLES = ("gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices", "mem_events")
+TABLES = (
+    "gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices", "syncs", "events",
+    "mem_events",
+)  # fmt: skip
 SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "gpu_ops": GPU_OP_SCHEMA,
     "api_calls": API_CALL_SCHEMA,
@@ -190,6 +235,8 @@ SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "host_ops": HOST_OP_SCHEMA,
     "threads": THREAD_SCHEMA,
     "devices": DEVICE_SCHEMA,
+    "syncs": SYNC_SCHEMA,
+    "events": EVENT_SCHEMA,
     "mem_events": MEM_EVENT_SCHEMA,
 }
 # columns holding string ids, per table (remapped when traces are merged)
@@ -200,6 +247,8 @@ STRING_COLUMNS: dict[str, tuple[str, ...]] = {
     "host_ops": ("name",),
     "threads": ("name",),
     "devices": ("name",),
+    "syncs": (),
+    "events": (),
     "mem_events": ("site",),
 }
 
@@ -289,6 +338,9 @@ class Trace:
     strings: list[str]
     # cpu_op / python / os host activities (empty for formats that have none)
     host_ops: Table = field(default_factory=lambda: Table.empty(HOST_OP_SCHEMA))
+    # synchronization records and CUDA event records (empty for formats that have none)
+    syncs: Table = field(default_factory=lambda: Table.empty(SYNC_SCHEMA))
+    events: Table = field(default_factory=lambda: Table.empty(EVENT_SCHEMA))
     meta: dict[str, Any] = field(default_factory=dict)
     # device memory events (empty for captures without memory profiling)
     mem_events: Table = field(default_factory=lambda: Table.empty(MEM_EVENT_SCHEMA))

@@ -67,6 +67,14 @@ TABLES: dict[str, tuple[str, ...]] = {
         "syncType INTEGER",
         "eventId INTEGER",
     ),
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": (
+        "deviceId INTEGER",
+        "contextId INTEGER",
+        "streamId INTEGER",
+        "correlationId INTEGER",
+        "globalPid INTEGER",
+        "eventId INTEGER",
+    ),
     "NVTX_EVENTS": (
         "start INTEGER NOT NULL",
         '"end" INTEGER',

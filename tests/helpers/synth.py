@@ -10,15 +10,18 @@ import numpy as np
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
+    EVENT_SCHEMA,
     GPU_OP_SCHEMA,
     HOST_OP_SCHEMA,
     RANGE_SCHEMA,
+    SYNC_SCHEMA,
     THREAD_SCHEMA,
     ActivityKind,
     CopyKind,
     MemKind,
     OpKind,
     StringTable,
+    SyncKind,
     Trace,
     conform,
 )
@@ -64,6 +67,19 @@ HOST_OP_DEFAULTS: dict[str, Any] = {
     "rank": 0,
 }
 
+SYNC_DEFAULTS: dict[str, Any] = {
+    "kind": SyncKind.STREAM_SYNC,
+    "device": 0,
+    "stream": 7,
+    "event": -1,
+    "correlation": -1,
+    "thread": 0,
+    "pid": 100,
+    "rank": 0,
+}
+
+EVENT_DEFAULTS: dict[str, Any] = {"device": 0, "stream": 7, "event": 1, "pid": 100, "rank": 0}
+
 
 def _table(
     rows: Sequence[dict[str, Any]],
@@ -87,9 +103,12 @@ def make_trace(
     ranges: Sequence[dict[str, Any]] = (),
     threads: Sequence[dict[str, Any]] = ({"pid": 100, "tid": 100, "name": "python3"},),
     host_ops: Sequence[dict[str, Any]] = (),
+    syncs: Sequence[dict[str, Any]] = (),
+    events: Sequence[dict[str, Any]] = (),
 ) -> Trace:
     """A trace from rows (dicts of column values; names as text, defaults per table);
-    ``host_ops``: cpu_op / python / os host activities (kind an ActivityKind)."""
+    ``host_ops``: cpu_op / python / os host activities (kind an ActivityKind); ``syncs``:
+    synchronization records (kind a SyncKind); ``events``: CUDA event records."""
     st = StringTable()
     return Trace(
         gpu_ops=_table(ops, GPU_OP_SCHEMA, OP_DEFAULTS, st, ("name",)),
@@ -98,6 +117,8 @@ def make_trace(
         threads=_table(threads, THREAD_SCHEMA, {"rank": 0}, st, ("name",)),
         devices=_table([{"device": 0, "name": "GPU", "rank": 0}], DEVICE_SCHEMA, {}, st, ("name",)),
         host_ops=_table(host_ops, HOST_OP_SCHEMA, HOST_OP_DEFAULTS, st, ("name",)),
+        syncs=_table(syncs, SYNC_SCHEMA, SYNC_DEFAULTS, st, ()),
+        events=_table(events, EVENT_SCHEMA, EVENT_DEFAULTS, st, ()),
         strings=st.strings,
     )
 
@@ -109,4 +130,11 @@ def shuffled(trace: Trace, seed: int) -> Trace:
     for name in ("gpu_ops", "api_calls", "ranges", "host_ops"):
         t = trace.table(name)
         out[name] = t.take(rng.permutation(len(t)))
-    return Trace(**out, threads=trace.threads, devices=trace.devices, strings=trace.strings)
+    return Trace(
+        **out,
+        threads=trace.threads,
+        devices=trace.devices,
+        syncs=trace.syncs,
+        events=trace.events,
+        strings=trace.strings,
+    )

@@ -81,7 +81,6 @@ API_CATS = {
     "cuda_runtime": ApiKind.RUNTIME,
     "Runtime": ApiKind.RUNTIME,
     "cuda_driver": ApiKind.DRIVER,
-    "cuda_sync": ApiKind.SYNC,
 }
 RANGE_CATS = {"user_annotation": RangeKind.ANNOTATION}
 HOST_CATS = {
@@ -109,6 +108,7 @@ def independent(path: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"doc": doc}
     out["gpu"] = Counter({GPU_CATS[c]: n for c, n in cats.items() if c in GPU_CATS})
     out["api"] = Counter({API_CATS[c]: n for c, n in cats.items() if c in API_CATS})
+    out["syncs"] = cats.get("cuda_sync", 0)
     out["ranges"] = Counter({RANGE_CATS[c]: n for c, n in cats.items() if c in RANGE_CATS})
     kern = [e for e in complete if e.get("cat") in ("kernel", "Kernel")]
     out["kernel_times"] = sorted(
@@ -150,6 +150,7 @@ def test_shared_trace_matches_independent_reading(shared_dir: Path, rel: str) ->
     tr = load_kineto(path)
     assert counts(tr.gpu_ops["kind"]) == want["gpu"]
     assert counts(tr.api_calls["kind"]) == want["api"]
+    assert len(tr.syncs) == want["syncs"]  # cuda_sync: records, not API calls
     assert counts(tr.ranges["kind"]) == want["ranges"]
     k = tr.gpu_ops.take(tr.gpu_ops["kind"] == OpKind.KERNEL)
     assert sorted(zip(k["start"].tolist(), k["end"].tolist(), strict=True)) == want["kernel_times"]

@@ -92,7 +92,7 @@ def _independent(path: Path) -> dict[str, int]:
 
 
 def _linked(tr: Trace) -> int:
-    api = tr.api_calls.take(tr.api_calls["kind"] != ApiKind.SYNC)
+    api = tr.api_calls
     keys = set(zip(api["pid"].tolist(), api["correlation"].tolist(), strict=True))
     return sum(
         (p, c) in keys
@@ -112,7 +112,8 @@ def test_export_loads_with_independent_counts(shared_dir: Path, name: str) -> No
     api = tr.api_calls["kind"]
     assert int((api == ApiKind.RUNTIME).sum()) == want["runtime"]
     assert int((api == ApiKind.DRIVER).sum()) == want["driver"]
-    assert int((api == ApiKind.SYNC).sum()) == want["sync"]
+    assert len(tr.syncs) == want["sync"]
+    assert len(tr.api_calls) == want["runtime"] + want["driver"]
     assert tr.dropped.get("cuda_backtrace_duplicate_rows", 0) == want["backtrace"]
     rk = tr.ranges["kind"]
     assert int((rk == RangeKind.NVTX_PUSHPOP).sum()) == want["pushpop"]
@@ -172,7 +173,7 @@ def test_os_runtime_calls_match_sql(shared_dir: Path, name: str) -> None:
     assert set(h["kind"].tolist()) <= {ActivityKind.OS}
     assert np.all(np.diff(h["start"]) >= 0)
     assert tr.dropped.get("osrt_profiling_started_finished_markers", 0) == markers
-    api = tr.api_calls.take(tr.api_calls["kind"] != ApiKind.SYNC)
+    api = tr.api_calls
     got_calls = zip(api["start"].tolist(), th["tid"][api["thread"]].tolist(), strict=True)
     assert sorted(got_calls) == sorted(calls)
 
@@ -221,7 +222,10 @@ def test_h200_facts(shared_dir: Path) -> None:
     tr = load_nsys(shared_dir / "data" / H200)
     kinds = tr.gpu_ops["kind"]
     assert [int((kinds == k).sum()) for k in OpKind] == [1047, 16, 12]
-    assert int((tr.api_calls["kind"] != ApiKind.SYNC).sum()) == 3924
+    assert len(tr.api_calls) == 3924
+    # 360 event syncs, 17 stream waits, 1 context sync; every event recorded on stream 7
+    assert np.bincount(tr.syncs["kind"]).tolist() == [0, 360, 17, 0, 1]
+    assert len(tr.events) > 0 and set(tr.events["stream"].tolist()) <= {7}
     assert [tr.strings[i] for i in tr.devices["name"]] == ["NVIDIA H200"]
     rg = tr.ranges
     name = np.array([tr.strings[i] for i in rg["name"]])
@@ -344,5 +348,5 @@ def test_every_export_summarises(shared_dir: Path, name: str) -> None:
     assert int(s["kernels"]["count"].sum()) == int((tr.gpu_ops["kind"] == OpKind.KERNEL).sum())
     assert int(s["memory"]["count"].sum()) == int((tr.gpu_ops["kind"] != OpKind.KERNEL).sum())
     assert int(s["ranges"]["count"].sum()) == len(tr.ranges)
-    assert int(s["api"]["count"].sum()) == len(tr.api_calls)
+    assert int(s["api"]["count"].sum()) == len(tr.api_calls) + len(tr.syncs)
     assert render_summary(trace_summary(tr, top=3))

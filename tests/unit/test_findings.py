@@ -7,7 +7,7 @@ from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import graphs, host_bound_gaps, host_windows, kernels, memory
-from pytimings.model.trace import ApiKind, CopyKind, MemKind, OpKind, Trace
+from pytimings.model.trace import CopyKind, MemKind, OpKind, Trace
 
 MS = 1_000_000
 
@@ -199,7 +199,7 @@ def test_launch_overhead_is_not_claimed_twice():
 
 
 def test_a_sync_with_an_idle_gpu_is_a_wait_on_nothing_the_trace_shows():
-    """The host sits 1 ms in cudaStreamSynchronize (its nsys synchronisation row runs
+    """The host sits 1 ms in cudaStreamSynchronize (its nsys synchronization record runs
     50 µs longer) before launching 'b', with no GPU op running meanwhile."""
     ops = [
         {"start": 10_000, "end": 60_000, "name": "a", "correlation": 1},
@@ -207,25 +207,26 @@ def test_a_sync_with_an_idle_gpu_is_a_wait_on_nothing_the_trace_shows():
     ]
     api = [
         {"start": 0, "end": 5_000, "correlation": 1},
-        {"start": 100_000, "end": 1_100_000, "name": "cudaStreamSynchronize"},
-        # the synchronisation activity row of that call (nsys SYNCHRONIZATION table)
-        {"start": 100_000, "end": 1_150_000, "name": "Stream synchronize", "kind": ApiKind.SYNC},
+        {"start": 100_000, "end": 1_100_000, "name": "cudaStreamSynchronize", "correlation": 9},
         {"start": 1_200_000, "end": 1_205_000, "correlation": 2},
     ]
-    a = attribute(make_trace(ops, api))
+    # the synchronization record of that call (nsys SYNCHRONIZATION table): not a host
+    # activity, the time in the call is the call's
+    syncs = [{"start": 100_000, "end": 1_150_000, "correlation": 9}]
+    a = attribute(make_trace(ops, api, syncs=syncs))
     f = next(x for x in host_bound_gaps(a) if x.evidence["op_name"] == "b")
     acts = {(x["kind"], x["name"]): x["ns"] for x in f.evidence["host_activities"]}
-    # gap [60 µs, 1200 µs): the call is innermost until it returns, then its sync row
+    # gap [60 µs, 1200 µs): the call while it runs, nothing after it returns
     assert acts == {
         ("cuda_api", "cudaStreamSynchronize"): 1_000_000,
-        ("cuda_api", "Stream synchronize"): 50_000,
-        ("untraced", ""): 90_000,
+        ("untraced", ""): 140_000,
     }
     sync = f.evidence["sync_wait"]
     assert sync == {"kind": "cuda_api", "name": "cudaStreamSynchronize", "calls": 1,
                     "call_ns": 1_000_000, "gpu_busy_ns": 0, "gpu_ops": []}  # fmt: skip
     assert (
-        "is in cuda_api 'cudaStreamSynchronize' 87.7% (1.00 ms in 1 gap); the host waits in "
+        "is in cuda_api 'cudaStreamSynchronize' 87.7% (1.00 ms in 1 gap), no traced activity "
+        "12.3% (0.14 ms in 1 gap); the host waits in "
         "cudaStreamSynchronize for the GPU (1 call, 1.00 ms); on the GPUs meanwhile: "
         "nothing the trace shows" in f.title
     )

@@ -23,10 +23,12 @@ from pytimings.ingest.kineto import GPU_ANNOTATION_DROPPED, load_kineto, looks_l
 from pytimings.model.trace import (
     STRING_COLUMNS,
     ActivityKind,
+    ApiKind,
     CopyKind,
     MemKind,
     OpKind,
     RangeKind,
+    SyncKind,
     Trace,
 )
 
@@ -337,7 +339,7 @@ def test_graph_launch_may_share_a_correlation(tmp_path: Path) -> None:
     assert list(tr.gpu_ops["graph"]) == [9, 9]
 
 
-def test_cuda_sync_rows_go_to_the_calling_thread(tmp_path: Path) -> None:
+def test_cuda_sync_records_go_to_the_calling_thread(tmp_path: Path) -> None:
     events = [
         ev("X", "cuda_runtime", "cudaStreamSynchronize", "1.0", "9.0", args={"correlation": 5}),
         ev(
@@ -352,10 +354,16 @@ def test_cuda_sync_rows_go_to_the_calling_thread(tmp_path: Path) -> None:
         ),
     ]
     tr = load_kineto(write(tmp_path, doc(events)))
-    a = tr.api_calls
-    assert list(a["kind"]) == [0, 2]
-    assert list(a["thread"]) == [0, 0]
-    assert list(a["pid"]) == [HOST_PID, HOST_PID]
+    a, s = tr.api_calls, tr.syncs
+    assert list(a["kind"]) == [ApiKind.RUNTIME]  # the record is not an API call
+    assert [list(s[c]) for c in ("kind", "stream", "device", "correlation")] == [
+        [SyncKind.STREAM_SYNC],
+        [STREAM],
+        [DEV],
+        [5],
+    ]
+    assert list(s["thread"]) == [0] and list(s["pid"]) == [HOST_PID]
+    assert tr.meta["sync_rows_without_api_call"] == 0
 
 
 def test_rocm_copy_bytes_from_the_hip_call(tmp_path: Path) -> None:

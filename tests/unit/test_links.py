@@ -10,24 +10,12 @@ from helpers.synth import make_trace, shuffled
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.launches import link_launches
 from pytimings.ingest.links import launch_index, unlinked
-from pytimings.model.trace import ApiKind, Trace
+from pytimings.model.trace import Trace
 
 THREADS = [
     {"pid": 100, "tid": 100, "name": "main"},
     {"pid": 100, "tid": 101, "name": "other"},
 ]
-
-
-def test_sync_rows_are_never_launch_calls():
-    ops = [{"start": 100, "end": 200, "correlation": 7}]
-    api = [
-        # the synchronisation row of the call shares its id and starts earlier
-        {"start": 10, "end": 90, "correlation": 7, "kind": ApiKind.SYNC, "name": "sync"},
-        {"start": 20, "end": 30, "correlation": 7},
-    ]
-    tr = make_trace(ops, api)
-    assert launch_index(tr).tolist() == [1]
-    assert link_launches(tr).start.tolist() == [20]
 
 
 def test_shared_ids_pick_the_earliest_call_then_the_lowest_thread():

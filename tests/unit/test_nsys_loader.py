@@ -24,6 +24,7 @@ from pytimings.model.trace import (
     MemKind,
     OpKind,
     RangeKind,
+    SyncKind,
     Trace,
 )
 from pytimings.report.summary_text import render_summary
@@ -116,20 +117,36 @@ def test_nvtx_domains_categories_payloads_registered_strings(tmp_path: Path) -> 
     assert tr.dropped == {"nvtx_marks": 1, "nvtx_ranges_open_at_capture_end": 1}
 
 
-def test_sync_rows_take_the_thread_of_their_call(tmp_path: Path) -> None:
+def test_sync_records_are_their_own_table_on_the_thread_of_their_call(tmp_path: Path) -> None:
+    none = 0xFFFFFFFF  # CUPTI's "no stream" / "no event"
     tr = load_nsys(
         syn.basic(
             tmp_path / "t.sqlite",
             CUPTI_ACTIVITY_KIND_SYNCHRONIZATION=[
-                (111, 119, 0, 1, 7, 2, syn.GPID, 3),
-                (500, 510, 0, 1, 7, 77, syn.GPID, 4),
+                (111, 119, 0, 1, 7, 2, syn.GPID, 3, none),
+                (121, 129, 0, 1, 9, 3, syn.GPID, 2, 42),
+                (500, 510, 0, 1, none, 77, syn.GPID, 4, none),
+                (600, 610, 0, 1, none, 1, syn.GPID, 9, 5),
             ],
+            CUPTI_ACTIVITY_KIND_CUDA_EVENT=[(0, 1, 7, 4, syn.GPID, 42)],
         )
     )
-    sync = tr.api_calls.take(tr.api_calls["kind"] == ApiKind.SYNC)
-    assert names(tr, sync["name"]) == ["Stream sync", "Context sync"]
-    assert sync["thread"].tolist() == [0, -1]  # the second has no API call with its id
+    assert len(tr.api_calls) == 4  # the records are not API calls (nor host activities)
+    s = tr.syncs
+    assert s["kind"].tolist() == [
+        SyncKind.STREAM_SYNC,
+        SyncKind.STREAM_WAIT_EVENT,
+        SyncKind.CONTEXT_SYNC,
+        SyncKind.UNKNOWN,
+    ]
+    assert s["stream"].tolist() == [7, 9, -1, -1]
+    assert s["event"].tolist() == [-1, 42, -1, 5]
+    assert s["correlation"].tolist() == [2, 3, 77, 1]
+    assert s["thread"].tolist() == [0, 0, -1, 0]  # the third has no API call with its id
     assert tr.meta["sync_rows_without_api_call"] == 1
+    assert tr.meta["sync_rows_of_unknown_type"] == 1  # type 9, kept as unknown
+    e = tr.events
+    assert [e[c].tolist() for c in ("stream", "event", "correlation")] == [[7], [42], [4]]
 
 
 def test_cuda_backtrace_duplicates_are_counted_not_loaded(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.finding import ms
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.errors import UsageError
+from pytimings.ingest.links import event_waits, launch_index
+from pytimings.model.trace import SyncKind
 from pytimings.report.analysis_text import render_attribution
 
 US = 1_000
@@ -67,6 +69,54 @@ def test_two_streams_joined_by_an_event_wait():
     kinds = [(lk["kind"], lk["name"]) for lk in cp["links"]]
     assert ("wait", "producer") in kinds and ("gpu_op", "consumer") in kinds
     assert sum(lk["share"] for lk in cp["links"]) == pytest.approx(1.0)
+
+
+def _recorded_join(record_after_producer=True, wait=True):
+    """'producer' on stream 1 (10-99 µs), cudaEventRecord of event 5 on stream 1 (corr 10),
+    cudaStreamWaitEvent of stream 2 on it (corr 11), 'consumer' on stream 2 (100-130 µs);
+    a short 'decoy' on stream 3 (92-100 µs) ends later than the producer, so that the
+    inference (the latest end on another stream) would pick it."""
+    ops, api = [], []
+    if record_after_producer:
+        _launch(api, ops, 1, 0, 5, 10, 99, name="producer", stream=1)
+    api.append({"start": 6 * US, "end": 7 * US, "correlation": 10, "name": "cudaEventRecord"})
+    if not record_after_producer:
+        _launch(api, ops, 1, 7, 8, 10, 99, name="producer", stream=1)
+    api.append({"start": 8 * US, "end": 9 * US, "correlation": 11, "name": "cudaStreamWaitEvent"})
+    _launch(api, ops, 3, 90, 91, 92, 100, name="decoy", stream=3)
+    _launch(api, ops, 2, 12, 15, 100, 130, name="consumer", stream=2)
+    events = [{"stream": 1, "event": 5, "correlation": 10}]
+    syncs = [
+        {
+            "start": 8 * US,
+            "end": 9 * US,
+            "kind": SyncKind.STREAM_WAIT_EVENT,
+            "stream": 2,
+            "event": 5,
+            "correlation": 11,
+        }
+    ]
+    rng = [{"start": 0, "end": 95 * US, "name": "step"}]
+    return make_trace(ops, api, rng, syncs=syncs if wait else (), events=events)
+
+
+def test_a_recorded_event_wait_is_read_not_inferred():
+    tr = _recorded_join()
+    waiting, awaited = event_waits(tr, launch_index(tr))
+    names = [tr.strings[i] for i in tr.gpu_ops["name"]]
+    assert [(names[w], names[a]) for w, a in zip(waiting, awaited, strict=True)] == [
+        ("consumer", "producer")
+    ]
+    # halving the producer (89 µs) moves the consumer 44.5 µs earlier: it then ends at
+    # 85.5 µs, before the decoy (100 µs), which ends the window
+    assert _saving(tr, "kernel:producer=0.5") == 30 * US
+    assert _saving(tr, "kernel:decoy=0.5") == 0
+
+
+def test_an_event_never_waited_on_or_recorded_before_any_op_is_no_dependency():
+    for tr in (_recorded_join(wait=False), _recorded_join(record_after_producer=False)):
+        waiting, awaited = event_waits(tr, launch_index(tr))
+        assert waiting.size == 0 and awaited.size == 0
 
 
 def test_a_sync_call_ends_when_its_kernel_ends_and_the_host_moves_with_it():
