@@ -59,7 +59,7 @@ def host_ops(lstart, lend, k):
             "kind": np.full(n, ActivityKind.PYTHON if j % 2 else ActivityKind.CPU_OP,
                             dtype=np.int8),
             "thread": np.zeros(n, dtype=np.int32), "pid": np.full(n, 7, dtype=np.int32),
-            "rank": np.zeros(n, dtype=np.int16),
+            "rank": np.zeros(n, dtype=np.int16), "args": np.zeros(n, dtype=np.int32),
         })
     return Table({c: np.concatenate([p[c] for p in parts]) for c in HOST_OP_SCHEMA})
 
