@@ -896,7 +896,12 @@ _ROW_COLS = (
     "index",
 )
 _HOST_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
-_EMPTY_DTYPES = {"name": np.int32, "cat": np.int8, "phase": np.int8, "args": np.int32}  # of an empty column
+_EMPTY_DTYPES = {
+    "name": np.int32,
+    "cat": np.int8,
+    "phase": np.int8,
+    "args": np.int32,
+}  # of an empty column
 
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
