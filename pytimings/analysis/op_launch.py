@@ -50,10 +50,18 @@ class OpLaunch:
     graph: npt.NDArray[np.bool_]
 
 
+def by_group_then_start(group: I64, start: I64) -> I64:
+    """The order by (group, start): a stable radix sort of the groups where the starts are
+    already sorted (loaders write rows by time), else a lexsort."""
+    if start.size < 2 or bool((start[1:] >= start[:-1]).all()):
+        return np.argsort(group, kind="stable")
+    return np.lexsort((start, group))
+
+
 def _innermost(a_start: I64, a_end: I64, a_thread: I64, q_s: I64, q_e: I64, q_thread: I64) -> I64:
     """Per query, the index of the innermost activity enclosing it on its thread, or -1."""
-    a_order = np.lexsort((a_start, a_thread))
-    q_order = np.lexsort((q_s, q_thread))
+    a_order = by_group_then_start(a_thread, a_start)
+    q_order = by_group_then_start(q_thread, q_s)
     hit = _host.innermost_enclosing(
         np.ascontiguousarray(a_start[a_order]),
         np.ascontiguousarray(a_end[a_order]),
@@ -87,7 +95,8 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     linked = launches.api_row >= 0
     direct = linked & ~graph
     if direct.any() and rows.size:
-        calls, inv = np.unique(launches.api_row[direct], return_inverse=True)
+        # every API call queried once (cheaper than finding the distinct launch calls)
+        calls = np.arange(len(api), dtype=np.int64)
         found = _innermost(
             a_start.astype(np.int64),
             a_end.astype(np.int64),
@@ -96,7 +105,7 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
             api["end"][calls],
             api["thread"][calls].astype(np.int64),
         )
-        got = found[inv]
+        got = found[launches.api_row[direct]]
         op_row[direct] = np.where(got >= 0, rows[np.maximum(got, 0)], -1)
     reason[direct] = REASONS.index(NO_OP)
     reason[graph] = REASONS.index(GRAPH)

@@ -3,8 +3,8 @@
 that launched them (:mod:`pytimings.analysis.op_launch`), each group's perf model and
 roofline (:mod:`pytimings.analysis.ops`), and the GPU time per category (docs/ops.md).
 
-Busy-time split: at every instant of a window's busy time (the union of its GPU ops, those
-that start in it, clipped to its end) the instant goes to the first category in
+Busy-time split: at every instant of a window's busy time (the window's overlap with the
+union of its device's GPU ops) the instant goes to the first category in
 :data:`~pytimings.analysis.ops.CATEGORIES` order among the ops running then, so the split
 sums exactly to the busy time (integer ns).
 """
@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.op_launch import REASONS, OpText, kineto_op, launching_ops, nvtx_op
+from pytimings._native import _intervals as iv
+from pytimings.analysis.op_launch import (
+    REASONS,
+    OpText,
+    kineto_op,
+    launching_ops,
+    nvtx_op,
+)
 from pytimings.analysis.ops import (
     CATEGORIES,
     GpuSpec,
@@ -67,50 +74,42 @@ def trace_gpu(a: Attribution) -> GpuSpec | None:
     return None
 
 
-def _union_ns(start: I64, end: I64, group: I64, n_groups: int) -> I64:
-    """Per group, the length of the union of its intervals (sorted by (group, start))."""
-    out = np.zeros(n_groups, dtype=np.int64)
-    if start.size == 0:
+def _sums(group: I64, values: I64, n: int) -> I64:
+    """Per group id in [0, n), the exact integer sum of ``values`` (a sort, no float)."""
+    out = np.zeros(n, dtype=np.int64)
+    if group.size == 0:
         return out
-    new = np.ones(start.size, dtype=bool)
-    new[1:] = group[1:] != group[:-1]
-    # per group, a running max of the ends: offset each group so that groups stay apart
-    first = np.flatnonzero(new)
-    base = np.repeat(start[first], np.diff(np.append(first, start.size)))
-    span = np.maximum.reduceat(end - base, first) + 1
-    off = np.repeat(np.cumsum(span) - span, np.diff(np.append(first, start.size)))
-    s, e = start - base + off, end - base + off
-    cm = np.maximum.accumulate(e)
-    prev = np.empty_like(cm)
-    prev[0] = s[0]
-    prev[1:] = cm[:-1]
-    gain = np.maximum(cm - np.maximum(s, prev), 0)
-    np.add.at(out, group[first], np.add.reduceat(gain, first))
+    order = np.argsort(group, kind="stable")
+    gs = group[order]
+    first = np.flatnonzero(np.concatenate(([True], gs[1:] != gs[:-1])))
+    out[gs[first]] = np.add.reduceat(values[order], first)
     return out
 
 
-def _busy_split(
-    a: Attribution, parts: list[I64], cat: npt.NDArray[np.int8]
-) -> tuple[I64, npt.NDArray[np.int64]]:
-    """Per window entry: busy ns and per category the busy ns charged (the module's rule)."""
+def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDArray[np.int64]]:
+    """Per window entry: busy ns (its overlap with the union of its device's GPU ops) and per
+    category the busy ns charged (the module's rule), over the compiled interval union."""
     ops, w = a.trace.gpu_ops, a.windows
-    n = len(parts)
-    rows = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    win = np.repeat(np.arange(n, dtype=np.int64), [p.size for p in parts])
-    s = ops["start"][rows]
-    e = np.minimum(ops["end"][rows], w["end_ns"][win])
-    keep = e > s
-    rows, win, s, e = rows[keep], win[keep], s[keep], e[keep]
-    order = np.lexsort((s, win))
-    win, s, e, c = win[order], s[order], e[order], cat[rows[order]]
+    n = len(w)
     split = np.zeros((n, len(CATEGORIES)), dtype=np.int64)
-    covered = np.zeros(n, dtype=np.int64)
-    for k in np.unique(c).tolist():
-        m = c <= k
-        total = _union_ns(s[m], e[m], win[m], n)
-        split[:, k] = total - covered
-        covered = total
-    return covered, split
+    busy = np.zeros(n, dtype=np.int64)
+    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
+        mine = np.flatnonzero((ops["rank"] == r) & (ops["device"] == d))
+        st = ops["start"][mine]
+        if st.size > 1 and not bool((st[1:] >= st[:-1]).all()):
+            mine = mine[np.argsort(st, kind="stable")]
+        rows = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+        ws, we = w["start_ns"][rows], w["end_ns"][rows]
+        c = cat[mine]
+        covered = np.zeros(rows.size, dtype=np.int64)
+        for k in np.unique(c[c < len(CATEGORIES)]).tolist():
+            m = mine[c <= k]
+            us, ue = iv.union(ops["start"][m], ops["end"][m])
+            total = iv.overlap_lengths(ws, we, us, ue)
+            split[rows, k] = total - covered
+            covered = total
+        busy[rows] = covered
+    return busy, split
 
 
 def _ops_rows(
@@ -129,17 +128,16 @@ def _ops_rows(
     if mine.size:
         src = tr.host_ops if table == "host_ops" else tr.ranges
         launcher = op_row[mine]
+        keys = src["name"][launcher].astype(np.int64) << 32
         if table == "host_ops":
-            keys = np.stack([src["name"][launcher], src["args"][launcher]], axis=1)
-        else:
-            keys = np.stack([src["name"][launcher], np.zeros(launcher.size, np.int32)], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            keys |= src["args"][launcher].astype(np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)  # 1-D int64: a fast sort
         inv = inv.reshape(-1)
         texts: list[OpText] = [
-            kineto_op(strings[int(nm)], strings[int(ar)])
+            kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
             if table == "host_ops"
-            else nvtx_op(strings[int(nm)])
-            for nm, ar in uniq.tolist()
+            else nvtx_op(strings[key >> 32])
+            for key in uniq.tolist()
         ]
         # one row per (name, input dims, input types)
         group_of: dict[tuple[str, str, str], int] = {}
@@ -150,17 +148,16 @@ def _ops_rows(
         g = gid[inv]
         ng = len(group_of)
         dur = ops["end"][mine] - ops["start"][mine]
-        kernel_ns = np.zeros(ng, dtype=np.int64)
-        np.add.at(kernel_ns, g, dur)
+        kernel_ns = _sums(g, dur, ng)
         # calls: distinct launching ops per group
-        pair = np.unique(np.stack([g, launcher], axis=1), axis=0)
-        calls = np.bincount(pair[:, 0], minlength=ng)
+        _, at = np.unique(launcher, return_index=True)
+        calls = np.bincount(g[at], minlength=ng)
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
         kernels: dict[int, set[str]] = {}
-        for gi, nm in np.unique(np.stack([g, ops["name"][mine]], axis=1), axis=0).tolist():
-            kernels.setdefault(gi, set()).add(strings[nm])
+        for key in np.unique((g << 32) | ops["name"][mine].astype(np.int64)).tolist():
+            kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
         cat_of_group = np.empty(ng, dtype=np.int8)
         for gi in range(ng):
             t = first_text[gi]
@@ -248,15 +245,15 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     rows, cat = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
     dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
-    busy, split = _busy_split(a, parts, cat)
+    busy, split = _busy_split(a, cat)
     win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
     if parts:
         rows_w = np.concatenate(parts)
         win = np.repeat(np.arange(len(parts)), [p.size for p in parts])
-        np.add.at(win_kernel, (win, cat[rows_w]), dur[rows_w])
+        cell = win * n_cat + np.minimum(cat[rows_w], n_cat - 1)
+        win_kernel = _sums(cell, dur[rows_w], len(parts) * n_cat).reshape(len(parts), n_cat)
     window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(parts))]
-    tot_kernel = np.zeros(n_cat, dtype=np.int64)
-    np.add.at(tot_kernel, cat[sel], dur[sel])
+    tot_kernel = _sums(cat[sel].astype(np.int64), dur[sel], n_cat)
     attributed = launch.op_row[sel] >= 0
     graph = launch.graph[sel]
     unattributed = []
