@@ -98,8 +98,8 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
         # every API call queried once (cheaper than finding the distinct launch calls)
         calls = np.arange(len(api), dtype=np.int64)
         found = _innermost(
-            a_start.astype(np.int64),
-            a_end.astype(np.int64),
+            a_start.astype(np.int64, copy=False),
+            a_end.astype(np.int64, copy=False),
             a_thread.astype(np.int64),
             api["start"][calls],
             api["end"][calls],
