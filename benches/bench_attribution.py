@@ -59,7 +59,7 @@ def host_ops(lstart, lend, k):
             "kind": np.full(n, ActivityKind.PYTHON if j % 2 else ActivityKind.CPU_OP,
                             dtype=np.int8),
             "thread": np.zeros(n, dtype=np.int32), "pid": np.full(n, 7, dtype=np.int32),
-            "rank": np.zeros(n, dtype=np.int16),
+            "rank": np.zeros(n, dtype=np.int16), "args": np.zeros(n, dtype=np.int32),
         })
     return Table({c: np.concatenate([p[c] for p in parts]) for c in HOST_OP_SCHEMA})
 
@@ -145,6 +145,10 @@ a = attribute(tr, by=by)
 lat = a.launch_latency.summary()
 t2 = time.perf_counter()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+from pytimings.analysis.op_table import op_table
+ot = op_table(a)  # per-op attribution, categories, busy split (analyze --json adds it)
+t3 = time.perf_counter()
+ok_split = sum(c["busy_ns"] for c in ot.categories) == ot.attribution["busy_ns"]
 w = a.windows
 ok_sum = bool((sum(w[f"{x}_ns"] for x in LABELS) == w["window_ns"]).all())
 BUSY = ("compute", "comm_overlapped", "comm_exposed", "memory")
@@ -164,6 +168,8 @@ print(json.dumps({
     "host_activities": len(tr.host_ops) + len(tr.api_calls) + len(tr.ranges),
     "host_bound_charges": int(a.host.bound_by_activity["ns"].sum()),
     "host_windows": len(a.host.windows),
+    "op_table_s": t3 - t2, "op_split_exact": ok_split,
+    "op_attributed_share": ot.attribution["attributed_ns"] / max(1, ot.attribution["kernel_ns"]),
 }))
 """
 
@@ -251,6 +257,14 @@ def main() -> int:
             f"peak RSS {s['peak_rss_bytes'] / 2**30:.2f} GiB ({s['peak_bytes_per_op']:.0f} B/op;"
             f" the trace itself {s['trace_bytes_per_op']:.0f} B/op)"
         )
+        ot_s = s["op_table_s"]
+        print(
+            f"  op_table(): {ot_s:.2f} s = +{100 * ot_s / s['analyse_s']:.0f}% of attribute() "
+            f"(target <= 20%); {100 * s['op_attributed_share']:.1f}% of GPU time attributed; "
+            f"busy split exact {s['op_split_exact']}"  # type: ignore[operator]
+        )
+        missed |= ot_s > 0.2 * s["analyse_s"]  # type: ignore[operator]
+        failed_check |= not s["op_split_exact"]
         rss = s["rss_after_generate_bytes"] / 2**30  # type: ignore[operator]
         print(f"  peak RSS after generating the trace: {rss:.2f} GiB")
         hb = s["totals"]["host_bound_ns"]  # type: ignore[index]

@@ -43,6 +43,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pytimings.commands.memory",
         "Device memory: peaks and who holds them, allocator churn, growth",
     ),
+    "ops": (
+        "pytimings.commands.ops",
+        "GPU time per launching op and shape: perf model, roofline, categories",
+    ),
     "diff": ("pytimings.commands.diff", "A/B of two sets of traces with confidence intervals"),
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),

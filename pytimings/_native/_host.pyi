@@ -19,3 +19,6 @@ def innermost_charges(
 def touching(
     start: _I64, end: _I64, thread: _I32, u_off: _I64, u_s: _I64, u_e: _I64
 ) -> npt.NDArray[np.uint8]: ...
+def innermost_enclosing(
+    start: _I64, end: _I64, group: _I64, q_s: _I64, q_e: _I64, q_group: _I64
+) -> _I64: ...

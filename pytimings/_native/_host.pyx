@@ -282,3 +282,55 @@ def touching(const int64_t[::1] start, const int64_t[::1] end, const int32_t[::1
             if lo < u_off[t + 1] and u_s[lo] < b:
                 out[i] = 1
     return out_arr
+
+
+def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
+                        const int64_t[::1] group, const int64_t[::1] q_s,
+                        const int64_t[::1] q_e, const int64_t[::1] q_group):
+    """Per query ``[q_s, q_e]``: the index of the innermost activity of its group that
+    encloses it (``start <= q_s`` and ``q_e <= end``; innermost = the latest start, ties:
+    the earliest end, then the higher index), or -1. Activities sorted by (group, start),
+    queries by (group, q_s). One pass with a stack of the open activities: O(n + q) for
+    nested activities (activities that overlap without nesting are searched past)."""
+    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i = 0, j, k, top = 0, best, a
+    cdef int64_t g
+    if end.shape[0] != n or group.shape[0] != n:
+        raise ValueError("innermost_enclosing: activity columns differ in length")
+    if q_e.shape[0] != nq or q_group.shape[0] != nq:
+        raise ValueError("innermost_enclosing: query columns differ in length")
+    for k in range(1, n):
+        if group[k] < group[k - 1] or (group[k] == group[k - 1] and start[k] < start[k - 1]):
+            raise ValueError("innermost_enclosing: activities are not sorted by (group, start)")
+    for k in range(1, nq):
+        if q_group[k] < q_group[k - 1] or (q_group[k] == q_group[k - 1] and q_s[k] < q_s[k - 1]):
+            raise ValueError("innermost_enclosing: queries are not sorted by (group, start)")
+    out_arr = np.full(nq, -1, dtype=np.int64)
+    stack_arr = np.empty(max(n, 1), dtype=np.int64)
+    cdef int64_t[::1] out = out_arr, stack = stack_arr
+    with nogil:
+        g = INT64_MIN
+        for k in range(nq):
+            if q_group[k] != g:  # a new group: skip earlier groups' activities
+                g = q_group[k]
+                top = 0
+                while i < n and group[i] < g:
+                    i += 1
+            while i < n and group[i] == g and start[i] <= q_s[k]:
+                while top > 0 and end[stack[top - 1]] < start[i]:
+                    top -= 1  # ended before this one starts: no later query is inside
+                stack[top] = i
+                top += 1
+                i += 1
+            while top > 0 and end[stack[top - 1]] < q_s[k]:
+                top -= 1  # ended before this query (queries come in start order)
+            best = -1
+            j = top - 1
+            while j >= 0:
+                a = stack[j]
+                if best >= 0 and start[a] != start[best]:
+                    break  # later activities start earlier: not more inner
+                if end[a] >= q_e[k] and (best < 0 or end[a] < end[best]):
+                    best = a
+                j -= 1
+            out[k] = best
+    return out_arr

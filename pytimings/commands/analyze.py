@@ -8,9 +8,11 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.op_table import op_table
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
+from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
@@ -72,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, metavar="N", help="with --critical-path: window N")
     p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
     tables.add_arguments(p, "the windows table")
+    add_gpu_spec_argument(p)
     progress.add_quiet_argument(p)
 
 
@@ -125,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
         if args.critical_path:
             doc["critical_path"] = critical_path(result, args.window)
             print("\n" + render_critical_path(doc["critical_path"]))
+    if not per_rank_tasks and args.json:
+        with progress.task("Charging GPU ops to their ops"):
+            ops = op_table(result, chosen_gpu(args))
+        doc.update(ops.doc())
+        for w, cats in zip(doc["windows"], ops.window_categories, strict=True):
+            w["categories"] = cats
     for written in tables.write(args, {"windows": result.windows}):
         print(f"\nwrote {written}")
     if args.html:

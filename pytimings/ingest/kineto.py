@@ -131,6 +131,26 @@ class _HostEvent(msgspec.Struct, gc=False):
     args: ClassVar[None] = None  # not decoded: nothing in a host event's args is kept
 
 
+class _OpArgs(msgspec.Struct, gc=False):
+    # record_shapes: kept as their JSON text (interned per distinct value, parsed only for
+    # the ops that launched GPU work: pytimings.analysis.op_calls)
+    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+    strides: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Strides")
+
+
+class _CpuOpEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
+    shapes: _OpArgs | None = msgspec.field(default=None, name="args")
+    args: ClassVar[None] = None  # _kineto.event_rows reads no args of host events
+
+
 class _Flow(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
@@ -183,6 +203,7 @@ _HOST_DECODER = msgspec.json.Decoder(list[_HostEvent])
 _DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
     **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
     **dict.fromkeys(_HOST_KIND, _HOST_DECODER),
+    _jsonscan.CLASS_CPU_OP: msgspec.json.Decoder(list[_CpuOpEvent]),
     # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
     _jsonscan.CLASS_GPU_ANNOTATION: msgspec.json.Decoder(msgspec.Raw),
     _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
@@ -291,6 +312,7 @@ class _Loader:
         self.ops_without_launch = 0
         self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
         self.syncs_without_call = 0
+        self.op_args_ids: dict[bytes, int] = {}
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -418,7 +440,9 @@ class _Loader:
                         "±2^62 ns (a corrupt time)"
                     )
                 if cls in _HOST_KIND:  # the columns of args (all -1) are not kept
-                    self.rows["host"].append({k: cols[k] for k in _HOST_COLS})
+                    part = {k: cols[k] for k in _HOST_COLS}
+                    part["args"] = self._op_args(evs, len(cols["start"]))
+                    self.rows["host"].append(part)
                 else:
                     self.rows[_GROUP_OF[cls]].append(cols)
                 self._drop_phases(cls, skipped)
@@ -439,6 +463,33 @@ class _Loader:
             raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {problem}") from None
         except (ValueError, decimal.InvalidOperation) as e:
             raise self.fail(f"bad timestamp: {e}") from None
+
+    def _op_args(self, evs: list[Any], n: int) -> npt.NDArray[np.int32]:
+        """Per complete cpu_op event (those event_rows kept): the string id of its
+        ``[Input Dims, Input type, Concrete Inputs, Input Strides]`` JSON text (absent
+        ones null), 0 when it has none; each distinct text decoded and interned once."""
+        out = np.zeros(n, dtype=np.int32)
+        if not evs or not isinstance(evs[0], _CpuOpEvent):
+            return out
+        seen = self.op_args_ids
+        k = 0
+        for ev in evs:
+            if ev.ph != "X":
+                continue
+            a = ev.shapes
+            if a is not None and (a.dims or a.types or a.concrete or a.strides):
+                key = b"[%b,%b,%b,%b]" % (
+                    a.dims or b"null",
+                    a.types or b"null",
+                    a.concrete or b"null",
+                    a.strides or b"null",
+                )
+                i = seen.get(key)
+                if i is None:
+                    i = seen[key] = _intern(key.decode(), self.ids, self.strings)
+                out[k] = i
+            k += 1
+        return out
 
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
@@ -504,7 +555,7 @@ class _Loader:
         gpu = _by_time(concat_columns(self.rows["gpu"], _ROW_COLS, _EMPTY_DTYPES))
         api = _by_time(concat_columns(self.rows["api"], _ROW_COLS, _EMPTY_DTYPES))
         rng = _by_time(concat_columns(self.rows["ranges"], _ROW_COLS, _EMPTY_DTYPES))
-        host = _by_time(concat_columns(self.rows["host"], _HOST_COLS, _EMPTY_DTYPES))
+        host = _by_time(concat_columns(self.rows["host"], (*_HOST_COLS, "args"), _EMPTY_DTYPES))
         self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) + len(host["start"]) == 0:
             raise self.fail(
@@ -786,6 +837,7 @@ class _Loader:
                 "thread": thread_of(host["pid"], host["tid"]),
                 "pid": host["pid"],
                 "rank": np.full(len(kind), rank, dtype=np.int16),
+                "args": host["args"],
             },
             SCHEMAS["host_ops"],
         )
@@ -880,7 +932,12 @@ _ROW_COLS = (
     "index",
 )
 _HOST_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
-_EMPTY_DTYPES = {"name": np.int32, "cat": np.int8, "phase": np.int8}  # of an empty column
+_EMPTY_DTYPES = {
+    "name": np.int32,
+    "cat": np.int8,
+    "phase": np.int8,
+    "args": np.int32,
+}  # of an empty column
 
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:

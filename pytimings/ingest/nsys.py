@@ -669,6 +669,7 @@ class _Loader:
             "end": end[keep],
             "name": self.s.remap(rows.int("nameId", -1)[keep], "OS runtime call"),
             "kind": np.full(len(keep), ActivityKind.OS, dtype=np.int8),
+            "args": np.zeros(len(keep), dtype=np.int32),  # OS calls carry no op args
             "pid": pid_of(gtid).astype(np.int32),
         }
         self.add_threads(gtid)

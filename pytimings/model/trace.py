@@ -178,6 +178,9 @@ HOST_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     "thread": np.int32,  # row index into Trace.threads
     "pid": np.int32,
     "rank": np.int16,
+    # Kineto cpu_op record_shapes args, as the JSON text of [Input Dims, Input type,
+    # Concrete Inputs, Input Strides] (absent ones null), interned; 0 = none
+    "args": np.int32,
 }
 
 THREAD_SCHEMA: dict[str, npt.DTypeLike] = {
@@ -244,7 +247,7 @@ STRING_COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu_ops": ("name",),
     "api_calls": ("name",),
     "ranges": ("name", "domain", "category"),
-    "host_ops": ("name",),
+    "host_ops": ("name", "args"),
     "threads": ("name",),
     "devices": ("name",),
     "syncs": (),

@@ -65,6 +65,7 @@ HOST_OP_DEFAULTS: dict[str, Any] = {
     "thread": 0,
     "pid": 100,
     "rank": 0,
+    "args": "",  # record_shapes JSON text: [dims, types, concrete, strides]
 }
 
 SYNC_DEFAULTS: dict[str, Any] = {
@@ -116,7 +117,7 @@ def make_trace(
         ranges=_table(ranges, RANGE_SCHEMA, RANGE_DEFAULTS, st, ("name", "domain", "category")),
         threads=_table(threads, THREAD_SCHEMA, {"rank": 0}, st, ("name",)),
         devices=_table([{"device": 0, "name": "GPU", "rank": 0}], DEVICE_SCHEMA, {}, st, ("name",)),
-        host_ops=_table(host_ops, HOST_OP_SCHEMA, HOST_OP_DEFAULTS, st, ("name",)),
+        host_ops=_table(host_ops, HOST_OP_SCHEMA, HOST_OP_DEFAULTS, st, ("name", "args")),
         syncs=_table(syncs, SYNC_SCHEMA, SYNC_DEFAULTS, st, ()),
         events=_table(events, EVENT_SCHEMA, EVENT_DEFAULTS, st, ()),
         strings=st.strings,

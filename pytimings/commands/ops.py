@@ -1,0 +1,54 @@
+"""``pytimings ops``: the GPU time per launching op and shape, its perf model and roofline,
+and the time per category (docs/ops.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.op_table import op_table
+from pytimings.analysis.ops import GpuSpec, gpu_spec
+from pytimings.console import progress
+from pytimings.errors import UsageError
+from pytimings.fileout import write_text
+from pytimings.report.ops_text import render_ops
+
+
+def add_gpu_spec_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu-spec",
+        metavar="NAME|FILE",
+        help="the GPU whose peaks the roofline uses (a name from the table, or a JSON file "
+        "with name, peak_tflops, peak_tb_s); default: the GPU the trace names",
+    )
+
+
+def chosen_gpu(args: argparse.Namespace) -> GpuSpec | None:
+    return gpu_spec(args.gpu_spec) if getattr(args, "gpu_spec", None) else None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (Kineto, nsys)")
+    p.add_argument("--by", metavar="NAME_OR_GLOB", help="only GPU ops in these ranges' windows")
+    p.add_argument("--json", metavar="OUT", help="also write ops, categories, op_attribution, gpu")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20)")
+    add_gpu_spec_argument(p)
+    progress.add_quiet_argument(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytimings.ingest import load
+
+    if args.top < 1:
+        raise UsageError(f"--top {args.top}: must be at least 1")
+    progress.configure(args.quiet)
+    gpu = chosen_gpu(args)
+    trace = load(*args.traces)
+    with progress.task("Attributing"):
+        table = op_table(attribute(trace, by=args.by), gpu)
+    print(render_ops(table, args.top))
+    if args.json:
+        write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")
+        print(f"\nwrote {args.json}")
+    return 0

@@ -1,0 +1,72 @@
+"""Text of the per-op table (``pytimings ops``, ``analyze``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytimings.analysis.op_table import OpTable
+from pytimings.console.text import table
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _shapes(dims: list[Any]) -> str:
+    text = ", ".join(str(d) for d in dims if d not in ([], None))
+    return text if len(text) <= 48 else text[:47] + "…"
+
+
+def render_ops(t: OpTable, top: int) -> str:
+    total = t.attribution["kernel_ns"] or 1
+    gpu = t.gpu["name"] if t.gpu else "unknown GPU (no roofline; --gpu-spec NAME)"
+    rows = [
+        [
+            r["name"],
+            _shapes(r["input_dims"]),
+            str(r["calls"]),
+            f"{r['kernel_ns'] / 1e3:.1f}",
+            f"{100 * r['kernel_ns'] / total:.1f}",
+            _num(r["gflops"], ".3g"),
+            _num(r["tflops_s"], ".3g"),
+            _num(r["tb_s"], ".3g"),
+            r["bound"] or "-",
+            _num(None if r["roofline_fraction"] is None else 100 * r["roofline_fraction"], ".1f"),
+        ]
+        for r in t.ops[:top]
+    ]
+    head = [
+        "op",
+        "shapes",
+        "calls",
+        "kernel µs",
+        "share %",
+        "GFLOP/call",
+        "TFLOP/s",
+        "TB/s",
+        "bound",
+        "% roofline",
+    ]
+    out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrlr")]
+    if len(t.ops) > top:
+        out.append(f"({len(t.ops) - top} more ops; --top N)")
+    a = t.attribution
+    out.append(
+        f"attributed {a['attributed_ns'] / 1e3:.1f} of {a['kernel_ns'] / 1e3:.1f} µs of GPU "
+        f"time to launching ops ({a['source']})"
+    )
+    for u in a["unattributed"]:
+        out.append(
+            f"  unattributed: {u['kernel_ns'] / 1e3:.1f} µs in {u['ops']} ops: {u['reason']}"
+        )
+    cats = [
+        [
+            c["category"],
+            f"{c['kernel_ns'] / 1e3:.1f}",
+            f"{100 * c['share']:.1f}",
+            f"{c['busy_ns'] / 1e3:.1f}",
+        ]
+        for c in t.categories
+    ]
+    out += table(["category", "kernel µs", "share %", "busy µs"], cats, "lrrr")
+    return "\n".join(out)

@@ -1,0 +1,149 @@
+"""The per-op table: GPU ops charged to the innermost cpu_op around their launch call,
+grouped per (op, shapes), categories whose busy split sums exactly to the busy time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from pytimings._native import _host
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
+from pytimings.analysis.op_table import op_table
+from pytimings.model.trace import ActivityKind
+from tests.helpers.synth import make_trace
+
+MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
+
+
+def _trace():
+    # thread 0: aten::linear [0, 100) > aten::mm [10, 60) launching k1 (launch at 20) and
+    # k2 (launch at 40); aten::add [60, 90) launching k3; a launch at 95 inside only
+    # aten::linear... which is the innermost there; a graph launch at 97 (k5, k6)
+    host_ops = [
+        {"name": "aten::linear", "start": 0, "end": 100},
+        {"name": "aten::mm", "start": 10, "end": 60, "args": MM},
+        {"name": "aten::add", "start": 60, "end": 90},
+        {"name": "aten::mm", "start": 200, "end": 260, "args": MM},
+    ]
+    api = [
+        {"start": 20, "end": 25, "correlation": 1},
+        {"start": 40, "end": 45, "correlation": 2},
+        {"start": 70, "end": 75, "correlation": 3},
+        {"start": 95, "end": 96, "correlation": 4},
+        {"start": 97, "end": 98, "correlation": 5, "name": "cudaGraphLaunch"},
+        {"start": 210, "end": 215, "correlation": 6},
+        {"start": 300, "end": 305, "correlation": 7},  # inside no op
+    ]
+    ops = [
+        {"name": "sm90_gemm", "start": 1000, "end": 1100, "correlation": 1},
+        {"name": "sm90_gemm", "start": 1050, "end": 1200, "correlation": 2},  # overlaps k1
+        {"name": "elementwise_kernel", "start": 1200, "end": 1230, "correlation": 3},
+        {"name": "reduce_kernel", "start": 1300, "end": 1310, "correlation": 4},
+        {"name": "g1", "start": 1400, "end": 1420, "correlation": 5},
+        {"name": "g2", "start": 1420, "end": 1450, "correlation": 5},
+        {"name": "sm90_gemm", "start": 1500, "end": 1600, "correlation": 6},
+        {"name": "sm90_gemm", "start": 1700, "end": 1710, "correlation": 7},
+    ]
+    return make_trace(ops, api, host_ops=host_ops)
+
+
+def test_innermost_enclosing_picks_the_latest_start_that_encloses():
+    s = np.array([0, 10, 12, 60], np.int64)
+    e = np.array([100, 60, 15, 90], np.int64)
+    g = np.zeros(4, np.int64)
+    q_s = np.array([11, 13, 20, 61, 95, 120], np.int64)
+    q_e = np.array([12, 14, 21, 62, 96, 121], np.int64)
+    got = _host.innermost_enclosing(s, e, g, q_s, q_e, np.zeros(6, np.int64))
+    assert got.tolist() == [1, 2, 1, 3, 0, -1]
+
+
+def test_ops_rows_calls_and_attribution():
+    t = op_table(attribute(_trace()))
+    mm = [r for r in t.ops if r["name"] == "aten::mm"]
+    assert len(mm) == 1  # two calls, one shape: one row
+    assert mm[0]["calls"] == 2 and mm[0]["kernel_ns"] == 100 + 150 + 100
+    assert mm[0]["input_dims"] == [[8, 4], [4, 2]] and mm[0]["input_types"] == ["float", "float"]
+    assert mm[0]["gflops"] is not None and abs(mm[0]["gflops"] - 2 * 8 * 4 * 2 / 1e9) < 1e-15
+    by_name = {r["name"]: r for r in t.ops}
+    assert by_name["aten::add"]["kernel_ns"] == 30
+    assert by_name["aten::linear"]["kernel_ns"] == 10  # the launch at 95: linear innermost
+    a = t.attribution
+    total = 100 + 150 + 30 + 10 + 20 + 30 + 100 + 10
+    assert a["kernel_ns"] == total
+    assert a["attributed_ns"] == 100 + 150 + 30 + 10 + 100
+    assert a["graph_kernel_ns"] == 50 and a["graph_attributed_ns"] == 0
+    why = {u["reason"]: u["kernel_ns"] for u in a["unattributed"]}
+    assert why == {GRAPH: 50, NO_OP: 10}
+    assert a["attributed_ns"] + sum(why.values()) == a["kernel_ns"]
+
+
+def test_categories_busy_split_sums_exactly_to_the_busy_time():
+    t = op_table(attribute(_trace()))
+    busy = sum(c["busy_ns"] for c in t.categories)
+    # union of the GPU ops: [1000,1230) [1300,1310) [1400,1450) [1500,1600) [1700,1710)
+    assert busy == 230 + 10 + 50 + 100 + 10 == t.attribution["busy_ns"]
+    assert abs(sum(c["share"] for c in t.categories) - 1) < 1e-12
+    gemm = next(c for c in t.categories if c["category"] == "gemm")
+    # the reduce kernel aten::linear launched is a gemm op's (linear is a GEMM family)
+    assert gemm["kernel_ns"] == 100 + 150 + 100 + 10 + 10
+    assert gemm["busy_ns"] == 200 + 10 + 100 + 10
+    for w in t.window_categories:
+        assert sum(c["busy_ns"] for c in w) == busy  # one window: the whole trace
+
+
+def test_nvtx_emit_text():
+    t = nvtx_op("aten::mm, seq = 12, op_id = 3, sizes = [[8, 4], [4, 2]], input_op_ids = [(1, 0)]")
+    assert t.name == "aten::mm" and t.input_dims == [[8, 4], [4, 2]]
+    assert nvtx_op("decode_step").name == "decode_step"
+
+
+def test_host_ops_without_cpu_ops_fall_back_to_nothing():
+    tr = _trace()
+    tr.host_ops["kind"][:] = ActivityKind.PYTHON  # no cpu_op: NVTX ranges (none here)
+    a = op_table(attribute(tr)).attribution
+    assert a["attributed_ns"] == 0 and a["source"] == "nvtx"
+
+
+def test_kineto_record_shapes_args_load_interned(tmp_path):
+    args = {"Input Dims": [[8, 4], [4, 2]], "Input type": ["float", "float"], "External id": 1}
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 50,
+            "args": {**args, "External id": i},
+        }
+        for i in range(3)
+    ] + [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 1,
+            "ts": 70,
+            "dur": 5,
+            "args": {"External id": 9},
+        },
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(
+        json.dumps(
+            {"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+        )
+    )
+    from pytimings.ingest.kineto import load_kineto
+
+    tr = load_kineto(str(p))
+    ids = tr.host_ops["args"]
+    mm = tr.host_ops["name"] == tr.strings.index("aten::mm")
+    assert len(set(ids[mm].tolist())) == 1 and ids[~mm].tolist() == [0]  # one text, shared
+    dims, types, concrete, strides = json.loads(tr.strings[int(ids[mm][0])])
+    assert dims == [[8, 4], [4, 2]] and types == ["float", "float"]
+    assert concrete is None and strides is None
