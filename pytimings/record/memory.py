@@ -29,7 +29,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytimings._core import now_ns
 from pytimings.errors import TraceFormatError
@@ -38,7 +38,15 @@ from pytimings.ingest.recording_file import load_tables
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["MemoryLog", "MemorySamples", "Sampler", "default_log", "load_memory", "sample_memory"]
+__all__ = [
+    "MemoryLog",
+    "MemorySamples",
+    "SampleLog",
+    "Sampler",
+    "default_log",
+    "load_memory",
+    "sample_memory",
+]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -112,17 +120,21 @@ class MemoryLog:
         )
 
 
+class SampleLog(Protocol):
+    """What a :class:`Sampler` samples into (MemoryLog, telemetry's TelemetryLog)."""
+
+    def sample(self) -> None: ...
+
+
 class Sampler:
     """A background sampler: call it (or leave its ``with`` block) to stop it."""
 
-    def __init__(self, log: MemoryLog, every_s: float) -> None:
+    def __init__(self, log: SampleLog, every_s: float, name: str = "pytimings-memory") -> None:
         self._log = log
         self._every_s = every_s
         self._stop = threading.Event()
         started = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(started,), name="pytimings-memory", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(started,), name=name, daemon=True)
         self._thread.start()
         started.wait()  # the first sample is taken before sample_memory() returns
 
