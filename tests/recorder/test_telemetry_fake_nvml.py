@@ -4,6 +4,9 @@ throttle finding must equal what the fake scripted."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -156,3 +159,34 @@ def test_no_nvml_is_one_line_and_no_samples(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("pytimings telemetry: no samples: NVML unavailable")
     assert len(log) == 0 and log.unavailable is not None
+
+
+def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
+    """`pytimings record --telemetry`: samples over the program's run in the recording."""
+    script = tmp_path / "prog.py"
+    script.write_text("import time\nt = time.monotonic_ns()\ntime.sleep(0.3)\nprint(t)\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")},
+        "PYTIMINGS_NVML": str(fake_nvml),
+        "FAKE_NVML_GPUS": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    out = tmp_path / "run.pyt"
+    argv = [sys.executable, "-m", "pytimings.cli", "record", "-o", str(out), "--telemetry"]
+    done = subprocess.run(
+        [*argv, "--telemetry-interval", "0.02", "--", str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    started = int(done.stdout.split()[-1])
+    s = telemetry.load_telemetry(out)
+    assert s is not None and s.gpus() == [0]
+    t, power = s.series(0, "power_w")
+    # one sample at start, one per 20 ms over the 0.3 s sleep (a loaded machine lags), one at exit
+    assert 6 <= len(t) <= 0.3 / 0.02 + 3 and set(power) == {300.0}
+    assert t[0] < started + 0.3e9 < t[-1]  # the same clock as the program's (CLOCK_MONOTONIC)
+    bad = subprocess.run(
+        [*argv, "--telemetry-interval", "0", "--", str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("not 0.0")
