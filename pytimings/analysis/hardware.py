@@ -37,7 +37,8 @@ FINDING_SHARE = 0.10  # findings for shares of busy samples of at least 10%
 
 
 class Samples(Protocol):
-    source: str
+    @property
+    def source(self) -> str: ...
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]: ...
 

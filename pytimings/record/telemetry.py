@@ -151,6 +151,8 @@ def _open_nvml() -> _Nvml | str:
 class TelemetryLog:
     """Thread-safe list of telemetry rows; the GPUs are opened at the first sample."""
 
+    source = "nvml"
+
     def __init__(self, open_source: Callable[[], _Nvml | str] = _open_nvml) -> None:
         self._lock = threading.Lock()
         self._rows: list[Row] = []
@@ -187,7 +189,7 @@ class TelemetryLog:
     def samples(self) -> TelemetrySamples:
         with self._lock:
             rows = sorted(self._rows)
-        return TelemetrySamples.from_rows(rows, "nvml")
+        return TelemetrySamples.from_rows(rows, self.source)
 
     def to_arrow(self) -> pa.Table:
         import pyarrow as pa
