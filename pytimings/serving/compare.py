@@ -56,7 +56,7 @@ import numpy.typing as npt
 from pytimings.errors import UsageError
 from pytimings.fileout import save_figure
 from pytimings.record.memory import MemorySamples, load_memory
-from pytimings.serving import cost
+from pytimings.serving import cost, energy
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
@@ -252,6 +252,8 @@ def sweep(
         rows.append({"concurrency": lv.concurrency, **pt})
         if price is not None:
             rows[-1]["cost_per_mtok_usd"] = cost_per_mtok_usd(pt["throughput"], *price)
+        if (figures := energy.level_energy(lv)) is not None:  # loadgen --telemetry
+            rows[-1].update(figures)
     knee = None
     if rows:
         c0, thr0, tpot0 = rows[0]["concurrency"], rows[0]["throughput"], rows[0]["tpot_mean"]
@@ -373,6 +375,8 @@ def run(args: argparse.Namespace) -> int:
                 rng,
             ):
                 comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
+            for row in energy.compare_energy(la, lb, args.resamples, rng):  # --telemetry runs
+                comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
     sweeps = {
         label: sweep(r, args.definition, args.knee_pct, price)
         for label, r in zip(labels, runs, strict=True)
@@ -398,6 +402,11 @@ def run(args: argparse.Namespace) -> int:
         "sweeps": sweeps,
         "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)
     }
+    # hardware findings of runs with telemetry (pytimings.serving.energy)
+    doc.setdefault("findings", []).extend(
+        [f for label, rs in loaded.items() for r in rs for f in energy.run_findings(label, r)]
+        + energy.regression_findings(comparisons)
+    )
     print(_render(doc))
     if args.json:
         write_json(doc, args.json)
