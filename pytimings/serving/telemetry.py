@@ -18,6 +18,7 @@ confidence intervals.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import urllib.error
 import urllib.request
@@ -27,6 +28,7 @@ import numpy as np
 
 from pytimings._core import now_ns
 from pytimings.analysis.hardware import energy_summary
+from pytimings.errors import UsageError
 from pytimings.record.memory import Sampler
 from pytimings.record.telemetry import Row, TelemetryLog, TelemetrySamples
 
@@ -103,6 +105,10 @@ class DcgmLog(TelemetryLog):
 def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, Sampler] | None:
     """The log and its sampler thread for ``loadgen --telemetry``/``--telemetry-url``."""
     if url is not None:
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise UsageError(
+                "--telemetry-url needs prometheus_client: pip install 'pytimings[telemetry]'"
+            )
         log: TelemetryLog = DcgmLog(url)
     elif local:
         log = TelemetryLog()
