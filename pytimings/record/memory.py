@@ -29,7 +29,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pytimings._core import now_ns
 from pytimings.errors import TraceFormatError
@@ -81,18 +81,23 @@ class MemorySamples:
     cuda_allocated_bytes: list[int | None]
 
 
-class MemoryLog:
-    """Thread-safe list of memory samples."""
+RowT = TypeVar("RowT", bound=tuple[Any, ...])
+
+
+class RowLog(Generic[RowT]):
+    """Thread-safe list of sample rows (the memory and the telemetry logs)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: list[tuple[int, int, int | None]] = []
+        self._rows: list[RowT] = []
 
-    def sample(self) -> None:
-        """Take one sample now."""
-        row = (now_ns(), rss_bytes(), cuda_allocated_bytes())
+    def _add(self, rows: list[RowT]) -> None:
         with self._lock:
-            self._rows.append(row)
+            self._rows.extend(rows)
+
+    def _sorted(self) -> list[RowT]:
+        with self._lock:
+            return sorted(self._rows)
 
     def __len__(self) -> int:
         with self._lock:
@@ -102,9 +107,16 @@ class MemoryLog:
         with self._lock:
             self._rows.clear()
 
+
+class MemoryLog(RowLog[tuple[int, int, int | None]]):
+    """Thread-safe list of memory samples."""
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        self._add([(now_ns(), rss_bytes(), cuda_allocated_bytes())])
+
     def samples(self) -> MemorySamples:
-        with self._lock:
-            rows = sorted(self._rows)
+        rows = self._sorted()
         return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
     def to_arrow(self) -> pa.Table:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,7 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.errors import TraceFormatError
 from pytimings.ingest.recording_file import load_tables
-from pytimings.record.memory import Sampler
+from pytimings.record.memory import RowLog, Sampler
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -148,14 +147,13 @@ def _open_nvml() -> _Nvml | str:
     return nvml
 
 
-class TelemetryLog:
+class TelemetryLog(RowLog[Row]):
     """Thread-safe list of telemetry rows; the GPUs are opened at the first sample."""
 
     source = "nvml"
 
     def __init__(self, open_source: Callable[[], _Nvml | str] = _open_nvml) -> None:
-        self._lock = threading.Lock()
-        self._rows: list[Row] = []
+        super().__init__()
         self._open = open_source
         self._source: _Nvml | str | None = None
 
@@ -174,22 +172,10 @@ class TelemetryLog:
             source = self._source
         if isinstance(source, str):
             return
-        rows = source.read()
-        with self._lock:
-            self._rows.extend(rows)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._rows)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
+        self._add(source.read())
 
     def samples(self) -> TelemetrySamples:
-        with self._lock:
-            rows = sorted(self._rows)
-        return TelemetrySamples.from_rows(rows, self.source)
+        return TelemetrySamples.from_rows(self._sorted(), self.source)
 
     def to_arrow(self) -> pa.Table:
         import pyarrow as pa

@@ -48,7 +48,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -186,20 +186,36 @@ def level_data(level: Level, definition: str, where: str = "") -> _LevelData:
     )
 
 
+class Resampled(Protocol):
+    """What compare_levels resamples: _LevelData, or energy.EnergyData (per round)."""
+
+    @property
+    def n_rounds(self) -> int: ...
+
+    def point(self) -> dict[str, float]: ...
+
+    def replicate(self, rng: np.random.Generator) -> dict[str, float]: ...
+
+
 def compare_levels(
-    a: _LevelData, b: _LevelData, resamples: int, rng: np.random.Generator
+    a: Resampled,
+    b: Resampled,
+    resamples: int,
+    rng: np.random.Generator,
+    metrics: dict[str, tuple[bool, str]] = METRICS,
+    per_round: Sequence[str] = ("throughput",),  # figures of whole rounds: 1 round, no verdict
 ) -> list[dict[str, Any]]:
     pa_, pb_ = a.point(), b.point()
-    reps = np.empty((resamples, len(METRICS)))
+    reps = np.empty((resamples, len(metrics)))
     for i in range(resamples):
         ra, rb = a.replicate(rng), b.replicate(rng)
-        reps[i] = [(rb[k] - ra[k]) / ra[k] if ra[k] else math.nan for k in METRICS]
+        reps[i] = [(rb[k] - ra[k]) / ra[k] if ra[k] else math.nan for k in metrics]
     out = []
-    for j, (name, (higher_better, unit)) in enumerate(METRICS.items()):
+    for j, (name, (higher_better, unit)) in enumerate(metrics.items()):
         change = (pb_[name] - pa_[name]) / pa_[name] if pa_[name] else math.nan
         col = reps[:, j][~np.isnan(reps[:, j])]
         lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
-        if name == "throughput" and min(a.n_rounds, b.n_rounds) < 2:
+        if name in per_round and min(a.n_rounds, b.n_rounds) < 2:
             verdict = "1 round"
         else:
             verdict = change_verdict(lo, hi, higher_better)
@@ -375,8 +391,13 @@ def run(args: argparse.Namespace) -> int:
                 rng,
             ):
                 comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
-            for row in energy.compare_energy(la, lb, args.resamples, rng):  # --telemetry runs
-                comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
+            ea, eb = energy.energy_data(la), energy.energy_data(lb)  # loadgen --telemetry runs
+            if ea is not None and eb is not None:
+                em = energy.ENERGY_METRICS
+                for row in compare_levels(ea, eb, args.resamples, rng, em, tuple(em)):
+                    comparisons.append(
+                        {"label": label, "baseline": labels[0], "concurrency": c, **row}
+                    )
     sweeps = {
         label: sweep(r, args.definition, args.knee_pct, price)
         for label, r in zip(labels, runs, strict=True)

@@ -4,17 +4,18 @@ intervals, and the "hardware" findings.
 
 Each round of a run file with telemetry (:mod:`pytimings.serving.telemetry`) carries its
 energy; a level's figures are its rounds' energy over their output tokens (J/token, and its
-inverse) and over their time (mean power, W, summed over the GPUs). The interval resamples
-rounds with replacement (energy is measured per round, not per request), ``resamples``
-times per side, as the other figures' first stage does; with one round a side there is no
-verdict ("1 round"). Findings: J per output token worse in B than in A (the interval
-excludes zero); a clock-event reason other than idle active for at least 10% of a level's
-samples; power at its cap for at least 10% of them.
+inverse) and over their time (mean power, W, summed over the GPUs). compare's interval
+(:func:`pytimings.serving.compare.compare_levels`) resamples rounds with replacement (energy
+is measured per round, not per request), as the other figures' first stage does; with one
+round a side there is no verdict ("1 round"). Findings: J per output token worse in B than
+in A (the interval excludes zero); a clock-event reason other than idle active for at least
+10% of a level's samples; power at its cap for at least 10% of them.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,11 @@ import numpy.typing as npt
 
 from pytimings.analysis.hardware import FINDING_SHARE, POWER_AT_CAP
 from pytimings.serving.runfile import Level, Run
-from pytimings.stats import verdict as change_verdict
 
 __all__ = [
     "ENERGY_METRICS",
-    "compare_energy",
+    "EnergyData",
+    "energy_data",
     "level_energy",
     "regression_findings",
     "run_findings",
@@ -64,6 +65,32 @@ def _figures(e: F64, t: F64, d: F64, w: npt.NDArray[np.int64]) -> dict[str, floa
     }
 
 
+@dataclass
+class EnergyData:
+    """One level's per-round energy, tokens and seconds, resampled by rounds for compare."""
+
+    energy_j: F64
+    tokens: F64
+    seconds: F64
+
+    @property
+    def n_rounds(self) -> int:
+        return len(self.energy_j)
+
+    def point(self) -> dict[str, float]:
+        return _figures(self.energy_j, self.tokens, self.seconds, np.ones(self.n_rounds, np.int64))
+
+    def replicate(self, rng: np.random.Generator) -> dict[str, float]:
+        w = np.bincount(rng.integers(0, self.n_rounds, self.n_rounds), minlength=self.n_rounds)
+        return _figures(self.energy_j, self.tokens, self.seconds, w)
+
+
+def energy_data(level: Level) -> EnergyData | None:
+    """The level's rounds' energy (None: a round lacks telemetry energy)."""
+    r = _rounds(level)
+    return None if r is None else EnergyData(*r)
+
+
 def level_energy(level: Level) -> dict[str, Any] | None:
     """The level's energy figures (None: no telemetry), with its energy source."""
     r = _rounds(level)
@@ -73,36 +100,6 @@ def level_energy(level: Level) -> dict[str, Any] | None:
     out["energy_j"] = float(r[0].sum())
     sources = {(rd.telemetry or {}).get("energy_source") for rd in level.rounds}
     out["energy_source"] = "counter" if sources == {"counter"} else "power_integral"
-    return out
-
-
-def compare_energy(
-    a: Level, b: Level, resamples: int, rng: np.random.Generator
-) -> list[dict[str, Any]]:
-    """Rows shaped like compare's for ENERGY_METRICS (none when a side lacks telemetry)."""
-    ra, rb = _rounds(a), _rounds(b)
-    if ra is None or rb is None:
-        return []
-    pa_ = _figures(*ra, np.ones(len(ra[0]), np.int64))
-    pb_ = _figures(*rb, np.ones(len(rb[0]), np.int64))
-    reps = np.empty((resamples, len(ENERGY_METRICS)))
-    na, nb = len(ra[0]), len(rb[0])
-    for i in range(resamples):
-        wa = np.bincount(rng.integers(0, na, na), minlength=na)
-        wb = np.bincount(rng.integers(0, nb, nb), minlength=nb)
-        fa, fb = _figures(*ra, wa), _figures(*rb, wb)
-        reps[i] = [(fb[k] - fa[k]) / fa[k] if fa[k] else math.nan for k in ENERGY_METRICS]
-    out = []
-    for j, (name, (higher_better, unit)) in enumerate(ENERGY_METRICS.items()):
-        change = (pb_[name] - pa_[name]) / pa_[name] if pa_[name] else math.nan
-        col = reps[:, j][~np.isnan(reps[:, j])]
-        lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
-        verdict = "1 round" if min(na, nb) < 2 else change_verdict(lo, hi, higher_better)
-        out.append({
-            "metric": name, "unit": unit, "higher_is_better": higher_better,
-            "a": pa_[name], "b": pb_[name], "rel_change": change,
-            "ci95": [float(lo), float(hi)], "verdict": verdict,
-        })  # fmt: skip
     return out
 
 

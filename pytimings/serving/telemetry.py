@@ -98,8 +98,7 @@ class DcgmLog(TelemetryLog):
             with self._lock:
                 self.scrape_errors += 1
             return
-        with self._lock:
-            self._rows.extend(rows)
+        self._add(rows)
 
 
 def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, Sampler] | None:
