@@ -190,3 +190,16 @@ def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.strip().endswith("not 0.0")
+
+
+def test_without_nvidia_ml_py_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    log = telemetry.TelemetryLog()
+    log.sample()
+    assert len(log) == 0 and log.unavailable is not None
+    assert capsys.readouterr().err == (
+        "pytimings telemetry: no samples: nvidia-ml-py is not installed "
+        "(pip install 'pytimings[telemetry]')\n"
+    )
