@@ -51,6 +51,7 @@ _LAZY: dict[str, str] = {
     # serving
     "request": "pytimings.record.requests",
     "sample_memory": "pytimings.record.memory",
+    "sample_telemetry": "pytimings.record.telemetry",
     "serving_metrics": "pytimings.serving.metrics",
 }
 

@@ -69,6 +69,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write a torch.profiler trace of steps FIRST..LAST (from 0) of the --modules "
         "region NAME, beside OUT (OUT's name with .pt.trace.json)",
     )
+    p.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="sample the local GPUs' power, energy, clocks and throttle reasons through NVML "
+        "into the recording's telemetry table (docs/telemetry.md)",
+    )
+    p.add_argument(
+        "--telemetry-interval",
+        type=float,
+        default=0.1,
+        metavar="S",
+        help="seconds between telemetry samples (default 0.1)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
 
@@ -99,6 +112,11 @@ def options(args: argparse.Namespace) -> Options:
         StepRange.parse(args.kineto)
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
+    if not args.telemetry_interval > 0:
+        raise UsageError(
+            f"--telemetry-interval: must be a positive number of seconds, not "
+            f"{args.telemetry_interval}"
+        )
     out = Path(args.output).resolve()
     if not out.parent.is_dir():
         raise UsageError(f"-o {args.output}: directory {out.parent} does not exist")
@@ -114,6 +132,7 @@ def options(args: argparse.Namespace) -> Options:
         modules=args.modules,
         flush_every=args.flush_every,
         kineto=args.kineto,
+        telemetry=args.telemetry_interval if args.telemetry else None,
     )
 
 

@@ -71,6 +71,7 @@ ENV_COPIES = "PYTIMINGS_RECORD_COPIES"
 ENV_MODULES = "PYTIMINGS_RECORD_MODULES"
 ENV_FLUSH_EVERY = "PYTIMINGS_RECORD_FLUSH_EVERY"
 ENV_KINETO = "PYTIMINGS_RECORD_KINETO"
+ENV_TELEMETRY = "PYTIMINGS_RECORD_TELEMETRY"  # seconds between GPU telemetry samples
 ENV_PARENT = "PYTIMINGS_RECORD_PARENT"  # pid whose direct children record
 ENV_LAUNCHER = "PYTIMINGS_RECORD_LAUNCHER"  # "1": that child is a launcher; its children record
 ENV_EXEC_COUNT = "PYTIMINGS_RECORD_EXEC"  # execs so far in this process (names .exec{N})
@@ -112,6 +113,7 @@ class Options:
     modules: str | None = None
     flush_every: float | None = None
     kineto: str | None = None  # NAME:FIRST-LAST (pytimings.record.kineto)
+    telemetry: float | None = None  # seconds between samples (pytimings.record.telemetry)
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -125,6 +127,8 @@ class Options:
             env[ENV_FLUSH_EVERY] = repr(self.flush_every)
         if self.kineto is not None:
             env[ENV_KINETO] = self.kineto
+        if self.telemetry is not None:
+            env[ENV_TELEMETRY] = repr(self.telemetry)
         return env
 
     @classmethod
@@ -133,6 +137,7 @@ class Options:
         if not out:
             return None
         flush = env.get(ENV_FLUSH_EVERY)
+        telemetry = env.get(ENV_TELEMETRY)
         return cls(
             out=out,
             comm=env.get(ENV_COMM, "1") == "1",
@@ -140,6 +145,7 @@ class Options:
             modules=env.get(ENV_MODULES) or None,
             flush_every=float(flush) if flush else None,
             kineto=env.get(ENV_KINETO) or None,
+            telemetry=float(telemetry) if telemetry else None,
         )
 
 
@@ -222,6 +228,11 @@ class Session:
         self._wrap_exec()
         if opts.flush_every is not None:
             threading.Thread(target=self._flusher, name="pytimings-flush", daemon=True).start()
+        self.telemetry = None
+        if opts.telemetry is not None:
+            from pytimings.record.telemetry import sample_telemetry
+
+            self.telemetry = sample_telemetry(every_s=opts.telemetry)
 
     # -- where
     def output_path(self) -> Path:
@@ -275,6 +286,8 @@ class Session:
         self._finished = True
         self._stop.set()
         try:
+            if self.telemetry is not None:
+                self.telemetry()  # its last sample is in the save
             if self.capture is not None:
                 self.capture.close()
             path = self.save(reason)

@@ -29,7 +29,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pytimings._core import now_ns
 from pytimings.ingest.recording import memory_samples
@@ -37,7 +37,15 @@ from pytimings.ingest.recording import memory_samples
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["MemoryLog", "MemorySamples", "Sampler", "default_log", "load_memory", "sample_memory"]
+__all__ = [
+    "MemoryLog",
+    "MemorySamples",
+    "SampleLog",
+    "Sampler",
+    "default_log",
+    "load_memory",
+    "sample_memory",
+]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -72,18 +80,23 @@ class MemorySamples:
     cuda_allocated_bytes: list[int | None]
 
 
-class MemoryLog:
-    """Thread-safe list of memory samples."""
+RowT = TypeVar("RowT", bound=tuple[Any, ...])
+
+
+class RowLog(Generic[RowT]):
+    """Thread-safe list of sample rows (the memory and the telemetry logs)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: list[tuple[int, int, int | None]] = []
+        self._rows: list[RowT] = []
 
-    def sample(self) -> None:
-        """Take one sample now."""
-        row = (now_ns(), rss_bytes(), cuda_allocated_bytes())
+    def _add(self, rows: list[RowT]) -> None:
         with self._lock:
-            self._rows.append(row)
+            self._rows.extend(rows)
+
+    def _sorted(self) -> list[RowT]:
+        with self._lock:
+            return sorted(self._rows)
 
     def __len__(self) -> int:
         with self._lock:
@@ -93,9 +106,16 @@ class MemoryLog:
         with self._lock:
             self._rows.clear()
 
+
+class MemoryLog(RowLog[tuple[int, int, int | None]]):
+    """Thread-safe list of memory samples."""
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        self._add([(now_ns(), rss_bytes(), cuda_allocated_bytes())])
+
     def samples(self) -> MemorySamples:
-        with self._lock:
-            rows = sorted(self._rows)
+        rows = self._sorted()
         return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
     def to_arrow(self) -> pa.Table:
@@ -111,17 +131,21 @@ class MemoryLog:
         )
 
 
+class SampleLog(Protocol):
+    """What a :class:`Sampler` samples into (MemoryLog, telemetry's TelemetryLog)."""
+
+    def sample(self) -> None: ...
+
+
 class Sampler:
     """A background sampler: call it (or leave its ``with`` block) to stop it."""
 
-    def __init__(self, log: MemoryLog, every_s: float) -> None:
+    def __init__(self, log: SampleLog, every_s: float, name: str = "pytimings-memory") -> None:
         self._log = log
         self._every_s = every_s
         self._stop = threading.Event()
         started = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(started,), name="pytimings-memory", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(started,), name=name, daemon=True)
         self._thread.start()
         started.wait()  # the first sample is taken before sample_memory() returns
 

@@ -36,13 +36,14 @@ from pytimings.model.recording import (
     RESERVED,
     Recording,
 )
-from pytimings.record import memory, requests
+from pytimings.record import memory, requests, telemetry
 
 TableProvider = Callable[[], Any]  # () -> pyarrow.Table | None
 # what every save() writes besides records/strings/threads (a table that is None is left out)
 BUILTIN_TABLES: dict[str, TableProvider] = {
     "requests": requests.default_requests_table,
     "memory": memory.default_memory_table,  # pytimings.sample_memory()
+    "telemetry": telemetry.default_telemetry_table,  # pytimings.sample_telemetry()
 }
 # tables users add with register_table_provider (they may replace a built-in one)
 _providers: dict[str, TableProvider] = {}

@@ -49,7 +49,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +58,7 @@ from pytimings.console.args import SEED, finite_float
 from pytimings.errors import UsageError
 from pytimings.fileout import figure_format, save_figure
 from pytimings.record.memory import MemorySamples, load_memory
-from pytimings.serving import cost
+from pytimings.serving import cost, energy
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.engine import merge_engines
@@ -194,20 +194,36 @@ def level_data(level: Level, definition: str, where: str = "") -> _LevelData:
     )
 
 
+class Resampled(Protocol):
+    """What compare_levels resamples: _LevelData, or energy.EnergyData (per round)."""
+
+    @property
+    def n_rounds(self) -> int: ...
+
+    def point(self) -> dict[str, float]: ...
+
+    def replicate(self, rng: np.random.Generator) -> dict[str, float]: ...
+
+
 def compare_levels(
-    a: _LevelData, b: _LevelData, resamples: int, rng: np.random.Generator
+    a: Resampled,
+    b: Resampled,
+    resamples: int,
+    rng: np.random.Generator,
+    metrics: dict[str, tuple[bool, str]] = METRICS,
+    per_round: Sequence[str] = ("throughput",),  # figures of whole rounds: 1 round, no verdict
 ) -> list[dict[str, Any]]:
     pa_, pb_ = a.point(), b.point()
-    reps = np.empty((resamples, len(METRICS)))
+    reps = np.empty((resamples, len(metrics)))
     for i in range(resamples):
         ra, rb = a.replicate(rng), b.replicate(rng)
-        reps[i] = [(rb[k] - ra[k]) / ra[k] if ra[k] else math.nan for k in METRICS]
+        reps[i] = [(rb[k] - ra[k]) / ra[k] if ra[k] else math.nan for k in metrics]
     out = []
-    for j, (name, (higher_better, unit)) in enumerate(METRICS.items()):
+    for j, (name, (higher_better, unit)) in enumerate(metrics.items()):
         change = (pb_[name] - pa_[name]) / pa_[name] if pa_[name] else math.nan
         col = reps[:, j][~np.isnan(reps[:, j])]
         lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
-        if name == "throughput" and min(a.n_rounds, b.n_rounds) < 2:
+        if name in per_round and min(a.n_rounds, b.n_rounds) < 2:
             verdict = "1 round"
         else:
             verdict = change_verdict(lo, hi, higher_better)
@@ -263,6 +279,8 @@ def sweep(
         rows.append({"concurrency": lv.concurrency, **pt, "ttft_p50": float(np.median(d.ttft))})
         if price is not None:
             rows[-1]["cost_per_mtok_usd"] = cost_per_mtok_usd(pt["throughput"], *price)
+        if (figures := energy.level_energy(lv)) is not None:  # loadgen --telemetry
+            rows[-1].update(figures)
     knee = None
     for prev, cur in zip([None, *rows], rows, strict=False):
         cur["past_saturation"] = prev is not None and past_saturation(prev, cur)
@@ -408,6 +426,13 @@ def run(args: argparse.Namespace) -> int:
                 rng,
             ):
                 comparisons.append({"label": label, "baseline": labels[0], "concurrency": c, **row})
+            ea, eb = energy.energy_data(la), energy.energy_data(lb)  # loadgen --telemetry runs
+            if ea is not None and eb is not None:
+                em = energy.ENERGY_METRICS
+                for row in compare_levels(ea, eb, args.resamples, rng, em, tuple(em)):
+                    comparisons.append(
+                        {"label": label, "baseline": labels[0], "concurrency": c, **row}
+                    )
     sweeps = {
         label: sweep(r, args.definition, args.knee_pct, price)
         for label, r in zip(labels, runs, strict=True)
@@ -441,6 +466,11 @@ def run(args: argparse.Namespace) -> int:
         "formats": {label: sorted({r.fmt for r in rs}) for label, rs in loaded.items()},
         "findings": [f.to_json() for f in findings],
     }
+    # hardware findings of runs with telemetry (pytimings.serving.energy)
+    doc.setdefault("findings", []).extend(
+        [f for label, rs in loaded.items() for r in rs for f in energy.run_findings(label, r)]
+        + energy.regression_findings(comparisons)
+    )
     print(_render(doc))
     if args.json:
         write_json(doc, args.json)

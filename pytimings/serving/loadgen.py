@@ -72,6 +72,7 @@ from pytimings.errors import UsageError
 from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
+from pytimings.serving import telemetry
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.runfile import SCHEMA, write_json
@@ -598,6 +599,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON (pytimings.serving/2)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+    p.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="sample the local GPUs (NVML) during the load into the run file (docs/telemetry.md)",
+    )
+    p.add_argument(
+        "--telemetry-url",
+        default=None,
+        metavar="URL",
+        help="instead, scrape a DCGM exporter's Prometheus endpoint (http://HOST:9400/metrics)",
+    )
+    p.add_argument(
+        "--telemetry-interval", type=float, default=0.1, metavar="S",
+        help="seconds between telemetry samples (default 0.1)",
+    )  # fmt: skip
 
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|ms)?\s*$")
@@ -752,6 +768,9 @@ def run(args: argparse.Namespace) -> int:
     show_bar = (
         not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
     )
+    if not args.telemetry_interval > 0:
+        raise UsageError(f"--telemetry-interval: must be positive, not {args.telemetry_interval}")
+    sampling = telemetry.start(args.telemetry, args.telemetry_url, args.telemetry_interval)
     try:
         doc = asyncio.run(run_load(cfg, progress if show_bar else None))
     except WarmupFailed as exc:  # said even with --quiet, as below
@@ -760,6 +779,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for bar in bars:
             bar.stop()
+        if sampling is not None:
+            sampling[1]()  # the sampler's last sample is after the last level's end
+    if sampling is not None:
+        telemetry.attach(doc, sampling[0])
     write_json(doc, args.out)
     if not args.quiet:
         print(summary_table(doc))

@@ -31,6 +31,8 @@
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
          ],
          "summary": {...},               # metrics over all rounds of the level
+         "telemetry": {...},             # loadgen --telemetry[-url]: docs/telemetry.md
+                                         # (each round too: its energy and J/token)
          "intervals": [                  # soaks only (--duration): one per round
            {"index": int, "start_ns": int, "end_ns": int, "completed": int,
             "errors": {kind: int}, "request_throughput": float, "output_throughput": float,
@@ -86,6 +88,7 @@ class Round:
     records: list[RequestRecord]
     errors: dict[str, int]
     summary: dict[str, Any]
+    telemetry: dict[str, Any] | None = None  # loadgen --telemetry: this round's energy
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Level:
     warmup: dict[str, Any]
     intervals: list[dict[str, Any]] | None = None  # soak runs: per-interval metrics
     engine: dict[str, Any] | None = None  # engine metrics (pytimings.serving.engine)
+    telemetry: dict[str, Any] | None = None  # loadgen --telemetry (serving/telemetry.py)
 
 
 @dataclass
@@ -189,6 +193,7 @@ def _round(r: Any, where: str) -> Round:
         records=[RequestRecord.from_json(q, where) for q in r["requests"]],
         errors={str(k): _integer(v, f"errors[{k!r}]") for k, v in r["errors"].items()},
         summary=dict(r["summary"]),
+        telemetry=None if r.get("telemetry") is None else dict(r["telemetry"]),
     )
 
 
@@ -209,6 +214,7 @@ def _level(obj: Any, where: str) -> Level:
         if obj.get("intervals") is None
         else [_soak_interval(i) for i in obj["intervals"]],
         engine=_engine(obj.get("engine")),
+        telemetry=None if obj.get("telemetry") is None else dict(obj["telemetry"]),
     )
 
 

@@ -37,6 +37,13 @@ def fake_cudart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def fake_nvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake NVML (tests/native/fake_nvml.c), named like the real one."""
+    out = tmp_path_factory.mktemp("fakenvml") / "libnvidia-ml.so.1"
+    return _compile(NATIVE / "fake_nvml.c", out, "-Wl,-soname,libnvidia-ml.so.1")
+
+
+@pytest.fixture(scope="session")
 def nvtx_injection(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = importlib.util.find_spec("nvidia.nvtx")
     if spec is None or not spec.submodule_search_locations:

@@ -1,0 +1,169 @@
+"""The hardware layer's numbers from GPU telemetry samples (pytimings.record.telemetry's
+rows, or a DCGM exporter's): energy over an interval, mean power, joules per output token
+and tokens per joule, summed over GPUs with per-GPU figures beside, the share of the
+interval each clock-event (throttle) reason was active, and the "hardware" findings.
+
+Energy per GPU comes from its energy counter (the difference between the last and the first
+sample inside the interval) when every sample has one, else from the trapezoidal integral of
+its power samples over the same span ("energy_source" says which: "counter" when every GPU
+had a counter, else "power_integral"). Shares are shares of the GPU's samples in the
+interval (the samples are taken at a fixed period); "busy" samples are those with GPU
+utilisation above 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["REASONS", "energy_summary", "hardware_findings"]
+
+# NVML / DCGM clocks-event reason bits -> names
+REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+CLOCK_BELOW = 0.95  # an SM clock below 95% of the max counts as reduced
+POWER_AT_CAP = 0.97  # power within 3% of the enforced limit counts as at the cap
+FINDING_SHARE = 0.10  # findings for shares of busy samples of at least 10%
+
+
+class Samples(Protocol):
+    @property
+    def source(self) -> str: ...
+
+    def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def gpus(self) -> list[int]: ...
+
+
+def _window(s: Samples, gpu: int, metric: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
+    t, v = s.series(gpu, metric)
+    m = (t >= t0) & (t <= t1)
+    return t[m], v[m]
+
+
+def _gpu_energy(s: Samples, gpu: int, t0: int, t1: int) -> tuple[float | None, str, float | None]:
+    """(energy J, "counter"|"power_integral", mean power W) of one GPU in [t0, t1]."""
+    tp, p = _window(s, gpu, "power_w", t0, t1)
+    te, e = _window(s, gpu, "energy_j", t0, t1)
+    mean_p = float(p.mean()) if len(p) else None
+    if len(e) >= 2 and len(e) >= len(p):
+        span = (te[-1] - te[0]) / 1e9
+        return float(e[-1] - e[0]), "counter", (float(e[-1] - e[0]) / span if span > 0 else mean_p)
+    if len(p) >= 2:
+        energy = float(np.sum((p[1:] + p[:-1]) / 2 * np.diff(tp)) / 1e9)
+        return energy, "power_integral", mean_p
+    return None, "power_integral", mean_p
+
+
+def energy_summary(
+    s: Samples, t0_ns: int, t1_ns: int, output_tokens: int | None = None
+) -> dict[str, Any]:
+    """The issue's per-level ``telemetry`` object (without ``series``) for [t0_ns, t1_ns]."""
+    per_gpu: dict[str, Any] = {}
+    sources = set()
+    throttle_all: dict[str, list[float]] = {}
+    n = 0
+    for gpu in s.gpus():
+        energy, how, mean_p = _gpu_energy(s, gpu, t0_ns, t1_ns)
+        _, reasons = _window(s, gpu, "clocks_event_reasons", t0_ns, t1_ns)
+        n += len(_window(s, gpu, "power_w", t0_ns, t1_ns)[0])
+        throttle = {
+            name: float(np.mean((reasons.astype(np.int64) & bit) != 0))
+            for bit, name in REASONS.items()
+            if len(reasons) and np.any((reasons.astype(np.int64) & bit) != 0)
+        }
+        for name, share in throttle.items():
+            throttle_all.setdefault(name, []).append(share)
+        lost = len(_window(s, gpu, "lost", t0_ns, t1_ns)[0]) > 0
+        sources.add(how)
+        per_gpu[str(gpu)] = {
+            "energy_j": energy,
+            "energy_source": how,
+            "mean_power_w": mean_p,
+            "throttle": throttle,
+            "lost": lost,
+        }
+    energies = [g["energy_j"] for g in per_gpu.values()]
+    total = sum(energies) if energies and None not in energies else None
+    powers = [g["mean_power_w"] for g in per_gpu.values()]
+    n_gpus = len(per_gpu)
+    return {
+        "source": s.source,
+        "gpus": n_gpus,
+        "samples": n,
+        "energy_j": total,
+        "energy_source": "counter" if sources == {"counter"} else "power_integral",
+        "mean_power_w": sum(powers) if powers and None not in powers else None,
+        "j_per_output_token": (total / output_tokens) if total and output_tokens else None,
+        "tokens_per_j": (output_tokens / total) if total and output_tokens else None,
+        "throttle": {k: sum(v) / n_gpus for k, v in sorted(throttle_all.items())},
+        "lost_gpus": sum(1 for g in per_gpu.values() if g["lost"]),
+        "per_gpu": per_gpu,
+    }
+
+
+def hardware_findings(s: Samples, t0_ns: int, t1_ns: int) -> list[dict[str, Any]]:
+    """Findings (layer "hardware"): SM clocks below max for a share of busy samples, with
+    the reasons active then; power at the enforced cap."""
+    out: list[dict[str, Any]] = []
+    for gpu in s.gpus():
+        _, util = _window(s, gpu, "util_gpu_pct", t0_ns, t1_ns)
+        _, clock = _window(s, gpu, "sm_clock_mhz", t0_ns, t1_ns)
+        _, reasons = _window(s, gpu, "clocks_event_reasons", t0_ns, t1_ns)
+        _, cmax = s.series(gpu, "sm_clock_max_mhz")
+        _, power = _window(s, gpu, "power_w", t0_ns, t1_ns)
+        _, limit = _window(s, gpu, "power_limit_w", t0_ns, t1_ns)
+        if len(util) and len(util) == len(clock) and len(cmax):
+            busy = util > 0
+            low = busy & (clock < CLOCK_BELOW * cmax.max())
+            share = float(low.sum() / busy.sum()) if busy.any() else 0.0
+            if share >= FINDING_SHARE:
+                why: dict[str, float] = {}
+                if len(reasons) == len(clock):
+                    r = reasons[low].astype(np.int64)
+                    why = {
+                        n: float(np.mean((r & b) != 0)) for b, n in REASONS.items() if np.any(r & b)
+                    }
+                out.append(
+                    {
+                        "layer": "hardware",
+                        "kind": "clocks_below_max",
+                        "gpu": gpu,
+                        "share_of_busy": share,
+                        "mean_sm_clock_mhz_when_low": float(clock[low].mean()),
+                        "max_sm_clock_mhz": float(cmax.max()),
+                        "reasons": why,
+                        "message": f"GPU {gpu}: SM clock below {CLOCK_BELOW:.0%} of its max "
+                        f"{cmax.max():.0f} MHz for {share:.0%} of busy samples"
+                        + (
+                            f" ({', '.join(sorted(why, key=why.__getitem__, reverse=True))})"
+                            if why
+                            else ""
+                        ),
+                    }
+                )
+        if len(power) and len(power) == len(limit):
+            at_cap = float(np.mean(power >= POWER_AT_CAP * limit))
+            if at_cap >= FINDING_SHARE:
+                out.append(
+                    {
+                        "layer": "hardware",
+                        "kind": "power_at_cap",
+                        "gpu": gpu,
+                        "share": at_cap,
+                        "power_limit_w": float(limit.max()),
+                        "message": f"GPU {gpu}: power at its {limit.max():.0f} W cap for "
+                        f"{at_cap:.0%} of samples",
+                    }
+                )
+    return out

@@ -1,0 +1,265 @@
+"""GPU telemetry over a run: power, the energy counter, clocks, temperature, utilisation,
+memory used and clock-event (throttle) reasons of every local NVIDIA GPU, read through NVML
+(``nvidia-ml-py``, extra "telemetry"), so that a GPU that throttles or sits at its power cap
+is seen beside the timeline and energy per token can be computed.
+
+::
+
+    pytimings.sample_telemetry()                    # one sample of every GPU, now
+    stop = pytimings.sample_telemetry(every_s=0.1)  # one now, then every 100 ms (daemon thread)
+    ...
+    stop()                                          # one last sample, then the thread ends
+
+The thread is :class:`pytimings.record.memory.Sampler` (the memory samples' machinery): it
+never touches the recorder; a sample costs one NVML call per metric and GPU on that thread.
+Samples land in a :class:`TelemetryLog` (by default the process-wide :func:`default_log`);
+``pytimings.save`` writes it as the "telemetry" table: ``t_ns`` int64 (``pytimings.now_ns``,
+the recorder's clock), ``gpu`` int32 (NVML index), ``metric`` string (:data:`METRICS`),
+``value`` float64. A metric a GPU does not expose is left out (never a zero); a GPU that
+stops answering (NVML "GPU is lost") gets one ``lost`` row at the time it was found lost and
+is sampled no more: the run goes on. Without ``nvidia-ml-py`` or an NVIDIA driver, or with no
+GPU, the first sample prints one line saying so on stderr and the log stays empty.
+``PYTIMINGS_NVML`` names the NVML library to load instead of ``libnvidia-ml.so.1`` (the tests'
+fake NVML, tests/native/fake_nvml.c). AMD GPUs (``amdsmi``) are not read yet.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytimings._core import now_ns
+from pytimings.errors import TraceFormatError
+from pytimings.ingest.recording_file import load_tables
+from pytimings.record.memory import RowLog, Sampler
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "METRICS",
+    "TelemetryLog",
+    "TelemetrySamples",
+    "default_log",
+    "load_telemetry",
+    "sample_telemetry",
+]
+
+ENV_LIBRARY = "PYTIMINGS_NVML"
+# metric -> unit; every one is a gauge except energy_j (a counter since the driver loaded)
+METRICS: dict[str, str] = {
+    "power_w": "W",
+    "power_limit_w": "W (enforced power limit)",
+    "energy_j": "J (the device's total-energy counter)",
+    "sm_clock_mhz": "MHz",
+    "sm_clock_max_mhz": "MHz (the device's max SM clock)",
+    "mem_clock_mhz": "MHz",
+    "temperature_c": "degrees C",
+    "util_gpu_pct": "% of the sample period a kernel ran",
+    "util_mem_pct": "% of the sample period device memory was read or written",
+    "memory_used_bytes": "bytes",
+    "pcie_tx_bytes_s": "bytes/s",
+    "pcie_rx_bytes_s": "bytes/s",
+    "clocks_event_reasons": "bit mask (NVML clocks-event reasons)",
+    "lost": "1: the GPU stopped answering here; no samples after",
+}
+Row = tuple[int, int, str, float]  # t_ns, gpu, metric, value
+
+
+class _Nvml:
+    """The local NVIDIA GPUs through pynvml; a metric a device does not support is dropped
+    from that device's list at its first NotSupported."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.nv = pynvml
+        library = os.environ.get(ENV_LIBRARY)
+        if library and pynvml.nvmlLib is None:
+            from ctypes import CDLL
+
+            pynvml.nvmlLib = CDLL(library)
+        pynvml.nvmlInit()
+        nv = pynvml
+        self.handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())}
+        sm, mem = nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM
+        tx, rx = nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES
+        self.static: list[tuple[str, Callable[[Any], float]]] = [
+            ("sm_clock_max_mhz", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, sm)),
+        ]
+        # clocks-event reasons last: a sample of one device is read in this order
+        self.gauges: list[tuple[str, Callable[[Any], float]]] = [
+            ("power_w", lambda h: nv.nvmlDeviceGetPowerUsage(h) / 1e3),
+            ("power_limit_w", lambda h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3),
+            ("energy_j", lambda h: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3),
+            ("sm_clock_mhz", lambda h: nv.nvmlDeviceGetClockInfo(h, sm)),
+            ("mem_clock_mhz", lambda h: nv.nvmlDeviceGetClockInfo(h, mem)),
+            ("temperature_c", lambda h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ("util_gpu_pct", lambda h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+            ("util_mem_pct", lambda h: nv.nvmlDeviceGetUtilizationRates(h).memory),
+            ("memory_used_bytes", lambda h: nv.nvmlDeviceGetMemoryInfo(h).used),
+            ("pcie_tx_bytes_s", lambda h: nv.nvmlDeviceGetPcieThroughput(h, tx) * 1e3),
+            ("pcie_rx_bytes_s", lambda h: nv.nvmlDeviceGetPcieThroughput(h, rx) * 1e3),
+            ("clocks_event_reasons", nv.nvmlDeviceGetCurrentClocksEventReasons),
+        ]
+        names = {m for m, _ in self.gauges + self.static}
+        self.supported = {i: set(names) for i in self.handles}
+        self.first = True
+
+    def read(self) -> list[Row]:
+        nv = self.nv
+        rows: list[Row] = []
+        t = now_ns()
+        for gpu, handle in list(self.handles.items()):
+            reads = self.gauges + (self.static if self.first else [])
+            for metric, fn in reads:
+                if metric not in self.supported[gpu]:
+                    continue
+                try:
+                    rows.append((t, gpu, metric, float(fn(handle))))
+                except nv.NVMLError_NotSupported:
+                    self.supported[gpu].discard(metric)
+                except nv.NVMLError_GpuIsLost:
+                    rows.append((t, gpu, "lost", 1.0))
+                    del self.handles[gpu]
+                    break
+        self.first = False
+        return rows
+
+
+def _open_nvml() -> _Nvml | str:
+    """NVML, or the one line saying why there is none."""
+    try:
+        import pynvml
+    except ImportError:
+        return "nvidia-ml-py is not installed (pip install 'pytimings[telemetry]')"
+    try:
+        nvml = _Nvml()
+    except (pynvml.NVMLError, OSError) as exc:
+        return f"NVML unavailable ({exc})"
+    if not nvml.handles:
+        return "NVML sees no GPU"
+    return nvml
+
+
+class TelemetryLog(RowLog[Row]):
+    """Thread-safe list of telemetry rows; the GPUs are opened at the first sample."""
+
+    source = "nvml"
+
+    def __init__(self, open_source: Callable[[], _Nvml | str] = _open_nvml) -> None:
+        super().__init__()
+        self._open = open_source
+        self._source: _Nvml | str | None = None
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why there are no samples (None: sampling works, or was never tried)."""
+        return self._source if isinstance(self._source, str) else None
+
+    def sample(self) -> None:
+        """One sample of every GPU now (the first opens NVML; without it, one line)."""
+        with self._lock:
+            if self._source is None:
+                self._source = self._open()
+                if isinstance(self._source, str):
+                    print(f"pytimings telemetry: no samples: {self._source}", file=sys.stderr)
+            source = self._source
+        if isinstance(source, str):
+            return
+        self._add(source.read())
+
+    def samples(self) -> TelemetrySamples:
+        return TelemetrySamples.from_rows(self._sorted(), self.source)
+
+    def to_arrow(self) -> pa.Table:
+        import pyarrow as pa
+
+        s = self.samples()
+        return pa.table(
+            {
+                "t_ns": pa.array(s.t_ns, pa.int64()),
+                "gpu": pa.array(s.gpu, pa.int32()),
+                "metric": pa.array(s.metric, pa.string()).dictionary_encode(),
+                "value": pa.array(s.value, pa.float64()),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class TelemetrySamples:
+    """Telemetry rows in time order (columns), and where they came from."""
+
+    t_ns: np.ndarray  # int64
+    gpu: np.ndarray  # int32
+    metric: np.ndarray  # object (str)
+    value: np.ndarray  # float64
+    source: str  # "nvml" | "dcgm"
+
+    @classmethod
+    def from_rows(cls, rows: list[Row], source: str) -> TelemetrySamples:
+        return cls(
+            np.array([r[0] for r in rows], np.int64),
+            np.array([r[1] for r in rows], np.int32),
+            np.array([r[2] for r in rows], object),
+            np.array([r[3] for r in rows], np.float64),
+            source,
+        )
+
+    def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(t_ns, value) of one metric of one GPU, in time order."""
+        m = (self.gpu == gpu) & (self.metric == metric)
+        return self.t_ns[m], self.value[m]
+
+    def gpus(self) -> list[int]:
+        return sorted({int(g) for g in self.gpu})
+
+
+_DEFAULT = TelemetryLog()
+
+
+def default_log() -> TelemetryLog:
+    """The process-wide log ``sample_telemetry`` writes to unless given another."""
+    return _DEFAULT
+
+
+def sample_telemetry(
+    every_s: float | None = None, *, log: TelemetryLog | None = None
+) -> Sampler | None:
+    """One telemetry sample now; with ``every_s`` (0.1 is the CLI's default), also one every
+    ``every_s`` seconds from a daemon thread until the returned Sampler is called."""
+    target = _DEFAULT if log is None else log
+    if every_s is None:
+        target.sample()
+        return None
+    if not every_s > 0:
+        raise ValueError(
+            f"sample_telemetry(every_s={every_s}): must be a positive number of seconds"
+        )
+    return Sampler(target, every_s, name="pytimings-telemetry")
+
+
+def load_telemetry(path: str | os.PathLike[str]) -> TelemetrySamples | None:
+    """The telemetry samples saved in a recording file (None: it has no "telemetry" table)."""
+    tables = load_tables(path)
+    if "telemetry" not in tables:
+        return None
+    t = tables["telemetry"]
+    missing = [c for c in ("t_ns", "gpu", "metric", "value") if c not in t.column_names]
+    if missing:
+        raise TraceFormatError(path, f"telemetry table lacks columns {missing}")
+    cols = [t[c].to_pylist() for c in ("t_ns", "gpu", "metric", "value")]
+    rows = list(zip(*cols, strict=True))
+    if any(None in r for r in rows):
+        raise TraceFormatError(path, "telemetry table has a row with a null field")
+    return TelemetrySamples.from_rows(sorted(rows), "nvml")
+
+
+def default_telemetry_table() -> pa.Table | None:
+    """The default log as the "telemetry" table ``pytimings.save`` writes (None: empty)."""
+    return _DEFAULT.to_arrow() if len(_DEFAULT) else None

@@ -1,0 +1,157 @@
+"""``loadgen --telemetry`` / ``--telemetry-url``: GPU telemetry sampled while the load runs,
+stored per level (and per round) in the run file.
+
+``--telemetry`` samples the local GPUs through NVML (:mod:`pytimings.record.telemetry`);
+``--telemetry-url`` scrapes a DCGM exporter's Prometheus endpoint (``/metrics``) at the same
+period, for a server whose GPUs are on another host. DCGM's fields map to the sampler's
+metrics (:data:`DCGM_FIELDS`); a scrape that fails or times out is counted
+(``scrape_errors``), never fatal. The samples' times are the load generator's
+``pytimings.now_ns`` at the scrape, the clock of the run file's rounds.
+
+Each level gains ``telemetry`` (:func:`pytimings.analysis.hardware.energy_summary` over the
+level's measured rounds, plus ``series``: per metric ``[[t_ns, value], ...]`` with the GPUs
+combined at each sample, summed for power, energy and memory, the mean for clocks,
+temperature and utilisation, the OR of the reason bits) and each round ``telemetry`` with its
+own energy, J per output token, tokens per J and mean power, from which ``compare`` draws its
+confidence intervals.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+import numpy as np
+
+from pytimings._core import now_ns
+from pytimings.analysis.hardware import energy_summary
+from pytimings.errors import UsageError
+from pytimings.record.memory import Sampler
+from pytimings.record.telemetry import Row, TelemetryLog, TelemetrySamples
+
+__all__ = ["DCGM_FIELDS", "DcgmLog", "attach", "parse_dcgm", "start"]
+
+# DCGM exporter field -> (sampler metric, factor to its unit)
+DCGM_FIELDS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),  # mJ
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_MAX_SM_CLOCK": ("sm_clock_max_mhz", 1.0),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
+    "DCGM_FI_DEV_GPU_UTIL": ("util_gpu_pct", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("util_mem_pct", 1.0),
+    "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", float(1 << 20)),  # MiB
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_s", 1.0),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_s", 1.0),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clocks_event_reasons", 1.0),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clocks_event_reasons", 1.0),  # older name
+}
+SUMMED = {"power_w", "power_limit_w", "energy_j", "memory_used_bytes"}
+PERIOD_S = 0.1
+
+
+def parse_dcgm(text: str, t_ns: int) -> list[Row]:
+    """The rows of one scrape: DCGM_FIELDS' samples with a ``gpu`` label, at ``t_ns``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rows: list[Row] = []
+    seen: set[tuple[int, str]] = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # the parser names a counter's sample NAME_total: the family's name is DCGM's
+            own = sample.name in (family.name, f"{family.name}_total")
+            field = DCGM_FIELDS.get(family.name) if own else None
+            gpu = sample.labels.get("gpu")
+            if field is None or gpu is None or not gpu.isdigit():
+                continue
+            metric, factor = field
+            if (int(gpu), metric) in seen:  # both reason names exported: one row
+                continue
+            seen.add((int(gpu), metric))
+            rows.append((t_ns, int(gpu), metric, float(sample.value) * factor))
+    return rows
+
+
+class DcgmLog(TelemetryLog):
+    """A TelemetryLog whose samples are scrapes of a DCGM exporter."""
+
+    source = "dcgm"
+
+    def __init__(self, url: str, timeout_s: float = 2.0) -> None:
+        super().__init__()
+        self.url = url
+        self.timeout_s = timeout_s
+        self.scrape_errors = 0
+
+    def sample(self) -> None:
+        t = now_ns()
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:
+                text = resp.read().decode()
+            rows = parse_dcgm(text, t)
+        except (urllib.error.URLError, OSError, ValueError):
+            with self._lock:
+                self.scrape_errors += 1
+            return
+        self._add(rows)
+
+
+def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, Sampler] | None:
+    """The log and its sampler thread for ``loadgen --telemetry``/``--telemetry-url``."""
+    if url is not None:
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise UsageError(
+                "--telemetry-url needs prometheus_client: pip install 'pytimings[telemetry]'"
+            )
+        log: TelemetryLog = DcgmLog(url)
+    elif local:
+        log = TelemetryLog()
+    else:
+        return None
+    return log, Sampler(log, every_s, name="pytimings-telemetry")
+
+
+def _combined(s: TelemetrySamples, metric: str, t0: int, t1: int) -> list[list[float]]:
+    m = (s.metric == metric) & (s.t_ns >= t0) & (s.t_ns <= t1)
+    t, v = s.t_ns[m], s.value[m]
+    out: list[list[float]] = []
+    for ts in np.unique(t):
+        vs = v[t == ts]
+        if metric == "clocks_event_reasons":
+            val = float(np.bitwise_or.reduce(vs.astype(np.int64)))
+        else:
+            val = float(vs.sum() if metric in SUMMED else vs.mean())
+        out.append([int(ts), val])
+    return out
+
+
+def _brief(s: TelemetrySamples, t0: int, t1: int, tokens: int | None) -> dict[str, Any]:
+    e = energy_summary(s, t0, t1, tokens)
+    keys = ("energy_j", "energy_source", "mean_power_w", "j_per_output_token", "tokens_per_j")
+    return {k: e[k] for k in keys}
+
+
+def attach(doc: dict[str, Any], log: TelemetryLog) -> None:
+    """Add ``telemetry`` to every level and round of a loadgen document (module docstring)."""
+    s = log.samples()
+    errors = log.scrape_errors if isinstance(log, DcgmLog) else 0
+    if not len(s.t_ns):
+        why = log.unavailable or f"{errors} failed scrapes of {getattr(log, 'url', '')}"
+        print(f"pytimings loadgen: no telemetry samples ({why})", file=sys.stderr)
+    for lv in doc["levels"]:
+        if not lv["rounds"]:
+            continue
+        t0 = min(r["start_ns"] for r in lv["rounds"])
+        t1 = max(r["end_ns"] for r in lv["rounds"])
+        tel = energy_summary(s, t0, t1, lv["summary"]["output_tokens"])
+        tel["scrape_errors"] = errors
+        metrics = sorted({str(m) for m in s.metric})
+        tel["series"] = {m: _combined(s, m, t0, t1) for m in metrics}
+        lv["telemetry"] = tel
+        for r in lv["rounds"]:
+            r["telemetry"] = _brief(s, r["start_ns"], r["end_ns"], r["summary"]["output_tokens"])
