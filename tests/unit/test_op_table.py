@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from helpers.synth import make_trace
 
 from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
 from pytimings.analysis.op_table import op_table
 from pytimings.model.trace import ActivityKind
-from tests.helpers.synth import make_trace
 
 MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
 
