@@ -109,7 +109,7 @@ def synth(n, k, seed=0):
         "start": steps[:-1], "end": steps[1:], "name": np.full(1000, 8, dtype=np.int32),
         "kind": np.zeros(1000, dtype=np.int8), "thread": np.zeros(1000, dtype=np.int32),
         "device": np.full(1000, -1, dtype=np.int16), "domain": np.zeros(1000, dtype=np.int32),
-        "category": np.zeros(1000, dtype=np.int32), "depth": np.zeros(1000, dtype=np.int16),
+        "category": np.zeros(1000, dtype=np.int32), "depth": np.zeros(1000, dtype=np.int32),
         "payload": np.full(1000, np.nan), "pid": np.full(1000, 7, dtype=np.int32),
         "rank": np.zeros(1000, dtype=np.int16),
     })
@@ -263,7 +263,9 @@ def main() -> int:
             f"(target <= 20%); {100 * s['op_attributed_share']:.1f}% of GPU time attributed; "
             f"busy split exact {s['op_split_exact']}"  # type: ignore[operator]
         )
-        missed |= ot_s > 0.2 * s["analyse_s"]  # type: ignore[operator]
+        if args.ops >= 10_000_000 and ot_s > 0.2 * s["analyse_s"]:  # type: ignore[operator]
+            missed = True  # judged at the target's scale, as the other targets are
+            print("  TARGET MISSED: per-op attribution <= 20% of attribute()")
         failed_check |= not s["op_split_exact"]
         rss = s["rss_after_generate_bytes"] / 2**30  # type: ignore[operator]
         print(f"  peak RSS after generating the trace: {rss:.2f} GiB")

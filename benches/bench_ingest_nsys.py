@@ -192,12 +192,16 @@ def main() -> int:
                         f"{path.name}: {t} {int((kinds == kind).sum())} != {expected[t]}"
                     )
             if "CUPTI_ACTIVITY_KIND_RUNTIME" in expected:
-                want = (
-                    expected["CUPTI_ACTIVITY_KIND_RUNTIME"]
-                    + expected["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
-                )
+                # synchronization records are a table of their own (contract v3)
+                want = expected["CUPTI_ACTIVITY_KIND_RUNTIME"]
                 if len(tr.api_calls) != want:
                     failures.append(f"{path.name}: api calls {len(tr.api_calls)} != {want}")
+                got = len(tr.syncs)
+                if got != expected["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]:
+                    failures.append(
+                        f"{path.name}: sync records {got} != "
+                        f"{expected['CUPTI_ACTIVITY_KIND_SYNCHRONIZATION']}"
+                    )
             del tr
             synth.append(r)
             if label == "full":

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.hardware import FINDING_SHARE, POWER_AT_CAP
+from pytimings.serving.findings import Finding
 from pytimings.serving.runfile import Level, Run
 
 __all__ = [
@@ -103,6 +104,16 @@ def level_energy(level: Level) -> dict[str, Any] | None:
     return out
 
 
+def _finding(raw: dict[str, Any]) -> dict[str, Any]:
+    """One hardware finding in compare's findings shape (pytimings.serving.findings): its
+    message is the title; what it rests on (kind, shares, intervals) the evidence."""
+    keep = ("layer", "label", "concurrency", "message")
+    evidence = {k: v for k, v in raw.items() if k not in keep}
+    return Finding(
+        "hardware", raw["message"], evidence, raw.get("label"), raw.get("concurrency")
+    ).to_json()
+
+
 def run_findings(label: str, run: Run) -> list[dict[str, Any]]:
     """Throttle reasons and power at the cap over each level of one run (layer hardware)."""
     out: list[dict[str, Any]] = []
@@ -127,23 +138,25 @@ def run_findings(label: str, run: Run) -> list[dict[str, Any]]:
                 out.append({**where, "kind": "power_at_cap", "share": share,
                             "message": f"{label} c={lv.concurrency}: power at the cap for "
                                        f"{share:.0%} of samples"})  # fmt: skip
-    return out
+    return [_finding(f) for f in out]
 
 
 def regression_findings(comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """J per output token worse in the other run than in the baseline (CI excludes 0)."""
     return [
-        {
-            "layer": "hardware",
-            "kind": "energy_per_token_regression",
-            "label": c["label"],
-            "baseline": c["baseline"],
-            "concurrency": c["concurrency"],
-            "rel_change": c["rel_change"],
-            "ci95": c["ci95"],
-            "message": f"{c['label']} c={c['concurrency']}: {c['rel_change']:+.1%} J per "
-            f"output token vs {c['baseline']}",
-        }
+        _finding(
+            {
+                "layer": "hardware",
+                "kind": "energy_per_token_regression",
+                "label": c["label"],
+                "baseline": c["baseline"],
+                "concurrency": c["concurrency"],
+                "rel_change": c["rel_change"],
+                "ci95": c["ci95"],
+                "message": f"{c['label']} c={c['concurrency']}: {c['rel_change']:+.1%} J per "
+                f"output token vs {c['baseline']}",
+            }
+        )
         for c in comparisons
         if c["metric"] == "j_per_output_token" and c["verdict"] == "worse"
     ]

@@ -161,7 +161,7 @@ def test_compare_energy_and_hardware_findings(tmp_path: Path, exporter: Exporter
     assert rows["tokens_per_j"]["verdict"] == "worse"
     for sw in doc["sweeps"].values():  # beside cost_per_mtok_usd, per level
         assert sw["levels"][0]["energy_source"] == "counter" and sw["levels"][0]["tokens_per_j"] > 0
-    kinds = [(f["layer"], f["kind"]) for f in doc["findings"]]
+    kinds = [(f["layer"], f["evidence"].get("kind")) for f in doc["findings"]]
     assert ("hardware", "energy_per_token_regression") in kinds
-    throttled = [f for f in doc["findings"] if f["kind"] == "clock_event_reason"]
-    assert {f["reason"] for f in throttled} == {"sw_power_cap"} and len(throttled) == 2
+    throttled = [f for f in doc["findings"] if f["evidence"].get("kind") == "clock_event_reason"]
+    assert {f["evidence"]["reason"] for f in throttled} == {"sw_power_cap"} and len(throttled) == 2
