@@ -121,13 +121,18 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
-class _HostEvent(msgspec.Struct, gc=False):
+class _TimedEvent(msgspec.Struct, gc=False):
+    """The fields every host-side event of a span has (its args differ by kind)."""
+
     ph: str = ""
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
     dur: msgspec.Raw = _NO_RAW
+
+
+class _HostEvent(_TimedEvent, gc=False):
     args: ClassVar[None] = None  # not decoded: nothing in a host event's args is kept
 
 
@@ -140,13 +145,7 @@ class _OpArgs(msgspec.Struct, gc=False):
     strides: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Strides")
 
 
-class _CpuOpEvent(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW
-    dur: msgspec.Raw = _NO_RAW
+class _CpuOpEvent(_TimedEvent, gc=False):
     shapes: _OpArgs | None = msgspec.field(default=None, name="args")
     args: ClassVar[None] = None  # _kineto.event_rows reads no args of host events
 

@@ -69,21 +69,19 @@ class _MemArgs(msgspec.Struct, gc=False):
     reserved: Num = msgspec.field(name="Total Reserved", default=-1)
 
 
-class _Instant(msgspec.Struct, gc=False):
+class _InstantBase(msgspec.Struct, gc=False):
     name: str = ""
     cat: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
+
+
+class _Instant(_InstantBase, gc=False):
     args: _MemArgs | None = None
 
 
-class _RawInstant(msgspec.Struct, gc=False):
-    name: str = ""
-    cat: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW
+class _RawInstant(_InstantBase, gc=False):
     args: msgspec.Raw = _NO_RAW
 
 
