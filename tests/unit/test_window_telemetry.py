@@ -22,12 +22,12 @@ STREAM = 0x7F00
 
 
 def _samples() -> list[tuple[int, int, str, float]]:
-    """GPU 0 every 50 µs over the 4 ms: power rising, a clock dip with reason sw_power_cap
-    (bit 0x4) in step 2, an energy counter in J."""
+    """GPU 0 every 50 µs over the 4 ms (from 25 µs before it): power rising, a clock dip
+    with reason sw_power_cap (bit 0x4) in step 2, an energy counter in J."""
     rows = []
     energy = 0.0
     for i in range(0, 81):
-        t = i * 50 * US
+        t = i * 50 * US - 25 * US  # the first sample before the first region (the origin)
         power = 100.0 + i
         energy += power * 50e-6
         capped = 2000 * US <= t < 2800 * US
@@ -103,3 +103,24 @@ def test_a_recording_without_telemetry_has_no_telemetry_key(
     assert main(["analyze", str(path), "--by", "step", "--json", str(out)]) == 0
     assert "GPU telemetry" not in capsys.readouterr().out
     assert all("telemetry" not in w for w in json.loads(out.read_text())["windows"])
+
+
+def test_the_perfetto_export_draws_each_metric_as_a_counter(
+    recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "t.json"
+    assert main(["export", str(recording), "--perfetto", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"]
+    name = "telemetry GPU 0 (run.pyt)"
+    (pid,) = [e["pid"] for e in events if e.get("ph") == "M" and e["args"].get("name") == name]
+    origin = doc["otherData"]["pytimings_origin_ns"]
+    assert origin == -25 * US  # the first sample: every event at a time >= the origin
+    for metric in ("power_w", "energy_j", "sm_clock_mhz", "util_gpu_pct", "clocks_event_reasons"):
+        want = [(t, v) for t, _, m, v in _samples() if m == metric]
+        got = [(e["ts"], e["args"]["value"]) for e in events
+               if e.get("ph") == "C" and e["pid"] == pid and e["name"] == metric]  # fmt: skip
+        assert len(got) == len(want) == 81
+        assert [v for _, v in got] == pytest.approx([v for _, v in want])
+        assert [ts for ts, _ in got] == pytest.approx([(t - origin) / 1e3 for t, _ in want])
+    assert "telemetry counter" in capsys.readouterr().out
