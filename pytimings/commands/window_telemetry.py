@@ -11,16 +11,21 @@ from typing import Any
 from pytimings.analysis.hardware import window_telemetry
 from pytimings.analysis.result import Attribution
 from pytimings.ingest.detect import detect_format
-from pytimings.record.telemetry import load_telemetry
+from pytimings.record.telemetry import TelemetrySamples, load_telemetry
 
 
-def telemetry_per_window(path: str, result: Attribution) -> list[dict[str, Any] | None] | None:
-    """Per row of ``result.windows``, its telemetry (None: no sample of its GPU in it);
-    None when ``path`` is not a recording with telemetry."""
+def recording_telemetry(path: str) -> TelemetrySamples | None:
+    """The telemetry samples of the recording at ``path`` (None: not a recording, or one
+    without samples)."""
     if detect_format(path) != "recording":
         return None
     samples = load_telemetry(path)
-    if samples is None or not len(samples.t_ns):
-        return None
+    return samples if samples is not None and len(samples.t_ns) else None
+
+
+def telemetry_per_window(
+    samples: TelemetrySamples, result: Attribution
+) -> list[dict[str, Any] | None]:
+    """Per row of ``result.windows``, its telemetry (None: no sample of its GPU in it)."""
     w = result.windows
     return window_telemetry(samples, w["start_ns"], w["end_ns"], w["device"])

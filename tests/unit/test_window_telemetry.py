@@ -124,3 +124,13 @@ def test_the_perfetto_export_draws_each_metric_as_a_counter(
         assert [v for _, v in got] == pytest.approx([v for _, v in want])
         assert [ts for ts, _ in got] == pytest.approx([(t - origin) / 1e3 for t, _ in want])
     assert "telemetry counter" in capsys.readouterr().out
+
+
+def test_the_html_report_draws_power_and_clock(recording: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(recording), "--by", "step", "--html", str(out)]) == 0
+    doc = out.read_text()
+    assert "GPU telemetry (power and SM clock" in doc
+    assert '"name":"GPU 0 power_w (W)"' in doc and '"name":"GPU 0 sm_clock_mhz (MHz)"' in doc
+    power = [v for _, _, m, v in _samples() if m == "power_w"]
+    assert '"y":[' + ",".join(repr(v) for v in power) + "]" in doc  # every sample, in order
