@@ -97,6 +97,11 @@ PyObject* region_enter(PyObject* o, PyObject*) {
     ThreadState* ts = thread_state(core);
     if (ts == nullptr) return nullptr;
     const uint16_t flags = core->enter(*ts, self->spec, self);
+    if (flags == kNotEntered) {  // no memory for its frame: runs unrecorded, counted dropped
+      ++self->disabled_entries;
+      Py_INCREF(o);
+      return o;
+    }
     Py_INCREF(o);  // the open frame's reference: its identity cannot be reused while open
     if ((flags & kGraphCapture) && core->take_capture_notice()) {
       if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,

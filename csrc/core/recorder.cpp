@@ -138,6 +138,7 @@ thread_local Recorder::TlsSlot Recorder::tls_last_ __attribute__((tls_model("ini
 Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
     : serial_(++g_serial),
       max_records_(max_records < 0 ? -1 : max_records),
+      unnamed_drop_(intern(kUnnamedDropName, false)),
       reanchor_interval_ns_(reanchor_interval_ns),
       budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
   table();  // create the NVTX domain before the first region
@@ -232,13 +233,21 @@ void Recorder::start() {
 
 uint16_t Recorder::enter(ThreadState& ts, const RegionSpec& spec, const void* owner) noexcept {
   pop_abandoned(ts);
-  ts.frames.push_back(Frame{owner, spec, spec.flags, 0, nullptr, -1});
+  try {
+    ts.frames.push_back(Frame{owner, spec, spec.flags, 0, nullptr, -1});
+  } catch (...) {  // out of memory for a deeper stack: not recorded, counted
+    count_drop(ts, spec.name);
+    return kNotEntered;
+  }
   Frame& f = ts.frames.back();
   if (spec.flags & kHasStream) {
     bool timed = true;
     if (spec.sample_every > 1) {
-      if (ts.sample_counter.size() <= spec.name) ts.sample_counter.resize(spec.name + 1, 0);
-      timed = ts.sample_counter[spec.name]++ % spec.sample_every == 0;
+      try {
+        if (ts.sample_counter.size() <= spec.name) ts.sample_counter.resize(spec.name + 1, 0);
+        timed = ts.sample_counter[spec.name]++ % spec.sample_every == 0;
+      } catch (...) {  // out of memory for the counter: this instance is timed
+      }
     }
     if (timed) gpu_begin(ts, f);
   }
@@ -250,7 +259,7 @@ uint16_t Recorder::enter(ThreadState& ts, const RegionSpec& spec, const void* ow
 void Recorder::abort_enter(ThreadState& ts) noexcept {
   Frame& f = ts.frames.back();
   table().nvtx.pop();
-  if (f.ev_start) ts.pool[f.device].push_back(f.ev_start);
+  if (f.ev_start) keep_event(ts, f.device, f.ev_start);
   ts.frames.pop_back();
 }
 
@@ -323,10 +332,26 @@ void Recorder::commit(ThreadState& ts, Record& r) noexcept {
   if (ts.buffer.append(r, budget_)) return;
   // Over the cap: count it by name, and take the events back at once (re-recording an event
   // that is still pending is allowed).
-  if (r.ev_start) ts.pool[r.device].push_back(r.ev_start);
-  if (r.ev_end) ts.pool[r.device].push_back(r.ev_end);
+  if (r.ev_start) keep_event(ts, r.device, r.ev_start);
+  if (r.ev_end) keep_event(ts, r.device, r.ev_end);
+  count_drop(ts, r.name);
+}
+
+void Recorder::count_drop(ThreadState& ts, uint32_t name) noexcept {
   std::lock_guard<std::mutex> lock(ts.drop_mu);
-  ++ts.drops[r.name];
+  try {
+    ++ts.drops[name];
+  } catch (...) {  // no memory for the name's entry: counted all the same, without it
+    ++ts.drops_unnamed;
+  }
+}
+
+void Recorder::keep_event(ThreadState& ts, int device, cuda::Event e) noexcept {
+  try {
+    ts.pool[device].push_back(e);
+  } catch (...) {  // the pool cannot grow: one event fewer to reuse
+    if (const cuda::Api* api = cuda_api()) api->eventDestroy(e);
+  }
 }
 
 void Recorder::pop_abandoned_slow(ThreadState& ts) noexcept {
@@ -334,7 +359,7 @@ void Recorder::pop_abandoned_slow(ThreadState& ts) noexcept {
   while (!ts.frames.empty() && ts.frames.back().abandoned) {
     const Frame& f = ts.frames.back();
     table().nvtx.pop();  // on the thread that pushed it
-    if (f.ev_start) ts.pool[f.device].push_back(f.ev_start);
+    if (f.ev_start) keep_event(ts, f.device, f.ev_start);
     {
       std::lock_guard<std::mutex> lock(ts.drop_mu);
       try {
@@ -372,7 +397,7 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
   std::vector<cuda::Event>& pool = ts.pool[device];
   auto take_returned = [&ts] {
     if (auto* back = ts.returned.exchange(nullptr, std::memory_order_acquire)) {
-      for (auto& [dev, e] : *back) ts.pool[dev].push_back(e);
+      for (auto& [dev, e] : *back) keep_event(ts, dev, e);
       delete back;
     }
   };
@@ -395,7 +420,7 @@ cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {
     for (uint32_t i = 0; i < kEventBatch; ++i) {
       cuda::Event e = nullptr;
       if (api->eventCreateWithFlags(&e, cuda::kEventDefault) != cuda::kSuccess) break;
-      pool.push_back(e);
+      keep_event(ts, device, e);
       ++ts.events_created;
     }
     if (pool.empty()) return nullptr;
@@ -436,7 +461,7 @@ void Recorder::gpu_begin(ThreadState& ts, Frame& f) noexcept {
     return;
   }
   if (api->eventRecord(ev, stream) != cuda::kSuccess) {
-    ts.pool[dev].push_back(ev);
+    keep_event(ts, dev, ev);
     f.flags |= kGpuFailed;
     return;
   }
@@ -455,8 +480,8 @@ void Recorder::gpu_end(ThreadState& ts, const Frame& f, Record& r) noexcept {
                   (ev = take_event(ts, f.device)) != nullptr &&
                   api->eventRecord(ev, stream) == cuda::kSuccess;
   if (!ok) {
-    if (ev) ts.pool[f.device].push_back(ev);
-    ts.pool[f.device].push_back(f.ev_start);
+    if (ev) keep_event(ts, f.device, ev);
+    keep_event(ts, f.device, f.ev_start);
     r.flags = static_cast<uint16_t>((r.flags & ~kGpuTimed) |
                                     (capturing != cuda::kCaptureStatusNone ? kGraphCapture
                                                                           : kGpuFailed));
@@ -706,6 +731,7 @@ void Recorder::clear() {
   for (auto& ts : threads_) {
     std::lock_guard<std::mutex> dlock(ts->drop_mu);
     ts->drops.clear();
+    ts->drops_unnamed = 0;
     ts->lost_open.clear();
   }
 }
@@ -716,6 +742,7 @@ std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped() const {
   for (auto& ts : threads_) {
     std::lock_guard<std::mutex> dlock(ts->drop_mu);
     for (auto& [name, n] : ts->drops) total[name] += n;
+    if (ts->drops_unnamed) total[unnamed_drop_] += ts->drops_unnamed;
   }
   std::vector<std::pair<uint32_t, uint64_t>> out(total.begin(), total.end());
   std::sort(out.begin(), out.end());
@@ -760,6 +787,7 @@ void Recorder::after_fork_child() noexcept {
   take_all();  // (out of memory here ends the child: noexcept, never a silent double count)
   for (auto& ts : threads_) {
     ts->drops.clear();
+    ts->drops_unnamed = 0;
     ts->lost_open.clear();
     for (auto& pool : ts->pool) pool.clear();
     delete ts->returned.exchange(nullptr);

@@ -52,6 +52,22 @@ class _HostIndex:
         return out
 
 
+def _end_thread(trace: Trace, range_row: int, rank: int, end: int) -> int:
+    """The thread a window that no GPU op ends ends on: its range's, or, for a whole-trace
+    window (no range), the thread of the range or API call of its rank that ends last by
+    ``end`` (what set the window's end); -1 if there is none."""
+    if range_row >= 0:
+        return int(trace.ranges["thread"][range_row])
+    best, thread = -1, -1
+    for table in (trace.ranges, trace.api_calls):
+        mine = np.flatnonzero((table["rank"] == rank) & (table["end"] <= end))
+        if mine.size:
+            j = int(mine[np.argmax(table["end"][mine])])
+            if int(table["end"][j]) > best:
+                best, thread = int(table["end"][j]), int(table["thread"][j])
+    return thread
+
+
 def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     """The chain of host time, launches, waits and GPU ops that sets one window's length
     (``window``: 1-based, in the order of the replay's windows; default the slowest
@@ -121,8 +137,9 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
 
     k = int(np.argmax(w.op_end)) if w.ops.size else -1
     row = int(w.ops[k]) if k >= 0 else -1
-    if k < 0 or int(w.op_end[k]) < w.end_ns:  # the window ends on its range's thread
-        row = host(int(a.trace.ranges["thread"][w.range_row])) if w.range_row >= 0 else -1
+    if k < 0 or int(w.op_end[k]) < w.end_ns:  # the window ends on a host thread
+        thread = _end_thread(trace, w.range_row, w.rank, w.end_ns)
+        row = host(thread) if thread >= 0 else -1
     while row >= 0 and cursor > w.start_ns:
         name = short_kernel_name(trace.strings[ops["name"][row]])
         start, b = step(row)

@@ -9,6 +9,11 @@ its power samples over the same span ("energy_source" says which: "counter" when
 had a counter, else "power_integral"). Shares are shares of the GPU's samples in the
 interval (the samples are taken at a fixed period); "busy" samples are those with GPU
 utilisation above 0.
+
+Per analysis window (:func:`window_telemetry`): the samples of the window's GPU (the
+telemetry's GPU index taken as the window's CUDA device) with a time in [start, end]: their
+count, the means of power, SM clock and GPU utilisation, the energy (as above, over the
+window's samples: two at least) and the share of them each clock-event reason was active.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["REASONS", "energy_summary", "hardware_findings"]
+__all__ = ["REASONS", "energy_summary", "hardware_findings", "window_telemetry"]
 
 # NVML / DCGM clocks-event reason bits -> names
 REASONS: dict[int, str] = {
@@ -166,4 +171,38 @@ def hardware_findings(s: Samples, t0_ns: int, t1_ns: int) -> list[dict[str, Any]
                         f"{at_cap:.0%} of samples",
                     }
                 )
+    return out
+
+
+WINDOW_MEANS = {"mean_power_w": "power_w", "mean_sm_clock_mhz": "sm_clock_mhz",
+                "mean_util_gpu_pct": "util_gpu_pct"}  # fmt: skip
+
+
+def window_telemetry(
+    s: Samples, start_ns: np.ndarray, end_ns: np.ndarray, device: np.ndarray
+) -> list[dict[str, Any] | None]:
+    """Per window (columns ``start_ns``, ``end_ns``, ``device``): its GPU's telemetry in
+    the window (module docstring), None where that GPU has no sample in it."""
+    out: list[dict[str, Any] | None] = []
+    gpus = set(s.gpus())
+    for t0, t1, dev in zip(start_ns.tolist(), end_ns.tolist(), device.tolist(), strict=True):
+        if dev not in gpus:
+            out.append(None)
+            continue
+        counts = [len(_window(s, dev, m, t0, t1)[0]) for m in (*WINDOW_MEANS.values(), "energy_j")]
+        if not any(counts):
+            out.append(None)
+            continue
+        row: dict[str, Any] = {"gpu": dev, "samples": max(counts)}
+        for key, metric in WINDOW_MEANS.items():
+            _, v = _window(s, dev, metric, t0, t1)
+            row[key] = float(v.mean()) if len(v) else None
+        energy, how, _ = _gpu_energy(s, dev, t0, t1)
+        row["energy_j"], row["energy_source"] = energy, how if energy is not None else None
+        _, reasons = _window(s, dev, "clocks_event_reasons", t0, t1)
+        r = reasons.astype(np.int64)
+        row["throttle"] = {
+            name: float(np.mean((r & bit) != 0)) for bit, name in REASONS.items() if np.any(r & bit)
+        }
+        out.append(row)
     return out

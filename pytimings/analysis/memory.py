@@ -15,7 +15,11 @@ never freed, from the trace's ``mem_events``.
   thread, the snapshot's frame (kind ``frame``) or ``untraced``.
 * Native allocation calls: ``cudaMalloc``/``cuMemAlloc``/``hipMalloc`` and kin in
   ``api_calls`` (the calls name no device: every CUDA device of the rank counts its rank's);
-  per window, and in steady state (the windows after the first).
+  per window, and in steady state (the windows after the first). Their cost is the host
+  attribution's share (``native_alloc_host_bound_ns``): the host_bound time of the device's
+  window entry charged to these calls as innermost activity, given when the analysis has
+  one (:func:`native_host_bound`); the calls' own duration (``native_alloc_ns``) is beside
+  it, most of it may be hidden under GPU work.
 * Growth: the level at each window's end, Mann-Kendall test (:func:`pytimings.stats.
   mann_kendall`) with Sen's slope in bytes per window.
 """
@@ -33,8 +37,9 @@ from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.host import HostActivities, interval_charges
 from pytimings.analysis.launches import link_launches
 from pytimings.analysis.windows import range_windows
-from pytimings.model.trace import ACTIVITY_KIND_NAMES, MemEventKind, Trace
+from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, MemEventKind, Trace
 from pytimings.stats import mann_kendall, sen_slope
+from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
 NATIVE_ALLOC = re.compile(
@@ -232,15 +237,39 @@ def match_frees(addr: I64, kind: npt.NDArray[np.int8]) -> tuple[I64, I64]:
     return freed_by, alloc_of
 
 
+def _is_native(strings: list[str]) -> npt.NDArray[np.bool_]:
+    return np.asarray([bool(NATIVE_ALLOC.match(s)) for s in strings], dtype=bool)
+
+
 def _native_calls(trace: Trace, rank: int) -> I64:
     api = trace.api_calls
-    names = np.asarray([bool(NATIVE_ALLOC.match(s)) for s in trace.strings])
-    return np.flatnonzero(names[api["name"]] & (api["rank"] == rank))
+    return np.flatnonzero(_is_native(trace.strings)[api["name"]] & (api["rank"] == rank))
 
 
-def analyze_memory(trace: Trace, by: str | None = None) -> MemoryResult:
+NativeBound = dict[tuple[int, int], I64]
+
+
+def native_host_bound(windows: Table, charges: Table, strings: list[str]) -> NativeBound:
+    """Per (rank, device) of the window entries ``windows`` (an Attribution's), the
+    host_bound ns that ``charges`` (its ``host.bound_by_activity``) give native allocation
+    calls, per window entry in start order."""
+    native = _is_native(strings)[charges["name"]] & (charges["kind"] == ActivityKind.CUDA_API)
+    per_row = np.zeros(len(windows), dtype=np.int64)
+    np.add.at(per_row, charges["row"][native], charges["ns"][native])
+    out: NativeBound = {}
+    rank, dev, start = windows["rank"], windows["device"], windows["start_ns"]
+    for r, d in sorted({(int(a), int(b)) for a, b in zip(rank, dev, strict=True)}):
+        rows = np.flatnonzero((rank == r) & (dev == d))
+        out[(r, d)] = per_row[rows[np.argsort(start[rows], kind="stable")]]
+    return out
+
+
+def analyze_memory(
+    trace: Trace, by: str | None = None, native_bound: NativeBound | None = None
+) -> MemoryResult:
     """The memory of every device with events in ``trace.mem_events`` (``by``: also per
-    instance of these ranges, and growth across them)."""
+    instance of these ranges, and growth across them; ``native_bound``: the host
+    attribution's charges to native allocation calls per window, :func:`native_host_bound`)."""
     me = trace.mem_events
     caps = capacities(trace)
     ranks = np.unique(me["rank"])
@@ -249,7 +278,14 @@ def analyze_memory(trace: Trace, by: str | None = None) -> MemoryResult:
         windows = range_windows(trace, link_launches(trace), by, ranks.astype(np.int16))
     devices = []
     for rank, dtype, dev, rows in device_groups(trace):
-        devices.append(_device(trace, rows, rank, dtype, dev, len(ranks), caps, windows))
+        bound = None
+        if native_bound is not None and dtype == 1:
+            on_rank = sorted(k for k in native_bound if k[0] == rank)
+            if (rank, dev) in native_bound:
+                bound = native_bound[(rank, dev)]
+            elif on_rank:  # a device the events do not name: the rank's first
+                bound = native_bound[on_rank[0]]
+        devices.append(_device(trace, rows, rank, dtype, dev, len(ranks), caps, windows, bound))
     return MemoryResult(by=by, devices=devices)
 
 
@@ -287,6 +323,7 @@ def _device(
     n_ranks: int,
     caps: dict[tuple[int, int], int],
     windows: Any,
+    bound: I64 | None = None,
 ) -> DeviceMemory:
     me = trace.mem_events
     t, kind, nbytes = me["time"][rows], me["kind"][rows], me["bytes"][rows]
@@ -329,7 +366,7 @@ def _device(
         never_freed_by_op=_grouped(kinds, names, nbytes, never),
     )
     if windows is not None:
-        _per_window(d, trace, rows, level, is_alloc & (freed_by < 0), kinds, names, windows)
+        _per_window(d, trace, rows, level, is_alloc & (freed_by < 0), kinds, names, windows, bound)
     return d
 
 
@@ -342,16 +379,20 @@ def _per_window(
     kinds: list[str],
     names: list[str],
     windows: Any,
+    bound: I64 | None,
 ) -> None:
-    """Each window of the device's rank: its peak, the level at its end, native calls;
-    then the growth test over the levels at the windows' ends."""
+    """Each window of the device's rank: its peak, the level at its end, native calls and
+    the host_bound charged to them (``bound``: per window of the rank in start order, when it
+    has one entry per window); then the growth test over the levels at the windows' ends."""
     me, api = trace.mem_events, trace.api_calls
     t = me["time"][rows]
     mine = np.flatnonzero(windows.rank == d.rank)
     mine = mine[np.argsort(windows.start[mine], kind="stable")]
     calls = _native_calls(trace, d.rank) if d.device_type == 1 else np.empty(0, np.int64)
+    if bound is not None and bound.size != mine.size:
+        bound = None  # windows the attribution has not (no GPU op): no share to read
     ends = []
-    for w in mine.tolist():
+    for k, w in enumerate(mine.tolist()):
         s, e = int(windows.start[w]), int(windows.end[w])
         lo, hi = np.searchsorted(t, [s, e])
         before = int(level[hi - 1]) if hi > 0 else None
@@ -369,6 +410,7 @@ def _per_window(
                 "native_alloc_ns": int((api["end"][c] - api["start"][c]).sum())
                 if d.device_type == 1
                 else None,
+                "native_alloc_host_bound_ns": None if bound is None else int(bound[k]),
             }
         )
         ends.append((s, e, lo, hi, before))
@@ -399,16 +441,19 @@ def _per_window(
     d.growth = g
 
 
-def steady_native_calls(d: DeviceMemory) -> tuple[float, float, int] | None:
-    """(calls per window, host ns per window, windows) over the windows after the first
-    (warm-up) that have native calls counted; None without such windows."""
+def steady_native_calls(d: DeviceMemory) -> tuple[float, float, float | None, int] | None:
+    """(calls per window, ns in the calls per window, host_bound ns charged to them per
+    window (None: no host attribution), windows) over the windows after the first (warm-up)
+    that have native calls counted; None without such windows."""
     ws = [w for w in d.windows[1:] if w["native_alloc_calls"] is not None]
     if not ws:
         return None
     n = len(ws)
+    bound = [w.get("native_alloc_host_bound_ns") for w in ws]
     return (
         sum(w["native_alloc_calls"] for w in ws) / n,
         sum(w["native_alloc_ns"] for w in ws) / n,
+        None if None in bound else sum(b for b in bound if b is not None) / n,
         n,
     )
 
@@ -473,15 +518,19 @@ def memory_findings(r: MemoryResult) -> list[Finding]:
             ))  # fmt: skip
         steady = steady_native_calls(d)
         if steady is not None and steady[0] > 0:
-            per, ns, n = steady
+            per, ns, bound, n = steady
+            cost = (
+                f"{ms(bound)} of host_bound per {r.by} charged to them ({ms(ns)} in the calls)"
+                if bound is not None
+                else f"{ms(ns)} in the calls per {r.by} (no host attribution here)"
+            )
             out.append(Finding(
                 "memory",
                 f"{d.label}: native allocations (cudaMalloc and kin) called {per:.1f} times "
-                f"per {r.by} after the first, {ms(ns)} of host time in the calls per {r.by} "
-                f"({plural(n, 'window')})",
-                round(ns * n),
+                f"per {r.by} after the first, {cost} ({plural(n, 'window')})",
+                round(bound * n) if bound is not None else 0,
                 evidence={"device": d.label, "calls_per_window": per, "ns_per_window": ns,
-                          "windows": n},
+                          "host_bound_ns_per_window": bound, "windows": n},
             ))  # fmt: skip
         g = d.growth
         if g is not None and g["growing"]:

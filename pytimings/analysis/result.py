@@ -15,7 +15,7 @@ from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
-from pytimings.analysis.memory import MemoryResult, analyze_memory
+from pytimings.analysis.memory import MemoryResult, analyze_memory, native_host_bound
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -95,7 +95,8 @@ class Attribution:
     def memory(self) -> MemoryResult:
         """The device memory layer (:mod:`pytimings.analysis.memory`), computed once."""
         if self._memory is None:
-            self._memory = analyze_memory(self.trace, self.by)
+            bound = native_host_bound(self.windows, self.host.bound_by_activity, self.trace.strings)
+            self._memory = analyze_memory(self.trace, self.by, bound)
         return self._memory
 
     @property

@@ -13,6 +13,7 @@ from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
 from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu
+from pytimings.commands.window_telemetry import recording_telemetry, telemetry_per_window
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
@@ -21,6 +22,7 @@ from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if
+from pytimings.report.telemetry_text import render_window_telemetry
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
             )
     print(render_attribution(result, paths))
     doc = result.to_dict()
+    samples = None if per_rank_tasks else recording_telemetry(str(expand_paths(paths)[0]))
+    if samples is not None:
+        for w, t in zip(doc["windows"], telemetry_per_window(samples, result), strict=True):
+            w["telemetry"] = t
+        print("\n" + render_window_telemetry(doc["windows"]))
     if not per_rank_tasks and (args.json or args.what_if or args.critical_path):
         with progress.task("Replaying the windows"):
             doc["replay"] = replay(result).fidelity()
@@ -141,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
         title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
         with progress.task("Writing the HTML report"):
-            write_html(result, args.html, title, has_events=not per_rank_tasks)
+            write_html(result, args.html, title, has_events=not per_rank_tasks, telemetry=samples)
         print(f"\nwrote {args.html}")
     if args.json:
         write_text(args.json, json.dumps(doc, indent=2) + "\n", "--json")

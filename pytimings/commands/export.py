@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from pytimings.ingest.recording_file import load_tables
     from pytimings.model.requests import records_from_arrow
     from pytimings.model.trace import Trace
+    from pytimings.record.telemetry import telemetry_from_arrow
     from pytimings.report.perfetto import write_perfetto
 
     progress.configure(args.quiet)
@@ -63,9 +64,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give an output: --perfetto OUT")
     kernels = comm_rules.comm_kernels(args)
     requests = []  # each recording's request timelines, one track per request
+    telemetry = []  # each recording's GPU telemetry, counter tracks
     traced = []  # files with events (a recording of request timelines only has none)
     for f in expand_paths(paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")):
         tables = load_tables(f) if detect_format(f) == "recording" else {}
+        if "telemetry" in tables:
+            samples = telemetry_from_arrow(tables["telemetry"], f)
+            if len(samples.t_ns):
+                telemetry.append((os.path.basename(f), samples))
         if "requests" in tables:
             requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))
             if not tables["records"].num_rows:
@@ -79,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
             "timelines are drawn on their own recording's clock only: export a recording "
             "with requests on its own (or with the recordings of its host)"
         )
+    if telemetry and shifted:  # its samples would sit off their regions by the shift
+        print(
+            "telemetry not drawn: a rank was moved onto another rank's clock, and telemetry "
+            "is drawn on its own recording's clock only"
+        )
+        telemetry = []
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
@@ -91,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             path = critical_path(attribute(trace, by=args.critical_path, comm_kernels=kernels))
     stats = write_perfetto(
         trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
-        requests=requests,
+        requests=requests, telemetry=telemetry,
     )  # fmt: skip
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")

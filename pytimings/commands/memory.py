@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from pytimings.analysis.attribution import attribute
 from pytimings.analysis.memory import analyze_memory, memory_findings
 from pytimings.console import progress
 from pytimings.errors import UsageError
@@ -31,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     if not len(trace.mem_events):
         raise UsageError(f"{', '.join(args.traces)} {NO_EVENTS}")
     with progress.task("Analysing memory"):
-        result = analyze_memory(trace, args.by)
+        if args.by is not None and len(trace.gpu_ops):  # native calls' host_bound share
+            result = attribute(trace, by=args.by).memory
+        else:
+            result = analyze_memory(trace, args.by)
         found = memory_findings(result)
     print(render_memory(result, found))
     if args.json:

@@ -1,18 +1,28 @@
 """``pytimings record --kineto NAME:FIRST-LAST``: a torch.profiler (Kineto) trace of a few steps.
 
 A step is one forward of a module recorded by ``--modules`` whose region name (the class's
-qualname) is NAME; steps are counted from 0 per process, and FIRST..LAST (inclusive) are
-profiled: the profiler starts as step FIRST begins and stops when step LAST ends. The trace
-(Chrome JSON, CPU and CUDA activities) is written beside the recording, named like it with
-``.pt.trace.json`` for its suffix (``run.rank0.pyt`` -> ``run.rank0.pt.trace.json``), so
-``pt.load`` and ``pytimings analyze`` read it. If the program ends during the range, what was
-captured is written at exit; the recording's meta (``record.kineto``) says which steps the
-file holds.
+qualname) is NAME. torch.profiler records the operators of the thread that starts it only (its
+callbacks are thread-local) and must be stopped in that thread: stopped from another, torch
+raises an ``AssertionError`` or crashes in the export, and a profiler left running in a thread
+that has ended crashes the process at exit (torch 2.13). So steps are counted from 0 per
+thread, the first thread to begin its step FIRST owns the capture, and only that thread stops
+it: when its step LAST ends, when it ends itself before that (a thread-local finalizer), or at
+exit when it is the exiting thread. The trace (Chrome JSON, CPU and CUDA activities) is
+written beside the recording, named like it with ``.pt.trace.json`` for its suffix
+(``run.rank0.pyt`` -> ``run.rank0.pt.trace.json``), so ``pt.load`` and ``pytimings analyze``
+read it. The recording's meta (``record.kineto``) says which steps of which thread the file
+holds, or, with ``path`` null, why no trace was written (printed on stderr too): the owner is
+a thread still running at exit, the program runs its own torch.profiler then (a second one
+would end it), or torch raised while starting, stopping or writing the profile; what torch
+raises never reaches the program.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,14 +59,21 @@ def trace_path(recording: Path) -> Path:
 
 
 class StepCapture:
-    """Counts steps and profiles the range; ``path()`` says where to write, when it is time."""
+    """Counts each thread's steps and profiles the range in the thread that owns it (the
+    module docstring); ``path()`` says where to write, when it is time. ``written`` is what
+    the recording's meta says: the file and its steps, or a note why there is none."""
 
     def __init__(self, steps: StepRange, path: Callable[[], Path]) -> None:
         self.steps = steps
         self._path = path
-        self._step = 0  # the step about to begin
+        self._local = threading.local()  # .step: this thread's step about to begin
+        self._lock = threading.Lock()
+        self._owner: int | None = None  # ident of the thread that started the profiler
+        self._owner_name: str | None = None
+        self._owner_last = -1  # the last step the owner has ended
         self._profiler: Any = None
-        self.written: dict[str, Any] | None = None  # what the file holds, once written
+        self._abandoned: Any = None  # a profiler its running owner keeps (never stopped)
+        self.written: dict[str, Any] | None = None
         self._disarmed = False
 
     def disarm(self) -> None:
@@ -65,36 +82,104 @@ class StepCapture:
         self._profiler = None
 
     def enter(self) -> None:
-        if self._disarmed:
+        if self._disarmed or getattr(self._local, "step", 0) != self.steps.first:
             return
-        if self._step == self.steps.first and self._profiler is None and self.written is None:
+        with self._lock:
+            if self._owner is not None:  # another thread's (or this one's earlier) capture
+                return
+            self._owner = threading.get_ident()
+            self._owner_name = threading.current_thread().name
+            self._owner_last = self.steps.first - 1
+        try:
             import torch
 
+            if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
+                self._note(
+                    f"the program's own torch.profiler is running at step {self.steps.first} "
+                    "(a second profiler in the process would end the program's)"
+                )
+                return
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
-            self._profiler = torch.profiler.profile(activities=activities)
-            self._profiler.__enter__()
+            prof: Any = torch.profiler.profile(activities=activities)
+            prof.__enter__()
+        except Exception as exc:
+            self._note(f"torch.profiler did not start: {type(exc).__name__}: {exc}")
+            return
+        self._profiler = prof
+        self._local.at_end = _AtThreadEnd(self)
 
     def exit(self) -> None:
-        if self._step == self.steps.last:
-            self._write(self.steps.last)
-        self._step += 1
+        step = getattr(self._local, "step", 0)
+        self._local.step = step + 1
+        if self._owner == threading.get_ident():
+            self._owner_last = step
+            if step == self.steps.last:
+                self._write(step)
 
     def close(self) -> None:
-        """At exit: write what a range still running has captured."""
-        if self._profiler is not None:
-            self._write(self._step - 1)
-
-    def _write(self, last: int) -> None:
-        prof, self._profiler = self._profiler, None
+        """At exit: write what a range still running has captured, if this thread owns it."""
+        if self._profiler is None or self._disarmed:
+            return
+        if self._owner == threading.get_ident():
+            self._write(self._owner_last)
+            return
+        with self._lock:
+            prof, self._profiler = self._profiler, None
         if prof is None:
             return
-        prof.__exit__(None, None, None)
+        self._abandoned = prof
+        self._note(
+            f"thread {self._owner_name!r} started torch.profiler at its step "
+            f"{self.steps.first} and was still running at exit, before its step "
+            f"{self.steps.last} ended; the profiler can be stopped only in that thread"
+        )
+
+    def thread_ended(self) -> None:
+        """The owner thread is ending (its thread-local finalizer): write what it captured."""
+        self._write(self._owner_last)
+
+    def _write(self, last: int) -> None:
+        with self._lock:
+            prof, self._profiler = self._profiler, None
+        if prof is None:
+            return
         path = self._path()
-        prof.export_chrome_trace(str(path))
+        try:
+            prof.__exit__(None, None, None)
+            prof.export_chrome_trace(str(path))
+        except Exception as exc:
+            self._note(f"torch.profiler failed to write {path}: {type(exc).__name__}: {exc}")
+            return
         self.written = {
             "path": str(path),
             "steps": [self.steps.first, last],
             "name": self.steps.name,
+            "thread": self._owner_name,
+            "note": None,
         }
+
+    def _note(self, why: str) -> None:
+        """No trace: say why, in the meta and once on stderr."""
+        self._profiler = None
+        self.written = {
+            "path": None,
+            "steps": None,
+            "name": self.steps.name,
+            "thread": self._owner_name,
+            "note": why,
+        }
+        print(f"pytimings record: no Kineto trace of {self.steps}: {why}", file=sys.stderr)
+
+
+class _AtThreadEnd:
+    """Kept in the owner thread's ``threading.local``: CPython frees it in that thread as the
+    thread ends, where the profiler can still be stopped."""
+
+    def __init__(self, capture: StepCapture) -> None:
+        self._capture = capture
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # never "Exception ignored" in the program's output
+            self._capture.thread_ended()

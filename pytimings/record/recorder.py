@@ -65,12 +65,14 @@ class Recorder:
 
     ``max_records`` (or ``max_bytes``, counted at the row size of RECORD_SCHEMA, 72 bytes)
     caps how many records are kept until :meth:`clear`; records beyond it are counted by name
-    in ``Recording.dropped``, never lost silently. The cap covers records only: region names
-    and kinds live in one process-wide table that no recorder frees (NVTX handles point into
-    it), bounded at 2**20 distinct strings; names beyond are recorded as ``<names beyond the
-    limit>`` and counted (``meta["names_over_limit"]``), and a save writes only the names its
-    records use. ``anchor_interval_s`` is the least time between two GPU-clock anchors
-    (retaken at :meth:`flush`).
+    in ``Recording.dropped``, never lost silently (a drop with no memory left to count it by
+    name under ``<dropped out of memory, name not counted>``; a region entered with no memory
+    for a deeper stack is not recorded and counted as dropped). The cap covers records only:
+    region names and kinds live in one process-wide table that no recorder frees (NVTX
+    handles point into it), bounded at 2**20 distinct strings; names beyond are recorded as
+    ``<names beyond the limit>`` and counted (``meta["names_over_limit"]``), and a save writes
+    only the names its records use. ``anchor_interval_s`` is the least time between two
+    GPU-clock anchors (retaken at :meth:`flush`).
     """
 
     region: _core.RegionFactory

@@ -48,6 +48,7 @@ __all__ = [
     "default_log",
     "load_telemetry",
     "sample_telemetry",
+    "telemetry_from_arrow",
 ]
 
 ENV_LIBRARY = "PYTIMINGS_NVML"
@@ -249,7 +250,11 @@ def load_telemetry(path: str | os.PathLike[str]) -> TelemetrySamples | None:
     tables = load_tables(path)
     if "telemetry" not in tables:
         return None
-    t = tables["telemetry"]
+    return telemetry_from_arrow(tables["telemetry"], path)
+
+
+def telemetry_from_arrow(t: pa.Table, path: str | os.PathLike[str]) -> TelemetrySamples:
+    """A recording's "telemetry" table (read from ``path``) as samples."""
     missing = [c for c in ("t_ns", "gpu", "metric", "value") if c not in t.column_names]
     if missing:
         raise TraceFormatError(path, f"telemetry table lacks columns {missing}")

@@ -20,6 +20,7 @@ from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
+from pytimings.record.telemetry import TelemetrySamples
 from pytimings.report.segments import label_segments
 
 if TYPE_CHECKING:
@@ -198,6 +199,28 @@ def _memory(a: Attribution) -> go.Figure | None:
     return fig
 
 
+def _telemetry(a: Attribution, s: TelemetrySamples) -> go.Figure:
+    """Per GPU of the samples: power (W, left axis) and SM clock (MHz, right axis) over
+    time, on the trace's clock (docs/telemetry.md)."""
+    go = _go()
+    fig = go.Figure()
+    t0 = min(int(a.windows["start_ns"].min()), int(s.t_ns.min()))
+    for gpu in s.gpus():
+        for metric, unit, axis in (("power_w", "W", "y"), ("sm_clock_mhz", "MHz", "y2")):
+            t, v = s.series(gpu, metric)
+            if len(t):
+                fig.add_scatter(x=((t - t0) / 1e6).tolist(), y=v.tolist(), yaxis=axis,
+                                name=f"GPU {gpu} {metric} ({unit})", mode="lines")  # fmt: skip
+    fig.update_layout(
+        title="GPU telemetry (power and SM clock; per window: pytimings analyze --by)",
+        xaxis_title="ms after the first window or sample",
+        yaxis_title="W",
+        yaxis2={"title": "MHz", "overlaying": "y", "side": "right"},
+        height=380,
+    )
+    return fig
+
+
 def _totals_table(a: Attribution) -> str:
     t = a.totals
     win = max(1, t["window_ns"])
@@ -212,9 +235,12 @@ def _totals_table(a: Attribution) -> str:
     )
 
 
-def render(a: Attribution, title: str, has_events: bool = True) -> str:
+def render(
+    a: Attribution, title: str, has_events: bool = True, telemetry: TelemetrySamples | None = None
+) -> str:
     """The report as one HTML document. ``has_events=False`` (an attribution reduced from
-    per-rank tasks, without the events) leaves out the timeline lanes, saying so."""
+    per-rank tasks, without the events) leaves out the timeline lanes, saying so;
+    ``telemetry``: the recording's GPU samples, drawn as a panel."""
     if len(a.windows) == 0:
         raise UsageError("--html: the attribution has no windows to draw")
     parts: list[str] = []
@@ -248,6 +274,8 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
     figure(_latency(a), "No GPU op has a known launch call.")
     if has_events:
         figure(_memory(a), "No memory events (profile_memory=True, nsys --cuda-memory-usage).")
+    if telemetry is not None:
+        figure(_telemetry(a, telemetry), "")
     items = "".join(
         f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)} "
         f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
@@ -269,9 +297,13 @@ def page(title: str, body: str) -> str:
 
 
 def write_html(
-    a: Attribution, path: str | os.PathLike[str], title: str, has_events: bool = True
+    a: Attribution,
+    path: str | os.PathLike[str],
+    title: str,
+    has_events: bool = True,
+    telemetry: TelemetrySamples | None = None,
 ) -> None:
-    write_document(render(a, title, has_events), path)
+    write_document(render(a, title, has_events, telemetry), path)
 
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:

@@ -44,11 +44,13 @@ def render_memory(r: MemoryResult, findings: list[Finding]) -> str:
                 [str(i), _bytes(w["peak_allocated_bytes"]), _bytes(w["live_at_end_bytes"]),
                  str(w["allocs"]), "-" if w["native_alloc_calls"] is None
                  else str(w["native_alloc_calls"]), "-" if w["native_alloc_ns"] is None
-                 else ms(w["native_alloc_ns"])]
+                 else ms(w["native_alloc_ns"]), "-" if w.get("native_alloc_host_bound_ns") is None
+                 else ms(w["native_alloc_host_bound_ns"])]
                 for i, w in enumerate(d.windows, 1)
             ]  # fmt: skip
-            head_w = ("#", "peak alloc", "live at end", "allocs", "native calls", "in calls")
-            out += table(head_w, wrows, "rrrrrr")
+            head_w = ("#", "peak alloc", "live at end", "allocs", "native calls", "in calls",
+                      "host_bound")  # fmt: skip
+            out += table(head_w, wrows, "rrrrrrr")
     out += ["", "Findings"] if findings else []
     for i, f in enumerate(findings, 1):
         out += textwrap.wrap(f"{i}. [{f.layer}] {f.title}", width=100, subsequent_indent="   ")

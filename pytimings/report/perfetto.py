@@ -49,6 +49,7 @@ from pytimings.errors import UsageError
 from pytimings.fileout import writing_text
 from pytimings.model.requests import RequestRecord
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, OpKind, Trace
+from pytimings.record.telemetry import TelemetrySamples
 from pytimings.report.segments import label_segments
 from pytimings.table import Table
 
@@ -213,9 +214,10 @@ def _json_strings(strings: Sequence[str]) -> list[str]:
 
 
 RequestGroups = Sequence[tuple[str, Sequence[RequestRecord]]]  # (file, its requests)
+TelemetryGroups = Sequence[tuple[str, TelemetrySamples]]  # (file, its GPU telemetry samples)
 
 
-def _origin(trace: Trace, requests: RequestGroups = ()) -> int:
+def _origin(trace: Trace, requests: RequestGroups = (), telemetry: TelemetryGroups = ()) -> int:
     starts = [
         int(trace.table(t)["start"].min())
         for t in ("gpu_ops", "api_calls", "ranges", "host_ops")
@@ -223,6 +225,7 @@ def _origin(trace: Trace, requests: RequestGroups = ()) -> int:
     ]
     starts += [min(r.start_ns for r in recs) for _, recs in requests if recs]
     starts += [int(trace.mem_events["time"].min())] if len(trace.mem_events) else []
+    starts += [int(s.t_ns.min()) for _, s in telemetry if len(s.t_ns)]
     if not starts:
         raise UsageError("the trace has no events to export")
     return min(starts)
@@ -243,16 +246,18 @@ def write_perfetto(
     flows: bool = True,
     critical_path: dict[str, Any] | None = None,
     requests: RequestGroups = (),
+    telemetry: TelemetryGroups = (),
 ) -> ExportStats:
     """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
     whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
     ``flows`` draws an arrow from each launch call to the GPU op it launched;
     ``critical_path`` (:func:`pytimings.analysis.replay.critical_path`) is drawn as a track
     of its links joined by flow arrows; ``requests`` (file name, its request timelines) are
-    drawn one track per request."""
+    drawn one track per request; ``telemetry`` (file name, its samples, on the trace's
+    clock) as counter tracks, one process per file and GPU, one counter per metric."""
     if attribution is not None and attribution.by is not None:
         raise UsageError("the attribution lane is drawn from a whole-trace attribution (by=None)")
-    origin = _origin(trace, requests)
+    origin = _origin(trace, requests, telemetry)
     with writing_text(path, "--perfetto") as f:
         f.write('{"traceEvents":[')
         w = _Writer(f, origin)
@@ -260,6 +265,8 @@ def write_perfetto(
         api_at = _host(w, trace, names)
         op_at = _gpus(w, trace, names, attribution)
         _memory_counters(w, trace)
+        for k, (name, samples) in enumerate(telemetry):
+            _telemetry_counters(w, name, samples, 30_000 + 100 * k)
         if flows and len(trace.gpu_ops) and len(trace.api_calls):
             launches = attribution.launches if attribution is not None else link_launches(trace)
             o_rows = np.flatnonzero(launches.api_row >= 0)
@@ -369,6 +376,22 @@ def _memory_counters(w: _Writer, trace: Trace) -> None:
                     f'{{"ph":"C","pid":{pid},"name":"{name}","ts":{_ts(ts)},'
                     f'"args":{{"bytes":{v}}}}}',
                     "memory counter",
+                )
+
+
+def _telemetry_counters(w: _Writer, name: str, s: TelemetrySamples, sort_index: int) -> None:
+    """One process per GPU of ``s`` (``telemetry GPU N (name)``), a counter track per
+    metric with its samples' values (docs/telemetry.md)."""
+    for gpu in s.gpus():
+        pid = w.process(f"telemetry GPU {gpu} ({name})", sort_index + gpu)
+        for metric in sorted({str(m) for m in s.metric[s.gpu == gpu]}):
+            t, v = s.series(gpu, metric)
+            label = _json(metric)
+            for ts, x in zip((t - w.origin).tolist(), v.tolist(), strict=True):
+                w.raw(
+                    f'{{"ph":"C","pid":{pid},"name":{label},"ts":{_ts(ts)},'
+                    f'"args":{{"value":{_json(x)}}}}}',
+                    "telemetry counter",
                 )
 
 

@@ -9,6 +9,11 @@ Usage: python record_target.py MODE [N]. Modes:
 * ``fork``: two forwards, a forked child that does two more and leaves through ``sys.exit``
   (atexit runs in it), a spawned Python child, then one more forward; prints whether a
   recording file existed before the parent's own exit (``early-file:`` + a bool).
+* ``threads N``: N threads at once, each 10 forwards, then one more in the main thread.
+* ``thread-ends``: a thread does 4 forwards and ends, then the main thread does 10.
+* ``daemon``: a daemon thread does 3 forwards and waits for ever; the main thread exits.
+* ``own-profiler``: 6 forwards inside the program's own torch.profiler; prints how many
+  ``aten::linear`` it recorded (``own-profile:`` + the count).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -69,6 +75,36 @@ def main() -> None:
         early = any(p.name.startswith(out.stem) for p in out.parent.iterdir())
         print(f"early-file: {early}", flush=True)
         layer(x)
+        return
+    if mode in ("threads", "thread-ends", "daemon"):
+        n_threads = int(sys.argv[2]) if mode == "threads" else 1
+        forwards = {"threads": 10, "thread-ends": 4, "daemon": 3}[mode]
+        done, never = threading.Event(), threading.Event()
+
+        def work() -> None:
+            for _ in range(forwards):
+                layer(x)
+            done.set()
+            if mode == "daemon":
+                never.wait()
+
+        threads = [threading.Thread(target=work, daemon=mode == "daemon") for _ in range(n_threads)]
+        for t in threads:
+            t.start()
+        if mode == "daemon":
+            done.wait()
+            return
+        for t in threads:
+            t.join()
+        for _ in range(10 if mode == "thread-ends" else 1):
+            layer(x)
+        return
+    if mode == "own-profiler":
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(6):
+                layer(x)
+        count = sum(e.name == "aten::linear" for e in prof.events())
+        print(f"own-profile: {count}", flush=True)
         return
     raise SystemExit(f"unknown mode {mode}")
 

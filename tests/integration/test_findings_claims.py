@@ -254,9 +254,12 @@ CLAIMS: list[tuple[str, Check]] = [
         ),
     ),
     (
-        r"called ([\d.]+) times per \S+ after the first, (\S+ \S+) of host time",
+        r"called ([\d.]+) times per \S+ after the first, (\S+ \S+) of host_bound per \S+ "
+        r"charged to them \((\S+ \S+) in the calls\)",
         lambda e, m: (
-            f"{e['calls_per_window']:.1f}" == m.group(1) and ms(e["ns_per_window"]) == m.group(2)
+            f"{e['calls_per_window']:.1f}" == m.group(1)
+            and ms(e["host_bound_ns_per_window"]) == m.group(2)
+            and ms(e["ns_per_window"]) == m.group(3)
         ),
     ),
     (

@@ -53,6 +53,8 @@ struct Frame {
 };
 
 constexpr int kMaxDevices = 64;
+constexpr uint16_t kNotEntered = 0xFFFF;  // Recorder::enter found no memory for the frame
+constexpr const char* kUnnamedDropName = "<dropped out of memory, name not counted>";
 
 struct ThreadState {
   uint32_t index;
@@ -69,6 +71,7 @@ struct ThreadState {
   bool released = false;            // ...and has (drainer only)
   std::mutex drop_mu;  // taken only when a record is dropped (the cap is reached) or read
   std::unordered_map<uint32_t, uint64_t> drops;
+  uint64_t drops_unnamed = 0;  // drops no memory was left to count by name; drop_mu
   // regions that will never end (abandoned, or open when the thread exited), by name; drop_mu
   std::unordered_map<uint32_t, uint64_t> lost_open;
   std::atomic<uint32_t> abandoned{0};  // frames marked abandoned and not yet popped
@@ -125,6 +128,7 @@ class Recorder {
   bool active() const noexcept { return active_.load(std::memory_order_relaxed); }
 
   // --- hot path (owner: identity of the Python region object, for exit checks)
+  // kNotEntered: no memory for the frame; the region is not recorded (counted as dropped)
   uint16_t enter(ThreadState& ts, const RegionSpec& spec, const void* owner) noexcept;
   void abort_enter(ThreadState& ts) noexcept;  // undo the last enter (its notice failed)
   ExitResult exit(ThreadState& ts, const void* owner, bool error) noexcept;
@@ -170,6 +174,9 @@ class Recorder {
     active_.store(started() && enabled(), std::memory_order_relaxed);
   }
   void commit(ThreadState& ts, Record& r) noexcept;
+  void count_drop(ThreadState& ts, uint32_t name) noexcept;
+  // An event back into the thread's pool; destroyed when the pool cannot grow.
+  static void keep_event(ThreadState& ts, int device, cuda::Event e) noexcept;
   void pop_abandoned(ThreadState& ts) noexcept {  // abandoned frames on top of the stack
     if (ts.abandoned.load(std::memory_order_relaxed) != 0) pop_abandoned_slow(ts);
   }
@@ -194,6 +201,7 @@ class Recorder {
 
   const uint64_t serial_;
   const int64_t max_records_;
+  const uint32_t unnamed_drop_;  // the name drops_unnamed are reported under
   const int64_t reanchor_interval_ns_;
   Budget budget_;
   std::atomic<bool> started_{false}, enabled_{true}, active_{false};
