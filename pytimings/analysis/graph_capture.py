@@ -1,0 +1,344 @@
+"""Graph-replayed GPU ops charged to the ops that recorded them at capture time
+(docs/ops.md, "Graph replays").
+
+A kernel a CUDA/HIP graph replays has no op around it at replay time: its op ran when the
+graph was captured. A capture trace (``--capture FILE``, or the analysed trace itself when it
+covers the capture) holds, per captured graph, the launch calls the capturing thread made
+between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` (``hip*``/``cu*`` spellings
+too): each is a kernel launch, an async copy or an async memset, in call order, with the
+innermost op around it (the rule of :mod:`pytimings.analysis.op_launch`). CUPTI records no
+GPU op for a captured launch (it does not run), so a capture gives the kind of each node and,
+only where the capture trace also holds the launched op, its kernel name.
+
+A replay is the GPU ops of one graph launch (one correlation id), in start order. It matches
+a captured graph when the two sequences are equal: the same length, the same kind (kernel,
+copy, memset) at each position and, where the capture names the kernel, the same name (after
+demangler normalisation). Exact equality, not a best alignment: a graph replays exactly the
+nodes it captured, so a replay that differs anywhere is another graph, and a partial
+alignment would be a guess. Its i-th op is then charged to the op of the i-th captured
+launch. Several captured graphs may fit one replay (graphs captured per batch size often
+have one structure); the replay is charged only when they charge every position to the same
+op (name, input dims, input types), else it stays unattributed (``graph_ambiguous``). Every
+replayed op not charged is counted by reason, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis.launches import Launches, link_launches
+from pytimings.analysis.op_launch import (
+    CAPTURE_NO_OP,
+    GRAPH,
+    GRAPH_AMBIGUOUS,
+    GRAPH_UNMATCHED,
+    KERNEL_MISMATCH,
+    REASONS,
+    OpText,
+    kineto_op,
+    nvtx_op,
+    op_source,
+    ops_around,
+)
+from pytimings.ingest.names import api_concept, api_stem, normalize_kernel_name
+from pytimings.model.trace import OpKind, Trace
+
+I64 = npt.NDArray[np.int64]
+
+_BEGIN = ("StreamBeginCapture", "StreamBeginCaptureToGraph")
+_END = ("StreamEndCapture",)
+_KIND_OF_CONCEPT = {
+    "kernel_launch": OpKind.KERNEL,
+    "memcpy_async": OpKind.MEMCPY,
+    "memset_async": OpKind.MEMSET,
+}
+
+
+@dataclass
+class CapturedGraph:
+    """One captured graph: per captured launch, in call order, its GPU op kind, its kernel
+    name (normalised; None where the capture trace holds no GPU op for it) and its op
+    (an index into :attr:`Captures.ops`, -1 where no op was around the launch)."""
+
+    source: int
+    kinds: bytes  # one OpKind byte per launch
+    names: tuple[str | None, ...]
+    ops: tuple[int, ...]
+
+
+@dataclass
+class CaptureSource:
+    """A capture trace's captured graphs (``label``: the file, or "the trace")."""
+
+    label: str
+    graphs: int = 0
+    nodes: int = 0  # captured launch calls
+    named: int = 0  # captured launch calls whose kernel name the trace holds
+    incomplete: int = 0  # begin-capture calls with no end-capture call on their thread
+    matched_launches: int = 0
+
+
+@dataclass
+class Captures:
+    """Captured graphs of every capture source; ``ops`` holds one entry per captured op
+    instance (its text and the key that identifies its op, name + dims + types)."""
+
+    sources: list[CaptureSource] = field(default_factory=list)
+    graphs: list[CapturedGraph] = field(default_factory=list)
+    ops: list[OpText] = field(default_factory=list)
+
+    def copy(self) -> Captures:
+        """Another Captures with the same graphs (its sources' counts its own)."""
+        return Captures([replace(s) for s in self.sources], list(self.graphs), list(self.ops))
+
+    def add(self, trace: Trace, label: str) -> CaptureSource:
+        """The captured graphs of ``trace`` (see the module docstring)."""
+        src = CaptureSource(label)
+        self.sources.append(src)
+        api = trace.api_calls
+        if not len(api):
+            return src
+        ids = np.unique(api["name"])
+        stems = {int(i): api_stem(trace.strings[int(i)]) for i in ids}
+        kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
+        role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
+        for i, stem in stems.items():
+            concept = api_concept(trace.strings[i])
+            if concept in _KIND_OF_CONCEPT:
+                kind_of[i] = _KIND_OF_CONCEPT[concept]
+            role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
+        names = api["name"]
+        marks = np.flatnonzero(role[names] > 0)
+        if not marks.size:
+            return src
+        launch_rows = np.flatnonzero(kind_of[names] >= 0)
+        gpu_name = _launched_names(trace, launch_rows)
+        source = op_source(trace)
+        op_of_call = ops_around(trace, source, launch_rows)
+        op_index: dict[int, int] = {}
+        thread, start, end = api["thread"], api["start"], api["end"]
+        order = marks[np.lexsort((start[marks], thread[marks]))]
+        open_begin = -1
+        for row in order.tolist():
+            if open_begin >= 0 and thread[open_begin] != thread[row]:
+                src.incomplete += 1  # the previous thread's capture never ended
+                open_begin = -1
+            if role[names[row]] == 1:
+                if open_begin >= 0:
+                    src.incomplete += 1
+                open_begin = row
+                continue
+            if open_begin < 0:
+                continue  # an end with no begin in the trace: nothing to charge
+            lo, hi, t = int(end[open_begin]), int(start[row]), thread[row]
+            open_begin = -1
+            inside = launch_rows[
+                (thread[launch_rows] == t) & (start[launch_rows] >= lo) & (end[launch_rows] <= hi)
+            ]
+            inside = _outermost(inside, start, end)
+            ops = []
+            for r in op_of_call[np.searchsorted(launch_rows, inside)].tolist():
+                if r >= 0 and r not in op_index:
+                    op_index[r] = len(self.ops)
+                    self.ops.append(_op_text(trace, source.table, r))
+                ops.append(op_index[r] if r >= 0 else -1)
+            graph_names = tuple(gpu_name.get(c) for c in inside.tolist())
+            self.graphs.append(
+                CapturedGraph(
+                    len(self.sources) - 1,
+                    kind_of[names[inside]].astype(np.int8).tobytes(),
+                    graph_names,
+                    tuple(ops),
+                )
+            )
+            src.graphs += 1
+            src.nodes += int(inside.size)
+            src.named += sum(n is not None for n in graph_names)
+        if open_begin >= 0:
+            src.incomplete += 1
+        return src
+
+
+def _outermost(rows: I64, start: I64, end: I64) -> I64:
+    """The calls of ``rows`` (one thread, by start) not nested in another of them (a driver
+    launch inside the runtime call that made it is one launch)."""
+    if rows.size < 2:
+        return rows
+    rows = rows[np.lexsort((-end[rows], start[rows]))]  # at one start, the outer first
+    reach = np.maximum.accumulate(end[rows])
+    keep = np.ones(rows.size, dtype=bool)
+    keep[1:] = end[rows[1:]] > reach[:-1]
+    return rows[keep]
+
+
+def _launched_names(trace: Trace, launch_rows: I64) -> dict[int, str]:
+    """Per launch call row that launched a GPU op in ``trace``: the op's normalised name."""
+    ops = trace.gpu_ops
+    if not len(ops) or not launch_rows.size:
+        return {}
+    api_row = link_launches(trace).api_row
+    hit = np.flatnonzero(np.isin(api_row, launch_rows))
+    return {
+        int(api_row[i]): normalize_kernel_name(trace.strings[int(ops["name"][i])])
+        for i in hit.tolist()
+    }
+
+
+def _op_text(trace: Trace, table: str, row: int) -> OpText:
+    if table == "host_ops":
+        h = trace.host_ops
+        return kineto_op(trace.strings[int(h["name"][row])], trace.strings[int(h["args"][row])])
+    return nvtx_op(trace.strings[int(trace.ranges["name"][row])])
+
+
+def _op_key(t: OpText) -> tuple[str, str, str]:
+    return (t.name, repr(t.input_dims), repr(t.input_types))
+
+
+@dataclass
+class GraphMatch:
+    """Per GPU op of the trace: ``ref``, the captured op instance it is charged to (an index
+    into ``Captures.ops``, -1 when none), ``reason`` (an index into REASONS for a replayed op
+    not charged, else -1) and ``replay`` (its graph launch's number, -1 outside replays)."""
+
+    ref: I64
+    reason: npt.NDArray[np.int8]
+    replay: I64
+    replays: int
+    matched: int
+    refusals: list[str]
+
+
+def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
+    """Where a captured graph with a replay's kinds names another kernel."""
+    for i, (cn, rn) in enumerate(zip(g.names, names, strict=True)):
+        if cn is not None and cn != rn:
+            return f"node {i} of {len(names)}: replayed {rn!r}, captured {cn!r}"
+    return ""
+
+
+def match_replays(
+    trace: Trace, launches: Launches, graph: npt.NDArray[np.bool_], captures: Captures
+) -> GraphMatch:
+    """Each replayed GPU op (``graph``) charged through ``captures`` (module docstring)."""
+    ops = trace.gpu_ops
+    n = len(ops)
+    ref = np.full(n, -1, dtype=np.int64)
+    reason = np.full(n, -1, dtype=np.int8)
+    replay = np.full(n, -1, dtype=np.int64)
+    rows = np.flatnonzero(graph)
+    if not rows.size:
+        return GraphMatch(ref, reason, replay, 0, 0, [])
+    if not captures.graphs:
+        reason[rows] = REASONS.index(GRAPH)
+        return GraphMatch(ref, reason, replay, 0, 0, [])
+    by_kinds: dict[bytes, list[CapturedGraph]] = {}
+    for g in captures.graphs:
+        by_kinds.setdefault(g.kinds, []).append(g)
+    op_key = [_op_key(t) for t in captures.ops]
+    # one replay per (rank, pid, correlation); its ops in start order
+    corr = ops["correlation"][rows]
+    order = rows[np.lexsort((rows, ops["start"][rows], corr, ops["pid"][rows], ops["rank"][rows]))]
+    key = np.stack(
+        [ops["rank"][order].astype(np.int64), ops["pid"][order], ops["correlation"][order]]
+    )
+    cut = np.flatnonzero(np.concatenate(([True], (key[:, 1:] != key[:, :-1]).any(axis=0))))
+    bounds = np.append(cut, order.size)
+    name_norm: dict[int, str] = {}
+    memo: dict[tuple[bytes, bytes], tuple[int, CapturedGraph | None, list[tuple[int, str]]]] = {}
+    matched_src: list[int] = [0] * len(captures.sources)
+    mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
+    matched = 0
+    n_replays = bounds.size - 1
+    for r, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+        g_rows = order[a:b]
+        replay[g_rows] = r
+        if int(ops["correlation"][g_rows[0]]) < 0:
+            reason[g_rows] = REASONS.index(GRAPH_UNMATCHED)
+            continue
+        kinds = ops["kind"][g_rows].astype(np.int8).tobytes()
+        name_ids = ops["name"][g_rows]
+        mk = (kinds, name_ids.tobytes())
+        if mk not in memo:
+            names = [
+                name_norm.setdefault(i, normalize_kernel_name(trace.strings[i]))
+                for i in name_ids.tolist()
+            ]
+            memo[mk] = _resolve(names, by_kinds.get(kinds, []), op_key)
+        why, chosen, near = memo[mk]
+        if chosen is None:
+            reason[g_rows] = why
+            for source, detail in near:
+                mismatch_detail.setdefault(source, detail)
+            continue
+        matched += 1
+        matched_src[chosen.source] += 1
+        refs = np.asarray(chosen.ops, dtype=np.int64)
+        ref[g_rows] = refs
+        reason[g_rows[refs < 0]] = REASONS.index(CAPTURE_NO_OP)
+    refusals = []
+    for k, (src, m) in enumerate(zip(captures.sources, matched_src, strict=True)):
+        src.matched_launches = m
+        if src.graphs and not m:
+            because = (
+                f"first difference: {mismatch_detail[k]}"
+                if k in mismatch_detail
+                else "no captured graph has a replayed graph's sequence of GPU ops"
+            )
+            refusals.append(
+                f"{src.label}: refused: none of its {src.graphs} captured graphs matches one "
+                f"of the {n_replays} replayed graph launches ({because}); their kernels stay "
+                "unattributed"
+            )
+    return GraphMatch(ref, reason, replay, n_replays, matched, refusals)
+
+
+def _resolve(
+    names: Sequence[str],
+    candidates: Sequence[CapturedGraph],
+    op_key: Sequence[tuple[str, str, str]],
+) -> tuple[int, CapturedGraph | None, list[tuple[int, str]]]:
+    """For one replay's sequence (its candidates: the captured graphs with its kinds): the
+    reason it is not charged (-1 when it is), the captured graph charged, and per source
+    whose graphs name other kernels the first difference."""
+    fits, near = [], []
+    for g in candidates:
+        detail = _first_difference(names, g)
+        if detail:
+            near.append((g.source, detail))
+        else:
+            fits.append(g)
+    if not fits:
+        why = KERNEL_MISMATCH if candidates else GRAPH_UNMATCHED
+        return REASONS.index(why), None, near
+    first = fits[0]
+    want = [op_key[i] if i >= 0 else None for i in first.ops]
+    for g in fits[1:]:
+        if [op_key[i] if i >= 0 else None for i in g.ops] != want:
+            return REASONS.index(GRAPH_AMBIGUOUS), None, []
+    return -1, first, []
+
+
+def capture_doc(captures: Captures, match: GraphMatch) -> dict[str, Any]:
+    """``op_attribution.graph_replays``: what the captures matched."""
+    return {
+        "launches": match.replays,
+        "matched_launches": match.matched,
+        "captures": [
+            {
+                "source": s.label,
+                "graphs": s.graphs,
+                "nodes": s.nodes,
+                "named_nodes": s.named,
+                "incomplete": s.incomplete,
+                "matched_launches": s.matched_launches,
+            }
+            for s in captures.sources
+        ],
+        "refused": match.refusals,
+    }
