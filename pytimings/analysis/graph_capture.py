@@ -47,6 +47,7 @@ from pytimings.analysis.op_launch import (
 )
 from pytimings.ingest.names import api_concept, api_stem, normalize_kernel_name
 from pytimings.model.trace import OpKind, Trace
+from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
 
@@ -96,53 +97,50 @@ class Captures:
         """Another Captures with the same graphs (its sources' counts its own)."""
         return Captures([replace(s) for s in self.sources], list(self.graphs), list(self.ops))
 
-    def add(self, trace: Trace, label: str) -> CaptureSource:
-        """The captured graphs of ``trace`` (see the module docstring)."""
+    def add(self, trace: Trace, label: str, launches: Launches | None = None) -> CaptureSource:
+        """The captured graphs of ``trace`` (see the module docstring); ``launches``: its
+        GPU ops' launch calls when already linked."""
         src = CaptureSource(label)
         self.sources.append(src)
         api = trace.api_calls
         if not len(api):
             return src
-        ids = np.unique(api["name"])
-        stems = {int(i): api_stem(trace.strings[int(i)]) for i in ids}
+        names = api["name"]
+        ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
         kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
         role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
-        for i, stem in stems.items():
+        for i in ids.tolist():
+            stem = api_stem(trace.strings[i])
             concept = api_concept(trace.strings[i])
             if concept in _KIND_OF_CONCEPT:
                 kind_of[i] = _KIND_OF_CONCEPT[concept]
             role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
-        names = api["name"]
-        marks = np.flatnonzero(role[names] > 0)
-        if not marks.size:
+        if not role.any():
             return src
-        launch_rows = np.flatnonzero(kind_of[names] >= 0)
-        gpu_name = _launched_names(trace, launch_rows)
-        source = op_source(trace)
-        op_of_call = ops_around(trace, source, launch_rows)
-        op_index: dict[int, int] = {}
+        spans = _spans(api, role, src)
+        if not spans:
+            return src
         thread, start, end = api["thread"], api["start"], api["end"]
-        order = marks[np.lexsort((start[marks], thread[marks]))]
-        open_begin = -1
-        for row in order.tolist():
-            if open_begin >= 0 and thread[open_begin] != thread[row]:
-                src.incomplete += 1  # the previous thread's capture never ended
-                open_begin = -1
-            if role[names[row]] == 1:
-                if open_begin >= 0:
-                    src.incomplete += 1
-                open_begin = row
-                continue
-            if open_begin < 0:
-                continue  # an end with no begin in the trace: nothing to charge
-            lo, hi, t = int(end[open_begin]), int(start[row]), thread[row]
-            open_begin = -1
-            inside = launch_rows[
-                (thread[launch_rows] == t) & (start[launch_rows] >= lo) & (end[launch_rows] <= hi)
-            ]
-            inside = _outermost(inside, start, end)
+        launch_rows = np.flatnonzero(kind_of[names] >= 0)
+        launch_rows = launch_rows[np.lexsort((start[launch_rows], thread[launch_rows]))]
+        l_thread, l_start = thread[launch_rows], start[launch_rows]
+        per_span = []
+        for t, lo, hi in spans:
+            a, b = np.searchsorted(l_thread, t, "left"), np.searchsorted(l_thread, t, "right")
+            a, b = (
+                a + np.searchsorted(l_start[a:b], lo, "left"),
+                a + np.searchsorted(l_start[a:b], hi, "right"),
+            )
+            inside = launch_rows[a:b]
+            per_span.append(_outermost(inside[end[inside] <= hi], start, end))
+        captured = np.unique(np.concatenate(per_span))
+        gpu_name = _launched_names(trace, captured, launches)
+        source = op_source(trace)
+        op_of_call = ops_around(trace, source, captured)
+        op_index: dict[int, int] = {}
+        for inside in per_span:
             ops = []
-            for r in op_of_call[np.searchsorted(launch_rows, inside)].tolist():
+            for r in op_of_call[np.searchsorted(captured, inside)].tolist():
                 if r >= 0 and r not in op_index:
                     op_index[r] = len(self.ops)
                     self.ops.append(_op_text(trace, source.table, r))
@@ -159,9 +157,34 @@ class Captures:
             src.graphs += 1
             src.nodes += int(inside.size)
             src.named += sum(n is not None for n in graph_names)
-        if open_begin >= 0:
-            src.incomplete += 1
         return src
+
+
+def _spans(
+    api: Table, role: npt.NDArray[np.int8], src: CaptureSource
+) -> list[tuple[int, int, int]]:
+    """(thread, from, to) between each begin-capture call's end and the next end-capture
+    call's start on its thread; a begin that no end follows is counted in ``src``."""
+    names, thread, start, end = api["name"], api["thread"], api["start"], api["end"]
+    marks = np.flatnonzero(role[names] > 0)
+    order = marks[np.lexsort((start[marks], thread[marks]))]
+    spans = []
+    open_begin = -1
+    for row in order.tolist():
+        if open_begin >= 0 and thread[open_begin] != thread[row]:
+            src.incomplete += 1  # the previous thread's capture never ended
+            open_begin = -1
+        if role[names[row]] == 1:
+            if open_begin >= 0:
+                src.incomplete += 1
+            open_begin = row
+        elif open_begin >= 0:
+            spans.append((int(thread[row]), int(end[open_begin]), int(start[row])))
+            open_begin = -1
+        # an end with no begin in the trace: nothing to charge
+    if open_begin >= 0:
+        src.incomplete += 1
+    return spans
 
 
 def _outermost(rows: I64, start: I64, end: I64) -> I64:
@@ -176,12 +199,12 @@ def _outermost(rows: I64, start: I64, end: I64) -> I64:
     return rows[keep]
 
 
-def _launched_names(trace: Trace, launch_rows: I64) -> dict[int, str]:
+def _launched_names(trace: Trace, launch_rows: I64, launches: Launches | None) -> dict[int, str]:
     """Per launch call row that launched a GPU op in ``trace``: the op's normalised name."""
     ops = trace.gpu_ops
     if not len(ops) or not launch_rows.size:
         return {}
-    api_row = link_launches(trace).api_row
+    api_row = (launches or link_launches(trace)).api_row
     hit = np.flatnonzero(np.isin(api_row, launch_rows))
     return {
         int(api_row[i]): normalize_kernel_name(trace.strings[int(ops["name"][i])])

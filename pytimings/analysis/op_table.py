@@ -294,7 +294,7 @@ def op_table(
     gm: GraphMatch | None = None
     reason = launch.reason
     if launch.graph[sel].any():
-        own = caps.add(tr, "the trace")
+        own = caps.add(tr, "the trace", a.launches)
         if not own.graphs and not own.incomplete:
             caps.sources.remove(own)
         gm = match_replays(tr, a.launches, launch.graph, caps)
