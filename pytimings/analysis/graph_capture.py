@@ -347,11 +347,12 @@ def _resolve(
     return -1, first, []
 
 
-def capture_doc(captures: Captures, match: GraphMatch) -> dict[str, Any]:
-    """``op_attribution.graph_replays``: what the captures matched."""
+def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
+    """``op_attribution.graph_replays``: what the captures matched (``match`` None: the
+    trace replays no graph)."""
     return {
-        "launches": match.replays,
-        "matched_launches": match.matched,
+        "launches": match.replays if match else 0,
+        "matched_launches": match.matched if match else 0,
         "captures": [
             {
                 "source": s.label,
@@ -363,5 +364,5 @@ def capture_doc(captures: Captures, match: GraphMatch) -> dict[str, Any]:
             }
             for s in captures.sources
         ],
-        "refused": match.refusals,
+        "refused": match.refusals if match else [],
     }

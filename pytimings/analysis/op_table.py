@@ -338,7 +338,7 @@ def op_table(
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
     }
-    if gm is not None:
+    if gm is not None or captures is not None:
         attribution["graph_replays"] = capture_doc(caps, gm)
     gpu_doc = None
     if gpu is not None:

@@ -20,7 +20,10 @@ def _shapes(dims: list[Any]) -> str:
 def render_graph_replays(a: dict[str, Any]) -> list[str]:
     """The lines on graph-replayed GPU time: how much the captures charged, the refusals."""
     if not a["graph_kernel_ns"]:
-        return []
+        if a.get("graph_replays") is None:
+            return []
+        graphs = sum(c["graphs"] for c in a["graph_replays"]["captures"])
+        return [f"graph replays: none in the trace; the {graphs} captured graphs charge nothing"]
     out = [
         f"graph replays: {a['graph_kernel_ns'] / 1e3:.1f} µs of GPU time; "
         f"{a['graph_attributed_ns'] / 1e3:.1f} µs charged to ops through captured graphs"

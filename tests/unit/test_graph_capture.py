@@ -12,6 +12,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.op_table import op_table
 from pytimings.model.trace import OpKind
+from pytimings.report.ops_text import render_graph_replays, render_ops
 
 
 def _capture(t0: int, ops: list[tuple[str, str]], corr0: int) -> tuple[list, list]:
@@ -171,3 +172,27 @@ def test_without_any_capture_replayed_ops_keep_the_no_capture_reason():
     ops, a = _replay(10_000, 50_000, SEQ)
     t = op_table(attribute(make_trace(ops, a)))
     assert _by_code(t) == {"graph_no_capture": 137}
+
+
+def test_the_text_marks_graph_time_and_says_when_there_is_no_replay():
+    t = op_table(attribute(_trace([CAPTURED])))
+    text = render_ops(t, 10)
+    head = text.splitlines()[1]
+    assert "graph µs" in head
+    (line,) = [x for x in text.splitlines() if x.startswith("graph replays:")]
+    assert line.startswith("graph replays: 0.3 µs of GPU time; 0.3 µs charged")
+    assert "2 of 2 launches matched: the trace (1 graphs, 2 launches matched)" in line
+    # captures given, no replay in the trace: said, nothing charged
+    host, api = _capture(0, CAPTURED, 100)
+    caps = Captures()
+    caps.add(make_trace([], api, host_ops=host), "cap")
+    eager = make_trace(
+        [{"name": "k", "start": 0, "end": 5, "correlation": 1}],
+        [{"start": 0, "end": 1, "correlation": 1}],
+    )
+    t = op_table(attribute(eager), captures=caps)
+    assert t.attribution["graph_replays"]["launches"] == 0
+    assert render_graph_replays(t.attribution) == [
+        "graph replays: none in the trace; the 1 captured graphs charge nothing"
+    ]
+    assert "graph µs" not in render_ops(t, 10)
