@@ -8,7 +8,7 @@ between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` (``hip*``/``cu*`
 too): each is a kernel launch, an async copy or an async memset, in call order, with the
 innermost op around it (the rule of :mod:`pytimings.analysis.op_launch`). CUPTI records no
 GPU op for a captured launch (it does not run), so a capture gives the kind of each node and,
-only where the capture trace also holds the launched op, its kernel name.
+only where the capture trace also holds the launched kernel, its name.
 
 A replay is the GPU ops of one graph launch (one correlation id), in start order. It matches
 a captured graph when the two sequences are equal: the same length, the same kind (kernel,
@@ -200,12 +200,13 @@ def _outermost(rows: I64, start: I64, end: I64) -> I64:
 
 
 def _launched_names(trace: Trace, launch_rows: I64, launches: Launches | None) -> dict[int, str]:
-    """Per launch call row that launched a GPU op in ``trace``: the op's normalised name."""
+    """Per launch call row that launched a kernel in ``trace``: its normalised name (copies
+    and memsets are compared by kind only: formats name them differently)."""
     ops = trace.gpu_ops
     if not len(ops) or not launch_rows.size:
         return {}
     api_row = (launches or link_launches(trace)).api_row
-    hit = np.flatnonzero(np.isin(api_row, launch_rows))
+    hit = np.flatnonzero(np.isin(api_row, launch_rows) & (ops["kind"] == OpKind.KERNEL))
     return {
         int(api_row[i]): normalize_kernel_name(trace.strings[int(ops["name"][i])])
         for i in hit.tolist()

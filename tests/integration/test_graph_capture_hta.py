@@ -51,10 +51,10 @@ def _replays(path: Path) -> list[list[tuple[str, str, int]]]:
 def _captured(path: Path) -> list[list[tuple[str, str | None, str]]]:
     """Per captured graph: (kind, kernel name or None, op name) per launch call."""
     events = json.loads(path.read_text())["traceEvents"]
-    names = {
+    names = {  # kernel names (copies and memsets: compared by kind)
         e["args"]["correlation"]: e["name"]
         for e in events
-        if e.get("cat") in KIND and "correlation" in e.get("args", {})
+        if e.get("cat") == "kernel" and "correlation" in e.get("args", {})
     }
     cpu = [e for e in events if e.get("cat") == "cpu_op"]
     graphs: list[list[tuple[str, str | None, str]]] = []

@@ -155,7 +155,7 @@ def test_kernel_names_where_the_capture_holds_them_must_agree():
     ops, a = _replay(10_000, 50_000, [("void gemm_a<512, 1>(float*)", K, 100), *SEQ[1:]])
     caps = Captures()
     src = caps.add(make_trace(named, api, host_ops=host), "cap")
-    assert src.named == 3
+    assert src.named == 2  # the kernels; a memset is compared by kind
     t = op_table(attribute(make_trace(ops, a)), captures=caps)
     assert t.attribution["graph_attributed_ns"] == 137
     named[2]["name"] = "elementwise_c"
