@@ -11,6 +11,8 @@ from helpers.synth import make_trace, shuffled
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.op_table import op_table
+from pytimings.cli import main
+from pytimings.commands.example import example_path
 from pytimings.model.trace import OpKind
 from pytimings.report.ops_text import render_graph_replays, render_ops
 
@@ -196,3 +198,24 @@ def test_the_text_marks_graph_time_and_says_when_there_is_no_replay():
         "graph replays: none in the trace; the 1 captured graphs charge nothing"
     ]
     assert "graph µs" not in render_ops(t, 10)
+
+
+def _one_line_error(capsys, argv: list[str], said: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert said in err, err
+
+
+def test_a_capture_file_without_a_capture_is_refused_in_one_line(tmp_path, capsys):
+    trace = example_path()  # the bundled H200 capture: no graph capture in it
+    _one_line_error(
+        capsys,
+        ["ops", str(trace), "--capture", str(trace), "--quiet"],
+        f"--capture {trace}: no graph capture in it",
+    )
+    _one_line_error(
+        capsys,
+        ["analyze", str(trace), "--executor", "dask", "--capture", str(trace), "--quiet"],
+        "--capture goes with one trace file",
+    )
