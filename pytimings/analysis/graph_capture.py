@@ -18,7 +18,13 @@ nodes it captured, so a replay that differs anywhere is another graph, and a par
 alignment would be a guess. Its i-th op is then charged to the op of the i-th captured
 launch. Several captured graphs may fit one replay (graphs captured per batch size often
 have one structure); the replay is charged only when they charge every position to the same
-op (name, input dims, input types), else it stays unattributed (``graph_ambiguous``). Every
+op (name, input dims, input types), else it stays unattributed (``graph_ambiguous``); so do
+replays charged to one captured graph that ran different kernels (a graph replays the same
+kernels every time: they are other graphs, or its nodes in another order). A capture that
+forked streams is not matched by sequence (``graph_branches``): its branches may replay in
+another order. With Nsight's per-node tracing a replayed op names its executable node, whose
+clones lead back to the node's creation inside the captured launch call: a replay whose
+every op resolves so is charged through node ids instead (:func:`node_refs`). Every
 replayed op not charged is counted by reason, never guessed.
 """
 
@@ -36,6 +42,7 @@ from pytimings.analysis.op_launch import (
     CAPTURE_NO_OP,
     GRAPH,
     GRAPH_AMBIGUOUS,
+    GRAPH_BRANCHES,
     GRAPH_UNMATCHED,
     KERNEL_MISMATCH,
     REASONS,
@@ -44,6 +51,7 @@ from pytimings.analysis.op_launch import (
     nvtx_op,
     op_source,
     ops_around,
+    ops_at,
 )
 from pytimings.ingest.names import api_concept, api_stem, normalize_kernel_name
 from pytimings.model.trace import OpKind, Trace
@@ -70,6 +78,9 @@ class CapturedGraph:
     kinds: bytes  # one OpKind byte per launch
     names: tuple[str | None, ...]
     ops: tuple[int, ...]
+    # streams were forked inside the capture (a stream-wait-event call): its branches may
+    # replay in another order than they were captured
+    forked: bool = False
 
 
 @dataclass
@@ -109,36 +120,33 @@ class Captures:
         ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
         kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
         role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
+        is_wait = np.zeros(int(ids.max()) + 1, dtype=bool)
         for i in ids.tolist():
             stem = api_stem(trace.strings[i])
             concept = api_concept(trace.strings[i])
             if concept in _KIND_OF_CONCEPT:
                 kind_of[i] = _KIND_OF_CONCEPT[concept]
             role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
+            is_wait[i] = concept == "stream_wait_event"
         if not role.any():
             return src
         spans = _spans(api, role, src)
         if not spans:
             return src
         thread, start, end = api["thread"], api["start"], api["end"]
-        launch_rows = np.flatnonzero(kind_of[names] >= 0)
-        launch_rows = launch_rows[np.lexsort((start[launch_rows], thread[launch_rows]))]
-        l_thread, l_start = thread[launch_rows], start[launch_rows]
-        per_span = []
+        launch_rows = _by_thread_then_start(np.flatnonzero(kind_of[names] >= 0), thread, start)
+        wait_rows = _by_thread_then_start(np.flatnonzero(is_wait[names]), thread, start)
+        per_span, forked = [], []
         for t, lo, hi in spans:
-            a, b = np.searchsorted(l_thread, t, "left"), np.searchsorted(l_thread, t, "right")
-            a, b = (
-                a + np.searchsorted(l_start[a:b], lo, "left"),
-                a + np.searchsorted(l_start[a:b], hi, "right"),
-            )
-            inside = launch_rows[a:b]
+            inside = _within(launch_rows, thread, start, t, lo, hi)
             per_span.append(_outermost(inside[end[inside] <= hi], start, end))
+            forked.append(bool(_within(wait_rows, thread, start, t, lo, hi).size))
         captured = np.unique(np.concatenate(per_span))
         gpu_name = _launched_names(trace, captured, launches)
         source = op_source(trace)
         op_of_call = ops_around(trace, source, captured)
         op_index: dict[int, int] = {}
-        for inside in per_span:
+        for inside, fork in zip(per_span, forked, strict=True):
             ops = []
             for r in op_of_call[np.searchsorted(captured, inside)].tolist():
                 if r >= 0 and r not in op_index:
@@ -152,12 +160,25 @@ class Captures:
                     kind_of[names[inside]].astype(np.int8).tobytes(),
                     graph_names,
                     tuple(ops),
+                    fork,
                 )
             )
             src.graphs += 1
             src.nodes += int(inside.size)
             src.named += sum(n is not None for n in graph_names)
         return src
+
+
+def _by_thread_then_start(rows: I64, thread: npt.NDArray[np.int32], start: I64) -> I64:
+    return rows[np.lexsort((start[rows], thread[rows]))]
+
+
+def _within(rows: I64, thread: npt.NDArray[np.int32], start: I64, t: int, lo: int, hi: int) -> I64:
+    """The calls of ``rows`` (sorted by thread, then start) on thread t starting in [lo, hi]."""
+    th = thread[rows]
+    a, b = np.searchsorted(th, t, "left"), np.searchsorted(th, t, "right")
+    st = start[rows[a:b]]
+    return rows[a + np.searchsorted(st, lo, "left") : a + np.searchsorted(st, hi, "right")]
 
 
 def _spans(
@@ -224,6 +245,68 @@ def _op_key(t: OpText) -> tuple[str, str, str]:
     return (t.name, repr(t.input_dims), repr(t.input_types))
 
 
+NO_NODE, NODE_NO_OP = -1, -2
+
+
+def node_refs(trace: Trace, graph: npt.NDArray[np.bool_], captures: Captures) -> I64:
+    """Per GPU op, through Nsight's graph node tracing: the captured op instance (an index
+    into ``captures.ops``, appended to it) of the op around the creation of the node that
+    ran it, the creation reached from the executable node through its clones' originals;
+    NODE_NO_OP where no op was around the creation, NO_NODE where the op names no node or
+    its node's creation is not in the trace."""
+    ops, gn = trace.gpu_ops, trace.graph_nodes
+    out = np.full(len(ops), NO_NODE, dtype=np.int64)
+    rows = np.flatnonzero(graph & (ops["graph_node"] >= 0))
+    if not rows.size or not len(gn):
+        return out
+    original: dict[tuple[int, int, int], int] = {}
+    created: dict[tuple[int, int, int], int] = {}  # node -> its earliest creation row
+    for i, (r, p, n, o, t) in enumerate(
+        zip(
+            gn["rank"].tolist(),
+            gn["pid"].tolist(),
+            gn["node"].tolist(),
+            gn["original"].tolist(),
+            gn["start"].tolist(),
+            strict=True,
+        )
+    ):
+        if o >= 0:
+            original[(r, p, n)] = o
+        elif (r, p, n) not in created or t < int(gn["start"][created[(r, p, n)]]):
+            created[(r, p, n)] = i
+    keys = np.stack([ops["rank"][rows], ops["pid"][rows], ops["graph_node"][rows]]).astype(np.int64)
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    root_row = np.full(uniq.shape[1], -1, dtype=np.int64)
+    for k, (r, p, n) in enumerate(uniq.T.tolist()):
+        seen = {n}
+        while (r, p, n) in original:
+            n = original[(r, p, n)]
+            if n in seen:
+                break  # a cycle: an inconsistent export, no creation to charge
+            seen.add(n)
+        root_row[k] = created.get((r, p, n), -1)
+    found = root_row >= 0
+    source = op_source(trace)
+    at = root_row[found]
+    t = gn["start"][at].astype(np.int64)
+    op_row = ops_at(source, t, t, gn["thread"][at].astype(np.int64))
+    ref = np.full(uniq.shape[1], NO_NODE, dtype=np.int64)
+    index: dict[int, int] = {}
+    got = []
+    for r in op_row.tolist():
+        if r < 0:
+            got.append(NODE_NO_OP)
+            continue
+        if r not in index:
+            index[r] = len(captures.ops)
+            captures.ops.append(_op_text(trace, source.table, r))
+        got.append(index[r])
+    ref[found] = got
+    out[rows] = ref[inv.reshape(-1)]
+    return out
+
+
 @dataclass
 class GraphMatch:
     """Per GPU op of the trace: ``ref``, the captured op instance it is charged to (an index
@@ -236,6 +319,7 @@ class GraphMatch:
     replays: int
     matched: int
     refusals: list[str]
+    by_nodes: int = 0  # replays charged through graph node ids
 
 
 def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
@@ -249,7 +333,9 @@ def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
 def match_replays(
     trace: Trace, launches: Launches, graph: npt.NDArray[np.bool_], captures: Captures
 ) -> GraphMatch:
-    """Each replayed GPU op (``graph``) charged through ``captures`` (module docstring)."""
+    """Each replayed GPU op (``graph``) charged through ``captures`` (module docstring):
+    a replay whose every op resolves through graph node ids (:func:`node_refs`) is charged
+    by them, the others by sequence matching."""
     ops = trace.gpu_ops
     n = len(ops)
     ref = np.full(n, -1, dtype=np.int64)
@@ -258,9 +344,7 @@ def match_replays(
     rows = np.flatnonzero(graph)
     if not rows.size:
         return GraphMatch(ref, reason, replay, 0, 0, [])
-    if not captures.graphs:
-        reason[rows] = REASONS.index(GRAPH)
-        return GraphMatch(ref, reason, replay, 0, 0, [])
+    by_node = node_refs(trace, graph, captures)
     by_kinds: dict[bytes, list[CapturedGraph]] = {}
     for g in captures.graphs:
         by_kinds.setdefault(g.kinds, []).append(g)
@@ -277,11 +361,22 @@ def match_replays(
     memo: dict[tuple[bytes, bytes], tuple[int, CapturedGraph | None, list[tuple[int, str]]]] = {}
     matched_src: list[int] = [0] * len(captures.sources)
     mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
-    matched = 0
+    matched = by_nodes = 0
+    charged: dict[int, tuple[CapturedGraph, dict[bytes, list[I64]]]] = {}
     n_replays = bounds.size - 1
     for r, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
         g_rows = order[a:b]
         replay[g_rows] = r
+        nodes = by_node[g_rows]
+        if (nodes != NO_NODE).all():
+            matched += 1
+            by_nodes += 1
+            ref[g_rows] = np.maximum(nodes, -1)
+            reason[g_rows[nodes == NODE_NO_OP]] = REASONS.index(CAPTURE_NO_OP)
+            continue
+        if not captures.graphs:
+            reason[g_rows] = REASONS.index(GRAPH)
+            continue
         if int(ops["correlation"][g_rows[0]]) < 0:
             reason[g_rows] = REASONS.index(GRAPH_UNMATCHED)
             continue
@@ -300,11 +395,22 @@ def match_replays(
             for source, detail in near:
                 mismatch_detail.setdefault(source, detail)
             continue
-        matched += 1
-        matched_src[chosen.source] += 1
+        charged.setdefault(id(chosen), (chosen, {}))[1].setdefault(mk[1], []).append(g_rows)
+    # a captured graph replays the same kernels every time: replays charged to one captured
+    # graph that ran different kernels (possible where the capture names none) are other
+    # graphs, or its nodes in another order; which is which cannot be told
+    for chosen, by_names in charged.values():
+        if len(by_names) > 1:
+            for runs in by_names.values():
+                for g_rows in runs:
+                    reason[g_rows] = REASONS.index(GRAPH_AMBIGUOUS)
+            continue
         refs = np.asarray(chosen.ops, dtype=np.int64)
-        ref[g_rows] = refs
-        reason[g_rows[refs < 0]] = REASONS.index(CAPTURE_NO_OP)
+        for g_rows in next(iter(by_names.values())):
+            matched += 1
+            matched_src[chosen.source] += 1
+            ref[g_rows] = refs
+            reason[g_rows[refs < 0]] = REASONS.index(CAPTURE_NO_OP)
     refusals = []
     for k, (src, m) in enumerate(zip(captures.sources, matched_src, strict=True)):
         src.matched_launches = m
@@ -319,7 +425,7 @@ def match_replays(
                 f"of the {n_replays} replayed graph launches ({because}); their kernels stay "
                 "unattributed"
             )
-    return GraphMatch(ref, reason, replay, n_replays, matched, refusals)
+    return GraphMatch(ref, reason, replay, n_replays, matched, refusals, by_nodes)
 
 
 def _resolve(
@@ -340,6 +446,8 @@ def _resolve(
     if not fits:
         why = KERNEL_MISMATCH if candidates else GRAPH_UNMATCHED
         return REASONS.index(why), None, near
+    if any(g.forked for g in fits):
+        return REASONS.index(GRAPH_BRANCHES), None, []
     first = fits[0]
     want = [op_key[i] if i >= 0 else None for i in first.ops]
     for g in fits[1:]:
@@ -354,6 +462,7 @@ def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
     return {
         "launches": match.replays if match else 0,
         "matched_launches": match.matched if match else 0,
+        "matched_by_node_ids": match.by_nodes if match else 0,
         "captures": [
             {
                 "source": s.label,

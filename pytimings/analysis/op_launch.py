@@ -35,6 +35,10 @@ GRAPH_UNMATCHED = "replayed by a graph whose sequence of GPU ops no captured gra
 KERNEL_MISMATCH = "replayed by a graph whose kernel names differ from the captured ones"
 GRAPH_AMBIGUOUS = "replayed by a graph that several captured graphs with different ops fit"
 CAPTURE_NO_OP = "replayed from a captured launch with no op around it"
+GRAPH_BRANCHES = (
+    "replayed by a graph captured across forked streams (its replay order need not be its "
+    "capture order)"
+)
 REASONS = (
     NO_LAUNCH,
     NO_OP,
@@ -43,6 +47,7 @@ REASONS = (
     KERNEL_MISMATCH,
     GRAPH_AMBIGUOUS,
     CAPTURE_NO_OP,
+    GRAPH_BRANCHES,
 )
 # the reasons' keys in JSON (``op_attribution.unattributed[].code``)
 REASON_CODES = (
@@ -53,6 +58,7 @@ REASON_CODES = (
     "kernel_mismatch",
     "graph_ambiguous",
     "capture_no_op",
+    "graph_branches",
 )
 
 # PyTorch emit_nvtx / autograd-nvtx range text (torch profiler getNvtxStr)
@@ -129,21 +135,22 @@ def op_source(trace: Trace) -> OpSource:
     )
 
 
+def ops_at(source: OpSource, start: I64, end: I64, thread: I64) -> I64:
+    """Per interval [start, end] on a thread: the row (in ``source.table``) of the innermost
+    op around it, or -1."""
+    if not start.size or not source.rows.size:
+        return np.full(start.size, -1, dtype=np.int64)
+    found = _innermost(source.start, source.end, source.thread, start, end, thread)
+    return np.where(found >= 0, source.rows[np.maximum(found, 0)], -1)
+
+
 def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
     """Per API call row in ``calls``: the row (in ``source.table``) of the innermost op
     around it on its thread, or -1."""
-    if not calls.size or not source.rows.size:
-        return np.full(calls.size, -1, dtype=np.int64)
     api = trace.api_calls
-    found = _innermost(
-        source.start,
-        source.end,
-        source.thread,
-        api["start"][calls],
-        api["end"][calls],
-        api["thread"][calls].astype(np.int64),
+    return ops_at(
+        source, api["start"][calls], api["end"][calls], api["thread"][calls].astype(np.int64)
     )
-    return np.where(found >= 0, source.rows[np.maximum(found, 0)], -1)
 
 
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
