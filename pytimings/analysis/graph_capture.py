@@ -97,8 +97,8 @@ class CaptureSource:
 
 @dataclass
 class Captures:
-    """Captured graphs of every capture source; ``ops`` holds one entry per captured op
-    instance (its text and the key that identifies its op, name + dims + types)."""
+    """Captured graphs of every capture source; ``ops``: the text (name, shapes, types) of
+    each captured op instance the graphs' nodes and node ids charge."""
 
     sources: list[CaptureSource] = field(default_factory=list)
     graphs: list[CapturedGraph] = field(default_factory=list)
