@@ -94,6 +94,7 @@ def synth(n, k, seed=0):
         "pid": np.full(n, 7, dtype=np.int32),
         "rank": np.zeros(n, dtype=np.int16),
         "graph": np.full(n, -1, dtype=np.int64),
+        "graph_node": np.full(n, -1, dtype=np.int32),
     })
     del kind, comm
     lstart = start - rng.integers(1000, 30000, size=n, dtype=np.int64)

@@ -30,7 +30,36 @@ I64 = npt.NDArray[np.int64]
 NO_LAUNCH = "no launch call in the trace"
 NO_OP = "no op around the launch call"
 GRAPH = "replayed by a CUDA/HIP graph (no capture to match)"
-REASONS = (NO_LAUNCH, NO_OP, GRAPH)
+# graph replays with captures to match (pytimings.analysis.graph_capture)
+GRAPH_UNMATCHED = "replayed by a graph whose sequence of GPU ops no captured graph has"
+KERNEL_MISMATCH = "replayed by a graph whose kernel names differ from the captured ones"
+GRAPH_AMBIGUOUS = "replayed by a graph that several captured graphs with different ops fit"
+CAPTURE_NO_OP = "replayed from a captured launch with no op around it"
+GRAPH_BRANCHES = (
+    "replayed by a graph captured across forked streams (its replay order need not be its "
+    "capture order)"
+)
+REASONS = (
+    NO_LAUNCH,
+    NO_OP,
+    GRAPH,
+    GRAPH_UNMATCHED,
+    KERNEL_MISMATCH,
+    GRAPH_AMBIGUOUS,
+    CAPTURE_NO_OP,
+    GRAPH_BRANCHES,
+)
+# the reasons' keys in JSON (``op_attribution.unattributed[].code``)
+REASON_CODES = (
+    "no_launch",
+    "no_op",
+    "graph_no_capture",
+    "graph_unmatched",
+    "kernel_mismatch",
+    "graph_ambiguous",
+    "capture_no_op",
+    "graph_branches",
+)
 
 # PyTorch emit_nvtx / autograd-nvtx range text (torch profiler getNvtxStr)
 _NVTX_OP = re.compile(
@@ -75,42 +104,72 @@ def _innermost(a_start: I64, a_end: I64, a_thread: I64, q_s: I64, q_e: I64, q_th
     return out
 
 
-def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
-    """Each GPU op's launching op (see the module docstring)."""
-    n = len(trace.gpu_ops)
-    host, rng, api = trace.host_ops, trace.ranges, trace.api_calls
+@dataclass
+class OpSource:
+    """The host ops a trace's launches are charged to: its Kineto cpu_ops (``host_ops``
+    rows) or, in traces without cpu_ops, its NVTX ranges on host threads (``ranges`` rows)."""
+
+    table: str
+    rows: I64
+    start: I64
+    end: I64
+    thread: I64
+
+
+def op_source(trace: Trace) -> OpSource:
+    host, rng = trace.host_ops, trace.ranges
     cpu = np.flatnonzero(host["kind"] == ActivityKind.CPU_OP)
     if cpu.size:
-        table, rows = "host_ops", cpu
-        a_start, a_end, a_thread = host["start"][rows], host["end"][rows], host["thread"][rows]
+        table, rows, src = "host_ops", cpu, host
     else:
         nvtx = (rng["thread"] >= 0) & (
             (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
         )
-        table, rows = "ranges", np.flatnonzero(nvtx)
-        a_start, a_end, a_thread = rng["start"][rows], rng["end"][rows], rng["thread"][rows]
+        table, rows, src = "ranges", np.flatnonzero(nvtx), rng
+    return OpSource(
+        table,
+        rows,
+        src["start"][rows].astype(np.int64, copy=False),
+        src["end"][rows].astype(np.int64, copy=False),
+        src["thread"][rows].astype(np.int64),
+    )
+
+
+def ops_at(source: OpSource, start: I64, end: I64, thread: I64) -> I64:
+    """Per interval [start, end] on a thread: the row (in ``source.table``) of the innermost
+    op around it, or -1."""
+    if not start.size or not source.rows.size:
+        return np.full(start.size, -1, dtype=np.int64)
+    found = _innermost(source.start, source.end, source.thread, start, end, thread)
+    return np.where(found >= 0, source.rows[np.maximum(found, 0)], -1)
+
+
+def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
+    """Per API call row in ``calls``: the row (in ``source.table``) of the innermost op
+    around it on its thread, or -1."""
+    api = trace.api_calls
+    return ops_at(
+        source, api["start"][calls], api["end"][calls], api["thread"][calls].astype(np.int64)
+    )
+
+
+def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
+    """Each GPU op's launching op (see the module docstring)."""
+    n = len(trace.gpu_ops)
+    source = op_source(trace)
     graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
     op_row = np.full(n, -1, dtype=np.int64)
     reason = np.full(n, REASONS.index(NO_LAUNCH), dtype=np.int8)
     linked = launches.api_row >= 0
     direct = linked & ~graph
-    if direct.any() and rows.size:
+    if direct.any() and source.rows.size:
         # every API call queried once (cheaper than finding the distinct launch calls)
-        calls = np.arange(len(api), dtype=np.int64)
-        found = _innermost(
-            a_start.astype(np.int64, copy=False),
-            a_end.astype(np.int64, copy=False),
-            a_thread.astype(np.int64),
-            api["start"][calls],
-            api["end"][calls],
-            api["thread"][calls].astype(np.int64),
-        )
-        got = found[launches.api_row[direct]]
-        op_row[direct] = np.where(got >= 0, rows[np.maximum(got, 0)], -1)
+        found = ops_around(trace, source, np.arange(len(trace.api_calls), dtype=np.int64))
+        op_row[direct] = found[launches.api_row[direct]]
     reason[direct] = REASONS.index(NO_OP)
     reason[graph] = REASONS.index(GRAPH)
     reason[op_row >= 0] = -1
-    return OpLaunch(table, op_row, reason, graph)
+    return OpLaunch(source.table, op_row, reason, graph)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings.analysis.graph_capture import Captures, GraphMatch, capture_doc, match_replays
 from pytimings.analysis.op_launch import (
+    REASON_CODES,
     REASONS,
     OpText,
     kineto_op,
@@ -112,8 +114,58 @@ def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDA
     return busy, split
 
 
+@dataclass
+class _Charged:
+    """The attributed GPU ops of the selection: ``rows`` (gpu_ops rows), per row its op text
+    (an index into ``texts``), its op call (``call``: distinct calls are distinct values)
+    and whether a graph replay ran it (``graph``)."""
+
+    rows: I64
+    text: I64
+    call: I64
+    graph: npt.NDArray[np.bool_]
+    texts: list[OpText]
+
+
+def _charged(
+    a: Attribution, sel: I64, op_row: I64, table: str, gm: GraphMatch | None, caps: Captures
+) -> _Charged:
+    tr = a.trace
+    strings = tr.strings
+    mine = sel[op_row[sel] >= 0]
+    texts: list[OpText] = []
+    inv = np.empty(0, dtype=np.int64)
+    launcher = op_row[mine]
+    if mine.size:
+        src = tr.host_ops if table == "host_ops" else tr.ranges
+        keys = src["name"][launcher].astype(np.int64) << 32
+        if table == "host_ops":
+            keys |= src["args"][launcher].astype(np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)  # 1-D int64: a fast sort
+        inv = inv.reshape(-1)
+        texts = [
+            kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
+            if table == "host_ops"
+            else nvtx_op(strings[key >> 32])
+            for key in uniq.tolist()
+        ]
+    if gm is None or not (gm.ref[sel] >= 0).any():
+        return _Charged(mine, inv, launcher, np.zeros(mine.size, dtype=bool), texts)
+    replayed = sel[gm.ref[sel] >= 0]
+    ref = gm.ref[replayed]
+    # a replayed op's call: its captured op instance within its graph launch
+    call = -1 - (gm.replay[replayed] * len(caps.ops) + ref)
+    return _Charged(
+        np.concatenate([mine, replayed]),
+        np.concatenate([inv, len(texts) + ref]),
+        np.concatenate([launcher, call]),
+        np.concatenate([np.zeros(mine.size, dtype=bool), np.ones(replayed.size, dtype=bool)]),
+        texts + caps.ops,
+    )
+
+
 def _ops_rows(
-    a: Attribution, sel: I64, op_row: I64, table: str, gpu: GpuSpec | None
+    a: Attribution, sel: I64, ch: _Charged, gpu: GpuSpec | None
 ) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8]]:
     """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
     gpu_ops) its category (its op's, else its kernel name's)."""
@@ -123,43 +175,33 @@ def _ops_rows(
     kind = ops["kind"][sel]
     cat[sel[kind == OpKind.MEMCPY]] = CATEGORIES.index("memcpy")
     cat[sel[kind == OpKind.MEMSET]] = CATEGORIES.index("memset")
-    mine = sel[op_row[sel] >= 0]
+    mine = ch.rows
     rows_out: list[dict[str, Any]] = []
     if mine.size:
-        src = tr.host_ops if table == "host_ops" else tr.ranges
-        launcher = op_row[mine]
-        keys = src["name"][launcher].astype(np.int64) << 32
-        if table == "host_ops":
-            keys |= src["args"][launcher].astype(np.int64)
-        uniq, inv = np.unique(keys, return_inverse=True)  # 1-D int64: a fast sort
-        inv = inv.reshape(-1)
-        texts: list[OpText] = [
-            kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
-            if table == "host_ops"
-            else nvtx_op(strings[key >> 32])
-            for key in uniq.tolist()
-        ]
+        texts = ch.texts
         # one row per (name, input dims, input types)
         group_of: dict[tuple[str, str, str], int] = {}
         gid = np.empty(len(texts), dtype=np.int64)
         for i, t in enumerate(texts):
             key = (t.name, repr(t.input_dims), repr(t.input_types))
             gid[i] = group_of.setdefault(key, len(group_of))
-        g = gid[inv]
+        g = gid[ch.text]
         ng = len(group_of)
         dur = ops["end"][mine] - ops["start"][mine]
         kernel_ns = _sums(g, dur, ng)
-        # calls: distinct launching ops per group
-        _, at = np.unique(launcher, return_index=True)
+        graph_ns = _sums(g[ch.graph], dur[ch.graph], ng)
+        # calls: distinct launching ops (op calls) per group
+        _, at = np.unique(ch.call, return_index=True)
         calls = np.bincount(g[at], minlength=ng)
+        graph_calls = np.bincount(g[at[ch.graph[at]]], minlength=ng)
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
         kernels: dict[int, set[str]] = {}
         for key in np.unique((g << 32) | ops["name"][mine].astype(np.int64)).tolist():
             kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
-        cat_of_group = np.empty(ng, dtype=np.int8)
-        for gi in range(ng):
+        cat_of_group = np.full(ng, _UNKNOWN, dtype=np.int8)
+        for gi in np.flatnonzero(calls).tolist():
             t = first_text[gi]
             call = OpCall(
                 t.name,
@@ -184,6 +226,8 @@ def _ops_rows(
                     "category": cost.category,
                     "calls": int(calls[gi]),
                     "kernel_ns": int(kernel_ns[gi]),
+                    "graph_calls": int(graph_calls[gi]),
+                    "graph_kernel_ns": int(graph_ns[gi]),
                     "gflops": cost.gflops,
                     "bytes": cost.bytes,
                     "dtype": cost.dtype,
@@ -232,9 +276,13 @@ def _category_list(kernel: I64, busy: I64) -> list[dict[str, Any]]:
     ]
 
 
-def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
+def op_table(
+    a: Attribution, gpu: GpuSpec | None = None, captures: Captures | None = None
+) -> OpTable:
     """The per-op table over the result's reported GPU ops; ``gpu``: the GPU whose peaks
-    the roofline uses (default: the one the trace names, if the table knows it)."""
+    the roofline uses (default: the one the trace names, if the table knows it);
+    ``captures``: graph captures (``--capture``) that replayed kernels are matched to, with
+    the trace's own captures (:mod:`pytimings.analysis.graph_capture`)."""
     tr = a.trace
     ops = tr.gpu_ops
     gpu = gpu if gpu is not None else trace_gpu(a)
@@ -242,7 +290,18 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     everything = np.arange(len(ops), dtype=np.int64)
     parts = per_window(a, everything)
     sel = reported(a, everything)
-    rows, cat = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
+    caps = captures.copy() if captures is not None else Captures()
+    gm: GraphMatch | None = None
+    reason = launch.reason
+    if launch.graph[sel].any():
+        own = caps.add(tr, "the trace", a.launches)
+        if not own.graphs and not own.incomplete:
+            caps.sources.remove(own)
+        gm = match_replays(tr, a.launches, launch.graph, caps)
+        reason = reason.copy()
+        reason[launch.graph] = gm.reason[launch.graph]
+    charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
+    rows, cat = _ops_rows(a, sel, charged, gpu)
     dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
@@ -255,15 +314,22 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(parts))]
     tot_kernel = _sums(cat[sel].astype(np.int64), dur[sel], n_cat)
     attributed = launch.op_row[sel] >= 0
+    if gm is not None:
+        attributed |= gm.ref[sel] >= 0
     graph = launch.graph[sel]
     unattributed = []
     for k, why in enumerate(REASONS):
-        m = launch.reason[sel] == k
+        m = reason[sel] == k
         if m.any():
             unattributed.append(
-                {"reason": why, "ops": int(m.sum()), "kernel_ns": int(dur[sel][m].sum())}
+                {
+                    "reason": why,
+                    "code": REASON_CODES[k],
+                    "ops": int(m.sum()),
+                    "kernel_ns": int(dur[sel][m].sum()),
+                }
             )
-    attribution = {
+    attribution: dict[str, Any] = {
         "source": "cpu_op" if launch.table == "host_ops" else "nvtx",
         "kernel_ns": int(dur[sel].sum()),
         "attributed_ns": int(dur[sel][attributed].sum()),
@@ -272,6 +338,8 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
     }
+    if gm is not None or captures is not None:
+        attribution["graph_replays"] = capture_doc(caps, gm)
     gpu_doc = None
     if gpu is not None:
         gpu_doc = {

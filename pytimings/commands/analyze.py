@@ -12,7 +12,12 @@ from pytimings.analysis.op_table import op_table
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
-from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu
+from pytimings.commands.ops import (
+    add_capture_argument,
+    add_gpu_spec_argument,
+    chosen_gpu,
+    load_captures,
+)
 from pytimings.commands.window_telemetry import recording_telemetry, telemetry_per_window
 from pytimings.console import progress
 from pytimings.console.args import nonempty
@@ -21,6 +26,7 @@ from pytimings.fileout import write_text
 from pytimings.ingest.processes import add_processes_argument, print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
+from pytimings.report.ops_text import render_graph_replays
 from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if
 from pytimings.report.telemetry_text import render_window_telemetry
 
@@ -77,6 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
     tables.add_arguments(p, "the windows table")
     add_gpu_spec_argument(p)
+    add_capture_argument(p)
     progress.add_quiet_argument(p)
 
 
@@ -94,7 +101,12 @@ def run(args: argparse.Namespace) -> int:
             "--what-if and --critical-path replay one trace's events: give one trace file "
             "(per-rank tasks return only results)"
         )
+    if per_rank_tasks and args.capture:
+        raise UsageError(
+            "--capture goes with one trace file (per-rank tasks return no per-op table)"
+        )
     changes = parse_changes(args.what_if) if args.what_if else []
+    captures = load_captures(args)
     kernels = comm_rules.comm_kernels(args)
     if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
@@ -135,12 +147,14 @@ def run(args: argparse.Namespace) -> int:
         if args.critical_path:
             doc["critical_path"] = critical_path(result, args.window)
             print("\n" + render_critical_path(doc["critical_path"]))
-    if not per_rank_tasks and args.json:
+    if not per_rank_tasks and (args.json or captures is not None):
         with progress.task("Charging GPU ops to their ops"):
-            ops = op_table(result, chosen_gpu(args))
+            ops = op_table(result, chosen_gpu(args), captures)
         doc.update(ops.doc())
         for w, cats in zip(doc["windows"], ops.window_categories, strict=True):
             w["categories"] = cats
+        if captures is not None:
+            print("\n" + "\n".join(render_graph_replays(ops.attribution)))
     for written in tables.write(args, {"windows": result.windows}):
         print(f"\nwrote {written}")
     if args.html:

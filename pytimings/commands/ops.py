@@ -7,6 +7,7 @@ import argparse
 import json
 
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.op_table import op_table
 from pytimings.analysis.ops import GpuSpec, gpu_spec
 from pytimings.console import progress
@@ -28,12 +29,43 @@ def chosen_gpu(args: argparse.Namespace) -> GpuSpec | None:
     return gpu_spec(args.gpu_spec) if getattr(args, "gpu_spec", None) else None
 
 
+def add_capture_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--capture",
+        action="append",
+        metavar="FILE",
+        help="a trace of the CUDA/HIP graph captures (Kineto, nsys; repeatable): kernels the "
+        "graphs replay are charged to the ops that launched them while capturing",
+    )
+
+
+def load_captures(args: argparse.Namespace) -> Captures | None:
+    """The graphs captured in the ``--capture`` files; a file with none is a usage error."""
+    files = getattr(args, "capture", None)
+    if not files:
+        return None
+    from pytimings.ingest import load
+
+    caps = Captures()
+    for path in files:
+        with progress.task(f"Reading the capture {path}"):
+            src = caps.add(load(path), str(path))
+        if not src.graphs:
+            never = f" ({src.incomplete} begin-capture calls never end)" if src.incomplete else ""
+            raise UsageError(
+                f"--capture {path}: no graph capture in it: no cudaStreamBeginCapture ... "
+                f"cudaStreamEndCapture pair on a thread{never}"
+            )
+    return caps
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (Kineto, nsys)")
     p.add_argument("--by", metavar="NAME_OR_GLOB", help="only GPU ops in these ranges' windows")
     p.add_argument("--json", metavar="OUT", help="also write ops, categories, op_attribution, gpu")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20)")
     add_gpu_spec_argument(p)
+    add_capture_argument(p)
     progress.add_quiet_argument(p)
 
 
@@ -44,9 +76,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--top {args.top}: must be at least 1")
     progress.configure(args.quiet)
     gpu = chosen_gpu(args)
+    captures = load_captures(args)
     trace = load(*args.traces)
     with progress.task("Attributing"):
-        table = op_table(attribute(trace, by=args.by), gpu)
+        table = op_table(attribute(trace, by=args.by), gpu, captures)
     print(render_ops(table, args.top))
     if args.json:
         write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")

@@ -22,6 +22,13 @@ Facts of nsys behaviour the loader relies on (each checked on the shared real ex
 - Kernels launched from one CUDA graph launch share the launch's correlation id (they carry
   a graphId/graphNodeId); any other repeated correlation id among a process's GPU ops is an
   inconsistent export and an error.
+- With ``--cuda-graph-trace=node`` a replayed GPU op carries ``graphNodeId`` (its executable
+  node), and ``CUDA_GRAPH_NODE_EVENTS`` (older exports: ``CUDA_GRAPH_EVENTS`` with a
+  ``graphNodeId`` column) holds each node's creation (``originalGraphNodeId`` NULL: at the
+  launch call that captured it, on its thread ``globalTid``) and each clone (instantiation:
+  ``originalGraphNodeId`` the node cloned). The node ids become a per-file index
+  (``gpu_ops.graph_node``, ``graph_nodes``). Not checked on a real export: none of the shared
+  ones holds a non-null ``graphNodeId`` or a node event.
 - nsys memory kinds (ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, ...) differ from
   CUPTI's; they are translated to :class:`MemKind`.
 - NVTX_EVENTS rows: eventType 59 push/pop range, 60 start/end range, 75 domain create
@@ -57,6 +64,7 @@ from pytimings.model.trace import (
     DEVICE_SCHEMA,
     EVENT_SCHEMA,
     GPU_OP_SCHEMA,
+    GRAPH_NODE_SCHEMA,
     HOST_OP_SCHEMA,
     RANGE_SCHEMA,
     SYNC_SCHEMA,
@@ -443,6 +451,7 @@ class _Loader:
         ):
             raise _Bad("contains no events (no GPU ops, API calls, NVTX ranges or OS calls)")
         devices = self.read_devices(ops["device"])
+        graph_nodes = self.read_graph_nodes(ops)
         threads = self.thread_table()
         self.meta.update(self.read_processes())
         self.meta["streams"] = self.read_streams()
@@ -464,6 +473,7 @@ class _Loader:
             meta=self.meta,
             dropped=self.dropped,
             mem_events=mem_events,
+            graph_nodes=conform(graph_nodes, GRAPH_NODE_SCHEMA),
         )
 
     def read_meta(self) -> None:
@@ -690,6 +700,7 @@ class _Loader:
     def read_gpu_ops(self) -> dict[str, npt.NDArray[Any]]:
         parts = []
         in_graph: list[npt.NDArray[np.bool_]] = []
+        node_ids: list[npt.NDArray[np.int64]] = []
         for table, kind in (
             (KERNEL, OpKind.KERNEL),
             (MEMCPY, OpKind.MEMCPY),
@@ -739,7 +750,8 @@ class _Loader:
                 "pid": pid_of(col("globalPid", 0)),
                 "graph": np.where(graph_id > 0, graph_id, -1),
             }
-            in_graph.append((graph_id > 0) | (col("graphNodeId", 0) > 0))
+            node_ids.append(col("graphNodeId", 0))
+            in_graph.append((graph_id > 0) | (node_ids[-1] > 0))
             if kind == OpKind.KERNEL:
                 part["name"] = self.s.remap(col(name_col or "", -1), "kernel")
                 part.update(_no_copy(n))
@@ -756,14 +768,66 @@ class _Loader:
             del rows
             parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
         names = tuple(GPU_OP_SCHEMA)
-        ops = concat_columns(parts, tuple(c for c in names if c != "rank"))
+        ops = concat_columns(parts, tuple(c for c in names if c not in ("rank", "graph_node")))
         flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
+        # raw node ids (0: none), made a per-file index by read_graph_nodes
+        ops["graph_node_id"] = np.concatenate(node_ids) if node_ids else np.empty(0, np.int64)
         self.check_correlation(ops, flags)
         if len(ops["start"]) > 1 and not is_sorted_i64(ops["start"]):
             order = np.argsort(ops["start"], kind="stable")
             ops = {k: v[order] for k, v in ops.items()}
         ops["rank"] = np.full(len(ops["start"]), self.rank, dtype=np.int16)
         return ops
+
+    def read_graph_nodes(self, ops: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+        """Node creations and clones (module docstring); sets ``ops["graph_node"]``."""
+        table = next(
+            (
+                t
+                for t in ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS")
+                if self.r.has(t) and "graphNodeId" in self.r.columns(t)
+            ),
+            None,
+        )
+        raw_op = ops.pop("graph_node_id")
+        start = node = original = gtid = np.empty(0, dtype=np.int64)
+        if table is not None:
+            self.need(table, ("start", "graphNodeId"))
+            cols = self.r.columns(table)
+            names = ("start", "globalTid", "graphNodeId", "originalGraphNodeId")
+            want: dict[str, str] = {c: "i" for c in names if c in cols}
+            rows = self.r.rows(table, want)
+            keep = _none_of(rows.null("start"), rows.null("graphNodeId"))
+            start, node = rows.int("start", 0), rows.int("graphNodeId", 0)
+            original = rows.int("originalGraphNodeId", -1)
+            no_original = rows.null("originalGraphNodeId")
+            if no_original is not None:
+                original[no_original] = -1
+            gtid = rows.int("globalTid", -1)
+            no_tid = rows.null("globalTid")
+            if no_tid is not None:
+                gtid[no_tid] = -1
+            if keep is not None:
+                self.drop("graph_node_events_without_node", len(keep) - int(keep.sum()))
+                start, node, original, gtid = start[keep], node[keep], original[keep], gtid[keep]
+        ids = np.unique(np.concatenate([raw_op[raw_op > 0], node, original[original >= 0]]))
+        if ids.size > np.iinfo(np.int32).max:
+            raise _Bad(f"{ids.size} distinct CUDA graph node ids: more than the model holds")
+        ops["graph_node"] = np.where(raw_op > 0, np.searchsorted(ids, raw_op), -1).astype(np.int32)
+        known = gtid >= 0
+        self.add_threads(gtid[known])
+        thread = np.full(len(gtid), -1, dtype=np.int32)
+        thread[known] = self.thread_index(gtid[known])
+        return {
+            "node": np.searchsorted(ids, node).astype(np.int32),
+            "original": np.where(
+                original >= 0, np.searchsorted(ids, np.maximum(original, 0)), -1
+            ).astype(np.int32),
+            "start": start,
+            "thread": thread,
+            "pid": pid_of(np.maximum(gtid, 0)).astype(np.int32),
+            "rank": np.full(len(start), self.rank, dtype=np.int16),
+        }
 
     def memcpy_columns(
         self, copy: npt.NDArray[np.int64], src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64]

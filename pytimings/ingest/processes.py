@@ -49,9 +49,11 @@ __all__ = [
 ]
 
 DROPPED_KEY = "{table}_of_processes_without_gpu_ops"
-_HOST_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "events", "threads", "mem_events")
+_HOST_TABLES = (
+    "api_calls", "ranges", "host_ops", "syncs", "events", "threads", "mem_events", "graph_nodes",
+)  # fmt: skip
 # rows that refer to a thread
-_THREAD_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "mem_events")
+_THREAD_TABLES = ("api_calls", "ranges", "host_ops", "syncs", "mem_events", "graph_nodes")
 
 
 def gpu_processes(trace: Trace, rank: int | None = None) -> dict[int, list[int]]:

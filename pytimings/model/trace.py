@@ -3,7 +3,7 @@
 Columnar, integer nanoseconds, strings interned to int32 ids into ``Trace.strings``
 (id 0 is always the empty string). Times of one process (rank) share one timeline.
 Column dtypes are fixed here so that every loader, the analyses and the Cython kernels
-agree; a GPU op costs 60 bytes held.
+agree; a GPU op costs 64 bytes held.
 """
 
 from __future__ import annotations
@@ -98,7 +98,13 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     "pid": np.int32,
     "rank": np.int16,
     "graph": np.int64,  # CUDA graph id when launched from a graph, else -1
+    # the graph node that ran it (Nsight --cuda-graph-trace=node): a per-file index into
+    # graph_nodes.node, else -1
+    "graph_node": np.int32,
 }
+
+# columns a loader may leave out, and the value they then hold
+OPTIONAL_COLUMNS: dict[str, int] = {"graph_node": -1}
 
 API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
     "start": np.int64,
@@ -150,6 +156,20 @@ EVENT_SCHEMA: dict[str, npt.DTypeLike] = {
     "stream": np.int32,
     "event": np.int64,
     "correlation": np.int64,  # of the cudaEventRecord call; -1 unknown
+    "pid": np.int32,
+    "rank": np.int16,
+}
+
+
+# CUDA graph node creations and clones (Nsight CUDA_GRAPH_NODE_EVENTS): a captured node is
+# created during the launch call that recorded it, on that thread; instantiating a graph
+# clones each node (``original``: the node it was cloned from); a replayed GPU op names its
+# executable node (gpu_ops.graph_node)
+GRAPH_NODE_SCHEMA: dict[str, npt.DTypeLike] = {
+    "node": np.int32,  # per-file index of the node id
+    "original": np.int32,  # the node it was cloned from, -1 for a creation
+    "start": np.int64,
+    "thread": np.int32,  # row index into Trace.threads; -1 unknown
     "pid": np.int32,
     "rank": np.int16,
 }
@@ -229,7 +249,7 @@ MEM_EVENT_SCHEMA: dict[str, npt.DTypeLike] = {
 
 TABLES = (
     "gpu_ops", "api_calls", "ranges", "host_ops", "threads", "devices", "syncs", "events",
-    "mem_events",
+    "mem_events", "graph_nodes",
 )  # fmt: skip
 SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "gpu_ops": GPU_OP_SCHEMA,
@@ -241,6 +261,7 @@ SCHEMAS: dict[str, dict[str, npt.DTypeLike]] = {
     "syncs": SYNC_SCHEMA,
     "events": EVENT_SCHEMA,
     "mem_events": MEM_EVENT_SCHEMA,
+    "graph_nodes": GRAPH_NODE_SCHEMA,
 }
 # columns holding string ids, per table (remapped when traces are merged)
 STRING_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -253,6 +274,7 @@ STRING_COLUMNS: dict[str, tuple[str, ...]] = {
     "syncs": (),
     "events": (),
     "mem_events": ("site",),
+    "graph_nodes": (),
 }
 
 
@@ -318,15 +340,22 @@ def _fitted(name: str, values: npt.ArrayLike, dtype: npt.DTypeLike) -> npt.NDArr
 
 
 def conform(table: Mapping[str, npt.ArrayLike], schema: Mapping[str, npt.DTypeLike]) -> Table:
-    """A Table with exactly the schema's columns and dtypes (missing columns are an error).
+    """A Table with exactly the schema's columns and dtypes (missing columns are an error,
+    except :data:`OPTIONAL_COLUMNS`, which then hold their none value).
 
     Integer values that a column's type cannot hold raise ValueOutOfRange instead of
     wrapping (a device id of 99999999 must not become "GPU -7937").
     """
-    missing = [c for c in schema if c not in table]
+    missing = [c for c in schema if c not in table and c not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"missing columns {missing}")
-    return Table({c: _fitted(c, table[c], dt) for c, dt in schema.items()})
+    n = len(np.asarray(table[next(iter(table))])) if table else 0
+    return Table(
+        {
+            c: _fitted(c, table[c], dt) if c in table else np.full(n, OPTIONAL_COLUMNS[c], dtype=dt)
+            for c, dt in schema.items()
+        }
+    )
 
 
 @dataclass
@@ -347,6 +376,8 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     # device memory events (empty for captures without memory profiling)
     mem_events: Table = field(default_factory=lambda: Table.empty(MEM_EVENT_SCHEMA))
+    # CUDA graph node creations and clones (empty unless Nsight traced graph nodes)
+    graph_nodes: Table = field(default_factory=lambda: Table.empty(GRAPH_NODE_SCHEMA))
     # rows a loader could not represent, by reason; reported, never silently lost
     dropped: dict[str, int] = field(default_factory=dict)
 

@@ -17,6 +17,29 @@ def _shapes(dims: list[Any]) -> str:
     return text if len(text) <= 48 else text[:47] + "…"
 
 
+def render_graph_replays(a: dict[str, Any]) -> list[str]:
+    """The lines on graph-replayed GPU time: how much the captures charged, the refusals."""
+    if not a["graph_kernel_ns"]:
+        if a.get("graph_replays") is None:
+            return []
+        graphs = sum(c["graphs"] for c in a["graph_replays"]["captures"])
+        return [f"graph replays: none in the trace; the {graphs} captured graphs charge nothing"]
+    out = [
+        f"graph replays: {a['graph_kernel_ns'] / 1e3:.1f} µs of GPU time; "
+        f"{a['graph_attributed_ns'] / 1e3:.1f} µs charged to ops through captured graphs"
+    ]
+    g = a.get("graph_replays")
+    if g is not None:
+        caps = ", ".join(
+            f"{c['source']} ({c['graphs']} graphs, {c['matched_launches']} launches matched)"
+            for c in g["captures"]
+        )
+        out[0] += f" ({g['matched_launches']} of {g['launches']} launches matched"
+        out[0] += f": {caps})" if caps else "; no captures)"
+        out += [f"  {r}" for r in g["refused"]]
+    return out
+
+
 def render_ops(t: OpTable, top: int) -> str:
     total = t.attribution["kernel_ns"] or 1
     gpu = t.gpu["name"] if t.gpu else "unknown GPU (no roofline; --gpu-spec NAME)"
@@ -35,6 +58,10 @@ def render_ops(t: OpTable, top: int) -> str:
         ]
         for r in t.ops[:top]
     ]
+    graphed = any(r["graph_kernel_ns"] for r in t.ops)
+    if graphed:  # the part of each row's time that graph replays ran
+        for row, r in zip(rows, t.ops[:top], strict=True):
+            row.insert(4, f"{r['graph_kernel_ns'] / 1e3:.1f}" if r["graph_kernel_ns"] else "-")
     head = [
         "op",
         "shapes",
@@ -47,7 +74,9 @@ def render_ops(t: OpTable, top: int) -> str:
         "bound",
         "% roofline",
     ]
-    out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrlr")]
+    if graphed:
+        head.insert(4, "graph µs")
+    out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrrlr" if graphed else "llrrrrrrlr")]
     if len(t.ops) > top:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution
@@ -59,6 +88,7 @@ def render_ops(t: OpTable, top: int) -> str:
         out.append(
             f"  unattributed: {u['kernel_ns'] / 1e3:.1f} µs in {u['ops']} ops: {u['reason']}"
         )
+    out += render_graph_replays(a)
     cats = [
         [
             c["category"],

@@ -96,6 +96,17 @@ TABLES: dict[str, tuple[str, ...]] = {
         "jsonTextId INTEGER",
         "jsonText TEXT",
     ),
+    # graph node creations/clones (--cuda-graph-trace=node; the layout of the shared
+    # saxpy export's CUDA_GRAPH_EVENTS, which newer exports name CUDA_GRAPH_NODE_EVENTS)
+    "CUDA_GRAPH_NODE_EVENTS": (
+        "start INTEGER NOT NULL",
+        '"end" INTEGER NOT NULL',
+        "eventClass INTEGER NOT NULL",
+        "globalTid INTEGER",
+        "nameId INTEGER NOT NULL",
+        "graphNodeId INTEGER NOT NULL",
+        "originalGraphNodeId INTEGER",
+    ),
     "OSRT_API": (
         "start INTEGER NOT NULL",
         '"end" INTEGER NOT NULL',

@@ -39,6 +39,7 @@ OP_DEFAULTS: dict[str, Any] = {
     "pid": 100,
     "rank": 0,
     "graph": -1,
+    "graph_node": -1,
 }
 API_DEFAULTS: dict[str, Any] = {
     "name": "cudaLaunchKernel",

@@ -83,3 +83,14 @@ def test_intern_many_matches_one_at_a_time(seed: list[str], values: list[str]) -
     assert got.tolist() == want
     assert got.dtype == np.int32
     assert bulk.strings == single.strings
+
+
+def test_conform_fills_only_optional_columns() -> None:
+    from pytimings.model.trace import GPU_OP_SCHEMA, OPTIONAL_COLUMNS
+
+    cols = {c: np.zeros(3, dtype=dt) for c, dt in GPU_OP_SCHEMA.items() if c != "graph_node"}
+    t = conform(cols, GPU_OP_SCHEMA)
+    assert t["graph_node"].tolist() == [OPTIONAL_COLUMNS["graph_node"]] * 3 == [-1] * 3
+    del cols["graph"]
+    with pytest.raises(ValueError, match=r"missing columns \['graph'\]"):
+        conform(cols, GPU_OP_SCHEMA)

@@ -1,0 +1,478 @@
+"""Graph-replayed GPU ops charged to the ops that recorded them at capture time
+(docs/ops.md, "Graph replays").
+
+A kernel a CUDA/HIP graph replays has no op around it at replay time: its op ran when the
+graph was captured. A capture trace (``--capture FILE``, or the analysed trace itself when it
+covers the capture) holds, per captured graph, the launch calls the capturing thread made
+between ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` (``hip*``/``cu*`` spellings
+too): each is a kernel launch, an async copy or an async memset, in call order, with the
+innermost op around it (the rule of :mod:`pytimings.analysis.op_launch`). CUPTI records no
+GPU op for a captured launch (it does not run), so a capture gives the kind of each node and,
+only where the capture trace also holds the launched kernel, its name.
+
+A replay is the GPU ops of one graph launch (one correlation id), in start order. It matches
+a captured graph when the two sequences are equal: the same length, the same kind (kernel,
+copy, memset) at each position and, where the capture names the kernel, the same name (after
+demangler normalisation). Exact equality, not a best alignment: a graph replays exactly the
+nodes it captured, so a replay that differs anywhere is another graph, and a partial
+alignment would be a guess. Its i-th op is then charged to the op of the i-th captured
+launch. Several captured graphs may fit one replay (graphs captured per batch size often
+have one structure); the replay is charged only when they charge every position to the same
+op (name, input dims, input types), else it stays unattributed (``graph_ambiguous``); so do
+replays charged to one captured graph that ran different kernels (a graph replays the same
+kernels every time: they are other graphs, or its nodes in another order). A capture that
+forked streams is not matched by sequence (``graph_branches``): its branches may replay in
+another order. With Nsight's per-node tracing a replayed op names its executable node, whose
+clones lead back to the node's creation inside the captured launch call: a replay whose
+every op resolves so is charged through node ids instead (:func:`node_refs`). Every
+replayed op not charged is counted by reason, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytimings.analysis.launches import Launches, link_launches
+from pytimings.analysis.op_launch import (
+    CAPTURE_NO_OP,
+    GRAPH,
+    GRAPH_AMBIGUOUS,
+    GRAPH_BRANCHES,
+    GRAPH_UNMATCHED,
+    KERNEL_MISMATCH,
+    REASONS,
+    OpText,
+    kineto_op,
+    nvtx_op,
+    op_source,
+    ops_around,
+    ops_at,
+)
+from pytimings.ingest.names import api_concept, api_stem, normalize_kernel_name
+from pytimings.model.trace import OpKind, Trace
+from pytimings.table import Table
+
+I64 = npt.NDArray[np.int64]
+
+_BEGIN = ("StreamBeginCapture", "StreamBeginCaptureToGraph")
+_END = ("StreamEndCapture",)
+_KIND_OF_CONCEPT = {
+    "kernel_launch": OpKind.KERNEL,
+    "memcpy_async": OpKind.MEMCPY,
+    "memset_async": OpKind.MEMSET,
+}
+
+
+@dataclass
+class CapturedGraph:
+    """One captured graph: per captured launch, in call order, its GPU op kind, its kernel
+    name (normalised; None where the capture trace holds no GPU op for it) and its op
+    (an index into :attr:`Captures.ops`, -1 where no op was around the launch)."""
+
+    source: int
+    kinds: bytes  # one OpKind byte per launch
+    names: tuple[str | None, ...]
+    ops: tuple[int, ...]
+    # streams were forked inside the capture (a stream-wait-event call): its branches may
+    # replay in another order than they were captured
+    forked: bool = False
+
+
+@dataclass
+class CaptureSource:
+    """A capture trace's captured graphs (``label``: the file, or "the trace")."""
+
+    label: str
+    graphs: int = 0
+    nodes: int = 0  # captured launch calls
+    named: int = 0  # captured launch calls whose kernel name the trace holds
+    incomplete: int = 0  # begin-capture calls with no end-capture call on their thread
+    matched_launches: int = 0
+
+
+@dataclass
+class Captures:
+    """Captured graphs of every capture source; ``ops``: the text (name, shapes, types) of
+    each captured op instance the graphs' nodes and node ids charge."""
+
+    sources: list[CaptureSource] = field(default_factory=list)
+    graphs: list[CapturedGraph] = field(default_factory=list)
+    ops: list[OpText] = field(default_factory=list)
+
+    def copy(self) -> Captures:
+        """Another Captures with the same graphs (its sources' counts its own)."""
+        return Captures([replace(s) for s in self.sources], list(self.graphs), list(self.ops))
+
+    def add(self, trace: Trace, label: str, launches: Launches | None = None) -> CaptureSource:
+        """The captured graphs of ``trace`` (see the module docstring); ``launches``: its
+        GPU ops' launch calls when already linked."""
+        src = CaptureSource(label)
+        self.sources.append(src)
+        api = trace.api_calls
+        if not len(api):
+            return src
+        names = api["name"]
+        ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
+        kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
+        role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
+        is_wait = np.zeros(int(ids.max()) + 1, dtype=bool)
+        for i in ids.tolist():
+            stem = api_stem(trace.strings[i])
+            concept = api_concept(trace.strings[i])
+            if concept in _KIND_OF_CONCEPT:
+                kind_of[i] = _KIND_OF_CONCEPT[concept]
+            role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
+            is_wait[i] = concept == "stream_wait_event"
+        if not role.any():
+            return src
+        spans = _spans(api, role, src)
+        if not spans:
+            return src
+        thread, start, end = api["thread"], api["start"], api["end"]
+        launch_rows = _by_thread_then_start(np.flatnonzero(kind_of[names] >= 0), thread, start)
+        wait_rows = _by_thread_then_start(np.flatnonzero(is_wait[names]), thread, start)
+        per_span, forked = [], []
+        for t, lo, hi in spans:
+            inside = _within(launch_rows, thread, start, t, lo, hi)
+            per_span.append(_outermost(inside[end[inside] <= hi], start, end))
+            forked.append(bool(_within(wait_rows, thread, start, t, lo, hi).size))
+        captured = np.unique(np.concatenate(per_span))
+        gpu_name = _launched_names(trace, captured, launches)
+        source = op_source(trace)
+        op_of_call = ops_around(trace, source, captured)
+        op_index: dict[int, int] = {}
+        for inside, fork in zip(per_span, forked, strict=True):
+            ops = []
+            for r in op_of_call[np.searchsorted(captured, inside)].tolist():
+                if r >= 0 and r not in op_index:
+                    op_index[r] = len(self.ops)
+                    self.ops.append(_op_text(trace, source.table, r))
+                ops.append(op_index[r] if r >= 0 else -1)
+            graph_names = tuple(gpu_name.get(c) for c in inside.tolist())
+            self.graphs.append(
+                CapturedGraph(
+                    len(self.sources) - 1,
+                    kind_of[names[inside]].astype(np.int8).tobytes(),
+                    graph_names,
+                    tuple(ops),
+                    fork,
+                )
+            )
+            src.graphs += 1
+            src.nodes += int(inside.size)
+            src.named += sum(n is not None for n in graph_names)
+        return src
+
+
+def _by_thread_then_start(rows: I64, thread: npt.NDArray[np.int32], start: I64) -> I64:
+    return rows[np.lexsort((start[rows], thread[rows]))]
+
+
+def _within(rows: I64, thread: npt.NDArray[np.int32], start: I64, t: int, lo: int, hi: int) -> I64:
+    """The calls of ``rows`` (sorted by thread, then start) on thread t starting in [lo, hi]."""
+    th = thread[rows]
+    a, b = np.searchsorted(th, t, "left"), np.searchsorted(th, t, "right")
+    st = start[rows[a:b]]
+    return rows[a + np.searchsorted(st, lo, "left") : a + np.searchsorted(st, hi, "right")]
+
+
+def _spans(
+    api: Table, role: npt.NDArray[np.int8], src: CaptureSource
+) -> list[tuple[int, int, int]]:
+    """(thread, from, to) between each begin-capture call's end and the next end-capture
+    call's start on its thread; a begin that no end follows is counted in ``src``."""
+    names, thread, start, end = api["name"], api["thread"], api["start"], api["end"]
+    marks = np.flatnonzero(role[names] > 0)
+    order = marks[np.lexsort((start[marks], thread[marks]))]
+    spans = []
+    open_begin = -1
+    for row in order.tolist():
+        if open_begin >= 0 and thread[open_begin] != thread[row]:
+            src.incomplete += 1  # the previous thread's capture never ended
+            open_begin = -1
+        if role[names[row]] == 1:
+            if open_begin >= 0:
+                src.incomplete += 1
+            open_begin = row
+        elif open_begin >= 0:
+            spans.append((int(thread[row]), int(end[open_begin]), int(start[row])))
+            open_begin = -1
+        # an end with no begin in the trace: nothing to charge
+    if open_begin >= 0:
+        src.incomplete += 1
+    return spans
+
+
+def _outermost(rows: I64, start: I64, end: I64) -> I64:
+    """The calls of ``rows`` (one thread, by start) not nested in another of them (a driver
+    launch inside the runtime call that made it is one launch)."""
+    if rows.size < 2:
+        return rows
+    rows = rows[np.lexsort((-end[rows], start[rows]))]  # at one start, the outer first
+    reach = np.maximum.accumulate(end[rows])
+    keep = np.ones(rows.size, dtype=bool)
+    keep[1:] = end[rows[1:]] > reach[:-1]
+    return rows[keep]
+
+
+def _launched_names(trace: Trace, launch_rows: I64, launches: Launches | None) -> dict[int, str]:
+    """Per launch call row that launched a kernel in ``trace``: its normalised name (copies
+    and memsets are compared by kind only: formats name them differently)."""
+    ops = trace.gpu_ops
+    if not len(ops) or not launch_rows.size:
+        return {}
+    api_row = (launches or link_launches(trace)).api_row
+    hit = np.flatnonzero(np.isin(api_row, launch_rows) & (ops["kind"] == OpKind.KERNEL))
+    return {
+        int(api_row[i]): normalize_kernel_name(trace.strings[int(ops["name"][i])])
+        for i in hit.tolist()
+    }
+
+
+def _op_text(trace: Trace, table: str, row: int) -> OpText:
+    if table == "host_ops":
+        h = trace.host_ops
+        return kineto_op(trace.strings[int(h["name"][row])], trace.strings[int(h["args"][row])])
+    return nvtx_op(trace.strings[int(trace.ranges["name"][row])])
+
+
+def _op_key(t: OpText) -> tuple[str, str, str]:
+    return (t.name, repr(t.input_dims), repr(t.input_types))
+
+
+NO_NODE, NODE_NO_OP = -1, -2
+
+
+def node_refs(trace: Trace, graph: npt.NDArray[np.bool_], captures: Captures) -> I64:
+    """Per GPU op, through Nsight's graph node tracing: the captured op instance (an index
+    into ``captures.ops``, appended to it) of the op around the creation of the node that
+    ran it, the creation reached from the executable node through its clones' originals;
+    NODE_NO_OP where no op was around the creation, NO_NODE where the op names no node or
+    its node's creation is not in the trace."""
+    ops, gn = trace.gpu_ops, trace.graph_nodes
+    out = np.full(len(ops), NO_NODE, dtype=np.int64)
+    rows = np.flatnonzero(graph & (ops["graph_node"] >= 0))
+    if not rows.size or not len(gn):
+        return out
+    original: dict[tuple[int, int, int], int] = {}
+    created: dict[tuple[int, int, int], int] = {}  # node -> its earliest creation row
+    for i, (r, p, n, o, t) in enumerate(
+        zip(
+            gn["rank"].tolist(),
+            gn["pid"].tolist(),
+            gn["node"].tolist(),
+            gn["original"].tolist(),
+            gn["start"].tolist(),
+            strict=True,
+        )
+    ):
+        if o >= 0:
+            original[(r, p, n)] = o
+        elif (r, p, n) not in created or t < int(gn["start"][created[(r, p, n)]]):
+            created[(r, p, n)] = i
+    keys = np.stack([ops["rank"][rows], ops["pid"][rows], ops["graph_node"][rows]]).astype(np.int64)
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    root_row = np.full(uniq.shape[1], -1, dtype=np.int64)
+    for k, (r, p, n) in enumerate(uniq.T.tolist()):
+        seen = {n}
+        while (r, p, n) in original:
+            n = original[(r, p, n)]
+            if n in seen:
+                break  # a cycle: an inconsistent export, no creation to charge
+            seen.add(n)
+        root_row[k] = created.get((r, p, n), -1)
+    found = root_row >= 0
+    source = op_source(trace)
+    at = root_row[found]
+    t = gn["start"][at].astype(np.int64)
+    op_row = ops_at(source, t, t, gn["thread"][at].astype(np.int64))
+    ref = np.full(uniq.shape[1], NO_NODE, dtype=np.int64)
+    index: dict[int, int] = {}
+    got = []
+    for r in op_row.tolist():
+        if r < 0:
+            got.append(NODE_NO_OP)
+            continue
+        if r not in index:
+            index[r] = len(captures.ops)
+            captures.ops.append(_op_text(trace, source.table, r))
+        got.append(index[r])
+    ref[found] = got
+    out[rows] = ref[inv.reshape(-1)]
+    return out
+
+
+@dataclass
+class GraphMatch:
+    """Per GPU op of the trace: ``ref``, the captured op instance it is charged to (an index
+    into ``Captures.ops``, -1 when none), ``reason`` (an index into REASONS for a replayed op
+    not charged, else -1) and ``replay`` (its graph launch's number, -1 outside replays)."""
+
+    ref: I64
+    reason: npt.NDArray[np.int8]
+    replay: I64
+    replays: int
+    matched: int
+    refusals: list[str]
+    by_nodes: int = 0  # replays charged through graph node ids
+
+
+def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
+    """Where a captured graph with a replay's kinds names another kernel."""
+    for i, (cn, rn) in enumerate(zip(g.names, names, strict=True)):
+        if cn is not None and cn != rn:
+            return f"node {i} of {len(names)}: replayed {rn!r}, captured {cn!r}"
+    return ""
+
+
+def match_replays(
+    trace: Trace, launches: Launches, graph: npt.NDArray[np.bool_], captures: Captures
+) -> GraphMatch:
+    """Each replayed GPU op (``graph``) charged through ``captures`` (module docstring):
+    a replay whose every op resolves through graph node ids (:func:`node_refs`) is charged
+    by them, the others by sequence matching."""
+    ops = trace.gpu_ops
+    n = len(ops)
+    ref = np.full(n, -1, dtype=np.int64)
+    reason = np.full(n, -1, dtype=np.int8)
+    replay = np.full(n, -1, dtype=np.int64)
+    rows = np.flatnonzero(graph)
+    if not rows.size:
+        return GraphMatch(ref, reason, replay, 0, 0, [])
+    by_node = node_refs(trace, graph, captures)
+    by_kinds: dict[bytes, list[CapturedGraph]] = {}
+    for g in captures.graphs:
+        by_kinds.setdefault(g.kinds, []).append(g)
+    op_key = [_op_key(t) for t in captures.ops]
+    # one replay per (rank, pid, correlation); its ops in start order
+    corr = ops["correlation"][rows]
+    order = rows[np.lexsort((rows, ops["start"][rows], corr, ops["pid"][rows], ops["rank"][rows]))]
+    key = np.stack(
+        [ops["rank"][order].astype(np.int64), ops["pid"][order], ops["correlation"][order]]
+    )
+    cut = np.flatnonzero(np.concatenate(([True], (key[:, 1:] != key[:, :-1]).any(axis=0))))
+    bounds = np.append(cut, order.size)
+    name_norm: dict[int, str] = {}
+    memo: dict[tuple[bytes, bytes], tuple[int, CapturedGraph | None, list[tuple[int, str]]]] = {}
+    matched_src: list[int] = [0] * len(captures.sources)
+    mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
+    matched = by_nodes = 0
+    charged: dict[int, tuple[CapturedGraph, dict[bytes, list[I64]]]] = {}
+    n_replays = bounds.size - 1
+    for r, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+        g_rows = order[a:b]
+        replay[g_rows] = r
+        nodes = by_node[g_rows]
+        if (nodes != NO_NODE).all():
+            matched += 1
+            by_nodes += 1
+            ref[g_rows] = np.maximum(nodes, -1)
+            reason[g_rows[nodes == NODE_NO_OP]] = REASONS.index(CAPTURE_NO_OP)
+            continue
+        if not captures.graphs:
+            reason[g_rows] = REASONS.index(GRAPH)
+            continue
+        if int(ops["correlation"][g_rows[0]]) < 0:
+            reason[g_rows] = REASONS.index(GRAPH_UNMATCHED)
+            continue
+        kinds = ops["kind"][g_rows].astype(np.int8).tobytes()
+        name_ids = ops["name"][g_rows]
+        mk = (kinds, name_ids.tobytes())
+        if mk not in memo:
+            names = [
+                name_norm.setdefault(i, normalize_kernel_name(trace.strings[i]))
+                for i in name_ids.tolist()
+            ]
+            memo[mk] = _resolve(names, by_kinds.get(kinds, []), op_key)
+        why, chosen, near = memo[mk]
+        if chosen is None:
+            reason[g_rows] = why
+            for source, detail in near:
+                mismatch_detail.setdefault(source, detail)
+            continue
+        charged.setdefault(id(chosen), (chosen, {}))[1].setdefault(mk[1], []).append(g_rows)
+    # a captured graph replays the same kernels every time: replays charged to one captured
+    # graph that ran different kernels (possible where the capture names none) are other
+    # graphs, or its nodes in another order; which is which cannot be told
+    for chosen, by_names in charged.values():
+        if len(by_names) > 1:
+            for runs in by_names.values():
+                for g_rows in runs:
+                    reason[g_rows] = REASONS.index(GRAPH_AMBIGUOUS)
+            continue
+        refs = np.asarray(chosen.ops, dtype=np.int64)
+        for g_rows in next(iter(by_names.values())):
+            matched += 1
+            matched_src[chosen.source] += 1
+            ref[g_rows] = refs
+            reason[g_rows[refs < 0]] = REASONS.index(CAPTURE_NO_OP)
+    refusals = []
+    for k, (src, m) in enumerate(zip(captures.sources, matched_src, strict=True)):
+        src.matched_launches = m
+        if src.graphs and not m:
+            because = (
+                f"first difference: {mismatch_detail[k]}"
+                if k in mismatch_detail
+                else "no captured graph has a replayed graph's sequence of GPU ops"
+            )
+            refusals.append(
+                f"{src.label}: refused: none of its {src.graphs} captured graphs matches one "
+                f"of the {n_replays} replayed graph launches ({because}); their kernels stay "
+                "unattributed"
+            )
+    return GraphMatch(ref, reason, replay, n_replays, matched, refusals, by_nodes)
+
+
+def _resolve(
+    names: Sequence[str],
+    candidates: Sequence[CapturedGraph],
+    op_key: Sequence[tuple[str, str, str]],
+) -> tuple[int, CapturedGraph | None, list[tuple[int, str]]]:
+    """For one replay's sequence (its candidates: the captured graphs with its kinds): the
+    reason it is not charged (-1 when it is), the captured graph charged, and per source
+    whose graphs name other kernels the first difference."""
+    fits, near = [], []
+    for g in candidates:
+        detail = _first_difference(names, g)
+        if detail:
+            near.append((g.source, detail))
+        else:
+            fits.append(g)
+    if not fits:
+        why = KERNEL_MISMATCH if candidates else GRAPH_UNMATCHED
+        return REASONS.index(why), None, near
+    if any(g.forked for g in fits):
+        return REASONS.index(GRAPH_BRANCHES), None, []
+    first = fits[0]
+    want = [op_key[i] if i >= 0 else None for i in first.ops]
+    for g in fits[1:]:
+        if [op_key[i] if i >= 0 else None for i in g.ops] != want:
+            return REASONS.index(GRAPH_AMBIGUOUS), None, []
+    return -1, first, []
+
+
+def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
+    """``op_attribution.graph_replays``: what the captures matched (``match`` None: the
+    trace replays no graph)."""
+    return {
+        "launches": match.replays if match else 0,
+        "matched_launches": match.matched if match else 0,
+        "matched_by_node_ids": match.by_nodes if match else 0,
+        "captures": [
+            {
+                "source": s.label,
+                "graphs": s.graphs,
+                "nodes": s.nodes,
+                "named_nodes": s.named,
+                "incomplete": s.incomplete,
+                "matched_launches": s.matched_launches,
+            }
+            for s in captures.sources
+        ],
+        "refused": match.refusals if match else [],
+    }
