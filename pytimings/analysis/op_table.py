@@ -29,7 +29,6 @@ from pytimings.analysis.ops import (
     CATEGORIES,
     GpuSpec,
     OpCall,
-    Roofline,
     category_of_kernel,
     gpu_from_trace,
     model_op,
@@ -175,7 +174,7 @@ def _ops_rows(
             vague = cost.family is None and cost.category == "other"
             cat_of_group[gi] = _UNKNOWN if vague else CATEGORIES.index(cost.category)
             mean = kernel_ns[gi] / calls[gi]
-            rl = _roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
+            rl = roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
             rows_out.append(
                 {
                     "name": t.name,
@@ -205,18 +204,6 @@ def _ops_rows(
         cat[rest] = by_name[inv2.reshape(-1)]
     rows_out.sort(key=lambda r: (-r["kernel_ns"], r["name"], repr(r["input_dims"])))
     return rows_out, cat
-
-
-def _roofline(
-    gflops: float | None, nbytes: float | None, mean: float, dtype: str | None, gpu: GpuSpec | None
-) -> Roofline:
-    """roofline(), with a zero-FLOP op (a copy modelled with 0 FLOPs) memory-bound at its
-    share of the HBM bandwidth (roofline() divides by its zero attainable rate)."""
-    if gflops == 0 and nbytes and gpu is not None and mean > 0:
-        rl = roofline(None, nbytes, mean, dtype, gpu)
-        frac = rl.tb_s / gpu.peak_tb_s if rl.tb_s is not None else None
-        return Roofline(0.0, rl.tb_s, 0.0, "memory", frac)
-    return roofline(gflops, nbytes, mean, dtype, gpu)
 
 
 def _category_list(kernel: I64, busy: I64) -> list[dict[str, Any]]:
