@@ -53,6 +53,7 @@ class OpTable:
     window_categories: list[list[dict[str, Any]]]
     attribution: dict[str, Any]
     gpu: dict[str, Any] | None
+    op_row: I64  # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -113,12 +114,13 @@ def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDA
 
 def _ops_rows(
     a: Attribution, sel: I64, op_row: I64, table: str, gpu: GpuSpec | None
-) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8]]:
+) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8], I64]:
     """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
-    gpu_ops) its category (its op's, else its kernel name's)."""
+    gpu_ops) its category (its op's, else its kernel name's) and its ``ops`` row (-1)."""
     tr = a.trace
     ops, strings = tr.gpu_ops, tr.strings
     cat = np.full(len(ops), _UNKNOWN, dtype=np.int8)
+    row_of = np.full(len(ops), -1, dtype=np.int64)
     kind = ops["kind"][sel]
     cat[sel[kind == OpKind.MEMCPY]] = CATEGORIES.index("memcpy")
     cat[sel[kind == OpKind.MEMSET]] = CATEGORIES.index("memset")
@@ -195,6 +197,11 @@ def _ops_rows(
             )
         known = cat[mine] == _UNKNOWN
         cat[mine[known]] = cat_of_group[g[known]]
+        order = sorted(range(ng), key=lambda i: _row_order(rows_out[i]))
+        place = np.empty(ng, dtype=np.int64)
+        place[order] = np.arange(ng)
+        row_of[mine] = place[g]
+        rows_out = [rows_out[i] for i in order]
     rest = sel[cat[sel] == _UNKNOWN]
     if rest.size:
         names, inv2 = np.unique(ops["name"][rest], return_inverse=True)
@@ -202,8 +209,11 @@ def _ops_rows(
             [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
         )
         cat[rest] = by_name[inv2.reshape(-1)]
-    rows_out.sort(key=lambda r: (-r["kernel_ns"], r["name"], repr(r["input_dims"])))
-    return rows_out, cat
+    return rows_out, cat, row_of
+
+
+def _row_order(r: dict[str, Any]) -> tuple[int, str, str]:
+    return (-r["kernel_ns"], r["name"], repr(r["input_dims"]))
 
 
 def _category_list(kernel: I64, busy: I64) -> list[dict[str, Any]]:
@@ -229,7 +239,7 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     everything = np.arange(len(ops), dtype=np.int64)
     parts = per_window(a, everything)
     sel = reported(a, everything)
-    rows, cat = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
+    rows, cat, row_of = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
     dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
@@ -272,4 +282,14 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
         window_categories,
         attribution,
         gpu_doc,
+        row_of,
     )
+
+
+def ops_of(a: Attribution) -> OpTable:
+    """``a``'s op table for its GPU (``a.gpu``, else the one the trace names), computed on
+    first use: the findings, ``analyze --json`` and ``pytimings ops`` share one."""
+    if a._op_table is None:
+        a._op_table = op_table(a, a.gpu)
+    table: OpTable = a._op_table
+    return table

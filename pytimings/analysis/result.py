@@ -16,6 +16,7 @@ from pytimings.analysis.finding import Finding
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.memory import MemoryResult, analyze_memory
+from pytimings.analysis.ops.gpus import GpuSpec
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -89,6 +90,10 @@ class Attribution:
         default=None, repr=False, compare=False
     )
     _findings: list[Finding] | None = field(default=None, repr=False)
+    # the GPU whose peaks the per-op roofline uses (--gpu-spec; None: the one the trace
+    # names) and the op table over it (op_table.ops_of: computed once)
+    gpu: GpuSpec | None = None
+    _op_table: Any = field(default=None, repr=False, compare=False)
     _memory: MemoryResult | None = field(default=None, repr=False)
 
     @property

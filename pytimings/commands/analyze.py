@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
-from pytimings.analysis.op_table import op_table
+from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             "(per-rank tasks return only results)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
+    gpu = chosen_gpu(args)
     kernels = comm_rules.comm_kernels(args)
     if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             result = attribute(
                 trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
             )
+    result.gpu = gpu
     print(render_attribution(result, paths))
     doc = result.to_dict()
     if not per_rank_tasks and (args.json or args.what_if or args.critical_path):
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             print("\n" + render_critical_path(doc["critical_path"]))
     if not per_rank_tasks and args.json:
         with progress.task("Charging GPU ops to their ops"):
-            ops = op_table(result, chosen_gpu(args))
+            ops = ops_of(result)
         doc.update(ops.doc())
         for w, cats in zip(doc["windows"], ops.window_categories, strict=True):
             w["categories"] = cats

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.op_table import op_table
+from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import GpuSpec, gpu_spec
 from pytimings.console import progress
 from pytimings.errors import UsageError
@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     gpu = chosen_gpu(args)
     trace = load(*args.traces)
     with progress.task("Attributing"):
-        table = op_table(attribute(trace, by=args.by), gpu)
+        a = attribute(trace, by=args.by)
+        a.gpu = gpu
+        table = ops_of(a)
     print(render_ops(table, args.top))
     if args.json:
         write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")
