@@ -54,6 +54,8 @@ class OpTable:
     attribution: dict[str, Any]
     gpu: dict[str, Any] | None
     op_row: I64  # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none
+    # per GPU op: its index in CATEGORIES (len(CATEGORIES) where no window reports it)
+    category: npt.NDArray[np.int8]
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -283,6 +285,7 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
         attribution,
         gpu_doc,
         row_of,
+        cat,
     )
 
 
