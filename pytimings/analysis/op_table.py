@@ -11,6 +11,7 @@ sums exactly to the busy time (integer ns).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -296,3 +297,66 @@ def ops_of(a: Attribution) -> OpTable:
         a._op_table = op_table(a, a.gpu)
     table: OpTable = a._op_table
     return table
+
+
+def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -> OpTable:
+    """The op table of several ranks from each rank's (per-rank tasks: the ranks' tables in
+    rank order, their windows concatenated then put in ``window_order``): rows of one op,
+    shape and types summed (calls, kernel ns) with the roofline of the summed mean,
+    categories and attribution summed, the first rank's GPU. The per-GPU-op arrays index
+    no rank's trace: -1 (``n_gpu_ops`` rows, the merged trace's)."""
+    gpu_doc = next((t.gpu for t in tables if t.gpu is not None), None)
+    gpu = (
+        GpuSpec(gpu_doc["name"], dict(gpu_doc["peak_tflops"]), gpu_doc["peak_tb_s"])
+        if gpu_doc is not None
+        else None
+    )
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for t in tables:
+        for r in t.ops:
+            key = (r["name"], repr(r["input_dims"]), repr(r["input_types"]))
+            if key not in merged:
+                merged[key] = dict(r)
+            else:
+                merged[key]["calls"] += r["calls"]
+                merged[key]["kernel_ns"] += r["kernel_ns"]
+    rows = []
+    for r in merged.values():
+        rl = roofline(r["gflops"], r["bytes"], r["kernel_ns"] / r["calls"], r["dtype"], gpu)
+        r.update(tflops_s=rl.tflops_s, tb_s=rl.tb_s, intensity=rl.intensity, bound=rl.bound)
+        r["roofline_fraction"] = rl.fraction
+        rows.append(r)
+    rows.sort(key=_row_order)
+    kernel = np.zeros(len(CATEGORIES), dtype=np.int64)
+    busy = np.zeros(len(CATEGORIES), dtype=np.int64)
+    for t in tables:
+        for c in t.categories:
+            kernel[CATEGORIES.index(c["category"])] += c["kernel_ns"]
+            busy[CATEGORIES.index(c["category"])] += c["busy_ns"]
+    windows = [w for t in tables for w in t.window_categories]
+    attribution: dict[str, Any] = {
+        "source": "/".join(sorted({t.attribution["source"] for t in tables})),
+        **{
+            k: sum(int(t.attribution[k]) for t in tables)
+            for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
+        },
+        "busy_ns": sum(int(t.attribution["busy_ns"]) for t in tables),
+    }
+    why: dict[str, list[int]] = {}
+    for t in tables:
+        for u in t.attribution["unattributed"]:
+            acc = why.setdefault(u["reason"], [0, 0])
+            acc[0] += u["ops"]
+            acc[1] += u["kernel_ns"]
+    attribution["unattributed"] = [
+        {"reason": k, "ops": why[k][0], "kernel_ns": why[k][1]} for k in REASONS if k in why
+    ]
+    return OpTable(
+        rows,
+        _category_list(kernel, busy),
+        [windows[int(i)] for i in window_order],
+        attribution,
+        gpu_doc,
+        np.full(n_gpu_ops, -1, dtype=np.int64),
+        np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
+    )

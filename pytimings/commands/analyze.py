@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             processes_as_ranks=args.processes_as_ranks,
             comm_kernels=kernels,
+            gpu=gpu,
         )
     else:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if args.critical_path:
             doc["critical_path"] = critical_path(result, args.window)
             print("\n" + render_critical_path(doc["critical_path"]))
-    if not per_rank_tasks and args.json:
+    if args.json:  # per-rank tasks: the ranks' tables, merged
         with progress.task("Charging GPU ops to their ops"):
             ops = ops_of(result)
         doc.update(ops.doc())

@@ -321,3 +321,31 @@ def test_gemm_category_within_3pct_of_tracelens(ours: list[Any]) -> None:
         ]
         got = sum(r["kernel_ns"] for r in rows.values() if r["category"] == "gemm")
         assert got == pytest.approx(want, rel=0.03), d.name
+
+
+def test_per_rank_tasks_merge_the_op_tables_of_real_traces(
+    shared_dir: Path, tmp_path: Path
+) -> None:
+    """Two ranks of one H100 capture as per-rank tasks: the same ops rows (calls and kernel
+    time summed, the roofline of the summed mean), categories and attribution as both
+    loaded together, and each row twice the one rank's."""
+    import shutil
+
+    import pytimings as pt
+    from pytimings.analysis.op_table import ops_of
+    from pytimings.analysis.ranks import analyze_ranks
+
+    src = _report_dirs(shared_dir)[3].name.replace("_perf_report_csvs", ".json.gz")
+    files = []
+    for r in range(2):
+        files.append(tmp_path / f"rank{r}.json.gz")
+        shutil.copy(shared_dir / "data/external/tracelens/h100" / src, files[-1])
+    tasks = ops_of(analyze_ranks(*files, workers=1))
+    together = ops_of(pt.attribute(pt.load(*files)))
+    one = ops_of(pt.attribute(pt.load(files[0])))
+    assert tasks.doc() == together.doc()
+    assert tasks.gpu is not None and tasks.gpu["name"] == "H100-SXM"
+    assert [(r["calls"], r["kernel_ns"]) for r in tasks.ops] == [
+        (2 * r["calls"], 2 * r["kernel_ns"]) for r in one.ops
+    ]
+    assert [r["roofline_fraction"] for r in tasks.ops] == [r["roofline_fraction"] for r in one.ops]
