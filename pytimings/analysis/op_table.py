@@ -55,7 +55,7 @@ class OpTable:
     attribution: dict[str, Any]
     gpu: dict[str, Any] | None
     op_row: I64  # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none
-    # per GPU op: its index in CATEGORIES (len(CATEGORIES) where no window reports it)
+    # per GPU op: its index in CATEGORIES (an op no window reports: by its kernel name)
     category: npt.NDArray[np.int8]
 
     def doc(self) -> dict[str, Any]:
@@ -206,13 +206,18 @@ def _ops_rows(
         row_of[mine] = place[g]
         rows_out = [rows_out[i] for i in order]
     rest = sel[cat[sel] == _UNKNOWN]
-    if rest.size:
-        names, inv2 = np.unique(ops["name"][rest], return_inverse=True)
-        by_name = np.array(
-            [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
-        )
-        cat[rest] = by_name[inv2.reshape(-1)]
+    cat[rest] = _by_kernel_name(a, rest)
     return rows_out, cat, row_of
+
+
+def _by_kernel_name(a: Attribution, rows: I64) -> npt.NDArray[np.int8]:
+    """The GPU ops' categories by their kernel names alone."""
+    ops, strings = a.trace.gpu_ops, a.trace.strings
+    names, inv = np.unique(ops["name"][rows], return_inverse=True)
+    by_name = np.array(
+        [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
+    )
+    return by_name[inv.reshape(-1)]
 
 
 def _row_order(r: dict[str, Any]) -> tuple[int, str, str]:
@@ -243,6 +248,15 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     parts = per_window(a, everything)
     sel = reported(a, everything)
     rows, cat, row_of = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
+    # an op no window reports (it starts before a window and runs into it) still makes the
+    # window busy: the busy split charges it by its kind and kernel name
+    rest = np.flatnonzero(cat == _UNKNOWN)
+    kind = ops["kind"][rest]
+    cat[rest] = np.where(
+        kind == OpKind.MEMCPY,
+        CATEGORIES.index("memcpy"),
+        np.where(kind == OpKind.MEMSET, CATEGORIES.index("memset"), _by_kernel_name(a, rest)),
+    )
     dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
@@ -360,3 +374,37 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         np.full(n_gpu_ops, -1, dtype=np.int64),
         np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
     )
+
+
+def category_segments(
+    a: Attribution, table: OpTable, rank: int, device: int
+) -> tuple[I64, I64, I64]:
+    """The busy time of one device as intervals (start, end, category index), each instant
+    charged as the busy split charges it: to the first category in CATEGORIES order among
+    the reported GPU ops running then (intervals in category order, then time)."""
+    ops = a.trace.gpu_ops
+    mine = np.flatnonzero(
+        (ops["rank"] == rank)
+        & (ops["device"] == device)
+        & (ops["end"] > ops["start"])
+        & (table.category < len(CATEGORIES))
+    )
+    mine = mine[np.argsort(ops["start"][mine], kind="stable")]
+    c = table.category[mine]
+    parts_s, parts_e, parts_c = [], [], []
+    cov_s = cov_e = np.empty(0, dtype=np.int64)
+    for k in np.unique(c).tolist():
+        m = mine[c <= k]
+        us, ue = iv.union(ops["start"][m], ops["end"][m])
+        # the new union minus the covered one (a subset of it): its complement's overlap
+        gap_s = np.concatenate(([us[0]], cov_e))
+        gap_e = np.concatenate((cov_s, [ue[-1]]))
+        keep = gap_e > gap_s
+        ns, ne = iv.intersect(us, ue, gap_s[keep], gap_e[keep])
+        parts_s.append(ns)
+        parts_e.append(ne)
+        parts_c.append(np.full(ns.size, k, dtype=np.int64))
+        cov_s, cov_e = us, ue
+    if not parts_s:
+        return cov_s, cov_e, cov_s
+    return np.concatenate(parts_s), np.concatenate(parts_e), np.concatenate(parts_c)

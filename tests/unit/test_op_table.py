@@ -12,6 +12,7 @@ from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
 from pytimings.analysis.op_table import op_table
+from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.model.trace import ActivityKind
 
 MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
@@ -91,6 +92,25 @@ def test_categories_busy_split_sums_exactly_to_the_busy_time():
     assert gemm["busy_ns"] == 200 + 10 + 100 + 10
     for w in t.window_categories:
         assert sum(c["busy_ns"] for c in w) == busy  # one window: the whole trace
+
+
+def test_an_op_running_into_a_window_from_before_it_makes_it_busy():
+    # a kernel launched before the step [1240, 1250) runs [1150, 1320): no window reports
+    # it (it starts before the step), yet the step's busy time is its 10 ns there
+    tr = _trace()
+    tr = make_trace(
+        [*({"name": tr.strings[int(n)], "start": int(s), "end": int(e), "correlation": int(c)}
+           for n, s, e, c in zip(tr.gpu_ops["name"], tr.gpu_ops["start"], tr.gpu_ops["end"],
+                                 tr.gpu_ops["correlation"], strict=True)),
+         {"name": "sm90_gemm", "start": 1150, "end": 1320, "correlation": 99}],
+        [{"start": 5, "end": 6, "correlation": 99}],
+        ranges=[{"name": "step", "start": 1240, "end": 1250}],
+    )  # fmt: skip
+    a = attribute(tr, by="step")
+    t = op_table(a)
+    busy = sum(int(a.windows[f"{x}_ns"][0]) for x in BUSY_LABELS)
+    assert sum(c["busy_ns"] for c in t.window_categories[0]) == busy > 0
+    assert sum(c["kernel_ns"] for c in t.window_categories[0]) < busy  # not reported
 
 
 def test_nvtx_emit_text():
