@@ -20,9 +20,10 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, ms, pct, plural, scope
 from pytimings.analysis.op_launch import kineto_op
-from pytimings.analysis.op_table import OpTable, ops_of
+from pytimings.analysis.op_table import OpTable, ops_of, trace_gpu
 from pytimings.analysis.ops import FAMILIES, OpCall, model_op
-from pytimings.model.trace import ActivityKind
+from pytimings.analysis.partition import BUSY_LABELS
+from pytimings.model.trace import ActivityKind, RangeKind
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -37,10 +38,11 @@ MAX_OPS = 3  # ops under the roofline reported (largest saving first)
 _COMPUTE_OPS = frozenset(n for f in FAMILIES if f.category in COMPUTE_CATEGORIES for n in f.names)
 
 
-def _device_shares(a: Attribution, table: OpTable) -> list[float]:
-    """Per (rank, device) of the windows, the GPU's busy share of their time."""
+def _device_shares(a: Attribution) -> list[float]:
+    """Per (rank, device) of the windows, the GPU's busy share of their time (the busy
+    labels: the time some GPU op runs, what the op table's busy split splits)."""
     w = a.windows
-    busy = np.array([sum(c["busy_ns"] for c in cats) for cats in table.window_categories])
+    busy = np.sum([w[f"{x}_ns"].astype(np.int64) for x in BUSY_LABELS], axis=0)
     out = []
     for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}):
         m = (w["rank"] == r) & (w["device"] == d)
@@ -83,10 +85,10 @@ def op_categories(a: Attribution) -> list[Finding]:
     """When every GPU of the windows is busy at least ``GPU_BOUND_SHARE`` of them (the
     kernels set the time): the categories holding the busy time, with their shares, and
     for arithmetic categories their modelled ops' rate beside the dtype's peak."""
-    table = ops_of(a)
-    shares = _device_shares(a, table)
+    shares = _device_shares(a)
     if not shares or min(shares) < GPU_BOUND_SHARE:
-        return []
+        return []  # the op table is not even computed: the GPU is not what sets the time
+    table = ops_of(a)
     busy = sum(c["busy_ns"] for c in table.categories)
     win = a.totals["window_ns"]
     cats = sorted(table.categories, key=lambda c: (-c["busy_ns"], c["category"]))
@@ -146,6 +148,13 @@ def ops_under_roofline(a: Attribution) -> list[Finding]:
     """The ops and shapes whose GPU time would shrink most at their roofline: time x
     (1 - fraction reached), largest first (``MAX_OPS``), each with its bound, achieved
     rate, the roof and the time at the roof; its fix runs its GPU ops at the roof."""
+    tr = a.trace
+    launchers = np.any(tr.host_ops["kind"] == ActivityKind.CPU_OP) or np.any(
+        (tr.ranges["kind"] == RangeKind.NVTX_PUSHPOP)
+        | (tr.ranges["kind"] == RangeKind.NVTX_STARTEND)
+    )
+    if not launchers or (a.gpu is None and trace_gpu(a) is None):
+        return []  # no op to charge, or no roof: the op table is not computed
     table = ops_of(a)
     gpu = table.gpu
     if gpu is None:
