@@ -127,18 +127,18 @@ def _under_roofline(e: dict[str, Any], m: re.Match[str]) -> bool:
 CLAIMS: list[tuple[str, Check]] = [
     # kernel layer: categories, ops under the roofline, compute on the host
     (
-        r"^the GPU's busy time \(([\d.]+ \S+), ([\d.]+)% of \S+ time\) by op (category: .*)$",
+        r"the GPU's busy time \(([\d.]+ \S+), ([\d.]+)% of \S+ time\) by op (category: .*)$",
         _categories,
     ),
     (
-        r"^'([^']+)' (\[.*\]) \((\w+), (\w+)\): (\d+) calls?, ([\d.]+ \S+) of GPU time "
+        r"'([^']+)' (\[.*\]) \((\w+), (\w+)\): (\d+) calls?, ([\d.]+ \S+) of GPU time "
         r"\(([\d.]+)% of all\), (memory|compute)-bound at ([\d.]+) (TB/s|TFLOP/s) = ([\d.]+)% "
         r"of the (\S+)'s .*?; at its roof its kernels would take ([\d.]+ \S+): "
         r"up to ([\d.]+ \S+) less$",
         _under_roofline,
     ),
     (
-        r"^cpu_op '([^']+)' launches no GPU work in (\d+) calls? \(([\d.]+ \S+) of host time, "
+        r"cpu_op '([^']+)' launches no GPU work in (\d+) calls? \(([\d.]+ \S+) of host time, "
         r"(\S+) GFLOP by its shapes\): it computes on the host while its rank's GPUs idle "
         r"([\d.]+ \S+) of it$",
         lambda e, m: (
@@ -549,6 +549,9 @@ def test_the_checker_rejects_unbacked_kernel_claims() -> None:
     assert check(Finding("kernel", said, 1, {**op, "potential_ns": 300_000}))
     assert check(Finding("kernel", said, 1, {**op, "roofline_fraction": 0.3}))
     assert check(Finding("kernel", said.replace("4 calls", "5 calls"), 1, op))
+    # as a per-rank report titles it, still checked
+    assert check(Finding("kernel", "rank 0: " + said.replace("4 calls", "5 calls"), 1, op))
+    assert not check(Finding("kernel", "rank 0: " + said, 1, op))
     host = {"name": "aten::bmm", "calls": 2, "launches": 0, "op_ns": 5000, "gflop": 0.0168,
             "gpu_idle_ns": 4000}  # fmt: skip
     said = (
