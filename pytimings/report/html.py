@@ -78,17 +78,24 @@ def _ms(ns: float) -> float:
 
 
 def _breakdown(a: Attribution) -> go.Figure:
-    go = _go()
     w = a.windows
     order, x = _window_labels(a)
+    bars = [(lab, w[f"{lab}_ns"][order], COLORS[lab]) for lab in LABELS]
+    return _stacked(x, bars, "Where each window's time went (time order)", 420)
+
+
+def _stacked(x: list[str], bars: list[tuple[str, Any, str]], title: str, height: int) -> Any:
+    """A stacked bar per window (``x``, time order): per series its name, ns per window
+    and colour."""
+    go = _go()
     fig = go.Figure()
-    for lab in LABELS:
-        fig.add_bar(name=lab, x=x, y=_ms_arr(w[f"{lab}_ns"][order]), marker_color=COLORS[lab])
+    for name, ns, color in bars:
+        fig.add_bar(name=name, x=x, y=_ms_arr(ns), marker_color=color)
     fig.update_layout(
         barmode="stack",
-        title="Where each window's time went (time order)",
+        title=title,
         yaxis_title="ms",
-        height=420,
+        height=height,
         bargap=0.05,
         xaxis={"showticklabels": len(x) <= 60},
     )
@@ -112,25 +119,16 @@ def _categories(a: Attribution, table: OpTable) -> go.Figure | None:
     """Each window's GPU busy time split by op category (the exact busy split)."""
     if not table.categories:
         return None
-    go = _go()
     order, x = _window_labels(a)
-    fig = go.Figure()
-    for cat in CATEGORY_COLORS:
+    bars = []
+    for cat, color in CATEGORY_COLORS.items():
         per = [
             next((c["busy_ns"] for c in table.window_categories[i] if c["category"] == cat), 0)
             for i in order.tolist()
         ]
         if any(per):
-            fig.add_bar(name=cat, x=x, y=_ms_arr(per), marker_color=CATEGORY_COLORS[cat])
-    fig.update_layout(
-        barmode="stack",
-        title="The GPU's busy time by op category (time order)",
-        yaxis_title="ms",
-        height=380,
-        bargap=0.05,
-        xaxis={"showticklabels": len(x) <= 60},
-    )
-    return fig
+            bars.append((cat, per, color))
+    return _stacked(x, bars, "The GPU's busy time by op category (time order)", 380)
 
 
 def _categories_table(table: OpTable) -> str:

@@ -481,35 +481,39 @@ def _op_args(ops: Any, i: int, table: OpTable | None = None) -> str:
 
 def _attribution_lane(w: _Writer, jpid: int, a: Attribution, rank: int, dev: int) -> None:
     s, e, lab = label_segments(a, rank, dev)
-    label_json = [_json(x) for x in LABELS]
-    w.track(
-        jpid,
-        "attribution",
-        0,
-        s,
-        e,
-        [label_json[i] for i in lab.tolist()],
-        ['"attribution"'] * s.size,
-        ["{}"] * s.size,
-        "attribution",
-    )
+    _segment_lane(w, jpid, "attribution", 0, s, e, lab, LABELS)
 
 
 def _category_lane(
     w: _Writer, jpid: int, a: Attribution, table: OpTable, rank: int, dev: int
 ) -> None:
     s, e, cat = category_segments(a, table, rank, dev)
-    names = [_json(c) for c in CATEGORIES]
+    _segment_lane(w, jpid, "op categories", 1, s, e, cat, CATEGORIES, "op_category")
+
+
+def _segment_lane(
+    w: _Writer,
+    jpid: int,
+    name: str,
+    sort_index: int,
+    s: I64,
+    e: I64,
+    which: npt.NDArray[np.integer[Any]],
+    names: Sequence[str],
+    kind: str = "attribution",
+) -> None:
+    """A track of disjoint segments, each named ``names[which[i]]`` (``cat`` = ``kind``)."""
+    named = [_json(x) for x in names]
     w.track(
         jpid,
-        "op categories",
-        1,
+        name,
+        sort_index,
         s,
         e,
-        [names[i] for i in cat.tolist()],
-        ['"op_category"'] * s.size,
+        [named[i] for i in which.tolist()],
+        [_json(kind)] * s.size,
         ["{}"] * s.size,
-        "op_category",
+        kind,
     )
 
 
