@@ -30,13 +30,14 @@ from pytimings.analysis.ops import (
     CATEGORIES,
     GpuSpec,
     OpCall,
+    Roofline,
     category_of_kernel,
     gpu_from_trace,
     model_op,
     roofline,
 )
 from pytimings.analysis.selection import per_window, reported
-from pytimings.model.trace import OpKind
+from pytimings.model.trace import CopyKind, OpKind
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -156,6 +157,10 @@ def _ops_rows(
         # calls: distinct launching ops per group
         _, at = np.unique(launcher, return_index=True)
         calls = np.bincount(g[at], minlength=ng)
+        # a copy to or from the host (or between devices) runs at its link's rate, not
+        # HBM's: its group gets no bound or fraction
+        linked = (ops["kind"][mine] == OpKind.MEMCPY) & (ops["copy_kind"][mine] != CopyKind.DTOD)
+        over_link = np.bincount(g, weights=linked, minlength=ng) > 0
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
@@ -180,6 +185,8 @@ def _ops_rows(
             cat_of_group[gi] = _UNKNOWN if vague else CATEGORIES.index(cost.category)
             mean = kernel_ns[gi] / calls[gi]
             rl = roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
+            if over_link[gi]:
+                rl = Roofline(rl.tflops_s, rl.tb_s, rl.intensity, None, None)
             rows_out.append(
                 {
                     "name": t.name,
