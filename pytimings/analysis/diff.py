@@ -27,6 +27,12 @@ projection: an op launched in one step counts there even when it runs during the
 whole-trace window holds every op of its rank and device. Ops of a name only one side ran
 get the verdict ``added`` or ``removed``.
 
+**Ops** (docs/ops.md): the GPU time per launching op, matched by op name and input dims
+(so captures on different GPUs or vendors, whose kernel names differ, compare op by op),
+and per op category; a window holds the GPU ops on its rank and device that start in it
+(the op table's windows). GPU ops no op launched are left out of ``ops`` and counted in
+their kernel name's category.
+
 **Collectives** (several ranks in a file): per collective name, its duration, arrival skew
 and wait per instance and rank (:class:`pytimings.analysis.collectives.Collectives`), the
 instances resampled the same way, grouped by file.
@@ -34,6 +40,7 @@ instances resampled the same way, grouped by file.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -46,8 +53,11 @@ import numpy.typing as npt
 
 from pytimings.analysis.host import charge_lists
 from pytimings.analysis.memory import compare_memory
+from pytimings.analysis.op_table import ops_of
+from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
+from pytimings.analysis.selection import per_window
 from pytimings.analysis.summary import MEMSET_CODE, memory_label
 from pytimings.errors import UsageError
 from pytimings.ingest.names import normalize_ids, short_kernel_name, trace_vendor
@@ -289,6 +299,58 @@ def _kernel_rows(
     return rows
 
 
+def _op_key(name: str, dims: Any) -> str:
+    return f"{name} {json.dumps(dims)}"
+
+
+def _side_op_table(
+    side: Sequence[Attribution],
+) -> tuple[list[dict[str, float]], list[dict[str, float]], dict[str, tuple[str, Any]]]:
+    """Per window entry of the side's files: {op key: GPU ns} of the ops that launched its
+    GPU ops, {category: GPU ns}; and each op key's (name, input dims)."""
+    ops_t: list[dict[str, float]] = []
+    cats_t: list[dict[str, float]] = []
+    named: dict[str, tuple[str, Any]] = {}
+    for a in side:
+        table = ops_of(a)
+        keys = [_op_key(r["name"], r["input_dims"]) for r in table.ops]
+        for k, r in zip(keys, table.ops, strict=True):
+            named.setdefault(k, (r["name"], r["input_dims"]))
+        ops = a.trace.gpu_ops
+        dur = (ops["end"] - ops["start"]).astype(np.float64)
+        for rows in per_window(a, np.arange(len(ops), dtype=np.int64)):
+            per_op: dict[str, float] = {}
+            for i, ns in zip(table.op_row[rows].tolist(), dur[rows].tolist(), strict=True):
+                if i >= 0:
+                    per_op[keys[i]] = per_op.get(keys[i], 0.0) + ns
+            ops_t.append(per_op)
+            tot = np.bincount(table.category[rows], weights=dur[rows], minlength=len(CATEGORIES))
+            cats_t.append({CATEGORIES[j]: float(tot[j]) for j in np.flatnonzero(tot)})
+    return ops_t, cats_t, named
+
+
+def _op_rows(
+    base: Sequence[Attribution],
+    new: Sequence[Attribution],
+    weights: tuple[F64 | None, F64 | None],
+    groups: tuple[list[npt.NDArray[np.intp]], list[npt.NDArray[np.intp]]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``ops`` rows (name, input_dims, as :func:`compare`; ``added``/``removed`` for an
+    op and shape only one side ran) and the ``op_categories`` rows."""
+    (bo, bc, bn), (no, nc, nn) = _side_op_table(base), _side_op_table(new)
+    rows = compare_named(bo, weights[0], groups[0], no, weights[1], groups[1])
+    out = []
+    for row in rows:
+        key = row.pop("name")
+        name, dims = bn.get(key) or nn[key]
+        if key not in bn:
+            row["verdict"] = "added"
+        elif key not in nn:
+            row["verdict"] = "removed"
+        out.append({"name": name, "input_dims": dims, **row})
+    return out, compare_named(bc, weights[0], groups[0], nc, weights[1], groups[1])
+
+
 _COLLECTIVE_METRICS = (("time", None), ("skew", "skew_ns"), ("wait", "wait_ns"))
 
 
@@ -369,6 +431,7 @@ def diff(
         LABEL_NAMES, Sample(_label_values(base), b_groups), Sample(_label_values(new), n_groups),
         b_w, n_w,
     )  # fmt: skip
+    ops, op_categories = _op_rows(base, new, (b_w, n_w), (b_groups, n_groups))
     return {
         "schema": SCHEMA,
         "by": base[0].by,
@@ -380,6 +443,8 @@ def diff(
         "files": {"base": len(base), "new": len(new)},
         "labels": labels,
         "kernels": _kernel_rows(base, new, (b_w, n_w), (b_groups, n_groups)),
+        "ops": ops,
+        "op_categories": op_categories,
         "host_activities": compare_named(
             _side_host(base), b_w, b_groups, _side_host(new), n_w, n_groups
         ),

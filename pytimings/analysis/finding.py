@@ -11,6 +11,12 @@ import numpy as np
 import numpy.typing as npt
 
 I64 = npt.NDArray[np.int64]
+# the GPUs busy at least this share of a time: the GPU is what limits it. Then at most 5% of
+# it is idle, so no host-side change can shorten it by more than 5% (a 1.05x speedup),
+# while shortening the GPU work shortens it almost one for one. Used for the GPU-bound
+# finding (the windows), for a host activity that launches nothing meanwhile (it waits) and
+# for the kernel layer's categories (the GPU's busy time is the time)
+GPU_BOUND_SHARE = 0.95
 
 
 @dataclass
@@ -18,11 +24,14 @@ class Fix:
     """What removing a finding's loss changes, for the replay that measures its saving
     (:mod:`pytimings.analysis.replay`): rows of ``Attribution.gaps`` whose host_bound part
     (``host_bound``) or launch_overhead part (``launch``: the rest of the launch call and
-    the op's submission delay) takes no time, and GPU ops (``ops``) that take none."""
+    the op's submission delay) takes no time, GPU ops (``ops``) that take none, and GPU ops
+    (``scaled``) that take ``factor`` (one per op, in [0, 1]) of their time."""
 
     host_bound: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     launch: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
+    scaled: I64 = field(default_factory=lambda: np.empty(0, np.int64))
+    factor: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0, np.float64))
 
 
 @dataclass

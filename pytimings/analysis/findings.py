@@ -20,9 +20,20 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.capture import CAPTURE_RULES
 from pytimings.analysis.classes import COMM, MEMORY
-from pytimings.analysis.finding import Finding, Fix, agree, ms, pct, plural, runs_text, scope
+from pytimings.analysis.finding import (
+    GPU_BOUND_SHARE,
+    Finding,
+    Fix,
+    agree,
+    ms,
+    pct,
+    plural,
+    runs_text,
+    scope,
+)
 from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.host import interval_charges, summed
+from pytimings.analysis.kernel_findings import KERNEL_RULES
 from pytimings.analysis.memory import memory_findings
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
@@ -41,11 +52,6 @@ LONG_LAUNCH_GAP_NS = 1_000_000
 # ops hold at least this share of it
 TINY_BLAME_SHARE = 0.5
 HOST_WINDOW_SHARE = 0.2  # the host-window finding: the top activity's least share of them
-# the GPUs busy at least this share of a time: the GPU is what limits it. Then at most 5% of
-# it is idle, so no host-side change can shorten it by more than 5% (a 1.05x speedup),
-# while shortening the GPU work shortens it almost one for one. Used for the GPU-bound
-# finding (the windows) and for a host activity that launches nothing meanwhile (it waits)
-GPU_BOUND_SHARE = 0.95
 MIN_SHARE = 0.01  # a loss under 1% of the analysed time is not reported
 MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
@@ -898,7 +904,7 @@ Rule = Callable[["Attribution"], list[Finding]]
 # rules that need a rank's events (per-rank tasks run them) / only the windows table,
 # totals and collectives (run once over every rank's results)
 RANK_RULES: tuple[Rule, ...] = (
-    *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows,
+    *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows, *KERNEL_RULES,
 )  # fmt: skip
 GLOBAL_RULES: tuple[Rule, ...] = (hardware, gpu_bound, parallel, collectives, tail)
 
@@ -911,5 +917,5 @@ def device_memory(a: Attribution) -> list[Finding]:
 
 RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, hardware, gpu_bound, host_bound_gaps, kernels, graphs, memory, parallel,
-    collectives, tail, host_windows, device_memory,
+    collectives, tail, host_windows, device_memory, *KERNEL_RULES,
 )  # fmt: skip

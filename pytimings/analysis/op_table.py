@@ -11,6 +11,7 @@ sums exactly to the busy time (integer ns).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ from pytimings.analysis.ops import (
     roofline,
 )
 from pytimings.analysis.selection import per_window, reported
-from pytimings.model.trace import OpKind
+from pytimings.model.trace import CopyKind, OpKind
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -56,6 +57,9 @@ class OpTable:
     window_categories: list[list[dict[str, Any]]]
     attribution: dict[str, Any]
     gpu: dict[str, Any] | None
+    op_row: I64  # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none
+    # per GPU op: its index in CATEGORIES (an op no window reports: by its kernel name)
+    category: npt.NDArray[np.int8]
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -166,12 +170,13 @@ def _charged(
 
 def _ops_rows(
     a: Attribution, sel: I64, ch: _Charged, gpu: GpuSpec | None
-) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8]]:
+) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8], I64]:
     """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
-    gpu_ops) its category (its op's, else its kernel name's)."""
+    gpu_ops) its category (its op's, else its kernel name's) and its ``ops`` row (-1)."""
     tr = a.trace
     ops, strings = tr.gpu_ops, tr.strings
     cat = np.full(len(ops), _UNKNOWN, dtype=np.int8)
+    row_of = np.full(len(ops), -1, dtype=np.int64)
     kind = ops["kind"][sel]
     cat[sel[kind == OpKind.MEMCPY]] = CATEGORIES.index("memcpy")
     cat[sel[kind == OpKind.MEMSET]] = CATEGORIES.index("memset")
@@ -194,6 +199,10 @@ def _ops_rows(
         _, at = np.unique(ch.call, return_index=True)
         calls = np.bincount(g[at], minlength=ng)
         graph_calls = np.bincount(g[at[ch.graph[at]]], minlength=ng)
+        # a copy to or from the host (or between devices) runs at its link's rate, not
+        # HBM's: its group gets no bound or fraction
+        linked = (ops["kind"][mine] == OpKind.MEMCPY) & (ops["copy_kind"][mine] != CopyKind.DTOD)
+        over_link = np.bincount(g, weights=linked, minlength=ng) > 0
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
@@ -217,7 +226,9 @@ def _ops_rows(
             vague = cost.family is None and cost.category == "other"
             cat_of_group[gi] = _UNKNOWN if vague else CATEGORIES.index(cost.category)
             mean = kernel_ns[gi] / calls[gi]
-            rl = _roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
+            rl = roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
+            if over_link[gi]:
+                rl = Roofline(rl.tflops_s, rl.tb_s, rl.intensity, None, None)
             rows_out.append(
                 {
                     "name": t.name,
@@ -240,27 +251,31 @@ def _ops_rows(
             )
         known = cat[mine] == _UNKNOWN
         cat[mine[known]] = cat_of_group[g[known]]
+        # rows exist for the groups some op call holds (a capture's ops hold none
+        # unless a replay matched them)
+        live = np.flatnonzero(calls)
+        order = sorted(range(live.size), key=lambda i: _row_order(rows_out[i]))
+        place = np.full(ng, -1, dtype=np.int64)
+        place[live[order]] = np.arange(live.size)
+        row_of[mine] = place[g]
+        rows_out = [rows_out[i] for i in order]
     rest = sel[cat[sel] == _UNKNOWN]
-    if rest.size:
-        names, inv2 = np.unique(ops["name"][rest], return_inverse=True)
-        by_name = np.array(
-            [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
-        )
-        cat[rest] = by_name[inv2.reshape(-1)]
-    rows_out.sort(key=lambda r: (-r["kernel_ns"], r["name"], repr(r["input_dims"])))
-    return rows_out, cat
+    cat[rest] = _by_kernel_name(a, rest)
+    return rows_out, cat, row_of
 
 
-def _roofline(
-    gflops: float | None, nbytes: float | None, mean: float, dtype: str | None, gpu: GpuSpec | None
-) -> Roofline:
-    """roofline(), with a zero-FLOP op (a copy modelled with 0 FLOPs) memory-bound at its
-    share of the HBM bandwidth (roofline() divides by its zero attainable rate)."""
-    if gflops == 0 and nbytes and gpu is not None and mean > 0:
-        rl = roofline(None, nbytes, mean, dtype, gpu)
-        frac = rl.tb_s / gpu.peak_tb_s if rl.tb_s is not None else None
-        return Roofline(0.0, rl.tb_s, 0.0, "memory", frac)
-    return roofline(gflops, nbytes, mean, dtype, gpu)
+def _by_kernel_name(a: Attribution, rows: I64) -> npt.NDArray[np.int8]:
+    """The GPU ops' categories by their kernel names alone."""
+    ops, strings = a.trace.gpu_ops, a.trace.strings
+    names, inv = np.unique(ops["name"][rows], return_inverse=True)
+    by_name = np.array(
+        [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
+    )
+    return by_name[inv.reshape(-1)]
+
+
+def _row_order(r: dict[str, Any]) -> tuple[int, str, str]:
+    return (-r["kernel_ns"], r["name"], repr(r["input_dims"]))
 
 
 def _category_list(kernel: I64, busy: I64) -> list[dict[str, Any]]:
@@ -301,7 +316,16 @@ def op_table(
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
     charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
-    rows, cat = _ops_rows(a, sel, charged, gpu)
+    rows, cat, row_of = _ops_rows(a, sel, charged, gpu)
+    # an op no window reports (it starts before a window and runs into it) still makes the
+    # window busy: the busy split charges it by its kind and kernel name
+    rest = np.flatnonzero(cat == _UNKNOWN)
+    kind = ops["kind"][rest]
+    cat[rest] = np.where(
+        kind == OpKind.MEMCPY,
+        CATEGORIES.index("memcpy"),
+        np.where(kind == OpKind.MEMSET, CATEGORIES.index("memset"), _by_kernel_name(a, rest)),
+    )
     dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
@@ -353,4 +377,112 @@ def op_table(
         window_categories,
         attribution,
         gpu_doc,
+        row_of,
+        cat,
     )
+
+
+def ops_of(a: Attribution) -> OpTable:
+    """``a``'s op table for its GPU (``a.gpu``, else the one the trace names), computed on
+    first use: the findings, ``analyze --json`` and ``pytimings ops`` share one."""
+    if a._op_table is None:
+        a._op_table = op_table(a, a.gpu, a.captures)
+    table: OpTable = a._op_table
+    return table
+
+
+def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -> OpTable:
+    """The op table of several ranks from each rank's (per-rank tasks: the ranks' tables in
+    rank order, their windows concatenated then put in ``window_order``): rows of one op,
+    shape and types summed (calls, kernel ns) with the roofline of the summed mean,
+    categories and attribution summed, the first rank's GPU. The per-GPU-op arrays index
+    no rank's trace: -1 (``n_gpu_ops`` rows, the merged trace's)."""
+    gpu_doc = next((t.gpu for t in tables if t.gpu is not None), None)
+    gpu = (
+        GpuSpec(gpu_doc["name"], dict(gpu_doc["peak_tflops"]), gpu_doc["peak_tb_s"])
+        if gpu_doc is not None
+        else None
+    )
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for t in tables:
+        for r in t.ops:
+            key = (r["name"], repr(r["input_dims"]), repr(r["input_types"]))
+            if key not in merged:
+                merged[key] = dict(r)
+            else:
+                merged[key]["calls"] += r["calls"]
+                merged[key]["kernel_ns"] += r["kernel_ns"]
+    rows = []
+    for r in merged.values():
+        rl = roofline(r["gflops"], r["bytes"], r["kernel_ns"] / r["calls"], r["dtype"], gpu)
+        r.update(tflops_s=rl.tflops_s, tb_s=rl.tb_s, intensity=rl.intensity, bound=rl.bound)
+        r["roofline_fraction"] = rl.fraction
+        rows.append(r)
+    rows.sort(key=_row_order)
+    kernel = np.zeros(len(CATEGORIES), dtype=np.int64)
+    busy = np.zeros(len(CATEGORIES), dtype=np.int64)
+    for t in tables:
+        for c in t.categories:
+            kernel[CATEGORIES.index(c["category"])] += c["kernel_ns"]
+            busy[CATEGORIES.index(c["category"])] += c["busy_ns"]
+    windows = [w for t in tables for w in t.window_categories]
+    attribution: dict[str, Any] = {
+        "source": "/".join(sorted({t.attribution["source"] for t in tables})),
+        **{
+            k: sum(int(t.attribution[k]) for t in tables)
+            for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
+        },
+        "busy_ns": sum(int(t.attribution["busy_ns"]) for t in tables),
+    }
+    why: dict[str, list[int]] = {}
+    for t in tables:
+        for u in t.attribution["unattributed"]:
+            acc = why.setdefault(u["reason"], [0, 0])
+            acc[0] += u["ops"]
+            acc[1] += u["kernel_ns"]
+    attribution["unattributed"] = [
+        {"reason": k, "ops": why[k][0], "kernel_ns": why[k][1]} for k in REASONS if k in why
+    ]
+    return OpTable(
+        rows,
+        _category_list(kernel, busy),
+        [windows[int(i)] for i in window_order],
+        attribution,
+        gpu_doc,
+        np.full(n_gpu_ops, -1, dtype=np.int64),
+        np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
+    )
+
+
+def category_segments(
+    a: Attribution, table: OpTable, rank: int, device: int
+) -> tuple[I64, I64, I64]:
+    """The busy time of one device as intervals (start, end, category index), each instant
+    charged as the busy split charges it: to the first category in CATEGORIES order among
+    the reported GPU ops running then (intervals in category order, then time)."""
+    ops = a.trace.gpu_ops
+    mine = np.flatnonzero(
+        (ops["rank"] == rank)
+        & (ops["device"] == device)
+        & (ops["end"] > ops["start"])
+        & (table.category < len(CATEGORIES))
+    )
+    mine = mine[np.argsort(ops["start"][mine], kind="stable")]
+    c = table.category[mine]
+    parts_s, parts_e, parts_c = [], [], []
+    cov_s = cov_e = np.empty(0, dtype=np.int64)
+    for k in np.unique(c).tolist():
+        m = mine[c <= k]
+        us, ue = iv.union(ops["start"][m], ops["end"][m])
+        # the new union minus the covered one (a subset of it): its complement's overlap
+        gap_s = np.concatenate(([us[0]], cov_e))
+        gap_e = np.concatenate((cov_s, [ue[-1]]))
+        keep = gap_e > gap_s
+        ns, ne = iv.intersect(us, ue, gap_s[keep], gap_e[keep])
+        parts_s.append(ns)
+        parts_e.append(ne)
+        parts_c.append(np.full(ns.size, k, dtype=np.int64))
+        cov_s, cov_e = us, ue
+    if not parts_s:
+        return cov_s, cov_e, cov_s
+    return np.concatenate(parts_s), np.concatenate(parts_e), np.concatenate(parts_c)

@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
 
@@ -39,6 +39,8 @@ from pytimings.analysis.collectives import collectives
 from pytimings.analysis.finding import Finding, runs_text
 from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
+from pytimings.analysis.op_table import OpTable, merge_tables, ops_of
+from pytimings.analysis.ops import GpuSpec
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.result import Attribution, LaunchLatency
 from pytimings.analysis.savings import add_savings
@@ -67,6 +69,7 @@ class RankResult:
     host: HostAttribution  # names renumbered into host_names
     host_names: list[str]
     graphs: list[dict[str, Any]] = field(default_factory=list)  # Attribution.graphs
+    ops: OpTable | None = None  # the rank's op table, without its per-GPU-op arrays
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -77,6 +80,7 @@ def analyze_file(
     by: str | None,
     devices: Sequence[int] | None,
     comm_kernels: Sequence[str] = (),
+    gpu: GpuSpec | None = None,
 ) -> RankResult:
     """The task: one rank's file -> its :class:`RankResult` (``position``: its place among
     the files, the rank of last resort as in :func:`pytimings.load`)."""
@@ -86,7 +90,7 @@ def analyze_file(
         if source == "file order":
             rank = position
         set_rank(trace, rank, source)
-        return _analyze_rank(path, trace, rank, source, by, devices, comm_kernels)
+        return _analyze_rank(path, trace, rank, source, by, devices, comm_kernels, gpu)
     except TraceFormatError as exc:  # re-raised as a plain message: crosses processes intact
         raise UsageError(str(exc)) from None
     except PytimingsError as exc:
@@ -94,7 +98,11 @@ def analyze_file(
 
 
 def analyze_file_processes(
-    path: str, by: str | None, devices: Sequence[int] | None, comm_kernels: Sequence[str] = ()
+    path: str,
+    by: str | None,
+    devices: Sequence[int] | None,
+    comm_kernels: Sequence[str] = (),
+    gpu: GpuSpec | None = None,
 ) -> list[RankResult]:
     """The task with ``processes_as_ranks``: one file -> a :class:`RankResult` per process
     with GPU ops, ranked 0.. within the file (:func:`_renumber` then places the files'
@@ -116,7 +124,7 @@ def analyze_file_processes(
             mine = None  # each rank reports the selected devices it has (maybe none)
             if devices is not None:
                 mine = sorted(set(devices) & set(one.gpu_ops["device"].tolist()))
-            out.append(_analyze_rank(path, one, rank, "process", by, mine, comm_kernels))
+            out.append(_analyze_rank(path, one, rank, "process", by, mine, comm_kernels, gpu))
         return out
     except TraceFormatError as exc:
         raise UsageError(str(exc)) from None
@@ -151,9 +159,13 @@ def _analyze_rank(
     by: str | None,
     devices: Sequence[int] | None,
     comm_kernels: Sequence[str] = (),
+    gpu: GpuSpec | None = None,
 ) -> RankResult:
     a = attribute(trace, by=by, devices=devices, comm_kernels=comm_kernels)
+    a.gpu = gpu
     found = [f for rule in fnd.RANK_RULES for f in rule(a)]
+    empty = np.empty(0, dtype=np.int64)  # the per-GPU-op arrays index this rank's trace
+    ops = replace(ops_of(a), op_row=empty, category=empty.astype(np.int8))
     add_savings(a, found)  # here, where the rank's events are
     for f in found:
         f.fix = None  # its arrays do not travel
@@ -181,6 +193,7 @@ def _analyze_rank(
         graphs=a.graphs,
         ignored=a.ignored,
         dropped=trace.dropped,
+        ops=ops,
     )
 
 
@@ -200,6 +213,7 @@ def analyze_ranks(
     workers: int | None = None,
     processes_as_ranks: bool = False,
     comm_kernels: Sequence[str] = (),
+    gpu: GpuSpec | None = None,
 ) -> Attribution:
     """Attribute per-rank trace files with one task per file (see the module docstring).
 
@@ -221,7 +235,9 @@ def analyze_ranks(
         raise UsageError(f"workers must be at least 1, not {workers}")
     files = expand_paths(paths)
     run = _run_dask if executor == "dask" else _run_local
-    per_file = run(files, by, devices, scheduler, workers, processes_as_ranks, tuple(comm_kernels))
+    per_file = run(
+        files, by, devices, scheduler, workers, processes_as_ranks, tuple(comm_kernels), gpu
+    )
     if processes_as_ranks:
         return reduce_ranks(_renumber(per_file), by, ranks, comm_kernels)
     return reduce_ranks([r for results in per_file for r in results], by, ranks, comm_kernels)
@@ -234,11 +250,12 @@ def _task(
     devices: Sequence[int] | None,
     processes: bool,
     comm_kernels: Sequence[str] = (),
+    gpu: GpuSpec | None = None,
 ) -> list[RankResult]:
     """One file's results: its rank's, or (``processes``) one per process with GPU ops."""
     if processes:
-        return analyze_file_processes(path, by, devices, comm_kernels)
-    return [analyze_file(path, position, by, devices, comm_kernels)]
+        return analyze_file_processes(path, by, devices, comm_kernels, gpu)
+    return [analyze_file(path, position, by, devices, comm_kernels, gpu)]
 
 
 def _run_local(
@@ -249,6 +266,7 @@ def _run_local(
     workers: int | None,
     processes: bool = False,
     comm_kernels: tuple[str, ...] = (),
+    gpu: GpuSpec | None = None,
 ) -> list[list[RankResult]]:
     n = min(len(files), os.cpu_count() or 1) if workers is None else workers
     what = "files" if processes else "ranks"
@@ -256,7 +274,7 @@ def _run_local(
         if n == 1 or len(files) == 1:
             out = []
             for i, f in enumerate(files):
-                out.append(_task(f, i, by, devices, processes, comm_kernels))
+                out.append(_task(f, i, by, devices, processes, comm_kernels, gpu))
                 bar.advance()
             return out
         # forkserver, as load() does: a clean child, not a fork of a parent with Arrow threads
@@ -265,7 +283,7 @@ def _run_local(
             out = []
             args = (
                 files, range(len(files)), repeat(by), repeat(devices), repeat(processes),
-                repeat(comm_kernels),
+                repeat(comm_kernels), repeat(gpu),
             )  # fmt: skip
             for r in pool.map(_task, *args):
                 out.append(r)
@@ -281,6 +299,7 @@ def _run_dask(
     workers: int | None,
     processes: bool = False,
     comm_kernels: tuple[str, ...] = (),
+    gpu: GpuSpec | None = None,
 ) -> list[list[RankResult]]:
     try:
         dd: Any = importlib.import_module("dask.distributed")  # untyped; optional extra
@@ -311,6 +330,7 @@ def _run_dask(
             devices=devices,
             processes=processes,
             comm_kernels=comm_kernels,
+            gpu=gpu,
             pure=False,
         )
         what = "files" if processes else "ranks"
@@ -399,6 +419,9 @@ def reduce_ranks(
     found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
     found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))
     a._findings = fnd.ranked(found, a.totals["window_ns"])
+    tables = [r.ops for r in results if r.ops is not None]
+    if len(tables) == len(results):  # every rank's (their windows in ``order``)
+        a._op_table = merge_tables(tables, order, n_comm)
     return a
 
 

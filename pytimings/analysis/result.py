@@ -13,9 +13,11 @@ import numpy.typing as npt
 
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.finding import Finding
+from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.memory import MemoryResult, analyze_memory, native_host_bound
+from pytimings.analysis.ops.gpus import GpuSpec
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -89,6 +91,12 @@ class Attribution:
         default=None, repr=False, compare=False
     )
     _findings: list[Finding] | None = field(default=None, repr=False)
+    # the GPU whose peaks the per-op roofline uses (--gpu-spec; None: the one the trace
+    # names) and the op table over it (op_table.ops_of: computed once)
+    gpu: GpuSpec | None = None
+    # graph captures (--capture) replayed kernels are charged through
+    captures: Captures | None = None
+    _op_table: Any = field(default=None, repr=False, compare=False)
     _memory: MemoryResult | None = field(default=None, repr=False)
 
     @property

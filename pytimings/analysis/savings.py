@@ -1,6 +1,7 @@
 """What fixing a finding saves: its :class:`~pytimings.analysis.finding.Fix` (gaps' host
-time, launch time, GPU ops taking none) replayed with :mod:`pytimings.analysis.replay`,
-measured minus replayed length over the windows the replay includes (docs/replay.md)."""
+time, launch time, GPU ops taking none or a share of their time) replayed with
+:mod:`pytimings.analysis.replay`, measured minus replayed length over the windows the replay
+includes (docs/replay.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from pytimings.analysis.finding import Finding, Fix
 from pytimings.analysis.replay import (
@@ -56,10 +58,16 @@ class Savings:
             ),
             (gaps.op[fix.launch], gaps.launch_overhead_ns(self.a.launches)[fix.launch]),
             (fix.ops, self.dur[fix.ops]),
+            (fix.scaled, self.dur[fix.scaled] - self._scaled(fix)),
         ]
         total = sum(int(t.sum()) for _, t in parts)
         inside = sum(int(t[self.replayed[op]].sum()) for op, t in parts)
         return inside / total if total else 1.0
+
+    def _scaled(self, fix: Fix) -> npt.NDArray[np.int64]:
+        """The new durations of the fix's scaled ops (integer ns)."""
+        new: npt.NDArray[np.int64] = np.round(self.dur[fix.scaled] * fix.factor).astype(np.int64)
+        return new
 
     def _host(self, fix: Fix) -> HostChanges:
         gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
@@ -93,6 +101,7 @@ class Savings:
         if all(b.after_ns is None for b in self.base):
             return None
         dur = self.dur.copy()
+        dur[fix.scaled] = self._scaled(fix)
         dur[fix.ops] = 0
         lat = self.g.lat
         if fix.launch.size:  # ops submitted the moment their launch call ends

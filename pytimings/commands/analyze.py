@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
-from pytimings.analysis.op_table import op_table
+from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             "--capture goes with one trace file (per-rank tasks return no per-op table)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
+    gpu = chosen_gpu(args)
     captures = load_captures(args)
     kernels = comm_rules.comm_kernels(args)
     if per_rank_tasks:
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             processes_as_ranks=args.processes_as_ranks,
             comm_kernels=kernels,
+            gpu=gpu,
         )
     else:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
             result = attribute(
                 trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
             )
+    result.gpu = gpu
+    result.captures = captures
     print(render_attribution(result, paths))
     doc = result.to_dict()
     samples = None if per_rank_tasks else recording_telemetry(str(expand_paths(paths)[0]))
@@ -147,9 +151,9 @@ def run(args: argparse.Namespace) -> int:
         if args.critical_path:
             doc["critical_path"] = critical_path(result, args.window)
             print("\n" + render_critical_path(doc["critical_path"]))
-    if not per_rank_tasks and (args.json or captures is not None):
+    if args.json or captures is not None:  # per-rank tasks: the ranks' tables, merged
         with progress.task("Charging GPU ops to their ops"):
-            ops = op_table(result, chosen_gpu(args), captures)
+            ops = ops_of(result)
         doc.update(ops.doc())
         for w, cats in zip(doc["windows"], ops.window_categories, strict=True):
             w["categories"] = cats

@@ -8,7 +8,7 @@ import json
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
-from pytimings.analysis.op_table import op_table
+from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import GpuSpec, gpu_spec
 from pytimings.console import progress
 from pytimings.errors import UsageError
@@ -79,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
     captures = load_captures(args)
     trace = load(*args.traces)
     with progress.task("Attributing"):
-        table = op_table(attribute(trace, by=args.by), gpu, captures)
+        a = attribute(trace, by=args.by)
+        a.gpu = gpu
+        a.captures = captures
+        table = ops_of(a)
     print(render_ops(table, args.top))
     if args.json:
         write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")

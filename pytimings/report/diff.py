@@ -4,6 +4,7 @@ self-contained HTML page (plain tables, no scripts)."""
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from pytimings.console.text import table
 from pytimings.ingest.names import short_kernel_name
 from pytimings.report.html import page
 
-SECTIONS = ("labels", "kernels", "host_activities", "collectives")
+SECTIONS = ("labels", "kernels", "ops", "op_categories", "host_activities", "collectives")
 HEADERS = ["section", "name", "base", "new", "delta", "delta %", "95% CI", "verdict"]
 
 
@@ -32,7 +33,12 @@ def _ci(row: dict[str, Any]) -> str:
 
 
 def _name(section: str, row: dict[str, Any]) -> str:
-    return short_kernel_name(row["name"], 60) if section == "kernels" else row["name"]
+    if section == "kernels":
+        return short_kernel_name(row["name"], 60)
+    if section == "ops":  # an op and its shapes
+        text = f"{row['name']} {json.dumps(row['input_dims'])}"
+        return text if len(text) <= 60 else text[:59] + "…"
+    return str(row["name"])
 
 
 def _cells(section: str, row: dict[str, Any]) -> list[str]:
@@ -63,7 +69,7 @@ def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
     """Significant changes (and ops added or removed) largest first, in time per window;
     everything within noise in one line. ``top``: rows shown per kind (None: all)."""
     top = top if top is not None else len(doc["kernels"]) + len(doc["labels"]) + 1_000_000
-    rows = [(s, r) for s in SECTIONS for r in doc[s]]
+    rows = [(s, r) for s in SECTIONS for r in doc.get(s, [])]
     out = [scope_line(doc)]
     if any(r["verdict"] == ONE_WINDOW for _, r in rows):
         out.append(
@@ -146,6 +152,11 @@ def render_html(doc: dict[str, Any], title: str, top: int = 30) -> str:
         f"<h2>Kernels and memory ops (largest {len(kernels)} deltas)</h2>",
         _html_table("kernels", kernels),
     ]
+    ops = [r for _, r in _by_size([("ops", r) for r in doc.get("ops", [])])][:top]
+    if ops:
+        body += [f"<h2>Ops by shape (largest {len(ops)} deltas)</h2>", _html_table("ops", ops)]
+    if doc.get("op_categories"):
+        body += ["<h2>Op categories</h2>", _html_table("op_categories", doc["op_categories"])]
     if doc["collectives"]:
         body += ["<h2>Collectives</h2>", _html_table("collectives", doc["collectives"])]
     return page(title, "\n".join(body))

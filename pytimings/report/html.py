@@ -2,8 +2,9 @@
 opens with no network).
 
 Sections: the totals; per-window stacked breakdown of the eight labels (windows in time
-order); timeline lanes of the labels per device for one window (the slowest by default);
-per-rank arrival skew at collectives; the launch-latency histogram; the findings.
+order); the GPU time by op category (docs/ops.md), in all and per window; timeline lanes
+of the labels per device for one window (the slowest by default); per-rank arrival skew at
+collectives; the launch-latency histogram; the findings.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from pytimings.analysis.finding import plural
 from pytimings.analysis.memory import device_groups, levels
+from pytimings.analysis.op_table import OpTable, ops_of
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
@@ -35,6 +37,20 @@ COLORS = {
     "launch_overhead": "#bcbd22",
     "device_wait": "#1f77b4",
     "idle_other": "#7f7f7f",
+}
+# one colour per op category (docs/ops.md), in CATEGORIES order
+CATEGORY_COLORS = {
+    "gemm": "#1f77b4",
+    "attention": "#d62728",
+    "moe": "#9467bd",
+    "norm": "#8c564b",
+    "elementwise": "#2ca02c",
+    "reduce": "#bcbd22",
+    "conv": "#e377c2",
+    "comm": "#17becf",
+    "memcpy": "#ff7f0e",
+    "memset": "#ffbb78",
+    "other": "#7f7f7f",
 }
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1200px; color: #222; }
@@ -63,7 +79,32 @@ def _ms(ns: float) -> float:
 
 
 def _breakdown(a: Attribution) -> go.Figure:
+    w = a.windows
+    order, x = _window_labels(a)
+    bars = [(lab, w[f"{lab}_ns"][order], COLORS[lab]) for lab in LABELS]
+    return _stacked(x, bars, "Where each window's time went (time order)", 420)
+
+
+def _stacked(x: list[str], bars: list[tuple[str, Any, str]], title: str, height: int) -> Any:
+    """A stacked bar per window (``x``, time order): per series its name, ns per window
+    and colour."""
     go = _go()
+    fig = go.Figure()
+    for name, ns, color in bars:
+        fig.add_bar(name=name, x=x, y=_ms_arr(ns), marker_color=color)
+    fig.update_layout(
+        barmode="stack",
+        title=title,
+        yaxis_title="ms",
+        height=height,
+        bargap=0.05,
+        xaxis={"showticklabels": len(x) <= 60},
+    )
+    return fig
+
+
+def _window_labels(a: Attribution) -> tuple[Any, list[str]]:
+    """The windows in time order and their axis labels."""
     w = a.windows
     order = np.lexsort((w["device"], w["rank"], w["start_ns"]))
     several = len(set(zip(w["rank"].tolist(), w["device"].tolist(), strict=True))) > 1
@@ -72,18 +113,37 @@ def _breakdown(a: Attribution) -> go.Figure:
         + (f" r{int(w['rank'][i])} GPU{int(w['device'][i])}" if several else "")
         for k, i in enumerate(order.tolist())
     ]
-    fig = go.Figure()
-    for lab in LABELS:
-        fig.add_bar(name=lab, x=x, y=_ms_arr(w[f"{lab}_ns"][order]), marker_color=COLORS[lab])
-    fig.update_layout(
-        barmode="stack",
-        title="Where each window's time went (time order)",
-        yaxis_title="ms",
-        height=420,
-        bargap=0.05,
-        xaxis={"showticklabels": len(x) <= 60},
+    return order, x
+
+
+def _categories(a: Attribution, table: OpTable) -> go.Figure | None:
+    """Each window's GPU busy time split by op category (the exact busy split)."""
+    if not table.categories:
+        return None
+    order, x = _window_labels(a)
+    bars = []
+    for cat, color in CATEGORY_COLORS.items():
+        per = [
+            next((c["busy_ns"] for c in table.window_categories[i] if c["category"] == cat), 0)
+            for i in order.tolist()
+        ]
+        if any(per):
+            bars.append((cat, per, color))
+    return _stacked(x, bars, "The GPU's busy time by op category (time order)", 380)
+
+
+def _categories_table(table: OpTable) -> str:
+    busy = max(1, sum(c["busy_ns"] for c in table.categories))
+    rows = "".join(
+        f'<tr><td><span style="color:{CATEGORY_COLORS[c["category"]]}">&#9632;</span> '
+        f"{html.escape(c['category'])}</td><td>{_ms(c['busy_ns']):.3f}</td>"
+        f"<td>{100 * c['busy_ns'] / busy:.1f}%</td><td>{_ms(c['kernel_ns']):.3f}</td></tr>"
+        for c in sorted(table.categories, key=lambda c: -c["busy_ns"])
     )
-    return fig
+    return (
+        "<table><tr><th>op category</th><th>busy ms</th><th>share of busy</th>"
+        f"<th>GPU op ms</th></tr>{rows}</table>"
+    )
 
 
 def _ms_arr(ns: Any) -> list[float]:
@@ -264,6 +324,10 @@ def render(
     )
     parts.append(f"<p>{html.escape(scope)}</p><h2>Totals</h2>{_totals_table(a)}")
     figure(_breakdown(a), "")
+    table = ops_of(a)
+    if table.categories:
+        parts.append(f"<h2>GPU time by op category</h2>{_categories_table(table)}")
+    figure(_categories(a, table), "No GPU op in the windows: no op categories.")
     slowest = int(np.lexsort((a.windows["start_ns"], -a.windows["window_ns"]))[0])
     figure(
         _lanes(a, slowest) if has_events else None,

@@ -7,8 +7,11 @@ Layout (one JSON "process" per host process and per GPU, names in metadata event
   python_function, Nsight OS runtime calls; ``cat`` = their kind) as complete (``X``)
   slices;
 * GPU (rank, device): an ``attribution`` track with the eight labels of the partition of
-  the whole-trace window (see docs/attribution.md), then one track per stream with
-  its GPU ops (``cat`` = compute, comm or memory) and a track for GPU-side annotations;
+  the whole-trace window (see docs/attribution.md), an ``op categories`` track with its
+  busy time split by op category (docs/ops.md: a slice per stretch, named by category, so
+  each category takes its own colour), then one track per stream with its GPU ops
+  (``cat`` = compute, comm or memory; ``args.op_category``, and ``args.op`` for an op the
+  launching op is known of) and a track for GPU-side annotations;
 * the findings as global instant events at the start of the trace;
 * a flow arrow from each CUDA launch call to the GPU op it launched (as Kineto draws them);
 * per recording with request timelines (``pytimings.request``): a "requests" process with
@@ -42,6 +45,8 @@ import numpy.typing as npt
 from pytimings.analysis.classes import CLASS_NAMES
 from pytimings.analysis.launches import link_launches
 from pytimings.analysis.memory import device_groups, levels
+from pytimings.analysis.op_table import OpTable, category_segments, ops_of
+from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.progress import task
@@ -431,6 +436,7 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
         else set()
     )
     cat_names = [_json(c) for c in CLASS_NAMES]
+    table = ops_of(a) if a is not None else None
     with task("Exporting GPU ops", total=len(ops)) as bar:
         for di, (rank, dev) in enumerate(keys):
             label = dev_names.get((rank, dev), "")
@@ -439,6 +445,8 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
             )
             if a is not None and (rank, dev) in lanes:  # a device with no GPU ops has none
                 _attribution_lane(w, jpid, a, rank, dev)
+                if table is not None:
+                    _category_lane(w, jpid, a, table, rank, dev)
             on_dev = np.flatnonzero((ops["rank"] == rank) & (ops["device"] == dev))
             streams = ops["stream"][on_dev]
             for si, s in enumerate(np.unique(streams).tolist()):
@@ -457,7 +465,7 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
                     ends[sel],
                     [names[i] for i in ops["name"][sel].tolist()],
                     cats,
-                    [_op_args(ops, int(i)) for i in sel.tolist()],
+                    [_op_args(ops, int(i), table) for i in sel.tolist()],
                     "gpu_op",
                 )
                 bar.advance(sel.size)
@@ -477,8 +485,12 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
     return op_at
 
 
-def _op_args(ops: Any, i: int) -> str:
+def _op_args(ops: Any, i: int, table: OpTable | None = None) -> str:
     out: dict[str, Any] = {"kind": _OP_KIND.get(int(ops["kind"][i]), "op")}
+    if table is not None and table.category[i] < len(CATEGORIES):
+        out["op_category"] = CATEGORIES[int(table.category[i])]
+        if table.op_row[i] >= 0:
+            out["op"] = table.ops[int(table.op_row[i])]["name"]
     corr = int(ops["correlation"][i])
     if corr >= 0:
         out["correlation"] = corr
@@ -492,17 +504,39 @@ def _op_args(ops: Any, i: int) -> str:
 
 def _attribution_lane(w: _Writer, jpid: int, a: Attribution, rank: int, dev: int) -> None:
     s, e, lab = label_segments(a, rank, dev)
-    label_json = [_json(x) for x in LABELS]
+    _segment_lane(w, jpid, "attribution", 0, s, e, lab, LABELS)
+
+
+def _category_lane(
+    w: _Writer, jpid: int, a: Attribution, table: OpTable, rank: int, dev: int
+) -> None:
+    s, e, cat = category_segments(a, table, rank, dev)
+    _segment_lane(w, jpid, "op categories", 1, s, e, cat, CATEGORIES, "op_category")
+
+
+def _segment_lane(
+    w: _Writer,
+    jpid: int,
+    name: str,
+    sort_index: int,
+    s: I64,
+    e: I64,
+    which: npt.NDArray[np.integer[Any]],
+    names: Sequence[str],
+    kind: str = "attribution",
+) -> None:
+    """A track of disjoint segments, each named ``names[which[i]]`` (``cat`` = ``kind``)."""
+    named = [_json(x) for x in names]
     w.track(
         jpid,
-        "attribution",
-        0,
+        name,
+        sort_index,
         s,
         e,
-        [label_json[i] for i in lab.tolist()],
-        ['"attribution"'] * s.size,
+        [named[i] for i in which.tolist()],
+        [_json(kind)] * s.size,
         ["{}"] * s.size,
-        "attribution",
+        kind,
     )
 
 

@@ -59,8 +59,97 @@ def _activity(
     )
 
 
+_CATEGORY = re.compile(
+    r"(?:category: |, )(\w+) ([\d.]+)% \(([\d.]+ \S+)\)(?: at ([\d.]+)% of (\w+) peak "
+    r"\(([\d.]+) TFLOP/s over ([\d.]+)% of its GPU time\))?"
+)
+
+
+def _categories(e: dict[str, Any], m: re.Match[str]) -> bool:
+    """The kernel layer's categories: the GPUs busy enough for the kernels to set the time,
+    each category named with its share of the busy time and, for a rate, its modelled
+    ops' FLOPs over their time against the dtype's peak."""
+    cats = {c["category"]: c for c in e["categories"]}
+    named = list(_CATEGORY.finditer(m.group(3)))
+    ok = (
+        ms(e["busy_ns"]) == m.group(1)
+        and _near(m.group(2), e["busy_ns"] / e["window_ns"])
+        and e["threshold"] == GPU_BOUND_SHARE <= e["min_busy_share"]
+        and len(named) == len(cats) > 0
+        and sum(c["busy_ns"] for c in cats.values()) <= e["busy_ns"]
+    )
+    for c in named:
+        x = cats.get(c.group(1))
+        ok = ok and x is not None and _near(c.group(2), x["busy_ns"] / e["busy_ns"])
+        ok = ok and ms(x["busy_ns"]) == c.group(3)
+        if c.group(4) is not None:
+            r = x["rate"]
+            ok = ok and r["dtype"] == c.group(5) and f"{r['tflops_s']:.1f}" == c.group(6)
+            ok = ok and _near(c.group(4), r["tflops_s"] / r["peak_tflops_s"])
+            ok = ok and _near(c.group(7), r["modelled_share"]) and r["modelled_share"] <= 1
+    return bool(ok)
+
+
+def _under_roofline(e: dict[str, Any], m: re.Match[str]) -> bool:
+    """An op under its roofline: its row's numbers, the bound its intensity gives against
+    the ridge point, the fraction its achieved rate is of the roof, and the time at the
+    roof (its time x the fraction) with the saving (the rest)."""
+    name, dims, dtype, cat, calls, time, share, bound, rate, unit = m.groups()[:10]
+    frac, gpu, roof_ns, less = m.groups()[10:]
+    shown = list(e["input_dims"])
+    while shown and shown[-1] in ([], None, ""):
+        shown.pop()
+    f = e["roofline_fraction"]
+    if e["intensity"] == 0 or e["intensity"] < e["peak_tflops"] / e["peak_tb_s"]:
+        want_bound, achieved, roof = "memory", e["tb_s"], e["peak_tb_s"]
+    else:
+        want_bound, achieved, roof = "compute", e["tflops_s"], e["peak_tflops"]
+    return bool(
+        (e["name"], e["dtype"] or "untyped", e["category"], e["calls"])
+        == (name, dtype, cat, int(calls))
+        and dims == str(shown).replace("'", '"')
+        and ms(e["kernel_ns"]) == time
+        and _near(share, e["kernel_share"])
+        and bound == e["bound"] == want_bound
+        and unit == ("TB/s" if bound == "memory" else "TFLOP/s")
+        and rate == (f"{achieved:.2f}" if bound == "memory" else f"{achieved:.1f}")
+        and abs(f - achieved / roof) <= 1e-9 * max(1.0, f)
+        and _near(frac, f)
+        and 0 <= f < 1
+        and gpu == e["gpu"]
+        and abs(e["at_roof_ns"] - e["kernel_ns"] * f) <= e["gpu_ops"] / 2  # each op in ns
+        and e["potential_ns"] == e["kernel_ns"] - e["at_roof_ns"]
+        and (ms(e["at_roof_ns"]), ms(e["potential_ns"])) == (roof_ns, less)
+    )
+
+
 # claim in a title -> what its evidence must hold
 CLAIMS: list[tuple[str, Check]] = [
+    # kernel layer: categories, ops under the roofline, compute on the host
+    (
+        r"the GPU's busy time \(([\d.]+ \S+), ([\d.]+)% of \S+ time\) by op (category: .*)$",
+        _categories,
+    ),
+    (
+        r"'([^']+)' (\[.*\]) \((\w+), (\w+)\): (\d+) calls?, ([\d.]+ \S+) of GPU time "
+        r"\(([\d.]+)% of all\), (memory|compute)-bound at ([\d.]+) (TB/s|TFLOP/s) = ([\d.]+)% "
+        r"of the (\S+)'s .*?; at its roof its kernels would take ([\d.]+ \S+): "
+        r"up to ([\d.]+ \S+) less$",
+        _under_roofline,
+    ),
+    (
+        r"cpu_op '([^']+)' launches no GPU work in (\d+) calls? \(([\d.]+ \S+) of host time, "
+        r"(\S+) GFLOP by its shapes\): it computes on the host while its rank's GPUs idle "
+        r"([\d.]+ \S+) of it$",
+        lambda e, m: (
+            (e["name"], e["calls"], e["launches"]) == (m.group(1), int(m.group(2)), 0)
+            and ms(e["op_ns"]) == m.group(3)
+            and f"{e['gflop']:.3g}" == m.group(4)
+            and e["gflop"] > 0
+            and ms(e["gpu_idle_ns"]) == m.group(5)
+            and 0 < e["gpu_idle_ns"] <= e["op_ns"]
+        ),
+    ),
     # kernels: tiny kernels set beside launch_overhead only where the short eager gaps hold it
     (
         r"run under [\d.]+ µs",
@@ -432,3 +521,46 @@ def test_the_checker_rejects_unbacked_memory_claims() -> None:
     assert not check(Finding("memory", title + ", held by `aten::cat` in `step`", 0, grow))
     assert check(Finding("memory", title + ", held by `aten::add` in `step`", 0, grow))
     assert check(Finding("memory", title, 0, {**grow, "growing": False}))
+
+
+def test_the_checker_rejects_unbacked_kernel_claims() -> None:
+    rate = {"dtype": "bf16", "tflops_s": 214.7, "peak_tflops_s": 1000.0, "modelled_share": 1.0}
+    cats = {"busy_ns": 340_000, "window_ns": 342_020, "min_busy_share": 0.994,
+            "threshold": GPU_BOUND_SHARE,
+            "categories": [{"category": "gemm", "busy_ns": 320_000, "rate": rate}]}  # fmt: skip
+    title = (
+        "the GPU's busy time (0.34 ms, 99.4% of step time) by op category: gemm 94.1% "
+        "(0.32 ms) at 21.5% of bf16 peak (214.7 TFLOP/s over 100.0% of its GPU time)"
+    )
+    assert not check(Finding("kernel", title, 1, cats))
+    assert check(Finding("kernel", title.replace("94.1", "90.0"), 1, cats))
+    assert check(Finding("kernel", title.replace("21.5%", "30.0%"), 1, cats))
+    assert check(Finding("kernel", title, 1, {**cats, "min_busy_share": 0.5}))
+    assert check(Finding("kernel", title + ", norm 5.9% (20.0 µs)", 1, cats))  # not in evidence
+    op = {"name": "aten::mm", "input_dims": [[2048, 2048], [2048, 2048]], "dtype": "bf16",
+          "category": "gemm", "calls": 4, "kernel_ns": 320_000, "kernel_share": 0.941,
+          "bound": "compute", "tflops_s": 214.75, "tb_s": 0.31, "intensity": 682.7,
+          "roofline_fraction": 0.21475, "gpu": "hand", "peak_tflops": 1000.0, "peak_tb_s": 2.0,
+          "gpu_ops": 4, "at_roof_ns": 68_720, "potential_ns": 251_280}  # fmt: skip
+    said = (
+        "'aten::mm' [[2048, 2048], [2048, 2048]] (bf16, gemm): 4 calls, 0.32 ms of GPU time "
+        "(94.1% of all), compute-bound at 214.8 TFLOP/s = 21.5% of the hand's bf16 peak 1000 "
+        "TFLOP/s; at its roof its kernels would take 68.7 µs: up to 0.25 ms less"
+    )
+    assert not check(Finding("kernel", said, 1, op))
+    assert check(Finding("kernel", said, 1, {**op, "intensity": 100.0}))  # under the ridge
+    assert check(Finding("kernel", said, 1, {**op, "potential_ns": 300_000}))
+    assert check(Finding("kernel", said, 1, {**op, "roofline_fraction": 0.3}))
+    assert check(Finding("kernel", said.replace("4 calls", "5 calls"), 1, op))
+    # as a per-rank report titles it, still checked
+    assert check(Finding("kernel", "rank 0: " + said.replace("4 calls", "5 calls"), 1, op))
+    assert not check(Finding("kernel", "rank 0: " + said, 1, op))
+    host = {"name": "aten::bmm", "calls": 2, "launches": 0, "op_ns": 5000, "gflop": 0.0168,
+            "gpu_idle_ns": 4000}  # fmt: skip
+    said = (
+        "cpu_op 'aten::bmm' launches no GPU work in 2 calls (5.0 µs of host time, 0.0168 GFLOP "
+        "by its shapes): it computes on the host while its rank's GPUs idle 4.0 µs of it"
+    )
+    assert not check(Finding("kernel", said, 1, host))
+    assert check(Finding("kernel", said, 1, {**host, "launches": 1}))
+    assert check(Finding("kernel", said, 1, {**host, "gpu_idle_ns": 6000}))

@@ -11,9 +11,11 @@ import pytest
 from helpers.ranks_synth import write_ranks
 
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.op_table import ops_of
+from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
-from pytimings.report.html import render, write_html
+from pytimings.report.html import CATEGORY_COLORS, render, write_html
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
@@ -55,17 +57,35 @@ def test_self_contained(multi_rank_report: Path) -> None:
     doc = multi_rank_report.read_text()
     assert not re.search(r"<script[^>]+src=", doc), "no external scripts"
     assert not re.search(r"<link[^>]+href=", doc), "no external stylesheets"
-    assert doc.count("Plotly.newPlot") == 4  # breakdown, lanes, skew, latency
+    assert doc.count("Plotly.newPlot") == 5  # breakdown, categories, lanes, skew, latency
     assert "straggler: rank 3" in doc and "Findings" in doc
+
+
+def test_op_categories_table_and_chart() -> None:
+    """The category table holds the op table's busy split (ms, share of the busy time),
+    each row with its colour; the chart a bar trace per category present."""
+    a = attribute(load(EXAMPLE), by="decode_step")
+    doc = render(a, "one rank")
+    cats = ops_of(a).categories
+    busy = sum(c["busy_ns"] for c in cats)
+    assert cats and busy == sum(int(a.windows[f"{x}_ns"].sum()) for x in BUSY_LABELS)
+    for c in cats:
+        row = (
+            f'<tr><td><span style="color:{CATEGORY_COLORS[c["category"]]}">&#9632;</span> '
+            f"{c['category']}</td><td>{c['busy_ns'] / 1e6:.3f}</td>"
+            f"<td>{100 * c['busy_ns'] / busy:.1f}%</td>"
+        )
+        assert row in doc, c
+    assert "The GPU&#x27;s busy time by op category" in doc or "busy time by op category" in doc
 
 
 def test_missing_parts_are_said() -> None:
     a = attribute(load(EXAMPLE), by="decode_step")
     doc = render(a, "one rank")
-    assert doc.count("Plotly.newPlot") == 3
+    assert doc.count("Plotly.newPlot") == 4
     assert "No collectives matched across ranks" in doc
     doc = render(a, "reduced", has_events=False)
-    assert "Timeline lanes need the events" in doc and doc.count("Plotly.newPlot") == 2
+    assert "Timeline lanes need the events" in doc and doc.count("Plotly.newPlot") == 3
 
 
 @pytest.mark.slow

@@ -253,3 +253,46 @@ def test_the_percent_interval_is_on_the_ratio_scale_never_below_minus_100() -> N
     reps = np.exp(log_mean(nw, new.values) - log_mean(bw, base.values))
     assert row["ci_low_pct"] == pytest.approx(100 * (np.percentile(reps, 2.5) - 1))
     assert row["ci_high_pct"] == pytest.approx(100 * (np.percentile(reps, 97.5) - 1))
+
+
+def test_ops_compare_across_kernel_names_by_op_and_shape() -> None:
+    """Two captures of one model whose GEMM kernels have other names (another GPU or
+    vendor): ``kernels`` can only say one was removed and one added; ``ops`` matches the
+    aten::mm of one shape on both sides (20% longer) and the gemm category."""
+    mm = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], None])
+    add = json.dumps([[[8, 2], [8, 2]], ["float", "float"], ["", ""], None])
+
+    def side(kernel: str, mm_us: float, extra: bool, seed: int) -> Any:
+        rng = np.random.default_rng(seed)
+        ops, api, ranges, host_ops, corr = [], [], [], [], 0
+        for i in range(12):
+            t = i * 100_000
+            for name, args, us, k in (("aten::mm", mm, mm_us, kernel),
+                                      ("aten::add", add, 5.0, "elementwise_kernel"),
+                                      *((("aten::relu", add, 3.0, "elementwise_kernel"),)
+                                        if extra else ())):  # fmt: skip
+                corr += 1
+                host_ops.append({"name": name, "args": args, "start": t + 100, "end": t + 900})
+                api.append({"start": t + 200, "end": t + 300, "correlation": corr})
+                d = int((us + rng.normal(0, 0.1)) * 1000)
+                ops.append({"name": k, "start": t + 1_000, "end": t + 1_000 + d,
+                            "correlation": corr})  # fmt: skip
+                t += 1_000 + d
+            ranges.append({"start": i * 100_000, "end": i * 100_000 + 90_000, "name": "step"})
+        return attribute(make_trace(ops, api, ranges, host_ops=host_ops), by="step")
+
+    doc = diff([side("sm90_gemm", 10.0, False, 1)], [side("Cijk_Alik_gemm", 12.0, True, 2)],
+               resamples=400)  # fmt: skip
+    k = {r["name"]: r["verdict"] for r in doc["kernels"]}
+    assert k["sm90_gemm"] == "removed" and k["Cijk_Alik_gemm"] == "added"
+    ops = {(r["name"], json.dumps(r["input_dims"])): r for r in doc["ops"]}
+    m = ops[("aten::mm", "[[8, 4], [4, 2]]")]
+    assert m["verdict"] == "worse" and 18 <= m["delta_pct"] <= 22 and m["ci_low_pct"] > 0
+    assert ops[("aten::add", "[[8, 2], [8, 2]]")]["verdict"] == "within noise"
+    assert ops[("aten::relu", "[[8, 2], [8, 2]]")]["verdict"] == "added"
+    cats = {r["name"]: r for r in doc["op_categories"]}
+    assert cats["gemm"]["delta_ns"] == pytest.approx(m["delta_ns"])
+    # per window the categories hold every GPU op: their sum is the kernels' sum
+    assert sum(r["new_ns"] for r in doc["op_categories"]) == pytest.approx(
+        sum(r["new_ns"] for r in doc["kernels"])
+    )

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from helpers.synth import make_trace
 
 from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
 from pytimings.analysis.op_table import op_table
+from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.model.trace import ActivityKind
 
 MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
@@ -93,6 +95,25 @@ def test_categories_busy_split_sums_exactly_to_the_busy_time():
         assert sum(c["busy_ns"] for c in w) == busy  # one window: the whole trace
 
 
+def test_an_op_running_into_a_window_from_before_it_makes_it_busy():
+    # a kernel launched before the step [1240, 1250) runs [1150, 1320): no window reports
+    # it (it starts before the step), yet the step's busy time is its 10 ns there
+    tr = _trace()
+    tr = make_trace(
+        [*({"name": tr.strings[int(n)], "start": int(s), "end": int(e), "correlation": int(c)}
+           for n, s, e, c in zip(tr.gpu_ops["name"], tr.gpu_ops["start"], tr.gpu_ops["end"],
+                                 tr.gpu_ops["correlation"], strict=True)),
+         {"name": "sm90_gemm", "start": 1150, "end": 1320, "correlation": 99}],
+        [{"start": 5, "end": 6, "correlation": 99}],
+        ranges=[{"name": "step", "start": 1240, "end": 1250}],
+    )  # fmt: skip
+    a = attribute(tr, by="step")
+    t = op_table(a)
+    busy = sum(int(a.windows[f"{x}_ns"][0]) for x in BUSY_LABELS)
+    assert sum(c["busy_ns"] for c in t.window_categories[0]) == busy > 0
+    assert sum(c["kernel_ns"] for c in t.window_categories[0]) < busy  # not reported
+
+
 def test_nvtx_emit_text():
     t = nvtx_op("aten::mm, seq = 12, op_id = 3, sizes = [[8, 4], [4, 2]], input_op_ids = [(1, 0)]")
     assert t.name == "aten::mm" and t.input_dims == [[8, 4], [4, 2]]
@@ -147,3 +168,38 @@ def test_kineto_record_shapes_args_load_interned(tmp_path):
     dims, types, concrete, strides = json.loads(tr.strings[int(ids[mm][0])])
     assert dims == [[8, 4], [4, 2]] and types == ["float", "float"]
     assert concrete is None and strides is None
+
+
+def test_a_copy_over_a_link_claims_no_hbm_roofline():
+    # aten::copy_ of 2 MiB bf16: host-to-device (over PCIe, not HBM: no bound) and, of
+    # another shape, device-to-device (HBM: memory-bound, 4 MiB moved in 10 us = 0.42 TB/s
+    # of the GPU's 2 TB/s)
+    from pytimings.analysis.ops import GpuSpec
+    from pytimings.model.trace import CopyKind, OpKind
+
+    def cp(m: int, n: int) -> str:
+        return json.dumps([[[m, n], [m, n]], ["c10::BFloat16"] * 2, ["", ""], None])
+
+    host_ops = [
+        {"name": "aten::copy_", "start": 0, "end": 50, "args": cp(1024, 1024)},
+        {"name": "aten::copy_", "start": 100, "end": 150, "args": cp(512, 2048)},
+    ]
+    api = [
+        {"start": 10, "end": 20, "correlation": 1, "name": "cudaMemcpyAsync"},
+        {"start": 110, "end": 120, "correlation": 2, "name": "cudaMemcpyAsync"},
+    ]
+    ops = [
+        {"name": "memcpy", "kind": OpKind.MEMCPY, "copy_kind": kind, "bytes": 2 << 20,
+         "start": 1000 + 20_000 * i, "end": 11_000 + 20_000 * i, "correlation": i + 1}
+        for i, kind in enumerate((CopyKind.HTOD, CopyKind.DTOD))
+    ]  # fmt: skip
+    t = op_table(
+        attribute(make_trace(ops, api, host_ops=host_ops)), GpuSpec("g", {"bf16": 1000.0}, 2.0)
+    )
+    by_dims = {r["input_dims"][0][0]: r for r in t.ops}
+    htod, dtod = by_dims[1024], by_dims[512]
+    assert htod["category"] == dtod["category"] == "memcpy"
+    assert (htod["bound"], htod["roofline_fraction"]) == (None, None)
+    assert htod["tb_s"] == pytest.approx(4 * 2**20 / 10_000 / 1e3)  # the rate stays
+    assert dtod["bound"] == "memory"
+    assert dtod["roofline_fraction"] == pytest.approx(4 * 2**20 / 10_000 / 1e3 / 2.0)

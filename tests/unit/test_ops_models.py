@@ -580,6 +580,17 @@ def test_roofline_compute_bound_op_by_hand() -> None:
     assert r.tb_s == pytest.approx(0.1)
 
 
+def test_roofline_of_an_op_with_no_flops_is_its_share_of_the_bandwidth() -> None:
+    # a copy: 0 FLOPs, 4 MB in 10 us = 0.4 TB/s of 2 TB/s: memory-bound at 20%, whatever
+    # its dtype's compute peak (fp8 has none on this GPU, None: no dtype)
+    for dtype in ("bf16", "fp8", None):
+        r = roofline(0.0, 4e6, 10_000, dtype, GPU)
+        assert (r.tflops_s, r.intensity, r.bound) == (0.0, 0.0, "memory")
+        assert r.tb_s == pytest.approx(0.4)
+        assert r.fraction == pytest.approx(0.2)
+    assert roofline(0.0, 0.0, 10_000, "bf16", GPU).bound is None  # moves nothing: no roof
+
+
 def test_roofline_says_nothing_it_cannot_know() -> None:
     no_peak = roofline(1.0, 1e6, 1000, "fp8", GPU)
     assert no_peak.tflops_s is not None and (no_peak.bound, no_peak.fraction) == (None, None)

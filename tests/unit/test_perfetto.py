@@ -7,6 +7,7 @@ import bisect
 import json
 from collections import defaultdict
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.partition import LABELS
+from pytimings.analysis.op_table import ops_of
+from pytimings.analysis.ops import CATEGORIES
+from pytimings.analysis.partition import BUSY_LABELS, LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, Trace
@@ -212,6 +215,22 @@ def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
             ends = [_ns(ev["ts"]) + _ns(ev["dur"]) for ev in lane]
             assert [_ns(ev["ts"]) for ev in lane[1:]] == ends[:-1]
             assert ends[-1] + origin == int(w["end_ns"][i])
+        # the op-category lane: per category the busy split of the op table, in all the
+        # busy labels' time (the instants some GPU op runs), stretches never overlapping
+        cats = _by_track(info, lambda ev: ev["cat"] == "op_category")
+        table = ops_of(a)
+        assert len(cats) == len(w)
+        for i in range(len(w)):
+            r, d = int(w["rank"][i]), int(w["device"][i])
+            lane = next(v for k, v in cats.items() if k.startswith(f"rank {r} GPU {d}"))
+            per: dict[str, int] = defaultdict(int)
+            for ev in lane:
+                per[ev["name"]] += _ns(ev["dur"])
+            assert per == {c["category"]: c["busy_ns"] for c in table.window_categories[i]}
+            assert sum(per.values()) == sum(int(w[f"{x}_ns"][i]) for x in BUSY_LABELS)
+            spans = sorted((_ns(ev["ts"]), _ns(ev["ts"]) + _ns(ev["dur"])) for ev in lane)
+            assert all(b <= c for (_, b), (c, _) in pairwise(spans))
+        assert all(ev["args"]["op_category"] in CATEGORIES for ev in ops)
         n_find = sum(ev["ph"] == "i" for ev in info["events"])
         assert n_find == len(a.findings())
     return info

@@ -152,3 +152,13 @@ def test_dask_missing_and_bad_workers(
         analyze_ranks(*rank_files[:2], workers=0)
     with pytest.raises(UsageError, match="--executor 'spark'"):
         analyze_ranks(*rank_files[:2], executor="spark")
+
+
+def test_per_rank_tasks_carry_the_op_table_of_all_ranks_together(rank_files: list[Path]) -> None:
+    from pytimings.analysis.op_table import ops_of
+
+    together = ops_of(attribute(load(*rank_files), by="decode_step"))
+    tasks = ops_of(analyze_ranks(*rank_files, by="decode_step", workers=2))
+    assert tasks.doc() == together.doc()
+    assert tasks.window_categories == together.window_categories
+    assert {c["category"] for c in tasks.categories} >= {"gemm", "attention", "comm"}

@@ -40,7 +40,8 @@ def roofline(
     """Achieved rates, intensity, bound and fraction of the roofline for one op and shape.
 
     Rates need a positive kernel time; intensity needs FLOPs and a positive byte count;
-    bound and fraction need those and the GPU's peak for ``dtype``.
+    bound and fraction need those and the GPU's peak for ``dtype`` (an op of no FLOPs
+    only the GPU's bandwidth).
     """
     timed = math.isfinite(mean_kernel_ns) and mean_kernel_ns > 0
     has_flops, has_bytes = _finite(gflops), _finite(nbytes)
@@ -49,11 +50,18 @@ def roofline(
     intensity = None
     if has_flops and has_bytes and gflops is not None and nbytes is not None and nbytes > 0:
         intensity = gflops * 1e9 / nbytes
-    peak = gpu.peak_tflops.get(dtype) if gpu is not None and dtype is not None else None
-    if intensity is None or peak is None or gpu is None or tflops_s is None:
+    if intensity is None or gpu is None or tflops_s is None or tb_s is None:
         return Roofline(tflops_s, tb_s, intensity, None, None)
-    ridge = peak * 1e12 / (gpu.peak_tb_s * 1e12)  # FLOPs per byte where the two roofs meet
+    # memory-bound, the fraction is achieved TB/s over peak TB/s: the same as achieved
+    # FLOP/s over I x peak B/s, and defined for an op that moves bytes and computes nothing
+    # (a copy, a fill: I = 0, memory-bound whatever its dtype's compute peak)
+    memory = Roofline(tflops_s, tb_s, intensity, "memory", tb_s / gpu.peak_tb_s)
+    if intensity == 0:
+        return memory
+    peak = gpu.peak_tflops.get(dtype) if dtype is not None else None
+    if peak is None:
+        return Roofline(tflops_s, tb_s, intensity, None, None)
+    ridge = peak / gpu.peak_tb_s  # FLOPs per byte where the two roofs meet
     if intensity >= ridge:
         return Roofline(tflops_s, tb_s, intensity, "compute", tflops_s / peak)
-    attainable = intensity * gpu.peak_tb_s  # TFLOP/s: FLOP/B x TB/s
-    return Roofline(tflops_s, tb_s, intensity, "memory", tflops_s / attainable)
+    return memory
