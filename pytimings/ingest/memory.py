@@ -46,6 +46,7 @@ __all__ = [
     "CPU",
     "CUDA",
     "KinetoMemory",
+    "kineto_mem_events",
     "load_snapshot",
     "nsys_memory",
 ]
@@ -196,6 +197,41 @@ class KinetoMemory:
             },
             MEM_EVENT_SCHEMA,
         )
+
+
+def kineto_mem_events(
+    cols: Mapping[str, npt.NDArray[Any]],
+    thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+    rank: int,
+) -> Table:
+    """The ``[memory]`` events the Kineto scanner gathered (columns ``start`` = time,
+    ``index``, ``correlation`` = Bytes, ``device`` = Addr, ``stream`` = Device Type,
+    ``bytes`` = Device Id, ``a`` / ``b`` = Total Allocated / Reserved, ``pid``, ``tid``) in
+    time order (ties: document order); ``thread_of`` maps (pid, tid) keys to thread rows."""
+    if len(cols["start"]) == 0:
+        return Table.empty(MEM_EVENT_SCHEMA)
+    order = np.lexsort((cols["index"], cols["start"]))
+    c = {k: v[order] for k, v in cols.items()}
+    b = c["correlation"]
+    n = len(b)
+    return conform(
+        {
+            "time": c["start"],
+            "kind": np.where(b < 0, MemEventKind.FREE, MemEventKind.ALLOC),
+            "bytes": b,
+            "addr": c["device"],
+            "device_type": c["stream"],
+            "device": c["bytes"],
+            "allocated": c["a"],
+            "reserved": c["b"],
+            "source": np.full(n, MemSource.KINETO),
+            "site": np.zeros(n, np.int32),
+            "thread": thread_of(c["pid"], c["tid"]),
+            "pid": c["pid"],
+            "rank": np.full(n, rank),
+        },
+        MEM_EVENT_SCHEMA,
+    )
 
 
 # ---- Nsight Systems ------------------------------------------------------------------------
