@@ -8,10 +8,11 @@ medians of ``--runs`` (3) are compared. Timed: wall and CPU of load + analysis (
 excluded, reported apart). Memory: growth = peak RSS (ru_maxrss) less the RSS after the
 imports, so the interpreters' and libraries' own sizes do not blur the ratio.
 Inputs: the H200 Kineto trace replicated ``--copies`` times (16: ~60 MB of JSON) with
-shifted timestamps and ids, and HTA's largest test trace (df_index_resolver.json.gz).
+shifted timestamps and ids, and ``--copies / 8`` times. (HTA's own largest test trace,
+df_index_resolver, is not a rank-0 trace: HTA's breakdowns raise ValueError on it.)
 
-Scaling: the H200 trace replicated ``--copies / 8`` and ``--copies`` times (8x longer),
-pytimings alone: targets time <= 9x, memory growth < the JSON size.
+Scaling: the trace 8x longer (``--copies`` against ``--copies / 8``), pytimings: targets
+time <= 9x, memory growth < the JSON size.
 
 Targets (issue 27): >= 30x HTA's time, <= 1/10 of its memory growth. Checks: pytimings'
 kernel/memcpy/memset/API/annotation/cpu_op/python_function counts equal an independent
@@ -43,7 +44,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "data"
-HTA_TRACE = SHARED / "external/hta/df_index_resolver/df_index_resolver.json.gz"
 H200_TRACE = SHARED / "h200/decode_16steps_h200.pt.trace.json.gz"
 
 # RSS now, from /proc (ru_maxrss is the peak)
@@ -239,18 +239,14 @@ def main() -> int:
             d.mkdir()
             return Path(in_child("replicate_h200", str(copies), str(d))), d
 
-        hta_dir = Path(tmp) / "hta_df_index"
-        hta_dir.mkdir()
-        (hta_dir / HTA_TRACE.name).symlink_to(HTA_TRACE)
         syn, syn_dir = synthetic(args.copies)
         short, short_dir = synthetic(max(1, args.copies // 8))
         cases = [
-            (f"h200 x{args.copies} (synthetic)", syn, syn_dir, have_hta),
-            ("hta/df_index_resolver.json.gz", hta_dir / HTA_TRACE.name, hta_dir, have_hta),
-            (f"h200 x{max(1, args.copies // 8)} (synthetic, 1/8 long)", short, short_dir, False),
+            (f"h200 x{args.copies} (synthetic)", syn, syn_dir),
+            (f"h200 x{max(1, args.copies // 8)} (synthetic, 1/8 as long)", short, short_dir),
         ]
         ours_by_case: dict[str, tuple[list[dict[str, Any]], dict[str, int]]] = {}
-        for label, path, trace_dir, race in cases:
+        for label, path, trace_dir in cases:
             want = in_child("independent_counts", str(path))
             mb = want["json_bytes"] / 1e6
             print(
@@ -259,7 +255,7 @@ def main() -> int:
             )
             ours, theirs = [], []
             for _ in range(args.runs):  # alternating
-                if race:
+                if have_hta:
                     theirs.append(run_child(args.hta_python, HTA_CHILD, str(trace_dir), env))
                 ours.append(run_child(args.python, PYTIMINGS_CHILD, str(path), env))
             ours_by_case[label] = (ours, want)
@@ -300,10 +296,11 @@ def main() -> int:
                     f"  targets: >= 30x faster: {'met' if ok_speed else 'NOT met'}; "
                     f"<= 1/10 memory: {'met' if ok_mem else 'NOT met'}"
                 )
-                missed |= not (ok_speed and ok_mem)
+                if label == cases[0][0]:  # judged at the full size (fixed costs aside)
+                    missed |= not (ok_speed and ok_mem)
         (long_runs, long_want), (short_runs, _) = (
             ours_by_case[cases[0][0]],
-            ours_by_case[cases[2][0]],
+            ours_by_case[cases[1][0]],
         )
         t_ratio = median(long_runs, "total_s") / median(short_runs, "total_s")
         growth = median(long_runs, "growth_mb")

@@ -7,9 +7,9 @@ numbers, literals, nesting, UTF-8), keeps the fields the model reads and writes 
 straight into growable C arrays, one set of columns per table (GPU ops, API calls and sync
 records, annotations, host activities, flows, ``[memory]`` events, metadata); everything
 else in an element is validated and skipped. No Python object is made per event: names and
-other strings are interned once in a C hash table (by their JSON text), times are converted
-from their decimal text to integer ns exactly (``round(ts*1000)``, ``round((ts+dur)*1000)``,
-ties to even) with integer arithmetic. The rest of the document (the "skeleton": the root
+other strings are interned once in a C hash table (by their JSON text), and each decimal
+time becomes integer ns exactly (``round(ts*1000)``, ``round((ts+dur)*1000)``, ties to
+even) with integer arithmetic. The rest of the document (the "skeleton": the root
 object with an empty ``traceEvents``) is kept for the caller, which decodes it once.
 
 Why hand-written: no JSON library ships on PyPI as a C/C++ build dependency we could link
@@ -30,7 +30,7 @@ takes the GIL, so decompressing the next piece overlaps scanning this one.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc, calloc
+from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import json
@@ -294,6 +294,37 @@ cdef enum:
     P_OK = 0
     P_INCOMPLETE = 1
     P_FAIL = 2
+
+
+_AT = "traceEvents[{idx}] (byte {elem}): "
+_BAD = "invalid JSON at byte {off}: "
+_MESSAGES = {
+    E_NOMEM: _BAD + "out of memory",
+    E_NOT_OBJECT: _BAD + "not a JSON object (a Kineto trace is an object with traceEvents)",
+    E_TE_NOT_ARRAY: _BAD + "traceEvents is not an array",
+    E_TE_TWICE: _BAD + "more than one traceEvents array",
+    E_MISSING_COMMA: _BAD + "missing ',' between traceEvents[{prev}] and the next event",
+    E_BAD_COMMA: _BAD + "unexpected ',' in traceEvents",
+    E_TRAILING_COMMA: _BAD + "trailing ',' at the end of traceEvents",
+    E_ELEM_NOT_OBJECT: _BAD + "traceEvents[{idx}] is not a JSON object",
+    E_AFTER: _BAD + "data after the end of the JSON document",
+    E_UTF8: _BAD + "traceEvents[{idx}] is not valid UTF-8",
+    E_TRUNC_ELEM: _BAD + "the document ends inside traceEvents[{idx}] (truncated?)",
+    E_TRUNC_DOC: _BAD + "the document ends before its JSON object is closed (truncated?)",
+    E_SYNTAX: _BAD + "{what} in traceEvents[{idx}]",
+    E_DEEP: "JSON nested too deeply in traceEvents (from byte {elem}): arrays/objects "
+    "deeper than {depth} levels",
+    E_TYPE: "bad event at byte {elem}: Expected `{what}`, got `{kind}` - at "
+    "`traceEvents[{idx}].{field}`",
+    E_BIG: _AT + "{field} {text} does not fit in 64 bits",
+    E_NO_TS: _AT + "event has no ts",
+    E_NO_DUR: _AT + "complete ('X') event has no dur",
+    E_TS_NAN: _AT + "ts is not a number: {text40}",
+    E_DUR_NAN: _AT + "dur is not a number: {text40}",
+    E_NEG_DUR: _AT + "negative duration (dur={text})",
+    E_MEM_ARGS: _AT + "a [memory] event without ts or args.Bytes",
+    E_MEM_NOT_INT: _AT + "[memory] args field {mem_field} is not an integer",
+}
 
 
 class ScanError(ValueError):
@@ -727,6 +758,19 @@ cdef inline int _string(Parse* P, Val* v) noexcept nogil:
     return P_OK
 
 
+cdef inline Py_ssize_t _digit_run(Parse* P, Py_ssize_t i) noexcept nogil:
+    """The end of the one or more digits at p[i]; -P_INCOMPLETE or -P_FAIL."""
+    cdef const char* p = P.p
+    cdef Py_ssize_t n = P.n
+    if i >= n:
+        return -P_INCOMPLETE
+    if not _digit(p[i]):
+        return -_bad(P, i, "bad number")
+    while i < n and _digit(p[i]):
+        i += 1
+    return i
+
+
 cdef inline int _number(Parse* P, Val* v) noexcept nogil:
     cdef const char* p = P.p
     cdef Py_ssize_t n = P.n, i = P.pos
@@ -759,24 +803,17 @@ cdef inline int _number(Parse* P, Val* v) noexcept nogil:
             i += 1
     if i < n and p[i] == 46:
         v.kind = V_FLOAT
-        i += 1
-        if i >= n:
-            return P_INCOMPLETE
-        if not _digit(p[i]):
-            return _bad(P, i, "bad number")
-        while i < n and _digit(p[i]):
-            i += 1
+        i = _digit_run(P, i + 1)
+        if i < 0:
+            return <int>-i
     if i < n and (p[i] == 101 or p[i] == 69):
         v.kind = V_FLOAT
         i += 1
         if i < n and (p[i] == 43 or p[i] == 45):
             i += 1
-        if i >= n:
-            return P_INCOMPLETE
-        if not _digit(p[i]):
-            return _bad(P, i, "bad number")
-        while i < n and _digit(p[i]):
-            i += 1
+        i = _digit_run(P, i)
+        if i < 0:
+            return <int>-i
     if i >= n:
         return P_INCOMPLETE  # the number may go on in the next piece
     v.e = i
@@ -816,6 +853,26 @@ cdef int _literal(Parse* P, Val* v) noexcept nogil:
     return P_OK
 
 
+cdef inline int _member_key(Parse* P, Val* key) noexcept nogil:
+    """A member's key at P.pos and its ':' (P.pos after them and the whitespace)."""
+    cdef int r
+    if P.pos >= P.n:
+        return P_INCOMPLETE
+    if P.p[P.pos] != 34:
+        return _bad(P, P.pos, "expected a key")
+    r = _string(P, key)
+    if r:
+        return r
+    _ws(P)
+    if P.pos >= P.n:
+        return P_INCOMPLETE
+    if P.p[P.pos] != 58:
+        return _bad(P, P.pos, "expected ':'")
+    P.pos += 1
+    _ws(P)
+    return P_OK
+
+
 cdef int _value(Parse* P, Val* v, int depth) noexcept nogil:
     """One JSON value at P.pos (whitespace skipped) -> v (kind and span; containers are
     validated, nothing in them kept). ``depth``: nesting of the enclosing containers."""
@@ -852,34 +909,17 @@ cdef int _value(Parse* P, Val* v, int depth) noexcept nogil:
                 _ws(P)
                 if P.pos >= P.n:
                     return P_INCOMPLETE
+                if p[P.pos] == c + 2:  # empty: '{' + 2 is '}', '[' + 2 is ']'
+                    P.pos += 1
+                    sp -= 1
+                    want_value = False
+                    if sp == 0:
+                        break
+                    continue
                 if c == 123:
-                    if p[P.pos] == 125:
-                        P.pos += 1
-                        sp -= 1
-                        want_value = False
-                        if sp == 0:
-                            break
-                        continue
-                    if p[P.pos] != 34:
-                        return _bad(P, P.pos, "expected a key")
-                    r = _string(P, &tmp)
+                    r = _member_key(P, &tmp)
                     if r:
                         return r
-                    _ws(P)
-                    if P.pos >= P.n:
-                        return P_INCOMPLETE
-                    if p[P.pos] != 58:
-                        return _bad(P, P.pos, "expected ':'")
-                    P.pos += 1
-                    _ws(P)
-                else:
-                    if p[P.pos] == 93:
-                        P.pos += 1
-                        sp -= 1
-                        want_value = False
-                        if sp == 0:
-                            break
-                        continue
                 continue
             if c == 34:
                 r = _string(P, &tmp)
@@ -900,20 +940,9 @@ cdef int _value(Parse* P, Val* v, int depth) noexcept nogil:
             P.pos += 1
             _ws(P)
             if stk[sp - 1] == 123:
-                if P.pos >= P.n:
-                    return P_INCOMPLETE
-                if p[P.pos] != 34:
-                    return _bad(P, P.pos, "expected a key")
-                r = _string(P, &tmp)
+                r = _member_key(P, &tmp)
                 if r:
                     return r
-                _ws(P)
-                if P.pos >= P.n:
-                    return P_INCOMPLETE
-                if p[P.pos] != 58:
-                    return _bad(P, P.pos, "expected ':'")
-                P.pos += 1
-                _ws(P)
             want_value = True
             continue
         if (c == 125 and stk[sp - 1] == 123) or (c == 93 and stk[sp - 1] == 91):
@@ -1354,66 +1383,13 @@ cdef class Scanner:
 
     cdef object _error(self, int e, Py_ssize_t off, Py_ssize_t idx, Py_ssize_t elem,
                        int field, int kind, bytes text, const char* what):
-        at = f"traceEvents[{idx}] (byte {elem})"
-        f = FIELD_NAMES[field] if 0 <= field < len(FIELD_NAMES) else "?"
-        if e == E_NOMEM:
-            msg = "out of memory"
-        elif e == E_NOT_OBJECT:
-            msg = "not a JSON object (a Kineto trace is an object with traceEvents)"
-        elif e == E_TE_NOT_ARRAY:
-            msg = "traceEvents is not an array"
-        elif e == E_TE_TWICE:
-            msg = "more than one traceEvents array"
-        elif e == E_MISSING_COMMA:
-            msg = f"missing ',' between traceEvents[{idx - 1}] and the next event"
-        elif e == E_BAD_COMMA:
-            msg = "unexpected ',' in traceEvents"
-        elif e == E_TRAILING_COMMA:
-            msg = "trailing ',' at the end of traceEvents"
-        elif e == E_ELEM_NOT_OBJECT:
-            msg = f"traceEvents[{idx}] is not a JSON object"
-        elif e == E_AFTER:
-            msg = "data after the end of the JSON document"
-        elif e == E_UTF8:
-            msg = f"traceEvents[{idx}] is not valid UTF-8"
-        elif e == E_TRUNC_ELEM:
-            msg = f"the document ends inside traceEvents[{idx}] (truncated?)"
-        elif e == E_TRUNC_DOC:
-            msg = "the document ends before its JSON object is closed (truncated?)"
-        elif e == E_SYNTAX:
-            msg = f"{(<bytes>what).decode()} in traceEvents[{idx}]"
-        elif e == E_DEEP:
-            msg = (f"JSON nested too deeply in traceEvents (from byte {elem}): arrays/objects "
-                   f"deeper than {MAX_DEPTH} levels")
-            return ScanError(msg, e, off, idx, elem)
-        elif e == E_TYPE:
-            return ScanError(
-                f"bad event at byte {elem}: Expected `{(<bytes>what).decode()}`, got "
-                f"`{_KIND_NAMES[kind]}` - at `traceEvents[{idx}].{f}`", e, off, idx, elem)
-        elif e == E_BIG:
-            return ScanError(f"{at}: {f} {text.decode()} does not fit in 64 bits",
-                             e, off, idx, elem)
-        elif e == E_NO_TS:
-            return ScanError(f"{at}: event has no ts", e, off, idx, elem)
-        elif e == E_NO_DUR:
-            return ScanError(f"{at}: complete ('X') event has no dur", e, off, idx, elem)
-        elif e == E_TS_NAN:
-            return ScanError(f"{at}: ts is not a number: {text[:40]!r}", e, off, idx, elem)
-        elif e == E_DUR_NAN:
-            return ScanError(f"{at}: dur is not a number: {text[:40]!r}", e, off, idx, elem)
-        elif e == E_NEG_DUR:
-            return ScanError(f"{at}: negative duration (dur={text.decode()})",
-                             e, off, idx, elem)
-        elif e == E_MEM_ARGS:
-            return ScanError(f"{at}: a [memory] event without ts or args.Bytes",
-                             e, off, idx, elem)
-        elif e == E_MEM_NOT_INT:
-            return ScanError(
-                f"{at}: [memory] args field {MEM_FIELD_NAMES[field]} is not an integer",
-                e, off, idx, elem)
-        else:
-            msg = f"error {e}"
-        return ScanError(f"invalid JSON at byte {off}: {msg}", e, off, idx, elem)
+        msg = _MESSAGES.get(e, "invalid JSON at byte {off}: error {code}").format(
+            off=off, idx=idx, prev=idx - 1, elem=elem, code=e, depth=MAX_DEPTH,
+            field=FIELD_NAMES[field] if 0 <= field < len(FIELD_NAMES) else "?",
+            mem_field=MEM_FIELD_NAMES[field] if 0 <= field < len(MEM_FIELD_NAMES) else "?",
+            kind=_KIND_NAMES[kind], what=(<bytes>what).decode() if what != NULL else "",
+            text=text.decode(errors="replace"), text40=repr(text[:40]))
+        return ScanError(msg, e, off, idx, elem)
 
     cdef Py_ssize_t _fail(self, int code, Py_ssize_t at) noexcept nogil:
         self.err = code
@@ -1461,88 +1437,47 @@ cdef class Scanner:
     # ---- one element ----------------------------------------------------------------
     cdef int _parse_element(self, Parse* P, Elem* E) noexcept nogil:
         """The object at P.pos -> E (the fields kept; the rest validated and skipped)."""
-        cdef const char* p = P.p
-        cdef Val key, tmp
-        cdef int r, k, a
         _reset(E.top, N_TOP)
         _reset(E.args, N_ARGS)
-        P.pos += 1
-        _ws(P)
-        if P.pos >= P.n:
-            return P_INCOMPLETE
-        if p[P.pos] == 125:
-            P.pos += 1
-            return P_OK
-        while True:
-            if p[P.pos] != 34:
-                return _bad(P, P.pos, "expected a key")
-            r = _string(P, &key)
-            if r:
-                return r
-            _ws(P)
-            if P.pos >= P.n:
-                return P_INCOMPLETE
-            if p[P.pos] != 58:
-                return _bad(P, P.pos, "expected ':'")
-            P.pos += 1
-            _ws(P)
-            if P.pos >= P.n:
-                return P_INCOMPLETE
-            k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.top_ptr, self.top_by_len)
-            if k == T_ARGS and p[P.pos] == 123:
-                r = self._parse_args(P, E)
-            elif k >= 0:
-                r = _val(P, &E.top[k], 1)
-                if k == T_ARGS:
-                    _reset(E.args, N_ARGS)
-            else:
-                r = _val(P, &tmp, 1)
-            if r:
-                return r
-            _ws(P)
-            if P.pos >= P.n:
-                return P_INCOMPLETE
-            if p[P.pos] == 44:
-                P.pos += 1
-                _ws(P)
-                if P.pos >= P.n:
-                    return P_INCOMPLETE
-                continue
-            if p[P.pos] == 125:
-                P.pos += 1
-                return P_OK
-            return _bad(P, P.pos, "expected ',' or '}'")
+        return self._members(P, E, False)
 
-    cdef int _parse_args(self, Parse* P, Elem* E) noexcept nogil:
+    cdef int _members(self, Parse* P, Elem* E, bint args) noexcept nogil:
+        """The members of the object at P.pos: those with a key of E.top (``args``: of
+        E.args) into it, an object ``args`` of the top level into E.args."""
         cdef const char* p = P.p
         cdef Val key, tmp
+        cdef Val* vals = &E.top[0]
         cdef int r, k
-        _reset(E.args, N_ARGS)
-        E.top[T_ARGS].kind = V_OBJ
-        E.top[T_ARGS].s = P.pos
+        if args:
+            vals = &E.args[0]
         P.pos += 1
         _ws(P)
         if P.pos >= P.n:
             return P_INCOMPLETE
         if p[P.pos] == 125:
             P.pos += 1
-            E.top[T_ARGS].e = P.pos
             return P_OK
         while True:
-            if p[P.pos] != 34:
-                return _bad(P, P.pos, "expected a key")
-            r = _string(P, &key)
+            r = _member_key(P, &key)
             if r:
                 return r
-            _ws(P)
             if P.pos >= P.n:
                 return P_INCOMPLETE
-            if p[P.pos] != 58:
-                return _bad(P, P.pos, "expected ':'")
-            P.pos += 1
-            _ws(P)
-            k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.arg_ptr, self.arg_by_len)
-            r = _val(P, &E.args[k] if k >= 0 else &tmp, 2)
+            if args:
+                k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.arg_ptr,
+                           self.arg_by_len)
+            else:
+                k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.top_ptr,
+                           self.top_by_len)
+            if not args and k == T_ARGS:
+                _reset(E.args, N_ARGS)  # the last args wins, as in a dict
+            if not args and k == T_ARGS and p[P.pos] == 123:
+                E.top[T_ARGS].kind = V_OBJ
+                E.top[T_ARGS].s = P.pos
+                r = self._members(P, E, True)
+                E.top[T_ARGS].e = P.pos
+            else:
+                r = _val(P, &vals[k] if k >= 0 else &tmp, 2 if args else 1)
             if r:
                 return r
             _ws(P)
@@ -1556,7 +1491,6 @@ cdef class Scanner:
                 continue
             if p[P.pos] == 125:
                 P.pos += 1
-                E.top[T_ARGS].e = P.pos
                 return P_OK
             return _bad(P, P.pos, "expected ',' or '}'")
 
@@ -1651,6 +1585,12 @@ cdef class Scanner:
         if self._defer(group, col, row, sid, D_KEY) < 0:
             return -1
         return self._put64(group, col, 0)
+
+    cdef int _pid_tid(self, int group, Py_ssize_t row, const char* p, Elem* E,
+                      Py_ssize_t elem) noexcept nogil:
+        if self._key(group, K_PID, row, p, &E.top[T_PID], T_PID, elem) < 0:
+            return -1
+        return self._key(group, K_TID, row, p, &E.top[T_TID], T_TID, elem)
 
     cdef int _opt(self, int group, int col, Py_ssize_t row, const char* p, Val* v,
                   int field, Py_ssize_t elem) noexcept nogil:
@@ -1770,9 +1710,7 @@ cdef class Scanner:
             return -1
         if self._put8(group, K_CAT, <signed char>cls) < 0:
             return -1
-        if self._key(group, K_PID, row, p, &E.top[T_PID], T_PID, elem) < 0:
-            return -1
-        if self._key(group, K_TID, row, p, &E.top[T_TID], T_TID, elem) < 0:
+        if self._pid_tid(group, row, p, E, elem) < 0:
             return -1
         if self._put64(group, K_INDEX, self.n_elements) < 0:
             return -1
@@ -1874,9 +1812,7 @@ cdef class Scanner:
             return -1
         if self._opt(G_FLOW, K_CORR, row, p, &E.top[T_ID], T_ID, elem) < 0:
             return -1
-        if self._key(G_FLOW, K_PID, row, p, &E.top[T_PID], T_PID, elem) < 0:
-            return -1
-        if self._key(G_FLOW, K_TID, row, p, &E.top[T_TID], T_TID, elem) < 0:
+        if self._pid_tid(G_FLOW, row, p, E, elem) < 0:
             return -1
         self.rows[G_FLOW] += 1
         return 0
@@ -1916,9 +1852,7 @@ cdef class Scanner:
             v = &E.args[MEM_FIELDS[k]]
             if self._put64(G_MEM, MEM_COLS[k], v.i if v.kind == V_INT else -1) < 0:
                 return -1
-        if self._key(G_MEM, K_PID, row, p, &E.top[T_PID], T_PID, elem) < 0:
-            return -1
-        if self._key(G_MEM, K_TID, row, p, &E.top[T_TID], T_TID, elem) < 0:
+        if self._pid_tid(G_MEM, row, p, E, elem) < 0:
             return -1
         self.rows[G_MEM] += 1
         return 0
@@ -1937,9 +1871,7 @@ cdef class Scanner:
                 return -1
         if self._put32(G_META, K_ARGS, <int>sid) < 0:
             return -1
-        if self._key(G_META, K_PID, row, p, &E.top[T_PID], T_PID, elem) < 0:
-            return -1
-        if self._key(G_META, K_TID, row, p, &E.top[T_TID], T_TID, elem) < 0:
+        if self._pid_tid(G_META, row, p, E, elem) < 0:
             return -1
         self.rows[G_META] += 1
         return 0
@@ -1976,6 +1908,7 @@ cdef class Scanner:
                     elem_start = i
                     P.pos = i
                     P.err = E_NONE
+                    P.what = NULL
                     r = self._parse_element(&P, &E)
                     if r == P_INCOMPLETE:
                         incomplete = True
@@ -2094,6 +2027,7 @@ def check_json(bytes data):
     P.n = len(data)
     P.pos = 0
     P.err = E_NONE
+    P.what = NULL
     _ws(&P)
     r = _value(&P, &v, 0)
     if r == P_INCOMPLETE:

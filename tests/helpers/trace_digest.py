@@ -1,6 +1,10 @@
-"""Digests of a loaded trace: one sha256 per column of every table (string-id columns by
-the strings they name: ids depend on the order strings were first met), plus meta and
-dropped counts; two loads give equal digests exactly when their results are equal."""
+"""Digests of a loaded trace: one sha256 per table over its columns' bytes (string-id
+columns by the strings they name: ids depend on the order strings were first met), plus
+meta and dropped counts; two loads give equal digests exactly when their results are equal.
+
+``python tests/helpers/trace_digest.py OUT.json`` writes the digests of every Kineto trace
+in ../shared (tests/data/kineto/digests.json holds those of the loader they were made with).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ def digests(tr: Trace) -> dict[str, str]:
     out: dict[str, str] = {}
     for name in TABLES:
         t = tr.table(name)
+        table = hashlib.sha256()
         for col in t.columns:
             v = np.ascontiguousarray(t[col])
             h = hashlib.sha256(f"{v.dtype.str}:{len(v)}:".encode())
@@ -46,7 +51,8 @@ def digests(tr: Trace) -> dict[str, str]:
                     h.update(len(s).to_bytes(8, "little") + s)
             else:
                 h.update(v.tobytes())
-            out[f"{name}.{col}"] = h.hexdigest()
+            table.update(f"{col}={h.hexdigest()};".encode())
+        out[name] = table.hexdigest()
     out["meta"] = _sha(tr.meta)
     out["dropped"] = _sha(tr.dropped)
     return out
@@ -55,3 +61,19 @@ def digests(tr: Trace) -> dict[str, str]:
 def _sha(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, default=repr, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def relative(path: Path) -> str:
+    """A trace's path relative to ../shared/data (the key of its digests)."""
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+ROOT = (Path(__file__).resolve().parents[2].parent / "shared" / "data").resolve()
+
+if __name__ == "__main__":
+    import sys
+
+    from pytimings.ingest.kineto import load_kineto
+
+    table = {relative(p): digests(load_kineto(p)) for p in kineto_files()}
+    Path(sys.argv[1]).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
