@@ -903,3 +903,43 @@ def test_gpu_ops_without_any_runtime_call_load(tmp_path: Path) -> None:
     assert len(tr.api_calls) == 0
     assert tr.gpu_ops["start"].tolist() == [13_000]
     assert tr.gpu_ops["pid"].tolist() == [42]
+
+
+def test_a_bad_flow_is_an_error_only_when_flows_are_needed(tmp_path: Path) -> None:
+    bad_flow = ev("s", "ac2g", "ac2g", "10.0", id=1.5)
+    linked = [launch(1, "10.0"), kernel(1, "20.0"), bad_flow]
+    tr = load_kineto(write(tmp_path, doc(linked)))  # every op has its correlation
+    assert list(tr.gpu_ops["correlation"]) == [1]
+    unlinked = [launch(1, "10.0"), kernel(None, "20.0"), bad_flow]
+    expect_error(write(tmp_path, doc(unlinked), "u.json"), "Expected `int | str | null`", ".id")
+
+
+def test_string_pids_and_tids_keep_their_threads_and_names(tmp_path: Path) -> None:
+    events = [
+        ev("M", None, "thread_name", "0", pid="host", tid="main", args={"name": "Main "}),
+        ev("M", None, "process_name", "0", pid="host", tid=0, args={"name": "server"}),
+        ev("X", "user_annotation", "step", "1.0", "5.0", pid="host", tid="main"),
+        ev("X", "cpu_op", "aten::mm", "2.0", "1.0", pid="host", tid="7"),
+        ev(
+            "X",
+            "cuda_runtime",
+            "cudaLaunchKernel",
+            "2.5",
+            "0.5",
+            pid="host",
+            tid="7",
+            args={"correlation": 3, "stream": "0x7"},
+        ),
+    ]
+    tr = load_kineto(write(tmp_path, doc(events)))
+    th = tr.threads
+    host = int(tr.ranges["pid"][0])
+    assert host < 0 and int(tr.host_ops["pid"][0]) == host  # one stable key for "host"
+    main = int(tr.ranges["thread"][0])
+    assert int(th["pid"][main]) == host and int(th["tid"][main]) < 0  # "main": a key too
+    assert tr.strings[th["name"][main]] == "Main"  # the thread_name, stripped
+    op = int(tr.host_ops["thread"][0])
+    assert int(th["tid"][op]) == 7 and tr.strings[th["name"][op]] == ""  # "7" is 7
+    assert list(tr.api_calls["correlation"]) == [3]
+    assert tr.meta["processes"] == {host: "server"}
+    assert int(tr.host_ops["thread"][0]) == int(tr.api_calls["thread"][0])  # tid "7" is 7
