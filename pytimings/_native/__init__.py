@@ -3,7 +3,7 @@ library only, never another pytimings module, so the parsers above it (``ingest`
 analyses (``analysis``) can both use them without depending on each other.
 
 - ``_sqlitescan``: SQLite table b-trees straight into numpy columns (nsys exports)
-- ``_jsonscan``, ``_kineto``: the Kineto JSON splitter and its column builder
+- ``_jsonscan``: Kineto JSON straight into columns (a validating single-pass scanner)
 - ``_kernels``: small array kernels (sortedness, open-range depth)
 - ``_intervals``: interval algebra for the partition (unions, clipping, gaps, charges)
 - ``_host``: host attribution (time on a thread charged to its innermost activity)

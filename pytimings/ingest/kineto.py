@@ -2,26 +2,27 @@
 
 Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.md):
 
-* Streaming, bounded memory: the file is decompressed in 1 MiB pieces (``isal``'s igzip,
-  2-3x faster than zlib). Decoding the whole document at once with msgspec held the JSON text
-  plus every event object (peak ~4.4x the JSON size on df_index_resolver, 237 MB), far over
-  the memory budget; streaming peaks at ~1x the JSON size, most of it the interpreter,
-  numpy and msgspec (34 MB before the first byte is read).
-* ``pytimings._native._jsonscan.Splitter`` (Cython, without the GIL) cuts the
-  ``traceEvents`` array into complete elements and sorts them by ``cat`` into per-class
-  buffers; the rest of the document (the skeleton: deviceProperties, distributedInfo,
-  displayTimeUnit, ...) is kept. It runs on a helper thread that never takes the GIL, one
-  piece ahead of the decoder (files up to 256 KiB: on the calling thread).
-* msgspec decodes each class buffer into small typed Structs (unknown fields are skipped in
-  C; ``ts``/``dur`` kept as their JSON text, ``msgspec.Raw``, for exact ns). Host events
-  (``cpu_op``, ``python_function``: often 10-100x the kernels) decode into a smaller Struct
-  without ``args`` (their args, input shapes and the like, are skipped in C). Events the
-  model has no table for (instant events, ``gpu_user_annotation``, ...) and flows are only
-  validated (one msgspec skip pass, no objects) and counted in ``Trace.dropped``.
-  The splitter checks UTF-8 (msgspec does not check the values it skips) in the elements
-  that have a byte >= 0x80.
-* ``pytimings._native._kineto`` (Cython) turns the Structs into column arrays with exact
-  integer-ns times; links, thread rows and nesting depth are vectorised numpy.
+* One native pass, bounded memory: the file is decompressed in 1 MiB pieces (``isal``'s
+  igzip, 2-3x faster than zlib) and each piece goes to ``pytimings._native._jsonscan.Scanner``
+  (Cython, without the GIL). It parses every ``traceEvents`` element completely (validating:
+  strings, escapes, UTF-8, numbers, nesting) and writes the fields the model reads straight
+  into growable C arrays, one set of columns per table; no Python object is made per event.
+  Names are interned once in a C hash table; ``ts``/``dur`` go from their decimal text to
+  integer ns exactly. Peak memory is the columns plus two pieces, never the decompressed
+  file: the scan runs on a helper thread that never takes the GIL while this thread
+  decompresses the next piece (files up to 256 KiB: on the calling thread).
+* There is no JSON library to link instead: none ships on PyPI as a C/C++ build dependency
+  (simdjson's and yyjson's headers are in no wheel), and Python-level decoders (msgspec, the
+  design this replaced) build an object per event, which cost two thirds of a load.
+* What the scanner leaves to this module is small: the skeleton (the document without its
+  events: deviceProperties, distributedInfo, displayTimeUnit, ...; decoded with ``json``
+  once checked by the scanner's validator), the few distinct strings (decoded once each),
+  pid/tid and args written as strings (ROCm: ``"stream": "0x0"``) and the rare times the
+  integer path does not take (exponents, signs, > 12 fraction digits: exact ``Decimal``).
+  Links, thread rows and nesting depth are vectorised numpy.
+* Events the model has no table for (instant events, ``gpu_user_annotation``, ...) are
+  validated and counted in ``Trace.dropped``; ``[memory]`` events (``profile_memory=True``)
+  become ``mem_events`` (:mod:`pytimings.ingest.memory`).
 
 Time units: Kineto writes ``ts`` and ``dur`` in microseconds whatever ``displayTimeUnit``
 says: "ms" (or absent) marks microsecond precision, "ns" nanosecond precision (three
@@ -31,9 +32,9 @@ microseconds). Both become ``start_ns = round(ts * 1000)`` and
 even). ``baseTimeNanoseconds`` (added by Kineto to turn ``ts`` into Unix time) is kept in
 ``meta["base_time_ns"]``; times stay on the trace's own timeline, like nsys times.
 
-Links: a GPU op's ``correlation`` comes from its args; only if some op or call lacks one is
-the file read a second time for its ``ac2g`` flows, which then complete the links (flows
-whose id disagrees with args are counted in ``meta["flow_mismatches"]``). A GPU op's ``pid``
+Links: a GPU op's ``correlation`` comes from its args; only if some op or call lacks one do
+the ``ac2g`` flows (gathered in the same pass) complete the links (flows whose id disagrees
+with args are counted in ``meta["flow_mismatches"]``). A GPU op's ``pid``
 is the host process of its launching call (Kineto puts GPU rows under pid = device). Several
 GPU ops may share a correlation only when launched by one CUDA/HIP graph launch (they get
 ``graph`` = that launch's correlation id; Kineto records no graph id) or when the launch
@@ -42,7 +43,9 @@ correlation id is an error, as is a negative duration or an unknown ``displayTim
 
 Host activities: ``cpu_op`` (2021-era ``Operator``) and ``python_function`` events become
 ``host_ops`` rows of kind CPU_OP and PYTHON on their (pid, tid) thread, names as written
-(python_function names carry their file:line). ``gpu_user_annotation`` events are
+(python_function names carry their file:line); a cpu_op's ``args`` column is the string
+``[Input Dims, Input type, Concrete Inputs, Input Strides]`` (their JSON text as written,
+absent ones null). ``gpu_user_annotation`` events are
 GPU-timeline copies of ``user_annotation`` ranges (one or more per range and stream), not
 ranges (docs/attribution.md): they are counted in ``Trace.dropped`` under
 ``GPU_ANNOTATION_DROPPED`` and not loaded.
@@ -54,23 +57,23 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import json
 import os
 import re
 import threading
-from collections.abc import Callable, Generator
-from typing import Any, ClassVar, cast
+from collections.abc import Callable
+from typing import Any, cast
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 from isal import igzip
 from isal.isal_zlib import error as IsalError  # not an OSError subclass
 
-from pytimings._native import _jsonscan, _kineto
+from pytimings._native import _jsonscan
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
-from pytimings.ingest.memory import KinetoMemory
+from pytimings.ingest.memory import kineto_mem_events
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
     SCHEMAS,
@@ -83,94 +86,23 @@ from pytimings.model.trace import (
     RangeKind,
     SyncKind,
     Trace,
-    concat_columns,
     conform,
 )
 from pytimings.table import Table
 
 __all__ = ["GPU_ANNOTATION_DROPPED", "load_kineto", "looks_like_kineto"]
 
-# Decompressed bytes per splitter feed: large enough that per-feed overhead vanishes,
-# small enough that the decoded Structs of one piece stay a few MB.
+# Decompressed bytes per scanner feed: large enough that per-feed overhead vanishes,
+# small enough that the pieces in flight stay a few MB.
 CHUNK_BYTES = 1 << 20
-# Files up to this size (as stored, gzip or not) are split without the helper thread
+# Files up to this size (as stored, gzip or not) are scanned without the helper thread
 INLINE_BYTES = 256 << 10
 
 I64 = npt.NDArray[np.int64]
+Cols = dict[str, npt.NDArray[Any]]
 
-
-_NO_RAW = msgspec.Raw(b"")
-
-
-class _Args(msgspec.Struct, gc=False):
-    # ROCm runtime calls write some of these as strings ("stream": "0x0", "size": "2560")
-    correlation: int | str | None = None
-    device: int | str | None = None
-    stream: int | str | None = None
-    bytes: int | str | None = None
-    size: int | str | None = None
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""  # no "cat": the splitter has put each category in its own buffer
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW  # the number's JSON text (msgspec cannot make Raw optional)
-    dur: msgspec.Raw = _NO_RAW
-    args: _Args | None = None
-
-
-class _TimedEvent(msgspec.Struct, gc=False):
-    """The fields every host-side event of a span has (its args differ by kind)."""
-
-    ph: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW
-    dur: msgspec.Raw = _NO_RAW
-
-
-class _HostEvent(_TimedEvent, gc=False):
-    args: ClassVar[None] = None  # not decoded: nothing in a host event's args is kept
-
-
-class _OpArgs(msgspec.Struct, gc=False):
-    # record_shapes: kept as their JSON text (interned per distinct value, parsed only for
-    # the ops that launched GPU work: pytimings.analysis.op_calls)
-    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-    types: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-    concrete: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
-    strides: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Strides")
-
-
-class _CpuOpEvent(_TimedEvent, gc=False):
-    shapes: _OpArgs | None = msgspec.field(default=None, name="args")
-    args: ClassVar[None] = None  # _kineto.event_rows reads no args of host events
-
-
-class _Flow(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    id: int | str | None = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW
-
-
-class _Meta(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    args: dict[str, Any] | None = None
-
-
-# (class, JSON array of its elements, document offsets, element indices, buffer offsets)
-_Piece = tuple[int, bytes, "I64", "I64", "I64"]
-_FLOW_DECODER = msgspec.json.Decoder(list[_Flow])
-# category -> code; the splitter's classes 0-9 are these categories, one each
+# category -> code; the scanner's classes 0-9 are these categories, one each (the rows'
+# "cat" column holds the code)
 CAT_CODES: dict[str, int] = {
     "kernel": _jsonscan.CLASS_KERNEL,
     "gpu_memcpy": _jsonscan.CLASS_MEMCPY,
@@ -184,31 +116,12 @@ CAT_CODES: dict[str, int] = {
     "python_function": _jsonscan.CLASS_PYTHON,
 }
 _CAT_NAMES = {code: name for name, code in CAT_CODES.items()}
-# the table each category's rows go to
-_GROUP = {
-    **dict.fromkeys(("kernel", "gpu_memcpy", "gpu_memset"), "gpu"),
-    **dict.fromkeys(("cuda_runtime", "cuda_driver", "cuda_sync"), "api"),
-    "user_annotation": "ranges",
-}
-_GROUP_OF = {CAT_CODES[c]: g for c, g in _GROUP.items()}
 # host activity categories -> their ActivityKind
 _HOST_KIND = {
     _jsonscan.CLASS_CPU_OP: ActivityKind.CPU_OP,
     _jsonscan.CLASS_PYTHON: ActivityKind.PYTHON,
 }
 GPU_ANNOTATION_DROPPED = "gpu_user_annotation (GPU-timeline copies of ranges; not ranges)"
-_EVENT_DECODER = msgspec.json.Decoder(list[_Event])
-_HOST_DECODER = msgspec.json.Decoder(list[_HostEvent])
-_DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
-    **dict.fromkeys(_GROUP_OF, _EVENT_DECODER),
-    **dict.fromkeys(_HOST_KIND, _HOST_DECODER),
-    _jsonscan.CLASS_CPU_OP: msgspec.json.Decoder(list[_CpuOpEvent]),
-    # validated only (one skip pass, no objects); flows: see _Loader.read(flows_only=True)
-    _jsonscan.CLASS_GPU_ANNOTATION: msgspec.json.Decoder(msgspec.Raw),
-    _jsonscan.CLASS_FLOW: msgspec.json.Decoder(msgspec.Raw),
-    _jsonscan.CLASS_NOCAT: msgspec.json.Decoder(list[_Meta]),
-    _jsonscan.CLASS_OTHER: msgspec.json.Decoder(msgspec.Raw),
-}
 
 _OP_KIND = np.array([OpKind.KERNEL, OpKind.MEMCPY, OpKind.MEMSET], dtype=np.int8)
 
@@ -230,8 +143,6 @@ _MEM_KINDS = {
 
 _KNOWN_UNITS = {None, "ms", "ns"}
 _TOO_DEEP = "JSON nested too deeply {}: arrays/objects deeper than the decoder's limit"
-_BYTE_OFFSET = re.compile(r"\(byte (\d+)\)")
-_PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
 
 
 # top-level keys only Chrome-trace/Kineto JSON writes
@@ -294,226 +205,191 @@ def _open(path: str) -> tuple[Any, bool]:
 _ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
 
 
+# the scanner's columns of each table (names as the scanner calls them -> as rows call them)
+_EVENT_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
+_ARG_COLS = ("correlation", "device", "stream", "bytes")
+_FLOW_COLS = {"start": "ts", "cat": "phase", "correlation": "id", "pid": "pid", "tid": "tid"}
+_MEM_COLS = ("start", "index", "correlation", "device", "stream", "bytes", "a", "b", "pid", "tid")
+
+
 class _Loader:
     def __init__(self, path: str) -> None:
         self.path = path
-        self.splitter = _jsonscan.Splitter()
+        self.scanner = _jsonscan.Scanner()
         self.ids: dict[str, int] = {"": 0}
         self.strings: list[str] = [""]
         self.keys: dict[Any, int] = {}
-        self.rows: dict[str, list[dict[str, npt.NDArray[Any]]]] = {
-            g: [] for g in ("gpu", "api", "ranges", "host")
-        }
-        self.flows: list[dict[str, npt.NDArray[Any]]] = []
-        self.meta_events: list[_Meta] = []
         self.dropped: dict[str, int] = {}
-        self.counts = dict.fromkeys(range(_jsonscan.N_CLASS), 0)
         self.ops_without_launch = 0
-        self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
         self.syncs_without_call = 0
-        self.op_args_ids: dict[bytes, int] = {}
+        self.texts: list[str | None] = []  # the scanner's strings, by its ids
+        self.name_ids = np.zeros(0, dtype=np.int32)  # scanner string id -> trace string id
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
 
     # ---- reading --------------------------------------------------------------------
-    def read(self, flows_only: bool = False) -> None:
-        """One pass over the file. ``flows_only``: decode just the flow events (a second
-        pass, taken only when some GPU op or API call lacks args.correlation)."""
-        with contextlib.closing(self._split()) as pieces:
-            for item in pieces:
-                for piece in item:
-                    if flows_only:
-                        if piece[0] == _jsonscan.CLASS_FLOW:
-                            self._convert_flows(*piece)
-                    else:
-                        self._decode(*piece)
-
-    def _split(self) -> Generator[list[_Piece], None, None]:
-        """The class buffers of each piece of the file.
-
-        This thread decompresses; a helper thread splits piece k (without ever taking the
-        GIL, see ``Splitter.serve``) while this thread decodes piece k-1: one piece ahead,
-        so memory stays bounded. Files of at most ``INLINE_BYTES`` are split on this
-        thread: for them the helper costs more than it saves.
-        """
+    def read(self) -> None:
+        """One pass over the file: this thread decompresses piece k+1 while a helper
+        thread scans piece k (without ever taking the GIL, see ``Scanner.serve``); at most
+        two pieces are in flight. Files of at most ``INLINE_BYTES`` are scanned on this
+        thread: for them the helper costs more than it saves."""
         try:
             stream, gzipped = _open(self.path)
             threaded = os.fstat(stream.fileno()).st_size > INLINE_BYTES
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
-        splitter = self.splitter = _jsonscan.Splitter()
+        scanner = self.scanner
         helper = None
         if threaded:
             helper = threading.Thread(
-                target=splitter.serve, name="pytimings-kineto-splitter", daemon=True
+                target=scanner.serve, name="pytimings-kineto-scanner", daemon=True
             )
             helper.start()
-        carry = b""
-        total = 0
         size = CHUNK_BYTES
-        out = None
+
+        def read(n: int) -> bytes:
+            try:
+                return cast(bytes, stream.read(n))
+            except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
+                what = "corrupt or truncated gzip data" if gzipped else "read error"
+                raise self.fail(f"{what} ({e})") from None
+
         try:
             with stream:
+                block = read(size)
+                if block.startswith(UTF8_BOM):
+                    block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
+                if not block:
+                    raise self.fail("empty file (no JSON)")
+                carry = b""
                 while True:
-                    try:
-                        block = stream.read(size)
-                    except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                        what = "corrupt or truncated gzip data" if gzipped else "read error"
-                        raise self.fail(f"{what} ({e})") from None
-                    if total == 0 and block.startswith(UTF8_BOM):
-                        block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
-                    total += len(block)
                     final = not block
-                    if final and total == 0:
-                        raise self.fail("empty file (no JSON)")
                     buf = carry + block if carry else block
-                    if helper is not None:
-                        splitter.submit(buf, final)
-                    if out is not None:
-                        yield out  # decoded while the helper splits buf
                     try:
-                        used = splitter.result() if helper else splitter.feed(buf, final)
-                    except _jsonscan.SplitError as e:
-                        raise self.fail(f"invalid JSON at byte {e.offset}: {e}") from None
+                        if helper is not None:
+                            scanner.submit(buf, final)
+                            block = b"" if final else read(size)  # while the helper scans
+                            used = scanner.result()
+                        else:
+                            used = scanner.feed(buf, final)
+                            block = b"" if final else read(size)
+                    except _jsonscan.ScanError as e:
+                        raise self.fail(str(e)) from None
+                    if final:
+                        return
                     carry = buf[used:]
                     # an event larger than the piece is scanned again with more data: grow
                     # the read so that a huge event costs O(size), not O(size^2)
                     size = max(CHUNK_BYTES, len(carry))
-                    classes = range(_jsonscan.N_CLASS)
-                    out = [(c, *splitter.take(c)) for c in classes if splitter.pending(c)]
-                    if final:
-                        yield out
-                        return
         finally:
-            if helper is not None:
-                splitter.close()
+            if helper is not None:  # after an error too: the helper ends its scan first
+                scanner.close()
                 helper.join()
 
-    def _convert_flows(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
-        try:
-            flows = _FLOW_DECODER.decode(buf)
-        except msgspec.DecodeError as e:  # the first pass accepted these bytes
-            raise self.fail(f"changed while being read ({e})") from None
-        self._convert(cls, flows, doc, idx)
+    # ---- the scanner's columns -> rows --------------------------------------------------
+    def _rows(self, group: int, names: tuple[str, ...], new_keys: bool = True) -> Cols:
+        """A group's columns with their deferred values and times resolved."""
+        cols = self.scanner.columns(group, names)
+        self._resolve_values(group, cols, new_keys)
+        self._resolve_times(group, cols)
+        if "name" in cols and group != _jsonscan.GROUP_META:
+            cols["name"] = self.name_ids[cols["name"]]
+        return cols
 
-    def _decode(self, cls: int, buf: bytes, doc: I64, idx: I64, pos: I64) -> None:
-        try:
-            evs = _DECODERS[cls].decode(buf)
-        except msgspec.DecodeError as e:
-            raise self.fail(self._decode_problem(str(e), doc, idx, pos)) from None
-        except RecursionError:
-            raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
-        if cls in (_jsonscan.CLASS_OTHER, _jsonscan.CLASS_NOCAT):
-            self.memory.feed(buf, idx, doc, _exact)
-        del buf
-        self.counts[cls] += len(doc)
-        self._convert(cls, evs, doc, idx)
+    def _resolve_values(self, group: int, cols: Cols, new_keys: bool) -> None:
+        """pid/tid and args the scanner left as strings (or null): each distinct one
+        resolved once. ``new_keys``: unknown non-numeric pid/tid strings get new keys
+        (else -1: metadata and memory events only refer to the events' keys)."""
+        rec = self.scanner.deferred_values(group)
+        if len(rec) == 0:
+            return
+        code = rec[:, 2] * 2 + rec[:, 3]
+        distinct = _unique(code)
+        values = np.empty(len(distinct), dtype=np.int64)
+        sids = [int(c) >> 1 for c in distinct.tolist()]
+        texts = self.scanner.texts([s for s in sids if s >= 0])
+        by_sid = dict(zip([s for s in sids if s >= 0], texts, strict=True))
+        for k, c in enumerate(distinct.tolist()):
+            text = by_sid.get(c >> 1)
+            v = _key(text, self.keys, new_keys) if c & 1 == _jsonscan.DEFER_KEY else _int(text)
+            if not -(1 << 63) <= v < 1 << 63:
+                row = int(np.flatnonzero(code == c)[0])
+                field = _jsonscan.COLUMNS[int(rec[row, 0])]
+                at = f"traceEvents (byte {int(rec[row, 4])})"
+                raise self.fail(f"{at}: {field} {text} does not fit in 64 bits")
+            values[k] = v
+        got = values[np.searchsorted(distinct, code)]
+        for col in _unique(rec[:, 0]).tolist():
+            sel = rec[:, 0] == col
+            cols[_jsonscan.COLUMNS[col]][rec[sel, 1]] = got[sel]
 
-    def _decode_problem(self, msg: str, doc: I64, idx: I64, pos: I64) -> str:
-        m = _BYTE_OFFSET.search(msg)
-        if m:
-            b = int(m.group(1))
-            k = max(int(np.searchsorted(pos, b, side="right")) - 1, 0)
-            off = int(doc[k] + (b - pos[k])) if len(doc) else b
-            return f"invalid JSON at byte {off}: {_BYTE_OFFSET.sub('', msg).strip()}"
-        m = _PATH_INDEX.search(msg)
-        if m:
-            k = int(m.group(1))
-            detail = msg.replace(f"$[{k}]", f"traceEvents[{idx[k]}]")
-            return f"bad event at byte {doc[k]}: {detail}"
-        return f"bad events: {msg}"
-
-    def _convert(self, cls: int, evs: list[Any], doc: I64, idx: I64) -> None:
-        try:
-            if cls in _GROUP_OF or cls in _HOST_KIND:
-                cols, skipped = _kineto.event_rows(
-                    evs, cls, self.ids, self.strings, self.keys, _exact, idx
+    def _resolve_times(self, group: int, cols: Cols) -> None:
+        for _, row, ts, dur, at in self.deferred_times.get(group, []):
+            where = f"traceEvents[{int(cols['index'][row])}] (byte {at})"
+            try:
+                start, end = _exact(ts, dur)
+            except (ValueError, decimal.InvalidOperation) as e:
+                raise self.fail(f"{where}: bad timestamp: {e}") from None
+            if end < start:
+                raise self.fail(f"{where}: negative duration (dur={(dur or b'').decode()})")
+            cols["start"][row] = start
+            if "end" in cols:
+                cols["end"][row] = end
+        if "end" in cols:
+            odd = implausible_time(cols["start"], cols["end"])
+            if odd is not None:
+                row, column, value = odd
+                field = "ts" if column == "start" else "ts + dur"
+                raise self.fail(
+                    f"traceEvents[{cols['index'][row]}]: {field} is {value} ns, outside "
+                    "±2^62 ns (a corrupt time)"
                 )
-                odd = implausible_time(cols["start"], cols["end"])
-                if odd is not None:
-                    row, column, value = odd
-                    field = "ts" if column == "start" else "ts + dur"
-                    raise self.fail(
-                        f"traceEvents[{cols['index'][row]}]: {field} is {value} ns, outside "
-                        "±2^62 ns (a corrupt time)"
-                    )
-                if cls in _HOST_KIND:  # the columns of args (all -1) are not kept
-                    part = {k: cols[k] for k in _HOST_COLS}
-                    part["args"] = self._op_args(evs, len(cols["start"]))
-                    self.rows["host"].append(part)
-                else:
-                    self.rows[_GROUP_OF[cls]].append(cols)
-                self._drop_phases(cls, skipped)
-            elif cls == _jsonscan.CLASS_FLOW and isinstance(evs, list):
-                fcols, skipped = _kineto.flow_rows(evs, self.keys, _exact)
-                self.flows.append(fcols)
-            elif cls == _jsonscan.CLASS_NOCAT:
-                for ev in evs:
-                    if ev.ph == "M":
-                        self.meta_events.append(ev)
-                    elif ev.name != "[memory]":  # those are in self.memory
-                        self._drop(f"events without cat (ph={ev.ph!r}, not modelled)", 1)
-        except _kineto.RowError as e:
-            k = e.index
-            raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {e}") from None
-        except OverflowError:  # an id or number field beyond int64 (times are bounded)
-            k, problem = _too_large(evs)
-            raise self.fail(f"traceEvents[{idx[k]}] (byte {doc[k]}): {problem}") from None
-        except (ValueError, decimal.InvalidOperation) as e:
-            raise self.fail(f"bad timestamp: {e}") from None
 
-    def _op_args(self, evs: list[Any], n: int) -> npt.NDArray[np.int32]:
-        """Per complete cpu_op event (those event_rows kept): the string id of its
-        ``[Input Dims, Input type, Concrete Inputs, Input Strides]`` JSON text (absent
-        ones null), 0 when it has none; each distinct text decoded and interned once."""
-        out = np.zeros(n, dtype=np.int32)
-        if not evs or not isinstance(evs[0], _CpuOpEvent):
-            return out
-        seen = self.op_args_ids
-        k = 0
-        for ev in evs:
-            if ev.ph != "X":
-                continue
-            a = ev.shapes
-            if a is not None and (a.dims or a.types or a.concrete or a.strides):
-                key = b"[%b,%b,%b,%b]" % (
-                    a.dims or b"null",
-                    a.types or b"null",
-                    a.concrete or b"null",
-                    a.strides or b"null",
-                )
-                i = seen.get(key)
-                if i is None:
-                    i = seen[key] = _intern(key.decode(), self.ids, self.strings)
-                out[k] = i
-            k += 1
-        return out
+    def _strings(self) -> None:
+        """The scanner's names into the trace's string table (each decoded once)."""
+        self.texts = self.scanner.strings()
+        ids = np.zeros(len(self.texts), dtype=np.int32)
+        for k, s in enumerate(self.texts):
+            if s is not None:
+                ids[k] = _intern(s, self.ids, self.strings)
+        self.name_ids = ids
 
     def _drop(self, reason: str, n: int) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + n
 
-    def _drop_phases(self, cls: int, skipped: dict[str, int]) -> None:
-        for ph, n in skipped.items():
-            self._drop(f"{_CAT_NAMES[cls]} events with ph={ph!r} (only complete 'X' events)", n)
+    def _count_dropped(self) -> None:
+        sc = self.scanner
+        counted = sc.counted()
+        texts = sc.texts([s for _, s, _ in counted if s >= 0])
+        at = iter(texts)
+        for cls, sid, n in counted:
+            text = next(at) if sid >= 0 else ""
+            if cls == _jsonscan.CLASS_OTHER:
+                self._drop(f"{text} events (not modelled)", n)
+            elif cls == _jsonscan.CLASS_NOCAT:
+                self._drop(f"events without cat (ph={text!r}, not modelled)", n)
+            else:
+                what = f"{_CAT_NAMES[cls]} events with ph={text!r} (only complete 'X' events)"
+                self._drop(what, n)
+        if sc.class_count(_jsonscan.CLASS_GPU_ANNOTATION):
+            self._drop(GPU_ANNOTATION_DROPPED, sc.class_count(_jsonscan.CLASS_GPU_ANNOTATION))
 
     # ---- the document around the events ----------------------------------------------
     def skeleton(self) -> dict[str, Any]:
-        sp = self.splitter
+        sp = self.scanner
+        raw = sp.skeleton
+        bad = _jsonscan.check_json(raw)
+        if bad is not None:
+            b, what = bad
+            if what.startswith("nested deeper"):
+                raise self.fail(_TOO_DEEP.format("outside traceEvents"))
+            starts = [s for s, _ in sp.skeleton_map]
+            k = max(int(np.searchsorted(starts, b, side="right")) - 1, 0)
+            s, d = sp.skeleton_map[k] if sp.skeleton_map else (0, 0)
+            raise self.fail(f"invalid JSON at byte {d + b - s}: {what}")
         try:
-            doc = msgspec.json.decode(bytes(sp.skeleton))
-        except msgspec.DecodeError as e:
-            msg = str(e)
-            m = _BYTE_OFFSET.search(msg)
-            if m:
-                b = int(m.group(1))
-                starts = [s for s, _ in sp.skeleton_map]
-                k = max(int(np.searchsorted(starts, b, side="right")) - 1, 0)
-                s, d = sp.skeleton_map[k] if sp.skeleton_map else (0, 0)
-                msg = f"at byte {d + b - s}: {_BYTE_OFFSET.sub('', msg).strip()}"
-            else:
-                msg = f"outside traceEvents: {msg}"
-            raise self.fail(f"invalid JSON {msg}") from None
+            doc = json.loads(raw)
         except RecursionError:
             raise self.fail(_TOO_DEEP.format("outside traceEvents")) from None
         if not isinstance(doc, dict) or not sp.saw_events:
@@ -523,7 +399,8 @@ class _Loader:
     # ---- assembling the model -------------------------------------------------------
     def finish(self) -> Trace:
         doc = self.skeleton()
-        if self.splitter.n_elements == 0:
+        sc = self.scanner
+        if sc.n_elements == 0:
             raise self.fail("the trace has no events (traceEvents is empty)")
         unit = doc.get("displayTimeUnit")
         if unit not in _KNOWN_UNITS:
@@ -542,35 +419,36 @@ class _Loader:
             raise self.fail(f"baseTimeNanoseconds is not an integer: {base!r}")
         r = 0 if rank is None else int(rank)
 
-        for name, n in sorted(self.splitter.counts_of_other().items()):
-            # the splitter counts a cat by its JSON text (valid: the events were decoded)
-            cat = msgspec.json.decode(b'"' + name + b'"') if name else "(other categories)"
-            n -= self.memory.cats.get(cat, 0) if name else 0
-            if n:
-                self._drop(f"{cat} events (not modelled)", n)
-        if self.counts[_jsonscan.CLASS_GPU_ANNOTATION]:
-            self._drop(GPU_ANNOTATION_DROPPED, self.counts[_jsonscan.CLASS_GPU_ANNOTATION])
-        # rows in time order, ties in document order (the same however the file was cut)
-        gpu = _by_time(concat_columns(self.rows["gpu"], _ROW_COLS, _EMPTY_DTYPES))
-        api = _by_time(concat_columns(self.rows["api"], _ROW_COLS, _EMPTY_DTYPES))
-        rng = _by_time(concat_columns(self.rows["ranges"], _ROW_COLS, _EMPTY_DTYPES))
-        host = _by_time(concat_columns(self.rows["host"], (*_HOST_COLS, "args"), _EMPTY_DTYPES))
-        self.rows.clear()  # the per-piece arrays; only the concatenation is needed now
+        self._count_dropped()
+        self._strings()
+        self.deferred_times: dict[int, list[tuple[int, int, bytes, bytes | None, int]]] = {}
+        for t in sc.deferred_times():
+            self.deferred_times.setdefault(t[0], []).append(t)
+        # rows in time order, ties in document order
+        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS)))
+        api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS)))
+        rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
+        host = _by_time(self._rows(_jsonscan.GROUP_HOST, (*_EVENT_COLS, "args")))
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) + len(host["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
                 "calls, user annotations, cpu_ops or python functions"
             )
+        op_ids = [0] + [_intern(t, self.ids, self.strings) for t in sc.op_args()]
+        host["args"] = np.asarray(op_ids, dtype=np.int32)[host["args"]]
 
         mismatches = 0
         sync = api["cat"] == CAT_CODES["cuda_sync"]
-        if self.counts[_jsonscan.CLASS_FLOW] and (
+        if sc.class_count(_jsonscan.CLASS_FLOW) and (
             (gpu["correlation"] < 0).any() or (api["correlation"][~sync] < 0).any()
         ):
-            self.read(flows_only=True)
-            flows = concat_columns(self.flows, ("phase", "id", "pid", "tid", "ts"), _EMPTY_DTYPES)
-            mismatches = _link_flows(gpu, api, flows)
-        threads, thread_of = self._threads(api, rng, host, r)
+            problem = sc.flow_problem()
+            if problem is not None:
+                raise self.fail(str(problem))
+            f = self._rows(_jsonscan.GROUP_FLOW, (*_FLOW_COLS, "index"))
+            mismatches = _link_flows(gpu, api, {_FLOW_COLS[k]: f[k] for k in _FLOW_COLS})
+        meta_rows = self._rows(_jsonscan.GROUP_META, ("name", "args", "pid", "tid"), False)
+        threads, thread_of = self._threads(api, rng, host, meta_rows, r)
         main_pid = _main_pid(api, rng, host)
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
@@ -578,7 +456,8 @@ class _Loader:
         ranges = self._ranges(rng, thread_of, r)
         host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
-        mem_events = self.memory.table(lambda v: _py_key(v, self.keys), thread_of, r)
+        mem = self._rows(_jsonscan.GROUP_MEM, _MEM_COLS, False)
+        mem_events = kineto_mem_events(mem, thread_of, r)
 
         meta: dict[str, Any] = {
             "format": "kineto",
@@ -591,9 +470,9 @@ class _Loader:
             "world_size": world,
             "backend": dist.get("backend") if dist else None,
             "trace_name": doc.get("traceName"),
-            "processes": self._process_names(),
-            "events": self.splitter.n_elements,
-            # flows are read (a second pass) only when some args lack a correlation
+            "processes": self._process_names(meta_rows),
+            "events": sc.n_elements,
+            # flows are read only when some args lack a correlation
             "flow_mismatches": mismatches,
             "ops_without_launch": self.ops_without_launch,
             "sync_rows_without_api_call": self.syncs_without_call,
@@ -618,22 +497,27 @@ class _Loader:
             mem_events=mem_events,
         )
 
+    def _meta_names(self, meta_rows: Cols, which: str) -> list[tuple[int, int, str]]:
+        """(pid key, tid key, args.name) of the 'M' events named ``which``, in order."""
+        names = self.scanner.texts(meta_rows["name"].tolist())
+        sel = [k for k, n in enumerate(names) if n == which and meta_rows["args"][k] >= 0]
+        values = self.scanner.texts([int(meta_rows["args"][k]) for k in sel])
+        p, t = meta_rows["pid"], meta_rows["tid"]
+        return [(int(p[k]), int(t[k]), v) for k, v in zip(sel, values, strict=True)]
+
     def _threads(
         self,
-        api: dict[str, npt.NDArray[Any]],
-        rng: dict[str, npt.NDArray[Any]],
-        host: dict[str, npt.NDArray[Any]],
+        api: Cols,
+        rng: Cols,
+        host: Cols,
+        meta_rows: Cols,
         rank: int,
     ) -> tuple[Table, Callable[[I64, I64], npt.NDArray[np.int32]]]:
         sync = api["cat"] == CAT_CODES["cuda_sync"]
         pid = np.concatenate([api["pid"][~sync], rng["pid"], host["pid"]])
         tid = np.concatenate([api["tid"][~sync], rng["tid"], host["tid"]])
         pairs = _unique_pairs(pid, tid)
-        names: dict[tuple[int, int], str] = {}
-        for ev in self.meta_events:
-            if ev.name == "thread_name" and ev.args and isinstance(ev.args.get("name"), str):
-                p, t = _py_key(ev.pid, self.keys), _py_key(ev.tid, self.keys)
-                names[(p, t)] = ev.args["name"].strip()
+        names = {(p, t): name.strip() for p, t, name in self._meta_names(meta_rows, "thread_name")}
         ids, strings = self.ids, self.strings
         name_ids = [_intern(names.get((int(p), int(t)), ""), ids, strings) for p, t in pairs]
         table = conform(
@@ -653,12 +537,8 @@ class _Loader:
 
         return table, thread_of
 
-    def _process_names(self) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for ev in self.meta_events:
-            if ev.name == "process_name" and ev.args and isinstance(ev.args.get("name"), str):
-                out[_py_key(ev.pid, self.keys)] = ev.args["name"]
-        return out
+    def _process_names(self, meta_rows: Cols) -> dict[int, str]:
+        return {p: name for p, _, name in self._meta_names(meta_rows, "process_name")}
 
     def _gpu_ops(
         self,
@@ -859,22 +739,6 @@ class _Loader:
         )
 
 
-def _too_large(evs: list[Any]) -> tuple[int, str]:
-    """The first event with an integer field int64 cannot hold, and which field."""
-    for k, ev in enumerate(evs):
-        args = getattr(ev, "args", None)
-        fields = [("pid", ev.pid), ("tid", ev.tid), ("id", getattr(ev, "id", None))]
-        if isinstance(args, _Args):
-            fields += [(f"args.{f}", getattr(args, f)) for f in _Args.__struct_fields__]
-        for name, v in fields:
-            if isinstance(v, str):
-                with contextlib.suppress(ValueError):
-                    v = int(v, 0) if v.strip()[:2].lower() in ("0x", "0o", "0b") else int(v)
-            if isinstance(v, int) and not -(1 << 63) <= v < 1 << 63:
-                return k, f"{name} {v} does not fit in 64 bits"
-    return 0, "an integer field does not fit in 64 bits"
-
-
 def _intern(s: str, ids: dict[str, int], strings: list[str]) -> int:
     i = ids.get(s)
     if i is None:
@@ -883,15 +747,31 @@ def _intern(s: str, ids: dict[str, int], strings: list[str]) -> int:
     return i
 
 
-def _py_key(v: Any, keys: dict[Any, int]) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    k = keys.get(v)
+def _key(text: str | None, keys: dict[Any, int], new: bool) -> int:
+    """A pid/tid written as a string (or null, ``None``) -> its integer key: a numeric
+    string its number, any other a stable negative id, given on first sight when ``new``
+    (else -1: metadata and memory events refer only to the events' keys)."""
+    k = keys.get(text)
     if k is not None:
         return k
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return -1
+    if text is not None and text.strip().lstrip("-").isdigit():
+        with contextlib.suppress(ValueError):  # "--1", "²": digits to isdigit, not to int
+            k = int(text)
+    if k is None:
+        if not new:
+            return -1
+        k = -1000 - len(keys)
+    if new:
+        keys[text] = k
+    return k
+
+
+def _int(text: str | None) -> int:
+    """An args integer written as a string ("0x0", "2560"), -1 when it is not one."""
+    try:
+        return int(text or "", 0)
+    except ValueError:
+        return -1
 
 
 def _copy_kinds(name: str) -> tuple[int, int, int]:
@@ -916,27 +796,6 @@ _SYNC_KINDS = {
     "Stream Sync": SyncKind.STREAM_SYNC,
     "Context Sync": SyncKind.CONTEXT_SYNC,
 }
-
-_ROW_COLS = (
-    "start",
-    "end",
-    "name",
-    "cat",
-    "pid",
-    "tid",
-    "correlation",
-    "device",
-    "stream",
-    "bytes",
-    "index",
-)
-_HOST_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
-_EMPTY_DTYPES = {
-    "name": np.int32,
-    "cat": np.int8,
-    "phase": np.int8,
-    "args": np.int32,
-}  # of an empty column
 
 
 def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:

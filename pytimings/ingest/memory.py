@@ -4,9 +4,9 @@
   ``cat`` ``cpu_instant_event`` (2022 on: ``Addr``, ``Bytes``, ``Device Type``, ``Device Id``,
   ``Total Allocated``, ``Total Reserved``) or no ``cat`` (2021: ``Bytes``, ``Device Type``,
   ``Device Id`` only; no address, so frees cannot be matched). ``Device Type`` is c10's
-  (0 CPU, 1 CUDA); a negative ``Bytes`` is a free. :class:`KinetoMemory` picks them out of
-  the splitter's buffers of other and cat-less events, decoding only buffers that hold the
-  text ``"[memory]"`` (a trace without memory profiling pays one substring search).
+  (0 CPU, 1 CUDA); a negative ``Bytes`` is a free. The Kineto scanner
+  (``pytimings._native._jsonscan``) writes their columns in its single pass over the file;
+  :func:`kineto_mem_events` makes them the table.
 * Nsight Systems (``--cuda-memory-usage=true``): ``CUDA_GPU_MEMORY_USAGE_EVENTS`` rows
   (``memoryOperationType`` 0 allocation, 1 deallocation; ``memKind`` 2 device memory, the
   others pinned/managed/... host-side kinds kept with device type CPU); capacity from
@@ -26,11 +26,9 @@ import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native import _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.model.trace import (
     MEM_EVENT_SCHEMA,
@@ -45,7 +43,7 @@ from pytimings.table import Table
 __all__ = [
     "CPU",
     "CUDA",
-    "KinetoMemory",
+    "kineto_mem_events",
     "load_snapshot",
     "nsys_memory",
 ]
@@ -53,149 +51,41 @@ __all__ = [
 I64 = npt.NDArray[np.int64]
 CUDA = 1  # c10::DeviceType::CUDA, as Kineto writes "Device Type"
 CPU = 0  # c10::DeviceType::CPU
-MEMORY_EVENT = b'"[memory]"'
-_NO_RAW = msgspec.Raw(b"")
 
 
-Num = int | float | str | None  # as typed by the writer; [memory] events need integers
-
-
-class _MemArgs(msgspec.Struct, gc=False):
-    device_type: Num = msgspec.field(name="Device Type", default=-1)
-    device_id: Num = msgspec.field(name="Device Id", default=-1)
-    nbytes: Num = msgspec.field(name="Bytes", default=None)
-    addr: Num = msgspec.field(name="Addr", default=-1)
-    allocated: Num = msgspec.field(name="Total Allocated", default=-1)
-    reserved: Num = msgspec.field(name="Total Reserved", default=-1)
-
-
-class _InstantBase(msgspec.Struct, gc=False):
-    name: str = ""
-    cat: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: msgspec.Raw = _NO_RAW
-
-
-class _Instant(_InstantBase, gc=False):
-    args: _MemArgs | None = None
-
-
-class _RawInstant(_InstantBase, gc=False):
-    args: msgspec.Raw = _NO_RAW
-
-
-_INSTANTS = msgspec.json.Decoder(list[_Instant])
-_RAW_INSTANTS = msgspec.json.Decoder(list[_RawInstant])
-_ARGS = msgspec.json.Decoder(_MemArgs)
-_ARG_FIELDS = ("nbytes", "addr", "device_type", "device_id", "allocated", "reserved")
-
-
-class KinetoMemory:
-    """The ``[memory]`` events of one Kineto file, gathered piece by piece."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        # (time, element index, bytes, addr, device type, device, allocated, reserved, pid, tid)
-        self.rows: list[tuple[int, int, int, int, int, int, int, int, Any, Any]] = []
-        self.cats: dict[str, int] = {}  # memory events per cat as written ("" none)
-
-    def feed(
-        self,
-        buf: bytes,
-        idx: I64,
-        doc: I64,
-        exact: Callable[[bytes, bytes | None], tuple[int, int]],
-    ) -> int:
-        """Take the memory events of one class buffer (its elements' indices ``idx`` and
-        byte offsets ``doc``); returns how many it held."""
-        if MEMORY_EVENT not in buf:
-            return 0
-        try:
-            evs: list[Any] = _INSTANTS.decode(buf)
-        except msgspec.DecodeError:  # some other event's args is not an object
-            evs = self._one_by_one(buf)
-        n0 = len(self.rows)
-        for k, ev in enumerate(evs):
-            if ev.name != "[memory]":
-                continue
-            self.cats[ev.cat] = self.cats.get(ev.cat, 0) + 1
-            a = ev.args
-            if not isinstance(a, _MemArgs) or a.nbytes is None or not ev.ts:
-                raise self._bad(idx, doc, k, "a [memory] event without ts or args.Bytes")
-            vals = (a.nbytes, a.addr, a.device_type, a.device_id, a.allocated, a.reserved)
-            if not (
-                type(a.nbytes) is int
-                and type(a.addr) is int
-                and type(a.device_type) is int
-                and type(a.device_id) is int
-                and type(a.allocated) is int
-                and type(a.reserved) is int
-            ):
-                f = next(f for f, v in zip(_ARG_FIELDS, vals, strict=True) if type(v) is not int)
-                raise self._bad(idx, doc, k, f"[memory] args field {f} is not an integer")
-            ts = bytes(ev.ts)
-            try:
-                t = (_kineto.exact_ns_fast(ts, None) or exact(ts, None))[0]
-            except ValueError as e:
-                raise self._bad(idx, doc, k, str(e)) from None
-            self.rows.append((t, int(idx[k]), *vals, ev.pid, ev.tid))  # type: ignore[arg-type]
-        return len(self.rows) - n0
-
-    @staticmethod
-    def _one_by_one(buf: bytes) -> list[Any]:
-        try:
-            raw = _RAW_INSTANTS.decode(buf)
-        except msgspec.DecodeError:
-            return []  # not a list of events: the loader's own decoder reports it
-        out: list[Any] = []
-        for ev in raw:
-            args = None
-            if ev.name == "[memory]" and ev.args:
-                try:
-                    args = _ARGS.decode(ev.args)
-                except msgspec.DecodeError:
-                    args = None  # refused below, with its place
-            out.append(_Instant(ev.name, ev.cat, ev.pid, ev.tid, ev.ts, args))
-        return out
-
-    def _bad(self, idx: I64, doc: I64, k: int, problem: str) -> TraceFormatError:
-        return TraceFormatError(self.path, f"traceEvents[{idx[k]}] (byte {doc[k]}): {problem}")
-
-    def table(
-        self,
-        key: Callable[[Any], int],
-        thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
-        rank: int,
-    ) -> Table:
-        """The events in time order (ties: document order); ``key`` maps a pid/tid as
-        written to the loader's integer key, ``thread_of`` (pid, tid) keys to thread rows."""
-        if not self.rows:
-            return Table.empty(MEM_EVENT_SCHEMA)
-        self.rows.sort(key=lambda r: (r[0], r[1]))
-        t, _, nbytes, addr, dtype, dev, alloc, resv, pids, tids = zip(*self.rows, strict=True)
-        pid = np.fromiter((p if type(p) is int else key(p) for p in pids), np.int64, len(pids))
-        tid = np.fromiter((x if type(x) is int else key(x) for x in tids), np.int64, len(tids))
-        b = np.asarray(nbytes, np.int64)
-        n = len(b)
-        return conform(
-            {
-                "time": np.asarray(t, np.int64),
-                "kind": np.where(b < 0, MemEventKind.FREE, MemEventKind.ALLOC),
-                "bytes": b,
-                "addr": addr,
-                "device_type": dtype,
-                "device": dev,
-                "allocated": alloc,
-                "reserved": resv,
-                "source": np.full(n, MemSource.KINETO),
-                "site": np.zeros(n, np.int32),
-                "thread": thread_of(pid, tid),
-                "pid": pid,
-                "rank": np.full(n, rank),
-            },
-            MEM_EVENT_SCHEMA,
-        )
+def kineto_mem_events(
+    cols: Mapping[str, npt.NDArray[Any]],
+    thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
+    rank: int,
+) -> Table:
+    """The ``[memory]`` events the Kineto scanner gathered (columns ``start`` = time,
+    ``index``, ``correlation`` = Bytes, ``device`` = Addr, ``stream`` = Device Type,
+    ``bytes`` = Device Id, ``a`` / ``b`` = Total Allocated / Reserved, ``pid``, ``tid``) in
+    time order (ties: document order); ``thread_of`` maps (pid, tid) keys to thread rows."""
+    if len(cols["start"]) == 0:
+        return Table.empty(MEM_EVENT_SCHEMA)
+    order = np.lexsort((cols["index"], cols["start"]))
+    c = {k: v[order] for k, v in cols.items()}
+    b = c["correlation"]
+    n = len(b)
+    return conform(
+        {
+            "time": c["start"],
+            "kind": np.where(b < 0, MemEventKind.FREE, MemEventKind.ALLOC),
+            "bytes": b,
+            "addr": c["device"],
+            "device_type": c["stream"],
+            "device": c["bytes"],
+            "allocated": c["a"],
+            "reserved": c["b"],
+            "source": np.full(n, MemSource.KINETO),
+            "site": np.zeros(n, np.int32),
+            "thread": thread_of(c["pid"], c["tid"]),
+            "pid": c["pid"],
+            "rank": np.full(n, rank),
+        },
+        MEM_EVENT_SCHEMA,
+    )
 
 
 # ---- Nsight Systems ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytimings._native import _jsonscan, _kineto
+from pytimings._native import _jsonscan
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
 from pytimings.ingest.kineto import GPU_ANNOTATION_DROPPED, load_kineto, looks_like_kineto
@@ -229,7 +229,7 @@ def test_exact_times_where_floats_drift(tmp_path: Path) -> None:
 def test_exact_ns_matches_decimal(ts: str, dur: str) -> None:
     want = (ns(ts), ns(str(Decimal(ts) + Decimal(dur))))
     assert kineto._exact(ts.encode(), dur.encode()) == want
-    fast = _kineto.exact_ns_fast(ts.encode(), dur.encode())
+    fast = _jsonscan.exact_ns_fast(ts.encode(), dur.encode())
     assert fast is None or fast == want
 
 
@@ -243,7 +243,7 @@ json_numbers = st.builds(
 @given(json_numbers, json_numbers)
 @settings(max_examples=300)
 def test_fast_path_agrees_with_its_python_twin(ts: str, dur: str) -> None:
-    fast = _kineto.exact_ns_fast(ts.encode(), dur.encode())
+    fast = _jsonscan.exact_ns_fast(ts.encode(), dur.encode())
     if fast is not None:
         assert fast == kineto._exact(ts.encode(), dur.encode())
 
@@ -640,7 +640,7 @@ def test_corruption_raises_only_trace_format_error(
     assert len(tr.gpu_ops) == len(kernels)
 
 
-# ---- the splitter against the json module ----------------------------------------
+# ---- the scanner against the json module ------------------------------------------
 
 json_scalars = st.one_of(
     st.none(),
@@ -670,99 +670,176 @@ CATS = {
     "python_function": 9,
     "ac2g": 10,
 }
+# keys whose type the loader checks (random values there are errors, tested elsewhere)
+TYPED = {"cat", "ph", "name", "pid", "tid", "ts", "dur", "id", "args"}
 events_st = st.lists(
     st.builds(
-        lambda extra, cat: {**extra, **({} if cat is None else {"cat": cat})},
-        st.dictionaries(st.text(max_size=6).filter(lambda k: k != "cat"), json_values, max_size=4),
+        lambda extra, cat, x: {
+            **extra,
+            **({} if cat is None else {"cat": cat}),
+            **({"ph": "X", "name": x, "ts": 1.5, "dur": 2, "pid": 1, "tid": 2} if x else {}),
+        },
+        st.dictionaries(st.text(max_size=6).filter(lambda k: k not in TYPED), json_values),
         st.one_of(st.none(), st.sampled_from([*CATS, "cpu_instant_event", "cät", 'a"b', ""])),
+        st.one_of(st.none(), st.text(min_size=1, max_size=5)),
     ),
     max_size=12,
 )
+_NAMES_OF_GROUP = {
+    _jsonscan.GROUP_GPU: (0, 1, 2),
+    _jsonscan.GROUP_API: (3, 4, 5),
+    _jsonscan.GROUP_RANGES: (6,),
+    _jsonscan.GROUP_HOST: (8, 9),
+}
 
 
-@given(events_st, json_values, st.sampled_from([None, 0, 2]), st.integers(1, 64), st.booleans())
-@settings(max_examples=200, deadline=None)
-def test_splitter_cuts_like_json(
-    events: list[dict[str, Any]], other: Any, indent: int | None, chunk: int, ascii_only: bool
-) -> None:
-    text = json.dumps(
-        {"a": other, "traceEvents": events, "z": [other]}, indent=indent, ensure_ascii=ascii_only
-    ).encode()
-    sp = _jsonscan.Splitter()
-    got: dict[int, list[Any]] = {}
+def scan(text: bytes, chunk: int) -> _jsonscan.Scanner:
+    """The scanner fed ``text`` in pieces of ``chunk`` bytes (as the loader feeds it)."""
+    sc = _jsonscan.Scanner()
     carry, i = b"", 0
     while True:
         block = text[i : i + chunk]
         i += chunk
         buf = carry + block
-        used = sp.feed(buf, not block)
+        used = sc.feed(buf, not block)
         carry = buf[used:]
-        for c in range(_jsonscan.N_CLASS):
-            if sp.pending(c):
-                arr, _, idx, _ = sp.take(c)
-                got.setdefault(c, []).extend(zip(idx.tolist(), json.loads(arr), strict=True))
         if not block:
-            break
-    assert sp.finished and sp.n_elements == len(events)
-    for c, items in got.items():
-        for k, value in items:
-            assert value == events[k]
-            cat = events[k].get("cat")
-            want = _jsonscan.CLASS_NOCAT if cat is None else CATS.get(cat, _jsonscan.CLASS_OTHER)
-            assert c == want
-    assert json.loads(sp.skeleton) == {"a": other, "traceEvents": [], "z": [other]}
-    # counted by the cat's JSON text (escapes and all)
-    others = {json.loads(b'"' + k + b'"'): v for k, v in sp.counts_of_other().items()}
+            return sc
+
+
+@given(events_st, json_values, st.sampled_from([None, 0, 2]), st.integers(1, 64), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_scanner_reads_like_json(
+    events: list[dict[str, Any]], other: Any, indent: int | None, chunk: int, ascii_only: bool
+) -> None:
+    text = json.dumps(
+        {"a": other, "traceEvents": events, "z": [other]}, indent=indent, ensure_ascii=ascii_only
+    ).encode()
+    sc = scan(text, chunk)
+    assert sc.finished and sc.n_elements == len(events)
+    want = Counter(
+        _jsonscan.CLASS_NOCAT if "cat" not in e else CATS.get(e["cat"], _jsonscan.CLASS_OTHER)
+        for e in events
+    )
+    for c in range(_jsonscan.N_CLASS):
+        assert sc.class_count(c) == want[c], c
+    strings = sc.strings()
+    for group, classes in _NAMES_OF_GROUP.items():  # the complete events' rows, in order
+        cols = sc.columns(group, ("name", "index", "start", "end", "pid", "tid"))
+        rows = [k for k, e in enumerate(events) if "ph" in e and CATS.get(e.get("cat")) in classes]
+        assert cols["index"].tolist() == rows
+        assert [strings[i] for i in cols["name"].tolist()] == [events[k]["name"] for k in rows]
+        assert set(cols["start"].tolist()) <= {1500} and set(cols["end"].tolist()) <= {3500}
+    assert json.loads(sc.skeleton) == {"a": other, "traceEvents": [], "z": [other]}
+    # other categories counted by their text, events without ph by ph ""
+    counted = sc.counted()
+    texts = sc.texts([s for _, s, _ in counted if s >= 0])
+    others = {
+        t: n
+        for (c, s, n), t in zip([x for x in counted if x[1] >= 0], texts, strict=True)
+        if c == _jsonscan.CLASS_OTHER
+    }
     want_other = Counter(e["cat"] for e in events if "cat" in e and e["cat"] not in CATS)
     assert others == dict(want_other)
 
 
-def split_whole(text: bytes) -> tuple[dict[int, list[Any]], bytes]:
-    """The splitter fed one buffer: {class: [elements]}, skeleton."""
-    sp = _jsonscan.Splitter()
-    assert sp.feed(text, True) == len(text)
-    got: dict[int, list[Any]] = {}
-    for c in range(_jsonscan.N_CLASS):
-        if sp.pending(c):
-            got[c] = json.loads(sp.take(c)[0])
-    return got, sp.skeleton
-
-
-@pytest.mark.parametrize("pad", range(0, 140))
-def test_splitter_escapes_and_specials_at_every_block_offset(pad: int) -> None:
-    # the splitter visits special bytes 64 at a time: put an escaped quote, an escaped
-    # backslash before a quote, structural bytes inside a string and a non-ASCII character
-    # at every offset around the 64-byte block edges
+@pytest.mark.parametrize("pad", range(0, 70))
+def test_scanner_escapes_and_specials_at_every_block_offset(pad: int) -> None:
+    # strings are searched 16 bytes at a time: put an escaped quote, an escaped backslash
+    # before a quote, structural bytes inside a string and a non-ASCII character at every
+    # offset around the block edges
     tricky = "a" * pad + '\\"}]{[:,\\\\' + "é" + "b" * (pad % 7)
     events = [
-        {"ph": "X", "cat": "kernel", "name": tricky, "args": {tricky: [tricky, {"k": 1}]}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": tricky,
+            "ts": 1,
+            "dur": 1,
+            tricky: {tricky: 1},
+            "args": {tricky: [tricky, {"k": 1}], "correlation": 7},
+        },
         {"cat": "overhead", tricky: tricky, "x": {"cat": "kernel"}},
         {"name": tricky},
     ]
     for ensure_ascii in (True, False):
         text = json.dumps({"traceEvents": events, "z": tricky}, ensure_ascii=ensure_ascii)
-        got, skel = split_whole(text.encode())
-        assert got == {
-            _jsonscan.CLASS_KERNEL: [events[0]],
-            _jsonscan.CLASS_OTHER: [events[1]],
-            _jsonscan.CLASS_NOCAT: [events[2]],
-        }
-        assert json.loads(skel) == {"traceEvents": [], "z": tricky}
+        sc = scan(text.encode(), 1 << 20)
+        counts = [sc.class_count(c) for c in range(_jsonscan.N_CLASS)]
+        assert counts[_jsonscan.CLASS_KERNEL] == counts[_jsonscan.CLASS_OTHER] == 1
+        assert counts[_jsonscan.CLASS_NOCAT] == 1 and sum(counts) == 3
+        cols = sc.columns(_jsonscan.GROUP_GPU, ("name", "correlation"))
+        assert sc.strings()[int(cols["name"][0])] == tricky
+        assert cols["correlation"].tolist() == [7]
+        assert json.loads(sc.skeleton) == {"traceEvents": [], "z": tricky}
 
 
-@pytest.mark.parametrize("at", [*range(0, 140), 1000, 4095])
-def test_splitter_finds_bad_utf8_anywhere_in_a_long_event(at: int) -> None:
-    # ASCII elements skip the UTF-8 check; a byte >= 0x80 at any offset must bring it back
+@pytest.mark.parametrize("at", [*range(0, 40), 1000, 4095])
+def test_scanner_finds_bad_utf8_anywhere_in_a_long_event(at: int) -> None:
+    # ASCII runs skip the UTF-8 check; a byte >= 0x80 at any offset must bring it back
     name = b"n" * at + b"\xff" + b"n" * 70
     text = b'{"traceEvents": [{"cat": "cpu_op", "name": "' + name + b'"}]}'
-    with pytest.raises(_jsonscan.SplitError, match="not valid UTF-8") as e:
-        _jsonscan.Splitter().feed(text, True)
+    with pytest.raises(_jsonscan.ScanError, match="not valid UTF-8") as e:
+        _jsonscan.Scanner().feed(text, True)
     assert e.value.offset == text.index(b"\xff")
 
 
-def test_splitter_on_a_helper_thread_matches_feed() -> None:
-    text = json.dumps({"traceEvents": [{"cat": "kernel", "i": i} for i in range(500)]}).encode()
-    here, there = _jsonscan.Splitter(), _jsonscan.Splitter()
+@pytest.mark.parametrize(
+    ("event", "problem"),
+    [
+        (b'{"cat": "kernel", "x": [1, 2,]}', "invalid JSON at byte"),
+        (b'{"cat": "kernel", "x": 01}', "invalid JSON at byte"),
+        (b'{"cat": "kernel", "x": "a\x01"}', "control character"),
+        (b'{"cat": "kernel", "x": "\\q"}', "bad escape"),
+        (b'{"cat": "kernel", "x": tru}', "not a JSON value"),
+        (b'{"cat": "kernel" "x": 1}', "expected ','"),
+        (b'{"cat": "kernel", "ph": 1}', "Expected `str`, got `int`"),
+        (b'{"cat": "kernel", "pid": 1.5}', "Expected `int | str | null`, got `float`"),
+        (b'{"cat": "kernel", "args": [1]}', "Expected `object | null`, got `array`"),
+        (b'{"cat": "kernel", "args": {"stream": true}}', "args.stream"),
+        (b'{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "tid": 1e3}', "got `float`"),
+        (b'{"ph": "X", "cat": "kernel", "ts": 1}', "has no dur"),
+        (b'{"ph": "X", "cat": "kernel", "dur": 1}', "has no ts"),
+        (b'{"ph": "X", "cat": "kernel", "ts": "1", "dur": 1}', "ts is not a number"),
+        (
+            b'{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, "pid": 18446744073709551616}',
+            "pid 18446744073709551616 does not fit",
+        ),
+        (b'{"name": "[memory]", "ts": 1, "args": {"Bytes": "8"}}', "Bytes is not an integer"),
+        (b'{"name": "[memory]", "ts": 1, "args": {"Addr": 1}}', "without ts or args.Bytes"),
+    ],
+)
+def test_scanner_refuses_bad_events(event: bytes, problem: str) -> None:
+    text = b'{"traceEvents": [{"cat": "overhead"}, ' + event + b"]}"
+    with pytest.raises(_jsonscan.ScanError) as e:
+        _jsonscan.Scanner().feed(text, True)
+    assert problem in str(e.value) and "\n" not in str(e.value)
+    assert e.value.index == 1 and e.value.element_offset == text.index(event)
+
+
+def test_scanner_refuses_deep_nesting_inside_an_event() -> None:
+    deep = b"[" * 1000 + b"]" * 1000
+    _jsonscan.Scanner().feed(b'{"traceEvents": [{"x": ' + deep[2:-2] + b"}]}", True)
+    with pytest.raises(_jsonscan.ScanError, match="nested too deeply"):
+        _jsonscan.Scanner().feed(b'{"traceEvents": [{"x": ' + deep + b"}]}", True)
+
+
+def test_check_json_agrees_with_json() -> None:
+    for good in (b'{"a": [1, -0.5e+3, "\\u00e9", true, null, {}]}', b" [] ", b'"x"'):
+        assert _jsonscan.check_json(good) is None
+        json.loads(good)
+    for bad, at in ((b'{"a": [1,]}', 9), (b'{"a" 1}', 5), (b"[1] 2", 4), (b'{"a": NaN}', 6)):
+        assert _jsonscan.check_json(bad) is not None and _jsonscan.check_json(bad)[0] == at
+        with pytest.raises(json.JSONDecodeError if b"NaN" not in bad else ValueError):
+            json.loads(bad, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+def test_scanner_on_a_helper_thread_matches_feed() -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "ts": i, "dur": 1} for i in range(500)
+    ]
+    text = json.dumps({"traceEvents": events}).encode()
+    here, there = _jsonscan.Scanner(), _jsonscan.Scanner()
     helper = threading.Thread(target=there.serve)
     helper.start()
     try:
@@ -772,18 +849,22 @@ def test_splitter_on_a_helper_thread_matches_feed() -> None:
             buf = carry + block
             there.submit(buf, not block)
             with pytest.raises(RuntimeError, match="busy"):
-                there.take(_jsonscan.CLASS_KERNEL)
+                there.columns(_jsonscan.GROUP_GPU, ("start",))
             with pytest.raises(RuntimeError, match="busy"):
                 there.submit(buf, False)
             used = there.result()
             assert used == here.feed(buf, not block)
             carry = buf[used:]
-            assert there.take(_jsonscan.CLASS_KERNEL)[0] == here.take(_jsonscan.CLASS_KERNEL)[0]
         assert there.finished and there.n_elements == 500
+        names = ("start", "end", "name", "index")
+        a, b = here.columns(_jsonscan.GROUP_GPU, names), there.columns(_jsonscan.GROUP_GPU, names)
+        for c in names:
+            assert a[c].tolist() == b[c].tolist()
+        assert a["start"].tolist() == [i * 1000 for i in range(500)]
         with pytest.raises(RuntimeError, match="nothing was submitted"):
             there.result()
         there.submit(b"]", True)  # an error comes back from result, as from feed
-        with pytest.raises(_jsonscan.SplitError, match="data after the end"):
+        with pytest.raises(_jsonscan.ScanError, match="data after the end"):
             there.result()
     finally:
         there.close()
@@ -822,3 +903,43 @@ def test_gpu_ops_without_any_runtime_call_load(tmp_path: Path) -> None:
     assert len(tr.api_calls) == 0
     assert tr.gpu_ops["start"].tolist() == [13_000]
     assert tr.gpu_ops["pid"].tolist() == [42]
+
+
+def test_a_bad_flow_is_an_error_only_when_flows_are_needed(tmp_path: Path) -> None:
+    bad_flow = ev("s", "ac2g", "ac2g", "10.0", id=1.5)
+    linked = [launch(1, "10.0"), kernel(1, "20.0"), bad_flow]
+    tr = load_kineto(write(tmp_path, doc(linked)))  # every op has its correlation
+    assert list(tr.gpu_ops["correlation"]) == [1]
+    unlinked = [launch(1, "10.0"), kernel(None, "20.0"), bad_flow]
+    expect_error(write(tmp_path, doc(unlinked), "u.json"), "Expected `int | str | null`", ".id")
+
+
+def test_string_pids_and_tids_keep_their_threads_and_names(tmp_path: Path) -> None:
+    events = [
+        ev("M", None, "thread_name", "0", pid="host", tid="main", args={"name": "Main "}),
+        ev("M", None, "process_name", "0", pid="host", tid=0, args={"name": "server"}),
+        ev("X", "user_annotation", "step", "1.0", "5.0", pid="host", tid="main"),
+        ev("X", "cpu_op", "aten::mm", "2.0", "1.0", pid="host", tid="7"),
+        ev(
+            "X",
+            "cuda_runtime",
+            "cudaLaunchKernel",
+            "2.5",
+            "0.5",
+            pid="host",
+            tid="7",
+            args={"correlation": 3, "stream": "0x7"},
+        ),
+    ]
+    tr = load_kineto(write(tmp_path, doc(events)))
+    th = tr.threads
+    host = int(tr.ranges["pid"][0])
+    assert host < 0 and int(tr.host_ops["pid"][0]) == host  # one stable key for "host"
+    main = int(tr.ranges["thread"][0])
+    assert int(th["pid"][main]) == host and int(th["tid"][main]) < 0  # "main": a key too
+    assert tr.strings[th["name"][main]] == "Main"  # the thread_name, stripped
+    op = int(tr.host_ops["thread"][0])
+    assert int(th["tid"][op]) == 7 and tr.strings[th["name"][op]] == ""  # "7" is 7
+    assert list(tr.api_calls["correlation"]) == [3]
+    assert tr.meta["processes"] == {host: "server"}
+    assert int(tr.host_ops["thread"][0]) == int(tr.api_calls["thread"][0])  # tid "7" is 7
