@@ -14,10 +14,13 @@ re-derives start times (docs/replay.md):
   waited for the GPU (stream/event/device synchronize, a blocking memcpy) ends when the
   awaited op ends in the replay, plus its own measured tail, and everything after it on
   that thread moves with it;
-- a what-if change scales durations: ``kernel:GLOB=F`` the GPU ops whose name (or short
-  name) matches, ``NAME=F`` the self time of the host activities (ranges, CUDA API calls,
-  cpu_ops, ...) of that name: the instants where it is the innermost activity on its
-  thread (``F=0`` removes them, so everything after them on the thread moves earlier).
+- a what-if change scales durations: ``NAME=F`` the host activities (ranges, CUDA API
+  calls, cpu_ops, ...) of that name with everything nested in them on their thread (GPU
+  work keeps its durations), ``self:NAME=F`` only their self time (the instants where
+  one is the innermost activity), ``kernel:GLOB=F`` the GPU ops whose name (or short
+  name) matches, ``comm:GLOB=F`` the transfer part of matching comm ops (by name or
+  collective kind; the wait for peers the contract estimates from several ranks is
+  kept). ``F=0`` removes the time, so everything after it on the thread moves earlier.
 
 A window's replayed length is ``max(end of its range, end of the ops launched inside it)
 - start``, both replayed; the saving is measured minus replayed length. Unchanged, the
@@ -38,7 +41,7 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
-from pytimings.analysis.classes import string_mask
+from pytimings.analysis.classes import COMM, COMM_KIND_NAMES, comm_kind_index, string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits
@@ -56,25 +59,49 @@ CROSS_THREAD_NOTE = (
     "what one thread waits for on another is not in the trace, so work another thread did "
     "later stays where it was"
 )
+COMM_WAIT_NOTE = (
+    "an upper bound for comm changes: with one rank loaded, the wait for peers inside each "
+    "collective is unknown and scaled as if it were transfer; load every rank's trace to "
+    "keep the wait"
+)
 # ---------------------------------------------------------------------------- changes
+
+PREFIXES = {"self:": "self", "kernel:": "kernel", "comm:": "comm"}
 
 
 @dataclass(frozen=True)
 class Change:
-    """One what-if change: durations of matching GPU ops (``kernel``) or host activities'
-    self time (``host``) multiplied by ``factor``."""
+    """One what-if change, ``factor`` applied to: ``inclusive`` host activities named
+    ``pattern`` (their whole extent on their thread, what is nested in them included),
+    ``self`` their self time only, ``kernel`` the durations of matching GPU ops, ``comm``
+    the transfer part of matching communication ops (not their wait for peers)."""
 
-    target: str  # "kernel" or "host"
+    kind: str  # one of KINDS
     pattern: str
     factor: float
 
     @property
     def text(self) -> str:
-        return f"{'kernel:' if self.target == 'kernel' else ''}{self.pattern}={self.factor:g}"
+        prefix = "" if self.kind == "inclusive" else f"{self.kind}:"
+        return f"{prefix}{self.pattern}={self.factor:g}"
+
+    @property
+    def on_host(self) -> bool:
+        return self.kind in ("inclusive", "self")
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "pattern": self.pattern,
+            "factor": self.factor,
+            "inclusive": self.kind == "inclusive",
+        }
 
 
 def parse_changes(spec: str) -> list[Change]:
-    """``NAME=F[,NAME=F...]``; ``kernel:GLOB=F`` for GPU ops. F >= 0 (0 removes)."""
+    """``NAME=F[,...]``: ``NAME`` (a host activity and everything in it), ``self:NAME``
+    (its self time), ``kernel:GLOB`` (GPU ops), ``comm:GLOB`` (the transfer part of comm
+    ops, by name or collective kind). F >= 0 (0 removes)."""
     out = []
     for item in (s.strip() for s in spec.split(",")):
         name, eq, value = item.rpartition("=")
@@ -86,10 +113,14 @@ def parse_changes(spec: str) -> list[Change]:
             raise UsageError(f"--what-if {item!r}: {value!r} is not a number") from None
         if not math.isfinite(factor) or factor < 0:
             raise UsageError(f"--what-if {item!r}: the factor must be a finite number >= 0")
-        if name.startswith("kernel:"):
-            out.append(Change("kernel", name.removeprefix("kernel:"), factor))
-        else:
-            out.append(Change("host", name, factor))
+        kind = "inclusive"
+        for prefix, k in PREFIXES.items():
+            if name.startswith(prefix):
+                kind, name = k, name.removeprefix(prefix)
+                break
+        if not name:
+            raise UsageError(f"--what-if {item!r}: nothing named after {kind}:")
+        out.append(Change(kind, name, factor))
     return out
 
 
@@ -248,20 +279,23 @@ class HostChanges:
     before: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
 
     def add(self, thread: int, ivs: list[tuple[int, int, float]]) -> None:
-        """Intervals of one thread; where two overlap, the earlier one keeps the overlap."""
-        ivs.sort()
-        s: list[int] = []
-        e: list[int] = []
-        f: list[float] = []
+        """Intervals of one thread, each with its factor; where intervals overlap, their
+        factors multiply (``step=0.5,self:layer=0`` removes the layer's self time and
+        halves the rest of the step). Callers give each change's intervals disjoint."""
+        ivs = [(a, b, k) for a, b, k in ivs if b > a]
+        if not ivs:
+            return
+        cuts = np.unique(np.asarray([[a, b] for a, b, _ in ivs], dtype=np.int64).ravel())
+        keep = np.ones(cuts.size - 1, dtype=np.float64)
+        covered = np.zeros(cuts.size - 1, dtype=bool)
         for a, b, k in ivs:
-            a = max(a, e[-1]) if e else a
-            if b > a:
-                s.append(a)
-                e.append(b)
-                f.append(k)
-        self.start[thread] = np.asarray(s, dtype=np.int64)
-        self.end[thread] = np.asarray(e, dtype=np.int64)
-        self.keep[thread] = np.asarray(f, dtype=np.float64)
+            i, j = np.searchsorted(cuts, [a, b])
+            keep[i:j] *= k
+            covered[i:j] = True
+        sel = covered & (keep != 1.0)
+        self.start[thread] = cuts[:-1][sel]
+        self.end[thread] = cuts[1:][sel]
+        self.keep[thread] = keep[sel]
         lost = (self.end[thread] - self.start[thread]) * (1.0 - self.keep[thread])
         self.before[thread] = np.concatenate([[0.0], np.cumsum(lost)[:-1]])
 
@@ -296,37 +330,57 @@ def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     return s, e, n, t
 
 
+def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> list[tuple[int, int]]:
+    """The instants of ``[a, b)`` (activity ``h``) outside every other activity that starts
+    and ends inside it: its self time (``on_*``: the thread's activities by start)."""
+    lo, hi = np.searchsorted(on_s, [a, b], side="left")
+    cand = np.arange(lo, hi)
+    cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
+    if cand.size == 0:
+        return [(a, b)] if b > a else []
+    cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
+    gaps = zip(np.concatenate([[a], ce]).tolist(), np.concatenate([cs, [b]]).tolist(), strict=True)
+    return [(x, y) for x, y in gaps if y > x]
+
+
 def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
-    """The self-time intervals of the host activities each change names, per thread."""
+    """Per thread, the intervals each host change scales: the whole extent of the
+    activities it names (``inclusive``) or their self time (``self``); within one change
+    the union of its activities' intervals, across changes the factors multiply."""
     per: dict[int, list[tuple[int, int, float]]] = {}
     s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
-        if ch.target != "host":
+        if not ch.on_host:
             continue
         ids = _matching_ids(trace.strings, ch.pattern, short=False)
         hit = np.flatnonzero(ids[n_all] & (t_all >= 0))
         if hit.size == 0:
             raise UsageError(
-                f"--what-if {ch.text!r}: no range or host activity is named {ch.pattern!r}"
+                f"--what-if {ch.text!r}: no range or host activity is named {ch.pattern!r} "
+                "(other forms: self:NAME, kernel:GLOB, comm:GLOB)"
             )
-        for th in np.unique(t_all[hit]):
-            on = np.flatnonzero(t_all == th)
-            on = on[np.lexsort((-e_all[on], s_all[on]))]
-            on_s, on_e = s_all[on], e_all[on]
-            for h in hit[t_all[hit] == th]:
-                a, b = int(s_all[h]), int(e_all[h])
-                lo, hi = np.searchsorted(on_s, [a, b], side="left")
-                cand = np.arange(lo, hi)  # what starts inside it, by start
-                cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
-                mine = per.setdefault(int(th), [])
-                if cand.size == 0:
-                    if b > a:
-                        mine.append((a, b, ch.factor))
+        for th in np.unique(t_all[hit]).tolist():
+            mine = hit[t_all[hit] == th]
+            if ch.kind == "inclusive":
+                a, b = s_all[mine], np.maximum(e_all[mine], s_all[mine])
+            else:
+                on = np.flatnonzero(t_all == th)
+                on = on[np.lexsort((-e_all[on], s_all[on]))]
+                on_s, on_e = s_all[on], e_all[on]
+                pieces = [
+                    p
+                    for h in mine.tolist()
+                    for p in _self_time(on_s, on_e, on, h, int(s_all[h]), int(e_all[h]))
+                ]
+                if not pieces:
                     continue
-                cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
-                for x, y in zip(np.concatenate([[a], ce]), np.concatenate([cs, [b]]), strict=True):
-                    if y > x:
-                        mine.append((int(x), int(y), ch.factor))
+                a = np.asarray([p[0] for p in pieces], dtype=np.int64)
+                b = np.asarray([p[1] for p in pieces], dtype=np.int64)
+            o = np.argsort(a, kind="stable")
+            us, ue = iv.union(np.ascontiguousarray(a[o]), np.ascontiguousarray(b[o]))
+            per.setdefault(th, []).extend(
+                (x, y, ch.factor) for x, y in zip(us.tolist(), ue.tolist(), strict=True)
+            )
     hc = HostChanges()
     for th, ivs in per.items():
         hc.add(th, ivs)
@@ -346,6 +400,7 @@ class WindowReplay:
     excluded: str | None = None
     range_row: int = -1  # row in trace.ranges of a --by window's range
     threads: int = 1  # host threads in the replay (launching its ops, or ending it)
+    guessed: bool = False  # a comm change on ops whose wait for peers is unknown
     # for the critical path
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     op_start: I64 = field(default_factory=lambda: np.empty(0, np.int64))
@@ -546,6 +601,59 @@ def replay_windows(a: Attribution) -> Windows:
     )  # fmt: skip
 
 
+def _comm_waits(a: Attribution) -> I64:
+    """Per GPU op, the wait for peers inside it the contract estimates from several ranks
+    (``Several ranks``); -1 where unknown (one rank, or no match on another rank)."""
+    ops = a.trace.gpu_ops
+    wait = np.full(len(ops), -1, dtype=np.int64)
+    c = a.collectives
+    if c is not None and c.op.size:
+        wait[c.op] = c.table["wait_ns"]
+    return wait
+
+
+def changed_durations(
+    a: Attribution, changes: Sequence[Change]
+) -> tuple[I64, npt.NDArray[np.bool_]]:
+    """Per GPU op, its duration with the ``kernel`` and ``comm`` changes applied, and
+    whether the change is a guess: a comm op whose wait for peers is unknown (only its
+    rank is loaded) counts its whole duration as transfer."""
+    trace = a.trace
+    ops = trace.gpu_ops
+    dur = (ops["end"] - ops["start"]).astype(np.int64)
+    guessed = np.zeros(len(ops), dtype=bool)
+    waits: I64 | None = None
+    for ch in changes:
+        if ch.kind == "kernel":
+            hit = _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
+            if not hit.any():
+                raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
+            dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
+        elif ch.kind == "comm":
+            comm = a.classes == COMM
+            kinds = COMM_KIND_NAMES
+            pat = ch.pattern.lower()
+            of_kind = np.asarray([fnmatch.fnmatchcase(k, pat) for k in kinds], dtype=bool)
+            hit = comm & (
+                _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
+                | of_kind[comm_kind_index(trace)]
+            )
+            if not hit.any():
+                present = sorted({kinds[i] for i in np.unique(comm_kind_index(trace)[comm])})
+                raise UsageError(
+                    f"--what-if {ch.text!r}: no communication op is named or of kind "
+                    f"{ch.pattern!r} ("
+                    + (f"kinds here: {', '.join(present)}" if present else "the trace has none")
+                    + ")"
+                )
+            waits = _comm_waits(a) if waits is None else waits
+            known = waits >= 0
+            w = np.where(known, np.minimum(waits, dur), 0)
+            dur[hit] = w[hit] + np.rint((dur[hit] - w[hit]) * ch.factor).astype(np.int64)
+            guessed |= hit & ~known
+    return dur, guessed
+
+
 def replay(
     a: Attribution,
     changes: Sequence[Change] = (),
@@ -557,25 +665,30 @@ def replay(
     ``a`` built."""
     trace = a.trace
     g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
-    ops = trace.gpu_ops
-    dur = (ops["end"] - ops["start"]).astype(np.int64)
-    for ch in changes:
-        if ch.target == "kernel":
-            hit = _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
-            if not hit.any():
-                raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
-            dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
+    dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)
     w = replay_windows(a)
-    return Replay(
+    out = Replay(
         [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
         list(changes),
         g,
     )
+    if guessed.any():
+        for k, wr in enumerate(out.windows):
+            wr.guessed = bool(guessed[_window_ops(g, w, k)].any())
+    return out
+
+
+def _bound(w: WindowReplay) -> str:
+    """How far a window's replayed saving can be trusted: ``exact``, a ``lower bound``
+    (several host threads, CROSS_THREAD_NOTE), an ``upper bound`` (a comm change whose
+    wait for peers is unknown, COMM_WAIT_NOTE), or an ``estimate`` (both)."""
+    return ("exact", "lower bound", "upper bound", "estimate")[(w.threads > 1) + 2 * w.guessed]
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
-    """The ``what_if`` document: per window before/after, and the total saving."""
+    """The ``what_if`` document: the changes as parsed, per window before/after and how
+    exact its saving is, and the total saving."""
     if isinstance(changes, str):
         changes = parse_changes(changes)
     base = replay(a)
@@ -584,15 +697,24 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
     for b, n in zip(base.windows, new.windows, strict=True):
         if b.after_ns is None or n.after_ns is None:
             continue
+        bound = _bound(n)
         rows.append(
-            {"name": b.name, "start_ns": b.start_ns, "before_ns": b.after_ns,
-             "after_ns": n.after_ns}
+            {"name": b.name, "start_ns": b.start_ns, "rank": b.rank, "before_ns": b.after_ns,
+             "after_ns": n.after_ns, "exact": bound == "exact", "bound": bound}
         )  # fmt: skip
-    multi = any(w.threads > 1 for w in base.windows if w.after_ns is not None)
+    notes = [
+        note
+        for note, hit in (
+            (CROSS_THREAD_NOTE, any(w.threads > 1 for w in new.windows if w.after_ns is not None)),
+            (COMM_WAIT_NOTE, any(w.guessed for w in new.windows if w.after_ns is not None)),
+        )
+        if hit
+    ]
     return {
         "spec": ",".join(c.text for c in changes),
+        "changes": [c.doc() for c in changes],
         "windows": rows,
         "excluded": base.fidelity()["excluded"],
-        "note": CROSS_THREAD_NOTE if multi else None,
+        "note": "; ".join(notes) if notes else None,
         "total_saving_ns": int(sum(r["before_ns"] - r["after_ns"] for r in rows)),
     }

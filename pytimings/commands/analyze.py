@@ -62,8 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--what-if",
         metavar="SPEC",
         type=nonempty,
-        help="replay each window with durations changed: NAME=F scales a range's or host "
-        "activity's self time (scheduler=0 removes it), kernel:GLOB=F matching GPU ops",
+        help="replay each window with durations changed: NAME=F scales a range or host "
+        "activity with everything inside it (scheduler=0 removes it), self:NAME=F only its "
+        "self time, kernel:GLOB=F matching GPU ops, comm:GLOB=F the transfer part of comm "
+        "ops by name or kind (comm:all_reduce=0.5); comma-separated",
     )
     p.add_argument(
         "--critical-path",

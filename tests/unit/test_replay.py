@@ -16,7 +16,7 @@ from pytimings.analysis.finding import ms
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, launch_index
-from pytimings.model.trace import SyncKind
+from pytimings.model.trace import ActivityKind, SyncKind
 from pytimings.report.analysis_text import render_attribution
 
 US = 1_000
@@ -162,10 +162,17 @@ def test_bad_changes_are_one_line_errors():
         ("step=-1", ">= 0"),
         ("nosuch=0", "no range or host activity"),
         ("kernel:nosuch=0", "no GPU op"),
+        ("self:=0", "nothing named after self:"),
+        ("self:nosuch=0", "other forms: self:NAME, kernel:GLOB, comm:GLOB"),
+        ("comm:*=0.5", r"no communication op .*\(the trace has none\)"),
     ):
         with pytest.raises(UsageError, match=msg):
             what_if(a, spec)
-    assert [c.text for c in parse_changes("a=0, kernel:g*=0.8")] == ["a=0", "kernel:g*=0.8"]
+    assert [c.text for c in parse_changes("a=0, kernel:g*=0.8, self:b=2, comm:*=0.5")] == [
+        "a=0", "kernel:g*=0.8", "self:b=2", "comm:*=0.5",
+    ]  # fmt: skip
+    # a range whose name has a colon of its own is a name (Kineto's nccl:all_reduce)
+    assert parse_changes("nccl:all_reduce=0")[0].kind == "inclusive"
 
 
 @st.composite
@@ -235,7 +242,14 @@ def test_analyze_what_if_and_critical_path_on_the_bundled_example(tmp_path, caps
     assert doc["replay"]["windows"] == 16 and doc["replay"]["max_error"] == 0.0
     wi = doc["what_if"]
     assert wi["spec"] == "scheduler=0" and len(wi["windows"]) == 16
-    assert set(wi["windows"][0]) == {"name", "start_ns", "before_ns", "after_ns"}
+    assert wi["changes"] == [
+        {"kind": "inclusive", "pattern": "scheduler", "factor": 0.0, "inclusive": True}
+    ]
+    assert set(wi["windows"][0]) == {
+        "name", "start_ns", "rank", "before_ns", "after_ns", "exact", "bound",
+    }  # fmt: skip
+    assert all(w["exact"] and w["bound"] == "exact" for w in wi["windows"])
+    assert "saving (exact)" in text
     assert wi["total_saving_ns"] == sum(w["before_ns"] - w["after_ns"] for w in wi["windows"])
     cp = doc["critical_path"]
     assert set(cp["window"]) >= {"name", "start_ns", "end_ns"}
@@ -368,3 +382,69 @@ def test_a_loss_before_ops_of_another_thread_has_no_replayed_saving():
     (f,) = [f for f in a.findings() if f.layer == "scheduling"]
     assert f.evidence["op_name"] == "theirs"
     assert f.saving_ns is None and "other than the windows' ranges" in f.evidence["saving_note"]
+
+
+def _scheduler_with_a_sleep(nested=False):
+    """'step' 0-100 µs holds 'scheduler' 0-50 µs, inside it an OS sleep 5-45 µs; the
+    step's one kernel is launched at 50 µs: the GPU waits for the host through it all."""
+    ops, api = [], []
+    _launch(api, ops, 1, 50, 55, 60, 90)
+    ranges = [
+        {"start": 0, "end": 100 * US, "name": "step"},
+        {"start": 0, "end": 50 * US, "name": "scheduler", "depth": 1},
+    ]
+    if nested:  # the same name again inside it (a recursive scheduler)
+        ranges.append({"start": 10 * US, "end": 20 * US, "name": "scheduler", "depth": 2})
+    sleep = [{"start": 5 * US, "end": 45 * US, "name": "nanosleep", "kind": ActivityKind.OS}]
+    return make_trace(ops, api, ranges, host_ops=sleep)
+
+
+def test_a_name_scales_the_activity_and_what_is_inside_it_self_only_its_own_time():
+    tr = _scheduler_with_a_sleep()
+    a = attribute(tr, by="step")
+    charged = {c["name"]: c["ns"] for c in a.to_dict()["totals"]["host_bound_by_range"]}
+    # the whole range, the sleep in it included (its host_bound share: 50 µs)
+    assert _saving(tr, "scheduler=0") == 50 * US == charged["scheduler"]
+    assert _saving(tr, "scheduler=0.5") == 25 * US
+    assert _saving(tr, "self:scheduler=0") == 10 * US  # 50 µs minus the 40 µs sleep
+    assert _saving(tr, "self:nanosleep=0") == _saving(tr, "nanosleep=0") == 40 * US
+    # where changes overlap their factors multiply: the self time goes, the sleep halves
+    assert _saving(tr, "scheduler=0.5,self:scheduler=0") == 30 * US
+    # a name nested in itself is scaled once, not once per level
+    assert _saving(_scheduler_with_a_sleep(nested=True), "scheduler=0.5") == 25 * US
+    doc = what_if(a, "self:scheduler=0,kernel:k=0.5")
+    assert doc["changes"] == [
+        {"kind": "self", "pattern": "scheduler", "factor": 0.0, "inclusive": False},
+        {"kind": "kernel", "pattern": "k", "factor": 0.5, "inclusive": False},
+    ]
+    assert doc["spec"] == "self:scheduler=0,kernel:k=0.5"
+
+
+def _all_reduce(ranks=(0, 1)):
+    """An all-reduce on two ranks: rank 0 arrives at 10 µs, rank 1 at 70 µs, both end at
+    100 µs: rank 0 waits 60 µs for its peer inside it, each transfers for 30 µs."""
+    ops, api = [], []
+    name = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    for r, (l0, k0) in zip((0, 1), ((0, 10), (60, 70)), strict=True):
+        if r in ranks:
+            api.append({"start": l0 * US, "end": (l0 + 5) * US, "correlation": 1, "rank": r})
+            ops.append({"start": k0 * US, "end": 100 * US, "name": name, "correlation": 1,
+                        "rank": r})  # fmt: skip
+    return make_trace(ops, api)
+
+
+def test_comm_changes_scale_the_transfer_not_the_wait_for_peers():
+    a = attribute(_all_reduce(), by=None)
+    doc = what_if(a, "comm:*=0.5")
+    saving = {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]}
+    assert saving == {0: 15 * US, 1: 15 * US}  # half of each rank's 30 µs transfer
+    assert all(w["exact"] for w in doc["windows"]) and doc["note"] is None
+    assert what_if(a, "comm:all_reduce=0")["total_saving_ns"] == 60 * US
+    assert what_if(a, "comm:ncclKernel_AllReduce*=0")["total_saving_ns"] == 60 * US
+    with pytest.raises(UsageError, match=r"no communication op .*kinds here: all_reduce"):
+        what_if(a, "comm:all_gather=0.5")
+    # one rank alone: its wait is unknown, the whole duration is scaled: an upper bound
+    one = what_if(attribute(_all_reduce(ranks=(0,)), by=None), "comm:*=0.5")
+    assert one["total_saving_ns"] == 45 * US
+    assert [w["bound"] for w in one["windows"]] == ["upper bound"]
+    assert "wait for peers" in one["note"]
