@@ -73,6 +73,7 @@ from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
 from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
+    EVENT_SCHEMA,
     SCHEMAS,
     SYNC_SCHEMA,
     ActivityKind,
@@ -119,6 +120,36 @@ class _Event(msgspec.Struct, gc=False):
     ts: msgspec.Raw = _NO_RAW  # the number's JSON text (msgspec cannot make Raw optional)
     dur: msgspec.Raw = _NO_RAW
     args: _Args | None = None
+
+
+class _WaitArgs(msgspec.Struct, gc=False):
+    # a cuda_sync "Stream Wait Event" / "Event Sync" (newer Kineto): the stream and the
+    # cudaEventRecord call of the event waited for
+    wait_on_stream: int | str | None = None
+    wait_on_cuda_event_record_corr_id: int | None = None
+
+
+class _WaitEvent(msgspec.Struct, gc=False):
+    args: _WaitArgs | None = None
+
+
+_WAIT_DECODER = msgspec.json.Decoder(list[_WaitEvent])
+
+
+def _event_waits(buf: bytes, idx: I64) -> dict[str, I64]:
+    """What the args of a buffer of cuda_sync events say of the event waited for (decoded
+    a second time, for these fields only; sync records are few): per event its
+    traceEvents index, the stream the event was recorded on and the record call's
+    correlation id (-1 where absent: older Kineto, host syncs of a stream)."""
+    evs = _WAIT_DECODER.decode(buf)
+    cols = np.full((2, len(evs)), -1, dtype=np.int64)
+    for k, ev in enumerate(evs):
+        a = ev.args
+        if a is not None:
+            for row, v in enumerate((a.wait_on_stream, a.wait_on_cuda_event_record_corr_id)):
+                if isinstance(v, int) and v >= 0:
+                    cols[row, k] = v
+    return {"index": idx.astype(np.int64), "stream": cols[0], "record": cols[1]}
 
 
 class _TimedEvent(msgspec.Struct, gc=False):
@@ -311,6 +342,7 @@ class _Loader:
         self.ops_without_launch = 0
         self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
         self.syncs_without_call = 0
+        self.waits: list[dict[str, I64]] = []  # cuda_sync args naming events (_event_waits)
         self.op_args_ids: dict[bytes, int] = {}
 
     def fail(self, problem: str) -> TraceFormatError:
@@ -406,6 +438,8 @@ class _Loader:
             raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
         if cls in (_jsonscan.CLASS_OTHER, _jsonscan.CLASS_NOCAT):
             self.memory.feed(buf, idx, doc, _exact)
+        if cls == _jsonscan.CLASS_SYNC:
+            self.waits.append(_event_waits(buf, idx))
         del buf
         self.counts[cls] += len(doc)
         self._convert(cls, evs, doc, idx)
@@ -574,7 +608,7 @@ class _Loader:
         main_pid = _main_pid(api, rng, host)
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
-        api_calls, syncs = self._api_calls(api, thread_of, r)
+        api_calls, syncs, events = self._api_calls(api, thread_of, r)
         ranges = self._ranges(rng, thread_of, r)
         host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
@@ -612,6 +646,7 @@ class _Loader:
             threads=threads,
             devices=devices,
             syncs=syncs,
+            events=events,
             strings=self.strings,
             meta=meta,
             dropped=self.dropped,
@@ -745,9 +780,10 @@ class _Loader:
         api: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
         rank: int,
-    ) -> tuple[Table, Table]:
-        """The API calls, and the ``cuda_sync`` records (not host activities: each
-        describes the call with its correlation id, on that call's thread and pid)."""
+    ) -> tuple[Table, Table, Table]:
+        """The API calls, the ``cuda_sync`` records (not host activities: each describes
+        the call with its correlation id, on that call's thread and pid), and the event
+        records the stream-wait-event records name (``_event_records``)."""
         sync = api["cat"] == CAT_CODES["cuda_sync"]
         calls = {k: v[~sync] for k, v in api.items()} if sync.any() else api
         kind = np.full(len(calls["start"]), ApiKind.RUNTIME, dtype=np.int8)
@@ -775,6 +811,7 @@ class _Loader:
         self.syncs_without_call = int(len(ok) - np.count_nonzero(ok))
         names, at = np.unique(rec["name"], return_inverse=True)
         kinds = [_SYNC_KINDS.get(self.strings[n], SyncKind.UNKNOWN) for n in names.tolist()]
+        waits = self._waits_of(rec["index"])
         syncs = conform(
             {
                 "start": rec["start"],
@@ -782,7 +819,9 @@ class _Loader:
                 "kind": np.asarray(kinds, dtype=np.int8)[at.reshape(-1)],
                 "device": rec["device"],
                 "stream": np.where(rec["stream"] == 0xFFFFFFFF, -1, rec["stream"]),  # CUPTI: none
-                "event": np.full(len(launch), -1),  # wait_on_cuda_event_id: not decoded yet
+                # an event is named by its record call (Kineto's event ids repeat: see
+                # _event_records)
+                "event": waits["record"],
                 "correlation": rec["correlation"],
                 "thread": thread,
                 "pid": pid,
@@ -790,7 +829,23 @@ class _Loader:
             },
             SYNC_SCHEMA,
         )
-        return api_calls, syncs
+        return api_calls, syncs, _event_records(calls, rec, pid, waits, rank)
+
+    def _waits_of(self, index: I64) -> dict[str, I64]:
+        """Per sync record (by traceEvents index), the event ids of its args (-1: none)."""
+        parts = self.waits
+        cols = {
+            k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0, np.int64)
+            for k in ("index", "stream", "record")
+        }
+        order = np.argsort(cols["index"], kind="stable")
+        keys = cols["index"][order]
+        pos = np.minimum(np.searchsorted(keys, index), max(len(keys) - 1, 0))
+        hit = (keys[pos] == index) if len(keys) else np.zeros(len(index), dtype=bool)
+        return {
+            k: np.where(hit, cols[k][order][pos], -1) if len(keys) else np.full(len(index), -1)
+            for k in ("stream", "record")
+        }
 
     def _ranges(
         self,
@@ -957,6 +1012,40 @@ def _first_of_runs(v: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     first = np.ones(len(v), dtype=bool)
     first[1:] = v[1:] != v[:-1]
     return first
+
+
+def _event_records(
+    calls: dict[str, npt.NDArray[Any]],
+    rec: dict[str, npt.NDArray[Any]],
+    wait_pid: I64,
+    waits: dict[str, I64],
+    rank: int,
+) -> Table:
+    """The CUDA event records Kineto shows: a stream-wait-event or event-sync record names
+    the ``cudaEventRecord`` call of the event it waits for (its correlation id) and the
+    stream it was recorded on; one row per such call, in the process of that call (of the
+    wait when the call is not in the trace). Records no wait names are not in Kineto
+    traces. The event is named by the record call's correlation id, in these rows and in
+    the sync records: Kineto's ``wait_on_cuda_event_id`` repeats (the HTA AlexNet capture
+    names 18 records on 9 streams all event 1), the record call does not."""
+    named = np.flatnonzero((waits["record"] >= 0) & (waits["stream"] >= 0))
+    corr = waits["record"][named]
+    call = _lookup_corr(calls, corr)
+    pid = np.where(call >= 0, calls["pid"][np.maximum(call, 0)], wait_pid[named])
+    # one row per (process, record call)
+    _, first = np.unique(np.stack([pid, corr]), axis=1, return_index=True)
+    first = np.sort(first)
+    return conform(
+        {
+            "device": rec["device"][named][first],
+            "stream": waits["stream"][named][first],
+            "event": corr[first],
+            "correlation": corr[first],
+            "pid": pid[first],
+            "rank": np.full(first.size, rank),
+        },
+        EVENT_SCHEMA,
+    )
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:

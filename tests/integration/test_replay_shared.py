@@ -58,3 +58,46 @@ def test_removing_the_scheduler_saves_its_time_in_each_h200_decode_step(shared_d
         saving = w["before_ns"] - w["after_ns"]
         # the scheduler holds no CUDA call, and the GPU waits for the host through it
         assert 0.9 * own <= saving <= own, (w, own)
+
+
+def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) -> None:
+    """HTA's AlexNet capture: its cuda_sync Stream Wait Event records name the record call
+    of each event; the dependencies read are those an independent walk of the JSON finds
+    (the waiting stream's first kernel launched after the wait, the recording stream's
+    last kernel launched before the record), and the replay stays exact."""
+    import gzip
+    import json
+
+    from pytimings.ingest.links import event_waits, launch_index
+
+    path = next((shared_dir / "data/external/hta/critical_path/alexnet").glob("*.json.gz"))
+    evs = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    calls = {e["args"]["correlation"]: e["ts"] for e in evs if e.get("cat") == "cuda_runtime"}
+    kernels = [e for e in evs if e.get("cat") == "kernel"]
+
+    def launched(stream: int) -> list[tuple[float, int]]:
+        return sorted(
+            (calls[k["args"]["correlation"]], k["args"]["correlation"])
+            for k in kernels
+            if k["args"]["stream"] == stream and k["args"]["correlation"] in calls
+        )
+
+    expected = set()
+    for e in evs:
+        a = e.get("args", {})
+        if (
+            e.get("name") != "Stream Wait Event"
+            or a.get("wait_on_cuda_event_record_corr_id", -1) < 0
+        ):
+            continue
+        rec_t, wait_t = calls[a["wait_on_cuda_event_record_corr_id"]], calls[a["correlation"]]
+        before = [c for t, c in launched(a["wait_on_stream"]) if t < rec_t]
+        after = [c for t, c in launched(a["stream"]) if t > wait_t]
+        if before and after:
+            expected.add((after[0], before[-1]))
+    tr = pt.load(str(path))
+    waiting, awaited = event_waits(tr, launch_index(tr))
+    corr = tr.gpu_ops["correlation"]
+    assert {(int(corr[w]), int(corr[a])) for w, a in zip(waiting, awaited, strict=True)} == expected
+    assert len(expected) == 6  # of 20 waits: 14 wait on streams with no kernel before
+    assert replay(pt.attribute(tr)).fidelity()["max_error"] == 0.0
