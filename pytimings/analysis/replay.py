@@ -44,7 +44,7 @@ from pytimings._native._replay import replay as _replay
 from pytimings.analysis.classes import COMM, COMM_KIND_NAMES, comm_kind_index, string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
-from pytimings.ingest.links import event_waits
+from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
 from pytimings.model.trace import Trace
 
@@ -255,6 +255,17 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
             ]  # fmt: skip
             if cand.size:  # the latest end (then the last in the order above)
                 s_wait[j] = cand[-1]
+    # where the capture records what a synchronize waited for (a stream, an event), that
+    # op, not the inference; a call whose op had ended before it began waited for nothing
+    call, awaited = sync_waits(trace, launch_row)
+    s_recorded = np.zeros(s_row.size, dtype=bool)
+    if call.size and s_row.size:
+        by_call = np.full(len(api), -1, dtype=np.int64)
+        by_call[call] = awaited
+        r = by_call[s_row]
+        s_recorded = r >= 0
+        r_end = end[np.maximum(r, 0)]
+        s_wait = np.where(s_recorded, np.where((r_end > s_start) & (r_end <= s_end), r, -1), s_wait)
     s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]

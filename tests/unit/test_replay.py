@@ -15,7 +15,7 @@ from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.finding import ms
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.errors import UsageError
-from pytimings.ingest.links import event_waits, launch_index
+from pytimings.ingest.links import event_waits, launch_index, sync_waits
 from pytimings.model.trace import ActivityKind, SyncKind
 from pytimings.report.analysis_text import render_attribution
 
@@ -448,3 +448,39 @@ def test_comm_changes_scale_the_transfer_not_the_wait_for_peers():
     assert one["total_saving_ns"] == 45 * US
     assert [w["bound"] for w in one["windows"]] == ["upper bound"]
     assert "wait for peers" in one["note"]
+
+
+def _sync_on_stream_1(kind=SyncKind.STREAM_SYNC, record=True):
+    """'a' on stream 1 (10-50 µs) and 'b' on stream 2 (10-51 µs), then a synchronize of
+    stream 1 (or of an event recorded after 'a') from 20 to 52 µs, then 'c' on stream 1
+    (launched 53-55 µs, 60-100 µs). The inference would tie the call to 'b', the op that
+    ended last inside it; the record says it waited for 'a'."""
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 50, name="a", stream=1)
+    api.append({"start": 5 * US, "end": 6 * US, "correlation": 9, "name": "cudaEventRecord"})
+    _launch(api, ops, 2, 6, 8, 10, 51, name="b", stream=2)
+    call = "cudaStreamSynchronize" if kind == SyncKind.STREAM_SYNC else "cudaEventSynchronize"
+    api.append({"start": 20 * US, "end": 52 * US, "correlation": 10, "name": call})
+    _launch(api, ops, 3, 53, 55, 60, 100, name="c", stream=1)
+    sync = {"start": 20 * US, "end": 52 * US, "kind": kind, "correlation": 10,
+            "stream": 1 if kind == SyncKind.STREAM_SYNC else -1,
+            "event": 4 if kind == SyncKind.EVENT_SYNC else -1}  # fmt: skip
+    return make_trace(
+        ops, api, [{"start": 0, "end": 56 * US, "name": "step"}],
+        syncs=[sync] if record else (), events=[{"stream": 1, "event": 4, "correlation": 9}],
+    )  # fmt: skip
+
+
+def test_a_synchronize_ends_when_the_op_its_record_names_ends():
+    for kind in (SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC):
+        tr = _sync_on_stream_1(kind)
+        call, awaited = sync_waits(tr, launch_index(tr))
+        assert [tr.strings[tr.gpu_ops["name"][k]] for k in awaited] == ["a"]
+        assert replay(attribute(tr, by="step")).fidelity()["max_error"] == 0.0
+        # halving 'a' (40 µs) ends the call 20 µs earlier (2 µs after 'a', as measured):
+        # the host, 'c' and the window's end move with it: 100 -> 80 µs
+        assert _saving(tr, "kernel:a=0.5") == 20 * US, kind
+        assert _saving(tr, "kernel:b=0.5") == 0, kind
+    # without the record the call is tied to 'b', the last op to end inside it
+    tr = _sync_on_stream_1(record=False)
+    assert _saving(tr, "kernel:a=0.5") == 0 and _saving(tr, "kernel:b=0.5") > 0
