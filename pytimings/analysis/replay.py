@@ -46,7 +46,7 @@ from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
-from pytimings.model.trace import Trace
+from pytimings.model.trace import SyncKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -160,6 +160,17 @@ class Graph:
     by_launch: I64  # linked ops by (launch thread, launch start)
     by_launch_key: I64  # thread << 1 of each, sorted
     pos: I64  # each op's place in an order independent of the rows' order
+    dep_read: npt.NDArray[np.bool_]  # per op: its dep is a recorded stream wait (else inferred)
+    s_source: npt.NDArray[np.int8]  # per sync: index in DEPENDENCY_SOURCES, -1 waited for none
+
+
+# what each dependency of a replayed window comes from (replay JSON ``dependencies``):
+# recorded stream waits (event record -> stream wait event), cross-stream waits inferred
+# by their effect, host synchronizes of an event or a stream whose record names the op
+# waited for, host synchronizes whose op is inferred, collectives across ranks
+DEPENDENCY_SOURCES = (
+    "stream_wait", "inferred", "event_sync", "stream_sync", "sync_inferred", "collective",
+)  # fmt: skip
 
 
 def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
@@ -257,22 +268,27 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
                 s_wait[j] = cand[-1]
     # where the capture records what a synchronize waited for (a stream, an event), that
     # op, not the inference; a call whose op had ended before it began waited for nothing
-    call, awaited = sync_waits(trace, launch_row)
-    s_recorded = np.zeros(s_row.size, dtype=bool)
+    call, awaited, sync_kind = sync_waits(trace, launch_row)
+    s_source = np.where(s_wait >= 0, DEPENDENCY_SOURCES.index("sync_inferred"), -1)
     if call.size and s_row.size:
         by_call = np.full(len(api), -1, dtype=np.int64)
         by_call[call] = awaited
         r = by_call[s_row]
-        s_recorded = r >= 0
+        recorded = r >= 0
         r_end = end[np.maximum(r, 0)]
-        s_wait = np.where(s_recorded, np.where((r_end > s_start) & (r_end <= s_end), r, -1), s_wait)
+        s_wait = np.where(recorded, np.where((r_end > s_start) & (r_end <= s_end), r, -1), s_wait)
+        kind_of = np.full(len(api), SyncKind.STREAM_SYNC, dtype=np.int8)
+        kind_of[call] = sync_kind
+        named = np.where(kind_of[s_row] == SyncKind.EVENT_SYNC, "event_sync", "stream_sync")
+        src = np.asarray([DEPENDENCY_SOURCES.index(x) for x in named.tolist()], dtype=np.int64)
+        s_source = np.where(recorded, np.where(s_wait >= 0, src, -1), s_source)
     s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
     return Graph(
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
-        by_launch, thread[by_launch].astype(np.int64) << 1, pos,
+        by_launch, thread[by_launch].astype(np.int64) << 1, pos, read, s_source.astype(np.int8),
     )  # fmt: skip
 
 
@@ -412,6 +428,7 @@ class WindowReplay:
     range_row: int = -1  # row in trace.ranges of a --by window's range
     threads: int = 1  # host threads in the replay (launching its ops, or ending it)
     guessed: bool = False  # a comm change on ops whose wait for peers is unknown
+    dependencies: dict[str, int] = field(default_factory=dict)  # by DEPENDENCY_SOURCES
     # for the critical path
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     op_start: I64 = field(default_factory=lambda: np.empty(0, np.int64))
@@ -565,6 +582,13 @@ def replay_window(
     replayed = max(int(host_end.max(initial=w_s)), int(end.max()) if n else w_s)
     out.threads = int(np.union1d(threads, h_thread).size)
     out.replayed_end_ns = replayed
+    has_dep = dep >= 0
+    read = g.dep_read[rows]
+    src = np.concatenate(
+        [np.where(read, 0, 1)[has_dep], g.s_source[srows][g.s_source[srows] >= 0]]
+    ).astype(np.int64)
+    counts = np.bincount(src, minlength=len(DEPENDENCY_SOURCES))
+    out.dependencies = dict(zip(DEPENDENCY_SOURCES, map(int, counts), strict=True))
     if keep_ops:
         out.ops, out.op_start, out.op_end, out.op_bind = rows, start, end, bind
     return out
@@ -589,11 +613,24 @@ class Replay:
             for w in self.windows
             if w.excluded is not None
         ]
+        included = [w for w in self.windows if w.after_ns is not None]
         return {
             "windows": len(errs),
             "max_error": max(errs) if errs else None,
             "median_error": float(np.median(errs)) if errs else None,
             "excluded": excluded,
+            "dependencies": {
+                k: sum(w.dependencies.get(k, 0) for w in included) for k in DEPENDENCY_SOURCES
+            },
+            "per_window": [
+                {
+                    "name": w.name,
+                    "start_ns": w.start_ns,
+                    "rank": w.rank,
+                    "dependencies": w.dependencies,
+                }
+                for w in included
+            ],
         }
 
 

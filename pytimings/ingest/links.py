@@ -284,13 +284,14 @@ def _stream_key(rank: Any, device: Any, stream: Any) -> I64:
     )
 
 
-def sync_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
+def sync_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64, npt.NDArray[np.int8]]:
     """The GPU op each host synchronization the capture records waited for: a stream
     synchronize, the last op its stream submitted before the call; an event synchronize,
     the op its event marks (the recording stream's last op submitted before the latest
     record of the event before the call). Returns (rows of the calls in
-    ``trace.api_calls``, awaited op rows); calls whose stream or event had nothing before
-    them are left out. Device synchronizes wait for every stream: not listed here."""
+    ``trace.api_calls``, awaited op rows, the records' SyncKind); calls whose stream or
+    event had nothing before them are left out. Device synchronizes wait for every
+    stream: not listed here."""
     syncs, events, api, ops = trace.syncs, trace.events, trace.api_calls, trace.gpu_ops
     none = np.empty(0, dtype=np.int64)
     kind = syncs["kind"]
@@ -299,7 +300,7 @@ def sync_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
         | ((kind == SyncKind.EVENT_SYNC) & (syncs["event"] >= 0))
     )
     if rows.size == 0 or len(ops) == 0:
-        return none, none
+        return none, none, np.empty(0, dtype=np.int8)
     call = _calls_by_id(api)(syncs["rank"][rows], syncs["pid"][rows], syncs["correlation"][rows])
     rows, call = rows[call >= 0], call[call >= 0]
     has = np.flatnonzero(launch_row >= 0)
@@ -337,4 +338,4 @@ def sync_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
     awaited = _last_before(o_key, o_t, has, stream_key, t)
     awaited[stream_key < 0] = -1
     keep = awaited >= 0
-    return call[keep], awaited[keep]
+    return call[keep], awaited[keep], kind[rows][keep]

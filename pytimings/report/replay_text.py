@@ -22,6 +22,18 @@ def render_fidelity(fid: dict[str, Any]) -> str:
         )
     else:
         line = "Replay: no window could be replayed"
+    deps = fid.get("dependencies") or {}
+    if any(deps.values()):
+        words = (
+            ("stream_wait", "stream wait"), ("event_sync", "event sync"),
+            ("stream_sync", "stream sync"), ("collective", "collective"),
+            ("inferred", "cross-stream inferred"), ("sync_inferred", "sync inferred"),
+        )  # fmt: skip
+        line += "; dependencies: " + ", ".join(
+            f"{deps[k]} {w}{'s' if deps[k] != 1 and not w.endswith('inferred') else ''}"
+            for k, w in words
+            if deps.get(k)
+        )
     if excluded:
         reasons = sorted({e["reason"] for e in excluded})
         line += f"; {len(excluded)} excluded: " + "; ".join(reasons[:3])

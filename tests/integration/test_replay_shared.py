@@ -63,8 +63,9 @@ def test_removing_the_scheduler_saves_its_time_in_each_h200_decode_step(shared_d
 def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) -> None:
     """HTA's AlexNet capture: its cuda_sync Stream Wait Event records name the record call
     of each event; the dependencies read are those an independent walk of the JSON finds
-    (the waiting stream's first kernel launched after the wait, the recording stream's
-    last kernel launched before the record), and the replay stays exact."""
+    (the waiting stream's first GPU op launched after the wait, the recording stream's
+    last GPU op launched before the record), as are the ops its stream synchronizes
+    waited for, and the replay stays exact."""
     import gzip
     import json
 
@@ -73,7 +74,7 @@ def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) 
     path = next((shared_dir / "data/external/hta/critical_path/alexnet").glob("*.json.gz"))
     evs = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     calls = {e["args"]["correlation"]: e["ts"] for e in evs if e.get("cat") == "cuda_runtime"}
-    kernels = [e for e in evs if e.get("cat") == "kernel"]
+    kernels = [e for e in evs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
 
     def launched(stream: int) -> list[tuple[float, int]]:
         return sorted(
@@ -100,4 +101,20 @@ def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) 
     corr = tr.gpu_ops["correlation"]
     assert {(int(corr[w]), int(corr[a])) for w, a in zip(waiting, awaited, strict=True)} == expected
     assert len(expected) == 6  # of 20 waits: 14 wait on streams with no kernel before
-    assert replay(pt.attribute(tr)).fidelity()["max_error"] == 0.0
+    # host stream synchronizes that waited for their stream's last kernel (it ended
+    # during the call), counted from the JSON
+    ends = {k["args"]["correlation"]: k["ts"] + k["dur"] for k in kernels}
+    waited = 0
+    for e in evs:
+        a = e.get("args", {})
+        if e.get("name") != "Stream Sync" or a["correlation"] not in calls:
+            continue
+        t = calls[a["correlation"]]
+        before = [c for ts, c in launched(a["stream"]) if ts < t]
+        call = next(c for c in evs if c.get("cat") == "cuda_runtime"
+                    and c["args"]["correlation"] == a["correlation"])  # fmt: skip
+        waited += bool(before) and t < ends[before[-1]] <= call["ts"] + call["dur"]
+    fid = replay(pt.attribute(tr)).fidelity()
+    assert fid["max_error"] == 0.0
+    deps = fid["dependencies"]
+    assert (deps["stream_wait"], deps["stream_sync"]) == (6, waited) and waited == 16

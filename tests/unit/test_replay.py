@@ -484,3 +484,21 @@ def test_a_synchronize_ends_when_the_op_its_record_names_ends():
     # without the record the call is tied to 'b', the last op to end inside it
     tr = _sync_on_stream_1(record=False)
     assert _saving(tr, "kernel:a=0.5") == 0 and _saving(tr, "kernel:b=0.5") > 0
+
+
+def _dependencies(trace, by="step"):
+    fid = replay(attribute(trace, by=by)).fidelity()
+    (w,) = fid["per_window"]
+    assert fid["dependencies"] == w["dependencies"]
+    return {k: v for k, v in w["dependencies"].items() if v}
+
+
+def test_each_window_counts_its_dependencies_by_source():
+    assert _dependencies(_recorded_join()) == {"stream_wait": 1}
+    assert _dependencies(_recorded_join(wait=False)) == {"inferred": 1}  # read by its effect
+    assert _dependencies(_sync_on_stream_1()) == {"stream_sync": 1}
+    assert _dependencies(_sync_on_stream_1(SyncKind.EVENT_SYNC)) == {"event_sync": 1}
+    assert _dependencies(_sync_on_stream_1(record=False)) == {"sync_inferred": 1}
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 5, 10, 100)
+    assert _dependencies(make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])) == {}
