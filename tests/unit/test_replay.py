@@ -474,8 +474,9 @@ def _sync_on_stream_1(kind=SyncKind.STREAM_SYNC, record=True):
 def test_a_synchronize_ends_when_the_op_its_record_names_ends():
     for kind in (SyncKind.STREAM_SYNC, SyncKind.EVENT_SYNC):
         tr = _sync_on_stream_1(kind)
-        call, awaited = sync_waits(tr, launch_index(tr))
+        call, awaited, kinds = sync_waits(tr, launch_index(tr))
         assert [tr.strings[tr.gpu_ops["name"][k]] for k in awaited] == ["a"]
+        assert list(kinds) == [kind] and list(tr.api_calls["correlation"][call]) == [10]
         assert replay(attribute(tr, by="step")).fidelity()["max_error"] == 0.0
         # halving 'a' (40 µs) ends the call 20 µs earlier (2 µs after 'a', as measured):
         # the host, 'c' and the window's end move with it: 100 -> 80 µs
