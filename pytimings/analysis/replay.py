@@ -22,6 +22,13 @@ re-derives start times (docs/replay.md):
   collective kind; the wait for peers the contract estimates from several ranks is
   kept). ``F=0`` removes the time, so everything after it on the thread moves earlier.
 
+With several ranks in one trace, the whole-trace windows (one per rank) are replayed
+together on the ranks' aligned clocks, and the n-th collective of a name on each rank is
+one rendezvous: each member ends no earlier than the latest member's replayed arrival plus
+its own transfer time (duration minus the contract's estimated wait), so a change on one
+rank moves the ranks it meets. ``--by`` windows replay each on its own, other ranks'
+collectives as measured.
+
 A window's replayed length is ``max(end of its range, end of the ops launched inside it)
 - start``, both replayed; the saving is measured minus replayed length. Unchanged, the
 replay reproduces each included window exactly (``fidelity``); changing only durations
@@ -487,34 +494,106 @@ def _host_ends(g: Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
     return uniq.astype(np.int32), last
 
 
+@dataclass
+class Rendezvous:
+    """Collectives across ranks, for a replay of all ranks at once: per GPU op its
+    instance (the n-th collective of its name; -1 none), its measured arrival on the
+    aligned clock, its wait for peers (the contract's "Several ranks") and the excess of
+    its arrival gap over that wait (non-zero only where the wait is capped at the
+    duration); per rank the clock offset (``Collectives.clock_offset_ns``)."""
+
+    inst: I64
+    arrival: I64
+    wait: I64
+    excess: I64
+    n_inst: int
+    rank_off: dict[int, int]
+
+    def offsets(self, ranks: npt.NDArray[Any]) -> I64:
+        lut = self.rank_off
+        return np.asarray([lut.get(int(r), 0) for r in ranks.tolist()], dtype=np.int64)
+
+
+def rendezvous(a: Attribution) -> Rendezvous | None:
+    """The collectives of ``a`` matched across ranks (None: fewer than two ranks)."""
+    c = a.collectives
+    if c is None or c.op.size == 0:
+        return None
+    ops = a.trace.gpu_ops
+    n, t = len(ops), c.table
+    _, key = np.unique(np.stack([ops["name"][c.op], t["index"]]), axis=1, return_inverse=True)
+    key = key.reshape(-1).astype(np.int64)
+    last = np.full(int(key.max()) + 1, NONE, dtype=np.int64)
+    np.maximum.at(last, key, t["start_ns"])
+    inst, arrival = np.full(n, -1, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
+    wait, excess = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    inst[c.op] = key
+    arrival[c.op] = t["start_ns"]
+    wait[c.op] = t["wait_ns"]
+    excess[c.op] = last[key] - t["start_ns"] - t["wait_ns"]
+    return Rendezvous(inst, arrival, wait, excess, int(last.size), dict(c.clock_offset_ns))
+
+
 def replay_window(
     g: Graph, w: Windows, i: int, dur: I64, host: HostChanges, keep_ops: bool,
     lat: I64 | None = None,
 ) -> WindowReplay:  # fmt: skip
-    trace = g.trace
-    lat = g.lat if lat is None else lat
-    ops = trace.gpu_ops
+    """One window replayed on its own (other ranks' collectives as measured)."""
+    return replay_group(g, w, [i], dur, host, keep_ops, lat)[0]
+
+
+def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
+    """The window's entry, with the reason it cannot be replayed (if so), and its ops."""
+    trace, ops = g.trace, g.trace.gpu_ops
     w_s, w_e = int(w.start[i]), int(w.end[i])
-    # the host side starts where the range does: a tiled window (contract v3) may start
-    # later, at the previous window's end, while its host work began at the range's start
     rr = int(w.range_row[i])
-    h_s = min(w_s, int(trace.ranges["start"][rr])) if w.thread[i] >= 0 else w_s
     out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=rr)
     rows = _window_ops(g, w, i)
     if np.any(g.launch_row[rows] < 0):
         out.excluded = f"{int(np.sum(g.launch_row[rows] < 0))} GPU ops without a launch call"
-        return out
-    if np.any(g.unexplained[rows]):
+    elif np.any(g.unexplained[rows]):
         worst = rows[np.argmax(np.where(g.unexplained[rows], g.lat[rows], -1))]
         out.excluded = (
             f"op {short_kernel_name(trace.strings[ops['name'][worst]])!r} started "
             f"{g.lat[worst] / 1e3:.1f} µs after everything the capture shows it waits for"
         )
-        return out
+    return out, rows
+
+
+def replay_group(
+    g: Graph, w: Windows, idx: Sequence[int], dur: I64, host: HostChanges, keep_ops: bool,
+    lat: I64 | None = None, rv: Rendezvous | None = None,
+) -> list[WindowReplay]:  # fmt: skip
+    """Windows ``idx`` (of different ranks when ``rv`` is given: their collectives meet)
+    replayed in one pass, each from its own ops and host threads."""
+    trace = g.trace
+    lat = g.lat if lat is None else lat
+    ops = trace.gpu_ops
+    outs, parts, origin = [], [], {}
+    for i in idx:
+        out, rows = _excluded(g, w, i)
+        outs.append(out)
+        if out.excluded is not None:
+            continue
+        # the host side starts where the range does: a tiled window (contract v3) may
+        # start later, at the previous window's end, while its host work began earlier
+        h_s = out.start_ns
+        if w.thread[i] >= 0:
+            h_s = min(h_s, int(trace.ranges["start"][out.range_row]))
+        threads = np.unique(g.thread[rows]) if w.thread[i] < 0 else np.asarray([w.thread[i]])
+        for th in threads.tolist():
+            origin[int(th)] = h_s
+        parts.append((out, i, rows, threads, h_s))
+    if not parts:
+        return outs
+    rows = np.concatenate([p[2] for p in parts])
+    order_rows = np.argsort(rows, kind="stable")
+    rows = rows[order_rows]
     n = rows.size
-    # syncs of the window's threads inside the window
-    threads = np.unique(g.thread[rows]) if w.thread[i] < 0 else np.asarray([w.thread[i]])
-    sm = np.isin(g.s_thread, threads) & (g.s_start >= h_s) & (g.s_start < w_e)
+    # syncs of each window's threads inside the window
+    sm = np.zeros(g.s_row.size, dtype=bool)
+    for out, _, _, threads, h_s in parts:
+        sm |= np.isin(g.s_thread, threads) & (g.s_start >= h_s) & (g.s_start < out.end_ns)
     srows = np.flatnonzero(sm)
     m = srows.size
     s_local = np.full(g.s_row.size, -1, dtype=np.int64)
@@ -523,9 +602,9 @@ def replay_window(
     def warp(thread: npt.NDArray[np.int32], t: I64) -> I64:
         """Host times with the changed host time taken out (before sync gains)."""
         outw: I64 = t.copy()
-        for th in np.unique(thread):
+        for th in np.unique(thread).tolist():
             sel = thread == th
-            outw[sel] = t[sel] - host.removed(int(th), t[sel], h_s)
+            outw[sel] = t[sel] - host.removed(th, t[sel], origin.get(th, 0))
         return outw
 
     # the sync each launch (and each sync) comes after on its thread
@@ -557,41 +636,80 @@ def replay_window(
     wait = g.s_wait[srows]
     wait_local = _position(rows, wait)
     wait_fixed = np.where((wait >= 0) & (wait_local < 0), ops["end"][np.maximum(wait, 0)], NONE)
+    # collectives meeting across the windows' ranks; times aligned across ranks
+    c_inst = np.full(n, -1, dtype=np.int64)
+    c_off = c_excess = c_transfer = np.zeros(n, dtype=np.int64)
+    inst_fixed = done = np.empty(0, dtype=np.int64)
+    s_off = np.zeros(m, dtype=np.int64)
+    c_key = np.empty(0, dtype=np.int64)
+    if rv is not None and len({p[0].rank for p in parts}) > 1:
+        c_inst = rv.inst[rows]
+        o_off = rv.offsets(ops["rank"][rows])
+        s_off = rv.offsets(trace.api_calls["rank"][g.s_row[srows]])
+        c_off = o_off
+        c_excess = rv.excess[rows]
+        c_transfer = np.maximum(dur[rows] - rv.wait[rows], 0)
+        # members outside this replay arrive as measured
+        outside = np.ones(len(ops), dtype=bool)
+        outside[rows] = False
+        outside &= rv.inst >= 0
+        inst_fixed = np.full(rv.n_inst, NONE, dtype=np.int64)
+        np.maximum.at(inst_fixed, rv.inst[outside], rv.arrival[outside])
+        done = np.flatnonzero(c_inst >= 0)
+        last = inst_fixed.copy()
+        np.maximum.at(last, c_inst[done], rv.arrival[rows[done]])
+        c_key = last[c_inst[done]]
+    else:
+        o_off = np.zeros(n, dtype=np.int64)
     # order: ops by max(start, launch start), syncs by end (first on ties: a launch that
-    # starts as a sync ends comes after it)
-    key = np.concatenate([np.maximum(ops["start"][rows], g.launch_start[rows]), se])
-    kind = np.concatenate([np.ones(n, np.int8), np.zeros(m, np.int8)])
-    ev = np.concatenate([np.arange(n), -np.arange(m) - 1]).astype(np.int64)
-    tie = np.concatenate([g.pos[rows], np.arange(m)])
+    # starts as a sync ends comes after it), collectives' completions at their instance's
+    # latest measured arrival, after the ops there; all on the aligned clock
+    key = np.concatenate(
+        [np.maximum(ops["start"][rows], g.launch_start[rows]) - o_off, se - s_off, c_key]
+    )
+    kind = np.concatenate(
+        [np.ones(n, np.int8), np.zeros(m, np.int8), np.full(done.size, 2, np.int8)]
+    )
+    ev = np.concatenate([np.arange(n), -np.arange(m) - 1, n + done]).astype(np.int64)
+    tie = np.concatenate([g.pos[rows], np.arange(m), g.pos[rows[done]]])
     order = ev[np.lexsort((tie, kind, key))]
     start, end, bind, _, gain = _replay(
         order, ops["end"][rows], dur[rows], lat[rows], pred_local, pred_fixed, dep_local,
         dep_fixed, g.dep_lat[rows], ready, l_sync, np.full(n, NONE, dtype=np.int64),
         warp(s_thread, st), warp(s_thread, se), s_prev, wait_local, wait_fixed, g.s_tail[srows],
+        c_inst, c_off, c_excess, c_transfer, inst_fixed,
     )  # fmt: skip
-    # the window's host end, replayed: its range's end, or (whole trace) each thread's
-    # last range or launch call
-    if w.thread[i] >= 0:
-        h_thread = np.asarray([w.thread[i]], dtype=np.int32)
-        h_end = np.asarray([max(int(trace.ranges["end"][rr]), h_s)], dtype=np.int64)
-    else:
-        h_thread, h_end = _host_ends(g, int(w.rank[i]))
-    j = last_sync(h_thread, h_end)
-    gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
-    host_end = warp(h_thread, h_end) - gains
-    replayed = max(int(host_end.max(initial=w_s)), int(end.max()) if n else w_s)
-    out.threads = int(np.union1d(threads, h_thread).size)
-    out.replayed_end_ns = replayed
-    has_dep = dep >= 0
-    read = g.dep_read[rows]
-    src = np.concatenate(
-        [np.where(read, 0, 1)[has_dep], g.s_source[srows][g.s_source[srows] >= 0]]
-    ).astype(np.int64)
-    counts = np.bincount(src, minlength=len(DEPENDENCY_SOURCES))
-    out.dependencies = dict(zip(DEPENDENCY_SOURCES, map(int, counts), strict=True))
-    if keep_ops:
-        out.ops, out.op_start, out.op_end, out.op_bind = rows, start, end, bind
-    return out
+    for out, i, mine, threads, _ in parts:
+        at = np.searchsorted(rows, np.sort(mine))
+        # the window's host end, replayed: its range's end, or (whole trace) each thread's
+        # last range or launch call
+        if w.thread[i] >= 0:
+            h_thread = np.asarray([w.thread[i]], dtype=np.int32)
+            h_end = np.asarray(
+                [max(int(trace.ranges["end"][out.range_row]), origin[int(w.thread[i])])],
+                dtype=np.int64,
+            )
+        else:
+            h_thread, h_end = _host_ends(g, out.rank)
+        j = last_sync(h_thread, h_end)
+        gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
+        host_end = warp(h_thread, h_end) - gains
+        out.replayed_end_ns = max(
+            int(host_end.max(initial=out.start_ns)), int(end[at].max()) if at.size else out.start_ns
+        )
+        out.threads = int(np.union1d(threads, h_thread).size)
+        mine_s = np.flatnonzero(np.isin(s_thread, threads))
+        has_dep = dep[at] >= 0
+        src = np.concatenate([
+            np.where(g.dep_read[rows[at]], 0, 1)[has_dep],
+            g.s_source[srows[mine_s]][g.s_source[srows[mine_s]] >= 0],
+            np.full(int(np.sum(c_inst[at] >= 0)), DEPENDENCY_SOURCES.index("collective")),
+        ]).astype(np.int64)  # fmt: skip
+        counts = np.bincount(src, minlength=len(DEPENDENCY_SOURCES))
+        out.dependencies = dict(zip(DEPENDENCY_SOURCES, map(int, counts), strict=True))
+        if keep_ops:
+            out.ops, out.op_start, out.op_end, out.op_bind = rows[at], start[at], end[at], bind[at]
+    return outs
 
 
 @dataclass
@@ -716,11 +834,14 @@ def replay(
     dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)
     w = replay_windows(a)
-    out = Replay(
-        [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
-        list(changes),
-        g,
-    )
+    # whole-trace windows of several ranks are replayed together, meeting at their
+    # collectives; --by windows each on its own (other ranks' collectives as measured)
+    rv = rendezvous(a) if a.by is None else None
+    if rv is not None:
+        windows = replay_group(g, w, range(len(w.name)), dur, host, keep_ops, rv=rv)
+    else:
+        windows = [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))]
+    out = Replay(windows, list(changes), g)
     if guessed.any():
         for k, wr in enumerate(out.windows):
             wr.guessed = bool(guessed[_window_ops(g, w, k)].any())

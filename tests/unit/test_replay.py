@@ -503,3 +503,47 @@ def test_each_window_counts_its_dependencies_by_source():
     ops, api = [], []
     _launch(api, ops, 1, 0, 5, 10, 100)
     assert _dependencies(make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])) == {}
+
+
+def _late_rank():
+    """An all-reduce on two ranks: rank 0 arrives at 20 µs (after 'pre', 10-20 µs), rank 1
+    at 70 µs after a 60 µs host 'stall'; both end at 100 µs and run 'post' (100-110 µs).
+    Rank 0 waits 50 µs for rank 1 inside it; each transfers for 30 µs."""
+    ar = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    ops, api = [], []
+    for r, pid in ((0, 100), (1, 200)):
+        at = {"rank": r, "pid": pid, "thread": r}
+        if r == 0:
+            calls = [(1, 0, 5, 10, 20, "pre"), (2, 6, 8, 20, 100, ar), (3, 9, 10, 100, 110, "post")]
+        else:
+            calls = [(2, 60, 65, 70, 100, ar), (3, 66, 67, 100, 110, "post")]
+        for corr, l0, l1, k0, k1, name in calls:
+            api.append({"start": l0 * US, "end": l1 * US, "correlation": corr, **at})
+            ops.append({"start": k0 * US, "end": k1 * US, "name": name, "correlation": corr,
+                        "rank": r, "pid": pid})  # fmt: skip
+    threads = [{"pid": 100, "tid": 100, "name": "python3", "rank": 0},
+               {"pid": 200, "tid": 200, "name": "python3", "rank": 1}]  # fmt: skip
+    stall = [{"start": 0, "end": 60 * US, "name": "stall", "rank": 1, "pid": 200, "thread": 1}]
+    return make_trace(ops, api, stall, threads=threads)
+
+
+def test_a_faster_rank_moves_the_ranks_it_meets_at_a_collective():
+    a = attribute(_late_rank(), by=None)
+    fid = replay(a).fidelity()
+    assert fid["windows"] == 2 and fid["max_error"] == 0.0
+    assert [w["dependencies"]["collective"] for w in fid["per_window"]] == [1, 1]
+    doc = what_if(a, "stall=0")
+    saving = {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]}
+    # rank 1 reaches the all-reduce at 10 µs, rank 0 at 20 µs: both end at 20 + 30 µs and
+    # run 'post' until 60 µs instead of 110 µs
+    assert saving == {0: 50 * US, 1: 50 * US}
+    # twice the bandwidth: half of the 30 µs transfer, nothing of rank 0's 50 µs wait
+    doc = what_if(a, "comm:*=0.5")
+    assert {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]} == {
+        0: 15 * US, 1: 15 * US,
+    }  # fmt: skip
+    # rank 0 arriving earlier only waits longer for rank 1
+    assert what_if(a, "kernel:pre=0")["total_saving_ns"] == 0
+    # (rank 0 alone keeps its measured all-reduce duration: it would end 10 µs earlier)
+    one = what_if(attribute(_late_rank(), by=None, ranks=[0]), "kernel:pre=0")
+    assert one["total_saving_ns"] == 10 * US
