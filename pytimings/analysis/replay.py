@@ -312,21 +312,23 @@ class HostChanges:
     keep: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
     before: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
 
-    def add(self, thread: int, ivs: list[tuple[int, int, float]]) -> None:
-        """Intervals of one thread, each with its factor; where intervals overlap, their
-        factors multiply (``step=0.5,self:layer=0`` removes the layer's self time and
-        halves the rest of the step). Callers give each change's intervals disjoint."""
-        ivs = [(a, b, k) for a, b, k in ivs if b > a]
-        if not ivs:
+    def add(self, thread: int, changes: Sequence[tuple[I64, I64, float]]) -> None:
+        """Intervals of one thread, per change (starts, ends, factor): a change scales the
+        union of its intervals; where changes overlap their factors multiply
+        (``step=0.5,self:layer=0`` removes the layer's self time and halves the rest of
+        the step)."""
+        parts = [(a[b > a], b[b > a], k) for a, b, k in changes]
+        parts = [p for p in parts if p[0].size]
+        if not parts:
             return
-        cuts = np.unique(np.asarray([[a, b] for a, b, _ in ivs], dtype=np.int64).ravel())
+        cuts = np.unique(np.concatenate([np.concatenate([a, b]) for a, b, _ in parts]))
         keep = np.ones(cuts.size - 1, dtype=np.float64)
-        covered = np.zeros(cuts.size - 1, dtype=bool)
-        for a, b, k in ivs:
-            i, j = np.searchsorted(cuts, [a, b])
-            keep[i:j] *= k
-            covered[i:j] = True
-        sel = covered & (keep != 1.0)
+        for a, b, k in parts:
+            d = np.bincount(np.searchsorted(cuts, a), minlength=cuts.size) - np.bincount(
+                np.searchsorted(cuts, b), minlength=cuts.size
+            )
+            keep[np.cumsum(d)[:-1] > 0] *= k
+        sel = keep != 1.0
         self.start[thread] = cuts[:-1][sel]
         self.end[thread] = cuts[1:][sel]
         self.keep[thread] = keep[sel]
@@ -364,24 +366,23 @@ def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     return s, e, n, t
 
 
-def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> list[tuple[int, int]]:
+def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> tuple[I64, I64]:
     """The instants of ``[a, b)`` (activity ``h``) outside every other activity that starts
     and ends inside it: its self time (``on_*``: the thread's activities by start)."""
     lo, hi = np.searchsorted(on_s, [a, b], side="left")
     cand = np.arange(lo, hi)
     cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
     if cand.size == 0:
-        return [(a, b)] if b > a else []
+        return np.asarray([a], dtype=np.int64), np.asarray([b], dtype=np.int64)
     cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
-    gaps = zip(np.concatenate([[a], ce]).tolist(), np.concatenate([cs, [b]]).tolist(), strict=True)
-    return [(x, y) for x, y in gaps if y > x]
+    return np.concatenate([[a], ce]).astype(np.int64), np.concatenate([cs, [b]]).astype(np.int64)
 
 
 def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
     """Per thread, the intervals each host change scales: the whole extent of the
     activities it names (``inclusive``) or their self time (``self``); within one change
     the union of its activities' intervals, across changes the factors multiply."""
-    per: dict[int, list[tuple[int, int, float]]] = {}
+    per: dict[int, list[tuple[I64, I64, float]]] = {}
     s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
         if not ch.on_host:
@@ -402,22 +403,15 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
                 on = on[np.lexsort((-e_all[on], s_all[on]))]
                 on_s, on_e = s_all[on], e_all[on]
                 pieces = [
-                    p
+                    _self_time(on_s, on_e, on, h, int(s_all[h]), int(e_all[h]))
                     for h in mine.tolist()
-                    for p in _self_time(on_s, on_e, on, h, int(s_all[h]), int(e_all[h]))
                 ]
-                if not pieces:
-                    continue
-                a = np.asarray([p[0] for p in pieces], dtype=np.int64)
-                b = np.asarray([p[1] for p in pieces], dtype=np.int64)
-            o = np.argsort(a, kind="stable")
-            us, ue = iv.union(np.ascontiguousarray(a[o]), np.ascontiguousarray(b[o]))
-            per.setdefault(th, []).extend(
-                (x, y, ch.factor) for x, y in zip(us.tolist(), ue.tolist(), strict=True)
-            )
+                a = np.concatenate([p[0] for p in pieces])
+                b = np.concatenate([p[1] for p in pieces])
+            per.setdefault(th, []).append((a, b, ch.factor))
     hc = HostChanges()
-    for th, ivs in per.items():
-        hc.add(th, ivs)
+    for th, parts in per.items():
+        hc.add(th, parts)
     return hc
 
 
