@@ -166,6 +166,7 @@ class Graph:
     s_tail: I64
     by_launch: I64  # linked ops by (launch thread, launch start)
     by_launch_key: I64  # thread << 1 of each, sorted
+    by_launch_start: I64  # the launch start of each
     pos: I64  # each op's place in an order independent of the rows' order
     dep_read: npt.NDArray[np.bool_]  # per op: its dep is a recorded stream wait (else inferred)
     s_source: npt.NDArray[np.int8]  # per sync: index in DEPENDENCY_SOURCES, -1 waited for none
@@ -295,7 +296,8 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     return Graph(
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
-        by_launch, thread[by_launch].astype(np.int64) << 1, pos, read, s_source.astype(np.int8),
+        by_launch, thread[by_launch].astype(np.int64) << 1, l_start[by_launch], pos, read,
+        s_source.astype(np.int8),
     )  # fmt: skip
 
 
@@ -457,9 +459,8 @@ def _window_ops(g: Graph, w: Windows, i: int) -> I64:
     key = np.asarray([int(w.thread[i])], dtype=np.int64) << 1
     lo = np.searchsorted(g.by_launch_key, key, side="left")[0]
     hi = np.searchsorted(g.by_launch_key, key | 1, side="left")[0]
-    at = g.by_launch[lo:hi]
-    a, b = np.searchsorted(g.launch_start[at], [rs, re_], side="left")
-    rows = at[a:b]
+    a, b = np.searchsorted(g.by_launch_start[lo:hi], [rs, re_], side="left")
+    rows = g.by_launch[lo + a : lo + b]
     return np.sort(rows[ops["rank"][rows] == w.rank[i]])
 
 
@@ -504,8 +505,12 @@ class Rendezvous:
     rank_off: dict[int, int]
 
     def offsets(self, ranks: npt.NDArray[Any]) -> I64:
-        lut = self.rank_off
-        return np.asarray([lut.get(int(r), 0) for r in ranks.tolist()], dtype=np.int64)
+        """The clock offset of each of ``ranks`` (0 for a rank without collectives)."""
+        lut = np.zeros(max([*self.rank_off, int(ranks.max(initial=0))]) + 1, dtype=np.int64)
+        for r, off in self.rank_off.items():
+            lut[r] = off
+        out: I64 = lut[ranks.astype(np.int64)]
+        return out
 
 
 def rendezvous(a: Attribution) -> Rendezvous | None:
