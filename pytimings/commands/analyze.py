@@ -86,13 +86,17 @@ def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     paths = paths_or_example(args, list(args.traces), "TRACE")
     by = args.by or (EXAMPLE_BY if args.example else None)
-    per_rank_tasks = len(expand_paths(paths)) > 1 or args.executor == "dask" or args.scheduler
+    dask = args.executor == "dask" or args.scheduler
+    replaying = args.what_if or args.critical_path
+    # several per-rank files are analysed by per-rank tasks, unless they are replayed:
+    # then they are loaded as one trace, their ranks meeting at their collectives
+    per_rank_tasks = (len(expand_paths(paths)) > 1 and not replaying) or dask
     if args.window is not None and not args.critical_path:
         raise UsageError("--window goes with --critical-path")
-    if per_rank_tasks and (args.what_if or args.critical_path):
+    if dask and replaying:
         raise UsageError(
-            "--what-if and --critical-path replay one trace's events: give one trace file "
-            "(per-rank tasks return only results)"
+            "--what-if and --critical-path replay the ranks' events in this process: "
+            "not with --executor dask or --scheduler (Dask tasks return only results)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
     kernels = comm_rules.comm_kernels(args)

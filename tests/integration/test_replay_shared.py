@@ -118,3 +118,27 @@ def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) 
     assert fid["max_error"] == 0.0
     deps = fid["dependencies"]
     assert (deps["stream_wait"], deps["stream_sync"]) == (6, waited) and waited == 16
+
+
+def test_per_rank_files_replay_together_meeting_at_their_collectives(shared_dir: Path) -> None:
+    """PARAM's 8-rank DLRM step (one Kineto file per rank), loaded as one trace: the
+    whole-trace windows of the ranks that have every launch call replay together, exactly,
+    each meeting the others at its 8 NCCL collectives; `analyze` with several files and
+    --what-if loads them so (it ran per-rank tasks and refused before)."""
+    import json
+    import subprocess
+    import sys
+
+    files = sorted(str(p) for p in (shared_dir / "data/external/param/dlrm_kineto").glob("*.gz"))
+    a = pt.attribute(pt.load(*files))
+    fid = replay(a).fidelity()
+    assert fid["windows"] + len(fid["excluded"]) == 8 and fid["windows"] >= 6
+    assert fid["max_error"] == 0.0
+    assert all(w["dependencies"]["collective"] == 8 for w in fid["per_window"])
+    out = subprocess.run(
+        [sys.executable, "-m", "pytimings.cli", "analyze", *files[:2], "-q", "--what-if",
+         "comm:*=0.5", "--json", "-"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    doc = json.loads(out.stdout)
+    assert doc["what_if"]["changes"][0]["kind"] == "comm" and doc["replay"]["windows"] >= 1
