@@ -547,3 +547,51 @@ def test_a_faster_rank_moves_the_ranks_it_meets_at_a_collective():
     # (rank 0 alone keeps its measured all-reduce duration: it would end 10 µs earlier)
     one = what_if(attribute(_late_rank(), by=None, ranks=[0]), "kernel:pre=0")
     assert one["total_saving_ns"] == 10 * US
+
+
+@st.composite
+def _ranks(draw):
+    """Two ranks running the same sequence of kernels and all-reduces (every 3rd op),
+    each rank's host with its own random work before each launch; an all-reduce ends on
+    both ranks at the later arrival plus a transfer time (measured as a real one would)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = int(rng.integers(3, 10))
+    is_ar = np.arange(n) % 3 == 2
+    dur = rng.integers(1, 40, size=n) * US
+    ops, api, ranges = [], [], []
+    t = [0, 0]
+    last = [0, 0]
+    for i in range(n):
+        k0 = []
+        for r in range(2):
+            work = int(rng.integers(0, 30)) * US
+            at = {"rank": r, "pid": 100 + 100 * r, "thread": r}
+            ranges.append({"start": t[r], "end": t[r] + work, "name": "work", **at})
+            t[r] += work
+            l_end = t[r] + int(rng.integers(1, 6)) * US
+            api.append({"start": t[r], "end": l_end, "correlation": i + 1, **at})
+            k0.append(max(l_end + int(rng.integers(0, 10)) * US, last[r]))
+            t[r] = l_end
+        for r in range(2):
+            k1 = max(k0) + int(dur[i]) if is_ar[i] else k0[r] + int(dur[i])
+            name = "ncclAllReduce" if is_ar[i] else "k"
+            ops.append({"start": k0[r], "end": k1, "correlation": i + 1, "rank": r,
+                        "pid": 100 + 100 * r, "name": name})  # fmt: skip
+            last[r] = k1
+    threads = [{"pid": 100, "tid": 100, "name": "p", "rank": 0},
+               {"pid": 200, "tid": 200, "name": "p", "rank": 1}]  # fmt: skip
+    return make_trace(ops, api, ranges, threads=threads)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ranks(), st.sampled_from(["work", "comm:*", "kernel:k"]))
+def test_ranks_replayed_together_keep_the_properties(tr, target):
+    a = attribute(tr, by=None)
+    fid = replay(a).fidelity()
+    assert fid["windows"] + len(fid["excluded"]) == 2
+    assert fid["windows"] == 0 or fid["max_error"] == 0.0  # unchanged: exact
+    for factor, faster in (("0.5", True), ("0", True), ("2", False)):
+        for w in what_if(a, f"{target}={factor}")["windows"]:
+            assert (
+                (w["after_ns"] <= w["before_ns"]) if faster else (w["after_ns"] >= w["before_ns"])
+            )
