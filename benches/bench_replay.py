@@ -143,11 +143,15 @@ def synth_ranks(n: int, per_step: int, ranks: int, streams: int, seed: int = 0) 
     start = np.empty((ranks, per), np.int64)
     end = np.empty((ranks, per), np.int64)
     last = np.zeros((ranks, streams + 2), np.int64)
+    sync = np.empty((ranks, 2, steps), np.int64)  # each step's synchronize: start, end
+    # the host waits at each step's synchronize: the next step's launches move later
+    shift = np.zeros((ranks, steps), np.int64)
     for i in range(per):  # measured times, every rank in step
+        k = i // per_step
         arrive = []
         for r in range(ranks):
             l_end, s = host[r][1], stream[i]
-            t = max(int(l_end[i]) + 2 * US, int(last[r, s]) + 1 * US)
+            t = max(int(l_end[i] + shift[r, k]) + 2 * US, int(last[r, s]) + 1 * US)
             if waits[i]:
                 t = max(t, int(last[r, 1]) + 1 * US)
             start[r, i] = t
@@ -157,6 +161,16 @@ def synth_ranks(n: int, per_step: int, ranks: int, streams: int, seed: int = 0) 
             e = (max(arrive) + int(transfer[i])) if coll[i] else start[r, i] + int(host[r][2][i])
             end[r, i] = e
             last[r, s] = e
+            if i % per_step == per_step - 1:  # the step's end: wait for the main stream
+                s0 = int(host[r][1][i] + shift[r, k]) + 1 * US
+                s1 = max(int(last[r, 1]), s0) + 2 * US
+                sync[r, :, k] = s0, s1
+                if k + 1 < steps:
+                    late = s1 + 10 * US - int(host[r][0][i + 1] + shift[r, k])
+                    shift[r, k + 1] = shift[r, k] + max(0, late)
+    for r in range(ranks):  # the launch times as the host ran them
+        moved = shift[r][step_of]
+        host[r] = (host[r][0] + moved, host[r][1] + moved, host[r][2])
     cols: dict[str, list[Any]] = {k: [] for k in ("ops", "api", "ranges", "syncs", "events")}
     for r in range(ranks):
         pid = 100 + r
@@ -173,10 +187,7 @@ def synth_ranks(n: int, per_step: int, ranks: int, streams: int, seed: int = 0) 
             "rank": np.full(per, r, np.int16), "graph": np.full(per, -1, np.int64),
         })  # fmt: skip
         # a step's end: a synchronize of the main stream, 1 µs after the last launch
-        last_of = np.arange(per_step - 1, per, per_step)
-        main_end = np.maximum.accumulate(np.where(stream == 1, end[r], 0))
-        s_start = l_end[last_of] + 1 * US
-        s_end = np.maximum(main_end[last_of], s_start) + 2 * US
+        s_start, s_end = sync[r]
         # each waited-for op: a record call and a wait call, just before its launch
         w = np.flatnonzero(waits)
         rec_t, wait_t = l_start[w] - 2 * US, l_start[w] - 1 * US
