@@ -585,9 +585,7 @@ def replay_group(
         parts.append((out, i, rows, threads, h_s))
     if not parts:
         return outs
-    rows = np.concatenate([p[2] for p in parts])
-    order_rows = np.argsort(rows, kind="stable")
-    rows = rows[order_rows]
+    rows = np.sort(np.concatenate([p[2] for p in parts]))
     n = rows.size
     # syncs of each window's threads inside the window
     sm = np.zeros(g.s_row.size, dtype=bool)
