@@ -595,3 +595,19 @@ def test_ranks_replayed_together_keep_the_properties(tr, target):
             assert (
                 (w["after_ns"] <= w["before_ns"]) if faster else (w["after_ns"] >= w["before_ns"])
             )
+
+
+def test_the_critical_path_crosses_to_the_rank_a_collective_waited_for():
+    cp = critical_path(attribute(_late_rank(), by=None), window=1)
+    assert cp["window"]["rank"] == 0
+    chain = [
+        (lk["kind"], lk["name"], lk["start_ns"] // US, lk["end_ns"] // US) for lk in cp["links"]
+    ]
+    ar = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    assert chain == [
+        ("host", "[rank 1] stall", 0, 60),
+        ("launch", "[rank 1] cudaLaunchKernel", 60, 65),
+        ("submission", "[rank 1] cudaLaunchKernel", 65, 70),
+        ("gpu_op", ar, 70, 100),  # rank 0's transfer, after rank 1 arrived
+        ("gpu_op", "post", 100, 110),
+    ]
