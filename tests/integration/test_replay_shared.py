@@ -135,6 +135,12 @@ def test_per_rank_files_replay_together_meeting_at_their_collectives(shared_dir:
     assert fid["windows"] + len(fid["excluded"]) == 8 and fid["windows"] >= 6
     assert fid["max_error"] == 0.0
     assert all(w["dependencies"]["collective"] == 8 for w in fid["per_window"])
+    from pytimings.analysis.critical_path import critical_path
+
+    links = critical_path(a)["links"]
+    assert abs(sum(lk["share"] for lk in links) - 1.0) < 1e-9
+    starts = [lk["start_ns"] for lk in links]
+    assert starts == sorted(starts)
     out = subprocess.run(
         [sys.executable, "-m", "pytimings.cli", "analyze", *files[:2], "-q", "--what-if",
          "comm:*=0.5", "--json", "-"],
