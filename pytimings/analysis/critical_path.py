@@ -9,9 +9,8 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
-from pytimings.analysis.replay import Rendezvous, host_activities, rendezvous, replay
+from pytimings.analysis.replay import host_activities, rendezvous, replay
 from pytimings.errors import UsageError
 from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
@@ -55,16 +54,6 @@ class _HostIndex:
         return out
 
 
-def _last_arrivals(rv: Rendezvous) -> npt.NDArray[np.int64]:
-    """Per collective instance, the member (GPU op row) that arrived last (aligned clocks;
-    ties: the lowest row)."""
-    members = np.flatnonzero(rv.inst >= 0)
-    order = members[np.lexsort((-members, rv.arrival[members], rv.inst[members]))]
-    last = np.full(rv.n_inst, -1, dtype=np.int64)
-    last[rv.inst[order]] = order  # the last write of each instance: its latest arrival
-    return last
-
-
 def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     """The chain of host time, launches, waits and GPU ops that sets one window's length
     (``window``: 1-based, in the order of the replay's windows; default the slowest
@@ -90,7 +79,7 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     index = _HostIndex(trace)
     # ranks replayed together (whole-trace windows): every included window's ops
     rv = rendezvous(a) if a.by is None else None
-    last_of = _last_arrivals(rv) if rv is not None else np.empty(0, dtype=np.int64)
+    last_of = rv.last_arrivals() if rv is not None else np.empty(0, dtype=np.int64)
     joint = [x for x in r.windows if x.after_ns is not None] if rv is not None else [w]
     local = {int(row): (x, k) for x in joint for k, row in enumerate(x.ops)}
     links: list[dict[str, Any]] = []

@@ -504,6 +504,14 @@ class Rendezvous:
     n_inst: int
     rank_off: dict[int, int]
 
+    def last_arrivals(self) -> I64:
+        """Per instance, the member (GPU op row) that arrived last (ties: the lowest row)."""
+        members = np.flatnonzero(self.inst >= 0)
+        order = members[np.lexsort((-members, self.arrival[members], self.inst[members]))]
+        last = np.full(self.n_inst, -1, dtype=np.int64)
+        last[self.inst[order]] = order  # the last write of each instance: its latest arrival
+        return last
+
     def offsets(self, ranks: npt.NDArray[Any]) -> I64:
         """The clock offset of each of ``ranks`` (0 for a rank without collectives)."""
         lut = np.zeros(max([*self.rank_off, int(ranks.max(initial=0))]) + 1, dtype=np.int64)
