@@ -48,7 +48,8 @@ _COMM_KERNEL = re.compile("|".join(map(re.escape, COMM_KERNEL_NAMES)), re.IGNORE
 Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
 # the collective a comm kernel runs, by the words in its name (case, '_' and '-' ignored;
-# first match wins): what ``--what-if comm:KIND=F`` names; PtoP copies are "p2p_copy"
+# first match wins; nccl-tests' names): what ``--what-if comm:KIND=F`` names; PtoP copies
+# are "p2p_copy", expert-parallel kernels "dispatch"/"combine"
 COMM_KINDS = (
     ("reducescatter", "reduce_scatter"),
     ("allreduce", "all_reduce"),
@@ -56,13 +57,16 @@ COMM_KINDS = (
     ("allgather", "all_gather"),
     ("alltoall", "all_to_all"),
     ("all2all", "all_to_all"),
-    ("dispatch", "dispatch"),  # expert-parallel dispatch/combine
+    ("dispatch", "dispatch"),
     ("combine", "combine"),
-    ("sendrecv", "send_recv"),
-    ("send", "send_recv"),
-    ("recv", "send_recv"),
     ("broadcast", "broadcast"),
+    ("bcast", "broadcast"),
+    ("sendrecv", "sendrecv"),
+    ("send", "sendrecv"),
+    ("recv", "sendrecv"),
     ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
 )
 COMM_KIND_NAMES = (*dict.fromkeys(k for _, k in COMM_KINDS), "p2p_copy", "other")
 
