@@ -1,7 +1,8 @@
 """The critical path of a window: the chain of host time, launches, waits and GPU ops that
 sets its length, walked back from its end over the unchanged replay (docs/replay.md). With
-ranks replayed together, a collective that waited for a later rank's arrival carries the
-chain onto that rank (its links named ``[rank N] ...``, on the window's clock)."""
+ranks replayed together (several ranks' windows, the n-th of each), a collective that
+waited for a later rank's arrival carries the chain onto that rank (its links named
+``[rank N] ...``, on the window's clock)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.replay import host_activities, rendezvous, replay
+from pytimings.analysis.replay import (
+    host_activities,
+    rank_groups,
+    rendezvous,
+    replay,
+    replay_windows,
+)
 from pytimings.errors import UsageError
 from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
@@ -77,10 +84,11 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     w = r.windows[i]
     g = r.graph
     index = _HostIndex(trace)
-    # ranks replayed together (whole-trace windows): every included window's ops
-    rv = rendezvous(a) if a.by is None else None
+    # ranks replayed together: the ops of every included window of the window's group
+    rv = rendezvous(a)
     last_of = rv.last_arrivals() if rv is not None else np.empty(0, dtype=np.int64)
-    joint = [x for x in r.windows if x.after_ns is not None] if rv is not None else [w]
+    group = next(idx for idx in rank_groups(replay_windows(a)) if i in idx) if rv else [i]
+    joint = [r.windows[k] for k in group if r.windows[k].after_ns is not None]
     local = {int(row): (x, k) for x in joint for k, row in enumerate(x.ops)}
     links: list[dict[str, Any]] = []
     cursor = w.end_ns

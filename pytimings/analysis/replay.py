@@ -22,12 +22,12 @@ re-derives start times (docs/replay.md):
   collective kind; the wait for peers the contract estimates from several ranks is
   kept). ``F=0`` removes the time, so everything after it on the thread moves earlier.
 
-With several ranks in one trace, the whole-trace windows (one per rank) are replayed
-together on the ranks' aligned clocks, and the n-th collective of a name on each rank is
-one rendezvous: each member ends no earlier than the latest member's replayed arrival plus
-its own transfer time (duration minus the contract's estimated wait), so a change on one
-rank moves the ranks it meets. ``--by`` windows replay each on its own, other ranks'
-collectives as measured.
+With several ranks in one trace, the whole-trace windows (one per rank), or the n-th
+``--by`` window of each rank, are replayed together on the ranks' aligned clocks, and the
+n-th collective of a name on each rank is one rendezvous: each member ends no earlier than
+the latest member's replayed arrival plus its own transfer time (duration minus the
+contract's estimated wait), so a change on one rank moves the ranks it meets; members
+outside the windows replayed together keep their measured arrival.
 
 A window's replayed length is ``max(end of its range, end of the ops launched inside it)
 - start``, both replayed; the saving is measured minus replayed length. Unchanged, the
@@ -825,6 +825,18 @@ def changed_durations(
     return dur, guessed
 
 
+def rank_groups(w: Windows) -> list[list[int]]:
+    """The windows replayed together: per (name, n), the n-th window of that name on each
+    rank (in start order); whole-trace windows: one per rank, all together."""
+    seen: dict[tuple[str, int], int] = {}
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, (name, rank) in enumerate(zip(w.name, w.rank.tolist(), strict=True)):
+        n = seen.get((name, rank), 0)
+        seen[(name, rank)] = n + 1
+        groups.setdefault((name, n), []).append(i)
+    return list(groups.values())
+
+
 def replay(
     a: Attribution,
     changes: Sequence[Change] = (),
@@ -839,14 +851,18 @@ def replay(
     dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)
     w = replay_windows(a)
-    # whole-trace windows of several ranks are replayed together, meeting at their
-    # collectives; --by windows each on its own (other ranks' collectives as measured)
-    rv = rendezvous(a) if a.by is None else None
+    # windows of several ranks are replayed together, meeting at their collectives: the
+    # whole-trace windows, or the n-th --by window of each rank
+    rv = rendezvous(a)
     if rv is not None:
-        windows = replay_group(g, w, range(len(w.name)), dur, host, keep_ops, rv=rv)
+        windows: list[WindowReplay | None] = [None] * len(w.name)
+        for idx in rank_groups(w):
+            for i, wr in zip(idx, replay_group(g, w, idx, dur, host, keep_ops, rv=rv), strict=True):
+                windows[i] = wr
+        done = [x for x in windows if x is not None]
     else:
-        windows = [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))]
-    out = Replay(windows, list(changes), g)
+        done = [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))]
+    out = Replay(done, list(changes), g)
     if guessed.any():
         for k, wr in enumerate(out.windows):
             wr.guessed = bool(guessed[_window_ops(g, w, k)].any())

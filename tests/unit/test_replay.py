@@ -505,10 +505,11 @@ def test_each_window_counts_its_dependencies_by_source():
     assert _dependencies(make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])) == {}
 
 
-def _late_rank():
+def _late_rank(steps=False):
     """An all-reduce on two ranks: rank 0 arrives at 20 µs (after 'pre', 10-20 µs), rank 1
     at 70 µs after a 60 µs host 'stall'; both end at 100 µs and run 'post' (100-110 µs).
-    Rank 0 waits 50 µs for rank 1 inside it; each transfers for 30 µs."""
+    Rank 0 waits 50 µs for rank 1 inside it; each transfers for 30 µs. ``steps``: a 'step'
+    range on each rank around its launches."""
     ar = "ncclKernel_AllReduce_RING_LL_Sum_float"
     ops, api = [], []
     for r, pid in ((0, 100), (1, 200)):
@@ -523,8 +524,13 @@ def _late_rank():
                         "rank": r, "pid": pid})  # fmt: skip
     threads = [{"pid": 100, "tid": 100, "name": "python3", "rank": 0},
                {"pid": 200, "tid": 200, "name": "python3", "rank": 1}]  # fmt: skip
-    stall = [{"start": 0, "end": 60 * US, "name": "stall", "rank": 1, "pid": 200, "thread": 1}]
-    return make_trace(ops, api, stall, threads=threads)
+    ranges = [{"start": 0, "end": 60 * US, "name": "stall", "rank": 1, "pid": 200, "thread": 1}]
+    if steps:
+        ranges += [
+            {"start": 0, "end": 11 * US, "name": "step", "rank": 0, "pid": 100, "thread": 0},
+            {"start": 0, "end": 70 * US, "name": "step", "rank": 1, "pid": 200, "thread": 1},
+        ]
+    return make_trace(ops, api, ranges, threads=threads)
 
 
 def test_a_faster_rank_moves_the_ranks_it_meets_at_a_collective():
@@ -611,3 +617,14 @@ def test_the_critical_path_crosses_to_the_rank_a_collective_waited_for():
         ("gpu_op", ar, 70, 100),  # rank 0's transfer, after rank 1 arrived
         ("gpu_op", "post", 100, 110),
     ]
+
+
+def test_the_nth_step_of_each_rank_is_replayed_with_the_others():
+    a = attribute(_late_rank(steps=True), by="step")
+    assert replay(a).fidelity()["max_error"] == 0.0
+    doc = what_if(a, "stall=0")
+    assert {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]} == {
+        0: 50 * US, 1: 50 * US,
+    }  # fmt: skip
+    links = critical_path(a, window=1)["links"]
+    assert links[0]["name"] == "[rank 1] stall"
