@@ -152,8 +152,8 @@ cdef enum:
     K_STREAM = 6  # memory: device type
     K_BYTES = 7   # memory: device id
     K_INDEX = 8
-    K_A = 9       # memory: total allocated
-    K_B = 10      # memory: total reserved
+    K_A = 9       # memory: total allocated; API calls: a sync's wait_on_stream
+    K_B = 10      # memory: total reserved; API calls: wait_on_cuda_event_record_corr_id
     K_NAME = 11   # int32 string ids; meta: name
     K_ARGS = 12   # int32: host op args text; meta: args.name string id (-1 none)
     K_CAT = 13    # int8: class; flows: phase (0 's', 1 'f')
@@ -219,11 +219,14 @@ cdef enum:
     A_MEM_ALLOC = 13
     A_MEM_RESV = 14
     A_NAME = 15
-    N_ARGS = 16
+    A_WAIT_STREAM = 16  # cuda_sync (newer Kineto): the stream the awaited event was recorded on
+    A_WAIT_RECORD = 17  # ... and the correlation id of its cudaEventRecord call
+    N_ARGS = 18
 _TOP_KEYS = (b"ph", b"cat", b"name", b"pid", b"tid", b"ts", b"dur", b"id", b"args")
 _ARG_KEYS = (b"correlation", b"device", b"stream", b"bytes", b"size", b"Input Dims",
              b"Input type", b"Concrete Inputs", b"Input Strides", b"Bytes", b"Addr",
-             b"Device Type", b"Device Id", b"Total Allocated", b"Total Reserved", b"name")
+             b"Device Type", b"Device Id", b"Total Allocated", b"Total Reserved", b"name",
+             b"wait_on_stream", b"wait_on_cuda_event_record_corr_id")
 FIELD_NAMES = tuple(k.decode() for k in _TOP_KEYS) + tuple(
     "args." + k.decode() for k in _ARG_KEYS)
 # [memory] args in the order their problems are reported (as the loader always has)
@@ -248,6 +251,7 @@ _CATS = (
 
 cdef enum:
     MAX_DEPTH = 1000
+    MAX_KEY = 64  # longest key matched + 1 (wait_on_cuda_event_record_corr_id: 33 bytes)
 
 cdef enum Mode:
     M_BEFORE = 0
@@ -671,11 +675,9 @@ cdef inline void _ws(Parse* P) noexcept nogil:
     # most runs are empty or one space: bytes above ' ' are never whitespace
     if i < n and <unsigned char>p[i] > 32:
         return
-    i += 1
-    if i < n and <unsigned char>p[i] > 32:
-        P.pos = i
+    if i + 1 < n and p[i] == 32 and <unsigned char>p[i + 1] > 32:
+        P.pos = i + 1
         return
-    i -= 1
     if PYT_HAVE_SIMD:
         while i + 16 <= n:
             m = pyt_ws16(p + i)
@@ -1044,17 +1046,17 @@ cdef int _match(const char* s, Py_ssize_t n, bint esc, const char** keys,
                 const uint32_t* by_len) noexcept nogil:
     """Which of ``keys`` the key text s[:n] is (-1: none); ``by_len[m]``: bit k set when
     keys[k] has m bytes."""
-    cdef char buf[32]
+    cdef char buf[MAX_KEY]
     cdef int k
     cdef uint32_t cand
     cdef Py_ssize_t j
     cdef const char* key
     if esc:
-        n = _unescape(s, n, buf, 32)
+        n = _unescape(s, n, buf, MAX_KEY)
         if n < 0:
             return -1
         s = buf
-    if n >= 32:
+    if n >= MAX_KEY:
         return -1
     cand = by_len[n]
     while cand:
@@ -1099,9 +1101,9 @@ cdef class Scanner:
     cdef int n_cats
     cdef list key_names
     cdef const char* top_ptr[N_TOP]
-    cdef uint32_t top_by_len[32]
+    cdef uint32_t top_by_len[MAX_KEY]
     cdef const char* arg_ptr[N_ARGS]
-    cdef uint32_t arg_by_len[32]
+    cdef uint32_t arg_by_len[MAX_KEY]
     cdef int err, err_field, err_kind
     cdef Py_ssize_t err_offset, err_index, err_elem
     cdef const char* err_what
@@ -1730,6 +1732,13 @@ cdef class Scanner:
             if E.args[A_BYTES].kind == V_ABSENT or E.args[A_BYTES].kind == V_NULL:
                 k = A_SIZE
             if self._opt(group, K_BYTES, row, p, &E.args[k], N_TOP + k, elem) < 0:
+                return -1
+            if group == G_API and (
+                self._opt(group, K_A, row, p, &E.args[A_WAIT_STREAM], N_TOP + A_WAIT_STREAM,
+                          elem) < 0
+                or self._opt(group, K_B, row, p, &E.args[A_WAIT_RECORD], N_TOP + A_WAIT_RECORD,
+                             elem) < 0
+            ):
                 return -1
         self.rows[group] += 1
         return 0

@@ -24,4 +24,9 @@ def replay(
     s_wait: _I64,
     s_wait_end_fixed: _I64,
     s_tail: _I64,
+    c_inst: _I64,
+    c_off: _I64,
+    c_excess: _I64,
+    c_transfer: _I64,
+    inst_fixed: _I64,
 ) -> tuple[_I64, _I64, npt.NDArray[np.int8], _I64, _I64]: ...

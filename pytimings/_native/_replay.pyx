@@ -3,13 +3,21 @@
 """The replay loop of pytimings.analysis.replay: re-time one window's GPU ops and host
 syncs from their dependencies, in an order where every dependency comes first.
 
-Events are processed in ``order``: ``e >= 0`` is GPU op ``e``, ``e < 0`` is sync call
-``-e - 1``. An op starts at the latest of its stream predecessor's end, its cross-stream
+Events are processed in ``order``: ``0 <= e < n`` is GPU op ``e``, ``e < 0`` is sync call
+``-e - 1``, ``e >= n`` the completion of collective op ``e - n`` (after every member's
+arrival: see below). An op starts at the latest of its stream predecessor's end, its cross-stream
 dependency's end plus the latency observed after it, and its launch call's end (warped by
 the host's gains) plus its submission delay, then its own latency ``lat`` after that; it
 runs for ``dur``. A sync call that waited for op ``k`` ends ``tail`` after ``k`` ends (or
 after its own start, if later), and everything after it on its thread moves by the same
 amount: ``gain`` is how much earlier the thread runs from then on.
+
+A collective op (``c_inst[e] >= 0``, one instance across ranks) arrives when it starts:
+its instance's latest arrival, on the aligned clock (``start - c_off``), is kept; at its
+completion it ends no earlier than that latest arrival (back on its rank's clock, less
+``c_excess``, the measured part of the gap the contract's wait does not cover) plus its
+transfer time, and no earlier than its own start plus that transfer. ``inst_fixed``: per
+instance the latest aligned arrival of members outside this replay (or NONE).
 """
 
 from libc.stdint cimport int64_t
@@ -40,6 +48,12 @@ def replay(
     const int64_t[::1] s_wait,
     const int64_t[::1] s_wait_end_fixed,
     const int64_t[::1] s_tail,
+    # per op: its collective instance (-1 none), rank clock offset, excess, transfer
+    const int64_t[::1] c_inst,
+    const int64_t[::1] c_off,
+    const int64_t[::1] c_excess,
+    const int64_t[::1] c_transfer,
+    const int64_t[::1] inst_fixed,
 ):
     """Returns (op start, op end, op binding, sync end, sync gain): binding is 0 stream
     predecessor, 1 cross-stream dependency, 2 launch, 3 fixed start. ``end0``: the
@@ -50,14 +64,23 @@ def replay(
     bind_a = np.empty(n, np.int8)
     s_end_a = np.empty(m, np.int64)
     gain_a = np.zeros(m, np.int64)
+    inst_a = np.array(inst_fixed, dtype=np.int64)
     cdef int64_t[::1] start = start_a, end = end_a, s_end = s_end_a, gain = gain_a
+    cdef int64_t[::1] inst_last = inst_a
     cdef signed char[::1] bind = bind_a
     cdef int64_t v, best, g, s0, w
     cdef signed char b
     with nogil:
         for i in range(order.shape[0]):
             e = order[i]
-            if e >= 0:
+            if e >= n:  # a collective's completion
+                k = e - n
+                v = start[k] + c_transfer[k]
+                w = inst_last[c_inst[k]]
+                if w != NONE and w + c_off[k] - c_excess[k] + c_transfer[k] > v:
+                    v = w + c_off[k] - c_excess[k] + c_transfer[k]
+                end[k] = v
+            elif e >= 0:
                 if start_fixed[e] != NONE:
                     start[e] = start_fixed[e]
                     end[e] = start[e] + dur[e]
@@ -87,6 +110,9 @@ def replay(
                 start[e] = best + lat[e]
                 end[e] = start[e] + dur[e]
                 bind[e] = b
+                k = c_inst[e]
+                if k >= 0 and (inst_last[k] == NONE or start[e] - c_off[e] > inst_last[k]):
+                    inst_last[k] = start[e] - c_off[e]
             else:
                 j = -e - 1
                 g = gain[s_prev[j]] if s_prev[j] >= 0 else 0

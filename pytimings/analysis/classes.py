@@ -47,6 +47,50 @@ _COMM_KERNEL = re.compile("|".join(map(re.escape, COMM_KERNEL_NAMES)), re.IGNORE
 
 Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
+# the collective a comm kernel runs, by the words in its name (case, '_' and '-' ignored;
+# first match wins; nccl-tests' names): what ``--what-if comm:KIND=F`` names; PtoP copies
+# are "p2p_copy", expert-parallel kernels "dispatch"/"combine"
+COMM_KINDS = (
+    ("reducescatter", "reduce_scatter"),
+    ("allreduce", "all_reduce"),
+    ("crossdevicereduce", "all_reduce"),  # vLLM/SGLang custom all-reduce
+    ("allgather", "all_gather"),
+    ("alltoall", "all_to_all"),
+    ("all2all", "all_to_all"),
+    ("dispatch", "dispatch"),
+    ("combine", "combine"),
+    ("broadcast", "broadcast"),
+    ("bcast", "broadcast"),
+    ("sendrecv", "sendrecv"),
+    ("send", "sendrecv"),
+    ("recv", "sendrecv"),
+    ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+)
+COMM_KIND_NAMES = (*dict.fromkeys(k for _, k in COMM_KINDS), "p2p_copy", "other")
+
+
+def comm_kind(name: str) -> str:
+    """The collective a comm kernel's name says it runs (``COMM_KINDS``), else "other"."""
+    flat = name.lower().replace("_", "").replace("-", "")
+    return next((kind for word, kind in COMM_KINDS if word in flat), "other")
+
+
+def comm_kind_index(trace: Trace) -> npt.NDArray[np.int8]:
+    """Per GPU op, its index in ``COMM_KIND_NAMES`` (meaningful for comm-class ops)."""
+    lut = np.fromiter(
+        (COMM_KIND_NAMES.index(comm_kind(s)) for s in trace.strings),
+        dtype=np.int8,
+        count=len(trace.strings),
+    )
+    ops = trace.gpu_ops
+    out: npt.NDArray[np.int8] = lut[ops["name"]]
+    out[(ops["kind"] == OpKind.MEMCPY) & (ops["copy_kind"] == CopyKind.PTOP)] = (
+        COMM_KIND_NAMES.index("p2p_copy")
+    )
+    return out
+
 
 def string_mask(strings: Sequence[str], match: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
     return np.fromiter((bool(match(s)) for s in strings), dtype=bool, count=len(strings))

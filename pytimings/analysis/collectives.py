@@ -4,7 +4,7 @@ collective ends, and each rank's arrival skew, wait and transfer; the straggler.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ class Collectives:
     clock_offset_ns: dict[int, int]  # subtract from a rank's times to align it
     straggler: int | None
     last_counts: dict[int, int]  # rank -> instances it arrived last
+    op: I64 = field(default_factory=lambda: np.empty(0, np.int64))  # gpu_ops row per table row
 
 
 def _median_ns(values: I64) -> int:
@@ -105,4 +106,4 @@ def collectives(
             "transfer_ns": transfer,
         }
     )
-    return Collectives(table, offsets, straggler, counts)
+    return Collectives(table, offsets, straggler, counts, comm.astype(np.int64))

@@ -1,5 +1,8 @@
 """The critical path of a window: the chain of host time, launches, waits and GPU ops that
-sets its length, walked back from its end over the unchanged replay (docs/replay.md)."""
+sets its length, walked back from its end over the unchanged replay (docs/replay.md). With
+ranks replayed together (several ranks' windows, the n-th of each), a collective that
+waited for a later rank's arrival carries the chain onto that rank (its links named
+``[rank N] ...``, on the window's clock)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.replay import host_activities, replay
+from pytimings.analysis.replay import (
+    host_activities,
+    rank_groups,
+    rendezvous,
+    replay,
+    replay_windows,
+)
 from pytimings.errors import UsageError
 from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
@@ -91,15 +100,22 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     w = r.windows[i]
     g = r.graph
     index = _HostIndex(trace)
-    local = {int(row): k for k, row in enumerate(w.ops)}
+    # ranks replayed together: the ops of every included window of the window's group
+    rv = rendezvous(a)
+    last_of = rv.last_arrivals() if rv is not None else np.empty(0, dtype=np.int64)
+    group = next(idx for idx in rank_groups(replay_windows(a)) if i in idx) if rv else [i]
+    joint = [r.windows[k] for k in group if r.windows[k].after_ns is not None]
+    local = {int(row): (x, k) for x in joint for k, row in enumerate(x.ops)}
     links: list[dict[str, Any]] = []
     cursor = w.end_ns
+    shift = 0  # the walk's current rank's clock -> the window's
+    on = ""  # "[rank N] " while the walk is on another rank
 
     def link(kind: str, name: str, start: int) -> None:
         nonlocal cursor
-        start = max(w.start_ns, min(start, cursor))
+        start = max(w.start_ns, min(start + shift, cursor))
         if start < cursor:
-            links.append({"kind": kind, "name": name, "start_ns": start, "end_ns": cursor})
+            links.append({"kind": kind, "name": on + name, "start_ns": start, "end_ns": cursor})
         cursor = start
 
     def host(thread: int) -> int:
@@ -108,11 +124,12 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
         waited = g.s_wait >= 0
         waited[waited] = ops["end"][g.s_wait[waited]] > g.s_start[waited]
         before = np.flatnonzero(
-            (g.s_thread == thread) & waited & (g.s_end <= cursor) & (g.s_end > w.start_ns)
-        )
+            (g.s_thread == thread) & waited & (g.s_end <= cursor - shift)
+            & (g.s_end > w.start_ns - shift)
+        )  # fmt: skip
         j = int(before[-1]) if before.size else -1
-        anchor = int(g.s_end[j]) if j >= 0 else w.start_ns
-        for x, _, name in reversed(index.segments(thread, anchor, cursor)):
+        anchor = int(g.s_end[j]) if j >= 0 else w.start_ns - shift
+        for x, _, name in reversed(index.segments(thread, anchor, cursor - shift)):
             link("host", name, x)
         if j < 0:
             return -1
@@ -123,9 +140,9 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
         """An op's start and what bound it (0 stream order, 1 dependency, 2 launch): the
         replay's for the window's own ops, else (ops other threads launched, running in
         the window) as measured, the latest of its constraints."""
-        k = local.get(row, -1)
+        x, k = local.get(row, (w, -1))
         if k >= 0:
-            return int(w.op_start[k]), int(w.op_bind[k])
+            return int(x.op_start[k]), int(x.op_bind[k])
         ends = [(-1, -1)]
         if g.pred[row] >= 0:
             ends.append((int(ops["end"][g.pred[row]]), 0))
@@ -143,6 +160,17 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     while row >= 0 and cursor > w.start_ns:
         name = short_kernel_name(trace.strings[ops["name"][row]])
         start, b = step(row)
+        peer = int(last_of[rv.inst[row]]) if rv is not None and rv.inst[row] >= 0 else -1
+        if rv is not None and peer >= 0 and rv.arrival[peer] > rv.arrival[row]:
+            # the collective waited for a later rank's arrival: the chain goes there
+            off = rv.rank_off
+            here, there = int(ops["rank"][row]), int(ops["rank"][peer])
+            arrival = int(rv.arrival[peer]) + off.get(here, 0)
+            link("gpu_op", name, arrival)
+            shift += off.get(here, 0) - off.get(there, 0)
+            on = "" if there == w.rank else f"[rank {there}] "
+            row = peer
+            continue
         link("gpu_op", name, start)
         nxt = -1
         if b == 0 and g.pred[row] >= 0:

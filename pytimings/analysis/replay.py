@@ -14,10 +14,20 @@ re-derives start times (docs/replay.md):
   waited for the GPU (stream/event/device synchronize, a blocking memcpy) ends when the
   awaited op ends in the replay, plus its own measured tail, and everything after it on
   that thread moves with it;
-- a what-if change scales durations: ``kernel:GLOB=F`` the GPU ops whose name (or short
-  name) matches, ``NAME=F`` the self time of the host activities (ranges, CUDA API calls,
-  cpu_ops, ...) of that name: the instants where it is the innermost activity on its
-  thread (``F=0`` removes them, so everything after them on the thread moves earlier).
+- a what-if change scales durations: ``NAME=F`` the host activities (ranges, CUDA API
+  calls, cpu_ops, ...) of that name with everything nested in them on their thread (GPU
+  work keeps its durations), ``self:NAME=F`` only their self time (the instants where
+  one is the innermost activity), ``kernel:GLOB=F`` the GPU ops whose name (or short
+  name) matches, ``comm:GLOB=F`` the transfer part of matching comm ops (by name or
+  collective kind; the wait for peers the contract estimates from several ranks is
+  kept). ``F=0`` removes the time, so everything after it on the thread moves earlier.
+
+With several ranks in one trace, the whole-trace windows (one per rank), or the n-th
+``--by`` window of each rank, are replayed together on the ranks' aligned clocks, and the
+n-th collective of a name on each rank is one rendezvous: each member ends no earlier than
+the latest member's replayed arrival plus its own transfer time (duration minus the
+contract's estimated wait), so a change on one rank moves the ranks it meets; members
+outside the windows replayed together keep their measured arrival.
 
 A window's replayed length is ``max(end of its range, end of the ops launched inside it)
 - start``, both replayed; the saving is measured minus replayed length. Unchanged, the
@@ -38,12 +48,12 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
-from pytimings.analysis.classes import string_mask
+from pytimings.analysis.classes import COMM, COMM_KIND_NAMES, comm_kind_index, string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
-from pytimings.ingest.links import event_waits
+from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
-from pytimings.model.trace import Trace
+from pytimings.model.trace import SyncKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -56,25 +66,49 @@ CROSS_THREAD_NOTE = (
     "what one thread waits for on another is not in the trace, so work another thread did "
     "later stays where it was"
 )
+COMM_WAIT_NOTE = (
+    "an upper bound for comm changes: with one rank loaded, the wait for peers inside each "
+    "collective is unknown and scaled as if it were transfer; load every rank's trace to "
+    "keep the wait"
+)
 # ---------------------------------------------------------------------------- changes
+
+PREFIXES = {"self:": "self", "kernel:": "kernel", "comm:": "comm"}
 
 
 @dataclass(frozen=True)
 class Change:
-    """One what-if change: durations of matching GPU ops (``kernel``) or host activities'
-    self time (``host``) multiplied by ``factor``."""
+    """One what-if change, ``factor`` applied to: ``inclusive`` host activities named
+    ``pattern`` (their whole extent on their thread, what is nested in them included),
+    ``self`` their self time only, ``kernel`` the durations of matching GPU ops, ``comm``
+    the transfer part of matching communication ops (not their wait for peers)."""
 
-    target: str  # "kernel" or "host"
+    kind: str  # one of KINDS
     pattern: str
     factor: float
 
     @property
     def text(self) -> str:
-        return f"{'kernel:' if self.target == 'kernel' else ''}{self.pattern}={self.factor:g}"
+        prefix = "" if self.kind == "inclusive" else f"{self.kind}:"
+        return f"{prefix}{self.pattern}={self.factor:g}"
+
+    @property
+    def on_host(self) -> bool:
+        return self.kind in ("inclusive", "self")
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "pattern": self.pattern,
+            "factor": self.factor,
+            "inclusive": self.kind == "inclusive",
+        }
 
 
 def parse_changes(spec: str) -> list[Change]:
-    """``NAME=F[,NAME=F...]``; ``kernel:GLOB=F`` for GPU ops. F >= 0 (0 removes)."""
+    """``NAME=F[,...]``: ``NAME`` (a host activity and everything in it), ``self:NAME``
+    (its self time), ``kernel:GLOB`` (GPU ops), ``comm:GLOB`` (the transfer part of comm
+    ops, by name or collective kind). F >= 0 (0 removes)."""
     out = []
     for item in (s.strip() for s in spec.split(",")):
         name, eq, value = item.rpartition("=")
@@ -86,10 +120,14 @@ def parse_changes(spec: str) -> list[Change]:
             raise UsageError(f"--what-if {item!r}: {value!r} is not a number") from None
         if not math.isfinite(factor) or factor < 0:
             raise UsageError(f"--what-if {item!r}: the factor must be a finite number >= 0")
-        if name.startswith("kernel:"):
-            out.append(Change("kernel", name.removeprefix("kernel:"), factor))
-        else:
-            out.append(Change("host", name, factor))
+        kind = "inclusive"
+        for prefix, k in PREFIXES.items():
+            if name.startswith(prefix):
+                kind, name = k, name.removeprefix(prefix)
+                break
+        if not name:
+            raise UsageError(f"--what-if {item!r}: nothing named after {kind}:")
+        out.append(Change(kind, name, factor))
     return out
 
 
@@ -128,7 +166,19 @@ class Graph:
     s_tail: I64
     by_launch: I64  # linked ops by (launch thread, launch start)
     by_launch_key: I64  # thread << 1 of each, sorted
+    by_launch_start: I64  # the launch start of each
     pos: I64  # each op's place in an order independent of the rows' order
+    dep_read: npt.NDArray[np.bool_]  # per op: its dep is a recorded stream wait (else inferred)
+    s_source: npt.NDArray[np.int8]  # per sync: index in DEPENDENCY_SOURCES, -1 waited for none
+
+
+# what each dependency of a replayed window comes from (replay JSON ``dependencies``):
+# recorded stream waits (event record -> stream wait event), cross-stream waits inferred
+# by their effect, host synchronizes of an event or a stream whose record names the op
+# waited for, host synchronizes whose op is inferred, collectives across ranks
+DEPENDENCY_SOURCES = (
+    "stream_wait", "inferred", "event_sync", "stream_sync", "sync_inferred", "collective",
+)  # fmt: skip
 
 
 def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
@@ -224,13 +274,30 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
             ]  # fmt: skip
             if cand.size:  # the latest end (then the last in the order above)
                 s_wait[j] = cand[-1]
+    # where the capture records what a synchronize waited for (a stream, an event), that
+    # op, not the inference; a call whose op had ended before it began waited for nothing
+    call, awaited, sync_kind = sync_waits(trace, launch_row)
+    s_source = np.where(s_wait >= 0, DEPENDENCY_SOURCES.index("sync_inferred"), -1)
+    if call.size and s_row.size:
+        by_call = np.full(len(api), -1, dtype=np.int64)
+        by_call[call] = awaited
+        r = by_call[s_row]
+        recorded = r >= 0
+        r_end = end[np.maximum(r, 0)]
+        s_wait = np.where(recorded, np.where((r_end > s_start) & (r_end <= s_end), r, -1), s_wait)
+        kind_of = np.full(len(api), SyncKind.STREAM_SYNC, dtype=np.int8)
+        kind_of[call] = sync_kind
+        named = np.where(kind_of[s_row] == SyncKind.EVENT_SYNC, "event_sync", "stream_sync")
+        src = np.asarray([DEPENDENCY_SOURCES.index(x) for x in named.tolist()], dtype=np.int64)
+        s_source = np.where(recorded, np.where(s_wait >= 0, src, -1), s_source)
     s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
     return Graph(
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
-        by_launch, thread[by_launch].astype(np.int64) << 1, pos,
+        by_launch, thread[by_launch].astype(np.int64) << 1, l_start[by_launch], pos, read,
+        s_source.astype(np.int8),
     )  # fmt: skip
 
 
@@ -247,21 +314,26 @@ class HostChanges:
     keep: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
     before: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
 
-    def add(self, thread: int, ivs: list[tuple[int, int, float]]) -> None:
-        """Intervals of one thread; where two overlap, the earlier one keeps the overlap."""
-        ivs.sort()
-        s: list[int] = []
-        e: list[int] = []
-        f: list[float] = []
-        for a, b, k in ivs:
-            a = max(a, e[-1]) if e else a
-            if b > a:
-                s.append(a)
-                e.append(b)
-                f.append(k)
-        self.start[thread] = np.asarray(s, dtype=np.int64)
-        self.end[thread] = np.asarray(e, dtype=np.int64)
-        self.keep[thread] = np.asarray(f, dtype=np.float64)
+    def add(self, thread: int, changes: Sequence[tuple[I64, I64, float]]) -> None:
+        """Intervals of one thread, per change (starts, ends, factor): a change scales the
+        union of its intervals; where changes overlap their factors multiply
+        (``step=0.5,self:layer=0`` removes the layer's self time and halves the rest of
+        the step)."""
+        parts = [(a[b > a], b[b > a], k) for a, b, k in changes]
+        parts = [p for p in parts if p[0].size]
+        if not parts:
+            return
+        cuts = np.unique(np.concatenate([np.concatenate([a, b]) for a, b, _ in parts]))
+        keep = np.ones(cuts.size - 1, dtype=np.float64)
+        for a, b, k in parts:
+            d = np.bincount(np.searchsorted(cuts, a), minlength=cuts.size) - np.bincount(
+                np.searchsorted(cuts, b), minlength=cuts.size
+            )
+            keep[np.cumsum(d)[:-1] > 0] *= k
+        sel = keep != 1.0
+        self.start[thread] = cuts[:-1][sel]
+        self.end[thread] = cuts[1:][sel]
+        self.keep[thread] = keep[sel]
         lost = (self.end[thread] - self.start[thread]) * (1.0 - self.keep[thread])
         self.before[thread] = np.concatenate([[0.0], np.cumsum(lost)[:-1]])
 
@@ -296,40 +368,52 @@ def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     return s, e, n, t
 
 
+def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> tuple[I64, I64]:
+    """The instants of ``[a, b)`` (activity ``h``) outside every other activity that starts
+    and ends inside it: its self time (``on_*``: the thread's activities by start)."""
+    lo, hi = np.searchsorted(on_s, [a, b], side="left")
+    cand = np.arange(lo, hi)
+    cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
+    if cand.size == 0:
+        return np.asarray([a], dtype=np.int64), np.asarray([b], dtype=np.int64)
+    cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
+    return np.concatenate([[a], ce]).astype(np.int64), np.concatenate([cs, [b]]).astype(np.int64)
+
+
 def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
-    """The self-time intervals of the host activities each change names, per thread."""
-    per: dict[int, list[tuple[int, int, float]]] = {}
+    """Per thread, the intervals each host change scales: the whole extent of the
+    activities it names (``inclusive``) or their self time (``self``); within one change
+    the union of its activities' intervals, across changes the factors multiply."""
+    per: dict[int, list[tuple[I64, I64, float]]] = {}
     s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
-        if ch.target != "host":
+        if not ch.on_host:
             continue
         ids = _matching_ids(trace.strings, ch.pattern, short=False)
         hit = np.flatnonzero(ids[n_all] & (t_all >= 0))
         if hit.size == 0:
             raise UsageError(
-                f"--what-if {ch.text!r}: no range or host activity is named {ch.pattern!r}"
+                f"--what-if {ch.text!r}: no range or host activity is named {ch.pattern!r} "
+                "(other forms: self:NAME, kernel:GLOB, comm:GLOB)"
             )
-        for th in np.unique(t_all[hit]):
-            on = np.flatnonzero(t_all == th)
-            on = on[np.lexsort((-e_all[on], s_all[on]))]
-            on_s, on_e = s_all[on], e_all[on]
-            for h in hit[t_all[hit] == th]:
-                a, b = int(s_all[h]), int(e_all[h])
-                lo, hi = np.searchsorted(on_s, [a, b], side="left")
-                cand = np.arange(lo, hi)  # what starts inside it, by start
-                cand = cand[(on_e[cand] <= b) & (on[cand] != h) & (on_e[cand] > on_s[cand])]
-                mine = per.setdefault(int(th), [])
-                if cand.size == 0:
-                    if b > a:
-                        mine.append((a, b, ch.factor))
-                    continue
-                cs, ce = iv.union(on_s[cand], on_e[cand])  # its children's union
-                for x, y in zip(np.concatenate([[a], ce]), np.concatenate([cs, [b]]), strict=True):
-                    if y > x:
-                        mine.append((int(x), int(y), ch.factor))
+        for th in np.unique(t_all[hit]).tolist():
+            mine = hit[t_all[hit] == th]
+            if ch.kind == "inclusive":
+                a, b = s_all[mine], np.maximum(e_all[mine], s_all[mine])
+            else:
+                on = np.flatnonzero(t_all == th)
+                on = on[np.lexsort((-e_all[on], s_all[on]))]
+                on_s, on_e = s_all[on], e_all[on]
+                pieces = [
+                    _self_time(on_s, on_e, on, h, int(s_all[h]), int(e_all[h]))
+                    for h in mine.tolist()
+                ]
+                a = np.concatenate([p[0] for p in pieces])
+                b = np.concatenate([p[1] for p in pieces])
+            per.setdefault(th, []).append((a, b, ch.factor))
     hc = HostChanges()
-    for th, ivs in per.items():
-        hc.add(th, ivs)
+    for th, parts in per.items():
+        hc.add(th, parts)
     return hc
 
 
@@ -346,6 +430,8 @@ class WindowReplay:
     excluded: str | None = None
     range_row: int = -1  # row in trace.ranges of a --by window's range
     threads: int = 1  # host threads in the replay (launching its ops, or ending it)
+    guessed: bool = False  # a comm change on ops whose wait for peers is unknown
+    dependencies: dict[str, int] = field(default_factory=dict)  # by DEPENDENCY_SOURCES
     # for the critical path
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
     op_start: I64 = field(default_factory=lambda: np.empty(0, np.int64))
@@ -373,9 +459,8 @@ def _window_ops(g: Graph, w: Windows, i: int) -> I64:
     key = np.asarray([int(w.thread[i])], dtype=np.int64) << 1
     lo = np.searchsorted(g.by_launch_key, key, side="left")[0]
     hi = np.searchsorted(g.by_launch_key, key | 1, side="left")[0]
-    at = g.by_launch[lo:hi]
-    a, b = np.searchsorted(g.launch_start[at], [rs, re_], side="left")
-    rows = at[a:b]
+    a, b = np.searchsorted(g.by_launch_start[lo:hi], [rs, re_], side="left")
+    rows = g.by_launch[lo + a : lo + b]
     return np.sort(rows[ops["rank"][rows] == w.rank[i]])
 
 
@@ -404,34 +489,116 @@ def _host_ends(g: Graph, rank: int) -> tuple[npt.NDArray[np.int32], I64]:
     return uniq.astype(np.int32), last
 
 
+@dataclass
+class Rendezvous:
+    """Collectives across ranks, for a replay of all ranks at once: per GPU op its
+    instance (the n-th collective of its name; -1 none), its measured arrival on the
+    aligned clock, its wait for peers (the contract's "Several ranks") and the excess of
+    its arrival gap over that wait (non-zero only where the wait is capped at the
+    duration); per rank the clock offset (``Collectives.clock_offset_ns``)."""
+
+    inst: I64
+    arrival: I64
+    wait: I64
+    excess: I64
+    n_inst: int
+    rank_off: dict[int, int]
+
+    def last_arrivals(self) -> I64:
+        """Per instance, the member (GPU op row) that arrived last (ties: the lowest row)."""
+        members = np.flatnonzero(self.inst >= 0)
+        order = members[np.lexsort((-members, self.arrival[members], self.inst[members]))]
+        last = np.full(self.n_inst, -1, dtype=np.int64)
+        last[self.inst[order]] = order  # the last write of each instance: its latest arrival
+        return last
+
+    def offsets(self, ranks: npt.NDArray[Any]) -> I64:
+        """The clock offset of each of ``ranks`` (0 for a rank without collectives)."""
+        lut = np.zeros(max([*self.rank_off, int(ranks.max(initial=0))]) + 1, dtype=np.int64)
+        for r, off in self.rank_off.items():
+            lut[r] = off
+        out: I64 = lut[ranks.astype(np.int64)]
+        return out
+
+
+def rendezvous(a: Attribution) -> Rendezvous | None:
+    """The collectives of ``a`` matched across ranks (None: fewer than two ranks)."""
+    c = a.collectives
+    if c is None or c.op.size == 0:
+        return None
+    ops = a.trace.gpu_ops
+    n, t = len(ops), c.table
+    _, key = np.unique(np.stack([ops["name"][c.op], t["index"]]), axis=1, return_inverse=True)
+    key = key.reshape(-1).astype(np.int64)
+    last = np.full(int(key.max()) + 1, NONE, dtype=np.int64)
+    np.maximum.at(last, key, t["start_ns"])
+    inst, arrival = np.full(n, -1, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
+    wait, excess = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    inst[c.op] = key
+    arrival[c.op] = t["start_ns"]
+    wait[c.op] = t["wait_ns"]
+    excess[c.op] = last[key] - t["start_ns"] - t["wait_ns"]
+    return Rendezvous(inst, arrival, wait, excess, int(last.size), dict(c.clock_offset_ns))
+
+
 def replay_window(
     g: Graph, w: Windows, i: int, dur: I64, host: HostChanges, keep_ops: bool,
     lat: I64 | None = None,
 ) -> WindowReplay:  # fmt: skip
-    trace = g.trace
-    lat = g.lat if lat is None else lat
-    ops = trace.gpu_ops
+    """One window replayed on its own (other ranks' collectives as measured)."""
+    return replay_group(g, w, [i], dur, host, keep_ops, lat)[0]
+
+
+def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
+    """The window's entry, with the reason it cannot be replayed (if so), and its ops."""
+    trace, ops = g.trace, g.trace.gpu_ops
     w_s, w_e = int(w.start[i]), int(w.end[i])
-    # the host side starts where the range does: a tiled window (contract v3) may start
-    # later, at the previous window's end, while its host work began at the range's start
     rr = int(w.range_row[i])
-    h_s = min(w_s, int(trace.ranges["start"][rr])) if w.thread[i] >= 0 else w_s
     out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=rr)
     rows = _window_ops(g, w, i)
     if np.any(g.launch_row[rows] < 0):
         out.excluded = f"{int(np.sum(g.launch_row[rows] < 0))} GPU ops without a launch call"
-        return out
-    if np.any(g.unexplained[rows]):
+    elif np.any(g.unexplained[rows]):
         worst = rows[np.argmax(np.where(g.unexplained[rows], g.lat[rows], -1))]
         out.excluded = (
             f"op {short_kernel_name(trace.strings[ops['name'][worst]])!r} started "
             f"{g.lat[worst] / 1e3:.1f} µs after everything the capture shows it waits for"
         )
-        return out
+    return out, rows
+
+
+def replay_group(
+    g: Graph, w: Windows, idx: Sequence[int], dur: I64, host: HostChanges, keep_ops: bool,
+    lat: I64 | None = None, rv: Rendezvous | None = None,
+) -> list[WindowReplay]:  # fmt: skip
+    """Windows ``idx`` (of different ranks when ``rv`` is given: their collectives meet)
+    replayed in one pass, each from its own ops and host threads."""
+    trace = g.trace
+    lat = g.lat if lat is None else lat
+    ops = trace.gpu_ops
+    outs, parts, origin = [], [], {}
+    for i in idx:
+        out, rows = _excluded(g, w, i)
+        outs.append(out)
+        if out.excluded is not None:
+            continue
+        # the host side starts where the range does: a tiled window (contract v3) may
+        # start later, at the previous window's end, while its host work began earlier
+        h_s = out.start_ns
+        if w.thread[i] >= 0:
+            h_s = min(h_s, int(trace.ranges["start"][out.range_row]))
+        threads = np.unique(g.thread[rows]) if w.thread[i] < 0 else np.asarray([w.thread[i]])
+        for th in threads.tolist():
+            origin[int(th)] = h_s
+        parts.append((out, i, rows, threads, h_s))
+    if not parts:
+        return outs
+    rows = np.sort(np.concatenate([p[2] for p in parts]))
     n = rows.size
-    # syncs of the window's threads inside the window
-    threads = np.unique(g.thread[rows]) if w.thread[i] < 0 else np.asarray([w.thread[i]])
-    sm = np.isin(g.s_thread, threads) & (g.s_start >= h_s) & (g.s_start < w_e)
+    # syncs of each window's threads inside the window
+    sm = np.zeros(g.s_row.size, dtype=bool)
+    for out, _, _, threads, h_s in parts:
+        sm |= np.isin(g.s_thread, threads) & (g.s_start >= h_s) & (g.s_start < out.end_ns)
     srows = np.flatnonzero(sm)
     m = srows.size
     s_local = np.full(g.s_row.size, -1, dtype=np.int64)
@@ -440,9 +607,9 @@ def replay_window(
     def warp(thread: npt.NDArray[np.int32], t: I64) -> I64:
         """Host times with the changed host time taken out (before sync gains)."""
         outw: I64 = t.copy()
-        for th in np.unique(thread):
+        for th in np.unique(thread).tolist():
             sel = thread == th
-            outw[sel] = t[sel] - host.removed(int(th), t[sel], h_s)
+            outw[sel] = t[sel] - host.removed(th, t[sel], origin.get(th, 0))
         return outw
 
     # the sync each launch (and each sync) comes after on its thread
@@ -474,34 +641,80 @@ def replay_window(
     wait = g.s_wait[srows]
     wait_local = _position(rows, wait)
     wait_fixed = np.where((wait >= 0) & (wait_local < 0), ops["end"][np.maximum(wait, 0)], NONE)
+    # collectives meeting across the windows' ranks; times aligned across ranks
+    c_inst = np.full(n, -1, dtype=np.int64)
+    c_off = c_excess = c_transfer = np.zeros(n, dtype=np.int64)
+    inst_fixed = done = np.empty(0, dtype=np.int64)
+    s_off = np.zeros(m, dtype=np.int64)
+    c_key = np.empty(0, dtype=np.int64)
+    if rv is not None and len({p[0].rank for p in parts}) > 1:
+        c_inst = rv.inst[rows]
+        o_off = rv.offsets(ops["rank"][rows])
+        s_off = rv.offsets(trace.api_calls["rank"][g.s_row[srows]])
+        c_off = o_off
+        c_excess = rv.excess[rows]
+        c_transfer = np.maximum(dur[rows] - rv.wait[rows], 0)
+        # members outside this replay arrive as measured
+        outside = np.ones(len(ops), dtype=bool)
+        outside[rows] = False
+        outside &= rv.inst >= 0
+        inst_fixed = np.full(rv.n_inst, NONE, dtype=np.int64)
+        np.maximum.at(inst_fixed, rv.inst[outside], rv.arrival[outside])
+        done = np.flatnonzero(c_inst >= 0)
+        last = inst_fixed.copy()
+        np.maximum.at(last, c_inst[done], rv.arrival[rows[done]])
+        c_key = last[c_inst[done]]
+    else:
+        o_off = np.zeros(n, dtype=np.int64)
     # order: ops by max(start, launch start), syncs by end (first on ties: a launch that
-    # starts as a sync ends comes after it)
-    key = np.concatenate([np.maximum(ops["start"][rows], g.launch_start[rows]), se])
-    kind = np.concatenate([np.ones(n, np.int8), np.zeros(m, np.int8)])
-    ev = np.concatenate([np.arange(n), -np.arange(m) - 1]).astype(np.int64)
-    tie = np.concatenate([g.pos[rows], np.arange(m)])
+    # starts as a sync ends comes after it), collectives' completions at their instance's
+    # latest measured arrival, after the ops there; all on the aligned clock
+    key = np.concatenate(
+        [np.maximum(ops["start"][rows], g.launch_start[rows]) - o_off, se - s_off, c_key]
+    )
+    kind = np.concatenate(
+        [np.ones(n, np.int8), np.zeros(m, np.int8), np.full(done.size, 2, np.int8)]
+    )
+    ev = np.concatenate([np.arange(n), -np.arange(m) - 1, n + done]).astype(np.int64)
+    tie = np.concatenate([g.pos[rows], np.arange(m), g.pos[rows[done]]])
     order = ev[np.lexsort((tie, kind, key))]
     start, end, bind, _, gain = _replay(
         order, ops["end"][rows], dur[rows], lat[rows], pred_local, pred_fixed, dep_local,
         dep_fixed, g.dep_lat[rows], ready, l_sync, np.full(n, NONE, dtype=np.int64),
         warp(s_thread, st), warp(s_thread, se), s_prev, wait_local, wait_fixed, g.s_tail[srows],
+        c_inst, c_off, c_excess, c_transfer, inst_fixed,
     )  # fmt: skip
-    # the window's host end, replayed: its range's end, or (whole trace) each thread's
-    # last range or launch call
-    if w.thread[i] >= 0:
-        h_thread = np.asarray([w.thread[i]], dtype=np.int32)
-        h_end = np.asarray([max(int(trace.ranges["end"][rr]), h_s)], dtype=np.int64)
-    else:
-        h_thread, h_end = _host_ends(g, int(w.rank[i]))
-    j = last_sync(h_thread, h_end)
-    gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
-    host_end = warp(h_thread, h_end) - gains
-    replayed = max(int(host_end.max(initial=w_s)), int(end.max()) if n else w_s)
-    out.threads = int(np.union1d(threads, h_thread).size)
-    out.replayed_end_ns = replayed
-    if keep_ops:
-        out.ops, out.op_start, out.op_end, out.op_bind = rows, start, end, bind
-    return out
+    for out, i, mine, threads, _ in parts:
+        at = np.searchsorted(rows, np.sort(mine))
+        # the window's host end, replayed: its range's end, or (whole trace) each thread's
+        # last range or launch call
+        if w.thread[i] >= 0:
+            h_thread = np.asarray([w.thread[i]], dtype=np.int32)
+            h_end = np.asarray(
+                [max(int(trace.ranges["end"][out.range_row]), origin[int(w.thread[i])])],
+                dtype=np.int64,
+            )
+        else:
+            h_thread, h_end = _host_ends(g, out.rank)
+        j = last_sync(h_thread, h_end)
+        gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
+        host_end = warp(h_thread, h_end) - gains
+        out.replayed_end_ns = max(
+            int(host_end.max(initial=out.start_ns)), int(end[at].max()) if at.size else out.start_ns
+        )
+        out.threads = int(np.union1d(threads, h_thread).size)
+        mine_s = np.flatnonzero(np.isin(s_thread, threads))
+        has_dep = dep[at] >= 0
+        src = np.concatenate([
+            np.where(g.dep_read[rows[at]], 0, 1)[has_dep],
+            g.s_source[srows[mine_s]][g.s_source[srows[mine_s]] >= 0],
+            np.full(int(np.sum(c_inst[at] >= 0)), DEPENDENCY_SOURCES.index("collective")),
+        ]).astype(np.int64)  # fmt: skip
+        counts = np.bincount(src, minlength=len(DEPENDENCY_SOURCES))
+        out.dependencies = dict(zip(DEPENDENCY_SOURCES, map(int, counts), strict=True))
+        if keep_ops:
+            out.ops, out.op_start, out.op_end, out.op_bind = rows[at], start[at], end[at], bind[at]
+    return outs
 
 
 @dataclass
@@ -523,11 +736,24 @@ class Replay:
             for w in self.windows
             if w.excluded is not None
         ]
+        included = [w for w in self.windows if w.after_ns is not None]
         return {
             "windows": len(errs),
             "max_error": max(errs) if errs else None,
             "median_error": float(np.median(errs)) if errs else None,
             "excluded": excluded,
+            "dependencies": {
+                k: sum(w.dependencies.get(k, 0) for w in included) for k in DEPENDENCY_SOURCES
+            },
+            "per_window": [
+                {
+                    "name": w.name,
+                    "start_ns": w.start_ns,
+                    "rank": w.rank,
+                    "dependencies": w.dependencies,
+                }
+                for w in included
+            ],
         }
 
 
@@ -546,6 +772,71 @@ def replay_windows(a: Attribution) -> Windows:
     )  # fmt: skip
 
 
+def _comm_waits(a: Attribution) -> I64:
+    """Per GPU op, the wait for peers inside it the contract estimates from several ranks
+    (``Several ranks``); -1 where unknown (one rank, or no match on another rank)."""
+    ops = a.trace.gpu_ops
+    wait = np.full(len(ops), -1, dtype=np.int64)
+    c = a.collectives
+    if c is not None and c.op.size:
+        wait[c.op] = c.table["wait_ns"]
+    return wait
+
+
+def changed_durations(
+    a: Attribution, changes: Sequence[Change]
+) -> tuple[I64, npt.NDArray[np.bool_]]:
+    """Per GPU op, its duration with the ``kernel`` and ``comm`` changes applied, and
+    whether the change is a guess: a comm op whose wait for peers is unknown (only its
+    rank is loaded) counts its whole duration as transfer."""
+    trace = a.trace
+    ops = trace.gpu_ops
+    dur = (ops["end"] - ops["start"]).astype(np.int64)
+    guessed = np.zeros(len(ops), dtype=bool)
+    waits: I64 | None = None
+    for ch in changes:
+        if ch.kind == "kernel":
+            hit = _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
+            if not hit.any():
+                raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
+            dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
+        elif ch.kind == "comm":
+            comm = a.classes == COMM
+            kinds = COMM_KIND_NAMES
+            pat = ch.pattern.lower()
+            of_kind = np.asarray([fnmatch.fnmatchcase(k, pat) for k in kinds], dtype=bool)
+            hit = comm & (
+                _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
+                | of_kind[comm_kind_index(trace)]
+            )
+            if not hit.any():
+                present = sorted({kinds[i] for i in np.unique(comm_kind_index(trace)[comm])})
+                raise UsageError(
+                    f"--what-if {ch.text!r}: no communication op is named or of kind "
+                    f"{ch.pattern!r} ("
+                    + (f"kinds here: {', '.join(present)}" if present else "the trace has none")
+                    + ")"
+                )
+            waits = _comm_waits(a) if waits is None else waits
+            known = waits >= 0
+            w = np.where(known, np.minimum(waits, dur), 0)
+            dur[hit] = w[hit] + np.rint((dur[hit] - w[hit]) * ch.factor).astype(np.int64)
+            guessed |= hit & ~known
+    return dur, guessed
+
+
+def rank_groups(w: Windows) -> list[list[int]]:
+    """The windows replayed together: per (name, n), the n-th window of that name on each
+    rank (in start order); whole-trace windows: one per rank, all together."""
+    seen: dict[tuple[str, int], int] = {}
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, (name, rank) in enumerate(zip(w.name, w.rank.tolist(), strict=True)):
+        n = seen.get((name, rank), 0)
+        seen[(name, rank)] = n + 1
+        groups.setdefault((name, n), []).append(i)
+    return list(groups.values())
+
+
 def replay(
     a: Attribution,
     changes: Sequence[Change] = (),
@@ -557,25 +848,37 @@ def replay(
     ``a`` built."""
     trace = a.trace
     g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
-    ops = trace.gpu_ops
-    dur = (ops["end"] - ops["start"]).astype(np.int64)
-    for ch in changes:
-        if ch.target == "kernel":
-            hit = _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
-            if not hit.any():
-                raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
-            dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
+    dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)
     w = replay_windows(a)
-    return Replay(
-        [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))],
-        list(changes),
-        g,
-    )
+    # windows of several ranks are replayed together, meeting at their collectives: the
+    # whole-trace windows, or the n-th --by window of each rank
+    rv = rendezvous(a)
+    if rv is not None:
+        windows: list[WindowReplay | None] = [None] * len(w.name)
+        for idx in rank_groups(w):
+            for i, wr in zip(idx, replay_group(g, w, idx, dur, host, keep_ops, rv=rv), strict=True):
+                windows[i] = wr
+        done = [x for x in windows if x is not None]
+    else:
+        done = [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))]
+    out = Replay(done, list(changes), g)
+    if guessed.any():
+        for k, wr in enumerate(out.windows):
+            wr.guessed = bool(guessed[_window_ops(g, w, k)].any())
+    return out
+
+
+def _bound(w: WindowReplay) -> str:
+    """How far a window's replayed saving can be trusted: ``exact``, a ``lower bound``
+    (several host threads, CROSS_THREAD_NOTE), an ``upper bound`` (a comm change whose
+    wait for peers is unknown, COMM_WAIT_NOTE), or an ``estimate`` (both)."""
+    return ("exact", "lower bound", "upper bound", "estimate")[(w.threads > 1) + 2 * w.guessed]
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
-    """The ``what_if`` document: per window before/after, and the total saving."""
+    """The ``what_if`` document: the changes as parsed, per window before/after and how
+    exact its saving is, and the total saving."""
     if isinstance(changes, str):
         changes = parse_changes(changes)
     base = replay(a)
@@ -584,15 +887,24 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
     for b, n in zip(base.windows, new.windows, strict=True):
         if b.after_ns is None or n.after_ns is None:
             continue
+        bound = _bound(n)
         rows.append(
-            {"name": b.name, "start_ns": b.start_ns, "before_ns": b.after_ns,
-             "after_ns": n.after_ns}
+            {"name": b.name, "start_ns": b.start_ns, "rank": b.rank, "before_ns": b.after_ns,
+             "after_ns": n.after_ns, "exact": bound == "exact", "bound": bound}
         )  # fmt: skip
-    multi = any(w.threads > 1 for w in base.windows if w.after_ns is not None)
+    notes = [
+        note
+        for note, hit in (
+            (CROSS_THREAD_NOTE, any(w.threads > 1 for w in new.windows if w.after_ns is not None)),
+            (COMM_WAIT_NOTE, any(w.guessed for w in new.windows if w.after_ns is not None)),
+        )
+        if hit
+    ]
     return {
         "spec": ",".join(c.text for c in changes),
+        "changes": [c.doc() for c in changes],
         "windows": rows,
         "excluded": base.fidelity()["excluded"],
-        "note": CROSS_THREAD_NOTE if multi else None,
+        "note": "; ".join(notes) if notes else None,
         "total_saving_ns": int(sum(r["before_ns"] - r["after_ns"] for r in rows)),
     }

@@ -71,7 +71,7 @@ class Savings:
 
     def _host(self, fix: Fix) -> HostChanges:
         gaps, la, api = self.a.gaps, self.a.launches, self.a.trace.api_calls
-        per: dict[int, list[tuple[int, int, float]]] = {}
+        per: dict[int, list[tuple[int, int]]] = {}
         for rows, launch in ((fix.host_bound, False), (fix.launch, True)):
             if rows.size == 0:
                 continue
@@ -84,10 +84,11 @@ class Savings:
                 s, e = gaps.g0[rows], gaps.host_bound_end[rows]
             for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
                 if th >= 0 and y > x:
-                    per.setdefault(th, []).append((x, y, 0.0))
+                    per.setdefault(th, []).append((x, y))
         host = HostChanges()
         for th, ivs in per.items():
-            host.add(th, ivs)
+            a, b = np.asarray(ivs, dtype=np.int64).reshape(-1, 2).T
+            host.add(th, [(a, b, 0.0)])
         return host
 
     @property

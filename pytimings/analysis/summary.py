@@ -17,9 +17,13 @@ default linear interpolation):
   process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
   the first op's start to the last op's end, and ``gpu_busy_ns`` sums over instances the
   length of the union of the ops' intervals (time some op of the instance runs).
-- ``api``: per (rank, kind, name) CUDA runtime/driver calls and synchronisation rows;
-  a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``) is dropped from the name,
-  exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060`` keeps its suffix there too).
+- ``api``: per (rank, kind, name) CUDA runtime/driver calls (as ``nsys stats``'
+  cuda_api_sum lists them); a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``)
+  is dropped from the name, exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060``
+  keeps its suffix there too).
+- ``syncs`` (only for traces with synchronization records): per (rank, what they waited
+  for: "Stream sync", "Event sync", ...) the statistics of the records. Each describes an
+  API call of the ``api`` table (its time is that call's): apart, so nothing counts twice.
 - ``cpu_ops`` (only for traces that have Kineto ``cpu_op`` host activities): per (rank,
   operator name as written) count, total, mean, p50, p99, min, max of the operators'
   wall time on their thread. Operators nest (``aten::linear`` contains ``aten::addmm``),
@@ -74,8 +78,7 @@ _STYLE = {
     RangeKind.ANNOTATION: "Annotation",
     RangeKind.REGION: "Region",
 }
-_SYNC_ROW = len(ApiKind)  # the kind code of synchronization records in the API table
-_API_KIND = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver", _SYNC_ROW: "sync"}
+_API_KIND: dict[int, str] = {ApiKind.RUNTIME: "runtime", ApiKind.DRIVER: "driver"}
 
 
 def trace_summary(
@@ -88,6 +91,8 @@ def trace_summary(
         "ranges": _ranges(trace, top, per_device),
         "api": _api(trace, top, per_device),
     }
+    if len(trace.syncs):
+        tables["syncs"] = _syncs(trace, top, per_device)
     for name, kind in (("cpu_ops", ActivityKind.CPU_OP), ("os_calls", ActivityKind.OS)):
         if (trace.host_ops["kind"] == kind).any():
             tables[name] = _host_ops(trace, kind, top, per_device)
@@ -282,28 +287,38 @@ def api_display_name(name: str) -> str:
 
 
 def _api(trace: Trace, top: int | None, per_device: bool) -> Table:
-    """CUDA API calls by (rank, kind, name), and synchronization records as kind ``sync``
-    named by what they waited for."""
-    api, syncs = trace.api_calls, trace.syncs
+    """CUDA API calls by (rank, kind, name), like ``nsys stats``' cuda_api_sum:
+    synchronization records describe these calls (their time is the calls'), so they are
+    a table of their own (:func:`_syncs`), not rows here."""
+    api = trace.api_calls
     names: dict[str, int] = {}
     uniq, inv = np.unique(api["name"], return_inverse=True)
     code = np.array(
         [names.setdefault(api_display_name(trace.strings[u]), len(names)) for u in uniq], np.int64
     )
-    sync_code = np.array([names.setdefault(n, len(names)) for n in SYNC_KIND_NAMES], np.int64)
     display = list(names)
-    kind = np.concatenate([api["kind"].astype(np.int64), np.full(len(syncs), _SYNC_ROW)])
-    rank = np.concatenate([api["rank"], syncs["rank"]])
-    rank = rank if per_device else np.full(len(rank), -1)
-    name = np.concatenate([code[inv.reshape(-1)] if len(uniq) else code, sync_code[syncs["kind"]]])
-    gid, (g_rank, g_kind, g_name) = _codes(rank, kind, name)
-    dur = np.concatenate([api["end"] - api["start"], syncs["end"] - syncs["start"]])
-    stats = _group_stats(gid, dur)
+    rank = api["rank"] if per_device else np.full(len(api), -1)
+    name = code[inv.reshape(-1)] if len(uniq) else code
+    gid, (g_rank, g_kind, g_name) = _codes(rank, api["kind"].astype(np.int64), name)
     cols = {
         "rank": g_rank,
         "kind": np.array([_API_KIND.get(int(k), str(k)) for k in g_kind], dtype=object),
         "name": np.array([display[i] for i in g_name], dtype=object),
-        **stats,
+        **_group_stats(gid, api["end"] - api["start"]),
+    }
+    return _finish(cols, ("rank",), top)
+
+
+def _syncs(trace: Trace, top: int | None, per_device: bool) -> Table:
+    """Synchronization records by (rank, what they waited for): each describes the API call
+    with its correlation id, so their time is already that call's in the ``api`` table."""
+    syncs = trace.syncs
+    rank = syncs["rank"] if per_device else np.full(len(syncs), -1)
+    gid, (g_rank, g_kind) = _codes(rank, syncs["kind"].astype(np.int64))
+    cols = {
+        "rank": g_rank,
+        "waited_for": np.array([SYNC_KIND_NAMES[int(k)] for k in g_kind], dtype=object),
+        **_group_stats(gid, syncs["end"] - syncs["start"]),
     }
     return _finish(cols, ("rank",), top)
 

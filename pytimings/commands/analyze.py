@@ -70,8 +70,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--what-if",
         metavar="SPEC",
         type=nonempty,
-        help="replay each window with durations changed: NAME=F scales a range's or host "
-        "activity's self time (scheduler=0 removes it), kernel:GLOB=F matching GPU ops",
+        help="replay each window with durations changed: NAME=F scales a range or host "
+        "activity with everything inside it (scheduler=0 removes it), self:NAME=F only its "
+        "self time, kernel:GLOB=F matching GPU ops, comm:GLOB=F the transfer part of comm "
+        "ops by name or kind (comm:all_reduce=0.5); comma-separated",
     )
     p.add_argument(
         "--critical-path",
@@ -93,13 +95,17 @@ def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     paths = paths_or_example(args, list(args.traces), "TRACE")
     by = args.by or (EXAMPLE_BY if args.example else None)
-    per_rank_tasks = len(expand_paths(paths)) > 1 or args.executor == "dask" or args.scheduler
+    dask = args.executor == "dask" or args.scheduler
+    replaying = args.what_if or args.critical_path
+    # several per-rank files are analysed by per-rank tasks, unless they are replayed:
+    # then they are loaded as one trace, their ranks meeting at their collectives
+    per_rank_tasks = (len(expand_paths(paths)) > 1 and not replaying) or dask
     if args.window is not None and not args.critical_path:
         raise UsageError("--window goes with --critical-path")
-    if per_rank_tasks and (args.what_if or args.critical_path):
+    if dask and replaying:
         raise UsageError(
-            "--what-if and --critical-path replay one trace's events: give one trace file "
-            "(per-rank tasks return only results)"
+            "--what-if and --critical-path replay the ranks' events in this process: "
+            "not with --executor dask or --scheduler (Dask tasks return only results)"
         )
     if per_rank_tasks and args.capture:
         raise UsageError(

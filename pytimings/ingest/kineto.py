@@ -76,6 +76,7 @@ from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
 from pytimings.ingest.memory import kineto_mem_events
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
+    EVENT_SCHEMA,
     SCHEMAS,
     SYNC_SCHEMA,
     ActivityKind,
@@ -426,7 +427,8 @@ class _Loader:
             self.deferred_times.setdefault(t[0], []).append(t)
         # rows in time order, ties in document order
         gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS)))
-        api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS)))
+        # a, b: a cuda_sync's wait_on_stream and wait_on_cuda_event_record_corr_id
+        api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS, "a", "b")))
         rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
         host = _by_time(self._rows(_jsonscan.GROUP_HOST, (*_EVENT_COLS, "args")))
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) + len(host["start"]) == 0:
@@ -452,7 +454,7 @@ class _Loader:
         main_pid = _main_pid(api, rng, host)
 
         gpu_ops = self._gpu_ops(gpu, api, main_pid, r)
-        api_calls, syncs = self._api_calls(api, thread_of, r)
+        api_calls, syncs, events = self._api_calls(api, thread_of, r)
         ranges = self._ranges(rng, thread_of, r)
         host_ops = self._host_ops(host, thread_of, r)
         devices = self._devices(doc.get("deviceProperties"), r)
@@ -491,6 +493,7 @@ class _Loader:
             threads=threads,
             devices=devices,
             syncs=syncs,
+            events=events,
             strings=self.strings,
             meta=meta,
             dropped=self.dropped,
@@ -625,9 +628,10 @@ class _Loader:
         api: dict[str, npt.NDArray[Any]],
         thread_of: Callable[[I64, I64], npt.NDArray[np.int32]],
         rank: int,
-    ) -> tuple[Table, Table]:
-        """The API calls, and the ``cuda_sync`` records (not host activities: each
-        describes the call with its correlation id, on that call's thread and pid)."""
+    ) -> tuple[Table, Table, Table]:
+        """The API calls, the ``cuda_sync`` records (not host activities: each describes
+        the call with its correlation id, on that call's thread and pid), and the event
+        records the stream-wait-event records name (``_event_records``)."""
         sync = api["cat"] == CAT_CODES["cuda_sync"]
         calls = {k: v[~sync] for k, v in api.items()} if sync.any() else api
         kind = np.full(len(calls["start"]), ApiKind.RUNTIME, dtype=np.int8)
@@ -655,6 +659,9 @@ class _Loader:
         self.syncs_without_call = int(len(ok) - np.count_nonzero(ok))
         names, at = np.unique(rec["name"], return_inverse=True)
         kinds = [_SYNC_KINDS.get(self.strings[n], SyncKind.UNKNOWN) for n in names.tolist()]
+        # the event a stream-wait-event / event-sync record waits for (newer Kineto; -1:
+        # absent, older Kineto or host syncs of a stream)
+        waits = {"stream": np.maximum(rec["a"], -1), "record": np.maximum(rec["b"], -1)}
         syncs = conform(
             {
                 "start": rec["start"],
@@ -662,7 +669,9 @@ class _Loader:
                 "kind": np.asarray(kinds, dtype=np.int8)[at.reshape(-1)],
                 "device": rec["device"],
                 "stream": np.where(rec["stream"] == 0xFFFFFFFF, -1, rec["stream"]),  # CUPTI: none
-                "event": np.full(len(launch), -1),  # wait_on_cuda_event_id: not decoded yet
+                # an event is named by its record call (Kineto's event ids repeat: see
+                # _event_records)
+                "event": waits["record"],
                 "correlation": rec["correlation"],
                 "thread": thread,
                 "pid": pid,
@@ -670,7 +679,7 @@ class _Loader:
             },
             SYNC_SCHEMA,
         )
-        return api_calls, syncs
+        return api_calls, syncs, _event_records(calls, rec, pid, waits, rank)
 
     def _ranges(
         self,
@@ -816,6 +825,40 @@ def _first_of_runs(v: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     first = np.ones(len(v), dtype=bool)
     first[1:] = v[1:] != v[:-1]
     return first
+
+
+def _event_records(
+    calls: dict[str, npt.NDArray[Any]],
+    rec: dict[str, npt.NDArray[Any]],
+    wait_pid: I64,
+    waits: dict[str, I64],
+    rank: int,
+) -> Table:
+    """The CUDA event records Kineto shows: a stream-wait-event or event-sync record names
+    the ``cudaEventRecord`` call of the event it waits for (its correlation id) and the
+    stream it was recorded on; one row per such call, in the process of that call (of the
+    wait when the call is not in the trace). Records no wait names are not in Kineto
+    traces. The event is named by the record call's correlation id, in these rows and in
+    the sync records: Kineto's ``wait_on_cuda_event_id`` repeats (the HTA AlexNet capture
+    names 18 records on 9 streams all event 1), the record call does not."""
+    named = np.flatnonzero((waits["record"] >= 0) & (waits["stream"] >= 0))
+    corr = waits["record"][named]
+    call = _lookup_corr(calls, corr)
+    pid = np.where(call >= 0, calls["pid"][np.maximum(call, 0)], wait_pid[named])
+    # one row per (process, record call)
+    _, first = np.unique(np.stack([pid, corr]), axis=1, return_index=True)
+    first = np.sort(first)
+    return conform(
+        {
+            "device": rec["device"][named][first],
+            "stream": waits["stream"][named][first],
+            "event": corr[first],
+            "correlation": corr[first],
+            "pid": pid[first],
+            "rank": np.full(first.size, rank),
+        },
+        EVENT_SCHEMA,
+    )
 
 
 def _lookup_corr(api: dict[str, npt.NDArray[Any]], corr: I64) -> I64:

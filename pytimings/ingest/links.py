@@ -250,3 +250,92 @@ def _calls_by_id(api: Table) -> Callable[[Any, Any, Any], I64]:
         return out
 
     return find
+
+
+def _last_before(key: I64, t: I64, rows: I64, q_key: I64, q_t: I64) -> I64:
+    """Per query (``q_key``, ``q_t``): the row of ``rows`` with the same key and the latest
+    ``t`` strictly before ``q_t`` (ties: the later in ``rows``' order), or -1."""
+    n = key.size
+    if n == 0 or q_key.size == 0:
+        return np.full(q_key.size, -1, dtype=np.int64)
+    k = np.concatenate([key, q_key])
+    tt = np.concatenate([t, q_t])
+    is_q = np.concatenate([np.zeros(n, np.int8), np.ones(q_key.size, np.int8)])
+    # at one time a query comes before the rows: strictly before
+    order = np.lexsort((-is_q, tt, k))
+    pos = np.where(is_q[order] == 0, np.arange(order.size), -1)
+    last = np.maximum.accumulate(pos)
+    q_at = np.flatnonzero(is_q[order] == 1)
+    src = last[q_at]
+    ok = src >= 0
+    src_row = np.where(ok, order[np.maximum(src, 0)], 0)
+    ok &= k[src_row] == k[order[q_at]]
+    out = np.full(q_key.size, -1, dtype=np.int64)
+    q_index = order[q_at] - n
+    out[q_index[ok]] = rows[src_row[ok]]
+    return out
+
+
+def _stream_key(rank: Any, device: Any, stream: Any) -> I64:
+    return (
+        (np.asarray(rank, dtype=np.int64) << 48)
+        | ((np.asarray(device, dtype=np.int64) & 0xFFFF) << 32)
+        | (np.asarray(stream, dtype=np.int64) & 0xFFFFFFFF)
+    )
+
+
+def sync_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64, npt.NDArray[np.int8]]:
+    """The GPU op each host synchronization the capture records waited for: a stream
+    synchronize, the last op its stream submitted before the call; an event synchronize,
+    the op its event marks (the recording stream's last op submitted before the latest
+    record of the event before the call). Returns (rows of the calls in
+    ``trace.api_calls``, awaited op rows, the records' SyncKind); calls whose stream or
+    event had nothing before them are left out. Device synchronizes wait for every
+    stream: not listed here."""
+    syncs, events, api, ops = trace.syncs, trace.events, trace.api_calls, trace.gpu_ops
+    none = np.empty(0, dtype=np.int64)
+    kind = syncs["kind"]
+    rows = np.flatnonzero(
+        ((kind == SyncKind.STREAM_SYNC) & (syncs["stream"] >= 0))
+        | ((kind == SyncKind.EVENT_SYNC) & (syncs["event"] >= 0))
+    )
+    if rows.size == 0 or len(ops) == 0:
+        return none, none, np.empty(0, dtype=np.int8)
+    call = _calls_by_id(api)(syncs["rank"][rows], syncs["pid"][rows], syncs["correlation"][rows])
+    rows, call = rows[call >= 0], call[call >= 0]
+    has = np.flatnonzero(launch_row >= 0)
+    o_key = _stream_key(ops["rank"][has], ops["device"][has], ops["stream"][has])
+    o_t = api["start"][launch_row[has]]
+    t = api["start"][call]
+    # stream synchronizes: that stream's last op submitted before the call
+    stream_key = _stream_key(syncs["rank"][rows], syncs["device"][rows], syncs["stream"][rows])
+    # event synchronizes: the stream and time of the event's latest record before the call
+    ev = kind[rows] == SyncKind.EVENT_SYNC
+    if ev.any() and len(events):
+        r_call = _calls_by_id(api)(events["rank"], events["pid"], events["correlation"])
+        ok = np.flatnonzero(r_call >= 0)
+        q = np.flatnonzero(ev)
+        j = rows[q]
+        # (rank, pid, event) of the records and of the waits, as dense codes
+        both = np.concatenate(
+            [
+                np.stack([events[c][ok].astype(np.int64) for c in ("rank", "pid", "event")]),
+                np.stack([syncs[c][j].astype(np.int64) for c in ("rank", "pid", "event")]),
+            ],
+            axis=1,
+        )
+        code = np.unique(both, axis=1, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        rec = _last_before(code[: ok.size], api["start"][r_call[ok]], ok, code[ok.size :], t[q])
+        found = rec >= 0
+        r = np.maximum(rec, 0)
+        stream_key[q] = np.where(
+            found, _stream_key(events["rank"][r], events["device"][r], events["stream"][r]), -1
+        )
+        t = t.copy()
+        t[q] = np.where(found, api["start"][r_call[r]], t[q])
+    elif ev.any():
+        stream_key[ev] = -1
+    awaited = _last_before(o_key, o_t, has, stream_key, t)
+    awaited[stream_key < 0] = -1
+    keep = awaited >= 0
+    return call[keep], awaited[keep], kind[rows][keep]

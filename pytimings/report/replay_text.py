@@ -22,6 +22,18 @@ def render_fidelity(fid: dict[str, Any]) -> str:
         )
     else:
         line = "Replay: no window could be replayed"
+    deps = fid.get("dependencies") or {}
+    if any(deps.values()):
+        words = (
+            ("stream_wait", "stream wait"), ("event_sync", "event sync"),
+            ("stream_sync", "stream sync"), ("collective", "collective"),
+            ("inferred", "cross-stream inferred"), ("sync_inferred", "sync inferred"),
+        )  # fmt: skip
+        line += "; dependencies: " + ", ".join(
+            f"{deps[k]} {w}{'s' if deps[k] != 1 and not w.endswith('inferred') else ''}"
+            for k, w in words
+            if deps.get(k)
+        )
     if excluded:
         reasons = sorted({e["reason"] for e in excluded})
         line += f"; {len(excluded)} excluded: " + "; ".join(reasons[:3])
@@ -35,14 +47,16 @@ def render_what_if(doc: dict[str, Any]) -> str:
     out = [f"What if {doc['spec']}"]
     if not rows:
         return out[0] + ": no window could be replayed"
-    by_name: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    by_name: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     for r in rows:
-        by_name[r["name"]].append((r["before_ns"], r["after_ns"]))
+        by_name[r["name"]].append((r["before_ns"], r["after_ns"], r.get("bound", "exact")))
     body = []
-    for name, pairs in by_name.items():
-        before = np.asarray([b for b, _ in pairs], dtype=np.float64)
-        after = np.asarray([a for _, a in pairs], dtype=np.float64)
-        for what, v in (("before", before), ("after", after), ("saving", before - after)):
+    for name, runs in by_name.items():
+        before = np.asarray([b for b, _, _ in runs], dtype=np.float64)
+        after = np.asarray([a for _, a, _ in runs], dtype=np.float64)
+        bounds = sorted({k for _, _, k in runs})
+        saving = f"saving ({bounds[0] if len(bounds) == 1 else 'estimate'})"
+        for what, v in (("before", before), ("after", after), (saving, before - after)):
             p50, p99 = np.percentile(v, [50, 99])
             body.append([name, what, str(v.size), ms(v.mean()), ms(p50), ms(p99)])
     out += table(["window", "", "count", "mean", "p50", "p99"], body, "llrrrr")

@@ -62,6 +62,13 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("kind", "kind", "str"),
         ("name", "call", "str"),
     ],
+    "syncs": [
+        ("total_ns", "total ms", "ms"),
+        ("count", "count", "int"),
+        ("mean_ns", "mean us", "us"),
+        ("p50_ns", "p50 us", "us"),
+        ("waited_for", "record", "str"),
+    ],
     "cpu_ops": _host_op_columns("cpu op"),
     "os_calls": _host_op_columns("OS call"),
 }
@@ -70,6 +77,8 @@ _TITLES = {
     "memory": "Memory operations",
     "ranges": "Ranges",
     "api": "{runtime} API calls",
+    "syncs": "Synchronization records (what the {runtime} calls above waited for; their time "
+    "is the calls')",
     "cpu_ops": "CPU ops, inclusive of the ops inside",
     "os_calls": "OS runtime calls",
 }

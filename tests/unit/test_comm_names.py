@@ -178,3 +178,23 @@ def test_no_finding_without_overlap_or_on_the_main_stream():
     (f,) = _unclassified(attribute(_side_stream_trace("void dpsk::ep::internode::dispatch<8>")))
     assert [x["short_name"] for x in f.evidence["kernels"]] == ["ep_combine<8>"]
     assert f.title.startswith("capture: 1 kernel on 1 side stream ('ep_combine<8>') overlaps")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_gather"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "all_reduce"),
+        ("ncclKernel_ReduceScatter_RING_SIMPLE_Sum_bf16", "reduce_scatter"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "sendrecv"),
+        ("ncclKernel_Reduce_RING_LL_Sum_float", "reduce"),
+        ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)", "all_reduce"),
+        ("void deep_ep::internode::dispatch<true, 8>(...)", "dispatch"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t", "broadcast"),
+        ("nvshmem_barrier_kernel", "other"),
+    ],
+)
+def test_the_collective_a_comm_kernel_names(name: str, kind: str) -> None:
+    from pytimings.analysis.classes import comm_kind
+
+    assert comm_kind(name) == kind

@@ -17,9 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytimings._native import _jsonscan
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.replay import replay, what_if
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import kineto
 from pytimings.ingest.kineto import GPU_ANNOTATION_DROPPED, load_kineto, looks_like_kineto
+from pytimings.ingest.links import event_waits, launch_index
 from pytimings.model.trace import (
     STRING_COLUMNS,
     ActivityKind,
@@ -364,6 +367,61 @@ def test_cuda_sync_records_go_to_the_calling_thread(tmp_path: Path) -> None:
     ]
     assert list(s["thread"]) == [0] and list(s["pid"]) == [HOST_PID]
     assert tr.meta["sync_rows_without_api_call"] == 0
+
+
+def _wait_event(corr: int, ts: str, stream: int, on_stream: int, record: int) -> list[str]:
+    """A cudaStreamWaitEvent call and its cuda_sync record naming the event's record call
+    (newer Kineto); every event is id 1, as Kineto writes them."""
+    call = ev("X", "cuda_runtime", "cudaStreamWaitEvent", ts, "0.5", args={"correlation": corr})
+    args = {"correlation": corr, "stream": stream, "device": DEV, "wait_on_stream": on_stream,
+            "wait_on_cuda_event_record_corr_id": record, "wait_on_cuda_event_id": 1}  # fmt: skip
+    rec = ev("X", "cuda_sync", "Stream Wait Event", ts, "0.1", pid=DEV, tid=stream, args=args)
+    return [call, rec]
+
+
+def _on(stream: int, corr: int, ts: str, dur: str, name: str) -> str:
+    args = {"device": DEV, "stream": stream, "correlation": corr}
+    return ev("X", "kernel", name, ts, dur, pid=DEV, tid=stream, args=args)
+
+
+def test_kineto_event_waits_are_read_by_their_record_call(tmp_path: Path) -> None:
+    """'producer' on stream 1 (10-99 µs), recorded (call 10) and waited on by stream 2 (call
+    11) before 'consumer' (100-130 µs); a 'side' kernel on stream 3 recorded (call 12) as
+    event id 1 too, between the two: keyed by event id the wait would read the side
+    kernel. A 'decoy' on stream 3 (92-100 µs) is what the inference would pick."""
+    events = [
+        ev("X", "user_annotation", "step", "0.0", "95.0"),
+        launch(4, "1.0", dur="1.0"), _on(3, 4, "3.0", "2.0", "side"),
+        launch(1, "2.5", dur="2.5"), _on(1, 1, "10.0", "89.0", "producer"),
+        ev("X", "cuda_runtime", "cudaEventRecord", "6.0", "0.5", args={"correlation": 10}),
+        ev("X", "cuda_runtime", "cudaEventRecord", "7.0", "0.5", args={"correlation": 12}),
+        *_wait_event(14, "7.6", 4, 3, 12),
+        *_wait_event(11, "8.0", 2, 1, 10),
+        launch(2, "12.0", dur="3.0"), _on(2, 2, "100.0", "30.0", "consumer"),
+        launch(3, "90.0", dur="1.0"), _on(3, 3, "92.0", "8.0", "decoy"),
+    ]  # fmt: skip
+    tr = load_kineto(write(tmp_path, doc(events)))
+    e = tr.events
+    cols = (e["correlation"].tolist(), e["stream"].tolist(), e["event"].tolist())
+    ev_rows = {c: (st, ev_) for c, st, ev_ in zip(*cols, strict=True)}
+    assert ev_rows == {10: (1, 10), 12: (3, 12)}  # the event named by its record call
+    sy = tr.syncs
+    assert set(sy["kind"].tolist()) == {SyncKind.STREAM_WAIT_EVENT}
+    assert sorted(zip(sy["correlation"].tolist(), sy["event"].tolist(), strict=True)) == [
+        (11, 10), (14, 12),
+    ]  # fmt: skip
+    waiting, awaited = event_waits(tr, launch_index(tr))
+    names = [tr.strings[i] for i in tr.gpu_ops["name"]]
+    # the wait on stream 4 has nothing after it to hold back
+    assert [(names[w], names[a]) for w, a in zip(waiting, awaited, strict=True)] == [
+        ("consumer", "producer")
+    ]
+    a = attribute(tr, by="step")
+    assert replay(a).fidelity()["max_error"] == 0.0
+    # halving the producer (89 µs) moves the consumer 44.5 µs earlier: it ends at 85.5 µs,
+    # before the decoy (100 µs), which then ends the window: 130 -> 100 µs
+    doc_ = what_if(a, "kernel:producer=0.5")
+    assert [w["before_ns"] - w["after_ns"] for w in doc_["windows"]] == [30_000]
 
 
 def test_rocm_copy_bytes_from_the_hip_call(tmp_path: Path) -> None:

@@ -385,3 +385,33 @@ def test_pt_summary_is_the_function_whatever_was_imported_first() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_synchronization_records_are_their_own_table_not_api_rows() -> None:
+    from helpers.synth import make_trace
+
+    from pytimings.analysis.summary import trace_summary
+    from pytimings.model.trace import SyncKind
+
+    api = [
+        {"start": 0, "end": 100, "name": "cudaStreamSynchronize", "correlation": 1},
+        {"start": 200, "end": 260, "name": "cudaStreamSynchronize", "correlation": 2},
+        {"start": 300, "end": 310, "name": "cudaStreamWaitEvent", "correlation": 3},
+    ]
+    syncs = [
+        {"start": 2, "end": 98, "kind": SyncKind.STREAM_SYNC, "correlation": 1},
+        {"start": 201, "end": 259, "kind": SyncKind.STREAM_SYNC, "correlation": 2},
+        {"start": 301, "end": 309, "kind": SyncKind.STREAM_WAIT_EVENT, "correlation": 3},
+    ]
+    tables = trace_summary(make_trace([], api, syncs=syncs))
+
+    def rows(t, *cols):
+        return sorted(zip(*(t[c].tolist() for c in cols), strict=True))
+
+    assert rows(tables["api"], "name", "count", "total_ns") == [
+        ("cudaStreamSynchronize", 2, 160), ("cudaStreamWaitEvent", 1, 10),
+    ]  # fmt: skip
+    assert rows(tables["syncs"], "waited_for", "count", "total_ns") == [
+        ("Stream sync", 2, 154), ("Stream wait sync", 1, 8),
+    ]  # fmt: skip
+    assert "syncs" not in trace_summary(make_trace([], api))
