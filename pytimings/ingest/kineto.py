@@ -70,6 +70,7 @@ from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
+from pytimings.ingest.kineto_comm import COMM_COLUMNS, comm_columns
 from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
@@ -109,6 +110,13 @@ class _Args(msgspec.Struct, gc=False):
     stream: int | str | None = None
     bytes: int | str | None = None
     size: int | str | None = None
+    # NCCL kernels (PyTorch 2.1+): the collective's call, as record_param_comms has it; JSON
+    # text, decoded only for the kernels that have them (pytimings.ingest.kineto_comm)
+    collective: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Collective name")
+    in_nelems: msgspec.Raw = msgspec.field(default=_NO_RAW, name="In msg nelems")
+    out_nelems: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Out msg nelems")
+    group_size: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Group size")
+    dtype: msgspec.Raw = msgspec.field(default=_NO_RAW, name="dtype")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -442,6 +450,9 @@ class _Loader:
                     part = {k: cols[k] for k in _HOST_COLS}
                     part["args"] = self._op_args(evs, len(cols["start"]))
                     self.rows["host"].append(part)
+                elif _GROUP_OF[cls] == "gpu":
+                    cols.update(comm_columns(evs, len(cols["start"])))
+                    self.rows["gpu"].append(cols)
                 else:
                     self.rows[_GROUP_OF[cls]].append(cols)
                 self._drop_phases(cls, skipped)
@@ -551,7 +562,7 @@ class _Loader:
         if self.counts[_jsonscan.CLASS_GPU_ANNOTATION]:
             self._drop(GPU_ANNOTATION_DROPPED, self.counts[_jsonscan.CLASS_GPU_ANNOTATION])
         # rows in time order, ties in document order (the same however the file was cut)
-        gpu = _by_time(concat_columns(self.rows["gpu"], _ROW_COLS, _EMPTY_DTYPES))
+        gpu = _by_time(concat_columns(self.rows["gpu"], _GPU_COLS, _EMPTY_DTYPES))
         api = _by_time(concat_columns(self.rows["api"], _ROW_COLS, _EMPTY_DTYPES))
         rng = _by_time(concat_columns(self.rows["ranges"], _ROW_COLS, _EMPTY_DTYPES))
         host = _by_time(concat_columns(self.rows["host"], (*_HOST_COLS, "args"), _EMPTY_DTYPES))
@@ -691,7 +702,7 @@ class _Loader:
         unknown = int(np.count_nonzero((cat > 0) & (nbytes < 0)))
         if unknown:
             self._drop("memcpy/memset byte counts (not recorded; bytes set to 0)", unknown)
-        nbytes[kind == OpKind.KERNEL] = 0
+        nbytes[kind == OpKind.KERNEL] = gpu["comm_bytes"][kind == OpKind.KERNEL]
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
         launch_ids = _unique(api["name"])
@@ -717,6 +728,8 @@ class _Loader:
                 "pid": pid,
                 "rank": np.full(n, rank),
                 "graph": graph,
+                "collective": gpu["collective"],
+                "group_size": gpu["group_size"],
             },
             SCHEMAS["gpu_ops"],
         )
@@ -814,6 +827,9 @@ class _Loader:
                 "payload": np.full(n, np.nan),
                 "pid": rng["pid"],
                 "rank": np.full(n, rank),
+                # Kineto writes a collective's size on its NCCL kernel and its
+                # record_param_comms cpu_op (gpu_ops.bytes), never on an annotation
+                "bytes": np.full(n, -1),
             },
             SCHEMAS["ranges"],
         )
@@ -931,7 +947,9 @@ _ROW_COLS = (
     "index",
 )
 _HOST_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
+_GPU_COLS = (*_ROW_COLS, *COMM_COLUMNS)
 _EMPTY_DTYPES = {
+    **COMM_COLUMNS,
     "name": np.int32,
     "cat": np.int8,
     "phase": np.int8,

@@ -738,6 +738,10 @@ class _Loader:
                 "correlation": col("correlationId", -1),
                 "pid": pid_of(col("globalPid", 0)),
                 "graph": np.where(graph_id > 0, graph_id, -1),
+                # no table names a kernel's collective or communicator (NCCL's NVTX ranges
+                # around the launch do: ranges.bytes)
+                "collective": np.full(n, -1, dtype=np.int8),
+                "group_size": np.full(n, -1, dtype=np.int16),
             }
             in_graph.append((graph_id > 0) | (col("graphNodeId", 0) > 0))
             if kind == OpKind.KERNEL:
@@ -893,6 +897,7 @@ class _Loader:
             "depth": np.zeros(len(sel), dtype=np.int32),
             "payload": payload,
             "pid": pid_s,
+            "bytes": np.full(len(sel), -1, dtype=np.int64),
         }
         for k in (RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND):
             m = kind == k

@@ -3,7 +3,7 @@
 Columnar, integer nanoseconds, strings interned to int32 ids into ``Trace.strings``
 (id 0 is always the empty string). Times of one process (rank) share one timeline.
 Column dtypes are fixed here so that every loader, the analyses and the Cython kernels
-agree; a GPU op costs 60 bytes held.
+agree; a GPU op costs 63 bytes held.
 """
 
 from __future__ import annotations
@@ -91,13 +91,20 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     "copy_kind": np.int8,  # CopyKind, -1 for kernels and memsets
     "src_mem": np.int8,  # MemKind
     "dst_mem": np.int8,  # MemKind
-    "bytes": np.int64,  # 0 for kernels
+    # memcpy/memset: bytes moved; a communication kernel: its message size as nccl-tests
+    # counts it (pytimings.model.comm) where the trace records it; 0 otherwise (unknown)
+    "bytes": np.int64,
     "device": np.int16,
     "stream": np.int32,
     "correlation": np.int64,  # links to api_calls.correlation within (rank, pid); -1 unknown
     "pid": np.int32,
     "rank": np.int16,
     "graph": np.int64,  # CUDA graph id when launched from a graph, else -1
+    # communication ops, where the trace says: the collective (an index into
+    # pytimings.model.comm.COLLECTIVES, -1 unknown) and how many ranks its communicator has
+    # (-1 unknown)
+    "collective": np.int8,
+    "group_size": np.int16,
 }
 
 API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
@@ -124,6 +131,9 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
     "payload": np.float64,  # NaN when none
     "pid": np.int32,
     "rank": np.int16,
+    # bytes the range says it moved: a pytimings region's nbytes, NCCL's NVTX payload
+    # "Message size [bytes]", a Kineto annotation's collective (record_param_comms); -1 unknown
+    "bytes": np.int64,
 }
 
 
