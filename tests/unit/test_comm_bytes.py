@@ -1,0 +1,243 @@
+"""Per-call bytes of collectives in every loader (ranges.bytes; gpu_ops.bytes, collective,
+group_size of communication ops) and nccl-tests' algbw / busbw from them, against sizes and
+bandwidths computed here by hand from the args the traces carry."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers.recording_factory import make_recording
+from helpers.synth import make_trace
+
+from pytimings.analysis.attribution import attribute
+from pytimings.analysis.collectives import bandwidth
+from pytimings.ingest import load
+from pytimings.ingest.recording import load_recording_trace
+from pytimings.model.comm import COLLECTIVES, bus_factor, collective_of, message_bytes
+from pytimings.record import storage
+
+ELEMENT = {"Float": 4, "BFloat16": 2, "Half": 2, "Long": 8, "Int": 4, "Byte": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "collective"),
+    [
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_gather"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "all_reduce"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", "reduce_scatter"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long)", "sendrecv"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*)", "broadcast"),
+        ("ncclAllReduce", "all_reduce"),
+        ("_allgather_base", "all_gather"),
+        ("allgather_into_tensor_coalesced", "all_gather"),
+        ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
+        ("alltoall_base", "all_to_all"),
+        ("all_to_all_single", "all_to_all"),
+        ("reduce", "reduce"),
+        ("send", "sendrecv"),
+        ("barrier", None),
+        ("gemm", None),
+    ],
+)
+def test_collective_names(name: str, collective: str | None) -> None:
+    assert collective_of(name) == collective
+
+
+def test_bus_factors_and_message_size_by_hand() -> None:
+    assert bus_factor("all_reduce", 8) == 2 * 7 / 8
+    assert bus_factor("all_gather", 8) == bus_factor("reduce_scatter", 8) == 7 / 8
+    assert bus_factor("all_to_all", 4) == 3 / 4
+    assert bus_factor("broadcast", 8) == bus_factor("sendrecv", 2) == bus_factor("reduce", 3) == 1
+    assert message_bytes(25136, 201088, "BFloat16") == 201088 * 2  # the gathered output
+    assert message_bytes(1000, 125, "Float") == 4000  # reduce_scatter: the whole input
+    assert message_bytes(None, 7, "Half") == 14
+    assert message_bytes(5, 5, "NoSuchType") == 0  # unknown dtype: unknown size
+
+
+# -- recordings: the region's nbytes ------------------------------------------------------
+
+
+def test_recording_ranges_and_ops_carry_bytes(tmp_path: Path) -> None:
+    rows = [
+        {"name": "step", "kind": "compute", "start": 0, "end": 10_000},
+        # the torch.distributed wrapper's region: nbytes and the group size as payload
+        {"name": "dist.all_reduce", "kind": "comm", "start": 100, "end": 200, "depth": 1,
+         "gpu": (300, 1300), "stream": 5, "nbytes": 8 << 20, "payload": 8},
+        {"name": "dist.all_gather", "kind": "comm", "start": 2000, "end": 2100, "depth": 1,
+         "gpu": (2200, 4200), "stream": 5, "nbytes": 1 << 20, "payload": 4},
+        # a comm region of the user's own: bytes, but no collective and no group size
+        {"name": "kv_push", "kind": "comm", "start": 5000, "end": 5100, "depth": 1,
+         "gpu": (5200, 6200), "stream": 5, "nbytes": 4096},
+        {"name": "host_only", "kind": "host", "start": 7000, "end": 7100, "nbytes": 123},
+    ]  # fmt: skip
+    path = storage.save(tmp_path / "r.pyt", make_recording(rows))
+    t = load_recording_trace(path)
+    names = [t.strings[i] for i in t.ranges["name"]]
+    got = dict(zip(names, t.ranges["bytes"].tolist(), strict=True))
+    assert got == {
+        "step": -1,
+        "dist.all_reduce": 8 << 20,
+        "dist.all_gather": 1 << 20,
+        "kv_push": 4096,
+        "host_only": 123,
+    }
+    ops = {t.strings[n]: i for i, n in enumerate(t.gpu_ops["name"])}
+    g = t.gpu_ops
+    ar, ag, kv = ops["dist.all_reduce"], ops["dist.all_gather"], ops["kv_push"]
+    assert (g["bytes"][ar], g["group_size"][ar], COLLECTIVES[g["collective"][ar]]) == (
+        8 << 20,
+        8,
+        "all_reduce",
+    )
+    assert (g["bytes"][ag], g["group_size"][ag], COLLECTIVES[g["collective"][ag]]) == (
+        1 << 20,
+        4,
+        "all_gather",
+    )
+    assert (g["bytes"][kv], g["group_size"][kv], g["collective"][kv]) == (0, -1, -1)
+    a = attribute(t)
+    calls = a.comm_bandwidth.calls
+    i = int(np.flatnonzero(calls["row"] == ar)[0])
+    algbw = (8 << 20) / 1000  # bytes per ns = GB/s
+    assert calls["algbw_gbps"][i] == pytest.approx(algbw)
+    assert calls["busbw_gbps"][i] == pytest.approx(algbw * 2 * 7 / 8)
+    j = int(np.flatnonzero(calls["row"] == ag)[0])
+    assert calls["busbw_gbps"][j] == pytest.approx((1 << 20) / 2000 * 3 / 4)
+
+
+# -- Kineto: the NCCL kernel's args ------------------------------------------------------
+
+
+def _kineto(tmp_path: Path, kernels: list[dict[str, Any]]) -> Path:
+    events: list[dict[str, Any]] = []
+    for i, k in enumerate(kernels):
+        corr = 10 + i
+        t0 = 1000.0 + 100 * i
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                       "tid": 2, "ts": t0, "dur": 5.0, "args": {"correlation": corr}})  # fmt: skip
+        args = {"correlation": corr, "device": 0, "stream": 7, **k["args"]}
+        events.append({"ph": "X", "cat": "kernel", "name": k["name"], "pid": 0, "tid": 7,
+                       "ts": t0 + 10, "dur": k["dur"], "args": args})  # fmt: skip
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}))
+    return path
+
+
+def test_kineto_nccl_kernel_args(tmp_path: Path) -> None:
+    comm = {"Process Group Name": "0", "Process Group Ranks": "[0, 1, 2, 3, 4, 5, 6, 7]"}
+    path = _kineto(
+        tmp_path,
+        [
+            {"name": "ncclDevKernel_AllGather_RING_LL", "dur": 20.0,
+             "args": {**comm, "Collective name": "_allgather_base", "In msg nelems": 25136,
+                      "Out msg nelems": 201088, "Group size": 8, "dtype": "BFloat16"}},
+            {"name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "dur": 50.0,
+             "args": {**comm, "Collective name": "allreduce", "In msg nelems": 1 << 20,
+                      "Out msg nelems": 1 << 20, "Group size": 8, "dtype": "Float"}},
+            {"name": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "dur": 30.0,
+             "args": {**comm, "Collective name": "alltoall_base", "In msg nelems": 4096,
+                      "Out msg nelems": 4096, "Group size": 4, "dtype": "Weird"}},
+            {"name": "ncclKernel_AllReduce_RING_LL_Sum_float", "dur": 10.0, "args": {}},
+            {"name": "gemm", "dur": 40.0, "args": {}},
+        ],
+    )  # fmt: skip
+    t = load(path)
+    g = t.gpu_ops
+    by = {t.strings[n]: i for i, n in enumerate(g["name"])}
+    want = {
+        "ncclDevKernel_AllGather_RING_LL": (201088 * 2, 8, "all_gather"),
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": ((1 << 20) * 4, 8, "all_reduce"),
+        # an unknown dtype: the size is unknown; the collective and group still known
+        "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t": (0, 4, "all_to_all"),
+        "ncclKernel_AllReduce_RING_LL_Sum_float": (0, -1, None),
+        "gemm": (0, -1, None),
+    }
+    for name, (nbytes, group, coll) in want.items():
+        i = by[name]
+        got = COLLECTIVES[g["collective"][i]] if g["collective"][i] >= 0 else None
+        assert (int(g["bytes"][i]), int(g["group_size"][i]), got) == (nbytes, group, coll), name
+    assert (t.ranges["bytes"] == -1).all()
+    b = bandwidth(t, attribute(t).classes)
+    s = {row["collective"]: row for row in b.to_dicts()}
+    # all_gather: 402,176 B in 20 µs; busbw x 7/8. all_reduce: 4 MiB in 50 µs; x 2*7/8
+    assert s["all_gather"]["algbw_gbps"] == pytest.approx(402176 / 20_000)
+    assert s["all_gather"]["busbw_gbps"] == pytest.approx(402176 / 20_000 * 7 / 8)
+    # the unsized all_reduce kernel (named AllReduce) counts as a call without a size
+    assert (s["all_reduce"]["calls"], s["all_reduce"]["sized_calls"]) == (2, 1)
+    assert s["all_reduce"]["busbw_gbps"] == pytest.approx((1 << 22) / 50_000 * 1.75)
+    assert s["all_to_all"]["algbw_gbps"] is None and s["all_to_all"]["group_sizes"] == [4]
+
+
+def _kernel_args(path: Path) -> list[dict[str, Any]]:
+    doc = json.loads(gzip.open(path).read())
+    return [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    "rel", ["hta/nccl_parser_config/nccl_data.json.gz", "tracelens/b200/eager_trace.json.gz"]
+)
+def test_real_kineto_nccl_sizes(shared_dir: Path, rel: str) -> None:
+    path = shared_dir / "data/external" / rel
+    kernels = [k for k in _kernel_args(path) if "Collective name" in k.get("args", {})]
+    assert kernels
+    t = load(path)
+    g = t.gpu_ops
+    for k in kernels:
+        a = k["args"]
+        i = int(np.flatnonzero(g["correlation"] == a["correlation"])[0])
+        want = max(a["In msg nelems"], a["Out msg nelems"]) * ELEMENT[a["dtype"]]
+        assert int(g["bytes"][i]) == want
+        assert int(g["group_size"][i]) == a["Group size"]
+        assert COLLECTIVES[g["collective"][i]] == collective_of(a["Collective name"])
+    doc = attribute(t).to_dict()
+    total = sum(r["bytes"] for r in doc["comm_bandwidth"])
+    sizes = [max(k["args"]["In msg nelems"], k["args"]["Out msg nelems"]) for k in kernels]
+    assert total == sum(
+        n * ELEMENT[k["args"]["dtype"]] for n, k in zip(sizes, kernels, strict=True)
+    )
+
+
+# -- the analysis: algbw, busbw, and the single-rank finding -----------------------------
+
+
+def _one_rank(durations_us: list[int], nbytes: int, group: int) -> Any:
+    ops = []
+    for i, d in enumerate(durations_us):
+        t = 1_000_000 * (i + 1)
+        ops.append({"start": t, "end": t + d * 1000, "name": "ncclDevKernel_AllReduce_Sum_bf16",
+                    "bytes": nbytes, "group_size": group,
+                    "collective": COLLECTIVES.index("all_reduce")})  # fmt: skip
+    return make_trace(ops)
+
+
+def test_bandwidth_sums_by_hand() -> None:
+    t = _one_rank([100, 100, 300, 500], 8 << 20, 8)
+    b = bandwidth(t, attribute(t).classes)
+    (row,) = b.to_dicts()
+    assert row["bytes"] == 4 * (8 << 20) and row["sized_ns"] == 1_000_000
+    assert row["algbw_gbps"] == pytest.approx(4 * (8 << 20) / 1e6)
+    assert row["busbw_gbps"] == pytest.approx(4 * (8 << 20) * 1.75 / 1e6)
+    c = b.calls
+    np.testing.assert_allclose(c["busbw_gbps"] / c["algbw_gbps"], 1.75)  # invariant
+    np.testing.assert_allclose(c["algbw_gbps"], (8 << 20) / (c["duration_ns"]))
+
+
+def test_single_rank_finding_says_peers() -> None:
+    a = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 8))
+    (f,) = [f for f in a.findings() if "reach busbw" in f.title]
+    e = f.evidence
+    # the fastest call of the size takes 100 µs: 0 + 0 + 200 + 400 µs beyond it
+    assert e["beyond_fastest_ns"] == f.loss_ns == 600_000
+    assert e["busbw_gbps"] == pytest.approx(4 * (8 << 20) * 1.75 / 1e6)
+    assert "4 all_reduce calls (33.6 MB in 1.00 ms) reach busbw 58.72 GB/s" in f.title
+    assert "0.60 ms (60.0%) of their time is beyond the fastest call" in f.title
+    assert "one rank of 8 loaded" in f.title and "waiting for peers" in f.title
+    # a group of one rank has no peers to wait for: no finding
+    b = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 1))
+    assert not [f for f in b.findings() if "reach busbw" in f.title]
