@@ -70,7 +70,7 @@ from pytimings._native import _jsonscan, _kineto
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
-from pytimings.ingest.kineto_comm import COMM_COLUMNS, comm_columns
+from pytimings.ingest.kineto_comm import COMM_COLUMNS, COMM_KEY, comm_columns
 from pytimings.ingest.memory import KinetoMemory
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
@@ -320,6 +320,7 @@ class _Loader:
         self.memory = KinetoMemory(path)  # [memory] events: in other and cat-less buffers
         self.syncs_without_call = 0
         self.op_args_ids: dict[bytes, int] = {}
+        self.comm_args = False  # the piece being converted has NCCL kernel args
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -414,6 +415,8 @@ class _Loader:
             raise self.fail(_TOO_DEEP.format(f"in traceEvents (from byte {doc[0]})")) from None
         if cls in (_jsonscan.CLASS_OTHER, _jsonscan.CLASS_NOCAT):
             self.memory.feed(buf, idx, doc, _exact)
+        # only pieces with NCCL kernel args are looked at event by event (kineto_comm)
+        self.comm_args = cls == _jsonscan.CLASS_KERNEL and COMM_KEY in buf
         del buf
         self.counts[cls] += len(doc)
         self._convert(cls, evs, doc, idx)
@@ -451,7 +454,7 @@ class _Loader:
                     part["args"] = self._op_args(evs, len(cols["start"]))
                     self.rows["host"].append(part)
                 elif _GROUP_OF[cls] == "gpu":
-                    cols.update(comm_columns(evs, len(cols["start"])))
+                    cols.update(comm_columns(evs, len(cols["start"]), self.comm_args))
                     self.rows["gpu"].append(cols)
                 else:
                     self.rows[_GROUP_OF[cls]].append(cols)

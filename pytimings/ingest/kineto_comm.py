@@ -25,6 +25,7 @@ COMM_COLUMNS: dict[str, npt.DTypeLike] = {
     "group_size": np.int16,
 }
 _GROUP_MAX = np.iinfo(np.int16).max  # ranks are int16 in the model
+COMM_KEY = b'"Collective name"'  # in a piece of events' JSON: some may have comm args
 
 
 def _value(raw: msgspec.Raw) -> Any:
@@ -41,13 +42,15 @@ def _count(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def comm_columns(evs: Sequence[Any], n: int) -> dict[str, npt.NDArray[Any]]:
+def comm_columns(evs: Sequence[Any], n: int, scan: bool = True) -> dict[str, npt.NDArray[Any]]:
     """Per complete ('X') event of ``evs`` (the ``n`` rows event_rows kept, in order): the
     message bytes (0 unknown), the collective (index into COLLECTIVES, -1 unknown) and the
-    group size (-1 unknown)."""
+    group size (-1 unknown). ``scan=False``: their JSON holds no ``COMM_KEY``, all unknown."""
     nbytes = np.zeros(n, dtype=np.int64)
     collective = np.full(n, -1, dtype=np.int8)
     group = np.full(n, -1, dtype=np.int16)
+    if not scan:
+        return {"comm_bytes": nbytes, "collective": collective, "group_size": group}
     k = 0
     for ev in evs:
         if ev.ph != "X":

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import nsys_synth
 from helpers.recording_factory import make_recording
 from helpers.synth import make_trace
 
@@ -241,3 +243,103 @@ def test_single_rank_finding_says_peers() -> None:
     # a group of one rank has no peers to wait for: no finding
     b = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 1))
     assert not [f for f in b.findings() if "reach busbw" in f.title]
+
+
+# -- Nsight Systems: NCCL's typed NVTX payloads -----------------------------------------
+
+INIT, COLL, P2P = 16777218, 16777223, 16777226  # NCCL's schema ids (as in ../shared exports)
+
+
+def _blob(domain: int, schema: int, payload: bytes) -> bytes:
+    return struct.pack("<QQQQ", domain, schema, len(payload), 32 + len(payload)) + payload
+
+
+def _nvtx(start: int, end: int, name_id: int, blob: bytes | None) -> tuple[Any, ...]:
+    # start, end, eventType 59 (push/pop), ..., globalTid, endGlobalTid, textId, domainId,
+    # the payload union members (NULL), jsonTextId, jsonText, binaryData
+    return (start, end, 59, None, None, None, None, nsys_synth.GTID, None, name_id, 1,
+            None, None, None, None, None, None, None, None, blob)  # fmt: skip
+
+
+def test_nsys_nccl_payloads_give_ops_their_size(tmp_path: Path) -> None:
+    comm = 0xABCDEF
+    size = 8 << 20
+    init = struct.pack("<QiiI", comm, 4, 1, 0) + b"\0" * 4  # communicator, ranks, rank, device
+    allreduce = struct.pack("<QQI", comm, size, 0) + b"\0" * 4  # communicator, size, op
+    send = struct.pack("<QQi", comm, 4096, 3) + b"\0" * 4  # communicator, size, peer
+    rows: dict[str, list[Any]] = {
+        "StringIds": list(
+            enumerate(
+                [
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                    "gemm",
+                    "cudaLaunchKernel_v7000",
+                    "ncclAllReduce",
+                    "ncclSend",
+                    "ncclCommInitRank",
+                    "NCCL",
+                ],
+                start=1,
+            )
+        ),
+        "NVTX_PAYLOAD_SCHEMAS": [
+            (1, s, None, 1, None, n, 24) for s, n in ((INIT, 4), (COLL, 3), (P2P, 3))
+        ],
+        "NVTX_PAYLOAD_SCHEMA_ENTRIES": [
+            (1, INIT, 0, None, 18, "NCCL communicator ID", None, None, None),
+            (1, INIT, 1, None, 5, "No. of ranks", None, None, 8),
+            (1, INIT, 2, None, 5, "Rank", None, None, 12),
+            (1, COLL, 0, None, 18, "NCCL communicator ID", None, None, None),
+            (1, COLL, 1, None, 22, "Message size [bytes]", None, None, 8),
+            (1, COLL, 2, None, 16777232, "Reduction operation", None, None, 16),
+            (1, P2P, 0, None, 18, "NCCL communicator ID", None, None, None),
+            (1, P2P, 1, None, 22, "Message size [bytes]", None, None, 8),
+            (1, P2P, 2, None, 5, "Peer rank", None, None, 16),
+        ],
+        "NVTX_EVENTS": [
+            (1, None, 75, None, None, None, None, nsys_synth.GTID, None, 7, 1),  # domain NCCL
+            _nvtx(10, 20, 6, _blob(1, INIT, init)),
+            _nvtx(100, 200, 4, _blob(1, COLL, allreduce)),  # launches the NCCL kernel
+            _nvtx(400, 450, 5, _blob(1, P2P, send)),  # grouped: launches nothing itself
+            _nvtx(500, 600, 4, _blob(1, COLL, allreduce)),  # launches two ops: no one's
+            _nvtx(700, 800, 4, _blob(1, COLL, allreduce)[:-4]),  # cut short: not decoded
+            _nvtx(900, 950, 4, None),
+        ],
+        "CUPTI_ACTIVITY_KIND_RUNTIME": [
+            (150, 160, 0, nsys_synth.GTID, 1, 3),
+            (510, 520, 0, nsys_synth.GTID, 2, 3),
+            (530, 540, 0, nsys_synth.GTID, 3, 3),
+        ],
+        "CUPTI_ACTIVITY_KIND_KERNEL": [
+            (300, 1300, 0, 1, 7, 1, nsys_synth.GPID, 1, 1),
+            (1400, 1500, 0, 1, 7, 2, nsys_synth.GPID, 1, 1),
+            (1500, 1600, 0, 1, 8, 3, nsys_synth.GPID, 2, 2),
+        ],
+    }
+    t = load(nsys_synth.write(tmp_path / "nccl.sqlite", rows))
+    names = [t.strings[i] for i in t.ranges["name"]]
+    assert list(zip(names, t.ranges["bytes"].tolist(), strict=True)) == [
+        ("ncclCommInitRank", -1),
+        ("ncclAllReduce", size),
+        ("ncclSend", 4096),
+        ("ncclAllReduce", size),
+        ("ncclAllReduce", -1),
+        ("ncclAllReduce", -1),
+    ]
+    assert t.dropped["nvtx_binary_payloads_not_decoded"] == 1
+    g = t.gpu_ops
+    assert g["bytes"].tolist() == [size, 0, 0]
+    assert g["group_size"].tolist() == [4, -1, -1]
+    assert g["collective"].tolist() == [COLLECTIVES.index("all_reduce"), -1, -1]
+    calls = attribute(t).comm_bandwidth.calls
+    assert calls["algbw_gbps"][0] == pytest.approx(size / 1000)
+    assert calls["busbw_gbps"][0] == pytest.approx(size / 1000 * 2 * 3 / 4)
+
+
+@pytest.mark.shared
+def test_nsys_exports_in_shared_have_no_payload_values(shared_dir: Path) -> None:
+    # what docs/collectives.md says: these exports keep NCCL's schemas, not the values
+    for rel in ("h200/decode_16steps_h200.sqlite", "external/nsys_ai/mfu_2gpu_after.sqlite"):
+        t = load(shared_dir / "data" / rel)
+        assert (t.ranges["bytes"] == -1).all() and t.meta["nvtx_sized_ops"] == 0
+        assert "nvtx_binary_payloads_not_decoded" not in t.dropped
