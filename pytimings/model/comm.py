@@ -55,10 +55,12 @@ def per_rank_split(collective: str) -> bool:
 # (ncclDevKernel_AllGather_RING_LL, ncclKernel_SendRecv_...), NCCL's API calls in its NVTX
 # ranges (ncclAllReduce), torch.distributed ops (all_gather_into_tensor, dist.all_reduce) and
 # Kineto's "Collective name" (allreduce, _allgather_base, reduce_scatter_tensor_coalesced,
-# alltoall_base, send). First match wins: reduce_scatter before reduce and scatter.
+# alltoall_base, send), custom all-reduces (vLLM's cross_device_reduce_1stage, symmetric
+# memory's multimem_all_reduce). First match wins: reduce_scatter before reduce and scatter.
 _PATTERNS = (
     ("reducescatter", "reduce_scatter"),
     ("allreduce", "all_reduce"),
+    ("crossdevicereduce", "all_reduce"),  # vLLM's custom all-reduce kernels
     ("allgather", "all_gather"),
     ("alltoall", "all_to_all"),
     ("all2all", "all_to_all"),

@@ -35,6 +35,8 @@ ELEMENT = {"Float": 4, "BFloat16": 2, "Half": 2, "Long": 8, "Int": 4, "Byte": 1}
         ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long)", "sendrecv"),
         ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*)", "broadcast"),
         ("ncclAllReduce", "all_reduce"),
+        ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(...)", "all_reduce"),
+        ("multimem_all_reduce_kernel<c10::BFloat16, 16>", "all_reduce"),
         ("_allgather_base", "all_gather"),
         ("allgather_into_tensor_coalesced", "all_gather"),
         ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
@@ -343,3 +345,18 @@ def test_nsys_exports_in_shared_have_no_payload_values(shared_dir: Path) -> None
         t = load(shared_dir / "data" / rel)
         assert (t.ranges["bytes"] == -1).all() and t.meta["nvtx_sized_ops"] == 0
         assert "nvtx_binary_payloads_not_decoded" not in t.dropped
+
+
+def test_text_reports_bandwidth_per_collective() -> None:
+    from pytimings.report.analysis_text import render_attribution
+
+    a = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 8))
+    text = render_attribution(a, ["r.json"])
+    lines = text.splitlines()
+    at = lines.index(
+        "Collectives: bandwidth (nccl-tests algbw = bytes / time, busbw = algbw x bus factor; "
+        "GB/s)"
+    )
+    assert lines[at + 1].split() == ["collective", "calls", "MB", "ranks", "algbw", "busbw"]
+    # 4 x 8 MiB = 33.6 MB in 1 ms: algbw 33.55 GB/s, busbw x 1.75 = 58.72 GB/s
+    assert lines[at + 3].split() == ["all_reduce", "4", "33.6", "8", "33.55", "58.72"]
