@@ -70,9 +70,10 @@ def bus_factors(collective: npt.NDArray[np.int8], group: npt.NDArray[np.int16]) 
     is unknown."""
     out = np.full(collective.size, np.nan)
     known = (collective >= 0) & (group > 0)
-    pairs = np.unique(np.stack([collective[known], group[known]]).astype(np.int64), axis=1)
-    for c, n in pairs.T.tolist():
-        out[known & (collective == c) & (group == n)] = bus_factor(COLLECTIVES[c], n)
+    key = (collective.astype(np.int64) << 16) | group.astype(np.int64)
+    pairs, at = np.unique(key[known], return_inverse=True)
+    factors = np.array([bus_factor(COLLECTIVES[k >> 16], k & 0xFFFF) for k in pairs.tolist()])
+    out[known] = factors[at.reshape(-1)] if pairs.size else out[known]
     return out
 
 
@@ -104,10 +105,8 @@ def bandwidth(
             "row": rows.astype(np.int64),
             "rank": ops["rank"][rows],
             "device": ops["device"][rows],
-            "name": np.asarray([trace.strings[i] for i in ops["name"][rows]], dtype=object),
-            "collective": np.asarray(
-                [COLLECTIVES[c] if c >= 0 else "" for c in coll.tolist()], dtype=object
-            ),
+            "name": _names(trace.strings, ops["name"][rows]),
+            "collective": np.asarray((*COLLECTIVES, ""), dtype=object)[coll],  # -1: ""
             "bytes": nbytes,
             "group_size": group,
             "start_ns": ops["start"][rows],
@@ -117,48 +116,56 @@ def bandwidth(
             "busbw_gbps": busbw,
         }
     )
-    return CommBandwidth(calls, _summary(calls, sized, factor))
+    return CommBandwidth(calls, _summary(calls, coll, sized, factor))
 
 
-def _summary(calls: Table, sized: npt.NDArray[np.bool_], factor: F64) -> Table:
-    keys = sorted(set(zip(calls["rank"].tolist(), calls["collective"].tolist(), strict=True)))
-    cols: dict[str, list[object]] = {
-        c: []
-        for c in (
-            "rank",
-            "collective",
-            "calls",
-            "sized_calls",
-            "bytes",
-            "sized_ns",
-            "algbw_gbps",
-            "busbw_gbps",
-            "group_sizes",
-        )
-    }
-    for r, c in keys:
-        m = (calls["rank"] == r) & (calls["collective"] == c)
-        ms = m & sized
-        mb = ms & ~np.isnan(factor)
-        t, tb = int(calls["duration_ns"][ms].sum()), int(calls["duration_ns"][mb].sum())
-        bus = float((calls["bytes"][mb] * factor[mb]).sum())
-        cols["rank"].append(r)
-        cols["collective"].append(c or "unknown")
-        cols["calls"].append(int(m.sum()))
-        cols["sized_calls"].append(int(ms.sum()))
-        cols["bytes"].append(int(calls["bytes"][ms].sum()))
-        cols["sized_ns"].append(t)
-        cols["algbw_gbps"].append(int(calls["bytes"][ms].sum()) / t if t else float("nan"))
-        cols["busbw_gbps"].append(bus / tb if tb else float("nan"))
-        groups = calls["group_size"][m]
-        cols["group_sizes"].append(sorted({int(g) for g in groups if g > 0}))
-    out = {}
-    for k, v in cols.items():
-        arr = np.empty(len(v), dtype=object)
-        for i, x in enumerate(v):
-            arr[i] = x
-        out[k] = arr
-    return Table(out)
+def _names(strings: list[str], ids: npt.NDArray[np.int32]) -> npt.NDArray[np.object_]:
+    """The strings of ``ids`` (each distinct id looked up once)."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return np.asarray([strings[i] for i in uniq.tolist()], dtype=object)[inv.reshape(-1)]
+
+
+def _summary(
+    calls: Table, coll: npt.NDArray[np.int8], sized: npt.NDArray[np.bool_], factor: F64
+) -> Table:
+    key = (calls["rank"].astype(np.int64) << 8) | (coll.astype(np.int64) & 0xFF)
+    keys, at = np.unique(key, return_inverse=True)
+    at = at.reshape(-1)
+    k = keys.size
+    dur, nbytes = calls["duration_ns"], calls["bytes"]
+    bus = ~np.isnan(factor) & sized
+
+    def total(values: npt.ArrayLike, where: npt.NDArray[np.bool_]) -> F64:
+        w = np.asarray(values, dtype=np.float64)[where]
+        out: F64 = np.bincount(at[where], weights=w, minlength=k).astype(np.float64)
+        return out
+
+    sized_ns = total(dur, sized).astype(np.int64)
+    sized_bytes = total(nbytes, sized).astype(np.int64)  # exact below 2^53 bytes
+    bus_ns = total(dur, bus)
+    moved = total(nbytes * np.nan_to_num(factor), bus)
+    groups: list[list[int]] = [[] for _ in range(k)]
+    g = calls["group_size"]
+    pairs = np.unique((at.astype(np.int64) << 16) | (g.astype(np.int64) & 0xFFFF))
+    for p in pairs.tolist():
+        if p & 0xFFFF and (p & 0xFFFF) < 0x8000:  # a known (positive) group size
+            groups[p >> 16].append(p & 0xFFFF)
+    names = (*COLLECTIVES, "unknown")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cols = {
+            "rank": keys >> 8,
+            "collective": np.asarray([names[c] for c in (keys & 0xFF).astype(np.int8)], object),
+            "calls": np.bincount(at, minlength=k),
+            "sized_calls": np.bincount(at[sized], minlength=k),
+            "bytes": sized_bytes,
+            "sized_ns": sized_ns,
+            "algbw_gbps": np.where(sized_ns > 0, sized_bytes / np.maximum(sized_ns, 1), np.nan),
+            "busbw_gbps": np.where(bus_ns > 0, moved / np.maximum(bus_ns, 1), np.nan),
+        }
+    out = np.empty(k, dtype=object)
+    for i, v in enumerate(groups):
+        out[i] = v
+    return Table({**cols, "group_sizes": out})
 
 
 @dataclass

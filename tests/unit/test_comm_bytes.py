@@ -354,8 +354,7 @@ def test_text_reports_bandwidth_per_collective() -> None:
     text = render_attribution(a, ["r.json"])
     lines = text.splitlines()
     at = lines.index(
-        "Collectives: bandwidth (nccl-tests algbw = bytes / time, busbw = algbw x bus factor; "
-        "GB/s)"
+        "Collectives: bandwidth (nccl-tests algbw = bytes / time, busbw = algbw x bus factor; GB/s)"
     )
     assert lines[at + 1].split() == ["collective", "calls", "MB", "ranks", "algbw", "busbw"]
     # 4 x 8 MiB = 33.6 MB in 1 ms: algbw 33.55 GB/s, busbw x 1.75 = 58.72 GB/s
