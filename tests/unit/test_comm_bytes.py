@@ -359,3 +359,53 @@ def test_text_reports_bandwidth_per_collective() -> None:
     assert lines[at + 1].split() == ["collective", "calls", "MB", "ranks", "algbw", "busbw"]
     # 4 x 8 MiB = 33.6 MB in 1 ms: algbw 33.55 GB/s, busbw x 1.75 = 58.72 GB/s
     assert lines[at + 3].split() == ["all_reduce", "4", "33.6", "8", "33.55", "58.72"]
+
+
+def test_summary_equals_a_per_group_recomputation() -> None:
+    rng = np.random.default_rng(3)
+    n = 2000
+    start = np.cumsum(rng.integers(1000, 5000, n))
+    ops = [
+        {
+            "start": int(s),
+            "end": int(s) + int(d),
+            "name": "ncclDevKernel_Generic",
+            "bytes": int(b),
+            "group_size": int(g),
+            "collective": int(c),
+            "rank": int(r),
+            "device": int(r),
+        }
+        for s, d, b, g, c, r in zip(
+            start,
+            rng.integers(0, 900, n),  # some of zero length: no bandwidth
+            rng.integers(0, 1 << 20, n) * (rng.random(n) < 0.8),  # some without a size
+            rng.choice([-1, 1, 2, 8], n),
+            rng.integers(-1, len(COLLECTIVES), n),
+            rng.integers(0, 3, n),
+            strict=True,
+        )
+    ]
+    t = make_trace(ops)
+    b = bandwidth(t, np.ones(n, dtype=np.int8))
+    c, s = b.calls, b.summary
+    assert int(s["calls"].sum()) == n
+    for i in range(len(s)):
+        coll = s["collective"][i]
+        m = (c["rank"] == s["rank"][i]) & (c["collective"] == ("" if coll == "unknown" else coll))
+        sized = m & (c["bytes"] > 0) & (c["duration_ns"] > 0)
+        assert (s["calls"][i], s["sized_calls"][i]) == (m.sum(), sized.sum())
+        assert s["bytes"][i] == c["bytes"][sized].sum()
+        assert s["sized_ns"][i] == c["duration_ns"][sized].sum()
+        bus = sized & ~np.isnan(c["busbw_gbps"])
+        if bus.any():
+            moved = sum(
+                int(x) * bus_factor(COLLECTIVES[t.gpu_ops["collective"][r]], int(g))
+                for x, r, g in zip(
+                    c["bytes"][bus], c["row"][bus], c["group_size"][bus], strict=True
+                )
+            )
+            assert s["busbw_gbps"][i] == pytest.approx(moved / c["duration_ns"][bus].sum())
+        else:
+            assert np.isnan(s["busbw_gbps"][i])
+        assert s["group_sizes"][i] == sorted({int(g) for g in c["group_size"][m] if g > 0})
