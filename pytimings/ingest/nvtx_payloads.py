@@ -1,7 +1,7 @@
 """NCCL's typed NVTX payloads in an Nsight Systems export: each NCCL call range's message
 size and communicator, and from them the GPU op the call launched.
 
-NCCL (2.19+) attaches to the NVTX range of each API call (``ncclAllReduce``, ``ncclSend``,
+NCCL attaches to the NVTX range of each API call (``ncclAllReduce``, ``ncclSend``,
 ``ncclCommInitRank``, ...) a binary payload that a schema describes (tables
 ``NVTX_PAYLOAD_SCHEMAS``: payload size; ``NVTX_PAYLOAD_SCHEMA_ENTRIES``: each field's name,
 type and byte offset: ``Message size [bytes]``, ``NCCL communicator ID``, ``No. of ranks``).
@@ -9,7 +9,7 @@ Where the export keeps the values, ``NVTX_EVENTS.binaryData`` holds a 32-byte he
 little-endian uint64: domain id, schema id, payload size, total size) and then the payload.
 A blob is read only when its header agrees with the event's domain and the schema's payload
 size; a blob that does not is counted (``nvtx_binary_payloads_not_decoded``), never guessed.
-The exports in ../shared (Nsight 2024.4-2025.3) keep the schemas but no values.
+The exports in ../shared (Nsight 2025.3, 2026.2) keep the schemas but no values.
 
 A range with a size gives it to the one GPU op launched from inside it on its thread (the
 NCCL kernel of an ``ncclAllReduce`` call), with the collective its name says and the group
