@@ -409,3 +409,20 @@ def test_summary_equals_a_per_group_recomputation() -> None:
         else:
             assert np.isnan(s["busbw_gbps"][i])
         assert s["group_sizes"][i] == sorted({int(g) for g in c["group_size"][m] if g > 0})
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("pattern", ["param/dlrm_kineto/*.json.gz", "hta/trace_filter/*.json.gz"])
+def test_real_ranks_waiting_within_exposed_within_partition(shared_dir: Path, pattern: str) -> None:
+    files = sorted((shared_dir / "data/external").glob(pattern))
+    a = attribute(load(*files))
+    c = a.collectives
+    assert c is not None and set(c.exposed) == set(range(len(files)))
+    w = a.windows
+    for r, e in c.exposed.items():
+        m = c.table["rank"] == r
+        assert e["exposed_ns"] == e["waiting_ns"] + e["transfer_ns"]
+        assert 0 <= e["waiting_ns"] <= int(c.table["wait_ns"][m].sum())
+        # the matched collectives' exposed time is part of the rank's comm_exposed
+        assert e["exposed_ns"] <= int(w["comm_exposed_ns"][w["rank"] == r].sum())
+        assert e["exposed_ns"] <= int((c.table["end_ns"] - c.table["start_ns"])[m].sum())
