@@ -95,6 +95,8 @@ def synth(n, k, seed=0):
         "rank": np.zeros(n, dtype=np.int16),
         "graph": np.full(n, -1, dtype=np.int64),
         "graph_node": np.full(n, -1, dtype=np.int32),
+        "collective": np.full(n, -1, dtype=np.int8),
+        "group_size": np.full(n, -1, dtype=np.int16),
     })
     del kind, comm
     lstart = start - rng.integers(1000, 30000, size=n, dtype=np.int64)
@@ -112,7 +114,7 @@ def synth(n, k, seed=0):
         "device": np.full(1000, -1, dtype=np.int16), "domain": np.zeros(1000, dtype=np.int32),
         "category": np.zeros(1000, dtype=np.int32), "depth": np.zeros(1000, dtype=np.int32),
         "payload": np.full(1000, np.nan), "pid": np.full(1000, 7, dtype=np.int32),
-        "rank": np.zeros(1000, dtype=np.int16),
+        "rank": np.zeros(1000, dtype=np.int16), "bytes": np.full(1000, -1, dtype=np.int64),
     })
     threads = Table({"pid": np.array([7]), "tid": np.array([7]),
                      "name": np.array([6], dtype=np.int32),

@@ -82,7 +82,8 @@ def synth(n: int, per_step: int, seed: int = 0) -> Trace:
         "src_mem": np.full(n, MemKind.NONE, np.int8), "dst_mem": np.full(n, MemKind.NONE, np.int8),
         "bytes": np.zeros(n, np.int64), "device": np.zeros(n, np.int16), "stream": stream,
         "correlation": corr, "pid": np.full(n, 1, np.int32), "rank": np.zeros(n, np.int16),
-        "graph": np.full(n, -1, np.int64),
+        "graph": np.full(n, -1, np.int64), "collective": np.full(n, -1, np.int8),
+        "group_size": np.full(n, -1, np.int16),
     }, GPU_OP_SCHEMA)  # fmt: skip
     last_of_step = np.arange(per_step - 1, n, per_step)
     s_start = l_end[last_of_step] + 1 * US
@@ -102,7 +103,7 @@ def synth(n: int, per_step: int, seed: int = 0) -> Trace:
         "device": np.full(m, -1, np.int16), "domain": np.zeros(m, np.int32),
         "category": np.zeros(m, np.int32), "depth": np.zeros(m, np.int16),
         "payload": np.full(m, np.nan), "pid": np.full(m, 1, np.int32),
-        "rank": np.zeros(m, np.int16),
+        "rank": np.zeros(m, np.int16), "bytes": np.full(m, -1, np.int64),
     }, RANGE_SCHEMA)  # fmt: skip
     threads = conform({"pid": [1], "tid": [1], "name": [6], "rank": [0]}, THREAD_SCHEMA)
     devices = conform({"device": [0], "name": [7], "rank": [0]}, DEVICE_SCHEMA)

@@ -155,7 +155,7 @@ cdef enum:
     K_A = 9       # memory: total allocated; API calls: a sync's wait_on_stream
     K_B = 10      # memory: total reserved; API calls: wait_on_cuda_event_record_corr_id
     K_NAME = 11   # int32 string ids; meta: name
-    K_ARGS = 12   # int32: host op args text; meta: args.name string id (-1 none)
+    K_ARGS = 12   # int32: host op / comm kernel args text (+1; 0 none); meta: args.name id
     K_CAT = 13    # int8: class; flows: phase (0 's', 1 'f')
     N_COLS = 14
 cdef int COL_SIZE[N_COLS]
@@ -221,12 +221,18 @@ cdef enum:
     A_NAME = 15
     A_WAIT_STREAM = 16  # cuda_sync (newer Kineto): the stream the awaited event was recorded on
     A_WAIT_RECORD = 17  # ... and the correlation id of its cudaEventRecord call
-    N_ARGS = 18
+    A_COLL = 18   # NCCL kernels (PyTorch 2.1+): the record_param_comms args of their call
+    A_IN_NELEMS = 19
+    A_OUT_NELEMS = 20
+    A_DTYPE = 21
+    A_GROUP = 22
+    N_ARGS = 23
 _TOP_KEYS = (b"ph", b"cat", b"name", b"pid", b"tid", b"ts", b"dur", b"id", b"args")
 _ARG_KEYS = (b"correlation", b"device", b"stream", b"bytes", b"size", b"Input Dims",
              b"Input type", b"Concrete Inputs", b"Input Strides", b"Bytes", b"Addr",
              b"Device Type", b"Device Id", b"Total Allocated", b"Total Reserved", b"name",
-             b"wait_on_stream", b"wait_on_cuda_event_record_corr_id")
+             b"wait_on_stream", b"wait_on_cuda_event_record_corr_id", b"Collective name",
+             b"In msg nelems", b"Out msg nelems", b"dtype", b"Group size")
 FIELD_NAMES = tuple(k.decode() for k in _TOP_KEYS) + tuple(
     "args." + k.decode() for k in _ARG_KEYS)
 # [memory] args in the order their problems are reported (as the loader always has)
@@ -1275,7 +1281,8 @@ cdef class Scanner:
         return out
 
     def op_args(self):
-        """The cpu_op args texts, in id order (the host rows' args column is id + 1)."""
+        """The args texts (cpu_ops', NCCL kernels'), in id order (the rows' args column is
+        id + 1)."""
         cdef Entry* e = <Entry*>self.ops.entries.data
         cdef Py_ssize_t k
         return [PyUnicode_DecodeUTF8(self.ops.arena.data + e[k].off, e[k].len, NULL)
@@ -1717,10 +1724,14 @@ cdef class Scanner:
         if self._put64(group, K_INDEX, self.n_elements) < 0:
             return -1
         if group == G_HOST:
-            sid = self._op_args(p, E) if cls == C_CPU_OP else 0
+            sid = self._args_text(p, E, A_DIMS, A_STRIDES) if cls == C_CPU_OP else 0
             if sid < 0 or self._put32(group, K_ARGS, <int>sid) < 0:
                 return -1
         else:
+            if group == G_GPU:
+                sid = self._args_text(p, E, A_COLL, A_GROUP) if cls == C_KERNEL else 0
+                if sid < 0 or self._put32(group, K_ARGS, <int>sid) < 0:
+                    return -1
             if self._opt(group, K_CORR, row, p, &E.args[A_CORR], N_TOP + A_CORR, elem) < 0:
                 return -1
             if self._opt(group, K_DEV, row, p, &E.args[A_DEVICE], N_TOP + A_DEVICE, elem) < 0:
@@ -1751,24 +1762,29 @@ cdef class Scanner:
                 return -1
         return self._count(cls, sid)
 
-    cdef Py_ssize_t _op_args(self, const char* p, Elem* E) noexcept nogil:
-        """1 + the id of a cpu_op's "[Input Dims,Input type,Concrete Inputs,Input Strides]"
-        JSON text (absent ones null), 0 when it has none of them."""
+    cdef Py_ssize_t _args_text(self, const char* p, Elem* E, int first, int last) noexcept nogil:
+        """1 + the id of the JSON text "[v_first,...,v_last]" of args first..last (absent
+        ones null): a cpu_op's [Input Dims,Input type,Concrete Inputs,Input Strides], an
+        NCCL kernel's [Collective name,In/Out msg nelems,dtype,Group size]; 0 when it has
+        none of them."""
         cdef Growable* g = &self.optext
         cdef Val* v
         cdef int k
+        cdef bint some = False
         cdef Py_ssize_t sid
         if E.top[T_ARGS].kind != V_OBJ:
             return 0
-        if (E.args[A_DIMS].kind == V_ABSENT and E.args[A_TYPES].kind == V_ABSENT
-                and E.args[A_CONCRETE].kind == V_ABSENT and E.args[A_STRIDES].kind == V_ABSENT):
+        for k in range(first, last + 1):
+            if E.args[k].kind != V_ABSENT:
+                some = True
+        if not some:
             return 0
         g.len = 0
         if _append(g, b"[", 1) < 0:
             return -1
-        for k in range(A_DIMS, A_STRIDES + 1):
+        for k in range(first, last + 1):
             v = &E.args[k]
-            if k > A_DIMS and _append(g, b",", 1) < 0:
+            if k > first and _append(g, b",", 1) < 0:
                 return -1
             if v.kind == V_ABSENT:
                 if _append(g, b"null", 4) < 0:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.capture import CAPTURE_RULES
 from pytimings.analysis.classes import COMM, MEMORY
+from pytimings.analysis.comm_findings import comm_bandwidth
 from pytimings.analysis.finding import (
     GPU_BOUND_SHARE,
     Finding,
@@ -739,20 +740,22 @@ def collectives(a: Attribution) -> list[Finding]:
     )
     if s is not None:
         title += f"; rank {s} arrives last in {c.last_counts[s]} of {instances}"
-    return [
-        Finding(
-            "parallel",
-            title,
-            int(wait.sum()),
-            {
-                "straggler": s,
-                "last_counts": c.last_counts,
-                "median_skew_ns": float(np.median(skew)),
-                "wait_ns": int(wait.sum()),
-                "clock_offset_ns": c.clock_offset_ns,
-            },
+    evidence: dict[str, Any] = {
+        "straggler": s,
+        "last_counts": c.last_counts,
+        "median_skew_ns": float(np.median(skew)),
+        "wait_ns": int(wait.sum()),
+        "clock_offset_ns": c.clock_offset_ns,
+    }
+    exposed = sum(v["exposed_ns"] for v in c.exposed.values())
+    waiting = sum(v["waiting_ns"] for v in c.exposed.values())
+    evidence |= {"exposed_ns": exposed, "waiting_exposed_ns": waiting}
+    if exposed:
+        title += (
+            f"; of the {ms(exposed)} they are exposed, {ms(waiting)} "
+            f"({pct(waiting / exposed)}) is waiting for peers, {ms(exposed - waiting)} transfer"
         )
-    ]
+    return [Finding("parallel", title, int(wait.sum()), evidence)]
 
 
 # --------------------------------------------------------------------------- application
@@ -906,7 +909,9 @@ Rule = Callable[["Attribution"], list[Finding]]
 RANK_RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows, *KERNEL_RULES,
 )  # fmt: skip
-GLOBAL_RULES: tuple[Rule, ...] = (hardware, gpu_bound, parallel, collectives, tail)
+GLOBAL_RULES: tuple[Rule, ...] = (
+    hardware, gpu_bound, parallel, collectives, comm_bandwidth, tail,
+)  # fmt: skip
 
 
 def device_memory(a: Attribution) -> list[Finding]:
@@ -917,5 +922,5 @@ def device_memory(a: Attribution) -> list[Finding]:
 
 RULES: tuple[Rule, ...] = (
     *CAPTURE_RULES, hardware, gpu_bound, host_bound_gaps, kernels, graphs, memory, parallel,
-    collectives, tail, host_windows, device_memory, *KERNEL_RULES,
+    collectives, comm_bandwidth, tail, host_windows, device_memory, *KERNEL_RULES,
 )  # fmt: skip

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from pytimings.analysis import findings as fnd
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.classes import COMM
-from pytimings.analysis.collectives import collectives
+from pytimings.analysis.collectives import collectives, compute_under_comm
 from pytimings.analysis.finding import Finding, runs_text
 from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
@@ -72,6 +72,10 @@ class RankResult:
     ops: OpTable | None = None  # the rank's op table, without its per-GPU-op arrays
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    # per device: the compute intervals under its communication ops (exposed vs waiting)
+    compute_under_comm: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
+        default_factory=dict
+    )
 
 
 def analyze_file(
@@ -194,6 +198,9 @@ def _analyze_rank(
         ignored=a.ignored,
         dropped=trace.dropped,
         ops=ops,
+        compute_under_comm={
+            d: iv for (r, d), iv in compute_under_comm(trace, a.classes).items() if r == rank
+        },
     )
 
 
@@ -408,7 +415,10 @@ def reduce_ranks(
         classes=np.full(n_comm, COMM, dtype=np.int8),
         launch_latency=LaunchLatency(latency, np.full(latency.size, -1, dtype=np.int64)),
         collectives=collectives(
-            comm, np.full(n_comm, COMM, dtype=np.int8), [r.rank for r in results]
+            comm,
+            np.full(n_comm, COMM, dtype=np.int8),
+            [r.rank for r in results],
+            {(r.rank, d): iv for r in results for d, iv in r.compute_under_comm.items()},
         ),
         window_range_rows=np.full(len(windows), -1, dtype=np.int64),
         graphs=[g for r in results for g in r.graphs],

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.collectives import Collectives
+from pytimings.analysis.collectives import Collectives, CommBandwidth, bandwidth
 from pytimings.analysis.finding import Finding
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
@@ -26,12 +26,17 @@ from pytimings.table import Table
 # windows with their host_bound_by_activity / host_bound_by_range lists, host_windows,
 # host_totals) and per_window_stats, slowest, launch_latency, graphs (per rank and device:
 # graph launches, the ops they ran, launch calls by name), findings, collectives (several
-# ranks); "ignored": events the partition could not use, by reason; "dropped": records
+# ranks), comm_bandwidth (per rank and collective: bytes, algbw, busbw); "ignored": events
+# the partition could not use, by reason; "dropped": records
 # the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
 # number; a reason that did not occur is absent. "comm_kernels": the users' comm-kernel
 # globs (--comm-kernel, pytimings.toml) the classification included.
 SCHEMA = "pytimings.attribution/3"
 I64 = npt.NDArray[np.int64]
+
+
+def _known(values: npt.NDArray[np.float64]) -> dict[str, float]:
+    return percentiles(values[~np.isnan(values)])
 
 
 def percentiles(values: npt.ArrayLike) -> dict[str, float]:
@@ -98,6 +103,7 @@ class Attribution:
     captures: Captures | None = None
     _op_table: Any = field(default=None, repr=False, compare=False)
     _memory: MemoryResult | None = field(default=None, repr=False)
+    _bandwidth: CommBandwidth | None = field(default=None, repr=False)
 
     @property
     def memory(self) -> MemoryResult:
@@ -106,6 +112,14 @@ class Attribution:
             bound = native_host_bound(self.windows, self.host.bound_by_activity, self.trace.strings)
             self._memory = analyze_memory(self.trace, self.by, bound)
         return self._memory
+
+    @property
+    def comm_bandwidth(self) -> CommBandwidth:
+        """Bytes, algbw and busbw of each communication op and per (rank, collective), on
+        the ranks and devices analysed (those of the windows)."""
+        if self._bandwidth is None:
+            self._bandwidth = bandwidth(self.trace, self.classes, self.windows)
+        return self._bandwidth
 
     @property
     def totals(self) -> dict[str, int]:
@@ -199,6 +213,7 @@ class Attribution:
                 "unlinked_ops": self.launches.unlinked,
             },
             "graphs": self.graphs,
+            "comm_bandwidth": self.comm_bandwidth.to_dicts(),
             "findings": [f.to_dict() for f in self.findings()],
             "ignored": self.ignored,
             "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
@@ -212,6 +227,12 @@ class Attribution:
                 "skew_ns": percentiles(c.table["skew_ns"]),
                 "wait_ns": percentiles(c.table["wait_ns"]),
                 "transfer_ns": percentiles(c.table["transfer_ns"]),
+                # busbw of the instances with bytes and a known bus factor, over their whole
+                # duration and over their transfer time (the wait for peers left out)
+                "busbw_gbps": _known(c.table["busbw_gbps"]),
+                "transfer_busbw_gbps": _known(c.table["transfer_busbw_gbps"]),
+                # per rank: their exposed time, of it waiting for peers and transfer
+                "exposed": {str(r): v for r, v in sorted(c.exposed.items())},
             }
         return doc
 

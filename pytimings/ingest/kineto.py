@@ -73,6 +73,7 @@ from pytimings._native import _jsonscan
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
+from pytimings.ingest.kineto_comm import comm_columns
 from pytimings.ingest.memory import kineto_mem_events
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
@@ -426,7 +427,8 @@ class _Loader:
         for t in sc.deferred_times():
             self.deferred_times.setdefault(t[0], []).append(t)
         # rows in time order, ties in document order
-        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS)))
+        # args: an NCCL kernel's collective args text (kineto_comm)
+        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS, "args")))
         # a, b: a cuda_sync's wait_on_stream and wait_on_cuda_event_record_corr_id
         api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS, "a", "b")))
         rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
@@ -436,8 +438,15 @@ class _Loader:
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
                 "calls, user annotations, cpu_ops or python functions"
             )
-        op_ids = [0] + [_intern(t, self.ids, self.strings) for t in sc.op_args()]
-        host["args"] = np.asarray(op_ids, dtype=np.int32)[host["args"]]
+        # the args texts of cpu_ops (trace strings: host_ops.args) and NCCL kernels
+        args_texts = sc.op_args()
+        used = np.zeros(len(args_texts) + 1, dtype=bool)
+        used[host["args"]] = True
+        op_ids = np.zeros(len(args_texts) + 1, dtype=np.int32)
+        for i in np.flatnonzero(used[1:]).tolist():
+            op_ids[i + 1] = _intern(args_texts[i], self.ids, self.strings)
+        host["args"] = op_ids[host["args"]]
+        gpu.update(comm_columns(gpu.pop("args"), args_texts))
 
         mismatches = 0
         sync = api["cat"] == CAT_CODES["cuda_sync"]
@@ -574,7 +583,7 @@ class _Loader:
         unknown = int(np.count_nonzero((cat > 0) & (nbytes < 0)))
         if unknown:
             self._drop("memcpy/memset byte counts (not recorded; bytes set to 0)", unknown)
-        nbytes[kind == OpKind.KERNEL] = 0
+        nbytes[kind == OpKind.KERNEL] = gpu["comm_bytes"][kind == OpKind.KERNEL]
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
         launch_ids = _unique(api["name"])
@@ -600,6 +609,8 @@ class _Loader:
                 "pid": pid,
                 "rank": np.full(n, rank),
                 "graph": graph,
+                "collective": gpu["collective"],
+                "group_size": gpu["group_size"],
             },
             SCHEMAS["gpu_ops"],
         )
@@ -703,6 +714,9 @@ class _Loader:
                 "payload": np.full(n, np.nan),
                 "pid": rng["pid"],
                 "rank": np.full(n, rank),
+                # Kineto writes a collective's size on its NCCL kernel and its
+                # record_param_comms cpu_op (gpu_ops.bytes), never on an annotation
+                "bytes": np.full(n, -1),
             },
             SCHEMAS["ranges"],
         )

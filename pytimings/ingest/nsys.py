@@ -35,7 +35,9 @@ Facts of nsys behaviour the loader relies on (each checked on the shared real ex
   (names ``domainId`` within a process), 33 category name (``category`` within a domain),
   34 mark (instant: counted, not a range), 39 thread name. A push/pop or start/end range
   whose end is NULL was still open when the capture stopped: counted, not loaded. A
-  start/end range belongs to the thread that started it (``globalTid``).
+  start/end range belongs to the thread that started it (``globalTid``). NCCL's typed
+  payloads (``binaryData``), where the export keeps them, give a range its ``bytes`` and the
+  kernel it launched its size, collective and group (:mod:`pytimings.ingest.nvtx_payloads`).
 - ``OSRT_API`` (OS runtime calls, with ``--trace osrt``): eventClass 27 rows are calls
   (start, end, ``nameId`` the function, ``globalTid`` the thread); they become host
   activities of kind OS. Classes 31 and 32 are zero-length "OS runtime libraries profiling
@@ -54,6 +56,7 @@ import numpy.typing as npt
 
 from pytimings._native._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
+from pytimings.ingest import nvtx_payloads
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._sqlite import Column, SqliteFile, connect_ro
 from pytimings.ingest._times import implausible_time
@@ -181,6 +184,7 @@ _NVTX_COLUMNS = {
     "category": "i",
     "text": "b",
     **dict.fromkeys(_NVTX_PAYLOADS, "f"),
+    "binaryData": "b",  # NCCL's typed payloads (pytimings.ingest.nvtx_payloads)
 }
 
 
@@ -445,6 +449,10 @@ class _Loader:
         events = self.read_events()
         ops = self.read_gpu_ops()
         ranges = self.read_ranges()
+        group = ranges.pop("group", np.empty(0, dtype=np.int64))
+        self.meta["nvtx_sized_ops"] = nvtx_payloads.give_to_ops(
+            ops, api, ranges, group, self.s.strings
+        )
         host_ops = self.read_os_calls()
         if not (
             len(ops["start"]) or len(api["start"]) or len(ranges["start"]) or len(host_ops["start"])
@@ -749,6 +757,10 @@ class _Loader:
                 "correlation": col("correlationId", -1),
                 "pid": pid_of(col("globalPid", 0)),
                 "graph": np.where(graph_id > 0, graph_id, -1),
+                # no table names a kernel's collective or communicator (NCCL's NVTX ranges
+                # around the launch do: ranges.bytes)
+                "collective": np.full(n, -1, dtype=np.int8),
+                "group_size": np.full(n, -1, dtype=np.int16),
             }
             node_ids.append(col("graphNodeId", 0))
             in_graph.append((graph_id > 0) | (node_ids[-1] > 0))
@@ -945,6 +957,7 @@ class _Loader:
                 has = value[1][sel]
                 payload[has] = value[0][sel][has]
         pid_s, dom_s, cat_s = pid[sel], domain_id[sel], category[sel]
+        fields = self.nvtx_payloads(rows, sel, dom_s)
         out = {
             "start": start,
             "end": end,
@@ -957,6 +970,8 @@ class _Loader:
             "depth": np.zeros(len(sel), dtype=np.int32),
             "payload": payload,
             "pid": pid_s,
+            "bytes": fields[nvtx_payloads.MESSAGE_SIZE],
+            "group": nvtx_payloads.group_sizes(fields),  # not a column: for the ops
         }
         for k in (RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND):
             m = kind == k
@@ -966,6 +981,18 @@ class _Loader:
         out = {k: v[order] for k, v in out.items()}
         out["rank"] = np.full(len(order), self.rank, dtype=np.int16)
         return out
+
+    def nvtx_payloads(
+        self, rows: _Rows, sel: npt.NDArray[np.int64], domains: npt.NDArray[np.int64]
+    ) -> dict[str, npt.NDArray[np.int64]]:
+        """NCCL's payload fields of the ranges ``sel`` (-1 where none)."""
+        blob = rows.cols.get("binaryData")
+        if blob is None:
+            return {f: np.full(len(sel), -1, dtype=np.int64) for f in nvtx_payloads.FIELDS}
+        schemas = nvtx_payloads.read_schemas(self.r.small, self.r.has)
+        fields, bad = nvtx_payloads.decode(blob.values, blob.data or b"", sel, domains, schemas)
+        self.drop(nvtx_payloads.NOT_DECODED, bad)
+        return fields
 
     # -- metadata -----------------------------------------------------------------------
     def read_devices(self, used: npt.NDArray[Any]) -> dict[str, npt.NDArray[Any]]:

@@ -1,13 +1,15 @@
 """pytimings recordings (files from ``pytimings.save``) as a Trace.
 
 Every region instance becomes a range (``RangeKind.REGION``, domain ``pytimings``,
-category = the region's kind, its depth and payload). Every instance whose CUDA events
-were resolved also becomes:
+category = the region's kind, its depth, payload and ``nbytes`` as ``bytes``, -1 where not
+given). Every instance whose CUDA events were resolved also becomes:
 
 * a GPU op spanning its GPU start/end: a memcpy of unknown copy kind carrying the region's
   ``nbytes`` when the region's kind is ``memory``, otherwise a kernel; on its stream (raw
   ``cudaStream_t`` handles numbered 0, 1, ... in ascending order, the handles kept in
-  ``meta["streams"]``);
+  ``meta["streams"]``). A collective recorded by the torch.distributed wrappers (a ``comm``
+  region named ``dist.<op>``) is a kernel carrying its ``nbytes``, its collective (``<op>``)
+  and its process group's size (the region's payload);
 * an API call ``pytimings.region`` spanning the region's host time on its thread, sharing a
   synthetic correlation id with the op, so that GPU projection and launch latency
   (``op.start - call.start``: the region's queue delay) work as for a profiler trace.
@@ -23,11 +25,13 @@ import os
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytimings.errors import TraceFormatError
 from pytimings.ingest.memory import CPU, CUDA
 from pytimings.ingest.recording_file import load_recording, load_tables
-from pytimings.model.recording import NO_TIME, RecordFlag
+from pytimings.model.comm import collective_index
+from pytimings.model.recording import ASYNC_SUFFIX, COMM_PREFIX, NO_TIME, RecordFlag
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
@@ -104,6 +108,7 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
             "payload": np.where(has_payload, r["payload"].astype(np.float64), np.nan),
             "pid": np.full(n, pid, np.int32),
             "rank": np.full(n, rank, np.int16),
+            "bytes": np.where(r["nbytes"] >= 0, r["nbytes"], -1),
         },
         RANGE_SCHEMA,
     )
@@ -120,6 +125,8 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
     is_copy = r["kind"][idx].astype(np.int64) == memory_id
     correlation = idx.astype(np.int64) + 1  # synthetic: record row + 1, shared by op and call
     nbytes = r["nbytes"][idx]
+    collective, group_size = _collectives(rec.strings, r, idx, has_payload[idx])
+    has_bytes = (is_copy | (collective >= 0)) & (nbytes >= 0)
     gpu_ops = conform(
         {
             "start": r["gpu_start_ns"][idx],
@@ -129,13 +136,15 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
             "copy_kind": np.where(is_copy, CopyKind.UNKNOWN, CopyKind.NONE),
             "src_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
             "dst_mem": np.where(is_copy, MemKind.UNKNOWN, MemKind.NONE),
-            "bytes": np.where(is_copy & (nbytes >= 0), nbytes, 0),
+            "bytes": np.where(has_bytes, nbytes, 0),
             "device": np.full(m, device, np.int16),
             "stream": stream_ids,
             "correlation": correlation,
             "pid": np.full(m, pid, np.int32),
             "rank": np.full(m, rank, np.int16),
             "graph": np.full(m, -1, np.int64),
+            "collective": collective,
+            "group_size": group_size,
         },
         GPU_OP_SCHEMA,
     )
@@ -203,6 +212,24 @@ def load_recording_trace(path: str | os.PathLike[str]) -> Trace:
         dropped=dropped,
         mem_events=recording_mem_events(path, pid, rank),
     )
+
+
+def _collectives(
+    strings: list[str], r: dict[str, Any], idx: npt.NDArray[np.int64], has_payload: Any
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int16]]:
+    """Per GPU-timed record ``idx``: the collective of a torch.distributed wrapper's region
+    (``dist.<op>`` of kind ``comm``; an index into COLLECTIVES, -1 none) and its group size
+    (the payload; -1 unknown)."""
+    comm_id = strings.index("comm") if "comm" in strings else -1
+    names = r["name"][idx].astype(np.int64)
+    collective = np.full(len(idx), -1, np.int8)
+    for nid in np.unique(names[r["kind"][idx].astype(np.int64) == comm_id]).tolist():
+        name = strings[nid]
+        if name.startswith(COMM_PREFIX) and not name.endswith(ASYNC_SUFFIX):
+            collective[names == nid] = collective_index(name[len(COMM_PREFIX) :])
+    payload = r["payload"][idx]
+    fits = has_payload & (collective >= 0) & (payload > 0) & (payload <= np.iinfo(np.int16).max)
+    return collective, np.where(fits, payload, -1).astype(np.int16)
 
 
 def memory_samples(path: str | os.PathLike[str]) -> list[tuple[int, int, int | None]] | None:

@@ -25,6 +25,12 @@ RESERVED = ("records", "strings", "threads")
 
 NO_TIME = np.iinfo(np.int64).min  # a GPU time that does not exist (untimed, unresolved)
 
+# regions the torch.distributed wrappers record (pytimings.record.distributed): named
+# "dist.<op>" (asynchronous calls "dist.<op>.async"), kind "comm", nbytes as nccl-tests counts
+# them and the process group's size as payload
+COMM_PREFIX = "dist."
+ASYNC_SUFFIX = ".async"
+
 
 class RecordFlag(enum.IntFlag):
     GPU_TIMED = 1  # GPU events were recorded for this instance

@@ -3,7 +3,7 @@
 Columnar, integer nanoseconds, strings interned to int32 ids into ``Trace.strings``
 (id 0 is always the empty string). Times of one process (rank) share one timeline.
 Column dtypes are fixed here so that every loader, the analyses and the Cython kernels
-agree; a GPU op costs 64 bytes held.
+agree; a GPU op costs 67 bytes held.
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     "copy_kind": np.int8,  # CopyKind, -1 for kernels and memsets
     "src_mem": np.int8,  # MemKind
     "dst_mem": np.int8,  # MemKind
-    "bytes": np.int64,  # 0 for kernels
+    # memcpy/memset: bytes moved; a communication kernel: its message size as nccl-tests
+    # counts it (pytimings.model.comm) where the trace records it; 0 otherwise (unknown)
+    "bytes": np.int64,
     "device": np.int16,
     "stream": np.int32,
     "correlation": np.int64,  # links to api_calls.correlation within (rank, pid); -1 unknown
@@ -101,6 +103,11 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     # the graph node that ran it (Nsight --cuda-graph-trace=node): a per-file index into
     # graph_nodes.node, else -1
     "graph_node": np.int32,
+    # communication ops, where the trace says: the collective (an index into
+    # pytimings.model.comm.COLLECTIVES, -1 unknown) and how many ranks its communicator has
+    # (-1 unknown)
+    "collective": np.int8,
+    "group_size": np.int16,
 }
 
 # columns a loader may leave out, and the value they then hold
@@ -130,6 +137,9 @@ RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
     "payload": np.float64,  # NaN when none
     "pid": np.int32,
     "rank": np.int16,
+    # bytes the range says it moved: a pytimings region's nbytes, NCCL's NVTX payload
+    # "Message size [bytes]", a Kineto annotation's collective (record_param_comms); -1 unknown
+    "bytes": np.int64,
 }
 
 

@@ -50,11 +50,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytimings.model.recording import ASYNC_SUFFIX
+from pytimings.model.recording import COMM_PREFIX as PREFIX
 from pytimings.record import nccl
-
-PREFIX = "dist."
-ASYNC_SUFFIX = ".async"
-
 
 # nbytes(arguments, group size): nccl-tests' "size" of the call, None for no bytes
 _NBytes = Callable[[dict[str, Any], int], int | None]

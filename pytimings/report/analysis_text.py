@@ -144,11 +144,55 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
                     ms(float(np.median(sk))) if sk.size else "-",
                     ms(int(c.table["wait_ns"][m].sum())),
                     str(c.last_counts.get(r, 0)),
+                    *_exposed_cells(c.exposed, r),
                 ]
             )
-        out += table(["rank", "clock offset", "median skew", "wait", "last"], rows, "rrrrr")
+        head = ["rank", "clock offset", "median skew", "wait", "last"]
+        head += ["exposed", "waiting", "transfer"]
+        out += table(head, rows, "r" * len(head))
+    out += _bandwidth_lines(a)
     out += _finding_lines(a)
     return "\n".join(out)
+
+
+def _exposed_cells(exposed: dict[int, dict[str, int]], rank: int) -> list[str]:
+    """A rank's exposed collective time, of it waiting for peers and transfer."""
+    e = exposed.get(rank, {"exposed_ns": 0, "waiting_ns": 0, "transfer_ns": 0})
+    return [ms(e["exposed_ns"]), ms(e["waiting_ns"]), ms(e["transfer_ns"])]
+
+
+def _gbps(v: float) -> str:
+    return "-" if v is None or np.isnan(v) else f"{v:,.2f}"
+
+
+def _bandwidth_lines(a: Attribution) -> list[str]:
+    """Per rank and collective: calls, bytes, nccl-tests algbw and busbw (GB/s)."""
+    s = a.comm_bandwidth.summary
+    if len(s) == 0:
+        return []
+    multi = len(set(s["rank"].tolist())) > 1
+    rows = []
+    for i in range(len(s)):
+        sized, calls = int(s["sized_calls"][i]), int(s["calls"][i])
+        groups = s["group_sizes"][i]
+        rows.append(
+            [
+                *([str(s["rank"][i])] if multi else []),
+                str(s["collective"][i]),
+                f"{calls:,}" if sized == calls else f"{calls:,} ({calls - sized:,} no size)",
+                f"{int(s['bytes'][i]) / 1e6:,.1f}",
+                ", ".join(map(str, groups)) or "-",
+                _gbps(float(s["algbw_gbps"][i])),
+                _gbps(float(s["busbw_gbps"][i])),
+            ]
+        )
+    head = [*(["rank"] if multi else []), "collective", "calls", "MB", "ranks", "algbw", "busbw"]
+    return [
+        "",
+        "Collectives: bandwidth (nccl-tests algbw = bytes / time, busbw = algbw x bus factor; "
+        "GB/s)",
+        *table(head, rows, ("r" if multi else "") + "lrrrrr"),
+    ]
 
 
 def _finding_lines(a: Attribution) -> list[str]:

@@ -95,6 +95,28 @@ TABLES: dict[str, tuple[str, ...]] = {
         "floatValue REAL",
         "jsonTextId INTEGER",
         "jsonText TEXT",
+        "binaryData TEXT",  # nsys declares it TEXT and stores the payload bytes
+    ),
+    "NVTX_PAYLOAD_SCHEMAS": (
+        "domainId INTEGER",
+        "schemaId INTEGER",
+        "name TEXT",
+        "type INTEGER",
+        "flags INTEGER",
+        "numEntries INTEGER",
+        "payloadSize INTEGER",
+        "alignTo INTEGER",
+    ),
+    "NVTX_PAYLOAD_SCHEMA_ENTRIES": (
+        "domainId INTEGER NOT NULL",
+        "schemaId INTEGER NOT NULL",
+        "idx INTEGER NOT NULL",
+        "flags INTEGER",
+        "type INTEGER",
+        "name TEXT",
+        "description TEXT",
+        "arrayOrUnionDetail INTEGER",
+        "offset INTEGER",
     ),
     # graph node creations/clones (--cuda-graph-trace=node; the layout of the shared
     # saxpy export's CUDA_GRAPH_EVENTS, which newer exports name CUDA_GRAPH_NODE_EVENTS)

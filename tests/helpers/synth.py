@@ -40,6 +40,8 @@ OP_DEFAULTS: dict[str, Any] = {
     "rank": 0,
     "graph": -1,
     "graph_node": -1,
+    "collective": -1,
+    "group_size": -1,
 }
 API_DEFAULTS: dict[str, Any] = {
     "name": "cudaLaunchKernel",
@@ -59,6 +61,7 @@ RANGE_DEFAULTS: dict[str, Any] = {
     "payload": float("nan"),
     "pid": 100,
     "rank": 0,
+    "bytes": -1,
 }
 
 HOST_OP_DEFAULTS: dict[str, Any] = {

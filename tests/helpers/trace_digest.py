@@ -53,7 +53,8 @@ def digests(tr: Trace) -> dict[str, str]:
                 h.update(v.tobytes())
             table.update(f"{col}={h.hexdigest()};".encode())
         out[name] = table.hexdigest()
-    out["meta"] = _sha(tr.meta)
+    # the file's path is where this checkout's ../shared is, not what the file holds
+    out["meta"] = _sha({k: v for k, v in tr.meta.items() if k != "path"})
     out["dropped"] = _sha(tr.dropped)
     return out
 

@@ -364,6 +364,32 @@ CLAIMS: list[tuple[str, Check]] = [
         ),
     ),
     (r"rank (\d+) arrives last", lambda e, m: e["straggler"] == int(m.group(1))),
+    # collectives: the exposed time split by the ranks' arrivals; one rank's low busbw
+    (
+        r"of the ([\d.]+ \S+) they are exposed, ([\d.]+ \S+) \(([\d.]+)%\) is waiting for peers",
+        lambda e, m: (
+            ms(e["exposed_ns"]) == m.group(1)
+            and ms(e["waiting_exposed_ns"]) == m.group(2)
+            and _near(m.group(3), e["waiting_exposed_ns"] / e["exposed_ns"])
+        ),
+    ),
+    (r"reach busbw ([\d,.]+) GB/s", lambda e, m: f"{e['busbw_gbps']:,.2f}" == m.group(1)),
+    (
+        r"with one rank of ([\d/]+) loaded",
+        lambda e, m: (
+            e["ranks_loaded"] == 1
+            and "/".join(map(str, e["group_sizes"])) == m.group(1)
+            and min(e["group_sizes"]) > 1
+        ),
+    ),
+    (
+        r"([\d.]+ \S+) \(([\d.]+)%\) of their time is beyond the fastest call",
+        lambda e, m: (
+            ms(e["beyond_fastest_ns"]) == m.group(1)
+            and _near(m.group(2), e["beyond_fastest_ns"] / e["time_ns"])
+            and e["repeated_size_calls"] > 1
+        ),
+    ),
     (r"windows? (\w+) grows most", lambda e, m: e["grows"] == m.group(1)),
 ]
 # causal wording no pattern above backs

@@ -17,10 +17,11 @@ DELAY = [0, 30, 10, 50, 20, 400, 5, 15]  # µs each rank arrives after the first
 OFFSET = [0, 1_000_000, -2_500, 7_777, 40, -123_456, 3_000_000, 9]  # rank clock offsets, ns
 
 
-def eight_ranks(jitter_rank: int | None = None) -> Trace:
+def eight_ranks(jitter_rank: int | None = None, overlap_us: int = 0) -> Trace:
     """10 all-reduces; on rank r the n-th starts at T_n + DELAY[r] (µs) and all end at
     T_n + 1 ms, seen through rank r's clock (shifted by OFFSET[r]). A compute kernel and
-    its launch precede each collective."""
+    its launch precede each collective; ``overlap_us``: on rank 0 another compute kernel
+    runs the first ``overlap_us`` of each collective."""
     traces = []
     for r in range(RANKS):
         ops, api = [], []
@@ -66,6 +67,12 @@ def eight_ranks(jitter_rank: int | None = None) -> Trace:
                     "rank": r,
                 }
             )
+            if overlap_us and r == 0:
+                ops.append(
+                    {"start": t + OFFSET[r], "end": t + overlap_us * 1000 + OFFSET[r],
+                     "name": "gemm", "correlation": 100 + n, "rank": r, "device": r}
+                )  # fmt: skip
+                api.append({"start": t - 300_000, "end": t - 290_000, "correlation": 100 + n})
         traces.append(
             make_trace(ops, api, threads=[{"pid": 100, "tid": 100, "name": "python3", "rank": r}])
         )
@@ -92,6 +99,32 @@ def test_skew_wait_and_straggler():
     assert len(a.windows) == RANKS
     total = sum(a.windows[f"{x}_ns"] for x in LABELS)
     np.testing.assert_array_equal(total, a.windows["window_ns"])
+
+
+@pytest.mark.parametrize("overlap_us", [0, 100, 600])
+def test_exposed_time_split_into_waiting_and_transfer(overlap_us: int) -> None:
+    a = attribute(eight_ranks(overlap_us=overlap_us))
+    c = a.collectives
+    assert c is not None
+    for r in range(RANKS):
+        dur = 1_000_000 - DELAY[r] * 1000
+        wait = min(dur, (max(DELAY) - DELAY[r]) * 1000)
+        hidden = overlap_us * 1000 if r == 0 else 0  # compute runs the first part
+        want_wait = 10 * max(0, wait - hidden)
+        want_exposed = 10 * (dur - hidden)
+        assert c.exposed[r] == {
+            "exposed_ns": want_exposed,
+            "waiting_ns": want_wait,
+            "transfer_ns": want_exposed - want_wait,
+        }
+    # the whole-trace partition agrees: rank 0's comm_exposed is its collectives' exposed
+    w = a.windows
+    assert int(w["comm_exposed_ns"][w["rank"] == 0].sum()) == c.exposed[0]["exposed_ns"]
+    f = next(x for x in a.findings() if "arrival skew" in x.title)
+    exposed = sum(v["exposed_ns"] for v in c.exposed.values())
+    waiting = sum(v["waiting_ns"] for v in c.exposed.values())
+    assert (f.evidence["exposed_ns"], f.evidence["waiting_exposed_ns"]) == (exposed, waiting)
+    assert f"of the {exposed / 1e6:.2f} ms they are exposed, {waiting / 1e6:.2f} ms" in f.title
 
 
 def test_straggler_is_the_rank_last_most_often_and_order_free():

@@ -30,8 +30,10 @@ def test_cython_kernel_agrees_with_numpy() -> None:
     assert _kernels.is_sorted_i64(b) == bool(np.all(np.diff(b) >= 0))
 
 
-def test_gpu_op_row_fits_64_bytes() -> None:
-    assert sum(np.dtype(dt).itemsize for dt in GPU_OP_SCHEMA.values()) <= 64
+def test_gpu_op_row_stays_small() -> None:
+    # 67 bytes: 10 M GPU ops hold 670 MB, well inside the 4 GB target with 40 M host
+    # activities; a new column must say why it needs the room
+    assert sum(np.dtype(dt).itemsize for dt in GPU_OP_SCHEMA.values()) <= 68
 
 
 def test_empty_trace_tables() -> None:
