@@ -1,3 +1,5 @@
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -22,3 +24,11 @@ def touching(
 def innermost_enclosing(
     start: _I64, end: _I64, group: _I64, q_s: _I64, q_e: _I64, q_group: _I64
 ) -> _I64: ...
+def sorted_rows(
+    starts: list[_I64],
+    ends: list[_I64],
+    kinds: list[npt.NDArray[np.int8] | None],
+    names: list[_I32],
+    keeps: list[npt.NDArray[Any] | None],
+    const_kind: npt.NDArray[np.int8],
+) -> tuple[_I64, _I64, npt.NDArray[np.int8], _I32]: ...

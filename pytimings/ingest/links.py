@@ -96,13 +96,16 @@ def unlinked(trace: Trace, index: I64) -> int:
     return int(np.count_nonzero((index < 0) & (trace.gpu_ops["correlation"] >= 0)))
 
 
-def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I64, I64, I64]:
+def project(
+    trace: Trace, api_row: I64, rows: I64 | None = None, busy: bool = True
+) -> tuple[I64, I64, I64, I64]:
     """The GPU projection of ranges (``rows`` of ``trace.ranges``, default all): per range,
     the GPU ops launched from inside it — launch call starting in ``[start, end)`` on the
     range's thread (an end before the start is taken as the start) — as their count,
     earliest start, latest end and busy time, the length of the union of their intervals
-    (all 0 when none). ``api_row`` is :func:`launch_index`. One implementation for
-    ``summary`` and ``analyze --by``."""
+    (all 0 when none; ``busy=False``: not computed, left 0, for callers that need only the
+    count and span: the union is most of the cost). ``api_row`` is :func:`launch_index`.
+    One implementation for ``summary`` and ``analyze --by``."""
     rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
     rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
     r_s = rg["start"][rows]
@@ -129,6 +132,8 @@ def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I
         res = iv.project(points, o_s, o_e, r_s[sel], r_e[sel])
         for dst, src in zip(out[:3], res[:3], strict=True):
             dst[sel] = src
+        if not busy:
+            continue
         lo_i = np.searchsorted(points, r_s[sel], side="left")
         hi_i = np.searchsorted(points, r_e[sel], side="left")
         out[3][sel] = union_lengths(lo_i, np.maximum(hi_i, lo_i), o_s, o_e)

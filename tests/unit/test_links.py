@@ -107,6 +107,14 @@ def test_summary_and_analyze_project_ranges_alike():
     count, first, last, busy = project(tr, launch_index(tr))
     assert count.tolist() == [2, 0] and first.tolist() == [100, 0]
     assert last.tolist() == [450, 0] and busy.tolist() == [250, 0]
+    # busy=False (what analyze --by asks for): the same count and span, no union computed
+    c2, f2, l2, b2 = project(tr, launch_index(tr), busy=False)
+    assert (c2.tolist(), f2.tolist(), l2.tolist(), b2.tolist()) == (
+        [2, 0],
+        [100, 0],
+        [450, 0],
+        [0, 0],
+    )
     rows = {n: i for i, n in enumerate(trace_summary(tr)["ranges"]["name"])}
     t = trace_summary(tr)["ranges"]
     assert t["gpu_ops"][rows["step"]] == 2 and t["proj_total_ns"][rows["step"]] == 350
