@@ -284,25 +284,100 @@ def touching(const int64_t[::1] start, const int64_t[::1] end, const int32_t[::1
     return out_arr
 
 
+def group_start_order(const int32_t[::1] group, const int64_t[::1] start, rows=None):
+    """The ``rows`` (an int64 row index; None: every row) ordered by (group, start), ties
+    in their given order: ``rows[np.lexsort((start[rows], group[rows]))]``. When the
+    groups' span, the starts' span and the number of rows fit in 64 bits together, one
+    sort of packed (group, start, position) keys (distinct, so any sort gives the same
+    order); otherwise that lexsort."""
+    cdef Py_ssize_t n = start.shape[0] if rows is None else len(rows), i
+    cdef const int64_t[::1] ix
+    cdef int64_t r, s_lo = INT64_MAX, s_hi = INT64_MIN
+    cdef int32_t g_lo = 2147483647, g_hi = -2147483647 - 1
+    cdef int p_bits = 1, s_bits = 0, g_bits = 0
+    cdef uint64_t[::1] keys
+    cdef uint64_t m
+    cdef bint has_rows = rows is not None
+    if group.shape[0] != start.shape[0]:
+        raise ValueError("group_start_order: group and start differ in length")
+    ix = np.ascontiguousarray(np.arange(0, dtype=np.int64) if rows is None else rows,
+                              dtype=np.int64)
+    for i in range(ix.shape[0]):
+        if ix[i] < 0 or ix[i] >= start.shape[0]:
+            raise ValueError("group_start_order: a row index is out of range")
+    with nogil:
+        for i in range(n):
+            r = ix[i] if has_rows else i
+            if start[r] < s_lo:
+                s_lo = start[r]
+            if start[r] > s_hi:
+                s_hi = start[r]
+            if group[r] < g_lo:
+                g_lo = group[r]
+            if group[r] > g_hi:
+                g_hi = group[r]
+    if n < 2:
+        return np.asarray(ix).copy() if rows is not None else np.arange(n, dtype=np.int64)
+    while p_bits < 63 and (<int64_t>1 << p_bits) < n:
+        p_bits += 1
+    while s_bits < 64 and ((<uint64_t>s_hi - <uint64_t>s_lo) >> s_bits) != 0:
+        s_bits += 1
+    while g_bits < 33 and ((<uint64_t>(<int64_t>g_hi - <int64_t>g_lo)) >> g_bits) != 0:
+        g_bits += 1
+    if p_bits + s_bits + g_bits > 64:
+        order = np.arange(n, dtype=np.int64) if rows is None else np.asarray(ix)
+        g_col, s_col = np.asarray(group)[order], np.asarray(start)[order]
+        return order[np.lexsort((s_col, g_col))]
+    keys_arr = np.empty(n, dtype=np.uint64)
+    keys = keys_arr
+    with nogil:
+        for i in range(n):
+            r = ix[i] if has_rows else i
+            keys[i] = (((<uint64_t>(<int64_t>group[r] - <int64_t>g_lo) << s_bits)
+                        | (<uint64_t>start[r] - <uint64_t>s_lo)) << p_bits) | <uint64_t>i
+    keys_arr.sort(kind="stable")
+    m = (<uint64_t>1 << p_bits) - 1
+    out_arr = keys_arr.view(np.int64)
+    cdef int64_t[::1] out = out_arr
+    with nogil:
+        for i in range(n):
+            out[i] = <int64_t>(keys[i] & m)
+            if has_rows:
+                out[i] = ix[out[i]]
+    return out_arr
+
+
 def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
-                        const int64_t[::1] group, const int64_t[::1] q_s,
-                        const int64_t[::1] q_e, const int64_t[::1] q_group):
-    """Per query ``[q_s, q_e]``: the index of the innermost activity of its group that
+                        const int32_t[::1] group, const int64_t[::1] a_rows,
+                        const int64_t[::1] q_s, const int64_t[::1] q_e,
+                        const int32_t[::1] q_group, const int64_t[::1] q_rows):
+    """Per query row ``q_rows[k]`` (``[q_s, q_e]``, its group ``q_group``): the row of the
+    innermost activity ``a_rows[i]`` (``[start, end]``, ``group``) of its group that
     encloses it (``start <= q_s`` and ``q_e <= end``; innermost = the latest start, ties:
-    the earliest end, then the higher index), or -1. Activities sorted by (group, start),
-    queries by (group, q_s). One pass with a stack of the open activities: O(n + q) for
-    nested activities (activities that overlap without nesting are searched past)."""
-    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i = 0, j, k, top = 0, best, a
-    cdef int64_t g
-    if end.shape[0] != n or group.shape[0] != n:
+    the earliest end, then the later in ``a_rows``), or -1; in ``q_rows`` order. Both row
+    lists visit their rows by (group, start) (:func:`group_start_order`). One pass with a
+    stack of the open activities: O(n + q) for nested activities (activities that overlap
+    without nesting are searched past)."""
+    cdef Py_ssize_t n = a_rows.shape[0], nq = q_rows.shape[0], i = 0, j, k, top = 0, best, a
+    cdef Py_ssize_t na = start.shape[0], nqa = q_s.shape[0]
+    cdef int64_t g, x, y, qs, qe
+    if end.shape[0] != na or group.shape[0] != na:
         raise ValueError("innermost_enclosing: activity columns differ in length")
-    if q_e.shape[0] != nq or q_group.shape[0] != nq:
+    if q_e.shape[0] != nqa or q_group.shape[0] != nqa:
         raise ValueError("innermost_enclosing: query columns differ in length")
-    for k in range(1, n):
-        if group[k] < group[k - 1] or (group[k] == group[k - 1] and start[k] < start[k - 1]):
+    for k in range(n):
+        if a_rows[k] < 0 or a_rows[k] >= na:
+            raise ValueError("innermost_enclosing: an activity row is out of range")
+        if k and (group[a_rows[k]] < group[a_rows[k - 1]] or (
+                group[a_rows[k]] == group[a_rows[k - 1]]
+                and start[a_rows[k]] < start[a_rows[k - 1]])):
             raise ValueError("innermost_enclosing: activities are not sorted by (group, start)")
-    for k in range(1, nq):
-        if q_group[k] < q_group[k - 1] or (q_group[k] == q_group[k - 1] and q_s[k] < q_s[k - 1]):
+    for k in range(nq):
+        if q_rows[k] < 0 or q_rows[k] >= nqa:
+            raise ValueError("innermost_enclosing: a query row is out of range")
+        if k and (q_group[q_rows[k]] < q_group[q_rows[k - 1]] or (
+                q_group[q_rows[k]] == q_group[q_rows[k - 1]]
+                and q_s[q_rows[k]] < q_s[q_rows[k - 1]])):
             raise ValueError("innermost_enclosing: queries are not sorted by (group, start)")
     out_arr = np.full(nq, -1, dtype=np.int64)
     stack_arr = np.empty(max(n, 1), dtype=np.int64)
@@ -310,31 +385,33 @@ def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
     with nogil:
         g = INT64_MIN
         for k in range(nq):
-            if q_group[k] != g:  # a new group: skip earlier groups' activities
-                g = q_group[k]
+            qs = q_s[q_rows[k]]
+            qe = q_e[q_rows[k]]
+            if q_group[q_rows[k]] != g:  # a new group: skip earlier groups' activities
+                g = q_group[q_rows[k]]
                 top = 0
-                while i < n and group[i] < g:
+                while i < n and group[a_rows[i]] < g:
                     i += 1
-            while i < n and group[i] == g and start[i] <= q_s[k]:
-                while top > 0 and end[stack[top - 1]] < start[i]:
+            while i < n and group[a_rows[i]] == g and start[a_rows[i]] <= qs:
+                x = a_rows[i]
+                while top > 0 and end[stack[top - 1]] < start[x]:
                     top -= 1  # ended before this one starts: no later query is inside
-                stack[top] = i
+                stack[top] = x
                 top += 1
                 i += 1
-            while top > 0 and end[stack[top - 1]] < q_s[k]:
+            while top > 0 and end[stack[top - 1]] < qs:
                 top -= 1  # ended before this query (queries come in start order)
             best = -1
             j = top - 1
             while j >= 0:
-                a = stack[j]
-                if best >= 0 and start[a] != start[best]:
+                y = stack[j]
+                if best >= 0 and start[y] != start[best]:
                     break  # later activities start earlier: not more inner
-                if end[a] >= q_e[k] and (best < 0 or end[a] < end[best]):
-                    best = a
+                if end[y] >= qe and (best < 0 or end[y] < end[best]):
+                    best = y
                 j -= 1
             out[k] = best
     return out_arr
-
 
 cdef struct Parts:
     Py_ssize_t n  # number of parts

@@ -26,6 +26,7 @@ from pytimings.analysis.launches import Launches
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
 
 NO_LAUNCH = "no launch call in the trace"
 NO_OP = "no op around the launch call"
@@ -50,28 +51,17 @@ class OpLaunch:
     graph: npt.NDArray[np.bool_]
 
 
-def by_group_then_start(group: I64, start: I64) -> I64:
-    """The order by (group, start): a stable radix sort of the groups where the starts are
-    already sorted (loaders write rows by time), else a lexsort."""
-    if start.size < 2 or bool((start[1:] >= start[:-1]).all()):
-        return np.argsort(group, kind="stable")
-    return np.lexsort((start, group))
-
-
-def _innermost(a_start: I64, a_end: I64, a_thread: I64, q_s: I64, q_e: I64, q_thread: I64) -> I64:
-    """Per query, the index of the innermost activity enclosing it on its thread, or -1."""
-    a_order = by_group_then_start(a_thread, a_start)
-    q_order = by_group_then_start(q_thread, q_s)
-    hit = _host.innermost_enclosing(
-        np.ascontiguousarray(a_start[a_order]),
-        np.ascontiguousarray(a_end[a_order]),
-        np.ascontiguousarray(a_thread[a_order]),
-        np.ascontiguousarray(q_s[q_order]),
-        np.ascontiguousarray(q_e[q_order]),
-        np.ascontiguousarray(q_thread[q_order]),
-    )
-    out = np.full(q_s.size, -1, dtype=np.int64)
-    out[q_order] = np.where(hit >= 0, a_order[np.maximum(hit, 0)], -1)
+def _innermost(
+    a_start: I64, a_end: I64, a_thread: I32, a_rows: I64, q_s: I64, q_e: I64, q_thread: I32
+) -> I64:
+    """Per query (every row of ``q_*``), the row of the innermost activity among ``a_rows``
+    enclosing it on its thread, or -1: the compiled sweep reads both tables through their
+    (thread, start) orders, with no sorted copies of their columns."""
+    a_order = _host.group_start_order(a_thread, a_start, a_rows)
+    q_order = _host.group_start_order(q_thread, q_s)
+    hit = _host.innermost_enclosing(a_start, a_end, a_thread, a_order, q_s, q_e, q_thread, q_order)
+    out = np.empty(q_s.size, dtype=np.int64)
+    out[q_order] = hit
     return out
 
 
@@ -81,14 +71,12 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     host, rng, api = trace.host_ops, trace.ranges, trace.api_calls
     cpu = np.flatnonzero(host["kind"] == ActivityKind.CPU_OP)
     if cpu.size:
-        table, rows = "host_ops", cpu
-        a_start, a_end, a_thread = host["start"][rows], host["end"][rows], host["thread"][rows]
+        table, src, rows = "host_ops", host, cpu
     else:
         nvtx = (rng["thread"] >= 0) & (
             (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
         )
-        table, rows = "ranges", np.flatnonzero(nvtx)
-        a_start, a_end, a_thread = rng["start"][rows], rng["end"][rows], rng["thread"][rows]
+        table, src, rows = "ranges", rng, np.flatnonzero(nvtx)
     graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
     op_row = np.full(n, -1, dtype=np.int64)
     reason = np.full(n, REASONS.index(NO_LAUNCH), dtype=np.int8)
@@ -96,17 +84,12 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     direct = linked & ~graph
     if direct.any() and rows.size:
         # every API call queried once (cheaper than finding the distinct launch calls)
-        calls = np.arange(len(api), dtype=np.int64)
+        c = np.ascontiguousarray
         found = _innermost(
-            a_start.astype(np.int64, copy=False),
-            a_end.astype(np.int64, copy=False),
-            a_thread.astype(np.int64),
-            api["start"][calls],
-            api["end"][calls],
-            api["thread"][calls].astype(np.int64),
-        )
-        got = found[launches.api_row[direct]]
-        op_row[direct] = np.where(got >= 0, rows[np.maximum(got, 0)], -1)
+            c(src["start"]), c(src["end"]), c(src["thread"]), rows,
+            c(api["start"]), c(api["end"]), c(api["thread"]),
+        )  # fmt: skip
+        op_row[direct] = found[launches.api_row[direct]]
     reason[direct] = REASONS.index(NO_OP)
     reason[graph] = REASONS.index(GRAPH)
     reason[op_row >= 0] = -1

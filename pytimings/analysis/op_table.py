@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings._native import _stats
 from pytimings.analysis.op_launch import (
     REASONS,
     OpText,
@@ -75,15 +76,9 @@ def trace_gpu(a: Attribution) -> GpuSpec | None:
 
 
 def _sums(group: I64, values: I64, n: int) -> I64:
-    """Per group id in [0, n), the exact integer sum of ``values`` (a sort, no float)."""
-    out = np.zeros(n, dtype=np.int64)
-    if group.size == 0:
-        return out
-    order = np.argsort(group, kind="stable")
-    gs = group[order]
-    first = np.flatnonzero(np.concatenate(([True], gs[1:] != gs[:-1])))
-    out[gs[first]] = np.add.reduceat(values[order], first)
-    return out
+    """Per group id in [0, n), the exact integer sum of ``values`` (one compiled pass)."""
+    c = np.ascontiguousarray
+    return _stats.group_sums(c(group, dtype=np.int64), c(values, dtype=np.int64), n)
 
 
 def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDArray[np.int64]]:
@@ -131,8 +126,7 @@ def _ops_rows(
         keys = src["name"][launcher].astype(np.int64) << 32
         if table == "host_ops":
             keys |= src["args"][launcher].astype(np.int64)
-        uniq, inv = np.unique(keys, return_inverse=True)  # 1-D int64: a fast sort
-        inv = inv.reshape(-1)
+        uniq, inv = _stats.factorize(keys)  # few distinct keys: hashed, not sorted
         texts: list[OpText] = [
             kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
             if table == "host_ops"
@@ -149,14 +143,13 @@ def _ops_rows(
         ng = len(group_of)
         dur = ops["end"][mine] - ops["start"][mine]
         kernel_ns = _sums(g, dur, ng)
-        # calls: distinct launching ops per group
-        _, at = np.unique(launcher, return_index=True)
-        calls = np.bincount(g[at], minlength=ng)
+        calls = _stats.distinct_counts(launcher, g, len(src), ng)  # distinct launching ops
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
         kernels: dict[int, set[str]] = {}
-        for key in np.unique((g << 32) | ops["name"][mine].astype(np.int64)).tolist():
+        pairs, _ = _stats.factorize((g << 32) | ops["name"][mine].astype(np.int64), False)
+        for key in pairs.tolist():
             kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
         cat_of_group = np.empty(ng, dtype=np.int8)
         for gi in range(ng):
