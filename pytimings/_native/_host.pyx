@@ -347,6 +347,22 @@ def group_start_order(const int32_t[::1] group, const int64_t[::1] start, rows=N
     return out_arr
 
 
+cdef int _check_order(const int32_t[::1] group, const int64_t[::1] start,
+                      const int64_t[::1] rows, str what) except -1:
+    """Raise unless ``rows`` are rows of the columns that visit them by (group, start)."""
+    cdef Py_ssize_t k, r, p
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        if r < 0 or r >= start.shape[0]:
+            raise ValueError(f"innermost_enclosing: a row of the {what} is out of range")
+        if k:
+            p = rows[k - 1]
+            if group[r] < group[p] or (group[r] == group[p] and start[r] < start[p]):
+                raise ValueError(
+                    f"innermost_enclosing: {what} are not sorted by (group, start)")
+    return 0
+
+
 def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
                         const int32_t[::1] group, const int64_t[::1] a_rows,
                         const int64_t[::1] q_s, const int64_t[::1] q_e,
@@ -358,27 +374,15 @@ def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
     lists visit their rows by (group, start) (:func:`group_start_order`). One pass with a
     stack of the open activities: O(n + q) for nested activities (activities that overlap
     without nesting are searched past)."""
-    cdef Py_ssize_t n = a_rows.shape[0], nq = q_rows.shape[0], i = 0, j, k, top = 0, best, a
+    cdef Py_ssize_t n = a_rows.shape[0], nq = q_rows.shape[0], i = 0, j, k, top = 0, best
     cdef Py_ssize_t na = start.shape[0], nqa = q_s.shape[0]
     cdef int64_t g, x, y, qs, qe
     if end.shape[0] != na or group.shape[0] != na:
         raise ValueError("innermost_enclosing: activity columns differ in length")
     if q_e.shape[0] != nqa or q_group.shape[0] != nqa:
         raise ValueError("innermost_enclosing: query columns differ in length")
-    for k in range(n):
-        if a_rows[k] < 0 or a_rows[k] >= na:
-            raise ValueError("innermost_enclosing: an activity row is out of range")
-        if k and (group[a_rows[k]] < group[a_rows[k - 1]] or (
-                group[a_rows[k]] == group[a_rows[k - 1]]
-                and start[a_rows[k]] < start[a_rows[k - 1]])):
-            raise ValueError("innermost_enclosing: activities are not sorted by (group, start)")
-    for k in range(nq):
-        if q_rows[k] < 0 or q_rows[k] >= nqa:
-            raise ValueError("innermost_enclosing: a query row is out of range")
-        if k and (q_group[q_rows[k]] < q_group[q_rows[k - 1]] or (
-                q_group[q_rows[k]] == q_group[q_rows[k - 1]]
-                and q_s[q_rows[k]] < q_s[q_rows[k - 1]])):
-            raise ValueError("innermost_enclosing: queries are not sorted by (group, start)")
+    _check_order(group, start, a_rows, "activities")
+    _check_order(q_group, q_s, q_rows, "queries")
     out_arr = np.full(nq, -1, dtype=np.int64)
     stack_arr = np.empty(max(n, 1), dtype=np.int64)
     cdef int64_t[::1] out = out_arr, stack = stack_arr
