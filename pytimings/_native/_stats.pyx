@@ -185,9 +185,13 @@ def factorize(const long long[::1] keys, bint inverse=True):
     uniq = first_arr[order]
     if not inverse:
         return uniq, inv_arr
-    rank = np.empty(used, dtype=np.int64)
-    rank[order] = np.arange(used, dtype=np.int64)
-    return uniq, rank[inv_arr]
+    rank_arr = np.empty(used, dtype=np.int64)
+    rank_arr[order] = np.arange(used, dtype=np.int64)
+    cdef const long long[::1] rank = rank_arr
+    with nogil:  # codes by first appearance -> indices into the sorted keys, in place
+        for i in range(n):
+            inv[i] = rank[inv[i]]
+    return uniq, inv_arr
 
 
 def distinct_counts(const long long[::1] item, const long long[::1] group, Py_ssize_t n_items,

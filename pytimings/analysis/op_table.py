@@ -108,7 +108,7 @@ def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDA
 
 
 def _ops_rows(
-    a: Attribution, sel: I64, op_row: I64, table: str, gpu: GpuSpec | None
+    a: Attribution, sel: I64, op_row: I64, table: str, gpu: GpuSpec | None, dur: I64
 ) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8]]:
     """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
     gpu_ops) its category (its op's, else its kernel name's)."""
@@ -141,8 +141,7 @@ def _ops_rows(
             gid[i] = group_of.setdefault(key, len(group_of))
         g = gid[inv]
         ng = len(group_of)
-        dur = ops["end"][mine] - ops["start"][mine]
-        kernel_ns = _sums(g, dur, ng)
+        kernel_ns = _sums(g, dur[mine], ng)
         calls = _stats.distinct_counts(launcher, g, len(src), ng)  # distinct launching ops
         first_text: dict[int, OpText] = {}
         for i in range(len(texts)):
@@ -191,11 +190,11 @@ def _ops_rows(
         cat[mine[known]] = cat_of_group[g[known]]
     rest = sel[cat[sel] == _UNKNOWN]
     if rest.size:
-        names, inv2 = np.unique(ops["name"][rest], return_inverse=True)
+        names, inv2 = _stats.factorize(ops["name"][rest].astype(np.int64))
         by_name = np.array(
             [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
         )
-        cat[rest] = by_name[inv2.reshape(-1)]
+        cat[rest] = by_name[inv2]
     rows_out.sort(key=lambda r: (-r["kernel_ns"], r["name"], repr(r["input_dims"])))
     return rows_out, cat
 
@@ -235,8 +234,8 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
     everything = np.arange(len(ops), dtype=np.int64)
     parts = per_window(a, everything)
     sel = reported(a, everything)
-    rows, cat = _ops_rows(a, sel, launch.op_row, launch.table, gpu)
     dur = ops["end"] - ops["start"]
+    rows, cat = _ops_rows(a, sel, launch.op_row, launch.table, gpu, dur)
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
     win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
@@ -246,7 +245,8 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
         cell = win * n_cat + np.minimum(cat[rows_w], n_cat - 1)
         win_kernel = _sums(cell, dur[rows_w], len(parts) * n_cat).reshape(len(parts), n_cat)
     window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(parts))]
-    tot_kernel = _sums(cat[sel].astype(np.int64), dur[sel], n_cat)
+    d_sel = dur[sel]
+    tot_kernel = _sums(cat[sel].astype(np.int64), d_sel, n_cat)
     attributed = launch.op_row[sel] >= 0
     graph = launch.graph[sel]
     unattributed = []
@@ -254,14 +254,14 @@ def op_table(a: Attribution, gpu: GpuSpec | None = None) -> OpTable:
         m = launch.reason[sel] == k
         if m.any():
             unattributed.append(
-                {"reason": why, "ops": int(m.sum()), "kernel_ns": int(dur[sel][m].sum())}
+                {"reason": why, "ops": int(m.sum()), "kernel_ns": int(d_sel[m].sum())}
             )
     attribution = {
         "source": "cpu_op" if launch.table == "host_ops" else "nvtx",
-        "kernel_ns": int(dur[sel].sum()),
-        "attributed_ns": int(dur[sel][attributed].sum()),
-        "graph_kernel_ns": int(dur[sel][graph].sum()),
-        "graph_attributed_ns": int(dur[sel][graph & attributed].sum()),
+        "kernel_ns": int(d_sel.sum()),
+        "attributed_ns": int(d_sel[attributed].sum()),
+        "graph_kernel_ns": int(d_sel[graph].sum()),
+        "graph_attributed_ns": int(d_sel[graph & attributed].sum()),
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
     }
