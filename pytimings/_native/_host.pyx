@@ -17,7 +17,7 @@ A label is ``kind * n_names + name``; instants covered by no activity get the la
 
 import numpy as np
 
-from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 
 
@@ -284,53 +284,352 @@ def touching(const int64_t[::1] start, const int64_t[::1] end, const int32_t[::1
     return out_arr
 
 
+def group_start_order(const int32_t[::1] group, const int64_t[::1] start, rows=None):
+    """The ``rows`` (an int64 row index; None: every row) ordered by (group, start), ties
+    in their given order: ``rows[np.lexsort((start[rows], group[rows]))]``. When the
+    groups' span, the starts' span and the number of rows fit in 64 bits together, one
+    sort of packed (group, start, position) keys (distinct, so any sort gives the same
+    order); otherwise that lexsort."""
+    cdef Py_ssize_t n = start.shape[0] if rows is None else len(rows), i
+    cdef const int64_t[::1] ix
+    cdef int64_t r, s_lo = INT64_MAX, s_hi = INT64_MIN
+    cdef int32_t g_lo = 2147483647, g_hi = -2147483647 - 1
+    cdef int p_bits = 1, s_bits = 0, g_bits = 0
+    cdef uint64_t[::1] keys
+    cdef uint64_t m
+    cdef bint has_rows = rows is not None
+    if group.shape[0] != start.shape[0]:
+        raise ValueError("group_start_order: group and start differ in length")
+    ix = np.ascontiguousarray(np.arange(0, dtype=np.int64) if rows is None else rows,
+                              dtype=np.int64)
+    for i in range(ix.shape[0]):
+        if ix[i] < 0 or ix[i] >= start.shape[0]:
+            raise ValueError("group_start_order: a row index is out of range")
+    with nogil:
+        for i in range(n):
+            r = ix[i] if has_rows else i
+            if start[r] < s_lo:
+                s_lo = start[r]
+            if start[r] > s_hi:
+                s_hi = start[r]
+            if group[r] < g_lo:
+                g_lo = group[r]
+            if group[r] > g_hi:
+                g_hi = group[r]
+    if n < 2:
+        return np.asarray(ix).copy() if rows is not None else np.arange(n, dtype=np.int64)
+    while p_bits < 63 and (<int64_t>1 << p_bits) < n:
+        p_bits += 1
+    while s_bits < 64 and ((<uint64_t>s_hi - <uint64_t>s_lo) >> s_bits) != 0:
+        s_bits += 1
+    while g_bits < 33 and ((<uint64_t>(<int64_t>g_hi - <int64_t>g_lo)) >> g_bits) != 0:
+        g_bits += 1
+    if p_bits + s_bits + g_bits > 64:
+        order = np.arange(n, dtype=np.int64) if rows is None else np.asarray(ix)
+        g_col, s_col = np.asarray(group)[order], np.asarray(start)[order]
+        return order[np.lexsort((s_col, g_col))]
+    keys_arr = np.empty(n, dtype=np.uint64)
+    keys = keys_arr
+    with nogil:
+        for i in range(n):
+            r = ix[i] if has_rows else i
+            keys[i] = (((<uint64_t>(<int64_t>group[r] - <int64_t>g_lo) << s_bits)
+                        | (<uint64_t>start[r] - <uint64_t>s_lo)) << p_bits) | <uint64_t>i
+    keys_arr.sort(kind="stable")
+    m = (<uint64_t>1 << p_bits) - 1
+    out_arr = keys_arr.view(np.int64)
+    cdef int64_t[::1] out = out_arr
+    with nogil:
+        for i in range(n):
+            out[i] = <int64_t>(keys[i] & m)
+            if has_rows:
+                out[i] = ix[out[i]]
+    return out_arr
+
+
+cdef int _check_order(const int32_t[::1] group, const int64_t[::1] start,
+                      const int64_t[::1] rows, str what) except -1:
+    """Raise unless ``rows`` are rows of the columns that visit them by (group, start)."""
+    cdef Py_ssize_t k, r, p
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        if r < 0 or r >= start.shape[0]:
+            raise ValueError(f"innermost_enclosing: a row of the {what} is out of range")
+        if k:
+            p = rows[k - 1]
+            if group[r] < group[p] or (group[r] == group[p] and start[r] < start[p]):
+                raise ValueError(
+                    f"innermost_enclosing: {what} are not sorted by (group, start)")
+    return 0
+
+
 def innermost_enclosing(const int64_t[::1] start, const int64_t[::1] end,
-                        const int64_t[::1] group, const int64_t[::1] q_s,
-                        const int64_t[::1] q_e, const int64_t[::1] q_group):
-    """Per query ``[q_s, q_e]``: the index of the innermost activity of its group that
+                        const int32_t[::1] group, const int64_t[::1] a_rows,
+                        const int64_t[::1] q_s, const int64_t[::1] q_e,
+                        const int32_t[::1] q_group, const int64_t[::1] q_rows):
+    """Per query row ``q_rows[k]`` (``[q_s, q_e]``, its group ``q_group``): the row of the
+    innermost activity ``a_rows[i]`` (``[start, end]``, ``group``) of its group that
     encloses it (``start <= q_s`` and ``q_e <= end``; innermost = the latest start, ties:
-    the earliest end, then the higher index), or -1. Activities sorted by (group, start),
-    queries by (group, q_s). One pass with a stack of the open activities: O(n + q) for
-    nested activities (activities that overlap without nesting are searched past)."""
-    cdef Py_ssize_t n = start.shape[0], nq = q_s.shape[0], i = 0, j, k, top = 0, best, a
-    cdef int64_t g
-    if end.shape[0] != n or group.shape[0] != n:
+    the earliest end, then the later in ``a_rows``), or -1; in ``q_rows`` order. Both row
+    lists visit their rows by (group, start) (:func:`group_start_order`). One pass with a
+    stack of the open activities: O(n + q) for nested activities (activities that overlap
+    without nesting are searched past)."""
+    cdef Py_ssize_t n = a_rows.shape[0], nq = q_rows.shape[0], i = 0, j, k, top = 0, best
+    cdef Py_ssize_t na = start.shape[0], nqa = q_s.shape[0]
+    cdef int64_t g, x, y, qs, qe
+    if end.shape[0] != na or group.shape[0] != na:
         raise ValueError("innermost_enclosing: activity columns differ in length")
-    if q_e.shape[0] != nq or q_group.shape[0] != nq:
+    if q_e.shape[0] != nqa or q_group.shape[0] != nqa:
         raise ValueError("innermost_enclosing: query columns differ in length")
-    for k in range(1, n):
-        if group[k] < group[k - 1] or (group[k] == group[k - 1] and start[k] < start[k - 1]):
-            raise ValueError("innermost_enclosing: activities are not sorted by (group, start)")
-    for k in range(1, nq):
-        if q_group[k] < q_group[k - 1] or (q_group[k] == q_group[k - 1] and q_s[k] < q_s[k - 1]):
-            raise ValueError("innermost_enclosing: queries are not sorted by (group, start)")
+    _check_order(group, start, a_rows, "activities")
+    _check_order(q_group, q_s, q_rows, "queries")
     out_arr = np.full(nq, -1, dtype=np.int64)
     stack_arr = np.empty(max(n, 1), dtype=np.int64)
     cdef int64_t[::1] out = out_arr, stack = stack_arr
     with nogil:
         g = INT64_MIN
         for k in range(nq):
-            if q_group[k] != g:  # a new group: skip earlier groups' activities
-                g = q_group[k]
+            qs = q_s[q_rows[k]]
+            qe = q_e[q_rows[k]]
+            if q_group[q_rows[k]] != g:  # a new group: skip earlier groups' activities
+                g = q_group[q_rows[k]]
                 top = 0
-                while i < n and group[i] < g:
+                while i < n and group[a_rows[i]] < g:
                     i += 1
-            while i < n and group[i] == g and start[i] <= q_s[k]:
-                while top > 0 and end[stack[top - 1]] < start[i]:
+            while i < n and group[a_rows[i]] == g and start[a_rows[i]] <= qs:
+                x = a_rows[i]
+                while top > 0 and end[stack[top - 1]] < start[x]:
                     top -= 1  # ended before this one starts: no later query is inside
-                stack[top] = i
+                stack[top] = x
                 top += 1
                 i += 1
-            while top > 0 and end[stack[top - 1]] < q_s[k]:
+            while top > 0 and end[stack[top - 1]] < qs:
                 top -= 1  # ended before this query (queries come in start order)
             best = -1
             j = top - 1
             while j >= 0:
-                a = stack[j]
-                if best >= 0 and start[a] != start[best]:
+                y = stack[j]
+                if best >= 0 and start[y] != start[best]:
                     break  # later activities start earlier: not more inner
-                if end[a] >= q_e[k] and (best < 0 or end[a] < end[best]):
-                    best = a
+                if end[y] >= qe and (best < 0 or end[y] < end[best]):
+                    best = y
                 j -= 1
             out[k] = best
     return out_arr
+
+cdef struct Parts:
+    Py_ssize_t n  # number of parts
+    const int64_t** start
+    const int64_t** end
+    const int8_t** kind  # NULL: the part's constant kind
+    const int32_t** name
+    const unsigned char** mask  # NULL: every row (or the part's row index)
+    const int64_t** index  # NULL: rows in table order
+    int8_t* const_kind
+    int64_t* rows  # per part: its table length
+    int64_t* off  # per part: its first id in the id space (off[n]: the total)
+
+
+cdef void _free_parts(Parts* p) noexcept:
+    free(p.start)
+    free(p.end)
+    free(p.kind)
+    free(p.name)
+    free(p.mask)
+    free(p.index)
+    free(p.const_kind)
+    free(p.rows)
+    free(p.off)
+
+
+cdef int _parts(Parts* p, list starts, list ends, list kinds, list names, list keeps,
+                const int8_t[::1] const_kind) except -1:
+    """Raw pointers to the parts' columns (the caller's lists keep them alive)."""
+    cdef Py_ssize_t n = len(starts), i, j
+    cdef const int64_t[::1] s, e, ix
+    cdef const int8_t[::1] k
+    cdef const int32_t[::1] nm
+    cdef const unsigned char[::1] mk
+    if len(ends) != n or len(kinds) != n or len(names) != n or len(keeps) != n \
+            or const_kind.shape[0] != n:
+        raise ValueError("sorted_rows: part lists differ in length")
+    p.n = n
+    p.start = <const int64_t**>calloc(n + 1, sizeof(void*))
+    p.end = <const int64_t**>calloc(n + 1, sizeof(void*))
+    p.kind = <const int8_t**>calloc(n + 1, sizeof(void*))
+    p.name = <const int32_t**>calloc(n + 1, sizeof(void*))
+    p.mask = <const unsigned char**>calloc(n + 1, sizeof(void*))
+    p.index = <const int64_t**>calloc(n + 1, sizeof(void*))
+    p.const_kind = <int8_t*>calloc(n + 1, sizeof(int8_t))
+    p.rows = <int64_t*>calloc(n + 1, sizeof(int64_t))
+    p.off = <int64_t*>calloc(n + 1, sizeof(int64_t))
+    if (p.start == NULL or p.end == NULL or p.kind == NULL or p.name == NULL
+            or p.mask == NULL or p.index == NULL or p.const_kind == NULL or p.rows == NULL
+            or p.off == NULL):
+        raise MemoryError()
+    for i in range(n):
+        s = starts[i]
+        e = ends[i]
+        nm = names[i]
+        if e.shape[0] != s.shape[0] or nm.shape[0] != s.shape[0]:
+            raise ValueError("sorted_rows: a part's columns differ in length")
+        p.rows[i] = s.shape[0]
+        if s.shape[0]:
+            p.start[i] = &s[0]
+            p.end[i] = &e[0]
+            p.name[i] = &nm[0]
+        p.const_kind[i] = const_kind[i]
+        if kinds[i] is not None:
+            k = kinds[i]
+            if k.shape[0] != s.shape[0]:
+                raise ValueError("sorted_rows: a part's kind column differs in length")
+            if s.shape[0]:
+                p.kind[i] = &k[0]
+        keep = keeps[i]
+        p.off[i + 1] = p.off[i] + s.shape[0]
+        if keep is None:
+            continue
+        if keep.dtype == np.bool_:
+            keep = keep.view(np.uint8)
+        if keep.dtype == np.uint8:
+            mk = keep
+            if mk.shape[0] != s.shape[0]:
+                raise ValueError("sorted_rows: a mask differs in length from its part")
+            if mk.shape[0]:
+                p.mask[i] = &mk[0]
+        else:
+            ix = keep
+            for j in range(ix.shape[0]):
+                if ix[j] < 0 or ix[j] >= s.shape[0]:
+                    raise ValueError("sorted_rows: a row index is out of range")
+            p.off[i + 1] = p.off[i] + ix.shape[0]
+            if ix.shape[0]:
+                p.index[i] = &ix[0]
+    return 0
+
+
+def sorted_rows(list starts, list ends, list kinds, list names, list keeps,
+                const int8_t[::1] const_kind):
+    """The kept rows of several tables ("parts") as four columns (start, end, kind, name)
+    sorted by start, ties in part order then row order: what a stable argsort of the
+    concatenated kept rows gives, without the concatenated copies.
+
+    Per part: ``starts``/``ends`` int64, ``names`` int32, ``kinds`` int8 (None: every row
+    has the part's ``const_kind``), ``keeps`` the rows kept: a uint8 mask, an int64 row
+    index (its order kept), or None (every row). When the span of the kept starts and the
+    number of rows fit in 64 bits together, the order is one sort of packed (start, row)
+    keys; otherwise a stable argsort of the starts."""
+    cdef Parts p
+    cdef Py_ssize_t i, j, nk = 0
+    cdef int64_t lo = INT64_MAX, hi = INT64_MIN, r, x, total
+    cdef int bits, span_bits
+    cdef const int64_t* ps
+    p.start = NULL; p.end = NULL; p.kind = NULL; p.name = NULL; p.mask = NULL
+    p.index = NULL; p.const_kind = NULL; p.rows = NULL; p.off = NULL
+    try:
+        _parts(&p, starts, ends, kinds, names, keeps, const_kind)
+        total = p.off[p.n]
+        with nogil:  # the kept rows: how many, and their starts' span
+            for i in range(p.n):
+                ps = p.start[i]
+                for j in range(p.off[i + 1] - p.off[i]):
+                    if p.mask[i] != NULL and not p.mask[i][j]:
+                        continue
+                    r = p.index[i][j] if p.index[i] != NULL else j
+                    x = ps[r]
+                    nk += 1
+                    if x < lo:
+                        lo = x
+                    if x > hi:
+                        hi = x
+        bits = 1
+        while bits < 63 and (<int64_t>1 << bits) < total:
+            bits += 1
+        span_bits = 0
+        if nk:
+            while span_bits < 64 and ((<uint64_t>hi - <uint64_t>lo) >> span_bits) != 0:
+                span_bits += 1
+        ids_arr = np.empty(nk, dtype=np.int64)
+        if nk and span_bits + bits <= 64:
+            keys_arr = ids_arr.view(np.uint64)
+            _fill_ids(&p, ids_arr, lo, bits)
+            keys_arr.sort(kind="stable")
+            _unpack(keys_arr, bits)
+        elif nk:
+            _fill_ids(&p, ids_arr, 0, 0)  # the ids alone, then by start
+            keyed = _gather_start(&p, ids_arr)
+            ids_arr = ids_arr[np.argsort(keyed, kind="stable")]
+            del keyed
+        return _gather(&p, ids_arr)
+    finally:
+        _free_parts(&p)
+
+
+cdef int _fill_ids(Parts* p, int64_t[::1] out, int64_t lo, int bits) except -1:
+    """Per kept row in part then row order: its id (its part's offset plus its position
+    there), packed below ``start - lo`` when ``bits`` > 0."""
+    cdef Py_ssize_t i, j, q = 0
+    cdef int64_t r
+    with nogil:
+        for i in range(p.n):
+            for j in range(p.off[i + 1] - p.off[i]):
+                if p.mask[i] != NULL and not p.mask[i][j]:
+                    continue
+                if bits:
+                    r = p.index[i][j] if p.index[i] != NULL else j
+                    out[q] = <int64_t>(((<uint64_t>p.start[i][r] - <uint64_t>lo) << bits)
+                                       | <uint64_t>(p.off[i] + j))
+                else:
+                    out[q] = p.off[i] + j
+                q += 1
+    return 0
+
+
+cdef int _unpack(uint64_t[::1] keys, int bits) except -1:
+    """Packed keys to their ids, in place."""
+    cdef Py_ssize_t i
+    cdef uint64_t m = (<uint64_t>1 << bits) - 1
+    with nogil:
+        for i in range(keys.shape[0]):
+            keys[i] &= m
+    return 0
+
+
+cdef inline void _locate(Parts* p, int64_t g, Py_ssize_t* part, int64_t* row) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    while g >= p.off[i + 1]:
+        i += 1
+    part[0] = i
+    row[0] = p.index[i][g - p.off[i]] if p.index[i] != NULL else g - p.off[i]
+
+
+cdef object _gather_start(Parts* p, const int64_t[::1] ids):
+    out_arr = np.empty(ids.shape[0], dtype=np.int64)
+    cdef int64_t[::1] out = out_arr
+    cdef Py_ssize_t i, part
+    cdef int64_t row
+    with nogil:
+        for i in range(ids.shape[0]):
+            _locate(p, ids[i], &part, &row)
+            out[i] = p.start[part][row]
+    return out_arr
+
+
+cdef object _gather(Parts* p, const int64_t[::1] ids):
+    cdef Py_ssize_t n = ids.shape[0], i, part
+    cdef int64_t row
+    s_arr = np.empty(n, dtype=np.int64)
+    e_arr = np.empty(n, dtype=np.int64)
+    k_arr = np.empty(n, dtype=np.int8)
+    n_arr = np.empty(n, dtype=np.int32)
+    cdef int64_t[::1] s = s_arr, e = e_arr
+    cdef int8_t[::1] k = k_arr
+    cdef int32_t[::1] nm = n_arr
+    with nogil:
+        for i in range(n):
+            _locate(p, ids[i], &part, &row)
+            s[i] = p.start[part][row]
+            e[i] = p.end[part][row]
+            k[i] = p.kind[part][row] if p.kind[part] != NULL else p.const_kind[part]
+            nm[i] = p.name[part][row]
+    return s_arr, e_arr, k_arr, n_arr

@@ -31,12 +31,6 @@ CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.in
 Rows = npt.NDArray[Any] | None  # rows of a table: an index, a boolean mask, or all (None)
 
 
-def _count(table: Table, rows: Rows) -> int:
-    if rows is None:
-        return len(table)
-    return int(np.count_nonzero(rows)) if rows.dtype == bool else int(rows.size)
-
-
 @dataclass
 class HostActivities:
     """One thread's host activities as columns sorted by start (kind: ActivityKind).
@@ -104,31 +98,19 @@ class HostActivities:
     @classmethod
     def _build(cls, parts: Sequence[tuple[Table, Rows, int | None]], rank: I32) -> HostActivities:
         """The rows of the tables (a row index or a mask; all when None) as columns sorted
-        by start, one column at a time (one unsorted copy held at a time), so that the
+        by start (ties: table order, then row order), gathered in one compiled pass with
+        no concatenated copy (:func:`pytimings._native._host.sorted_rows`), so that the
         sweep reads them in order."""
-
-        def column(name: str) -> npt.NDArray[Any]:
-            return np.concatenate(
-                [
-                    (t[name] if r is None else t[name][r])
-                    if k is None or name != "kind"
-                    else np.full(_count(t, r), k, dtype=np.int8)
-                    for t, r, k in parts
-                ]
-            )
-
-        order = np.argsort(column("start"), kind="stable")
-        if order.size < 2**31:  # half the bytes while the columns are gathered
-            order = order.astype(np.int32)
-        cols = {c: column(c)[order] for c in ("start", "end", "kind", "name")}
-        return cls(
-            start=cols["start"],
-            end=cols["end"],
-            kind=cols["kind"].astype(np.int8, copy=False),
-            name=cols["name"].astype(np.int32, copy=False),
-            name_rank=rank,
-            n_names=rank.size,
+        c = np.ascontiguousarray
+        start, end, kind, name = _host.sorted_rows(
+            [c(t["start"]) for t, _, _ in parts],
+            [c(t["end"]) for t, _, _ in parts],
+            [c(t["kind"]) if k is None else None for t, _, k in parts],
+            [c(t["name"]) for t, _, _ in parts],
+            [r for _, r, _ in parts],
+            np.array([-1 if k is None else k for _, _, k in parts], dtype=np.int8),
         )
+        return cls(start, end, kind, name, name_rank=rank, n_names=rank.size)
 
     def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
         """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity

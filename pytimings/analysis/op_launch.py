@@ -26,6 +26,7 @@ from pytimings.analysis.launches import Launches
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
 
 NO_LAUNCH = "no launch call in the trace"
 NO_OP = "no op around the launch call"
@@ -79,41 +80,32 @@ class OpLaunch:
     graph: npt.NDArray[np.bool_]
 
 
-def by_group_then_start(group: I64, start: I64) -> I64:
-    """The order by (group, start): a stable radix sort of the groups where the starts are
-    already sorted (loaders write rows by time), else a lexsort."""
-    if start.size < 2 or bool((start[1:] >= start[:-1]).all()):
-        return np.argsort(group, kind="stable")
-    return np.lexsort((start, group))
-
-
-def _innermost(a_start: I64, a_end: I64, a_thread: I64, q_s: I64, q_e: I64, q_thread: I64) -> I64:
-    """Per query, the index of the innermost activity enclosing it on its thread, or -1."""
-    a_order = by_group_then_start(a_thread, a_start)
-    q_order = by_group_then_start(q_thread, q_s)
-    hit = _host.innermost_enclosing(
-        np.ascontiguousarray(a_start[a_order]),
-        np.ascontiguousarray(a_end[a_order]),
-        np.ascontiguousarray(a_thread[a_order]),
-        np.ascontiguousarray(q_s[q_order]),
-        np.ascontiguousarray(q_e[q_order]),
-        np.ascontiguousarray(q_thread[q_order]),
-    )
-    out = np.full(q_s.size, -1, dtype=np.int64)
-    out[q_order] = np.where(hit >= 0, a_order[np.maximum(hit, 0)], -1)
+def _innermost(
+    a_start: I64, a_end: I64, a_thread: I32, a_rows: I64, q_s: I64, q_e: I64, q_thread: I32
+) -> I64:
+    """Per query (every row of ``q_*``), the row of the innermost activity among ``a_rows``
+    enclosing it on its thread, or -1: the compiled sweep reads both tables through their
+    (thread, start) orders, with no sorted copies of their columns."""
+    a_order = _host.group_start_order(a_thread, a_start, a_rows)
+    q_order = _host.group_start_order(q_thread, q_s)
+    hit = _host.innermost_enclosing(a_start, a_end, a_thread, a_order, q_s, q_e, q_thread, q_order)
+    out = np.empty(q_s.size, dtype=np.int64)
+    out[q_order] = hit
     return out
 
 
 @dataclass
 class OpSource:
     """The host ops a trace's launches are charged to: its Kineto cpu_ops (``host_ops``
-    rows) or, in traces without cpu_ops, its NVTX ranges on host threads (``ranges`` rows)."""
+    rows) or, in traces without cpu_ops, its NVTX ranges on host threads (``ranges`` rows).
+    ``start``, ``end``, ``thread``: the whole table's columns (the sweep reads ``rows``
+    through them, no copies)."""
 
     table: str
     rows: I64
     start: I64
     end: I64
-    thread: I64
+    thread: I32
 
 
 def op_source(trace: Trace) -> OpSource:
@@ -126,31 +118,33 @@ def op_source(trace: Trace) -> OpSource:
             (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
         )
         table, rows, src = "ranges", np.flatnonzero(nvtx), rng
+    c = np.ascontiguousarray
     return OpSource(
         table,
         rows,
-        src["start"][rows].astype(np.int64, copy=False),
-        src["end"][rows].astype(np.int64, copy=False),
-        src["thread"][rows].astype(np.int64),
+        c(src["start"], dtype=np.int64),
+        c(src["end"], dtype=np.int64),
+        c(src["thread"], dtype=np.int32),
     )
 
 
-def ops_at(source: OpSource, start: I64, end: I64, thread: I64) -> I64:
+def ops_at(source: OpSource, start: I64, end: I64, thread: npt.NDArray[np.integer[Any]]) -> I64:
     """Per interval [start, end] on a thread: the row (in ``source.table``) of the innermost
     op around it, or -1."""
     if not start.size or not source.rows.size:
         return np.full(start.size, -1, dtype=np.int64)
-    found = _innermost(source.start, source.end, source.thread, start, end, thread)
-    return np.where(found >= 0, source.rows[np.maximum(found, 0)], -1)
+    c = np.ascontiguousarray
+    return _innermost(
+        source.start, source.end, source.thread, source.rows,
+        c(start, dtype=np.int64), c(end, dtype=np.int64), c(thread, dtype=np.int32),
+    )  # fmt: skip
 
 
 def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
     """Per API call row in ``calls``: the row (in ``source.table``) of the innermost op
     around it on its thread, or -1."""
     api = trace.api_calls
-    return ops_at(
-        source, api["start"][calls], api["end"][calls], api["thread"][calls].astype(np.int64)
-    )
+    return ops_at(source, api["start"][calls], api["end"][calls], api["thread"][calls])
 
 
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
@@ -164,7 +158,8 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     direct = linked & ~graph
     if direct.any() and source.rows.size:
         # every API call queried once (cheaper than finding the distinct launch calls)
-        found = ops_around(trace, source, np.arange(len(trace.api_calls), dtype=np.int64))
+        api = trace.api_calls
+        found = ops_at(source, api["start"], api["end"], api["thread"])
         op_row[direct] = found[launches.api_row[direct]]
     reason[direct] = REASONS.index(NO_OP)
     reason[graph] = REASONS.index(GRAPH)

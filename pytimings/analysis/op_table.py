@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings._native import _stats
 from pytimings.analysis.graph_capture import Captures, GraphMatch, capture_doc, match_replays
 from pytimings.analysis.op_launch import (
     REASON_CODES,
@@ -81,15 +82,9 @@ def trace_gpu(a: Attribution) -> GpuSpec | None:
 
 
 def _sums(group: I64, values: I64, n: int) -> I64:
-    """Per group id in [0, n), the exact integer sum of ``values`` (a sort, no float)."""
-    out = np.zeros(n, dtype=np.int64)
-    if group.size == 0:
-        return out
-    order = np.argsort(group, kind="stable")
-    gs = group[order]
-    first = np.flatnonzero(np.concatenate(([True], gs[1:] != gs[:-1])))
-    out[gs[first]] = np.add.reduceat(values[order], first)
-    return out
+    """Per group id in [0, n), the exact integer sum of ``values`` (one compiled pass)."""
+    c = np.ascontiguousarray
+    return _stats.group_sums(c(group, dtype=np.int64), c(values, dtype=np.int64), n)
 
 
 def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDArray[np.int64]]:
@@ -145,8 +140,7 @@ def _charged(
         keys = src["name"][launcher].astype(np.int64) << 32
         if table == "host_ops":
             keys |= src["args"][launcher].astype(np.int64)
-        uniq, inv = np.unique(keys, return_inverse=True)  # 1-D int64: a fast sort
-        inv = inv.reshape(-1)
+        uniq, inv = _stats.factorize(keys)  # few distinct keys: hashed, not sorted
         texts = [
             kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
             if table == "host_ops"
@@ -169,7 +163,7 @@ def _charged(
 
 
 def _ops_rows(
-    a: Attribution, sel: I64, ch: _Charged, gpu: GpuSpec | None
+    a: Attribution, sel: I64, ch: _Charged, gpu: GpuSpec | None, dur: I64
 ) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8], I64]:
     """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
     gpu_ops) its category (its op's, else its kernel name's) and its ``ops`` row (-1)."""
@@ -192,9 +186,9 @@ def _ops_rows(
             gid[i] = group_of.setdefault(key, len(group_of))
         g = gid[ch.text]
         ng = len(group_of)
-        dur = ops["end"][mine] - ops["start"][mine]
-        kernel_ns = _sums(g, dur, ng)
-        graph_ns = _sums(g[ch.graph], dur[ch.graph], ng)
+        d = dur[mine]
+        kernel_ns = _sums(g, d, ng)
+        graph_ns = _sums(g[ch.graph], d[ch.graph], ng)
         # calls: distinct launching ops (op calls) per group
         _, at = np.unique(ch.call, return_index=True)
         calls = np.bincount(g[at], minlength=ng)
@@ -207,7 +201,8 @@ def _ops_rows(
         for i in range(len(texts)):
             first_text.setdefault(int(gid[i]), texts[i])
         kernels: dict[int, set[str]] = {}
-        for key in np.unique((g << 32) | ops["name"][mine].astype(np.int64)).tolist():
+        pairs, _ = _stats.factorize((g << 32) | ops["name"][mine].astype(np.int64), False)
+        for key in pairs.tolist():
             kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
         cat_of_group = np.full(ng, _UNKNOWN, dtype=np.int8)
         for gi in np.flatnonzero(calls).tolist():
@@ -267,11 +262,11 @@ def _ops_rows(
 def _by_kernel_name(a: Attribution, rows: I64) -> npt.NDArray[np.int8]:
     """The GPU ops' categories by their kernel names alone."""
     ops, strings = a.trace.gpu_ops, a.trace.strings
-    names, inv = np.unique(ops["name"][rows], return_inverse=True)
+    names, inv = _stats.factorize(ops["name"][rows].astype(np.int64))
     by_name = np.array(
         [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
     )
-    return by_name[inv.reshape(-1)]
+    return by_name[inv]
 
 
 def _row_order(r: dict[str, Any]) -> tuple[int, str, str]:
@@ -316,7 +311,8 @@ def op_table(
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
     charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
-    rows, cat, row_of = _ops_rows(a, sel, charged, gpu)
+    dur = ops["end"] - ops["start"]
+    rows, cat, row_of = _ops_rows(a, sel, charged, gpu, dur)
     # an op no window reports (it starts before a window and runs into it) still makes the
     # window busy: the busy split charges it by its kind and kernel name
     rest = np.flatnonzero(cat == _UNKNOWN)
@@ -326,7 +322,6 @@ def op_table(
         CATEGORIES.index("memcpy"),
         np.where(kind == OpKind.MEMSET, CATEGORIES.index("memset"), _by_kernel_name(a, rest)),
     )
-    dur = ops["end"] - ops["start"]
     n_cat = len(CATEGORIES)
     busy, split = _busy_split(a, cat)
     win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
@@ -336,7 +331,8 @@ def op_table(
         cell = win * n_cat + np.minimum(cat[rows_w], n_cat - 1)
         win_kernel = _sums(cell, dur[rows_w], len(parts) * n_cat).reshape(len(parts), n_cat)
     window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(parts))]
-    tot_kernel = _sums(cat[sel].astype(np.int64), dur[sel], n_cat)
+    d_sel = dur[sel]
+    tot_kernel = _sums(cat[sel].astype(np.int64), d_sel, n_cat)
     attributed = launch.op_row[sel] >= 0
     if gm is not None:
         attributed |= gm.ref[sel] >= 0
@@ -350,15 +346,15 @@ def op_table(
                     "reason": why,
                     "code": REASON_CODES[k],
                     "ops": int(m.sum()),
-                    "kernel_ns": int(dur[sel][m].sum()),
+                    "kernel_ns": int(d_sel[m].sum()),
                 }
             )
     attribution: dict[str, Any] = {
         "source": "cpu_op" if launch.table == "host_ops" else "nvtx",
-        "kernel_ns": int(dur[sel].sum()),
-        "attributed_ns": int(dur[sel][attributed].sum()),
-        "graph_kernel_ns": int(dur[sel][graph].sum()),
-        "graph_attributed_ns": int(dur[sel][graph & attributed].sum()),
+        "kernel_ns": int(d_sel.sum()),
+        "attributed_ns": int(d_sel[attributed].sum()),
+        "graph_kernel_ns": int(d_sel[graph].sum()),
+        "graph_attributed_ns": int(d_sel[graph & attributed].sum()),
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
     }

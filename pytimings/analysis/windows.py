@@ -123,7 +123,7 @@ def range_windows(
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]
-    count, _, last, _ = project(trace, launches.api_row, rows)
+    count, _, last, _ = project(trace, launches.api_row, rows, busy=False)
     w_end = np.where(count > 0, np.maximum(last, r_e), r_e)
     names = [trace.strings[i] for i in rg["name"][rows]]
     w_start, w_end = tiled(r_s, w_end, rg["rank"][rows], r_t, names)

@@ -13,7 +13,6 @@ Written to hold few full-length temporaries: traces reach 10^7 ops.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from typing import Any
 
@@ -96,13 +95,16 @@ def unlinked(trace: Trace, index: I64) -> int:
     return int(np.count_nonzero((index < 0) & (trace.gpu_ops["correlation"] >= 0)))
 
 
-def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I64, I64, I64]:
+def project(
+    trace: Trace, api_row: I64, rows: I64 | None = None, busy: bool = True
+) -> tuple[I64, I64, I64, I64]:
     """The GPU projection of ranges (``rows`` of ``trace.ranges``, default all): per range,
     the GPU ops launched from inside it — launch call starting in ``[start, end)`` on the
     range's thread (an end before the start is taken as the start) — as their count,
     earliest start, latest end and busy time, the length of the union of their intervals
-    (all 0 when none). ``api_row`` is :func:`launch_index`. One implementation for
-    ``summary`` and ``analyze --by``."""
+    (all 0 when none; ``busy=False``: not computed, left 0, for callers that need only the
+    count and span: the union is most of the cost). ``api_row`` is :func:`launch_index`.
+    One implementation for ``summary`` and ``analyze --by``."""
     rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
     rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
     r_s = rg["start"][rows]
@@ -129,6 +131,8 @@ def project(trace: Trace, api_row: I64, rows: I64 | None = None) -> tuple[I64, I
         res = iv.project(points, o_s, o_e, r_s[sel], r_e[sel])
         for dst, src in zip(out[:3], res[:3], strict=True):
             dst[sel] = src
+        if not busy:
+            continue
         lo_i = np.searchsorted(points, r_s[sel], side="left")
         hi_i = np.searchsorted(points, r_e[sel], side="left")
         out[3][sel] = union_lengths(lo_i, np.maximum(hi_i, lo_i), o_s, o_e)
@@ -175,7 +179,9 @@ def event_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
     ``cudaStreamWaitEvent`` call) and the op it waits for (the last op the recording stream
     submitted before the latest ``cudaEventRecord`` of that event before the wait). A wait
     on an event never recorded, or recorded before any op, is no dependency. Returns
-    (waiting op rows, awaited op rows)."""
+    (waiting op rows, awaited op rows), in the order of the waits. Vectorised: every
+    lookup is a binary search of all the waits at once in a lexicographically sorted table
+    (:func:`_narrow`)."""
     syncs, events, api, ops = trace.syncs, trace.events, trace.api_calls, trace.gpu_ops
     none = np.empty(0, dtype=np.int64)
     waits = np.flatnonzero((syncs["kind"] == SyncKind.STREAM_WAIT_EVENT) & (syncs["event"] >= 0))
@@ -183,48 +189,57 @@ def event_waits(trace: Trace, launch_row: I64) -> tuple[I64, I64]:
         return none, none
     call = _calls_by_id(api)
     w_at = call(syncs["rank"][waits], syncs["pid"][waits], syncs["correlation"][waits])
+    waits, w_at = waits[w_at >= 0], w_at[w_at >= 0]
     r_at = call(events["rank"], events["pid"], events["correlation"])
-    has = launch_row >= 0
-    l_start = np.where(has, api["start"][np.maximum(launch_row, 0)], np.iinfo(np.int64).min)
+    t = api["start"][w_at]
+    w_rank = syncs["rank"][waits]
+    # records of each (rank, pid, event) by their call's start (ties: record row)
+    rec = np.flatnonzero(r_at >= 0)
+    r_start = api["start"][r_at[rec]]
+    r_cols = [events[c][rec] for c in ("rank", "pid", "event")]
+    order = np.lexsort((rec, r_start, *r_cols[::-1]))
+    rec, r_start, r_cols = rec[order], r_start[order], [c[order] for c in r_cols]
+    lo, hi = _narrow(r_cols, [w_rank, syncs["pid"][waits], syncs["event"][waits]])
+    at_rec = _search(r_start, lo, hi, t, right=False) - 1  # the latest record before t
+    ok = at_rec >= lo  # else never recorded before the wait: nothing to wait for
+    e = rec[np.where(ok, at_rec, 0)] if rec.size else np.zeros(waits.size, dtype=np.int64)
     # ops of each (rank, device, stream) by launch start
-    linked = np.flatnonzero(has)
-    streams: dict[tuple[int, int, int], tuple[I64, I64]] = {}
-    key = np.stack([ops["rank"][linked], ops["device"][linked], ops["stream"][linked]], axis=1)
-    order = np.lexsort((l_start[linked], key[:, 2], key[:, 1], key[:, 0]))
-    linked, key = linked[order], key[order]
-    cut = np.flatnonzero(np.any(key[1:] != key[:-1], axis=1)) + 1
-    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(linked)], strict=True):
-        if hi > lo:
-            rows = linked[lo:hi]
-            streams[tuple(int(v) for v in key[lo])] = (l_start[rows], rows)  # type: ignore[index]
-    # records of each (rank, pid, event) by their call's start
-    rec: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-    for i in np.flatnonzero(r_at >= 0).tolist():
-        k = (int(events["rank"][i]), int(events["pid"][i]), int(events["event"][i]))
-        rec.setdefault(k, []).append((int(api["start"][r_at[i]]), i))
-    for v in rec.values():
-        v.sort()
-    waiting, awaited = [], []
-    for j, at in zip(waits.tolist(), w_at.tolist(), strict=True):
-        if at < 0:
-            continue
-        t = int(api["start"][at])
-        k = (int(syncs["rank"][j]), int(syncs["pid"][j]), int(syncs["event"][j]))
-        records = rec.get(k, [])
-        at_rec = bisect.bisect_left(records, (t, -1)) - 1  # the latest record before t
-        if at_rec < 0:
-            continue  # never recorded before the wait: nothing to wait for
-        e = records[at_rec][1]
-        r_stream = streams.get((k[0], int(events["device"][e]), int(events["stream"][e])))
-        w_stream = streams.get((k[0], int(syncs["device"][j]), int(syncs["stream"][j])))
-        if r_stream is None or w_stream is None:
-            continue
-        p = int(np.searchsorted(r_stream[0], int(api["start"][r_at[e]]))) - 1
-        c = int(np.searchsorted(w_stream[0], t, side="right"))
-        if p >= 0 and c < len(w_stream[1]):  # recorded after an op, and something waits
-            awaited.append(int(r_stream[1][p]))
-            waiting.append(int(w_stream[1][c]))
-    return np.asarray(waiting, dtype=np.int64), np.asarray(awaited, dtype=np.int64)
+    linked = np.flatnonzero(launch_row >= 0)
+    l_start = api["start"][launch_row[linked]]
+    s_cols = [ops[c][linked] for c in ("rank", "device", "stream")]
+    order = np.lexsort((l_start, *s_cols[::-1]))
+    linked, l_start, s_cols = linked[order], l_start[order], [c[order] for c in s_cols]
+    r_lo, r_hi = _narrow(s_cols, [w_rank, events["device"][e], events["stream"][e]])
+    w_lo, w_hi = _narrow(s_cols, [w_rank, syncs["device"][waits], syncs["stream"][waits]])
+    p = _search(l_start, r_lo, r_hi, api["start"][r_at[e]], right=False) - 1
+    c = _search(l_start, w_lo, w_hi, t, right=True)
+    ok &= (p >= r_lo) & (c < w_hi)  # recorded after an op, and something waits
+    return linked[c[ok]].astype(np.int64), linked[p[ok]].astype(np.int64)
+
+
+def _search(col: npt.NDArray[Any], lo: I64, hi: I64, v: npt.NDArray[Any], right: bool) -> I64:
+    """Per query ``i``: ``lo[i]`` plus ``np.searchsorted(col[lo[i]:hi[i]], v[i], side)``
+    (each slice sorted), for all queries at once: one vectorised bisection."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        todo = np.flatnonzero(lo < hi)
+        if todo.size == 0:
+            return lo
+        mid = (lo[todo] + hi[todo]) >> 1
+        go = col[mid] <= v[todo] if right else col[mid] < v[todo]
+        lo[todo[go]] = mid[go] + 1
+        hi[todo[~go]] = mid[~go]
+
+
+def _narrow(cols: list[npt.NDArray[Any]], keys: list[npt.NDArray[Any]]) -> tuple[I64, I64]:
+    """Per query: the slice ``[lo, hi)`` of the rows of ``cols`` (sorted
+    lexicographically) equal to its ``keys``, narrowed column by column (empty when none)."""
+    n = len(keys[0])
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.full(n, len(cols[0]), dtype=np.int64)
+    for col, v in zip(cols, keys, strict=True):
+        lo, hi = _search(col, lo, hi, v, right=False), _search(col, lo, hi, v, right=True)
+    return lo, hi
 
 
 def _calls_by_id(api: Table) -> Callable[[Any, Any, Any], I64]:
@@ -232,22 +247,13 @@ def _calls_by_id(api: Table) -> Callable[[Any, Any, Any], I64]:
     ok = np.flatnonzero(api["correlation"] >= 0)
     order = np.lexsort((api["start"][ok], api["correlation"][ok], api["pid"][ok], api["rank"][ok]))
     rows = ok[order]
-    cols = [api[c][rows].astype(np.int64) for c in ("rank", "pid", "correlation")]
+    cols = [api[c][rows] for c in ("rank", "pid", "correlation")]
 
     def find(rank: Any, pid: Any, corr: Any) -> I64:
-        out = np.full(len(corr), -1, dtype=np.int64)
-        queries = zip(np.asarray(rank), np.asarray(pid), np.asarray(corr), strict=True)
-        for i, q in enumerate(queries):
-            lo, hi = 0, len(rows)
-            for col, v in zip(cols, q, strict=True):  # narrow by rank, then pid, then id
-                seg = col[lo:hi]
-                lo, hi = (
-                    lo + int(np.searchsorted(seg, v)),
-                    lo + int(np.searchsorted(seg, v, "right")),
-                )
-            if hi > lo:
-                out[i] = rows[lo]
-        return out
+        if rows.size == 0:
+            return np.full(len(corr), -1, dtype=np.int64)
+        lo, hi = _narrow(cols, [np.asarray(rank), np.asarray(pid), np.asarray(corr)])
+        return np.where(hi > lo, rows[np.minimum(lo, rows.size - 1)], -1)
 
     return find
 

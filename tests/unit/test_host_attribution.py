@@ -132,6 +132,74 @@ def test_touching_keeps_exactly_the_activities_meeting_a_query(acts, qs):
     assert got.astype(bool).tolist() == want
 
 
+@st.composite
+def row_parts(draw):
+    """Up to three tables of activities, each with its rows kept by a mask, a row index or
+    all, and its kind a column or a constant; starts near 0 or spread over 2**62 (too wide
+    to pack beside the row ids: the argsort path)."""
+    wide = draw(st.booleans())
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        n = draw(st.integers(0, 9))
+        lo, hi = (-(2**62), 2**62) if wide else (-3, 12)
+        s = np.array(draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), np.int64)
+        e = s + np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), np.int64)
+        kind = np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), np.int8)
+        name = np.arange(n, dtype=np.int32) + 100 * len(out)
+        how = draw(st.sampled_from(["all", "mask", "index"]))
+        keep: np.ndarray | None = None
+        if how == "mask":
+            keep = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+        elif how == "index" and n:
+            keep = np.array(draw(st.lists(st.integers(0, n - 1), max_size=n)), np.int64)
+        const = draw(st.sampled_from([-1, 2]))
+        out.append((s, e, kind, name, keep, const))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(row_parts())
+def test_sorted_rows_is_a_stable_sort_of_the_concatenated_kept_rows(parts):
+    # the computation it replaced: each column's kept rows concatenated, then gathered
+    # through a stable argsort of the starts
+    def column(j):
+        return np.concatenate(
+            [np.empty(0, [np.int64, np.int64, np.int8, np.int32][j])]
+            + [
+                (np.full(len(p[0]), p[5], np.int8) if j == 2 and p[5] >= 0 else p[j])[
+                    slice(None) if p[4] is None else p[4]
+                ]
+                for p in parts
+            ]
+        )
+
+    order = np.argsort(column(0), kind="stable")
+    got = _host.sorted_rows(
+        [p[0] for p in parts],
+        [p[1] for p in parts],
+        [None if p[5] >= 0 else p[2] for p in parts],
+        [p[3] for p in parts],
+        [p[4] for p in parts],
+        np.array([p[5] for p in parts], dtype=np.int8),
+    )
+    for j, (g, dt) in enumerate(zip(got, [np.int64, np.int64, np.int8, np.int32], strict=True)):
+        assert g.dtype == dt
+        np.testing.assert_array_equal(g, column(j)[order])
+
+
+def test_sorted_rows_rejects_bad_parts():
+    one = np.zeros(2, dtype=np.int64)
+    name = np.zeros(2, dtype=np.int32)
+    with pytest.raises(ValueError, match="row index is out of range"):
+        _host.sorted_rows([one], [one], [None], [name], [np.array([2])], np.zeros(1, np.int8))
+    with pytest.raises(ValueError, match="mask differs in length"):
+        _host.sorted_rows(
+            [one], [one], [None], [name], [np.ones(3, np.uint8)], np.zeros(1, np.int8)
+        )
+    with pytest.raises(ValueError, match="part lists differ"):
+        _host.sorted_rows([one], [], [None], [name], [None], np.zeros(1, np.int8))
+
+
 def test_kernel_tie_rules():
     """Same start: the earlier end is innermost; same extent: the lower kind, then the
     name's text (not its id)."""

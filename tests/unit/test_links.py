@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from helpers.synth import make_trace, shuffled
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.launches import link_launches
 from pytimings.ingest.links import launch_index, unlinked
-from pytimings.model.trace import Trace
+from pytimings.model.trace import SyncKind, Trace
 
 THREADS = [
     {"pid": 100, "tid": 100, "name": "main"},
@@ -107,6 +108,14 @@ def test_summary_and_analyze_project_ranges_alike():
     count, first, last, busy = project(tr, launch_index(tr))
     assert count.tolist() == [2, 0] and first.tolist() == [100, 0]
     assert last.tolist() == [450, 0] and busy.tolist() == [250, 0]
+    # busy=False (what analyze --by asks for): the same count and span, no union computed
+    c2, f2, l2, b2 = project(tr, launch_index(tr), busy=False)
+    assert (c2.tolist(), f2.tolist(), l2.tolist(), b2.tolist()) == (
+        [2, 0],
+        [100, 0],
+        [450, 0],
+        [0, 0],
+    )
     rows = {n: i for i, n in enumerate(trace_summary(tr)["ranges"]["name"])}
     t = trace_summary(tr)["ranges"]
     assert t["gpu_ops"][rows["step"]] == 2 and t["proj_total_ns"][rows["step"]] == 350
@@ -149,3 +158,79 @@ def test_a_ranges_gpu_busy_time_is_the_union_of_its_ops():
     lo, hi = np.array([0, 2, 1], np.int64), np.array([3, 4, 1], np.int64)
     s, e = np.array([0, 5, 2**61, 2**61 + 3], np.int64), np.array([4, 9, 2**61 + 5, 2**61 + 9])
     assert union_lengths(lo, hi, s, e).tolist() == [4 + 4 + 5, 9, 0]
+
+
+# ------------------------------------------------ recorded event waits (vectorised)
+
+
+def _waits_trace(seed: int) -> Trace:
+    """Random records and waits over 2 ranks x 2 processes x 2 devices x 3 streams, with
+    correlation ids reused across processes and calls sharing an id, start ties, events
+    recorded before any op or never, waits whose call is missing, and other sync kinds."""
+    rng = np.random.default_rng(seed)
+    procs = [(r, p) for r in (0, 1) for p in (100, 200)]
+    ops, api, syncs, events = [], [], [], []
+    for r, p in procs:
+        for i in range(int(rng.integers(0, 25))):  # launches on the process's streams
+            t = int(rng.integers(0, 60)) * 10  # coarse: start ties
+            api.append({"start": t, "end": t + 5, "correlation": i, "rank": r, "pid": p})
+            if rng.random() < 0.9:
+                ops.append({"start": t + 50, "end": t + 80, "correlation": i, "rank": r,
+                            "pid": p, "device": int(rng.integers(0, 2)),
+                            "stream": int(rng.integers(1, 4))})  # fmt: skip
+        for i in range(1000, 1000 + int(rng.integers(0, 12))):  # records and waits
+            t = int(rng.integers(0, 60)) * 10
+            if rng.random() < 0.9:  # else the call is missing
+                api.append({"start": t, "end": t + 2, "correlation": i, "rank": r, "pid": p})
+                if rng.random() < 0.2:  # a second call with the id, later: not the one
+                    api.append({"start": t + 7, "end": t + 9, "correlation": i, "rank": r,
+                                "pid": p})  # fmt: skip
+            ev, dev, stream = (
+                int(rng.integers(0, 4)),
+                int(rng.integers(0, 2)),
+                int(rng.integers(1, 4)),
+            )
+            if rng.random() < 0.5:
+                events.append({"device": dev, "stream": stream, "event": ev, "correlation": i,
+                               "pid": p, "rank": r})  # fmt: skip
+            else:
+                kind = SyncKind.STREAM_WAIT_EVENT if rng.random() < 0.85 else SyncKind.EVENT_SYNC
+                syncs.append({"start": t, "end": t + 2, "kind": kind, "device": dev,
+                              "stream": stream, "event": ev if rng.random() < 0.95 else -1,
+                              "correlation": i, "pid": p, "rank": r})  # fmt: skip
+    threads = [{"pid": p, "tid": p, "name": "main", "rank": r} for r, p in procs]
+    return shuffled(make_trace(ops, api, (), threads, syncs=syncs, events=events), seed)
+
+
+def test_event_waits_match_the_python_loop_on_random_captures():
+    from helpers.links_twin import event_waits as loop_waits
+
+    from pytimings.ingest.links import event_waits
+
+    pairs = 0
+    for seed in range(300):
+        tr = _waits_trace(seed)
+        li = launch_index(tr)
+        got, want = event_waits(tr, li), loop_waits(tr, li)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == np.int64 and g.tolist() == w.tolist(), seed
+        pairs += got[0].size
+    assert pairs > 150  # the captures do wait on recorded work
+
+
+@pytest.mark.shared
+def test_event_waits_match_the_python_loop_on_real_nsys_captures(shared_dir):
+    from helpers.links_twin import event_waits as loop_waits
+
+    from pytimings.ingest import load
+    from pytimings.ingest.links import event_waits
+
+    found = 0
+    for path in sorted(shared_dir.glob("data/**/*.sqlite")):
+        tr = load(path)
+        li = launch_index(tr)
+        got, want = event_waits(tr, li), loop_waits(tr, li)
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist(), path
+        found += len(tr.events)
+    assert found  # some capture records CUDA events (the H200 decode one does)

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 from helpers.synth import make_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytimings._native import _host
 from pytimings.analysis.attribution import attribute
@@ -54,11 +56,56 @@ def _trace():
 def test_innermost_enclosing_picks_the_latest_start_that_encloses():
     s = np.array([0, 10, 12, 60], np.int64)
     e = np.array([100, 60, 15, 90], np.int64)
-    g = np.zeros(4, np.int64)
+    g = np.zeros(4, np.int32)
     q_s = np.array([11, 13, 20, 61, 95, 120], np.int64)
     q_e = np.array([12, 14, 21, 62, 96, 121], np.int64)
-    got = _host.innermost_enclosing(s, e, g, q_s, q_e, np.zeros(6, np.int64))
+    every = np.arange(6, dtype=np.int64)
+    got = _host.innermost_enclosing(s, e, g, every[:4], q_s, q_e, np.zeros(6, np.int32), every)
     assert got.tolist() == [1, 2, 1, 3, 0, -1]
+    with pytest.raises(ValueError, match="not sorted"):
+        _host.innermost_enclosing(
+            s, e, g, every[3::-1].copy(), q_s, q_e, np.zeros(6, np.int32), every
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-3, 3), st.integers(-(2**62), 2**62)), max_size=30),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_group_start_order_is_the_stable_lexsort(pairs, narrow, rnd):
+    # narrow: starts near 0 (packed keys); else spread over 2**63 (the lexsort path)
+    g = np.array([p[0] for p in pairs], np.int32)
+    s = np.array([p[1] % 7 if narrow else p[1] for p in pairs], np.int64)
+    rows = np.array(rnd.sample(range(len(pairs)), rnd.randint(0, len(pairs))), np.int64)
+    want = rows[np.lexsort((s[rows], g[rows]))]
+    assert _host.group_start_order(g, s, rows).tolist() == want.tolist()
+    assert _host.group_start_order(g, s).tolist() == np.lexsort((s, g)).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(0, 30)), max_size=25),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 5)), max_size=15),
+)
+def test_innermost_enclosing_matches_brute_force(acts, queries):
+    a_g = np.array([a[0] for a in acts], np.int32)
+    a_s = np.array([a[1] for a in acts], np.int64)
+    a_e = a_s + np.array([a[2] for a in acts], np.int64)
+    q_g = np.array([q[0] for q in queries], np.int32)
+    q_s = np.array([q[1] for q in queries], np.int64)
+    q_e = q_s + np.array([q[2] for q in queries], np.int64)
+    a_rows = _host.group_start_order(a_g, a_s, np.arange(0, len(acts), 2, dtype=np.int64))
+    q_rows = _host.group_start_order(q_g, q_s)
+    got = _host.innermost_enclosing(a_s, a_e, a_g, a_rows, q_s, q_e, q_g, q_rows)
+    pos = {int(r): i for i, r in enumerate(a_rows)}  # ties: the later in the order
+    for k, q in enumerate(q_rows.tolist()):
+        inside = [
+            r for r in a_rows.tolist() if a_g[r] == q_g[q] and a_s[r] <= q_s[q] and q_e[q] <= a_e[r]
+        ]
+        best = max(inside, key=lambda r: (a_s[r], -a_e[r], pos[r]), default=-1)
+        assert got[k] == best
 
 
 def test_ops_rows_calls_and_attribution():
@@ -203,3 +250,27 @@ def test_a_copy_over_a_link_claims_no_hbm_roofline():
     assert htod["tb_s"] == pytest.approx(4 * 2**20 / 10_000 / 1e3)  # the rate stays
     assert dtod["bound"] == "memory"
     assert dtod["roofline_fraction"] == pytest.approx(4 * 2**20 / 10_000 / 1e3 / 2.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**62), max_size=200), st.integers(1, 5000))
+def test_grouping_kernels_match_numpy(values, spread):
+    from pytimings._native import _stats
+
+    keys = np.array(values, np.int64) % spread  # few distinct keys, or many (grows the table)
+    uniq, inv = _stats.factorize(keys)
+    want_u, want_inv = np.unique(keys, return_inverse=True)
+    assert uniq.tolist() == want_u.tolist() and inv.tolist() == want_inv.reshape(-1).tolist()
+    assert _stats.factorize(keys, False)[0].tolist() == want_u.tolist()
+    vals = np.array(values, np.int64) >> 10  # sums past 2**53 (float would round), < 2**63
+    n = max(int(uniq.size), 1)
+    want_sums = [sum(int(v) for v, i in zip(vals, inv, strict=True) if i == g) for g in range(n)]
+    assert _stats.group_sums(inv, vals, n).tolist() == want_sums
+    items = keys % 7
+    first: dict[int, int] = {}  # each item counted in the group of its first appearance
+    for x, i in zip(items.tolist(), inv.tolist(), strict=True):
+        first.setdefault(x, i)
+    want_calls = [sum(1 for g in first.values() if g == grp) for grp in range(n)]
+    assert _stats.distinct_counts(items, inv, 7, n).tolist() == want_calls
+    with pytest.raises(ValueError, match="out of range"):
+        _stats.group_sums(np.array([1]), np.array([1]), 1)
