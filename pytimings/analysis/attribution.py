@@ -31,7 +31,7 @@ from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 from pytimings.table import Table
 
-__all__ = ["LABELS", "SCHEMA", "Attribution", "attribute", "distinct"]
+__all__ = ["LABELS", "SCHEMA", "Attribution", "attribute", "distinct", "selected"]
 I64 = npt.NDArray[np.int64]
 
 
@@ -59,6 +59,17 @@ def _select(values: npt.NDArray[Any], wanted: Sequence[int] | None, what: str) -
             f"it has {what}s {', '.join(map(str, have)) or 'none'}"
         )
     return np.asarray(w, dtype=have.dtype)
+
+
+def selected(
+    trace: Trace, ranks: Sequence[int] | None, devices: Sequence[int] | None
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The ranks and devices ``--rank``/``--device`` select (all by default); one the
+    trace lacks is a UsageError."""
+    ops = trace.gpu_ops
+    rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
+    in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
+    return rank_sel, _select(ops["device"][in_ranks], devices, "device")
 
 
 def attribute(
@@ -89,10 +100,7 @@ def attribute(
             "the trace has no GPU ops (kernels, memcpys, memsets) and no host activity "
             "(ranges, API calls, cpu ops, OS calls): nothing to attribute"
         )
-    rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
-    in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
-    dev_sel = _select(ops["device"][in_ranks], devices, "device")
-    del in_ranks
+    rank_sel, dev_sel = selected(trace, ranks, devices)
     launches = link_launches(trace)
     classes = classify(trace, launches, rules, comm_kernels)
     if by is not None:

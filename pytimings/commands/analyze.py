@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
 from pytimings.analysis.op_table import op_table
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             "(per-rank tasks return only results)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
+    if args.what_if:
+        check_repeats(args.what_if)
     kernels = comm_rules.comm_kernels(args)
     if per_rank_tasks:
         from pytimings.analysis.ranks import analyze_ranks
@@ -112,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
         if not args.processes_as_ranks:
             print_hint(trace)
+        if args.what_if:  # the names checked before any analysis is done or printed
+            check_what_if(trace, args.what_if)
+        if args.window is not None:
+            check_window(trace, args.window, by, args.rank, args.device)
         with progress.task("Attributing"):
             result = attribute(
                 trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
