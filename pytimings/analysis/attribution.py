@@ -26,7 +26,12 @@ from pytimings.analysis.host import host_attribution, range_host_windows, thread
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.analysis.partition import LABELS, Gaps, concat, device_rows, device_timeline
 from pytimings.analysis.result import SCHEMA, Attribution, LaunchLatency
-from pytimings.analysis.windows import no_windows, range_windows, trace_windows
+from pytimings.analysis.windows import (
+    no_windows,
+    range_windows,
+    trace_windows,
+    window_numbers,
+)
 from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 from pytimings.table import Table
@@ -112,6 +117,7 @@ def attribute(
     cols: dict[str, list[Any]] = {
         c: []
         for c in (
+            "index",  # the window's number (window_numbers), filled in below
             "name",
             "start_ns",
             "end_ns",
@@ -150,6 +156,7 @@ def attribute(
             )
             del tl
             k = wsel.size
+            cols["index"].append(wsel)  # for now: the window's place in win
             cols["name"].append(names[wsel])
             cols["start_ns"].append(w_s)
             cols["end_ns"].append(w_e)
@@ -176,6 +183,11 @@ def attribute(
     )
     rr = np.concatenate(extra_rr) if extra_rr else np.empty(0, np.int64)
     th = np.concatenate(extra_th) if extra_th else np.empty(0, np.int32)
+    table = table.with_columns(
+        index=window_numbers(
+            table["start_ns"], table["rank"], table["end_ns"], th, table["index"], by is not None
+        )
+    )
     # a row order independent of event order: by start, rank, device, end, name, thread
     order = (
         np.lexsort(

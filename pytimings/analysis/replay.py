@@ -519,10 +519,11 @@ class Replay:
             if w.after_ns is not None
         ]
         excluded = [
-            {"name": w.name, "start_ns": w.start_ns, "rank": w.rank, "reason": w.excluded}
-            for w in self.windows
+            {"index": i, "name": w.name, "start_ns": w.start_ns, "rank": w.rank,
+             "reason": w.excluded}
+            for i, w in enumerate(self.windows, 1)
             if w.excluded is not None
-        ]
+        ]  # fmt: skip
         return {
             "windows": len(errs),
             "max_error": max(errs) if errs else None,
@@ -581,11 +582,11 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
     base = replay(a)
     new = replay(a, changes, graph=base.graph)
     rows: list[dict[str, Any]] = []
-    for b, n in zip(base.windows, new.windows, strict=True):
+    for i, (b, n) in enumerate(zip(base.windows, new.windows, strict=True), 1):
         if b.after_ns is None or n.after_ns is None:
             continue
         rows.append(
-            {"name": b.name, "start_ns": b.start_ns, "before_ns": b.after_ns,
+            {"index": i, "name": b.name, "start_ns": b.start_ns, "before_ns": b.after_ns,
              "after_ns": n.after_ns}
         )  # fmt: skip
     multi = any(w.threads > 1 for w in base.windows if w.after_ns is not None)

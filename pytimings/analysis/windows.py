@@ -174,3 +174,27 @@ def tiled(
         out_s[order[lo:hi]] = s_t
         out_e[order[lo:hi]] = e_t
     return out_s, out_e
+
+
+def window_numbers(
+    start: I64,
+    rank: npt.NDArray[Any],
+    end: I64,
+    thread: npt.NDArray[Any],
+    tie: npt.NDArray[Any],
+    by_range: bool,
+) -> I64:
+    """Per window entry (one per window and device), the 1-based number of its window: the
+    one numbering every output and ``--window N`` use. ``--by`` windows in start order
+    (ties: rank, end, thread, then ``tie``, the windows' order before sorting), whole-trace
+    windows by rank; the entries of one window share every key, and its number."""
+    keys = (tie, thread, end, rank, start) if by_range else (tie, rank)
+    order = np.lexsort(keys)
+    out = np.empty(order.size, dtype=np.int64)
+    if order.size == 0:
+        return out
+    k = np.stack([np.asarray(c, dtype=np.int64)[order] for c in keys])
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = np.any(k[:, 1:] != k[:, :-1], axis=0)
+    out[order] = np.cumsum(first)
+    return out

@@ -141,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
         doc.update(ops.doc())
         for w, cats in zip(doc["windows"], ops.window_categories, strict=True):
             w["categories"] = cats
-    for written in tables.write(args, {"windows": result.windows}):
+    windows = result.windows.with_columns(payload=result.payloads())  # NaN: none
+    for written in tables.write(args, {"windows": windows}):
         print(f"\nwrote {written}")
     if args.html:
         from pytimings.report.html import write_html

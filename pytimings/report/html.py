@@ -66,10 +66,10 @@ def _breakdown(a: Attribution) -> go.Figure:
     w = a.windows
     order = np.lexsort((w["device"], w["rank"], w["start_ns"]))
     several = len(set(zip(w["rank"].tolist(), w["device"].tolist(), strict=True))) > 1
-    x = [
-        f"{w['name'][i]} {k + 1}"
+    x = [  # each window by its number (the text's #N, --window N)
+        f"{w['name'][i]} #{int(w['index'][i])}"
         + (f" r{int(w['rank'][i])} GPU{int(w['device'][i])}" if several else "")
-        for k, i in enumerate(order.tolist())
+        for i in order.tolist()
     ]
     fig = go.Figure()
     for lab in LABELS:
@@ -124,7 +124,7 @@ def _lanes(a: Attribution, row: int) -> go.Figure:
         )
     fig.update_layout(
         barmode="overlay",
-        title=f"Timeline of {name} (rank {rank}, {_ms(e0 - s0):.3f} ms)",
+        title=f"Timeline of {name} #{int(w['index'][row])} (rank {rank}, {_ms(e0 - s0):.3f} ms)",
         xaxis_title="µs from the window start",
         legend={"orientation": "h", "y": -0.35 - 0.1 / same.size},
         height=260 + 60 * same.size,

@@ -235,7 +235,7 @@ def test_analyze_what_if_and_critical_path_on_the_bundled_example(tmp_path, caps
     assert doc["replay"]["windows"] == 16 and doc["replay"]["max_error"] == 0.0
     wi = doc["what_if"]
     assert wi["spec"] == "scheduler=0" and len(wi["windows"]) == 16
-    assert set(wi["windows"][0]) == {"name", "start_ns", "before_ns", "after_ns"}
+    assert set(wi["windows"][0]) == {"index", "name", "start_ns", "before_ns", "after_ns"}
     assert wi["total_saving_ns"] == sum(w["before_ns"] - w["after_ns"] for w in wi["windows"])
     cp = doc["critical_path"]
     assert set(cp["window"]) >= {"name", "start_ns", "end_ns"}
