@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         report = latency.latency_report(
             parse_sweep(args.sizes, args.factor), args.batch, args.samples, args.warmup
         )
-        _emit(report, args, "gpu_us", ["path"], "GPU time per operation (us)")
+        _emit(report, args, "gpu_us", ["path"], "GPU time per operation (µs)")
     else:
         from pytimings.bench import kv
 

@@ -152,6 +152,8 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
 
 
 def _finding_lines(a: Attribution) -> list[str]:
+    if not a.findings():  # a line that says so, not a header over nothing
+        return ["", "Findings: none (no loss the rules look for is large enough to name)"]
     out = ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
         note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.finding import plural
+from pytimings.analysis.finding import ms, plural
 from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
@@ -248,13 +248,21 @@ def render(a: Attribution, title: str, has_events: bool = True) -> str:
     figure(_latency(a), "No GPU op has a known launch call.")
     if has_events:
         figure(_memory(a), "No memory events (profile_memory=True, nsys --cuda-memory-usage).")
-    items = "".join(
-        f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)} "
-        f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
+    items = "".join(  # as the text names them: what fixing each saves
+        f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)}"
+        + (
+            ""
+            if f.saving_ns is None
+            else f' <span class="note">(fixing it saves {html.escape(ms(f.saving_ns))})</span>'
+        )
+        + "</li>"
         for f in a.findings()
     )
     parts.append(
-        f"<h2>Findings (capture findings first, then the biggest losses)</h2><ol>{items}</ol>"
+        "<h2>Findings (capture findings first, then by what fixing each saves)</h2>"
+        f"<ol>{items}</ol>"
+        if items
+        else "<h2>Findings: none</h2><p>No loss the rules look for is large enough to name.</p>"
     )
     return page(title, "\n".join(parts))
 
