@@ -27,7 +27,7 @@ def _outputs(p: argparse.ArgumentParser) -> None:
         metavar="OUT.png",
         help="plot bandwidth against size (needs matplotlib: pip install 'pytimings[plot]')",
     )
-    p.add_argument("--quiet", action="store_true", help="print no table")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
 def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
