@@ -50,6 +50,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("pytimings.commands.diff", "A/B of two sets of traces with confidence intervals"),
     "overhead": ("pytimings.bench.overhead", "Measure the recorder's per-region overhead here"),
     "loadgen": ("pytimings.serving.loadgen", "Drive an OpenAI-compatible server, save latencies"),
+    "serve-toy": (
+        "pytimings.serving.toy",
+        "A toy OpenAI-compatible engine (batching, queueing) to try loadgen on",
+    ),
     "compare": ("pytimings.serving.compare", "Compare serving runs (A/B) with confidence limits"),
     "join": (
         "pytimings.commands.join",

@@ -26,12 +26,17 @@ from pytimings.analysis.host import host_attribution, range_host_windows, thread
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.analysis.partition import LABELS, Gaps, concat, device_rows, device_timeline
 from pytimings.analysis.result import SCHEMA, Attribution, LaunchLatency
-from pytimings.analysis.windows import no_windows, range_windows, trace_windows
+from pytimings.analysis.windows import (
+    no_windows,
+    range_windows,
+    trace_windows,
+    window_numbers,
+)
 from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 from pytimings.table import Table
 
-__all__ = ["LABELS", "SCHEMA", "Attribution", "attribute", "distinct"]
+__all__ = ["LABELS", "SCHEMA", "Attribution", "attribute", "distinct", "selected"]
 I64 = npt.NDArray[np.int64]
 
 
@@ -59,6 +64,17 @@ def _select(values: npt.NDArray[Any], wanted: Sequence[int] | None, what: str) -
             f"it has {what}s {', '.join(map(str, have)) or 'none'}"
         )
     return np.asarray(w, dtype=have.dtype)
+
+
+def selected(
+    trace: Trace, ranks: Sequence[int] | None, devices: Sequence[int] | None
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The ranks and devices ``--rank``/``--device`` select (all by default); one the
+    trace lacks is a UsageError."""
+    ops = trace.gpu_ops
+    rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
+    in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
+    return rank_sel, _select(ops["device"][in_ranks], devices, "device")
 
 
 def attribute(
@@ -89,10 +105,7 @@ def attribute(
             "the trace has no GPU ops (kernels, memcpys, memsets) and no host activity "
             "(ranges, API calls, cpu ops, OS calls): nothing to attribute"
         )
-    rank_sel = _select(ops["rank"] if len(ops) else _host_ranks(trace), ranks, "rank")
-    in_ranks = ops["rank"] == rank_sel[0] if rank_sel.size == 1 else np.isin(ops["rank"], rank_sel)
-    dev_sel = _select(ops["device"][in_ranks], devices, "device")
-    del in_ranks
+    rank_sel, dev_sel = selected(trace, ranks, devices)
     launches = link_launches(trace)
     classes = classify(trace, launches, rules, comm_kernels)
     if by is not None:
@@ -104,6 +117,7 @@ def attribute(
     cols: dict[str, list[Any]] = {
         c: []
         for c in (
+            "index",  # the window's number (window_numbers), filled in below
             "name",
             "start_ns",
             "end_ns",
@@ -142,6 +156,7 @@ def attribute(
             )
             del tl
             k = wsel.size
+            cols["index"].append(wsel)  # for now: the window's place in win
             cols["name"].append(names[wsel])
             cols["start_ns"].append(w_s)
             cols["end_ns"].append(w_e)
@@ -168,6 +183,11 @@ def attribute(
     )
     rr = np.concatenate(extra_rr) if extra_rr else np.empty(0, np.int64)
     th = np.concatenate(extra_th) if extra_th else np.empty(0, np.int32)
+    table = table.with_columns(
+        index=window_numbers(
+            table["start_ns"], table["rank"], table["end_ns"], th, table["index"], by is not None
+        )
+    )
     # a row order independent of event order: by start, rank, device, end, name, thread
     order = (
         np.lexsort(

@@ -215,13 +215,11 @@ def cut_windows(a: Attribution) -> list[Finding]:
     distorts = {f"{x}_ns": int(w[f"{x}_ns"][rows].sum()) for x in LABELS}
     distorts = {k: v for k, v in distorts.items() if v}
     total = int(w["window_ns"][rows].sum())
-    starts = sorted({int(w["start_ns"][i]) for i in rows})
-    order = sorted({int(s) for s in w["start_ns"]})
-    idx = [order.index(s) for s in starts]
-    one = len(starts) == 1
+    idx = np.unique(w["index"][rows]).tolist()  # the windows' numbers (--window N's)
+    one = len(idx) == 1
     title = (
-        f"capture: {plural(len(starts), f'{a.by} window')} (number {runs_text(idx, first=1)} "
-        f"in start order) {'ends' if one else 'end'} where the capture ends, cut short: "
+        f"capture: {plural(len(idx), f'{a.by} window')} (number {runs_text(idx)}) "
+        f"{'ends' if one else 'end'} where the capture ends, cut short: "
         f"{ms(total)} ({_distorts_text(distorts)}) is the part of "
         f"{'a window' if one else 'windows'} the capture holds"
         + (
@@ -237,7 +235,7 @@ def cut_windows(a: Attribution) -> list[Finding]:
             title,
             total,
             {
-                "cut_windows": len(starts),
+                "cut_windows": len(idx),
                 "window_rows": rows.tolist(),
                 "window_ns": total,
                 "open_ranges_not_loaded": open_ranges,

@@ -199,6 +199,13 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     for lk in merged:
         lk["share"] = (lk["end_ns"] - lk["start_ns"]) / total
     return {
-        "window": {"name": w.name, "rank": w.rank, "start_ns": w.start_ns, "end_ns": w.end_ns},
+        "window": {
+            "index": i + 1,  # the window's number (Attribution.windows["index"], --window N)
+            "name": w.name,
+            "rank": w.rank,
+            "start_ns": w.start_ns,
+            "end_ns": w.end_ns,
+            "from_first_ns": w.start_ns - min(x.start_ns for x in r.windows),
+        },
         "links": merged,
     }

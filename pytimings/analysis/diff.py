@@ -3,8 +3,12 @@ collective, the base and new mean per window, the delta, a bootstrap 95% interva
 delta and a verdict. Statistics and matching only; report/diff.py formats the document.
 
 **Windows.** Each side is a list of attributions, one per file (every file of a side
-attributed with the same ``by``); the side's windows are the rows of their ``windows``
-tables, pooled. A statistic of a side is a mean per window.
+attributed with the same ``by``); the side's windows are pooled. The sample unit is the
+window, never a row of the ``windows`` table: the rows of one ``--by`` window (one range
+instance) on each device of its rank are one sample, their mean its value; without
+``--by``, one capture is one sample (its ranks' and devices' whole-trace windows together:
+they ran at the same time, so they are not independent). A statistic of a side is a mean
+per window.
 
 **Bootstrap.** Each replicate resamples each side independently with
 :func:`pytimings.stats.two_stage_weights`: the files with replacement, then the windows of
@@ -16,8 +20,8 @@ unchanged by the log, so this is the log-ratio interval too), given as percent c
 (an interval of the difference divided by the base mean could). The verdict is ``worse``
 when the whole interval is above 0% (more time), ``better`` when below, else ``within
 noise``; a quantity the base never had (mean 0) is judged by the difference's interval,
-with no percent. A side with fewer than :data:`MIN_WINDOWS` windows has no interval: the
-CI fields are ``None`` and the verdict is ``1 window`` (never significant).
+with no percent. A side with fewer than :data:`MIN_WINDOWS` windows (samples) has no
+interval: the CI fields are ``None`` and the verdict is ``1 window`` (never significant).
 
 **Kernels and memory ops** are matched by name across formats: kernels by
 :func:`pytimings.ingest.names.normalize_kernel_name`, memcpys and memsets by the operation
@@ -193,18 +197,19 @@ def matrix(per_member: Sequence[Mapping[str, float]], names: Sequence[str]) -> F
 def compare_named(
     base: Sequence[Mapping[str, float]],
     base_w: F64 | None,
-    base_groups: list[npt.NDArray[np.intp]],
+    base_members: Members,
     new: Sequence[Mapping[str, float]],
     new_w: F64 | None,
-    new_groups: list[npt.NDArray[np.intp]],
+    new_members: Members,
 ) -> list[dict[str, Any]]:
-    """Per-window {name: ns} dicts of each side (any source: kernels, host activities) ->
-    one row per name either side has, as :func:`compare`; names sorted."""
+    """Per-window-row {name: ns} dicts of each side (any source: kernels, host activities)
+    -> one row per name either side has, as :func:`compare` over the sides' samples; names
+    sorted."""
     names = sorted({nm for d in (*base, *new) for nm in d})
     return compare(
         names,
-        Sample(matrix(base, names), base_groups),
-        Sample(matrix(new, names), new_groups),
+        base_members.sample(matrix(base, names)),
+        new_members.sample(matrix(new, names)),
         base_w,
         new_w,
     )
@@ -279,10 +284,10 @@ def _kernel_rows(
     base: Sequence[Attribution],
     new: Sequence[Attribution],
     weights: tuple[F64 | None, F64 | None],
-    groups: tuple[list[npt.NDArray[np.intp]], list[npt.NDArray[np.intp]]],
+    members: tuple[Members, Members],
 ) -> list[dict[str, Any]]:
     (bt, bc), (nt, nc) = _side_ops(base), _side_ops(new)
-    rows = compare_named(bt, weights[0], groups[0], nt, weights[1], groups[1])
+    rows = compare_named(bt, weights[0], members[0], nt, weights[1], members[1])
     for row in rows:
         nm = row["name"]
         b_count = int(sum(c.get(nm, 0) for c in bc))
@@ -333,12 +338,12 @@ def _op_rows(
     base: Sequence[Attribution],
     new: Sequence[Attribution],
     weights: tuple[F64 | None, F64 | None],
-    groups: tuple[list[npt.NDArray[np.intp]], list[npt.NDArray[np.intp]]],
+    members: tuple[Members, Members],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``ops`` rows (name, input_dims, as :func:`compare`; ``added``/``removed`` for an
     op and shape only one side ran) and the ``op_categories`` rows."""
     (bo, bc, bn), (no, nc, nn) = _side_op_table(base), _side_op_table(new)
-    rows = compare_named(bo, weights[0], groups[0], no, weights[1], groups[1])
+    rows = compare_named(bo, weights[0], members[0], no, weights[1], members[1])
     out = []
     for row in rows:
         key = row.pop("name")
@@ -348,7 +353,7 @@ def _op_rows(
         elif key not in nn:
             row["verdict"] = "removed"
         out.append({"name": name, "input_dims": dims, **row})
-    return out, compare_named(bc, weights[0], groups[0], nc, weights[1], groups[1])
+    return out, compare_named(bc, weights[0], members[0], nc, weights[1], members[1])
 
 
 _COLLECTIVE_METRICS = (("time", None), ("skew", "skew_ns"), ("wait", "wait_ns"))
@@ -409,6 +414,48 @@ def _collective_rows(
     return rows
 
 
+def window_members(a: Attribution) -> tuple[npt.NDArray[np.intp], int]:
+    """Per row of ``a.windows``, the sample (window) it belongs to, and how many: one per
+    ``--by`` range instance (its rows on each device of its rank together), one for the
+    whole capture without ``--by`` (module docstring)."""
+    if a.by is None or len(a.windows) == 0:
+        return np.zeros(len(a.windows), np.intp), min(1, len(a.windows))
+    _, member = np.unique(a.window_range_rows, return_inverse=True)
+    member = member.reshape(-1).astype(np.intp)
+    return member, int(member.max()) + 1
+
+
+@dataclass
+class Members:
+    """A side's window rows pooled over its files, grouped into its samples (windows)."""
+
+    of_row: npt.NDArray[np.intp]  # per pooled row: its sample
+    n: int  # samples
+    groups: list[npt.NDArray[np.intp]]  # the samples of each file
+
+    @classmethod
+    def of(cls, side: Sequence[Attribution]) -> Members:
+        parts, sizes, k = [], [], 0
+        for a in side:
+            m, n = window_members(a)
+            parts.append(m + k)
+            sizes.append(n)
+            k += n
+        of_row = np.concatenate(parts) if parts else np.empty(0, np.intp)
+        return cls(of_row, k, groups_of(sizes))
+
+    def mean(self, rows: F64) -> F64:
+        """Rows x columns -> samples x columns: each sample the mean of its rows."""
+        out = np.zeros((self.n, rows.shape[1]))
+        np.add.at(out, self.of_row, rows)
+        count = np.bincount(self.of_row, minlength=self.n).astype(np.float64)
+        means: F64 = out / np.maximum(count, 1.0)[:, None]
+        return means
+
+    def sample(self, rows: F64) -> Sample:
+        return Sample(self.mean(rows), self.groups)
+
+
 def diff(
     base: Sequence[Attribution],
     new: Sequence[Attribution],
@@ -417,21 +464,18 @@ def diff(
 ) -> dict[str, Any]:
     """The ``pytimings.diff/1`` document of two sides (each: one attribution per file)."""
     rng = np.random.default_rng(seed)
-    b_groups = groups_of([len(a.windows) for a in base])
-    n_groups = groups_of([len(a.windows) for a in new])
-    b_n, n_n = sum(len(a.windows) for a in base), sum(len(a.windows) for a in new)
-    for side, atts, k in (("base", base, b_n), ("new", new, n_n)):
+    bm, nm = Members.of(base), Members.of(new)
+    for side, atts, k in (("base", base, bm.n), ("new", new, nm.n)):
         if k == 0:
             by = f"--by {atts[0].by!r}" if atts[0].by else "the whole trace"
             raise UsageError(f"the {side} side has no window to compare ({by}: none on a GPU)")
-    check_bootstrap_memory(resamples, max(b_n, n_n))
-    b_w = replicate_weights(b_groups, b_n, resamples, rng)
-    n_w = replicate_weights(n_groups, n_n, resamples, rng)
+    check_bootstrap_memory(resamples, max(bm.n, nm.n))
+    b_w = replicate_weights(bm.groups, bm.n, resamples, rng)
+    n_w = replicate_weights(nm.groups, nm.n, resamples, rng)
     labels = compare(
-        LABEL_NAMES, Sample(_label_values(base), b_groups), Sample(_label_values(new), n_groups),
-        b_w, n_w,
-    )  # fmt: skip
-    ops, op_categories = _op_rows(base, new, (b_w, n_w), (b_groups, n_groups))
+        LABEL_NAMES, bm.sample(_label_values(base)), nm.sample(_label_values(new)), b_w, n_w
+    )
+    ops, op_categories = _op_rows(base, new, (b_w, n_w), (bm, nm))
     return {
         "schema": SCHEMA,
         "by": base[0].by,
@@ -439,15 +483,14 @@ def diff(
         "seed": seed,
         "interval": "ratio",  # percentiles of the replicated new/base ratio (module doc)
         "min_windows": MIN_WINDOWS,
-        "windows": {"base": b_n, "new": n_n},
+        "windows": {"base": bm.n, "new": nm.n},  # samples (module docstring)
+        "window_entries": {"base": bm.of_row.size, "new": nm.of_row.size},
         "files": {"base": len(base), "new": len(new)},
         "labels": labels,
-        "kernels": _kernel_rows(base, new, (b_w, n_w), (b_groups, n_groups)),
+        "kernels": _kernel_rows(base, new, (b_w, n_w), (bm, nm)),
         "ops": ops,
         "op_categories": op_categories,
-        "host_activities": compare_named(
-            _side_host(base), b_w, b_groups, _side_host(new), n_w, n_groups
-        ),
+        "host_activities": compare_named(_side_host(base), b_w, bm, _side_host(new), n_w, nm),
         "collectives": _collective_rows(base, new, resamples, rng),
         "memory": compare_memory([a.memory for a in base], [a.memory for a in new]),
     }

@@ -360,8 +360,8 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
         at_start = (
             bool(np.all(g.g0[rows] == w["start_ns"][g.window_row[rows]])) and a.by is not None
         )
-        # which windows: ordinals among the windows of the device, in start order, when
-        # the gaps are on one device; else a count of window entries
+        # which windows: their numbers (windows["index"], --window N's), when the gaps
+        # are on one device; else a count of window entries
         wrows = np.unique(g.window_row[rows])
         where = ""
         if a.by is not None:
@@ -369,11 +369,9 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
             if len(keys) == 1:
                 r, d = keys.pop()
                 same = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
-                ordinal = {int(x): i for i, x in enumerate(same)}
-                hit = [ordinal[int(x)] for x in wrows]
+                hit = w["index"][wrows].tolist()
                 where = (
-                    f" in {len(hit)} of {plural(same.size, f'{a.by} window')} "
-                    f"({runs_text(hit, first=1)})"
+                    f" in {len(hit)} of {plural(same.size, f'{a.by} window')} ({runs_text(hit)})"
                 )
             else:
                 where = (
@@ -790,6 +788,27 @@ def tail(a: Attribution) -> list[Finding]:
 # --------------------------------------------------------------------------- host
 
 
+def _host_window_numbers(a: Attribution, held: npt.NDArray[np.intp]) -> str:
+    """The ``--by`` windows' numbers (windows["index"]) of these host windows (each one's
+    range's own extent on its thread), as runs; host windows without a GPU window entry
+    (on a rank with no reported device, or without --by: threads) by their own order."""
+    hw, w, rg = a.host.windows, a.windows, a.trace.ranges
+    rr = a.window_range_rows
+    number = {}
+    for i in np.flatnonzero(rr >= 0).tolist():
+        r = int(rr[i])
+        s = int(rg["start"][r])
+        key = (int(w["rank"][i]), int(rg["thread"][r]), s, max(s, int(rg["end"][r])))
+        number[key] = int(w["index"][i])
+    keys = [
+        (int(hw["rank"][h]), int(hw["thread"][h]), int(hw["start_ns"][h]), int(hw["end_ns"][h]))
+        for h in held.tolist()
+    ]
+    if a.by is None or not all(k in number for k in keys):
+        return runs_text(held.tolist(), first=1)
+    return runs_text([number[k] for k in keys])
+
+
 def host_windows(a: Attribution) -> list[Finding]:
     """Over the host windows (with ``--by``; of each thread, on a trace with no GPU ops
     analysed without it): the host activity (other than the windows' own ranges) holding
@@ -828,7 +847,7 @@ def host_windows(a: Attribution) -> list[Finding]:
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
         f"{plural(len(hw), (a.by or 'thread') + ' host window')} "
         f"({ms(ns)} self time of their {ms(total)}), "
-        f"in {len(held)} of them ({runs_text(held.tolist(), first=1)})"
+        f"in {len(held)} of them ({_host_window_numbers(a, held)})"
     ) + _sync_text(sync)
     if wait["gpu_bound"]:
         busy = f"{pct(wait['gpu_busy_share'])} of its {ms(wait['activity_ns'])}"

@@ -44,6 +44,7 @@ from pytimings.analysis.ops import GpuSpec
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.result import Attribution, LaunchLatency
 from pytimings.analysis.savings import add_savings
+from pytimings.analysis.windows import window_numbers
 from pytimings.console import progress
 from pytimings.errors import PytimingsError, TraceFormatError, UsageError
 from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank
@@ -387,6 +388,12 @@ def reduce_ranks(
         )
     )
     windows = windows.take(order)
+    windows = windows.with_columns(  # one numbering over the ranks' windows
+        index=window_numbers(
+            windows["start_ns"], windows["rank"], windows["end_ns"], thread[order],
+            windows["index"], by is not None,
+        )
+    )  # fmt: skip
     comm = Trace.merge([r.comm for r in results])
     names = StringTable(comm.strings)
     host = merge_host([(r.host, r.host_names, len(r.windows)) for r in results], names, order)

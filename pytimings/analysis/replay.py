@@ -732,10 +732,11 @@ class Replay:
             if w.after_ns is not None
         ]
         excluded = [
-            {"name": w.name, "start_ns": w.start_ns, "rank": w.rank, "reason": w.excluded}
-            for w in self.windows
+            {"index": i, "name": w.name, "start_ns": w.start_ns, "rank": w.rank,
+             "reason": w.excluded}
+            for i, w in enumerate(self.windows, 1)
             if w.excluded is not None
-        ]
+        ]  # fmt: skip
         included = [w for w in self.windows if w.after_ns is not None]
         return {
             "windows": len(errs),
@@ -884,13 +885,14 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
     base = replay(a)
     new = replay(a, changes, graph=base.graph)
     rows: list[dict[str, Any]] = []
-    for b, n in zip(base.windows, new.windows, strict=True):
+    for i, (b, n) in enumerate(zip(base.windows, new.windows, strict=True), 1):
         if b.after_ns is None or n.after_ns is None:
             continue
         bound = _bound(n)
         rows.append(
-            {"name": b.name, "start_ns": b.start_ns, "rank": b.rank, "before_ns": b.after_ns,
-             "after_ns": n.after_ns, "exact": bound == "exact", "bound": bound}
+            {"index": i, "name": b.name, "start_ns": b.start_ns, "rank": b.rank,
+             "before_ns": b.after_ns, "after_ns": n.after_ns, "exact": bound == "exact",
+             "bound": bound}
         )  # fmt: skip
     notes = [
         note

@@ -132,6 +132,15 @@ class Attribution:
             c: percentiles(self.windows[c]) for c in ("window_ns", *(f"{x}_ns" for x in LABELS))
         }
 
+    def payloads(self) -> npt.NDArray[np.float64]:
+        """Per windows row: the payload of the range it is an instance of (NaN: none, or a
+        whole-trace window); the window's ``index`` is its number."""
+        rr = self.window_range_rows
+        out = np.full(len(self.windows), np.nan)
+        has = rr >= 0
+        out[has] = self.trace.ranges["payload"][rr[has]]
+        return out
+
     def dominant(self, row: int) -> str:
         vals = [int(self.windows[f"{x}_ns"][row]) for x in LABELS]
         return LABELS[int(np.argmax(vals))]
@@ -181,6 +190,7 @@ class Attribution:
         by_act = self._lists(self.host.bound_by_activity, n)
         by_rng = self._lists(self.host.bound_by_range, n)
         strings = self.trace.strings
+        payloads = [None if np.isnan(p) else float(p) for p in self.payloads().tolist()]
         doc: dict[str, Any] = {
             "schema": SCHEMA,
             "by": self.by,
@@ -195,6 +205,7 @@ class Attribution:
             "windows": [
                 {
                     **self._row(i),
+                    "payload": payloads[i],
                     "host_bound_by_activity": by_act[i],
                     "host_bound_by_range": by_rng[i],
                 }

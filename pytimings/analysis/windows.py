@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,12 +103,12 @@ def _matching(pattern: str, bare: list[str], labels: list[str]) -> list[int]:
     ]
 
 
-def range_windows(
-    trace: Trace, launches: Launches, pattern: str, ranks: npt.NDArray[np.int16]
-) -> Windows:
-    """One window per instance of the ranges ``pattern`` names (:func:`_matching`), with
-    or without their NVTX domain prefix."""
-    rg = trace.ranges
+def range_rows(
+    trace: Trace, pattern: str, ranks: npt.NDArray[np.int16] | Sequence[int], flag: str = "--by"
+) -> I64:
+    """The trace.ranges rows on ``ranks`` of the ranges ``pattern`` names
+    (:func:`_matching`), with or without their NVTX domain prefix; none named: a
+    UsageError naming ``flag`` (the option the user typed) with the closest names."""
     pair, bare, labels = _range_pairs(trace)
     matched = _matching(pattern, bare, labels)
     if not matched:
@@ -116,10 +117,18 @@ def range_windows(
         hint = (
             f"; closest range names: {', '.join(close)}" if close else "; the trace has no ranges"
         )
-        raise UsageError(f"--by {pattern!r} matches no range{hint}")
+        raise UsageError(f"{flag} {pattern!r} matches no range{hint}")
     hit = np.zeros(len(bare), dtype=bool)
     hit[matched] = True
-    rows = np.flatnonzero(hit[pair] & np.isin(rg["rank"], ranks))
+    return np.flatnonzero(hit[pair] & np.isin(trace.ranges["rank"], np.asarray(ranks)))
+
+
+def range_windows(
+    trace: Trace, launches: Launches, pattern: str, ranks: npt.NDArray[np.int16]
+) -> Windows:
+    """One window per instance of the ranges ``pattern`` names (:func:`range_rows`)."""
+    rg = trace.ranges
+    rows = range_rows(trace, pattern, ranks)
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]
@@ -165,3 +174,27 @@ def tiled(
         out_s[order[lo:hi]] = s_t
         out_e[order[lo:hi]] = e_t
     return out_s, out_e
+
+
+def window_numbers(
+    start: I64,
+    rank: npt.NDArray[Any],
+    end: I64,
+    thread: npt.NDArray[Any],
+    tie: npt.NDArray[Any],
+    by_range: bool,
+) -> I64:
+    """Per window entry (one per window and device), the 1-based number of its window: the
+    one numbering every output and ``--window N`` use. ``--by`` windows in start order
+    (ties: rank, end, thread, then ``tie``, the windows' order before sorting), whole-trace
+    windows by rank; the entries of one window share every key, and its number."""
+    keys = (tie, thread, end, rank, start) if by_range else (tie, rank)
+    order = np.lexsort(keys)
+    out = np.empty(order.size, dtype=np.int64)
+    if order.size == 0:
+        return out
+    k = np.stack([np.asarray(c, dtype=np.int64)[order] for c in keys])
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = np.any(k[:, 1:] != k[:, :-1], axis=0)
+    out[order] = np.cumsum(first)
+    return out

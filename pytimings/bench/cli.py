@@ -27,7 +27,7 @@ def _outputs(p: argparse.ArgumentParser) -> None:
         metavar="OUT.png",
         help="plot bandwidth against size (needs matplotlib: pip install 'pytimings[plot]')",
     )
-    p.add_argument("--quiet", action="store_true", help="print no table")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
 def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         report = latency.latency_report(
             parse_sweep(args.sizes, args.factor), args.batch, args.samples, args.warmup
         )
-        _emit(report, args, "gpu_us", ["path"], "GPU time per operation (us)")
+        _emit(report, args, "gpu_us", ["path"], "GPU time per operation (µs)")
     else:
         from pytimings.bench import kv
 

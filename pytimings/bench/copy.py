@@ -24,9 +24,9 @@ COLUMNS = [
     Column("path", "path"),
     Column("engine", "engine"),
     Column("size_bytes", "size(B)"),
-    Column("time_us", "time(us)", ".2f"),
-    Column("min_us", "min(us)", ".2f"),
-    Column("max_us", "max(us)", ".2f"),
+    Column("time_us", "time(µs)", ".2f"),
+    Column("min_us", "min(µs)", ".2f"),
+    Column("max_us", "max(µs)", ".2f"),
     Column("gbps", "GB/s", ".2f"),
     Column("method", "method"),
 ]

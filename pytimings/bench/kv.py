@@ -30,11 +30,11 @@ COLUMNS = [
     Column("pattern", "pattern"),
     Column("blocks", "blocks"),
     Column("size_bytes", "size(B)"),
-    Column("time_us", "time(us)", ".1f"),
-    Column("min_us", "min(us)", ".1f"),
-    Column("max_us", "max(us)", ".1f"),
+    Column("time_us", "time(µs)", ".1f"),
+    Column("min_us", "min(µs)", ".1f"),
+    Column("max_us", "max(µs)", ".1f"),
     Column("gbps", "GB/s", ".2f"),
-    Column("per_block_overhead_us", "per-block(us)", ".3f"),
+    Column("per_block_overhead_us", "per-block(µs)", ".3f"),
     Column("method", "method"),
 ]
 

@@ -21,11 +21,11 @@ from pytimings.bench.timing import GpuTimer, summarize
 COLUMNS = [
     Column("path", "path"),
     Column("size_bytes", "size(B)"),
-    Column("gpu_us", "gpu(us)", ".3f"),
-    Column("gpu_min_us", "min(us)", ".3f"),
-    Column("gpu_max_us", "max(us)", ".3f"),
-    Column("naive_us", "naive(us)", ".3f"),
-    Column("launch_us", "launch(us)", ".3f"),
+    Column("gpu_us", "gpu(µs)", ".3f"),
+    Column("gpu_min_us", "min(µs)", ".3f"),
+    Column("gpu_max_us", "max(µs)", ".3f"),
+    Column("naive_us", "naive(µs)", ".3f"),
+    Column("launch_us", "launch(µs)", ".3f"),
 ]
 
 

@@ -140,7 +140,7 @@ def render_text(report: BenchReport) -> str:
     if report.fits:
         keys = [k for k in report.fits[0] if k not in ("alpha_us", "beta_gbps", "r2", "n_points")]
         cols = [Column(k, k) for k in keys] + [
-            Column("alpha_us", "alpha(us)", ".2f"),
+            Column("alpha_us", "alpha(µs)", ".2f"),
             Column("beta_gbps", "beta(GB/s)", ".2f"),
             Column("r2", "R2", ".4f"),
             Column("n_points", "sizes"),

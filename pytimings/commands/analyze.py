@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
 from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import parse_changes, replay, what_if
 from pytimings.commands import comm_rules
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             "--capture goes with one trace file (per-rank tasks return no per-op table)"
         )
     changes = parse_changes(args.what_if) if args.what_if else []
+    if args.what_if:
+        check_repeats(args.what_if)
     gpu = chosen_gpu(args)
     captures = load_captures(args)
     kernels = comm_rules.comm_kernels(args)
@@ -134,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
         if not args.processes_as_ranks:
             print_hint(trace)
+        if args.what_if:  # the names checked before any analysis is done or printed
+            check_what_if(trace, args.what_if)
+        if args.window is not None:
+            check_window(trace, args.window, by, args.rank, args.device)
         with progress.task("Attributing"):
             result = attribute(
                 trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
@@ -165,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
             w["categories"] = cats
         if captures is not None:
             print("\n" + "\n".join(render_graph_replays(ops.attribution)))
-    for written in tables.write(args, {"windows": result.windows}):
+    windows = result.windows.with_columns(payload=result.payloads())  # NaN: none
+    for written in tables.write(args, {"windows": windows}):
         print(f"\nwrote {written}")
     if args.html:
         from pytimings.report.html import write_html

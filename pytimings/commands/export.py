@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 from pytimings.commands import comm_rules
 from pytimings.commands.example import add_example_argument, paths_or_example
 from pytimings.console import progress
@@ -91,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
             "is drawn on its own recording's clock only"
         )
         telemetry = []
+    if args.critical_path:  # the range named before any analysis runs
+        from pytimings.analysis.windows import range_rows
+
+        range_rows(trace, args.critical_path, np.unique(trace.ranges["rank"]), "--critical-path")
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):

@@ -219,11 +219,11 @@ def _load_file(path: str, fmt: str) -> Trace:
 
 
 def _nonempty(path: str, trace: Trace) -> Trace:
-    if not (len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges)) and not len(
-        trace.mem_events
-    ):
+    if not (
+        len(trace.gpu_ops) or len(trace.api_calls) or len(trace.ranges) or len(trace.host_ops)
+    ) and not len(trace.mem_events):  # a CPU-only profile (cpu_ops alone) has events
         raise TraceFormatError(
-            path, "contains no events (no GPU ops, API calls, ranges or memory samples)"
+            path, "contains no events (no GPU ops, API calls, ranges, host ops or memory samples)"
         )
     return trace
 

@@ -16,11 +16,14 @@ all_reduce`` included). If torch is already imported, they are applied at once.
   class name (``module.QualName``) matches one of the comma-separated fnmatch patterns
   becomes a ``compute`` region named after the class's qualname (an NVTX range too),
   GPU-timed on the current stream when CUDA is initialised. With ``capture``
-  (``--kineto``), the forwards of its step name also drive the torch.profiler capture.
+  (``--kineto``), the forwards of its step name also drive the torch.profiler capture, and
+  while it runs each is a ``record_function`` annotation of that name: the trace carries its
+  steps (``analyze TRACE --by NAME``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib.abc
 import importlib.machinery
@@ -206,6 +209,14 @@ def class_matches(cls: type, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(qualified, p) for p in patterns)
 
 
+def _step_annotation(torch: Any, name: str) -> Any:
+    """While torch.profiler runs (a --kineto step): the step as a ``record_function``
+    annotation, so the trace carries its steps (``analyze --by NAME`` on it); else nothing."""
+    if torch.autograd._profiler_enabled():
+        return torch.profiler.record_function(name)
+    return contextlib.nullcontext()
+
+
 def patch_modules(torch: Any, patterns: Sequence[str], capture: StepCapture | None = None) -> None:
     """Time the forward of matching ``nn.Module`` classes (module docstring); idempotent.
     ``capture`` counts the forwards of its step name (pytimings.record.kineto)."""
@@ -231,7 +242,7 @@ def patch_modules(torch: Any, patterns: Sequence[str], capture: StepCapture | No
                 return orig_call(self, *args, **kwargs)
         capture.enter()
         try:
-            with region(name, kind="compute", stream=stream):
+            with region(name, kind="compute", stream=stream), _step_annotation(torch, name):
                 return orig_call(self, *args, **kwargs)
         finally:
             capture.exit()

@@ -84,11 +84,11 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     t0 = int(w["start_ns"].min()) if len(w) else 0
     payload = a.trace.ranges["payload"]
 
-    def label(s: dict[str, Any]) -> str:
+    def label(s: dict[str, Any]) -> str:  # its number is --window N's and the findings'
         rr = int(a.window_range_rows[s["row"]])
         if rr >= 0 and not np.isnan(payload[rr]):
-            return f"{s['name']} (payload {payload[rr]:g})"
-        return str(s["name"])
+            return f"#{s['index']} {s['name']} (payload {payload[rr]:g})"
+        return f"#{s['index']} {s['name']}"
 
     rows = [
         [
@@ -101,7 +101,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
         ]
         for s in slow
     ]
-    out += ["", "Slowest windows"]
+    out += ["", "Slowest windows (#N: the window's number, as --window N and findings count)"]
     out += table(
         ["window", "starts (from 1st)", "rank", "GPU", "length", "dominant label"], rows, "lrrrrl"
     )
@@ -196,6 +196,8 @@ def _bandwidth_lines(a: Attribution) -> list[str]:
 
 
 def _finding_lines(a: Attribution) -> list[str]:
+    if not a.findings():  # a line that says so, not a header over nothing
+        return ["", "Findings: none (no loss the rules look for is large enough to name)"]
     out = ["", "Findings (capture findings first, then by what fixing each saves)"]
     for i, f in enumerate(a.findings(), 1):
         note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so

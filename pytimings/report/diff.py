@@ -54,14 +54,23 @@ def _by_size(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict
 
 def scope_line(doc: dict[str, Any]) -> str:
     w, f = doc["windows"], doc["files"]
-    by = f"by {doc['by']}" if doc["by"] else "whole-trace windows (one per rank and device)"
+    entries = doc.get("window_entries", w)
+    by = (
+        f"by {doc['by']}"
+        if doc["by"]
+        else "whole-trace windows (one per capture: its ranks and devices together)"
+    )
 
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'' if n == 1 else 's'}"
 
+    def side(k: str) -> str:
+        more = f" ({entries[k]} device entries)" if entries[k] != w[k] and doc["by"] else ""
+        return f"{count(w[k], 'window')}{more} from {count(f[k], 'file')}"
+
     return (
-        f"base: {count(w['base'], 'window')} from {count(f['base'], 'file')}; "
-        f"new: {count(w['new'], 'window')} from {count(f['new'], 'file')}; {by}"
+        f"base: {side('base')}; new: {side('new')}; {by}; a window is one sample (its "
+        f"devices together), a verdict needs {doc.get('min_windows', 2)} per side"
     )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.finding import plural
+from pytimings.analysis.finding import ms, plural
 from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.op_table import OpTable, ops_of
 from pytimings.analysis.partition import LABELS
@@ -108,10 +108,10 @@ def _window_labels(a: Attribution) -> tuple[Any, list[str]]:
     w = a.windows
     order = np.lexsort((w["device"], w["rank"], w["start_ns"]))
     several = len(set(zip(w["rank"].tolist(), w["device"].tolist(), strict=True))) > 1
-    x = [
-        f"{w['name'][i]} {k + 1}"
+    x = [  # each window by its number (the text's #N, --window N)
+        f"{w['name'][i]} #{int(w['index'][i])}"
         + (f" r{int(w['rank'][i])} GPU{int(w['device'][i])}" if several else "")
-        for k, i in enumerate(order.tolist())
+        for i in order.tolist()
     ]
     return order, x
 
@@ -185,7 +185,7 @@ def _lanes(a: Attribution, row: int) -> go.Figure:
         )
     fig.update_layout(
         barmode="overlay",
-        title=f"Timeline of {name} (rank {rank}, {_ms(e0 - s0):.3f} ms)",
+        title=f"Timeline of {name} #{int(w['index'][row])} (rank {rank}, {_ms(e0 - s0):.3f} ms)",
         xaxis_title="µs from the window start",
         legend={"orientation": "h", "y": -0.35 - 0.1 / same.size},
         height=260 + 60 * same.size,
@@ -340,13 +340,21 @@ def render(
         figure(_memory(a), "No memory events (profile_memory=True, nsys --cuda-memory-usage).")
     if telemetry is not None:
         figure(_telemetry(a, telemetry), "")
-    items = "".join(
-        f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)} "
-        f'<span class="note">(loss {_ms(f.loss_ns):.3f} ms)</span></li>'
+    items = "".join(  # as the text names them: what fixing each saves
+        f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)}"
+        + (
+            ""
+            if f.saving_ns is None
+            else f' <span class="note">(fixing it saves {html.escape(ms(f.saving_ns))})</span>'
+        )
+        + "</li>"
         for f in a.findings()
     )
     parts.append(
-        f"<h2>Findings (capture findings first, then the biggest losses)</h2><ol>{items}</ol>"
+        "<h2>Findings (capture findings first, then by what fixing each saves)</h2>"
+        f"<ol>{items}</ol>"
+        if items
+        else "<h2>Findings: none</h2><p>No loss the rules look for is large enough to name.</p>"
     )
     return page(title, "\n".join(parts))
 

@@ -81,8 +81,9 @@ def render_critical_path(doc: dict[str, Any], top: int = 12) -> str:
         a[1] += 1
     ranked = sorted(agg.items(), key=lambda kv: -kv[1][0])
     out = [
-        f"Critical path of {w['name']!r} at {ms(w['start_ns'])} (rank {w['rank']}, "
-        f"{ms(span)}): {len(links)} link{'s' if len(links) != 1 else ''}"
+        f"Critical path of window {w['index']} ({w['name']!r}, rank {w['rank']}, {ms(span)}, "
+        f"starts {w['from_first_ns'] / 1e6:.3f} ms from the first window): "
+        f"{len(links)} link{'s' if len(links) != 1 else ''}"
     ]
     body = [
         [kind, name or "(untraced)", str(int(n)), ms(share * span), pct(share)]

@@ -529,7 +529,9 @@ def _render(doc: dict[str, Any]) -> str:
                 f"cost: {fmt_num(sw['cost_per_mtok_usd'], 3)} USD per million output tokens "
                 f"over the run, at {gp['usd_per_gpu_hour']:g} USD per GPU hour x {gp['gpus']}"
             )
-        headers = ["conc", "tok/s", "TPOT mean", "TTFT p50", "TTFT p99", "efficiency"]
+        headers = [  # units as the metric table above spells them
+            "conc", "tok/s", "TPOT mean (ms)", "TTFT p50 (ms)", "TTFT p99 (ms)", "efficiency"
+        ]  # fmt: skip
         out.append(format_table(headers + (["USD/Mtok"] if priced else []), srows))
     out.append("\ninputs: " + "; ".join(f"{label}: {', '.join(f)}"
                                           for label, f in doc["formats"].items()))  # fmt: skip

@@ -598,7 +598,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "5%% of the previous level's while TTFT p50 doubles)",
     )
     p.add_argument("--out", required=True, help="output JSON (pytimings.serving/2)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary table")
     p.add_argument(
         "--telemetry",
         action="store_true",

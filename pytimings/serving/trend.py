@@ -20,8 +20,13 @@ throughput (tok/s) and the error rate (failed over sent), against each interval'
 
 Verdict "drifting" when ``p < alpha`` (default 0.05), else "stable": at the nominal level,
 about 1 stable run in 20 is called drifting. Intervals with no value (nothing completed)
-are left out of the test and counted; with fewer than ``MIN_POINTS`` values no verdict is
-given (the test could not reject at 5% anyway).
+are left out of the test and counted. Too short for a verdict, said so in a row of its own
+(verdict "too short", with what it would need; never silently nothing):
+
+* a soak level with fewer than :func:`min_points` intervals with values: below it not even
+  a strictly increasing series reaches ``p < alpha`` (5 at 5%);
+* memory samples spanning less than :data:`MIN_MEMORY_SPAN_S`: a slope per hour from a few
+  seconds extrapolates warm-up (allocator pools, caches, graph captures) a hundredfold.
 """
 
 from __future__ import annotations
@@ -37,18 +42,30 @@ from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.runfile import Level, Run
 from pytimings.stats import mann_kendall, sen_slope
 
-MIN_POINTS = 4
 ALPHA = 0.05
+MIN_MEMORY_SPAN_S = 600.0  # 10 minutes of memory samples for a trend per hour
+
+
+def min_points(alpha: float = ALPHA) -> int:
+    """The fewest values at which the test can reject at ``alpha``: the smallest n whose
+    most extreme series (strictly increasing, no ties) has ``p < alpha``."""
+    n = 2
+    while mann_kendall(np.arange(n))[2] >= alpha:
+        n += 1
+    return n
+
+
+MIN_POINTS = min_points()
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 
 def drift(metric: str, hours: npt.ArrayLike, values: npt.ArrayLike, alpha: float = ALPHA
           ) -> dict[str, Any] | None:  # fmt: skip
     """``{"metric", "slope_per_hour", "p_value", "verdict", "intervals", "missing"}``, or
-    None with fewer than MIN_POINTS values."""
+    None with fewer than ``min_points(alpha)`` values."""
     h, v = np.asarray(hours, np.float64), np.asarray(values, np.float64)
     keep = ~np.isnan(v)
-    if int(keep.sum()) < MIN_POINTS:
+    if int(keep.sum()) < min_points(alpha):
         return None
     _, _, p = mann_kendall(v[keep])
     return {
@@ -86,7 +103,18 @@ def level_drift(level: Level, alpha: float = ALPHA) -> list[dict[str, Any]]:
     series["output_throughput"] = [_num(iv["output_throughput"]) for iv in ivs]
     series["error_rate"] = [_error_rate(iv) for iv in ivs]
     out = [drift(name, hours, values, alpha) for name, values in series.items()]
-    return [d for d in out if d is not None]
+    found = [d for d in out if d is not None]
+    if found:
+        return found
+    have = max(int(np.sum(~np.isnan(np.asarray(v, np.float64)))) for v in series.values())
+    return [_too_short(f"{have} intervals with values; a drift test needs {min_points(alpha)}",
+                       have)]  # fmt: skip
+
+
+def _too_short(why: str, intervals: int) -> dict[str, Any]:
+    """The row of a series too short for a verdict (module docstring)."""
+    return {"metric": "all", "slope_per_hour": None, "p_value": None, "verdict": "too short",
+            "intervals": intervals, "missing": 0, "why": why}  # fmt: skip
 
 
 def run_drift(label: str, run: Run, alpha: float = ALPHA) -> list[dict[str, Any]]:
@@ -106,6 +134,12 @@ def memory_drift(
     if not samples.t_ns:
         return []
     t = np.asarray(samples.t_ns, np.float64)
+    span_s = float(t[-1] - t[0]) / 1e9
+    if span_s < MIN_MEMORY_SPAN_S:
+        why = (f"the samples span {span_s:.3g} s; a trend per hour needs "
+               f"{MIN_MEMORY_SPAN_S / 60:g} min")  # fmt: skip
+        return [{"label": label, "file": path, "concurrency": None,
+                 **_too_short(why, len(samples.t_ns))}]  # fmt: skip
     hours = (t - t[0]) / 3.6e12
     series = {"rss_mb": [b / 2**20 for b in samples.rss_bytes]}
     if any(b is not None for b in samples.cuda_allocated_bytes):
@@ -123,6 +157,8 @@ def drift_cells(r: dict[str, Any]) -> list[str]:
     """One drift row as table cells (DRIFT_HEADERS)."""
     whole = r["concurrency"] is None  # a recording's memory samples, not a soak level
     conc, unit = ("-", "samples") if whole else (str(r["concurrency"]), "intervals")
+    if r["p_value"] is None:  # too short for a verdict: why
+        return [r["label"], conc, r["metric"], "-", "-", f"{r['verdict']} ({r['why']})"]
     return [r["label"], conc, r["metric"], fmt_num(r["slope_per_hour"], 3),
             f"{r['p_value']:.3g}", f"{r['verdict']} ({r['intervals']} {unit})"]  # fmt: skip
 

@@ -108,7 +108,9 @@ def test_by_range_windows_extend_to_last_launched_op_and_tile():
     }
     assert a.window_range_rows.tolist() == [0, 1]  # rows of the 'step' ranges
     df = a.windows.to_pandas()
-    assert list(df.columns[:6]) == ["name", "start_ns", "end_ns", "device", "rank", "window_ns"]
+    assert list(df.columns[:7]) == [
+        "index", "name", "start_ns", "end_ns", "device", "rank", "window_ns"
+    ]  # fmt: skip
     assert a.windows.to_arrow().column("name").to_pylist() == ["step", "step"]
     stats = a.per_window_stats()
     assert stats["compute_ns"]["count"] == 2 and stats["device_wait_ns"]["p50"] == 10
@@ -174,7 +176,7 @@ def test_json_schema_keys():
             "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
     for w in doc["windows"]:
-        assert set(w) == keys | {"name", "start_ns", "end_ns", "device", "rank"}
+        assert set(w) == keys | {"index", "name", "start_ns", "end_ns", "device", "rank", "payload"}
     assert [set(w) for w in doc["host_windows"]] == [
         {"name", "start_ns", "end_ns", "rank", "window_ns", "by_activity"}
     ] * 2

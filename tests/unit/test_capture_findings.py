@@ -111,7 +111,7 @@ def test_a_window_whose_range_ends_with_the_capture_is_cut():
         "idle_other_ns": 20 * US,
     }  # fmt: skip
     assert ev["open_ranges_not_loaded"] == 2
-    assert "1 step window (number 2 in start order) ends where the capture ends" in f.title
+    assert "1 step window (number 2) ends where the capture ends" in f.title
     assert "2 ranges still open at the capture's end were not loaded" in f.title
     # the last range closes before its GPU work ends: the capture goes on after it
     assert cut_windows(attribute(_stepped(130 * US), by="step")) == []

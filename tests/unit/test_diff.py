@@ -15,6 +15,7 @@ from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import ONE_WINDOW, diff
+from pytimings.analysis.result import Attribution
 from pytimings.cli import main
 from pytimings.errors import UsageError
 
@@ -296,3 +297,40 @@ def test_ops_compare_across_kernel_names_by_op_and_shape() -> None:
     assert sum(r["new_ns"] for r in doc["op_categories"]) == pytest.approx(
         sum(r["new_ns"] for r in doc["kernels"])
     )
+
+
+def _steps(lengths: list[int], devices: int) -> Attribution:
+    """One rank, ``devices`` devices each running the same op in every 'step' range."""
+    ranges, ops, t = [], [], 0
+    for n in lengths:
+        ranges.append({"name": "step", "start": t, "end": t + n})
+        ops += [{"start": t + 10, "end": t + n // 2, "device": d} for d in range(devices)]
+        t += n + 100
+    return attribute(make_trace(ops, ranges=ranges), by="step")
+
+
+def test_the_devices_of_one_window_are_one_sample_not_two() -> None:
+    """Two devices running the same windows are one capture's windows seen twice, not
+    twice the evidence: the diff of the two-device captures is the one-device diff (the
+    same samples, the same interval), not a narrower one (issue 29 item 5)."""
+    rng = np.random.default_rng(3)
+    a = [int(x) for x in rng.integers(20_000, 40_000, 12)]
+    b = [int(x * 1.03) for x in rng.integers(20_000, 40_000, 12)]
+    one = diff([_steps(a, 1)], [_steps(b, 1)], resamples=400, seed=1)
+    two = diff([_steps(a, 2)], [_steps(b, 2)], resamples=400, seed=1)
+    assert two["windows"] == {"base": 12, "new": 12}
+    assert two["window_entries"] == {"base": 24, "new": 24}
+    for r1, r2 in zip(one["labels"], two["labels"], strict=True):
+        assert r1["name"] == r2["name"]
+        for k in ("base_ns", "new_ns", "ci_low_pct", "ci_high_pct", "verdict"):
+            assert r1[k] == pytest.approx(r2[k]) if isinstance(r1[k], float) else r1[k] == r2[k]
+
+
+def test_whole_trace_windows_of_one_capture_are_one_sample() -> None:
+    """Without --by, the ranks and devices of one capture ran together: one sample, so
+    one capture per side gets no interval however many devices it has."""
+    t = make_trace([{"start": 0, "end": 50, "device": d} for d in range(4)])
+    doc = diff([attribute(t)], [attribute(t)], resamples=200)
+    assert doc["windows"] == {"base": 1, "new": 1}
+    assert doc["window_entries"] == {"base": 4, "new": 4}
+    assert all(r["verdict"] == ONE_WINDOW for r in doc["labels"])

@@ -94,13 +94,24 @@ def _trend(s: memory.MemorySamples) -> dict[str, object]:
     return row
 
 
+def _stretched(s: memory.MemorySamples) -> memory.MemorySamples:
+    """The same samples spread over an hour: a trend needs 10 minutes of them, and the
+    Mann-Kendall verdict does not depend on the time scale."""
+    t0 = s.t_ns[0]
+    k = 3.6e12 / (s.t_ns[-1] - t0)
+    return memory.MemorySamples(
+        [t0 + round((t - t0) * k) for t in s.t_ns], s.rss_bytes, s.cuda_allocated_bytes
+    )
+
+
 def test_trend_of_a_steady_loop_and_of_a_leak() -> None:
     # the steady loop first: memory the leak frees could be handed back to the system
     # during a later loop, a step down in its series (a single step is a trend to
     # Mann-Kendall; the sampler itself adds none: it samples from its running thread)
     steady = _sampled("steady")
     rss = steady.rss_bytes
-    row = _trend(steady)
+    assert _trend(steady)["verdict"] == "too short"  # seconds of samples: no slope per hour
+    row = _trend(_stretched(steady))
     assert row["verdict"] == "stable", [
         (i, b - a) for i, (a, b) in enumerate(itertools.pairwise(rss)) if a != b
     ]
@@ -111,6 +122,8 @@ def test_trend_of_a_steady_loop_and_of_a_leak() -> None:
     assert leak.t_ns == sorted(leak.t_ns)
     grown = leak.rss_bytes[-1] - leak.rss_bytes[0]
     assert grown >= 0.8 * STEPS * (1 << 20)
+    assert _trend(leak)["verdict"] == "too short"
+    leak = _stretched(leak)
     row = _trend(leak)
     assert row["metric"] == "rss_mb" and row["verdict"] == "drifting"
     hours = (leak.t_ns[-1] - leak.t_ns[0]) / 3.6e12
@@ -133,8 +146,9 @@ def test_report_shows_the_memory_trend_of_a_recording(
     assert main(["report", str(path), "--labels", "eng"]) == 0
     text = capsys.readouterr().out
     assert "memory trend over the recordings' samples" in text
-    line = next(x for x in text.splitlines() if " rss_mb " in x)
-    assert line.split()[:2] == ["eng", "-"] and "drifting (12 samples)" in line
+    # sampled within a second: too short for a trend per hour, and said so
+    line = next(x for x in text.splitlines() if "too short" in x)
+    assert line.split()[:2] == ["eng", "-"] and "a trend per hour needs 10 min" in line
     # the page draws the samples over time and gives the same verdict
     page = tmp_path / "eng.html"
     assert main(["report", str(path), "--labels", "eng", "--html", str(page)]) == 0
@@ -158,7 +172,7 @@ def test_report_shows_the_memory_trend_of_a_recording(
     assert main([*argv, "--memory", str(path), "--json", str(out)]) == 0
     text = capsys.readouterr().out
     (row,) = json.loads(out.read_text())["memory_drift"]
-    assert row["metric"] == "rss_mb" and row["verdict"] == "drifting" and row["intervals"] == 12
+    assert row["verdict"] == "too short" and row["intervals"] == 12
     assert "memory trend over the recordings' samples" in text and "eng.pyt" in text
     bare = tmp_path / "bare.pyt"
     memory.default_log().clear()

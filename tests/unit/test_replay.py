@@ -246,7 +246,7 @@ def test_analyze_what_if_and_critical_path_on_the_bundled_example(tmp_path, caps
         {"kind": "inclusive", "pattern": "scheduler", "factor": 0.0, "inclusive": True}
     ]
     assert set(wi["windows"][0]) == {
-        "name", "start_ns", "rank", "before_ns", "after_ns", "exact", "bound",
+        "index", "name", "start_ns", "rank", "before_ns", "after_ns", "exact", "bound",
     }  # fmt: skip
     assert all(w["exact"] and w["bound"] == "exact" for w in wi["windows"])
     assert "saving (exact)" in text

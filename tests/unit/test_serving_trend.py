@@ -9,7 +9,19 @@ import math
 import numpy as np
 import pytest
 
-from pytimings.serving.trend import ALPHA, drift, mann_kendall, sen_slope
+from pytimings.record.memory import MemorySamples
+from pytimings.serving.runfile import Level
+from pytimings.serving.trend import (
+    ALPHA,
+    MIN_MEMORY_SPAN_S,
+    drift,
+    drift_cells,
+    level_drift,
+    mann_kendall,
+    memory_drift,
+    min_points,
+    sen_slope,
+)
 
 
 def _s_brute(y: list[float]) -> int:
@@ -71,3 +83,47 @@ def test_drift_entry_and_too_few_points() -> None:
     d = drift("ttft_p99_ms", hours, with_gap)
     assert d is not None and (d["intervals"], d["missing"]) == (11, 1)
     assert drift("x", [0, 1, 2], [1, 2, 3]) is None
+
+
+def test_min_points_is_where_the_test_can_first_reject() -> None:
+    """Below it not even a strictly increasing series rejects (4 values: p = 0.089)."""
+    n = min_points(ALPHA)
+    assert mann_kendall(np.arange(n))[2] < ALPHA <= mann_kendall(np.arange(n - 1))[2]
+    assert n == 5
+    assert drift("x", np.arange(n - 1), np.arange(n - 1)) is None
+    d = drift("x", np.arange(n), np.arange(n))
+    assert d is not None and d["verdict"] == "drifting"
+
+
+def _level(intervals: int) -> Level:
+    ivs = [
+        {"start_ns": i * 60 * 10**9, "end_ns": (i + 1) * 60 * 10**9, "completed": 10,
+         "errors": {}, "output_throughput": 100.0 + i,
+         **{f"{m}_ms": {"p50": 1.0 + i, "p99": 2.0 + i} for m in ("ttft", "tpot", "itl", "e2el")}}
+        for i in range(intervals)
+    ]  # fmt: skip
+    return Level(concurrency=1, rate=None, rounds=[], summary={}, warmup={}, intervals=ivs)
+
+
+def test_a_soak_too_short_for_the_test_says_so_and_what_it_needs() -> None:
+    (row,) = level_drift(_level(3))
+    assert row["verdict"] == "too short" and row["p_value"] is None
+    assert row["why"] == "3 intervals with values; a drift test needs 5"
+    assert "too short (3 intervals with values; a drift test needs 5)" in " ".join(
+        drift_cells({"label": "a", "concurrency": 1, **row})
+    )
+    six = {r["metric"]: r["verdict"] for r in level_drift(_level(6))}
+    assert six["ttft_p99_ms"] == "drifting" and six["error_rate"] == "stable"
+
+
+def test_a_memory_trend_needs_ten_minutes_of_samples() -> None:
+    """12 s of samples growing 0.2 MB/s used to read "drifting 720 MB/h"."""
+    t = [int(i * 1e9) for i in range(13)]
+    grow = MemorySamples(t, [2**30 + i * 200_000 for i in range(13)], [None] * 13)
+    (row,) = memory_drift("engine", "e.pyt", grow)
+    assert row["verdict"] == "too short" and row["slope_per_hour"] is None
+    assert "the samples span 12 s; a trend per hour needs 10 min" in row["why"]
+    slow = [int(i * 60e9) for i in range(13)]  # the same samples a minute apart: 12 min
+    long = memory_drift("engine", "e.pyt", MemorySamples(slow, grow.rss_bytes, [None] * 13))
+    assert [(r["metric"], r["verdict"]) for r in long] == [("rss_mb", "drifting")]
+    assert MIN_MEMORY_SPAN_S == 600

@@ -1,0 +1,105 @@
+"""``pytimings serve-toy`` (issue 29 item 9): a real HTTP server that loadgen, report and
+compare work against in one command each, scheduling like a batching engine: decode steps
+slow down with the batch, and requests past the batch limit queue (TTFT jumps)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiohttp")
+
+from pytimings.cli import main
+
+# a decode step: 1 ms + 4 ms per running request; two run at once, the rest queue
+STEP_MS, PER_SEQ_MS, BATCH = 1.0, 4.0, 2
+
+
+@pytest.fixture(scope="module")
+def toy() -> Iterator[str]:
+    with subprocess.Popen(
+        [sys.executable, "-m", "pytimings.cli", "serve-toy", "--port", "0",
+         "--max-batch", str(BATCH), "--step-ms", str(STEP_MS), "--per-seq-ms", str(PER_SEQ_MS),
+         "--prefill-us-per-token", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "serving a toy OpenAI-compatible engine" in line, line
+            url = line.split(" at ")[1].split(";")[0]
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+            yield url
+        finally:
+            proc.terminate()
+
+
+def _post(url: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    req = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as f:
+            return f.status, json.load(f)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_it_answers_as_an_openai_server(toy: str) -> None:
+    with urllib.request.urlopen(f"{toy}/models", timeout=5) as f:
+        assert json.load(f)["data"][0]["id"] == "toy"
+    status, doc = _post(f"{toy}/completions", {"model": "toy", "prompt": "a b c", "max_tokens": 3})
+    assert status == 200 and doc["usage"] == {"prompt_tokens": 3, "completion_tokens": 3}
+    status, doc = _post(f"{toy}/completions", {"model": "gpt-5", "prompt": "x", "max_tokens": 3})
+    assert status == 404 and "try 'toy'" in str(doc["error"])
+    metrics = urllib.request.urlopen(toy.removesuffix("/v1") + "/metrics", timeout=5).read()
+    assert b"vllm:num_requests_running" in metrics
+
+
+def test_loadgen_report_and_compare_work_against_it(
+    toy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run.json"
+    argv = ["loadgen", "--url", toy, "--model", "toy", "--concurrency", "1,2,4",
+            "--requests", "8", "--rounds", "2", "--input-len", "16", "--output-len", "8",
+            "--out", str(run)]  # fmt: skip
+    assert main([*argv, "-q"]) == 0
+    doc = json.loads(run.read_text())
+    by_c = {lv["concurrency"]: lv["summary"] for lv in doc["levels"]}
+    assert all(s["completed"] == 16 and not s["errors"] for s in by_c.values())
+    assert all(s["output_tokens"] == 16 * 8 and s["input_tokens"] == 16 * 16 for s in by_c.values())
+    # a decode step per token: 1 + 4 ms alone, 1 + 8 ms two at once (the batch limit)
+    tpot1, tpot2 = by_c[1]["tpot_ms"]["median"], by_c[2]["tpot_ms"]["median"]
+    assert STEP_MS + PER_SEQ_MS <= tpot1 < tpot2 and tpot2 >= STEP_MS + 1.5 * PER_SEQ_MS
+    assert tpot2 / tpot1 > 1.3
+    # past the batch limit requests queue for a whole request's decode: TTFT jumps
+    assert by_c[4]["ttft_ms"]["median"] > 3 * by_c[2]["ttft_ms"]["median"]
+    assert all(lv["engine"]["scrapes"] > 0 for lv in doc["levels"])
+    capsys.readouterr()
+    assert main(["report", str(run), "-q"]) == 0
+    assert "conc" in capsys.readouterr().out
+    assert main(["compare", str(run), str(run), "--labels", "a,b", "-q"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["--step-ms", "-1"], "--step-ms must be >= 0"), (["--port", "70000"], "--port")],
+)
+def test_bad_settings_are_one_line(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if args[0] == "--port":  # refused while parsing: argparse's exit 2
+        with pytest.raises(SystemExit) as exc:
+            main(["serve-toy", *args])
+        assert exc.value.code == 2
+    else:
+        assert main(["serve-toy", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and "Traceback" not in err
