@@ -437,7 +437,9 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
             acc[0] += u["ops"]
             acc[1] += u["kernel_ns"]
     attribution["unattributed"] = [
-        {"reason": k, "ops": why[k][0], "kernel_ns": why[k][1]} for k in REASONS if k in why
+        {"reason": k, "code": code, "ops": why[k][0], "kernel_ns": why[k][1]}
+        for k, code in zip(REASONS, REASON_CODES, strict=True)
+        if k in why
     ]
     return OpTable(
         rows,

@@ -65,8 +65,8 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     "syncs": [
         ("total_ns", "total ms", "ms"),
         ("count", "count", "int"),
-        ("mean_ns", "mean us", "us"),
-        ("p50_ns", "p50 us", "us"),
+        ("mean_ns", "mean µs", "us"),
+        ("p50_ns", "p50 µs", "us"),
         ("waited_for", "record", "str"),
     ],
     "cpu_ops": _host_op_columns("cpu op"),
