@@ -37,6 +37,9 @@ NOT_HERE = {
     "pytimings analyze rank*.sqlite --executor dask --scheduler tcp://HOST:8786": (
         "needs a running Dask scheduler"
     ),
+    "pytimings ops serve.pt.trace.json.gz --capture graph_capture.pt.trace.json.gz": (
+        "needs a trace of a CUDA graph capture (tests/integration/test_graph_capture_hta.py)"
+    ),
     "pytimings diff --base a1.json a2.json --new b1.json b2.json --by 'ProfilerStep*'": (
         "Kineto ProfilerStep ranges: the bundled capture is an Nsight one"
     ),
