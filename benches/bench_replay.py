@@ -230,6 +230,7 @@ def synth_ranks(n: int, per_step: int, ranks: int, streams: int, seed: int = 0) 
             "domain": np.zeros(steps, np.int32), "category": np.zeros(steps, np.int32),
             "depth": np.zeros(steps, np.int32), "payload": np.full(steps, np.nan),
             "pid": np.full(steps, pid, np.int32), "rank": np.full(steps, r, np.int16),
+            "bytes": np.full(steps, -1, np.int64),
         })  # fmt: skip
 
     def table(key: str, schema: dict[str, Any]) -> Table:

@@ -111,7 +111,7 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
 }
 
 # columns a loader may leave out, and the value they then hold
-OPTIONAL_COLUMNS: dict[str, int] = {"graph_node": -1}
+OPTIONAL_COLUMNS: dict[str, int] = {"graph_node": -1, "collective": -1, "group_size": -1}
 
 API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
     "start": np.int64,
