@@ -15,6 +15,7 @@ from pytimings._native import _intervals as iv
 from pytimings.analysis.launches import Launches, link_launches
 from pytimings.errors import UsageError
 from pytimings.ingest.names import short_kernel_name
+from pytimings.model.comm import PATTERNS
 from pytimings.model.trace import CopyKind, OpKind, Trace
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
@@ -49,24 +50,14 @@ Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
 # the collective a comm kernel runs, by the words in its name (case, '_' and '-' ignored;
 # first match wins; nccl-tests' names): what ``--what-if comm:KIND=F`` names; PtoP copies
-# are "p2p_copy", expert-parallel kernels "dispatch"/"combine"
+# are "p2p_copy". The collectives' words are model.comm's (the loaders' and bandwidth's
+# one table); expert-parallel "dispatch"/"combine" go after the all-to-alls
+_AFTER_ALL_TO_ALL = [w for w, _ in PATTERNS].index("all2all") + 1
 COMM_KINDS = (
-    ("reducescatter", "reduce_scatter"),
-    ("allreduce", "all_reduce"),
-    ("crossdevicereduce", "all_reduce"),  # vLLM/SGLang custom all-reduce
-    ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"),
-    ("all2all", "all_to_all"),
+    *PATTERNS[:_AFTER_ALL_TO_ALL],
     ("dispatch", "dispatch"),
     ("combine", "combine"),
-    ("broadcast", "broadcast"),
-    ("bcast", "broadcast"),
-    ("sendrecv", "sendrecv"),
-    ("send", "sendrecv"),
-    ("recv", "sendrecv"),
-    ("reduce", "reduce"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
+    *PATTERNS[_AFTER_ALL_TO_ALL:],
 )
 COMM_KIND_NAMES = (*dict.fromkeys(k for _, k in COMM_KINDS), "p2p_copy", "other")
 

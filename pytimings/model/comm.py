@@ -57,7 +57,7 @@ def per_rank_split(collective: str) -> bool:
 # Kineto's "Collective name" (allreduce, _allgather_base, reduce_scatter_tensor_coalesced,
 # alltoall_base, send), custom all-reduces (vLLM's cross_device_reduce_1stage, symmetric
 # memory's multimem_all_reduce). First match wins: reduce_scatter before reduce and scatter.
-_PATTERNS = (
+PATTERNS = (
     ("reducescatter", "reduce_scatter"),
     ("allreduce", "all_reduce"),
     ("crossdevicereduce", "all_reduce"),  # vLLM's custom all-reduce kernels
@@ -80,7 +80,7 @@ def collective_of(name: str) -> str | None:
     """The nccl-tests collective a trace's name for a communication call stands for (one of
     ``COLLECTIVES``), None when the name names none. ``barrier`` moves no bytes: None."""
     key = _NOT_LETTERS.sub("", name.lower())
-    for pattern, collective in _PATTERNS:
+    for pattern, collective in PATTERNS:
         if pattern in key:
             return collective
     return None
