@@ -838,6 +838,23 @@ def rank_groups(w: Windows) -> list[list[int]]:
     return list(groups.values())
 
 
+def replay_all(
+    g: Graph, w: Windows, dur: I64, host: HostChanges, keep_ops: bool,
+    lat: I64 | None = None, rv: Rendezvous | None = None,
+) -> list[WindowReplay]:  # fmt: skip
+    """Every window of ``w`` replayed, in ``w``'s order. With ``rv`` (several ranks), the
+    windows of several ranks are replayed together, meeting at their collectives: the
+    whole-trace windows, or the n-th ``--by`` window of each rank (:func:`rank_groups`)."""
+    if rv is None:
+        return [replay_window(g, w, i, dur, host, keep_ops, lat) for i in range(len(w.name))]
+    out: list[WindowReplay | None] = [None] * len(w.name)
+    for idx in rank_groups(w):
+        group = replay_group(g, w, idx, dur, host, keep_ops, lat, rv)
+        for i, wr in zip(idx, group, strict=True):
+            out[i] = wr
+    return [x for x in out if x is not None]
+
+
 def replay(
     a: Attribution,
     changes: Sequence[Change] = (),
@@ -852,17 +869,7 @@ def replay(
     dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)
     w = replay_windows(a)
-    # windows of several ranks are replayed together, meeting at their collectives: the
-    # whole-trace windows, or the n-th --by window of each rank
-    rv = rendezvous(a)
-    if rv is not None:
-        windows: list[WindowReplay | None] = [None] * len(w.name)
-        for idx in rank_groups(w):
-            for i, wr in zip(idx, replay_group(g, w, idx, dur, host, keep_ops, rv=rv), strict=True):
-                windows[i] = wr
-        done = [x for x in windows if x is not None]
-    else:
-        done = [replay_window(g, w, i, dur, host, keep_ops) for i in range(len(w.name))]
+    done = replay_all(g, w, dur, host, keep_ops, rv=rendezvous(a))
     out = Replay(done, list(changes), g)
     if guessed.any():
         for k, wr in enumerate(out.windows):

@@ -16,7 +16,8 @@ from pytimings.analysis.replay import (
     CROSS_THREAD_NOTE,
     HostChanges,
     dependency_graph,
-    replay_window,
+    rendezvous,
+    replay_all,
     replay_windows,
 )
 
@@ -36,10 +37,10 @@ class Savings:
         self.w = replay_windows(a)
         ops = a.trace.gpu_ops
         self.dur = (ops["end"] - ops["start"]).astype(np.int64)
-        self.base = [
-            replay_window(self.g, self.w, i, self.dur, HostChanges(), True)
-            for i in range(len(self.w.name))
-        ]
+        # several ranks in one trace are replayed together, meeting at their collectives,
+        # so a fix on one rank moves (or is held back by) the ranks it meets, as in what-if
+        self.rv = rendezvous(a)
+        self.base = replay_all(self.g, self.w, self.dur, HostChanges(), True, rv=self.rv)
         # the ops the included windows replay: a loss before other ops (launched from
         # threads other than a window's range) is outside what the replay can shorten
         self.replayed = np.zeros(len(ops), dtype=bool)
@@ -111,10 +112,10 @@ class Savings:
             lat[op] = np.minimum(lat[op], 0)
         host = self._host(fix)
         total = 0
-        for i, b in enumerate(self.base):
+        new = replay_all(self.g, self.w, dur, host, False, lat, self.rv)
+        for b, n in zip(self.base, new, strict=True):
             if b.after_ns is None:
                 continue
-            n = replay_window(self.g, self.w, i, dur, host, False, lat)
             total += b.after_ns - (b.after_ns if n.after_ns is None else n.after_ns)
         return total
 

@@ -555,6 +555,23 @@ def test_a_faster_rank_moves_the_ranks_it_meets_at_a_collective():
     assert one["total_saving_ns"] == 10 * US
 
 
+def test_findings_savings_replay_the_ranks_together():
+    # the stall on rank 1 is what both ranks wait for: removing it ends the all-reduce at
+    # 50 µs on both ranks (50 µs saved on each), where rank 1 replayed alone saved 60 µs
+    # and rank 0 nothing; removing communication time saves only the transfers (rank 0
+    # still waits for rank 1 until 70 µs): 30 µs on each rank, not the 110 µs of both
+    # all-reduces' measured durations
+    def saving(a, title):
+        (f,) = [f for f in a.findings() if f.title.startswith(title)]
+        return f.saving_ns
+
+    both = attribute(_late_rank(), by=None)
+    assert saving(both, "host_bound before kernel") == 2 * 50 * US
+    assert saving(both, "comm_exposed is") == 2 * 30 * US
+    alone = attribute(_late_rank(), by=None, ranks=[1])
+    assert saving(alone, "host_bound before kernel") == 60 * US  # as measured
+
+
 @st.composite
 def _ranks(draw):
     """Two ranks running the same sequence of kernels and all-reduces (every 3rd op),
