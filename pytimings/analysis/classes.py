@@ -46,6 +46,12 @@ COMM_KERNEL_NAMES = (
 )
 _COMM_KERNEL = re.compile("|".join(map(re.escape, COMM_KERNEL_NAMES)), re.IGNORECASE)
 
+
+def comm_named(name: str) -> bool:
+    """Whether the contract's comm kernel names (``COMM_KERNEL_NAMES``) say ``name`` is comm."""
+    return _COMM_KERNEL.search(name) is not None
+
+
 Rule = Union[str, "re.Pattern[str]", Callable[[str], bool]]
 
 # the collective a comm kernel runs, by the words in its name (case, '_' and '-' ignored;
@@ -197,7 +203,7 @@ def classify(
     names = ops["name"]
     is_kernel = kind == OpKind.KERNEL
     cls = np.where(is_kernel, COMPUTE, MEMORY).astype(np.int8)
-    comm_name = string_mask(trace.strings, lambda s: _COMM_KERNEL.search(s) is not None)
+    comm_name = string_mask(trace.strings, comm_named)
     cls[is_kernel & comm_name[names]] = COMM
     cls[(kind == OpKind.MEMCPY) & (ops["copy_kind"] == CopyKind.PTOP)] = COMM
     cls[_comm_ranges_mask(trace, launches)] = COMM

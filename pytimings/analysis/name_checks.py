@@ -3,118 +3,71 @@ runs (``--what-if``'s names and factors, ``--window N``): a mistake is one line 
 option as typed, with the closest names the trace has, instead of a whole report printed
 first and the error after it.
 
-The what-if check reads the spec's text itself (the names behind its prefixes), so it holds
-whatever a change then does: ``kernel:GLOB`` and ``comm:GLOB`` name GPU ops, ``NAME`` and
-``self:NAME`` host activities (ranges, API calls, cpu ops, OS calls).
+The what-if check reads the spec as the replay does and matches its names with the replay's
+own functions (:mod:`.changes`): one reading of the forms, one error text for each mistake.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 import numpy as np
 
 from pytimings.analysis.attribution import selected
-from pytimings.analysis.ops.registry import category_of_kernel
-from pytimings.analysis.replay import _matching_ids, host_activities
+from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
+from pytimings.analysis.replay import host_activities
 from pytimings.analysis.windows import range_rows
 from pytimings.errors import UsageError
-from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
 
 __all__ = ["check_repeats", "check_what_if", "check_window", "window_count"]
 
 INT64_MAX = int(np.iinfo(np.int64).max)
-GPU_PREFIXES = ("kernel:", "comm:")  # changes to GPU ops (comm: the collectives' kernels)
-HOST_PREFIXES = ("self:",)  # changes to host activities, besides the bare NAME
 
 
-def _items(spec: str) -> list[tuple[str, str, str, float | None]]:
-    """Each change of ``spec`` as (its text, prefix, name, factor); a malformed item (the
-    parser's to refuse) has factor None."""
-    out = []
-    for item in (s.strip() for s in spec.split(",")):
-        target, _, value = item.rpartition("=")
-        prefix = next((p for p in (*GPU_PREFIXES, *HOST_PREFIXES) if target.startswith(p)), "")
-        try:
-            factor: float | None = float(value)
-        except ValueError:
-            factor = None
-        out.append((item, prefix, target.removeprefix(prefix), factor))
-    return out
-
-
-def _close(pattern: str, names: Sequence[str], what: str) -> str:
-    """``; closest NAMES: a, b, c`` (difflib), or that the trace has none."""
-    close = difflib.get_close_matches(pattern, sorted(set(names)), n=5, cutoff=0.0)
-    return f"; closest {what} names: {', '.join(close)}" if close else f"; the trace has no {what}"
-
-
-def _gpu_hint(trace: Trace, pattern: str) -> str:
-    """Close GPU op names for a glob that matched none: the ops of the category the glob
-    names first (``gemm*`` on a trace whose GEMMs are ``nvjet_*``), then difflib's."""
-    used = np.unique(trace.gpu_ops["name"])
-    shorts = sorted({short_kernel_name(trace.strings[int(i)]) for i in used})
-    word = pattern.strip("*?[]").lower()
-    same = [s for s in shorts if category_of_kernel(s) == word][:5]
-    if same:
-        return f"; the trace's {word} ops are named: {', '.join(same)}"
-    return _close(pattern, shorts, "GPU op")
-
-
-def check_repeats(spec: str) -> None:
-    """Refuse a second change to one name in one spec (``x=0,x=2``: which one holds?);
-    GPU ops and host activities of one name are different things."""
+def check_repeats(spec: str) -> list[Change]:
+    """The changes of ``spec`` (:func:`.changes.parse_changes`), refusing a second change to
+    one name (``x=0,x=2``: which one holds?); GPU ops and host activities of one name are
+    different things. The replay itself multiplies such factors (the Python API's
+    ``what_if``); the CLI asks which one was meant."""
+    changes = parse_changes(spec)
     seen: dict[tuple[bool, str], str] = {}
-    for text, prefix, name, factor in _items(spec):
-        key = (prefix in GPU_PREFIXES, name)
-        if factor is not None and key in seen:
+    for ch in changes:
+        key = (not ch.on_host, ch.pattern)
+        if key in seen:
             raise UsageError(
-                f"--what-if {spec!r}: {name!r} is changed twice ({seen[key]!r} and {text!r}); "
-                "give each name one factor"
+                f"--what-if {spec!r}: {ch.pattern!r} is changed twice ({seen[key]!r} and "
+                f"{ch.typed!r}); give each name one factor"
             )
-        seen[key] = text
+        seen[key] = ch.typed
+    return changes
 
 
 def check_what_if(trace: Trace, spec: str) -> None:
-    """Refuse (UsageError, ``--what-if`` as typed) a change whose name matches nothing in
-    ``trace``, a second change to one name (:func:`check_repeats`), and a factor that would
-    lengthen the trace's times past int64 nanoseconds (the durations it scales, summed,
-    times the factor)."""
-    check_repeats(spec)
+    """Refuse (UsageError, ``--what-if`` as typed) what :func:`.changes.parse_changes`
+    refuses, a change whose name matches nothing in ``trace`` (the replay's own errors,
+    :mod:`.changes`; a ``comm:`` glob against every GPU op that may be comm, the ops not
+    classified yet), and a factor that would lengthen the trace's times past int64
+    nanoseconds (the durations it scales, summed, times the factor)."""
     ops = trace.gpu_ops
     h_start, h_end, h_name, h_thread = host_activities(trace)
-    on_host = h_thread >= 0
     growth = 0.0  # the most the changes can lengthen anything, in ns
     latest = max(
         [int(c.max()) for c in (ops["end"], h_end) if c.size] or [0]
     )  # the latest time the trace holds
-    for text, prefix, name, factor in _items(spec):
-        if factor is None or not name:
-            continue  # malformed: parse_changes says how
-        if prefix in GPU_PREFIXES:
-            hit = _matching_ids(trace.strings, name, short=True)[ops["name"]]
-            if not hit.any():
-                raise UsageError(
-                    f"--what-if {text!r}: no GPU op is named {name!r}{_gpu_hint(trace, name)}"
-                )
-            scaled = int(np.sum(ops["end"][hit] - ops["start"][hit], dtype=np.float64))
-        else:
-            hit = _matching_ids(trace.strings, name, short=False)[h_name] & on_host
-            if not hit.any():
-                names = [trace.strings[int(i)] for i in np.unique(h_name[on_host])]
-                raise UsageError(
-                    f"--what-if {text!r}: no range or host activity is named {name!r}"
-                    + _close(name, names, "host activity")
-                )
+    for ch in parse_changes(spec):
+        if ch.on_host:
+            hit = host_hits(trace, ch, h_name, h_thread)
             scaled = int(np.sum(np.maximum(h_end[hit] - h_start[hit], 0), dtype=np.float64))
-        if factor > 1 and scaled:
-            growth += (factor - 1) * scaled
+        else:
+            hit = kernel_hits(trace, ch) if ch.kind == "kernel" else comm_hits(trace, ch, None)
+            scaled = int(np.sum(ops["end"][hit] - ops["start"][hit], dtype=np.float64))
+        if ch.factor > 1 and scaled:
+            growth += (ch.factor - 1) * scaled
             if latest + growth >= INT64_MAX:
                 limit = (INT64_MAX - latest) / scaled + 1
                 raise UsageError(
-                    f"--what-if {text!r}: the factor stretches {scaled / 1e6:.3f} ms of "
+                    f"{ch.said}: the factor stretches {scaled / 1e6:.3f} ms of "
                     f"matching time past what int64 nanoseconds hold (the trace ends at "
                     f"{latest} ns); give a factor below {limit:.3g}"
                 )

@@ -37,8 +37,6 @@ makes nothing later, so a saving never exceeds the time removed.
 
 from __future__ import annotations
 
-import fnmatch
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,9 +46,9 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native._replay import replay as _replay
-from pytimings.analysis.classes import COMM, COMM_KIND_NAMES, comm_kind_index, string_mask
+from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
+from pytimings.analysis.classes import COMM, string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
-from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
 from pytimings.model.trace import SyncKind, Trace
@@ -71,75 +69,6 @@ COMM_WAIT_NOTE = (
     "collective is unknown and scaled as if it were transfer; load every rank's trace to "
     "keep the wait"
 )
-# ---------------------------------------------------------------------------- changes
-
-PREFIXES = {"self:": "self", "kernel:": "kernel", "comm:": "comm"}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One what-if change, ``factor`` applied to: ``inclusive`` host activities named
-    ``pattern`` (their whole extent on their thread, what is nested in them included),
-    ``self`` their self time only, ``kernel`` the durations of matching GPU ops, ``comm``
-    the transfer part of matching communication ops (not their wait for peers)."""
-
-    kind: str  # one of KINDS
-    pattern: str
-    factor: float
-
-    @property
-    def text(self) -> str:
-        prefix = "" if self.kind == "inclusive" else f"{self.kind}:"
-        return f"{prefix}{self.pattern}={self.factor:g}"
-
-    @property
-    def on_host(self) -> bool:
-        return self.kind in ("inclusive", "self")
-
-    def doc(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "pattern": self.pattern,
-            "factor": self.factor,
-            "inclusive": self.kind == "inclusive",
-        }
-
-
-def parse_changes(spec: str) -> list[Change]:
-    """``NAME=F[,...]``: ``NAME`` (a host activity and everything in it), ``self:NAME``
-    (its self time), ``kernel:GLOB`` (GPU ops), ``comm:GLOB`` (the transfer part of comm
-    ops, by name or collective kind). F >= 0 (0 removes)."""
-    out = []
-    for item in (s.strip() for s in spec.split(",")):
-        name, eq, value = item.rpartition("=")
-        if not item or not eq or not name:
-            raise UsageError(f"--what-if {item!r}: expected NAME=FACTOR (e.g. scheduler=0)")
-        try:
-            factor = float(value)
-        except ValueError:
-            raise UsageError(f"--what-if {item!r}: {value!r} is not a number") from None
-        if not math.isfinite(factor) or factor < 0:
-            raise UsageError(f"--what-if {item!r}: the factor must be a finite number >= 0")
-        kind = "inclusive"
-        for prefix, k in PREFIXES.items():
-            if name.startswith(prefix):
-                kind, name = k, name.removeprefix(prefix)
-                break
-        if not name:
-            raise UsageError(f"--what-if {item!r}: nothing named after {kind}:")
-        out.append(Change(kind, name, factor))
-    return out
-
-
-def _matching_ids(strings: Sequence[str], pattern: str, short: bool) -> npt.NDArray[np.bool_]:
-    def hit(s: str) -> bool:
-        if s == pattern or fnmatch.fnmatchcase(s, pattern):
-            return True
-        return short and fnmatch.fnmatchcase(short_kernel_name(s), pattern)
-
-    return string_mask(strings, hit)
-
-
 # ---------------------------------------------------------------------------- the graph
 
 
@@ -389,13 +318,7 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
     for ch in changes:
         if not ch.on_host:
             continue
-        ids = _matching_ids(trace.strings, ch.pattern, short=False)
-        hit = np.flatnonzero(ids[n_all] & (t_all >= 0))
-        if hit.size == 0:
-            raise UsageError(
-                f"--what-if {ch.text!r}: no range or host activity is named {ch.pattern!r} "
-                "(other forms: self:NAME, kernel:GLOB, comm:GLOB)"
-            )
+        hit = np.flatnonzero(host_hits(trace, ch, n_all, t_all))
         for th in np.unique(t_all[hit]).tolist():
             mine = hit[t_all[hit] == th]
             if ch.kind == "inclusive":
@@ -797,27 +720,10 @@ def changed_durations(
     waits: I64 | None = None
     for ch in changes:
         if ch.kind == "kernel":
-            hit = _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
-            if not hit.any():
-                raise UsageError(f"--what-if {ch.text!r}: no GPU op is named {ch.pattern!r}")
+            hit = kernel_hits(trace, ch)
             dur[hit] = np.rint(dur[hit] * ch.factor).astype(np.int64)
         elif ch.kind == "comm":
-            comm = a.classes == COMM
-            kinds = COMM_KIND_NAMES
-            pat = ch.pattern.lower()
-            of_kind = np.asarray([fnmatch.fnmatchcase(k, pat) for k in kinds], dtype=bool)
-            hit = comm & (
-                _matching_ids(trace.strings, ch.pattern, short=True)[ops["name"]]
-                | of_kind[comm_kind_index(trace)]
-            )
-            if not hit.any():
-                present = sorted({kinds[i] for i in np.unique(comm_kind_index(trace)[comm])})
-                raise UsageError(
-                    f"--what-if {ch.text!r}: no communication op is named or of kind "
-                    f"{ch.pattern!r} ("
-                    + (f"kinds here: {', '.join(present)}" if present else "the trace has none")
-                    + ")"
-                )
+            hit = comm_hits(trace, ch, a.classes == COMM)
             waits = _comm_waits(a) if waits is None else waits
             known = waits >= 0
             w = np.where(known, np.minimum(waits, dur), 0)

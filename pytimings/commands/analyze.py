@@ -10,7 +10,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
 from pytimings.analysis.op_table import ops_of
-from pytimings.analysis.replay import parse_changes, replay, what_if
+from pytimings.analysis.replay import replay, what_if
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
 from pytimings.commands.ops import (
@@ -112,9 +112,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--capture goes with one trace file (per-rank tasks return no per-op table)"
         )
-    changes = parse_changes(args.what_if) if args.what_if else []
-    if args.what_if:
-        check_repeats(args.what_if)
+    changes = check_repeats(args.what_if) if args.what_if else []  # refused before loading
     gpu = chosen_gpu(args)
     captures = load_captures(args)
     kernels = comm_rules.comm_kernels(args)

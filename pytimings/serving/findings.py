@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.serving.metrics import measured, serving_metrics
+from pytimings.serving.metrics import ServingMetrics, measured, serving_metrics
 from pytimings.serving.runfile import Level, Run
 from pytimings.serving.saturation import RULE as SATURATION_RULE
 from pytimings.serving.saturation import past_saturation
@@ -76,9 +76,24 @@ def _ranks(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return (sums / counts)[inv]
 
 
+def _engine(level: Level, key: str, default: Any = None) -> Any:
+    """What the engine's metrics of ``level`` say under ``key`` (``default``: nothing)."""
+    return (level.engine or {}).get(key, default)
+
+
 def _series(level: Level, name: str) -> npt.NDArray[np.float64]:
-    pts = (level.engine or {}).get("series", {}).get(name, [])
+    pts = _engine(level, "series", {}).get(name, [])
     return np.asarray(pts, np.float64).reshape(-1, 2)
+
+
+def _metrics(level: Level, definition: str) -> ServingMetrics:
+    """The level's serving metrics over all its rounds' records."""
+    return serving_metrics([r for rd in level.rounds for r in rd.records], definition)
+
+
+def _at(layer: str, level: Level, title: str, evidence: dict[str, Any], label: str) -> Finding:
+    """A finding about one concurrency level: its title says the level first."""
+    return Finding(layer, f"at c={level.concurrency}, {title}", evidence, label, level.concurrency)
 
 
 def _waiting_during(pts: npt.NDArray[np.float64], start: int, first: int) -> float:
@@ -113,15 +128,15 @@ def queueing(label: str, run: Run, definition: str) -> list[Finding]:
         running = _series(lv, "running")
         peak = float(running[:, 1].max()) if running.size else None
         p99 = float(np.percentile(t, 99))
-        out.append(Finding(
-            "queueing",
-            f"at c={lv.concurrency}, TTFT p99 {p99:.1f} ms rises with `waiting` (Spearman "
-            f"rho {rho:.2f}): requests queue; the engine is at its batch limit"
+        out.append(_at(
+            "queueing", lv,
+            f"TTFT p99 {p99:.1f} ms rises with `waiting` (Spearman rho {rho:.2f}): requests "
+            "queue; the engine is at its batch limit"
             + (f" ({peak:g} running)" if peak is not None else ""),
             {"spearman_rho": rho, "waiting_max": float(pts[:, 1].max()),
              "waiting_mean": float(pts[:, 1].mean()), "running_max": peak,
              "ttft_p99_ms": p99, "requests": len(t), "pairs_over_run": len(ttft)},
-            label, lv.concurrency,
+            label,
         ))  # fmt: skip
     return out
 
@@ -130,18 +145,18 @@ def kv_cache(label: str, run: Run, definition: str) -> list[Finding]:
     out = []
     for lv in run.levels:
         kv = _series(lv, "kv_cache_usage")
-        pre = (lv.engine or {}).get("counters", {}).get("preemptions")
+        pre = _engine(lv, "counters", {}).get("preemptions")
         share = float((kv[:, 1] >= KV_FULL).mean()) if kv.size else 0.0
         if share < KV_SHARE and not pre:
             continue
         pre_text = f", {pre:g} preemptions" if pre is not None else ""
-        out.append(Finding(
-            "kv_cache",
-            f"at c={lv.concurrency}, KV cache >= {KV_FULL:.0%} for {share:.0%} of the level"
-            f"{pre_text}: memory-bound batch size",
+        out.append(_at(
+            "kv_cache", lv,
+            f"KV cache >= {KV_FULL:.0%} for {share:.0%} of the level{pre_text}: memory-bound "
+            "batch size",
             {"kv_full_share": share, "kv_usage_max": float(kv[:, 1].max()) if kv.size else None,
              "preemptions": pre, "scrapes": int(kv.shape[0])},
-            label, lv.concurrency,
+            label,
         ))  # fmt: skip
     return out
 
@@ -149,7 +164,7 @@ def kv_cache(label: str, run: Run, definition: str) -> list[Finding]:
 def prefix_cache(label: str, run: Run, definition: str) -> list[Finding]:
     out = []
     for lv in run.levels:
-        c = (lv.engine or {}).get("counters", {})
+        c = _engine(lv, "counters", {})
         pts = _series(lv, "prefix_cache_hit_rate")
         if c.get("prefix_cache_queries"):
             rate = c.get("prefix_cache_hits", 0.0) / c["prefix_cache_queries"]
@@ -157,14 +172,14 @@ def prefix_cache(label: str, run: Run, definition: str) -> list[Finding]:
             rate = float(pts[:, 1].mean())
         else:
             continue
-        m = serving_metrics([r for rd in lv.rounds for r in rd.records], definition)
-        out.append(Finding(
-            "prefix_cache",
-            f"at c={lv.concurrency}, the prefix cache served {rate:.0%} of prompt tokens "
-            f"looked up (TTFT p50 {m.ttft.median:.1f} ms)",
+        m = _metrics(lv, definition)
+        out.append(_at(
+            "prefix_cache", lv,
+            f"the prefix cache served {rate:.0%} of prompt tokens looked up (TTFT p50 "
+            f"{m.ttft.median:.1f} ms)",
             {"hit_rate": rate, "ttft_p50_ms": m.ttft.median,
              "prompt_tokens": c.get("prompt_tokens")},
-            label, lv.concurrency,
+            label,
         ))  # fmt: skip
     return out
 
@@ -172,16 +187,15 @@ def prefix_cache(label: str, run: Run, definition: str) -> list[Finding]:
 def speculative(label: str, run: Run, definition: str) -> list[Finding]:
     out = []
     for lv in run.levels:
-        sd = (lv.engine or {}).get("spec_decode")
+        sd = _engine(lv, "spec_decode")
         if not sd:
             continue
         mal = sd.get("mean_acceptance_length")
         steps = f": {mal:.2f} tokens per verify step" if mal is not None else ""
-        out.append(Finding(
-            "speculative",
-            f"at c={lv.concurrency}, speculative decoding accepts "
-            f"{sd['acceptance_rate']:.0%} of draft tokens{steps}",
-            dict(sd), label, lv.concurrency,
+        out.append(_at(
+            "speculative", lv,
+            f"speculative decoding accepts {sd['acceptance_rate']:.0%} of draft tokens{steps}",
+            dict(sd), label,
         ))  # fmt: skip
     return out
 
@@ -224,29 +238,25 @@ def speculative_ab(
         lb = other.level(la.concurrency)
         if lb is None:
             continue
-        sa, sb = ((x.engine or {}).get("spec_decode") for x in (la, lb))
+        sa, sb = (_engine(x, "spec_decode") for x in (la, lb))
         if bool(sa) == bool(sb):
             continue
         on, off, on_label = (lb, la, label) if sb else (la, lb, base_label)
         sd = sb or sa
         assert sd is not None
         promise = sd.get("mean_acceptance_length")
-        t_on, t_off = (
-            serving_metrics([r for rd in x.rounds for r in rd.records], definition).tpot.mean
-            for x in (on, off)
-        )
+        t_on, t_off = (_metrics(x, definition).tpot.mean for x in (on, off))
         if promise is None or not t_on > 0:
             continue
         gain = t_off / t_on
-        out.append(Finding(
-            "speculative",
-            f"at c={la.concurrency}, TPOT gained x{gain:.2f} with speculative decoding "
-            f"({on_label}) of the x{promise:.2f} its acceptance promises "
-            f"({gain / promise:.0%} of it)",
+        out.append(_at(
+            "speculative", la,
+            f"TPOT gained x{gain:.2f} with speculative decoding ({on_label}) of the "
+            f"x{promise:.2f} its acceptance promises ({gain / promise:.0%} of it)",
             {"tpot_on_ms": t_on, "tpot_off_ms": t_off, "gain": gain,
              "promised": promise, "share_of_promise": gain / promise,
              "acceptance_rate": sd["acceptance_rate"], "on": on_label},
-            f"{label} vs {base_label}", la.concurrency,
+            f"{label} vs {base_label}",
         ))  # fmt: skip
     return out
 

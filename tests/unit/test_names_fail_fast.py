@@ -145,3 +145,42 @@ def test_a_large_factor_that_fits_lengthens_every_window(example: Any) -> None:
     doc = what_if(attribute(example, by="decode_step"), spec)
     assert doc["windows"] and all(r["after_ns"] > 100 * r["before_ns"] for r in doc["windows"])
     assert doc["total_saving_ns"] < 0
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["foo=0", "schedulr=0.50", "self:schedulr=0", "kernel:gemm*=0", "comm:nonexist=0.5",
+     "comm:all_gather=2", "scheduler", "scheduler=x", "scheduler=-1", "self:=0", "kernel:=1",
+     "scheduler=0,=1"],
+)  # fmt: skip
+def test_the_cli_and_the_python_api_refuse_a_spec_in_one_words(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, example: Any, spec: str
+) -> None:
+    """One reading of the forms, one error text: `analyze --what-if` (checked before the
+    analysis) and `what_if(attribution, spec)` (the replay applying it) refuse a bad spec
+    with the same line, the item quoted as typed."""
+    with pytest.raises(UsageError) as api:
+        what_if(attribute(example, by="decode_step"), spec)
+    monkeypatch.setattr("pytimings.commands.analyze.attribute", _no_analysis)
+    err = _refused(capsys, ["analyze", str(example_path()), "--what-if", spec])
+    assert err == f"pytimings analyze: error: {api.value}"
+    assert f"--what-if {spec.split(',')[-1]!r}: " in err  # the bad item, as typed
+
+
+def test_a_comm_change_may_name_a_collective_kind_before_the_analysis() -> None:
+    """``comm:all_reduce`` names the collective, not a kernel (docs/replay.md): the check
+    before the analysis accepts what the replay applies (it refused it: no GPU op is named
+    'all_reduce'), and refuses a kind the trace's comm kernels do not run, in the replay's
+    words."""
+    ops = [{"start": 0, "end": 100, "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"}]
+    t = make_trace(ops)
+    check_what_if(t, "comm:all_reduce=0.5")
+    assert what_if(attribute(t), "comm:all_reduce=0.5")["changes"][0]["kind"] == "comm"
+    with pytest.raises(UsageError) as before:
+        check_what_if(t, "comm:all_gather=0.5")
+    with pytest.raises(UsageError) as replayed:
+        what_if(attribute(t), "comm:all_gather=0.5")
+    assert str(before.value) == str(replayed.value)
+    assert "no communication op is of kind 'all_gather' (kinds here: all_reduce)" in str(
+        before.value
+    )

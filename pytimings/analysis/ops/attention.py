@@ -22,11 +22,10 @@ from pytimings.analysis.ops.calls import (
     OpCall,
     concrete,
     dims,
-    dtype_of,
     flag,
-    itemsize,
+    input_dtype,
+    input_itemsize,
     tensor_bytes,
-    type_of,
 )
 from pytimings.analysis.ops.family import Cost, Family
 
@@ -59,9 +58,9 @@ def _attention(call: OpCall, heads_first: bool, causal: bool, bottom_right: bool
         raise NoModel("Q, K, V disagree")
     pairs = causal_pairs(nq, nkv, bottom_right) if causal else nq * nkv
     flops = 2 * b * hq * (dqk + dv) * pairs
-    out = b * hq * nq * dv * itemsize(type_of(call, 2))
-    nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1) + tensor_bytes(call, 2) + out
-    return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 0)))
+    out = b * hq * nq * dv * input_itemsize(call, 2)
+    nbytes = tensor_bytes(call, 0, 1, 2) + out
+    return Cost(float(flops), float(nbytes), input_dtype(call, 0))
 
 
 class Sdpa(Family):
@@ -126,6 +125,6 @@ class KvCacheWrite(Family):
         if k != v:
             raise NoModel("key and value differ")
         numel = math.prod(k)
-        written = numel * (itemsize(type_of(call, 2)) + itemsize(type_of(call, 3)))
-        nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1) + tensor_bytes(call, 4) + written
-        return Cost(0.0, float(nbytes), dtype_of(type_of(call, 0)))
+        written = numel * (input_itemsize(call, 2) + input_itemsize(call, 3))
+        nbytes = tensor_bytes(call, 0, 1, 4) + written
+        return Cost(0.0, float(nbytes), input_dtype(call, 0))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,13 +141,18 @@ def dims(call: OpCall, i: int) -> tuple[int, ...]:
     return tuple(d)
 
 
-def is_tensor(call: OpCall, i: int) -> bool:
-    """Whether input ``i`` is a tensor of at least one dimension."""
+def _reads(read: Callable[[OpCall, int], tuple[int, ...]], call: OpCall, i: int) -> bool:
+    """Whether ``read`` takes input ``i`` without a NoModel."""
     try:
-        dims(call, i)
+        read(call, i)
     except NoModel:
         return False
     return True
+
+
+def is_tensor(call: OpCall, i: int) -> bool:
+    """Whether input ``i`` is a tensor of at least one dimension."""
+    return _reads(dims, call, i)
 
 
 def shape(call: OpCall, i: int) -> tuple[int, ...]:
@@ -159,11 +164,7 @@ def shape(call: OpCall, i: int) -> tuple[int, ...]:
 
 def has_shape(call: OpCall, i: int) -> bool:
     """Whether input ``i`` is a tensor, 0-dim included."""
-    try:
-        shape(call, i)
-    except NoModel:
-        return False
-    return True
+    return _reads(shape, call, i)
 
 
 def type_of(call: OpCall, i: int) -> str:
@@ -171,25 +172,42 @@ def type_of(call: OpCall, i: int) -> str:
     return call.input_types[i] if i < len(call.input_types) else ""
 
 
-def itemsize(type_name: str) -> int:
-    """Bytes per element of a Kineto type; NoModel for a type the models do not know."""
+def _known(type_name: str) -> tuple[str, int]:
     known = _TYPES.get(type_name)
     if known is None:
         raise NoModel(f"unknown element type {type_name!r}")
-    return known[1]
+    return known
+
+
+def itemsize(type_name: str) -> int:
+    """Bytes per element of a Kineto type; NoModel for a type the models do not know."""
+    return _known(type_name)[1]
 
 
 def dtype_of(type_name: str) -> str:
     """The roofline dtype of a Kineto type; NoModel for a type the models do not know."""
-    known = _TYPES.get(type_name)
-    if known is None:
-        raise NoModel(f"unknown element type {type_name!r}")
-    return known[0]
+    return _known(type_name)[0]
 
 
-def tensor_bytes(call: OpCall, i: int) -> int:
-    """Bytes of input ``i`` (numel x element size; a 0-dim tensor is one element)."""
-    return math.prod(shape(call, i)) * itemsize(type_of(call, i))
+def input_itemsize(call: OpCall, i: int) -> int:
+    """Bytes per element of input ``i`` (its ``Input type``)."""
+    return itemsize(type_of(call, i))
+
+
+def input_dtype(call: OpCall, i: int) -> str:
+    """The roofline dtype of input ``i`` (its ``Input type``)."""
+    return dtype_of(type_of(call, i))
+
+
+def tensor_bytes(call: OpCall, *inputs: int) -> int:
+    """Bytes of the inputs, summed (numel x element size; a 0-dim tensor is one element)."""
+    return sum(math.prod(shape(call, i)) * input_itemsize(call, i) for i in inputs)
+
+
+def tensors(call: OpCall, *inputs: int) -> tuple[int, ...]:
+    """Those of the inputs that are tensors of at least one dimension (optional ones given:
+    a bias, a weight)."""
+    return tuple(i for i in inputs if is_tensor(call, i))
 
 
 def scalar_type(value: str) -> str | None:

@@ -17,10 +17,10 @@ from pytimings.analysis.ops.calls import (
     OpCall,
     dims,
     flag,
+    input_itemsize,
     int_list,
-    is_tensor,
-    itemsize,
     tensor_bytes,
+    tensors,
     type_of,
 )
 from pytimings.analysis.ops.family import Cost, Family
@@ -79,11 +79,7 @@ class Conv(Family):
         if min(out) < 1:
             raise NoModel("empty output")
         out_numel = n * c_out * math.prod(out)
-        has_bias = bias_i is not None and is_tensor(call, bias_i)
-        flops = 2 * macs + (out_numel if has_bias else 0)
-        nbytes = (
-            tensor_bytes(call, 0) + tensor_bytes(call, 1) + out_numel * itemsize(type_of(call, 0))
-        )
-        if has_bias and bias_i is not None:
-            nbytes += tensor_bytes(call, bias_i)
+        biases = () if bias_i is None else tensors(call, bias_i)
+        flops = 2 * macs + out_numel * len(biases)
+        nbytes = tensor_bytes(call, 0, 1, *biases) + out_numel * input_itemsize(call, 0)
         return Cost(float(flops), float(nbytes), compute_dtype(call, type_of(call, 0)))

@@ -22,6 +22,8 @@ from pytimings.analysis.ops.calls import (
     dims,
     dtype_of,
     has_shape,
+    input_dtype,
+    input_itemsize,
     itemsize,
     shape,
     tensor_bytes,
@@ -88,8 +90,8 @@ class Elementwise(Family):
         out_type = "bool" if base in _COMPARE else _out_type(call, tensors)
         if call.name.endswith("_"):
             out_type = type_of(call, 0)  # in place: the output is the first input
-        nbytes = sum(tensor_bytes(call, i) for i in tensors) + numel * itemsize(out_type)
-        return Cost(float(numel), float(nbytes), dtype_of(type_of(call, tensors[0])))
+        nbytes = tensor_bytes(call, *tensors) + numel * itemsize(out_type)
+        return Cost(float(numel), float(nbytes), input_dtype(call, tensors[0]))
 
 
 class Copy(Family):
@@ -103,8 +105,7 @@ class Copy(Family):
         if broadcast(dst, src) != dst:
             raise NoModel("source does not broadcast to the destination")
         numel = math.prod(dst)
-        nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1)
-        return Cost(float(numel), float(nbytes), dtype_of(type_of(call, 0)))
+        return Cost(float(numel), float(tensor_bytes(call, 0, 1)), input_dtype(call, 0))
 
 
 class Fill(Family):
@@ -114,7 +115,7 @@ class Fill(Family):
     names = ("aten::fill_", "aten::zero_")
 
     def cost(self, call: OpCall) -> Cost:
-        return Cost(0.0, float(tensor_bytes(call, 0)), dtype_of(type_of(call, 0)))
+        return Cost(0.0, float(tensor_bytes(call, 0)), input_dtype(call, 0))
 
 
 class EngineOutIn(Family):
@@ -138,8 +139,8 @@ class EngineOutIn(Family):
         out, x = dims(call, 0), dims(call, 1)
         if out[:-1] != x[:-1] or x[-1] not in (out[-1], 2 * out[-1]):
             raise NoModel("output and input do not fit")
-        nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1)
-        return Cost(float(math.prod(out)), float(nbytes), dtype_of(type_of(call, 1)))
+        nbytes = tensor_bytes(call, 0, 1)
+        return Cost(float(math.prod(out)), float(nbytes), input_dtype(call, 1))
 
 
 class Gather(Family):
@@ -162,8 +163,8 @@ class Gather(Family):
             if not isinstance(axis, int) or not -len(x) <= axis < len(x):
                 raise NoModel("index_select's dim is not in the trace")
             out = math.prod(x) // max(x[axis], 1) * math.prod(shape(call, idx))
-        nbytes = 2 * out * itemsize(type_of(call, 0)) + tensor_bytes(call, idx)
-        return Cost(0.0, float(nbytes), dtype_of(type_of(call, 0)))
+        nbytes = 2 * out * input_itemsize(call, 0) + tensor_bytes(call, idx)
+        return Cost(0.0, float(nbytes), input_dtype(call, 0))
 
 
 class Rotary(Family):
@@ -187,5 +188,5 @@ class Rotary(Family):
         nbytes = 2 * tensor_bytes(call, 1) + tensor_bytes(call, 0)
         if has_shape(call, 2):
             nbytes += 2 * tensor_bytes(call, 2)
-        nbytes += tokens * cache[1] * itemsize(type_of(call, 4))
-        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 1)))
+        nbytes += tokens * cache[1] * input_itemsize(call, 4)
+        return Cost(float(flops), float(nbytes), input_dtype(call, 1))

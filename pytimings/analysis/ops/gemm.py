@@ -18,10 +18,12 @@ from pytimings.analysis.ops.calls import (
     dims,
     dtype_of,
     has_shape,
-    is_tensor,
+    input_dtype,
+    input_itemsize,
     itemsize,
     scalar_type,
     tensor_bytes,
+    tensors,
     type_of,
 )
 from pytimings.analysis.ops.family import Cost, Family
@@ -40,9 +42,8 @@ def _gemm(
 ) -> Cost:
     """2·batch·M·N·K (+ batch·M·N per bias/C input in ``extra``); operands, extras, output."""
     flops = 2 * batch * m * n * k + batch * m * n * len(extra)
-    out = batch * m * n * itemsize(type_of(call, a))
-    nbytes = tensor_bytes(call, a) + tensor_bytes(call, b) + out
-    nbytes += sum(tensor_bytes(call, i) for i in extra)
+    out = batch * m * n * input_itemsize(call, a)
+    nbytes = tensor_bytes(call, a, b) + out + tensor_bytes(call, *extra)
     return Cost(float(flops), float(nbytes), compute_dtype(call, type_of(call, a)))
 
 
@@ -53,32 +54,36 @@ def _two_d(call: OpCall, i: int) -> tuple[int, int]:
     return d[0], d[1]
 
 
-class Mm(Family):
+def _mm(call: OpCall, a: int, b: int, extra: tuple[int, ...]) -> Cost:
+    """Matrices ``a`` [M,K] by ``b`` [K,N] (:func:`_gemm`)."""
+    m, k = _two_d(call, a)
+    k2, n = _two_d(call, b)
+    if k != k2:
+        raise NoModel("inner dimensions differ")
+    return _gemm(call, a, b, 1, m, n, k, extra)
+
+
+class _Gemm(Family):
+    """The GEMM families' family and category (each class below names its ops)."""
+
     family = "gemm"
     category = "gemm"
+
+
+class Mm(_Gemm):
     formula = "mm(A[M,K], B[K,N]): 2·M·N·K FLOPs; bytes (M·K + K·N + M·N)·size"
     names = ("aten::mm",)
 
     def cost(self, call: OpCall) -> Cost:
-        m, k = _two_d(call, 0)
-        k2, n = _two_d(call, 1)
-        if k != k2:
-            raise NoModel("inner dimensions differ")
-        return _gemm(call, 0, 1, 1, m, n, k, ())
+        return _mm(call, 0, 1, ())
 
 
-class Addmm(Family):
-    family = "gemm"
-    category = "gemm"
+class Addmm(_Gemm):
     formula = "addmm(C, A[M,K], B[K,N]): 2·M·N·K + M·N FLOPs; bytes A + B + C + out"
     names = ("aten::addmm",)
 
     def cost(self, call: OpCall) -> Cost:
-        m, k = _two_d(call, 1)
-        k2, n = _two_d(call, 2)
-        if k != k2:
-            raise NoModel("inner dimensions differ")
-        return _gemm(call, 1, 2, 1, m, n, k, (0,) if is_tensor(call, 0) else ())
+        return _mm(call, 1, 2, tensors(call, 0))
 
 
 def _bmm(call: OpCall, a: int, b: int, extra: tuple[int, ...]) -> Cost:
@@ -88,9 +93,7 @@ def _bmm(call: OpCall, a: int, b: int, extra: tuple[int, ...]) -> Cost:
     return _gemm(call, a, b, da[0], da[1], db[2], da[2], extra)
 
 
-class Bmm(Family):
-    family = "gemm"
-    category = "gemm"
+class Bmm(_Gemm):
     formula = "bmm(A[B,M,K], B[B,K,N]): 2·B·M·N·K FLOPs; bytes B·(M·K + K·N + M·N)·size"
     names = ("aten::bmm",)
 
@@ -98,19 +101,15 @@ class Bmm(Family):
         return _bmm(call, 0, 1, ())
 
 
-class Baddbmm(Family):
-    family = "gemm"
-    category = "gemm"
+class Baddbmm(_Gemm):
     formula = "baddbmm(C, A[B,M,K], B[B,K,N]): 2·B·M·N·K + B·M·N FLOPs; bytes A + B + C + out"
     names = ("aten::baddbmm",)
 
     def cost(self, call: OpCall) -> Cost:
-        return _bmm(call, 1, 2, (0,) if is_tensor(call, 0) else ())
+        return _bmm(call, 1, 2, tensors(call, 0))
 
 
-class Matmul(Family):
-    family = "gemm"
-    category = "gemm"
+class Matmul(_Gemm):
     formula = (
         "matmul(A[...,M,K], B[...,K,N]): 2·batch·M·N·K FLOPs (batch: the broadcast leading "
         "dims; a 1-D operand is a vector); bytes A + B + out"
@@ -127,9 +126,7 @@ class Matmul(Family):
         return _gemm(call, 0, 1, batch, m, n, k, ())
 
 
-class Linear(Family):
-    family = "gemm"
-    category = "gemm"
+class Linear(_Gemm):
     formula = "linear(X[...,K], W[N,K], b[N]): 2·M·N·K (+ M·N with b) FLOPs, M = numel(X)/K"
     names = ("aten::linear",)
 
@@ -139,7 +136,7 @@ class Linear(Family):
         if dx[-1] != k:
             raise NoModel("input and weight K differ")
         m = math.prod(dx[:-1])
-        return _gemm(call, 0, 1, 1, m, n, k, (2,) if is_tensor(call, 2) else ())
+        return _gemm(call, 0, 1, 1, m, n, k, tensors(call, 2))
 
 
 def _scaled(
@@ -158,23 +155,19 @@ def _scaled(
         n = b0
     else:
         raise NoModel("inner dimensions differ")
-    dtype = dtype_of(type_of(call, a))
+    dtype = input_dtype(call, a)
     if dtype == "int8" and call.name.endswith("fp4_mm"):
         dtype = "fp4"  # vLLM passes nvfp4 operands as uint8, two values a byte
     k_logical = 2 * k if dtype == "fp4" else k
-    has_bias = bias is not None and is_tensor(call, bias)
+    biases = () if bias is None else tensors(call, bias)
     read = [i for i in extra if has_shape(call, i)]
-    if has_bias and bias is not None:
-        read.append(bias)
-    flops = 2 * m * n * k_logical + (m * n if has_bias else 0)
-    nbytes = tensor_bytes(call, a) + tensor_bytes(call, b) + m * n * itemsize(out_type)
-    nbytes += sum(tensor_bytes(call, i) for i in read)
+    flops = 2 * m * n * k_logical + m * n * len(biases)
+    nbytes = tensor_bytes(call, a, b) + m * n * itemsize(out_type)
+    nbytes += tensor_bytes(call, *read, *biases)
     return Cost(float(flops), float(nbytes), dtype)
 
 
-class ScaledMm(Family):
-    family = "gemm"
-    category = "gemm"
+class ScaledMm(_Gemm):
     formula = (
         "_scaled_mm(A[M,K], B[K,N], scale_a, scale_b, bias, scale_result, out_dtype): "
         "2·M·N·K (+ M·N with bias) FLOPs, K doubled for packed fp4; bytes A + B + scales + "
@@ -190,9 +183,7 @@ class ScaledMm(Family):
         return _scaled(call, 0, 1, out_type, 4, (2, 3, 5))
 
 
-class EngineScaledMm(Family):
-    family = "gemm"
-    category = "gemm"
+class EngineScaledMm(_Gemm):
     formula = (
         "vLLM cutlass_scaled_mm(out[M,N], A[M,K], B[K,N] or [N,K], scales..., bias), "
         "cutlass_scaled_fp4_mm(out, A, B, a_sf, b_sf, alpha): 2·M·N·K FLOPs (K doubled for "
@@ -206,9 +197,7 @@ class EngineScaledMm(Family):
         return _scaled(call, 1, 2, type_of(call, 0), 5, (3, 4))
 
 
-class EngineGemm(Family):
-    family = "gemm"
-    category = "gemm"
+class EngineGemm(_Gemm):
     formula = (
         "an engine GEMM op (vllm::*gemm*, *::*_mm): the first two 2-D inputs X[M,K] and "
         "W[N,K] or W[K,N] sharing K; 2·M·N·K FLOPs; bytes X + W + out"
@@ -216,8 +205,8 @@ class EngineGemm(Family):
     names = ()
 
     def cost(self, call: OpCall) -> Cost:
-        mats = [i for i in range(len(call.input_dims)) if is_tensor(call, i)]
-        mats = [i for i in mats if len(dims(call, i)) == 2][:2]
+        every = tensors(call, *range(len(call.input_dims)))
+        mats = [i for i in every if len(dims(call, i)) == 2][:2]
         if len(mats) != 2:
             raise NoModel("no two matrices")
         return _scaled(call, mats[0], mats[1], type_of(call, mats[0]), None, ())

@@ -18,10 +18,9 @@ from pytimings.analysis.ops.calls import (
     NoModel,
     OpCall,
     dims,
-    dtype_of,
-    itemsize,
+    input_dtype,
+    input_itemsize,
     tensor_bytes,
-    type_of,
 )
 from pytimings.analysis.ops.family import Cost, Family
 
@@ -48,8 +47,8 @@ class GroupedMm(Family):
             out, flops = groups * a[0] * b[1], 2 * a[0] * a[1] * b[1]
         else:
             raise NoModel("operand shapes do not fit a grouped GEMM")
-        nbytes = tensor_bytes(call, 0) + tensor_bytes(call, 1) + out * itemsize(type_of(call, 0))
-        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 0)))
+        nbytes = tensor_bytes(call, 0, 1) + out * input_itemsize(call, 0)
+        return Cost(float(flops), float(nbytes), input_dtype(call, 0))
 
 
 class FusedExperts(Family):
@@ -75,8 +74,8 @@ class FusedExperts(Family):
             raise NoModel("weights do not match the hidden size (packed?)")
         flops = 2 * t * k * (w1[1] * h + h * w2[2])
         active = min(e, t * k) / e if e else 0.0
-        weights = (tensor_bytes(call, 1) + tensor_bytes(call, 2)) * active
-        nbytes = 2 * tensor_bytes(call, 0) + tensor_bytes(call, 3) + tensor_bytes(call, 4)
-        w_dtype = dtype_of(type_of(call, 1))
-        dtype = w_dtype if w_dtype in ("fp8", "fp4") else dtype_of(type_of(call, 0))
+        weights = tensor_bytes(call, 1, 2) * active
+        nbytes = 2 * tensor_bytes(call, 0) + tensor_bytes(call, 3, 4)
+        w_dtype = input_dtype(call, 1)
+        dtype = w_dtype if w_dtype in ("fp8", "fp4") else input_dtype(call, 0)
         return Cost(float(flops), nbytes + weights, dtype)

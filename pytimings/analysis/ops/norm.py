@@ -16,16 +16,11 @@ from pytimings.analysis.ops.calls import (
     NoModel,
     OpCall,
     dims,
-    dtype_of,
-    is_tensor,
+    input_dtype,
     tensor_bytes,
-    type_of,
+    tensors,
 )
 from pytimings.analysis.ops.family import Cost, Family
-
-
-def _params(call: OpCall, *indices: int) -> list[int]:
-    return [i for i in indices if is_tensor(call, i)]
 
 
 class LayerNorm(Family):
@@ -44,15 +39,14 @@ class LayerNorm(Family):
 
     def cost(self, call: OpCall) -> Cost:
         x = dims(call, 0)
-        params = _params(call, 2, 3)
+        params = tensors(call, 2, 3)
         norm = math.prod(dims(call, params[0])) if params else x[-1]
         numel = math.prod(x)
         if norm < 1 or numel % norm:
             raise NoModel("normalised shape does not divide the input")
         flops = (5 + len(params)) * numel
-        nbytes = 2 * tensor_bytes(call, 0) + sum(tensor_bytes(call, i) for i in params)
-        nbytes += 8 * (numel // norm)
-        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 0)))
+        nbytes = 2 * tensor_bytes(call, 0) + tensor_bytes(call, *params) + 8 * (numel // norm)
+        return Cost(float(flops), float(nbytes), input_dtype(call, 0))
 
 
 class RmsNorm(Family):
@@ -63,10 +57,10 @@ class RmsNorm(Family):
 
     def cost(self, call: OpCall) -> Cost:
         numel = math.prod(dims(call, 0))
-        params = _params(call, 2)
+        params = tensors(call, 2)
         flops = (3 + len(params)) * numel
-        nbytes = 2 * tensor_bytes(call, 0) + sum(tensor_bytes(call, i) for i in params)
-        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, 0)))
+        nbytes = 2 * tensor_bytes(call, 0) + tensor_bytes(call, *params)
+        return Cost(float(flops), float(nbytes), input_dtype(call, 0))
 
 
 class EngineRmsNorm(Family):
@@ -83,11 +77,11 @@ class EngineRmsNorm(Family):
         if call.name == "_C::rms_norm":
             x, w = 1, 2
             flops = 4 * math.prod(dims(call, x))
-            nbytes = tensor_bytes(call, 0) + tensor_bytes(call, x) + tensor_bytes(call, w)
+            nbytes = tensor_bytes(call, 0, x, w)
         else:
             x, w = 0, 2
             if dims(call, 1) != dims(call, 0):
                 raise NoModel("residual and input differ")
             flops = 5 * math.prod(dims(call, x))
-            nbytes = 2 * tensor_bytes(call, 0) + 2 * tensor_bytes(call, 1) + tensor_bytes(call, w)
-        return Cost(float(flops), float(nbytes), dtype_of(type_of(call, x)))
+            nbytes = 2 * tensor_bytes(call, 0, 1) + tensor_bytes(call, w)
+        return Cost(float(flops), float(nbytes), input_dtype(call, x))

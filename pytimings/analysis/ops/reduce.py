@@ -17,8 +17,9 @@ from pytimings.analysis.ops.calls import (
     OpCall,
     concrete,
     dims,
-    dtype_of,
     flag,
+    input_dtype,
+    input_itemsize,
     itemsize,
     tensor_bytes,
     type_of,
@@ -86,7 +87,7 @@ class Reduce(Family):
         elif op in ("max", "min") and has_dim:
             out += kept * 8
         nbytes = tensor_bytes(call, 0) + out
-        return Cost(float(math.prod(shape)), float(nbytes), dtype_of(type_of(call, 0)))
+        return Cost(float(math.prod(shape)), float(nbytes), input_dtype(call, 0))
 
 
 class Softmax(Family):
@@ -98,6 +99,6 @@ class Softmax(Family):
     def cost(self, call: OpCall) -> Cost:
         numel = math.prod(dims(call, 0))
         to_float = call.name.startswith("aten::_") and flag(call, 2, False)
-        out = numel * (4 if to_float else itemsize(type_of(call, 0)))
+        out = numel * (4 if to_float else input_itemsize(call, 0))
         nbytes = tensor_bytes(call, 0) + out
-        return Cost(float(5 * numel), float(nbytes), dtype_of(type_of(call, 0)))
+        return Cost(float(5 * numel), float(nbytes), input_dtype(call, 0))
