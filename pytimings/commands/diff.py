@@ -88,34 +88,25 @@ def _side(
     return out
 
 
+_CAPTURE_OPTIONS = ("--capture", "--base-capture", "--new-capture")
+
+
 def _captures(args: argparse.Namespace) -> tuple[Captures | None, Captures | None]:
     """The base side's and the new side's graph captures (``--capture`` files on both)."""
-    given = [
-        (opt, path)
-        for opt in ("--capture", "--base-capture", "--new-capture")
-        for path in getattr(args, opt[2:].replace("-", "_")) or []
-    ]
+    files = {opt: getattr(args, opt[2:].replace("-", "_")) or [] for opt in _CAPTURE_OPTIONS}
     seen: dict[str, str] = {}
-    for opt, path in given:
-        if path in seen:
-            raise UsageError(f"{opt} {path}: given already (with {seen[path]})")
-        seen[path] = opt
-    read = {
-        opt: read_captures(files, opt) if files else None
-        for opt, files in (
-            ("--capture", args.capture),
-            ("--base-capture", args.base_capture),
-            ("--new-capture", args.new_capture),
-        )
-    }
+    for opt, paths in files.items():
+        for path in paths:
+            if path in seen:
+                raise UsageError(f"{opt} {path}: given already (with {seen[path]})")
+            seen[path] = opt
+    read = {opt: read_captures(paths, opt) if paths else None for opt, paths in files.items()}
     shared = read["--capture"]
-    sides = []
-    for own in (read["--base-capture"], read["--new-capture"]):
-        if shared is None or own is None:
-            sides.append(own if shared is None else shared)
-        else:
-            sides.append(shared.joined(own))
-    return sides[0], sides[1]
+
+    def with_shared(own: Captures | None) -> Captures | None:
+        return own if shared is None else shared if own is None else shared.joined(own)
+
+    return with_shared(read["--base-capture"]), with_shared(read["--new-capture"])
 
 
 def run(args: argparse.Namespace) -> int:
