@@ -120,6 +120,15 @@ def test_a_capture_for_one_side_charges_that_side_only(tmp_path, capsys):
     assert _row(doc, "aten::sub")["verdict"] == "removed"
     assert _row(doc, "aten::add")["verdict"] == "added"
     assert _row(doc, "aten::bmm")["base_ns"] == 60_000
+    # a capture for both sides and one for a side: the side's matched as given alone
+    four = str(_capture(tmp_path / "four.json", [("aten::mm", MM)] * 4))
+    doc, _ = _diff(
+        capsys, tmp_path, "--base", base, "--new", new, "--capture", four, "--new-capture", cap
+    )
+    assert (_row(doc, "aten::add")["new_ns"], _row(doc, "aten::mm")["new_ns"]) == (15_000, 100_000)
+    g = doc["op_attribution"]["new"]["graph_replays"]
+    assert [(c["source"], c["matched_launches"]) for c in g["captures"]] == [(four, 0), (cap, 3)]
+    assert len(g["refused"]) == 1 and g["refused"][0].startswith(f"{four}: refused:")
 
 
 def test_a_capture_matching_neither_side_is_refused_and_one_matching_a_side_is_not(
