@@ -43,15 +43,17 @@ def _replays(path: Path, durations: list[int], replays: int = 3) -> Path:
     return path
 
 
-def _capture(path: Path, ops: list[tuple[str, dict]]) -> Path:
-    """One captured graph: per (op, its args) the op around a cudaLaunchKernel call."""
-    events = [_ev("cuda_runtime", "cudaStreamBeginCapture", 10, 2, correlation=1)]
+def _capture(path: Path, ops: list[tuple[str, dict]], also: Path | None = None) -> Path:
+    """One captured graph: per (op, its args) the op around a cudaLaunchKernel call (on a
+    thread of its own; ``also``: a trace whose events the file holds too)."""
+    events = json.loads(also.read_text())["traceEvents"] if also else []
+    events.append(_ev("cuda_runtime", "cudaStreamBeginCapture", 10, 2, tid=2, correlation=901))
     t = 20
     for i, (name, args) in enumerate(ops):
-        events.append(_ev("cpu_op", name, t, 10, **args))
-        events.append(_ev("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=2 + i))
+        events.append(_ev("cpu_op", name, t, 10, tid=2, **args))
+        events.append(_ev("cuda_runtime", "cudaLaunchKernel", t + 2, 3, tid=2, correlation=902 + i))
         t += 20
-    events.append(_ev("cuda_runtime", "cudaStreamEndCapture", t, 2, correlation=99))
+    events.append(_ev("cuda_runtime", "cudaStreamEndCapture", t, 2, tid=2, correlation=999))
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
@@ -101,6 +103,23 @@ def test_diff_charges_both_sides_replays_through_a_capture_given_to_both(tmp_pat
     assert _codes(doc["op_attribution"]["new"]) == {"graph_no_capture": 105_000}
     g = doc["op_attribution"]["new"]["graph_replays"]
     assert (g["launches"], g["matched_launches"], g["captures"]) == (3, 0, [])
+
+
+def test_each_files_own_captures_charge_its_replays_and_are_named_after_it(tmp_path, capsys):
+    ops = [("aten::mm", MM), ("aten::add", ADD)]
+    base = [
+        str(_capture(tmp_path / f"b{i}.json", ops, _replays(tmp_path / f"r{i}.json", [20, 5])))
+        for i in range(2)
+    ]
+    new = str(_replays(tmp_path / "n.json", [30, 5]))
+    doc, _ = _diff(capsys, tmp_path, "--base", *base, "--new", new)
+    b = doc["op_attribution"]["base"]
+    assert b["graph_attributed_ns"] == b["graph_kernel_ns"] == 2 * 75_000
+    got = [
+        (c["source"], c["graphs"], c["matched_launches"]) for c in b["graph_replays"]["captures"]
+    ]
+    assert got == [(f"{p} (its own captures)", 1, 3) for p in base]
+    assert _row(doc, "aten::add")["verdict"] == "removed"
 
 
 def test_a_capture_for_one_side_charges_that_side_only(tmp_path, capsys):
