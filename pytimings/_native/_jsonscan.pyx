@@ -152,7 +152,7 @@ cdef enum:
     K_STREAM = 6  # memory: device type
     K_BYTES = 7   # memory: device id
     K_INDEX = 8
-    K_A = 9       # memory: total allocated; API calls: a sync's wait_on_stream
+    K_A = 9       # memory: total allocated; API calls: a sync's wait_on_stream; GPU: graph node
     K_B = 10      # memory: total reserved; API calls: wait_on_cuda_event_record_corr_id
     K_NAME = 11   # int32 string ids; meta: name
     K_ARGS = 12   # int32: host op / comm kernel args text (+1; 0 none); meta: args.name id
@@ -226,13 +226,14 @@ cdef enum:
     A_OUT_NELEMS = 20
     A_DTYPE = 21
     A_GROUP = 22
-    N_ARGS = 23
+    A_GRAPH_NODE = 23  # GPU ops (Kineto built with CUDA 12+): the CUPTI graph node, 0 outside
+    N_ARGS = 24
 _TOP_KEYS = (b"ph", b"cat", b"name", b"pid", b"tid", b"ts", b"dur", b"id", b"args")
 _ARG_KEYS = (b"correlation", b"device", b"stream", b"bytes", b"size", b"Input Dims",
              b"Input type", b"Concrete Inputs", b"Input Strides", b"Bytes", b"Addr",
              b"Device Type", b"Device Id", b"Total Allocated", b"Total Reserved", b"name",
              b"wait_on_stream", b"wait_on_cuda_event_record_corr_id", b"Collective name",
-             b"In msg nelems", b"Out msg nelems", b"dtype", b"Group size")
+             b"In msg nelems", b"Out msg nelems", b"dtype", b"Group size", b"graph node id")
 FIELD_NAMES = tuple(k.decode() for k in _TOP_KEYS) + tuple(
     "args." + k.decode() for k in _ARG_KEYS)
 # [memory] args in the order their problems are reported (as the loader always has)
@@ -1743,6 +1744,9 @@ cdef class Scanner:
             if E.args[A_BYTES].kind == V_ABSENT or E.args[A_BYTES].kind == V_NULL:
                 k = A_SIZE
             if self._opt(group, K_BYTES, row, p, &E.args[k], N_TOP + k, elem) < 0:
+                return -1
+            if group == G_GPU and self._opt(group, K_A, row, p, &E.args[A_GRAPH_NODE],
+                                            N_TOP + A_GRAPH_NODE, elem) < 0:
                 return -1
             if group == G_API and (
                 self._opt(group, K_A, row, p, &E.args[A_WAIT_STREAM], N_TOP + A_WAIT_STREAM,

@@ -35,7 +35,11 @@ get the verdict ``added`` or ``removed``.
 (so captures on different GPUs or vendors, whose kernel names differ, compare op by op),
 and per op category; a window holds the GPU ops on its rank and device that start in it
 (the op table's windows). GPU ops no op launched are left out of ``ops`` and counted in
-their kernel name's category.
+their kernel name's category. Graph-replayed GPU ops are charged through each side's
+graph captures (its attributions' ``captures``: ``--capture`` files given to both sides,
+matched by content to each side's replays, and ``--base-capture``/``--new-capture`` to one);
+``op_attribution`` says per side what was charged and, by reason, what was not. A capture
+given to both sides is refused only when it matches the replays of neither.
 
 **Collectives** (several ranks in a file): per collective name, its duration, arrival skew
 and wait per instance and rank (:class:`pytimings.analysis.collectives.Collectives`), the
@@ -47,7 +51,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -55,9 +59,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.analysis.graph_capture import merge_replay_docs
 from pytimings.analysis.host import charge_lists
 from pytimings.analysis.memory import compare_memory
-from pytimings.analysis.op_table import ops_of
+from pytimings.analysis.op_table import merge_attribution, ops_of
 from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
@@ -356,6 +361,34 @@ def _op_rows(
     return out, compare_named(bc, weights[0], members[0], nc, weights[1], members[1])
 
 
+def _op_attribution(
+    base: Sequence[Attribution], new: Sequence[Attribution], shared: Collection[str]
+) -> dict[str, dict[str, Any]]:
+    """Per side, its files' op attribution summed (``op_attribution`` of ``analyze``); with
+    captures, ``graph_replays`` over its files: a capture given to both sides is refused
+    only when it matched on neither (module docstring)."""
+    docs = {k: [ops_of(a).attribution for a in side] for k, side in (("base", base), ("new", new))}
+    matched = {
+        c["source"]
+        for side in docs.values()
+        for d in side
+        for c in d.get("graph_replays", {}).get("captures", [])
+        if c["source"] in shared and c["matched_launches"]
+    }
+    out = {}
+    for k, side in (("base", base), ("new", new)):
+        doc = merge_attribution(docs[k])
+        replays = [
+            (str(a.trace.meta.get("path", f"file {i + 1}")), d["graph_replays"])
+            for i, (a, d) in enumerate(zip(side, docs[k], strict=True))
+            if "graph_replays" in d
+        ]
+        if replays:
+            doc["graph_replays"] = merge_replay_docs(replays, matched)
+        out[k] = doc
+    return out
+
+
 _COLLECTIVE_METRICS = (("time", None), ("skew", "skew_ns"), ("wait", "wait_ns"))
 
 
@@ -461,8 +494,11 @@ def diff(
     new: Sequence[Attribution],
     resamples: int = 1000,
     seed: int = 0,
+    shared_captures: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The ``pytimings.diff/1`` document of two sides (each: one attribution per file)."""
+    """The ``pytimings.diff/1`` document of two sides (each: one attribution per file;
+    their ``captures``: the graph captures each side's replays are matched to, the labels
+    of those given to both sides in ``shared_captures``)."""
     rng = np.random.default_rng(seed)
     bm, nm = Members.of(base), Members.of(new)
     for side, atts, k in (("base", base, bm.n), ("new", new, nm.n)):
@@ -490,6 +526,7 @@ def diff(
         "kernels": _kernel_rows(base, new, (b_w, n_w), (bm, nm)),
         "ops": ops,
         "op_categories": op_categories,
+        "op_attribution": _op_attribution(base, new, shared_captures),
         "host_activities": compare_named(_side_host(base), b_w, bm, _side_host(new), n_w, nm),
         "collectives": _collective_rows(base, new, resamples, rng),
         "memory": compare_memory([a.memory for a in base], [a.memory for a in new]),

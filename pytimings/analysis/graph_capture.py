@@ -30,7 +30,7 @@ replayed op not charged is counted by reason, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +58,8 @@ from pytimings.model.trace import OpKind, Trace
 from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
+
+OWN = "the trace"  # the label of the analysed trace's own captures
 
 _BEGIN = ("StreamBeginCapture", "StreamBeginCaptureToGraph")
 _END = ("StreamEndCapture",)
@@ -93,6 +95,7 @@ class CaptureSource:
     named: int = 0  # captured launch calls whose kernel name the trace holds
     incomplete: int = 0  # begin-capture calls with no end-capture call on their thread
     matched_launches: int = 0
+    first_difference: str | None = None  # where its graphs first name another kernel
 
 
 @dataclass
@@ -107,6 +110,19 @@ class Captures:
     def copy(self) -> Captures:
         """Another Captures with the same graphs (its sources' counts its own)."""
         return Captures([replace(s) for s in self.sources], list(self.graphs), list(self.ops))
+
+    def joined(self, other: Captures) -> Captures:
+        """These captures and ``other``'s in one (its sources, graphs and ops after these)."""
+        ns, no = len(self.sources), len(self.ops)
+        moved = [
+            replace(g, source=g.source + ns, ops=tuple(o + no if o >= 0 else -1 for o in g.ops))
+            for g in other.graphs
+        ]
+        return Captures(
+            [replace(s) for s in (*self.sources, *other.sources)],
+            [*self.graphs, *moved],
+            [*self.ops, *other.ops],
+        )
 
     def add(self, trace: Trace, label: str, launches: Launches | None = None) -> CaptureSource:
         """The captured graphs of ``trace`` (see the module docstring); ``launches``: its
@@ -414,18 +430,23 @@ def match_replays(
     refusals = []
     for k, (src, m) in enumerate(zip(captures.sources, matched_src, strict=True)):
         src.matched_launches = m
+        src.first_difference = mismatch_detail.get(k)
         if src.graphs and not m:
-            because = (
-                f"first difference: {mismatch_detail[k]}"
-                if k in mismatch_detail
-                else "no captured graph has a replayed graph's sequence of GPU ops"
-            )
-            refusals.append(
-                f"{src.label}: refused: none of its {src.graphs} captured graphs matches one "
-                f"of the {n_replays} replayed graph launches ({because}); their kernels stay "
-                "unattributed"
-            )
+            refusals.append(refusal(src.label, src.graphs, n_replays, src.first_difference))
     return GraphMatch(ref, reason, replay, n_replays, matched, refusals, by_nodes)
+
+
+def refusal(label: str, graphs: int, launches: int, first_difference: str | None) -> str:
+    """The line refusing a capture none of whose ``graphs`` matched one of ``launches``."""
+    because = (
+        f"first difference: {first_difference}"
+        if first_difference
+        else "no captured graph has a replayed graph's sequence of GPU ops"
+    )
+    return (
+        f"{label}: refused: none of its {graphs} captured graphs matches one of the "
+        f"{launches} replayed graph launches ({because}); their kernels stay unattributed"
+    )
 
 
 def _resolve(
@@ -471,8 +492,40 @@ def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
                 "named_nodes": s.named,
                 "incomplete": s.incomplete,
                 "matched_launches": s.matched_launches,
+                "first_difference": s.first_difference,
             }
             for s in captures.sources
         ],
         "refused": match.refusals if match else [],
     }
+
+
+def merge_replay_docs(
+    docs: Sequence[tuple[str, dict[str, Any]]], exempt: Collection[str] = ()
+) -> dict[str, Any]:
+    """One ``graph_replays`` document for several traces matched against the same captures
+    (a ``diff`` side's files), from each trace's (its name, its document): launches summed;
+    a capture file's counts once, its matched launches summed; each trace's own captures
+    (:data:`OWN`) named after it; a capture refused when it matched none of the launches
+    of every trace, unless its label is in ``exempt`` (a capture that matched elsewhere)."""
+    out: dict[str, Any] = {
+        k: sum(int(d[k]) for _, d in docs)
+        for k in ("launches", "matched_launches", "matched_by_node_ids")
+    }
+    sources: dict[str, dict[str, Any]] = {}
+    for name, d in docs:
+        for c in d["captures"]:
+            label = f"{name} (its own captures)" if c["source"] == OWN else c["source"]
+            if label not in sources:
+                sources[label] = {**c, "source": label}
+            else:
+                s = sources[label]
+                s["matched_launches"] += c["matched_launches"]
+                s["first_difference"] = s["first_difference"] or c["first_difference"]
+    out["captures"] = list(sources.values())
+    out["refused"] = [
+        refusal(s["source"], s["graphs"], out["launches"], s["first_difference"])
+        for s in sources.values()
+        if s["graphs"] and not s["matched_launches"] and s["source"] not in exempt
+    ]
+    return out

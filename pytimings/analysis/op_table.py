@@ -20,7 +20,13 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native import _stats
-from pytimings.analysis.graph_capture import Captures, GraphMatch, capture_doc, match_replays
+from pytimings.analysis.graph_capture import (
+    OWN,
+    Captures,
+    GraphMatch,
+    capture_doc,
+    match_replays,
+)
 from pytimings.analysis.op_launch import (
     REASON_CODES,
     REASONS,
@@ -304,7 +310,7 @@ def op_table(
     gm: GraphMatch | None = None
     reason = launch.reason
     if launch.graph[sel].any():
-        own = caps.add(tr, "the trace", a.launches)
+        own = caps.add(tr, OWN, a.launches)
         if not own.graphs and not own.incomplete:
             caps.sources.remove(own)
         gm = match_replays(tr, a.launches, launch.graph, caps)
@@ -422,25 +428,7 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
             kernel[CATEGORIES.index(c["category"])] += c["kernel_ns"]
             busy[CATEGORIES.index(c["category"])] += c["busy_ns"]
     windows = [w for t in tables for w in t.window_categories]
-    attribution: dict[str, Any] = {
-        "source": "/".join(sorted({t.attribution["source"] for t in tables})),
-        **{
-            k: sum(int(t.attribution[k]) for t in tables)
-            for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
-        },
-        "busy_ns": sum(int(t.attribution["busy_ns"]) for t in tables),
-    }
-    why: dict[str, list[int]] = {}
-    for t in tables:
-        for u in t.attribution["unattributed"]:
-            acc = why.setdefault(u["reason"], [0, 0])
-            acc[0] += u["ops"]
-            acc[1] += u["kernel_ns"]
-    attribution["unattributed"] = [
-        {"reason": k, "code": code, "ops": why[k][0], "kernel_ns": why[k][1]}
-        for k, code in zip(REASONS, REASON_CODES, strict=True)
-        if k in why
-    ]
+    attribution = merge_attribution([t.attribution for t in tables])
     return OpTable(
         rows,
         _category_list(kernel, busy),
@@ -450,6 +438,31 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         np.full(n_gpu_ops, -1, dtype=np.int64),
         np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
     )
+
+
+def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The ``op_attribution`` of several tables' (ranks', files'): sums, the unattributed
+    counts summed per reason (``graph_replays``: the caller's, it depends on the captures)."""
+    out: dict[str, Any] = {
+        "source": "/".join(sorted({d["source"] for d in docs})),
+        **{
+            k: sum(int(d[k]) for d in docs)
+            for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
+        },
+        "busy_ns": sum(int(d["busy_ns"]) for d in docs),
+    }
+    why: dict[str, list[int]] = {}
+    for d in docs:
+        for u in d["unattributed"]:
+            acc = why.setdefault(u["reason"], [0, 0])
+            acc[0] += u["ops"]
+            acc[1] += u["kernel_ns"]
+    out["unattributed"] = [
+        {"reason": k, "code": code, "ops": why[k][0], "kernel_ns": why[k][1]}
+        for k, code in zip(REASONS, REASON_CODES, strict=True)
+        if k in why
+    ]
+    return out
 
 
 def category_segments(

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
+from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.result import Attribution
 from pytimings.commands import comm_rules
+from pytimings.commands.ops import read_captures
 from pytimings.console import progress
 from pytimings.console.args import SEED, nonempty, top_rows
 from pytimings.errors import UsageError
@@ -46,23 +48,65 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="rows shown per table, 0 or 'all' for every row (the --json file has every row)",
     )
+    for flag, what in (
+        (
+            "--capture",
+            "both sides' replays (matched by content to each side's graphs; "
+            "refused only when it matches neither side)",
+        ),
+        ("--base-capture", "the baseline's replays only"),
+        ("--new-capture", "the candidate's replays only"),
+    ):
+        p.add_argument(
+            flag, action="append", metavar="FILE",
+            help=f"a trace of CUDA/HIP graph captures (Kineto, nsys; repeatable) whose graphs "
+            f"charge {what} to the ops that launched their kernels while capturing",
+        )  # fmt: skip
     add_processes_argument(p)
     comm_rules.add_arguments(p)
     progress.add_quiet_argument(p)
 
 
 def _side(
-    paths: Sequence[str], by: str | None, processes_as_ranks: bool, kernels: Sequence[str]
+    paths: Sequence[str],
+    by: str | None,
+    processes_as_ranks: bool,
+    kernels: Sequence[str],
+    captures: Captures | None,
 ) -> list[Attribution]:
-    """One attribution per capture (each loaded on its own, so that it stays a group)."""
+    """One attribution per capture (each loaded on its own, so that it stays a group),
+    its graph replays matched to ``captures``."""
     out = []
     for path in paths:
         trace = load(path, processes_as_ranks=processes_as_ranks)
         try:
-            out.append(attribute(trace, by=by, comm_kernels=kernels))
+            a = attribute(trace, by=by, comm_kernels=kernels)
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
+        a.captures = captures
+        out.append(a)
     return out
+
+
+_CAPTURE_OPTIONS = ("--capture", "--base-capture", "--new-capture")
+
+
+def _captures(args: argparse.Namespace) -> tuple[Captures | None, Captures | None]:
+    """The base side's and the new side's graph captures (``--capture`` files on both)."""
+    files = {opt: getattr(args, opt[2:].replace("-", "_")) or [] for opt in _CAPTURE_OPTIONS}
+    seen: dict[str, str] = {}
+    for opt, paths in files.items():
+        for path in paths:
+            if path in seen:
+                raise UsageError(f"{opt} {path}: given already (with {seen[path]})")
+            seen[path] = opt
+    read = {opt: read_captures(paths, opt) if paths else None for opt, paths in files.items()}
+    shared = read["--capture"]
+
+    def with_shared(own: Captures | None) -> Captures | None:
+        return own if shared is None else shared if own is None else shared.joined(own)
+
+    return with_shared(read["--base-capture"]), with_shared(read["--new-capture"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
     kernels = comm_rules.comm_kernels(args)
-    base = _side(args.base, args.by, args.processes_as_ranks, kernels)
-    new = _side(args.new, args.by, args.processes_as_ranks, kernels)
-    doc = diff(base, new, resamples=args.resamples, seed=args.seed)
+    base_caps, new_caps = _captures(args)
+    base = _side(args.base, args.by, args.processes_as_ranks, kernels, base_caps)
+    new = _side(args.new, args.by, args.processes_as_ranks, kernels, new_caps)
+    doc = diff(base, new, args.resamples, args.seed, shared_captures=args.capture or ())
     doc["base"], doc["new"] = list(args.base), list(args.new)
     hits = crossed(doc, thresholds)
     print(render_text(doc, top=args.top))

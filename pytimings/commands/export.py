@@ -11,6 +11,7 @@ import numpy as np
 
 from pytimings.commands import comm_rules
 from pytimings.commands.example import add_example_argument, paths_or_example
+from pytimings.commands.ops import add_capture_argument, load_captures
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
@@ -46,12 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
     )
+    add_capture_argument(p)
     comm_rules.add_arguments(p)
     progress.add_quiet_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from pytimings.analysis.attribution import attribute
+    from pytimings.analysis.op_table import ops_of
     from pytimings.ingest import load
     from pytimings.ingest.detect import detect_format
     from pytimings.ingest.loader import expand_paths
@@ -59,12 +62,19 @@ def run(args: argparse.Namespace) -> int:
     from pytimings.model.requests import records_from_arrow
     from pytimings.model.trace import Trace
     from pytimings.record.telemetry import telemetry_from_arrow
+    from pytimings.report.ops_text import render_graph_replays
     from pytimings.report.perfetto import write_perfetto
 
     progress.configure(args.quiet)
     if not args.perfetto:
         raise UsageError("give an output: --perfetto OUT")
+    if args.capture and args.no_attribution:
+        raise UsageError(
+            "--capture charges graph-replayed kernels to ops on the attribution lanes: "
+            "not with --no-attribution"
+        )
     kernels = comm_rules.comm_kernels(args)
+    captures = load_captures(args)
     requests = []  # each recording's request timelines, one track per request
     telemetry = []  # each recording's GPU telemetry, counter tracks
     traced = []  # files with events (a recording of request timelines only has none)
@@ -101,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
             result = attribute(trace, comm_kernels=kernels)
+        result.captures = captures
     path = None
     if args.critical_path:
         from pytimings.analysis.critical_path import critical_path
@@ -113,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")
+    if result is not None and captures is not None:
+        print("\n".join(render_graph_replays(ops_of(result).attribution)))
     if stats.overlap_tracks:
         print(
             f"{stats.overlap_tracks} extra track{'s' if stats.overlap_tracks > 1 else ''} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
@@ -42,8 +43,12 @@ def add_capture_argument(p: argparse.ArgumentParser) -> None:
 def load_captures(args: argparse.Namespace) -> Captures | None:
     """The graphs captured in the ``--capture`` files; a file with none is a usage error."""
     files = getattr(args, "capture", None)
-    if not files:
-        return None
+    return read_captures(files, "--capture") if files else None
+
+
+def read_captures(files: Sequence[str], option: str) -> Captures:
+    """The graphs captured in ``files`` (given with ``option``); a file with none is a
+    usage error."""
     from pytimings.ingest import load
 
     caps = Captures()
@@ -53,7 +58,7 @@ def load_captures(args: argparse.Namespace) -> Captures | None:
         if not src.graphs:
             never = f" ({src.incomplete} begin-capture calls never end)" if src.incomplete else ""
             raise UsageError(
-                f"--capture {path}: no graph capture in it: no cudaStreamBeginCapture ... "
+                f"{option} {path}: no graph capture in it: no cudaStreamBeginCapture ... "
                 f"cudaStreamEndCapture pair on a thread{never}"
             )
     return caps

@@ -37,8 +37,12 @@ the ``ac2g`` flows (gathered in the same pass) complete the links (flows whose i
 with args are counted in ``meta["flow_mismatches"]``). A GPU op's ``pid``
 is the host process of its launching call (Kineto puts GPU rows under pid = device). Several
 GPU ops may share a correlation only when launched by one CUDA/HIP graph launch (they get
-``graph`` = that launch's correlation id; Kineto records no graph id) or when the launch
-predates the capture window (``meta["ops_without_launch"]``). Any other repeated
+``graph`` = that launch's correlation id) or when the launch predates the capture window
+(``meta["ops_without_launch"]``). Kineto built with CUDA 12+ writes a GPU op's CUPTI
+``"graph id"`` and ``"graph node id"`` args (libkineto/src/CuptiActivity.cpp,
+``getGraphNodeMetadata``; 0 outside graphs): a node id > 0 marks a replay too (when its
+graph launch predates the window) and becomes ``gpu_ops.graph_node``, a per-file index as
+Nsight's (-1: none). Any other repeated
 correlation id is an error, as is a negative duration or an unknown ``displayTimeUnit``.
 
 Host activities: ``cpu_op`` (2021-era ``Operator``) and ``python_function`` events become
@@ -428,7 +432,8 @@ class _Loader:
             self.deferred_times.setdefault(t[0], []).append(t)
         # rows in time order, ties in document order
         # args: an NCCL kernel's collective args text (kineto_comm)
-        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS, "args")))
+        # a: the op's "graph node id" (Kineto built with CUDA 12+; 0 outside graphs)
+        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS, "args", "a")))
         # a, b: a cuda_sync's wait_on_stream and wait_on_cuda_event_record_corr_id
         api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS, "a", "b")))
         rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
@@ -590,7 +595,13 @@ class _Loader:
         graph_ids = [i for i in launch_ids if is_graph_launch(self.strings[i])]
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
-        graph[g] = corr[g]
+        node = gpu.pop("a")
+        # a graph node id marks a graph replay even where the launch call is not in the trace
+        graph[g | (node > 0)] = corr[g | (node > 0)]
+        nodes = _unique(node[node > 0])
+        if nodes.size > np.iinfo(np.int32).max:
+            raise self.fail(f"{nodes.size} distinct CUDA graph node ids: more than the model holds")
+        graph_node = np.where(node > 0, np.searchsorted(nodes, node), -1).astype(np.int32)
         self.ops_without_launch = int(np.count_nonzero(~found))
         self._check_duplicates(pid, corr, g | ~found)
         return conform(
@@ -609,6 +620,7 @@ class _Loader:
                 "pid": pid,
                 "rank": np.full(n, rank),
                 "graph": graph,
+                "graph_node": graph_node,
                 "collective": gpu["collective"],
                 "group_size": gpu["group_size"],
             },

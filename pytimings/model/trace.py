@@ -100,8 +100,8 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     "pid": np.int32,
     "rank": np.int16,
     "graph": np.int64,  # CUDA graph id when launched from a graph, else -1
-    # the graph node that ran it (Nsight --cuda-graph-trace=node): a per-file index into
-    # graph_nodes.node, else -1
+    # the graph node that ran it (Nsight --cuda-graph-trace=node, Kineto's "graph node id"):
+    # a per-file index into graph_nodes.node, else -1
     "graph_node": np.int32,
     # communication ops, where the trace says: the collective (an index into
     # pytimings.model.comm.COLLECTIVES, -1 unknown) and how many ranks its communicator has

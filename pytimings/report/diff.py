@@ -14,6 +14,7 @@ from pytimings.analysis.memory import gib
 from pytimings.console.text import table
 from pytimings.ingest.names import short_kernel_name
 from pytimings.report.html import page
+from pytimings.report.ops_text import render_graph_replays
 
 SECTIONS = ("labels", "kernels", "ops", "op_categories", "host_activities", "collectives")
 HEADERS = ["section", "name", "base", "new", "delta", "delta %", "95% CI", "verdict"]
@@ -118,8 +119,19 @@ def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
             f"within noise: {counts} (largest: {_name(big_s, big)} "
             f"{_signed(big['delta_ns'])}, {_pct(big['delta_pct'])})",
         ]
+    out += _graph_lines(doc.get("op_attribution") or {})
     out += _memory_lines(doc.get("memory") or [])
     return "\n".join(out)
+
+
+def _graph_lines(sides: dict[str, dict[str, Any]]) -> list[str]:
+    """Per side with graph replays: what its captures charged, and their refusals."""
+    out = []
+    for side in ("base", "new"):
+        lines = render_graph_replays(sides[side]) if side in sides else []
+        if lines:
+            out += ["", f"{side}: {lines[0]}", *lines[1:]]
+    return out
 
 
 def _memory_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

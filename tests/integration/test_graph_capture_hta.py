@@ -174,3 +174,36 @@ def test_analyze_carries_the_graph_attribution(replay, tmp_path):
     g = doc["op_attribution"]["graph_replays"]
     assert g["launches"] == 70 and g["matched_launches"] == 55
     assert any(r["graph_kernel_ns"] for r in doc["ops"])
+
+
+def test_diff_and_export_charge_the_real_replays_as_the_capture_says(replay, tmp_path):
+    path, _, replays = replay
+    capture = HERE / "capture_named.json"
+    charged, refused = _expected(replays, _captured(capture))
+    out = tmp_path / "d.json"
+    p = _cli(
+        "diff", "--base", str(path), "--new", str(path), "--new-capture", str(capture),
+        "--json", str(out), "-q", "--resamples", "100",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    got = {r["name"]: r for r in doc["ops"] if r["name"] in charged}
+    assert {k: r["new_ns"] for k, r in got.items()} == charged
+    assert {r["verdict"] for r in got.values()} == {"added"}  # the base side has no capture
+    graph_codes = {"graph_unmatched", "kernel_mismatch", "graph_ambiguous", "graph_no_capture"}
+    codes = {
+        side: {u["code"]: u["kernel_ns"] for u in a["unattributed"] if u["code"] in graph_codes}
+        for side, a in doc["op_attribution"].items()
+    }
+    assert codes["new"] == refused
+    assert codes["base"] == {"graph_no_capture": sum(d for ops in replays for _, _, d in ops)}
+    perfetto = tmp_path / "p.json"
+    p = _cli("export", str(path), "--perfetto", str(perfetto), "--capture", str(capture), "-q")
+    assert p.returncode == 0, p.stderr
+    events = json.loads(perfetto.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    ns: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.get("ph") == "X" and e.get("args", {}).get("op") in charged:
+            ns[e["args"]["op"]] += round(e["dur"] * 1000)
+    assert dict(ns) == charged

@@ -40,6 +40,15 @@ NOT_HERE = {
     "pytimings ops serve.pt.trace.json.gz --capture graph_capture.pt.trace.json.gz": (
         "needs a trace of a CUDA graph capture (tests/integration/test_graph_capture_hta.py)"
     ),
+    "pytimings diff --base before.pt.trace.json.gz --new after.pt.trace.json.gz --capture": (
+        "needs traces of CUDA graph replays and captures (tests/unit/test_graph_capture_cli.py)"
+    ),
+    "pytimings diff --base h100.pt.trace.json.gz --new mi300x.pt.trace.json.gz --base-capture": (
+        "needs traces of CUDA graph replays and captures (tests/unit/test_graph_capture_cli.py)"
+    ),
+    "pytimings export serve.pt.trace.json.gz --perfetto serve.perfetto.json --capture": (
+        "needs traces of CUDA graph replays and captures (tests/unit/test_graph_capture_cli.py)"
+    ),
     "pytimings diff --base a1.json a2.json --new b1.json b2.json --by 'ProfilerStep*'": (
         "Kineto ProfilerStep ranges: the bundled capture is an Nsight one"
     ),
