@@ -22,7 +22,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["REASONS", "energy_summary", "hardware_findings", "window_telemetry"]
+from pytimings.analysis.finding import Finding
+
+__all__ = [
+    "REASONS",
+    "energy_summary",
+    "gpu_metric_findings",
+    "hardware_findings",
+    "window_gpu_metrics",
+    "window_telemetry",
+]
 
 # NVML / DCGM clocks-event reason bits -> names
 REASONS: dict[int, str] = {
@@ -44,6 +53,9 @@ FINDING_SHARE = 0.10  # findings for shares of busy samples of at least 10%
 class Samples(Protocol):
     @property
     def source(self) -> str: ...
+
+    @property
+    def metric(self) -> np.ndarray: ...
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -206,3 +218,133 @@ def window_telemetry(
         }
         out.append(row)
     return out
+
+
+# GPU metrics of Nsight exports (pytimings.ingest.nsys_gpu_metrics' short names)
+SM_ACTIVE_LOW = 50.0  # SMs active under 50% of the time while a GPU op runs counts as low
+DRAM_LOW = 50.0  # DRAM read + write under 50% of peak in a memory-bound sample counts as low
+
+
+def _series_by_gpu(s: Samples, gpu: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for m in sorted({str(m) for m in s.metric}):
+        t, v = s.series(gpu, m)
+        if len(t):
+            out[m] = (t, v)
+    return out
+
+
+def window_gpu_metrics(
+    s: Samples, start_ns: np.ndarray, end_ns: np.ndarray, device: np.ndarray
+) -> list[dict[str, Any] | None]:
+    """Per window (columns ``start_ns``, ``end_ns``, ``device``): the mean of each GPU metric
+    of the window's GPU over its samples with a time in [start, end] (``samples``: the most
+    samples any metric has there), None where that GPU has none. Prefix sums per series:
+    one binary search per window and metric."""
+    start, end, dev = (np.asarray(x, dtype=np.int64) for x in (start_ns, end_ns, device))
+    out: list[dict[str, Any] | None] = [None] * len(start)
+    for gpu in s.gpus():
+        rows = np.flatnonzero(dev == gpu)
+        if not len(rows):
+            continue
+        means: dict[str, np.ndarray] = {}
+        most = np.zeros(len(rows), dtype=np.int64)
+        for metric, (t, v) in _series_by_gpu(s, gpu).items():
+            sums = np.concatenate([[0.0], np.cumsum(v)])
+            lo = np.searchsorted(t, start[rows], "left")
+            hi = np.searchsorted(t, end[rows], "right")
+            n = hi - lo
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means[metric] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
+            most = np.maximum(most, n)
+        for k, row in enumerate(rows.tolist()):
+            if most[k]:
+                mean = {m: float(a[k]) for m, a in means.items() if not np.isnan(a[k])}
+                out[row] = {"gpu": gpu, "samples": int(most[k]), "mean": mean}
+    return out
+
+
+def _covered(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Where a time of ``t`` lies inside one of the intervals [start, end)."""
+    if not len(starts):
+        return np.zeros(len(t), dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    i = np.searchsorted(s, t, "right") - 1
+    return (i >= 0) & (t < e[np.maximum(i, 0)])
+
+
+def _aligned(
+    series: dict[str, tuple[np.ndarray, np.ndarray]], names: list[str]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The times all of ``names`` were sampled at, and each one's values there."""
+    t = series[names[0]][0]
+    for n in names[1:]:
+        t = np.intersect1d(t, series[n][0])
+    vals = [series[n][1][np.searchsorted(series[n][0], t)] for n in names]
+    return t, vals
+
+
+def _period(t: np.ndarray) -> int:
+    return int(np.median(np.diff(t))) if len(t) > 1 else 0
+
+
+def gpu_metric_findings(
+    s: Samples, op_start: np.ndarray, op_end: np.ndarray, op_device: np.ndarray
+) -> list[Finding]:
+    """Findings (layer "hardware") from an Nsight export's GPU metrics, over the samples
+    taken while a GPU op of the trace ran on that GPU ("busy"):
+
+    - ``sm_active_low``: SMs active under SM_ACTIVE_LOW % in at least FINDING_SHARE of the
+      busy samples (the timeline says busy; the SMs mostly wait: small grids, tails, latency);
+    - ``memory_bandwidth_low``: in memory-bound samples (DRAM read + write % of peak above
+      both SM issue % and tensor active %: DRAM is the busiest unit), DRAM under DRAM_LOW %
+      of peak in at least FINDING_SHARE of them.
+
+    A finding's ``loss_ns`` is its samples times the sampling period (time, not a saving)."""
+    found: list[Finding] = []
+    for gpu in s.gpus():
+        series = _series_by_gpu(s, gpu)
+        mine = op_device == gpu
+        if "sm_active_pct" in series:
+            t, v = series["sm_active_pct"]
+            busy = _covered(t, op_start[mine], op_end[mine])
+            low = busy & (v < SM_ACTIVE_LOW)
+            share = float(low.sum() / busy.sum()) if busy.any() else 0.0
+            if share >= FINDING_SHARE:
+                found.append(
+                    Finding(
+                        "hardware",
+                        f"GPU {gpu}: SMs active under {SM_ACTIVE_LOW:.0f}% in "
+                        f"{share:.0%} of the samples taken while a GPU op ran (mean "
+                        f"{float(v[busy].mean()):.0f}% active): busy in the timeline, "
+                        "idle SMs in the hardware",
+                        int(low.sum()) * _period(t),
+                        {"kind": "sm_active_low", "gpu": gpu, "busy_samples": int(busy.sum()),
+                         "low_samples": int(low.sum()), "share": share,
+                         "mean_sm_active_pct_busy": float(v[busy].mean())},
+                    )
+                )  # fmt: skip
+        compute = [n for n in ("sm_issue_pct", "tensor_active_pct") if n in series]
+        if {"dram_read_pct", "dram_write_pct"} <= series.keys() and compute:
+            t, (rd, wr, *others) = _aligned(series, ["dram_read_pct", "dram_write_pct", *compute])
+            dram = rd + wr
+            busy = _covered(t, op_start[mine], op_end[mine])
+            bound = busy & (dram > np.max(np.stack(others), axis=0))
+            low = bound & (dram < DRAM_LOW)
+            share = float(low.sum() / bound.sum()) if bound.any() else 0.0
+            if share >= FINDING_SHARE:
+                found.append(
+                    Finding(
+                        "hardware",
+                        f"GPU {gpu}: memory-bound samples (DRAM the busiest unit) use "
+                        f"{float(dram[bound].mean()):.0f}% of peak DRAM bandwidth on average; "
+                        f"{share:.0%} of them under {DRAM_LOW:.0f}% (latency-bound access, "
+                        "too little memory parallelism)",
+                        int(low.sum()) * _period(t),
+                        {"kind": "memory_bandwidth_low", "gpu": gpu,
+                         "memory_bound_samples": int(bound.sum()), "low_samples": int(low.sum()),
+                         "share": share, "mean_dram_pct_memory_bound": float(dram[bound].mean())},
+                    )
+                )  # fmt: skip
+    return found
