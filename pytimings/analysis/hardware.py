@@ -18,6 +18,7 @@ window's samples: two at least) and the share of them each clock-event reason wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -223,9 +224,10 @@ def window_telemetry(
 # GPU metrics of Nsight exports (pytimings.ingest.nsys_gpu_metrics' short names)
 SM_ACTIVE_LOW = 50.0  # SMs active under 50% of the time while a GPU op runs counts as low
 DRAM_LOW = 50.0  # DRAM read + write under 50% of peak in a memory-bound sample counts as low
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (t_ns, value) of one GPU
 
 
-def _series_by_gpu(s: Samples, gpu: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _series_by_gpu(s: Samples, gpu: int) -> Series:
     out = {}
     for m in sorted({str(m) for m in s.metric}):
         t, v = s.series(gpu, m)
@@ -274,9 +276,7 @@ def _covered(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return (i >= 0) & (t < e[np.maximum(i, 0)])
 
 
-def _aligned(
-    series: dict[str, tuple[np.ndarray, np.ndarray]], names: list[str]
-) -> tuple[np.ndarray, list[np.ndarray]]:
+def _aligned(series: Series, names: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
     """The times all of ``names`` were sampled at, and each one's values there."""
     t = series[names[0]][0]
     for n in names[1:]:
@@ -306,45 +306,64 @@ def gpu_metric_findings(
     for gpu in s.gpus():
         series = _series_by_gpu(s, gpu)
         mine = op_device == gpu
-        if "sm_active_pct" in series:
-            t, v = series["sm_active_pct"]
-            busy = _covered(t, op_start[mine], op_end[mine])
-            low = busy & (v < SM_ACTIVE_LOW)
-            share = float(low.sum() / busy.sum()) if busy.any() else 0.0
-            if share >= FINDING_SHARE:
-                found.append(
-                    Finding(
-                        "hardware",
-                        f"GPU {gpu}: SMs active under {SM_ACTIVE_LOW:.0f}% in "
-                        f"{share:.0%} of the samples taken while a GPU op ran (mean "
-                        f"{float(v[busy].mean()):.0f}% active): busy in the timeline, "
-                        "idle SMs in the hardware",
-                        int(low.sum()) * _period(t),
-                        {"kind": "sm_active_low", "gpu": gpu, "busy_samples": int(busy.sum()),
-                         "low_samples": int(low.sum()), "share": share,
-                         "mean_sm_active_pct_busy": float(v[busy].mean())},
-                    )
-                )  # fmt: skip
-        compute = [n for n in ("sm_issue_pct", "tensor_active_pct") if n in series]
-        if {"dram_read_pct", "dram_write_pct"} <= series.keys() and compute:
-            t, (rd, wr, *others) = _aligned(series, ["dram_read_pct", "dram_write_pct", *compute])
-            dram = rd + wr
-            busy = _covered(t, op_start[mine], op_end[mine])
-            bound = busy & (dram > np.max(np.stack(others), axis=0))
-            low = bound & (dram < DRAM_LOW)
-            share = float(low.sum() / bound.sum()) if bound.any() else 0.0
-            if share >= FINDING_SHARE:
-                found.append(
-                    Finding(
-                        "hardware",
-                        f"GPU {gpu}: memory-bound samples (DRAM the busiest unit) use "
-                        f"{float(dram[bound].mean()):.0f}% of peak DRAM bandwidth on average; "
-                        f"{share:.0%} of them under {DRAM_LOW:.0f}% (latency-bound access, "
-                        "too little memory parallelism)",
-                        int(low.sum()) * _period(t),
-                        {"kind": "memory_bandwidth_low", "gpu": gpu,
-                         "memory_bound_samples": int(bound.sum()), "low_samples": int(low.sum()),
-                         "share": share, "mean_dram_pct_memory_bound": float(dram[bound].mean())},
-                    )
-                )  # fmt: skip
+        for check in (_sm_active_low, _memory_bandwidth_low):
+            f = check(gpu, series, op_start[mine], op_end[mine])
+            if f is not None:
+                found.append(f)
     return found
+
+
+def _found(
+    gpu: int,
+    kind: str,
+    t: np.ndarray,
+    among: np.ndarray,
+    low: np.ndarray,
+    values: np.ndarray,
+    mean_key: str,
+    title: Callable[[float, float], str],
+) -> Finding | None:
+    """The finding ``kind`` when ``low`` holds in at least FINDING_SHARE of the samples
+    ``among`` (evidence: their count, the low ones', the share, ``values``' mean over them;
+    ``title(mean, share)``)."""
+    if not among.any():
+        return None
+    share = float(low.sum() / among.sum())
+    if share < FINDING_SHARE:
+        return None
+    mean = float(values[among].mean())
+    evidence = {"kind": kind, "gpu": gpu, "samples": int(among.sum()),
+                "low_samples": int(low.sum()), "share": share, mean_key: mean}  # fmt: skip
+    loss = int(low.sum()) * _period(t)
+    return Finding("hardware", f"GPU {gpu}: {title(mean, share)}", loss, evidence)
+
+
+def _sm_active_low(gpu: int, series: Series, start: np.ndarray, end: np.ndarray) -> Finding | None:
+    """Busy samples (a GPU op running) with SMs active under SM_ACTIVE_LOW %."""
+    if "sm_active_pct" not in series:
+        return None
+    t, v = series["sm_active_pct"]
+    busy = _covered(t, start, end)
+    return _found(gpu, "sm_active_low", t, busy, busy & (v < SM_ACTIVE_LOW), v,
+                  "mean_sm_active_pct_busy",
+                  lambda mean, share: f"SMs active under {SM_ACTIVE_LOW:.0f}% in {share:.0%} "
+                  f"of the samples taken while a GPU op ran (mean {mean:.0f}% active): busy "
+                  "in the timeline, idle SMs in the hardware")  # fmt: skip
+
+
+def _memory_bandwidth_low(
+    gpu: int, series: Series, start: np.ndarray, end: np.ndarray
+) -> Finding | None:
+    """Memory-bound busy samples (DRAM the busiest unit) with DRAM under DRAM_LOW %."""
+    compute = [n for n in ("sm_issue_pct", "tensor_active_pct") if n in series]
+    if not ({"dram_read_pct", "dram_write_pct"} <= series.keys() and compute):
+        return None
+    t, (rd, wr, *others) = _aligned(series, ["dram_read_pct", "dram_write_pct", *compute])
+    dram = rd + wr
+    bound = _covered(t, start, end) & (dram > np.max(np.stack(others), axis=0))
+    return _found(gpu, "memory_bandwidth_low", t, bound, bound & (dram < DRAM_LOW), dram,
+                  "mean_dram_pct_memory_bound",
+                  lambda mean, share: f"memory-bound samples (DRAM the busiest unit) use "
+                  f"{mean:.0f}% of peak DRAM bandwidth on average; {share:.0%} of them under "
+                  f"{DRAM_LOW:.0f}% (latency-bound access, too little memory parallelism)",
+                  )  # fmt: skip

@@ -129,13 +129,15 @@ def test_the_hardware_findings_read_the_metrics_while_the_gpu_is_busy(
     busy = {t: vs for t, vs in by_t.items() if _busy(t)}
     low = [t for t, vs in busy.items() if 1 in vs and vs[1] < 50]
     sm = found["sm_active_low"]["evidence"]
-    assert sm["gpu"] == 0 and sm["busy_samples"] == sum(1 for vs in busy.values() if 1 in vs)
+    assert sm["gpu"] == 0 and sm["samples"] == sum(1 for vs in busy.values() if 1 in vs)
     assert sm["low_samples"] == len(low)
-    assert sm["share"] == pytest.approx(len(low) / sm["busy_samples"])
+    assert sm["share"] == pytest.approx(len(low) / sm["samples"])
+    mean_busy = sum(vs[1] for vs in busy.values() if 1 in vs) / sm["samples"]
+    assert sm["mean_sm_active_pct_busy"] == pytest.approx(mean_busy)
     bound = [t for t, vs in busy.items() if vs[4] + vs[5] > max(vs[2], vs[3])]
     dram_low = [t for t in bound if busy[t][4] + busy[t][5] < 50]
     mem = found["memory_bandwidth_low"]["evidence"]
-    assert mem["memory_bound_samples"] == len(bound) > 0
+    assert mem["samples"] == len(bound) > 0
     assert mem["low_samples"] == len(dram_low)
     mean = sum(busy[t][4] + busy[t][5] for t in bound) / len(bound)
     assert mem["mean_dram_pct_memory_bound"] == pytest.approx(mean)
