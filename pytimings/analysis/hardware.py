@@ -55,8 +55,7 @@ class Samples(Protocol):
     @property
     def source(self) -> str: ...
 
-    @property
-    def metric(self) -> np.ndarray: ...
+    def metrics(self) -> list[str]: ...
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -229,7 +228,7 @@ Series = dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (t_ns, value) of 
 
 def _series_by_gpu(s: Samples, gpu: int) -> Series:
     out = {}
-    for m in sorted({str(m) for m in s.metric}):
+    for m in s.metrics():
         t, v = s.series(gpu, m)
         if len(t):
             out[m] = (t, v)

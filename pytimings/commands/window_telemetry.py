@@ -43,7 +43,9 @@ def nsys_gpu_metrics(path: str) -> TelemetrySamples | None:
         )
     if not len(m.t_ns):
         return None
-    return TelemetrySamples(m.t_ns, m.gpu, m.metric, m.value, NSYS_SOURCE)
+    return TelemetrySamples(
+        m.t_ns, m.gpu, m.metric, m.value, NSYS_SOURCE, codes=m.code, names=m.labels
+    )
 
 
 def telemetry_per_window(

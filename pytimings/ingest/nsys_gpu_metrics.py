@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from pytimings._native._kernels import is_sorted_i64
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._sqlite import SqliteFile, connect_ro
 
@@ -62,10 +63,16 @@ class GpuMetrics:
 
     t_ns: npt.NDArray[np.int64]
     gpu: npt.NDArray[np.int32]
-    metric: npt.NDArray[np.object_]  # str: a short name of NAMES, else nsys's metricName
+    code: npt.NDArray[np.int32]  # index into labels
+    labels: tuple[str, ...]  # a short name of NAMES, else nsys's metricName ("metric N": none)
     value: npt.NDArray[np.float64]
     negative_values: int  # samples left out: a negative value (written signed by nsys)
-    names: dict[str, str]  # short name -> the metricName it stands for
+
+    @property
+    def metric(self) -> npt.NDArray[np.object_]:
+        """Each sample's metric name."""
+        out: npt.NDArray[np.object_] = np.array(self.labels or [""], dtype=object)[self.code]
+        return out
 
 
 def short_names(info: list[tuple[int, int, str]]) -> dict[tuple[int, int], str]:
@@ -113,25 +120,32 @@ def read_gpu_metrics(path: str | os.PathLike[str]) -> GpuMetrics | None:
     t, type_id = cols["timestamp"].values, cols["typeId"].values
     metric_id, value = cols["metricId"].values, cols["value"].values
     names = short_names(info)
-    keys, inverse = np.unique(type_id * (1 << 32) + metric_id, return_inverse=True)
-    labels = np.array(
-        [names.get((int(k) >> 32, int(k) & 0xFFFFFFFF), f"metric {int(k) & 0xFFFFFFFF}")
-         for k in keys] or [""],
-        dtype=object,
-    )  # fmt: skip
+    # (typeId, metricId) -> a code: the named ones, then any the info table lacks (one binary
+    # search per row into a few dozen keys, no sort of the rows)
+    key = (type_id << 32) | (metric_id & 0xFFFFFFFF)
+    known = np.unique(np.array([(ty << 32) | (me & 0xFFFFFFFF) for ty, me in names], np.int64))
+    pos = np.minimum(np.searchsorted(known, key), max(len(known) - 1, 0))
+    hit = known[pos] == key if len(known) else np.zeros(len(key), dtype=bool)
+    keys = np.union1d(known, np.unique(key[~hit])) if not hit.all() else known
+    per_key = [
+        names.get((int(k) >> 32, int(k) & 0xFFFFFFFF), f"metric {int(k) & 0xFFFFFFFF}")
+        for k in keys.tolist()
+    ]
+    labels = tuple(sorted(set(per_key)))  # one code per name: the GPUs' typeIds share it
+    to_label = np.array([labels.index(n) for n in per_key] or [0], dtype=np.int32)
+    code = to_label[np.searchsorted(keys, key)]
     keep = value >= 0
-    order = np.flatnonzero(keep)[np.argsort(t[keep], kind="stable")]
-    metric = labels[inverse.reshape(-1)[order]] if len(order) else np.empty(0, dtype=object)
-    used = {str(m) for m in metric}
+    dropped = int(len(keep) - np.count_nonzero(keep))
+    if dropped:
+        t, type_id, code, value = t[keep], type_id[keep], code[keep], value[keep]
+    if not is_sorted_i64(t):
+        order = np.argsort(t, kind="stable")
+        t, type_id, code, value = t[order], type_id[order], code[order], value[order]
     return GpuMetrics(
-        t[order],
-        (type_id[order] & 0xFF).astype(np.int32),
-        metric,
-        value[order].astype(np.float64),
-        int((~keep).sum()),
-        {
-            names[ty, me]: raw
-            for ty, me, raw in info
-            if names[ty, me] in NAMES and names[ty, me] in used
-        },
+        t,
+        (type_id & 0xFF).astype(np.int32),
+        code,
+        labels,
+        value.astype(np.float64, copy=False),
+        dropped,
     )

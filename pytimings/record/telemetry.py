@@ -199,13 +199,17 @@ class TelemetryLog(RowLog[Row]):
 
 @dataclass(frozen=True)
 class TelemetrySamples:
-    """Telemetry rows in time order (columns), and where they came from."""
+    """Telemetry rows in time order (columns), and where they came from. ``codes`` (int32
+    indices into ``names``, which ``metric`` spells out) where the samples came with them:
+    many (an Nsight export's millions of GPU metric samples) are then selected by integer."""
 
     t_ns: np.ndarray  # int64
     gpu: np.ndarray  # int32
     metric: np.ndarray  # object (str)
     value: np.ndarray  # float64
     source: str  # "nvml" | "amdsmi" | "dcgm" | "nsys_gpu_metrics"
+    codes: np.ndarray | None = None  # int32: metric[i] == names[codes[i]]
+    names: tuple[str, ...] = ()
 
     @classmethod
     def from_rows(cls, rows: list[Row], source: str) -> TelemetrySamples:
@@ -219,11 +223,23 @@ class TelemetrySamples:
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(t_ns, value) of one metric of one GPU, in time order."""
-        m = (self.gpu == gpu) & (self.metric == metric)
+        if self.codes is None:
+            m = (self.gpu == gpu) & (self.metric == metric)
+        elif metric in self.names:
+            m = (self.gpu == gpu) & (self.codes == self.names.index(metric))
+        else:
+            m = np.zeros(len(self.t_ns), dtype=bool)
         return self.t_ns[m], self.value[m]
 
+    def metrics(self) -> list[str]:
+        """The metrics sampled, sorted."""
+        if self.codes is None:
+            return sorted({str(m) for m in self.metric})
+        present = np.flatnonzero(np.bincount(self.codes, minlength=len(self.names)))
+        return sorted(self.names[c] for c in present.tolist())
+
     def gpus(self) -> list[int]:
-        return sorted({int(g) for g in self.gpu})
+        return np.flatnonzero(np.bincount(self.gpu)).tolist() if len(self.gpu) else []
 
 
 _DEFAULT = TelemetryLog()
