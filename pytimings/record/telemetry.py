@@ -193,7 +193,8 @@ class TelemetryLog(RowLog[Row]):
                 "gpu": pa.array(s.gpu, pa.int32()),
                 "metric": pa.array(s.metric, pa.string()).dictionary_encode(),
                 "value": pa.array(s.value, pa.float64()),
-            }
+            },
+            metadata={"source": s.source},  # read back by telemetry_from_arrow
         )
 
 
@@ -283,7 +284,8 @@ def telemetry_from_arrow(t: pa.Table, path: str | os.PathLike[str]) -> Telemetry
     rows = list(zip(*cols, strict=True))
     if any(None in r for r in rows):
         raise TraceFormatError(path, "telemetry table has a row with a null field")
-    return TelemetrySamples.from_rows(sorted(rows), "nvml")
+    source = (t.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
+    return TelemetrySamples.from_rows(sorted(rows), source)
 
 
 def default_telemetry_table() -> pa.Table | None:

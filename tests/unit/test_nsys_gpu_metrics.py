@@ -197,3 +197,31 @@ def test_names_map_by_documented_pattern_and_unit_and_the_rest_keep_their_own() 
         (0x100, 5): "NVLink TX Requests Protocol Data [Throughput %]",
         (0x101, 1): "sm_active_pct",
     }
+
+
+def test_the_tables_change_nothing_else(tmp_path: Path) -> None:
+    with_tables = _analyze(_export(tmp_path / "m.sqlite"), tmp_path)
+    without = _analyze(_export(tmp_path / "plain.sqlite", metrics=False), tmp_path)
+    for w in with_tables["windows"]:
+        del w["gpu_metrics"]
+    with_tables["findings"] = [f for f in with_tables["findings"] if "kind" not in f["evidence"]]
+    for doc in (with_tables, without):
+        doc.pop("meta", None)  # names the file
+    assert with_tables == without
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("ALTER TABLE GPU_METRICS DROP COLUMN metricId", "lacks column(s) ['metricId']"),
+        ("UPDATE GPU_METRICS SET timestamp = NULL WHERE rowid = 3", "a row with a NULL field"),
+    ],
+)
+def test_a_damaged_table_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, problem: str
+) -> None:
+    path = _export(tmp_path / "m.sqlite")
+    nsys_synth.execute(path, damage)
+    assert main(["analyze", str(path), "--by", "step"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and problem in err[0]

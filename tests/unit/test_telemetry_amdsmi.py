@@ -121,3 +121,20 @@ def test_amdsmi_installed_without_rocms_library_is_one_line(
     why = telemetry_amd.open_amdsmi()
     assert why == "amdsmi cannot load its library, ROCm's libamd_smi.so (KeyError 'libamd_smi.so')"
     assert capsys.readouterr().out == ""
+
+
+def test_a_recording_keeps_where_its_samples_came_from(amd: ModuleType, tmp_path: Path) -> None:
+    from pytimings.record import storage
+    from pytimings.record.recorder import Recorder
+
+    log = telemetry.TelemetryLog(telemetry_amd.open_amdsmi)
+    for _ in range(3):
+        log.sample()
+    storage.register_table_provider("telemetry", log.to_arrow)
+    try:
+        path = storage.save(tmp_path / "amd.pyt", Recorder())
+    finally:
+        storage.unregister_table_provider("telemetry")
+    got = telemetry.load_telemetry(path)
+    assert got is not None and got.source == "amdsmi"
+    assert got.series(0, "power_w")[1].tolist() == log.samples().series(0, "power_w")[1].tolist()
