@@ -226,9 +226,9 @@ DRAM_LOW = 50.0  # DRAM read + write under 50% of peak in a memory-bound sample 
 Series = dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (t_ns, value) of one GPU
 
 
-def _series_by_gpu(s: Samples, gpu: int) -> Series:
+def _series_by_gpu(s: Samples, gpu: int, metrics: list[str]) -> Series:
     out = {}
-    for m in s.metrics():
+    for m in metrics:
         t, v = s.series(gpu, m)
         if len(t):
             out[m] = (t, v)
@@ -244,13 +244,14 @@ def window_gpu_metrics(
     one binary search per window and metric."""
     start, end, dev = (np.asarray(x, dtype=np.int64) for x in (start_ns, end_ns, device))
     out: list[dict[str, Any] | None] = [None] * len(start)
+    names = s.metrics()
     for gpu in s.gpus():
         rows = np.flatnonzero(dev == gpu)
         if not len(rows):
             continue
         means: dict[str, np.ndarray] = {}
         most = np.zeros(len(rows), dtype=np.int64)
-        for metric, (t, v) in _series_by_gpu(s, gpu).items():
+        for metric, (t, v) in _series_by_gpu(s, gpu, names).items():
             sums = np.concatenate([[0.0], np.cumsum(v)])
             lo = np.searchsorted(t, start[rows], "left")
             hi = np.searchsorted(t, end[rows], "right")
@@ -258,10 +259,11 @@ def window_gpu_metrics(
             with np.errstate(invalid="ignore", divide="ignore"):
                 means[metric] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
             most = np.maximum(most, n)
-        for k, row in enumerate(rows.tolist()):
-            if most[k]:
-                mean = {m: float(a[k]) for m, a in means.items() if not np.isnan(a[k])}
-                out[row] = {"gpu": gpu, "samples": int(most[k]), "mean": mean}
+        cols = {m: a.tolist() for m, a in means.items()}  # Python floats, NaN: no sample
+        for k, (row, n) in enumerate(zip(rows.tolist(), most.tolist(), strict=True)):
+            if n:
+                mean = {m: c[k] for m, c in cols.items() if c[k] == c[k]}
+                out[row] = {"gpu": gpu, "samples": n, "mean": mean}
     return out
 
 
@@ -302,8 +304,9 @@ def gpu_metric_findings(
 
     A finding's ``loss_ns`` is its samples times the sampling period (time, not a saving)."""
     found: list[Finding] = []
+    names = s.metrics()
     for gpu in s.gpus():
-        series = _series_by_gpu(s, gpu)
+        series = _series_by_gpu(s, gpu, names)
         mine = op_device == gpu
         for check in (_sm_active_low, _memory_bandwidth_low):
             f = check(gpu, series, op_start[mine], op_end[mine])

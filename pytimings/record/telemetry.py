@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -226,11 +227,22 @@ class TelemetrySamples:
         """(t_ns, value) of one metric of one GPU, in time order."""
         if self.codes is None:
             m = (self.gpu == gpu) & (self.metric == metric)
-        elif metric in self.names:
-            m = (self.gpu == gpu) & (self.codes == self.names.index(metric))
-        else:
-            m = np.zeros(len(self.t_ns), dtype=bool)
-        return self.t_ns[m], self.value[m]
+            return self.t_ns[m], self.value[m]
+        if metric not in self.names:
+            return self.t_ns[:0], self.value[:0]
+        t, v, keys = self._by_series
+        k = gpu * len(self.names) + self.names.index(metric)
+        lo, hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
+        return t[lo:hi], v[lo:hi]
+
+    @cached_property
+    def _by_series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """With codes: the rows grouped by (gpu, metric), in time order within a group (one
+        stable sort, so each series is a slice)."""
+        assert self.codes is not None
+        key = self.gpu.astype(np.int64) * len(self.names) + self.codes
+        order = np.argsort(key, kind="stable")
+        return self.t_ns[order], self.value[order], key[order]
 
     def metrics(self) -> list[str]:
         """The metrics sampled, sorted."""
