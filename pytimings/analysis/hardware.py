@@ -18,11 +18,21 @@ window's samples: two at least) and the share of them each clock-event reason wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["REASONS", "energy_summary", "hardware_findings", "window_telemetry"]
+from pytimings.analysis.finding import Finding
+
+__all__ = [
+    "REASONS",
+    "energy_summary",
+    "gpu_metric_findings",
+    "hardware_findings",
+    "window_gpu_metrics",
+    "window_telemetry",
+]
 
 # NVML / DCGM clocks-event reason bits -> names
 REASONS: dict[int, str] = {
@@ -44,6 +54,8 @@ FINDING_SHARE = 0.10  # findings for shares of busy samples of at least 10%
 class Samples(Protocol):
     @property
     def source(self) -> str: ...
+
+    def metrics(self) -> list[str]: ...
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -206,3 +218,154 @@ def window_telemetry(
         }
         out.append(row)
     return out
+
+
+# GPU metrics of Nsight exports (pytimings.ingest.nsys_gpu_metrics' short names)
+SM_ACTIVE_LOW = 50.0  # SMs active under 50% of the time while a GPU op runs counts as low
+DRAM_LOW = 50.0  # DRAM read + write under 50% of peak in a memory-bound sample counts as low
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (t_ns, value) of one GPU
+
+
+def _series_by_gpu(s: Samples, gpu: int, metrics: list[str]) -> Series:
+    out = {}
+    for m in metrics:
+        t, v = s.series(gpu, m)
+        if len(t):
+            out[m] = (t, v)
+    return out
+
+
+def window_gpu_metrics(
+    s: Samples, start_ns: np.ndarray, end_ns: np.ndarray, device: np.ndarray
+) -> list[dict[str, Any] | None]:
+    """Per window (columns ``start_ns``, ``end_ns``, ``device``): the mean of each GPU metric
+    of the window's GPU over its samples with a time in [start, end] (``samples``: the most
+    samples any metric has there), None where that GPU has none. Prefix sums per series:
+    one binary search per window and metric."""
+    start, end, dev = (np.asarray(x, dtype=np.int64) for x in (start_ns, end_ns, device))
+    out: list[dict[str, Any] | None] = [None] * len(start)
+    names = s.metrics()
+    for gpu in s.gpus():
+        rows = np.flatnonzero(dev == gpu)
+        if not len(rows):
+            continue
+        means: dict[str, np.ndarray] = {}
+        most = np.zeros(len(rows), dtype=np.int64)
+        for metric, (t, v) in _series_by_gpu(s, gpu, names).items():
+            sums = np.concatenate([[0.0], np.cumsum(v)])
+            lo = np.searchsorted(t, start[rows], "left")
+            hi = np.searchsorted(t, end[rows], "right")
+            n = hi - lo
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means[metric] = np.where(n > 0, (sums[hi] - sums[lo]) / n, np.nan)
+            most = np.maximum(most, n)
+        cols = {m: a.tolist() for m, a in means.items()}  # Python floats, NaN: no sample
+        for k, (row, n) in enumerate(zip(rows.tolist(), most.tolist(), strict=True)):
+            if n:
+                mean = {m: c[k] for m, c in cols.items() if c[k] == c[k]}
+                out[row] = {"gpu": gpu, "samples": n, "mean": mean}
+    return out
+
+
+def _covered(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Where a time of ``t`` lies inside one of the intervals [start, end)."""
+    if not len(starts):
+        return np.zeros(len(t), dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    i = np.searchsorted(s, t, "right") - 1
+    return (i >= 0) & (t < e[np.maximum(i, 0)])
+
+
+def _aligned(series: Series, names: list[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The times all of ``names`` were sampled at, and each one's values there."""
+    t = series[names[0]][0]
+    for n in names[1:]:
+        t = np.intersect1d(t, series[n][0])
+    vals = [series[n][1][np.searchsorted(series[n][0], t)] for n in names]
+    return t, vals
+
+
+def _period(t: np.ndarray) -> int:
+    return int(np.median(np.diff(t))) if len(t) > 1 else 0
+
+
+def gpu_metric_findings(
+    s: Samples, op_start: np.ndarray, op_end: np.ndarray, op_device: np.ndarray
+) -> list[Finding]:
+    """Findings (layer "hardware") from an Nsight export's GPU metrics, over the samples
+    taken while a GPU op of the trace ran on that GPU ("busy"):
+
+    - ``sm_active_low``: SMs active under SM_ACTIVE_LOW % in at least FINDING_SHARE of the
+      busy samples (the timeline says busy; the SMs mostly wait: small grids, tails, latency);
+    - ``memory_bandwidth_low``: in memory-bound samples (DRAM read + write % of peak above
+      both SM issue % and tensor active %: DRAM is the busiest unit), DRAM under DRAM_LOW %
+      of peak in at least FINDING_SHARE of them.
+
+    A finding's ``loss_ns`` is its samples times the sampling period (time, not a saving)."""
+    found: list[Finding] = []
+    names = s.metrics()
+    for gpu in s.gpus():
+        series = _series_by_gpu(s, gpu, names)
+        mine = op_device == gpu
+        for check in (_sm_active_low, _memory_bandwidth_low):
+            f = check(gpu, series, op_start[mine], op_end[mine])
+            if f is not None:
+                found.append(f)
+    return found
+
+
+def _found(
+    gpu: int,
+    kind: str,
+    t: np.ndarray,
+    among: np.ndarray,
+    low: np.ndarray,
+    values: np.ndarray,
+    mean_key: str,
+    title: Callable[[float, float], str],
+) -> Finding | None:
+    """The finding ``kind`` when ``low`` holds in at least FINDING_SHARE of the samples
+    ``among`` (evidence: their count, the low ones', the share, ``values``' mean over them;
+    ``title(mean, share)``)."""
+    if not among.any():
+        return None
+    share = float(low.sum() / among.sum())
+    if share < FINDING_SHARE:
+        return None
+    mean = float(values[among].mean())
+    evidence = {"kind": kind, "gpu": gpu, "samples": int(among.sum()),
+                "low_samples": int(low.sum()), "share": share, mean_key: mean}  # fmt: skip
+    loss = int(low.sum()) * _period(t)
+    return Finding("hardware", f"GPU {gpu}: {title(mean, share)}", loss, evidence)
+
+
+def _sm_active_low(gpu: int, series: Series, start: np.ndarray, end: np.ndarray) -> Finding | None:
+    """Busy samples (a GPU op running) with SMs active under SM_ACTIVE_LOW %."""
+    if "sm_active_pct" not in series:
+        return None
+    t, v = series["sm_active_pct"]
+    busy = _covered(t, start, end)
+    return _found(gpu, "sm_active_low", t, busy, busy & (v < SM_ACTIVE_LOW), v,
+                  "mean_sm_active_pct_busy",
+                  lambda mean, share: f"SMs active under {SM_ACTIVE_LOW:.0f}% in {share:.0%} "
+                  f"of the samples taken while a GPU op ran (mean {mean:.0f}% active): busy "
+                  "in the timeline, idle SMs in the hardware")  # fmt: skip
+
+
+def _memory_bandwidth_low(
+    gpu: int, series: Series, start: np.ndarray, end: np.ndarray
+) -> Finding | None:
+    """Memory-bound busy samples (DRAM the busiest unit) with DRAM under DRAM_LOW %."""
+    compute = [n for n in ("sm_issue_pct", "tensor_active_pct") if n in series]
+    if not ({"dram_read_pct", "dram_write_pct"} <= series.keys() and compute):
+        return None
+    t, (rd, wr, *others) = _aligned(series, ["dram_read_pct", "dram_write_pct", *compute])
+    dram = rd + wr
+    bound = _covered(t, start, end) & (dram > np.max(np.stack(others), axis=0))
+    return _found(gpu, "memory_bandwidth_low", t, bound, bound & (dram < DRAM_LOW), dram,
+                  "mean_dram_pct_memory_bound",
+                  lambda mean, share: f"memory-bound samples (DRAM the busiest unit) use "
+                  f"{mean:.0f}% of peak DRAM bandwidth on average; {share:.0%} of them under "
+                  f"{DRAM_LOW:.0f}% (latency-bound access, too little memory parallelism)",
+                  )  # fmt: skip

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.hardware import gpu_metric_findings
 from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
 from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import replay, what_if
@@ -19,7 +20,12 @@ from pytimings.commands.ops import (
     chosen_gpu,
     load_captures,
 )
-from pytimings.commands.window_telemetry import recording_telemetry, telemetry_per_window
+from pytimings.commands.window_telemetry import (
+    gpu_metrics_per_window,
+    nsys_gpu_metrics,
+    recording_telemetry,
+    telemetry_per_window,
+)
 from pytimings.console import progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
@@ -29,7 +35,7 @@ from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.ops_text import render_graph_replays
 from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if
-from pytimings.report.telemetry_text import render_window_telemetry
+from pytimings.report.telemetry_text import render_window_gpu_metrics, render_window_telemetry
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -152,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
         for w, t in zip(doc["windows"], telemetry_per_window(samples, result), strict=True):
             w["telemetry"] = t
         print("\n" + render_window_telemetry(doc["windows"]))
+    files = expand_paths(paths)
+    metrics = nsys_gpu_metrics(str(files[0])) if len(files) == 1 and not dask else None
+    if metrics is not None:  # an Nsight export with --gpu-metrics-devices: docs/telemetry.md
+        for w, m in zip(doc["windows"], gpu_metrics_per_window(metrics, result), strict=True):
+            w["gpu_metrics"] = m
+        g = result.trace.gpu_ops
+        found = gpu_metric_findings(metrics, g["start"], g["end"], g["device"])
+        doc["findings"] += [f.to_dict() for f in found]
+        print("\n" + render_window_gpu_metrics(doc["windows"], [f.title for f in found]))
     if not per_rank_tasks and (args.json or args.what_if or args.critical_path):
         with progress.task("Replaying the windows"):
             doc["replay"] = replay(result).fidelity()
@@ -178,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
 
         title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
         with progress.task("Writing the HTML report"):
-            write_html(result, args.html, title, has_events=not per_rank_tasks, telemetry=samples)
+            write_html(result, args.html, title, has_events=not per_rank_tasks,
+                       telemetry=samples if samples is not None else metrics)  # fmt: skip
         print(f"\nwrote {args.html}")
     if args.json:
         write_text(args.json, json.dumps(doc, indent=2) + "\n", "--json")

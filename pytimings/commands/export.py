@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytimings.analysis.attribution import attribute
     from pytimings.analysis.op_table import ops_of
+    from pytimings.commands.window_telemetry import nsys_gpu_metrics
     from pytimings.ingest import load
     from pytimings.ingest.detect import detect_format
     from pytimings.ingest.loader import expand_paths
@@ -84,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
             samples = telemetry_from_arrow(tables["telemetry"], f)
             if len(samples.t_ns):
                 telemetry.append((os.path.basename(f), samples))
+        metrics = nsys_gpu_metrics(f)  # an Nsight export's GPU metrics, counter tracks too
+        if metrics is not None:
+            telemetry.append((os.path.basename(f), metrics))
         if "requests" in tables:
             requests.append((os.path.basename(f), records_from_arrow(tables["requests"], f)))
             if not tables["records"].num_rows:

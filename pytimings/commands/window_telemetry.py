@@ -2,16 +2,21 @@
 analysed is a recording holding a ``telemetry`` table (``record --telemetry``,
 ``pytimings.sample_telemetry``), each window entry gets its GPU's samples in the window
 (:func:`pytimings.analysis.hardware.window_telemetry`); the recording's samples and regions
-share one clock (CLOCK_MONOTONIC)."""
+share one clock (CLOCK_MONOTONIC). When it is an Nsight export captured with
+``--gpu-metrics-devices``, each window entry gets the means of its GPU's metrics
+(:func:`pytimings.analysis.hardware.window_gpu_metrics`), on the export's clock."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytimings.analysis.hardware import window_telemetry
+from pytimings.analysis.hardware import window_gpu_metrics, window_telemetry
 from pytimings.analysis.result import Attribution
 from pytimings.ingest.detect import detect_format
+from pytimings.ingest.nsys_gpu_metrics import read_gpu_metrics
 from pytimings.record.telemetry import TelemetrySamples, load_telemetry
+
+NSYS_SOURCE = "nsys_gpu_metrics"
 
 
 def recording_telemetry(path: str) -> TelemetrySamples | None:
@@ -23,9 +28,37 @@ def recording_telemetry(path: str) -> TelemetrySamples | None:
     return samples if samples is not None and len(samples.t_ns) else None
 
 
+def nsys_gpu_metrics(path: str) -> TelemetrySamples | None:
+    """The GPU metrics of the Nsight export at ``path`` as samples (None: not an nsys
+    export, or one without GPU metrics); negative values left out are said in one line."""
+    if detect_format(path) != "nsys-sqlite":
+        return None
+    m = read_gpu_metrics(path)
+    if m is None:
+        return None
+    if m.negative_values:
+        print(
+            f"{path}: {m.negative_values} GPU metric samples with a negative value left out "
+            "(nsys wrote an unsigned value as signed)"
+        )
+    if not len(m.t_ns):
+        return None
+    return TelemetrySamples(
+        m.t_ns, m.gpu, m.metric, m.value, NSYS_SOURCE, codes=m.code, names=m.labels
+    )
+
+
 def telemetry_per_window(
     samples: TelemetrySamples, result: Attribution
 ) -> list[dict[str, Any] | None]:
     """Per row of ``result.windows``, its telemetry (None: no sample of its GPU in it)."""
     w = result.windows
     return window_telemetry(samples, w["start_ns"], w["end_ns"], w["device"])
+
+
+def gpu_metrics_per_window(
+    samples: TelemetrySamples, result: Attribution
+) -> list[dict[str, Any] | None]:
+    """Per row of ``result.windows``, its GPU's metric means (None: no sample in it)."""
+    w = result.windows
+    return window_gpu_metrics(samples, w["start_ns"], w["end_ns"], w["device"])

@@ -20,7 +20,8 @@ stops answering (NVML "GPU is lost") gets one ``lost`` row at the time it was fo
 is sampled no more: the run goes on. Without ``nvidia-ml-py`` or an NVIDIA driver, or with no
 GPU, the first sample prints one line saying so on stderr and the log stays empty.
 ``PYTIMINGS_NVML`` names the NVML library to load instead of ``libnvidia-ml.so.1`` (the tests'
-fake NVML, tests/native/fake_nvml.c). AMD GPUs (``amdsmi``) are not read yet.
+fake NVML, tests/native/fake_nvml.c). Without NVML, AMD GPUs are read through ``amdsmi``
+(:mod:`pytimings.record.telemetry_amd`; the line then names why neither works).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytimings._core import now_ns
 from pytimings.errors import TraceFormatError
 from pytimings.ingest.recording_file import load_tables
+from pytimings.record.gpu_source import GpuSource, NotSupported, Row
 from pytimings.record.memory import RowLog, Sampler
 
 if TYPE_CHECKING:
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRICS",
+    "GpuSource",
+    "NotSupported",
+    "Row",
     "TelemetryLog",
     "TelemetrySamples",
     "default_log",
@@ -67,16 +72,19 @@ METRICS: dict[str, str] = {
     "pcie_tx_bytes_s": "bytes/s",
     "pcie_rx_bytes_s": "bytes/s",
     "clocks_event_reasons": "bit mask (NVML clocks-event reasons)",
+    "throttle_status": "AMD's throttle status (amdsmi gpu metrics; not NVML's reason bits)",
     "lost": "1: the GPU stopped answering here; no samples after",
 }
-Row = tuple[int, int, str, float]  # t_ns, gpu, metric, value
 
 
-class _Nvml:
+class _Nvml(GpuSource):
     """The local NVIDIA GPUs through pynvml; a metric a device does not support is dropped
     from that device's list at its first NotSupported."""
 
+    source = "nvml"
+
     def __init__(self) -> None:
+        super().__init__()
         import pynvml
 
         self.nv = pynvml
@@ -90,11 +98,11 @@ class _Nvml:
         self.handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())}
         sm, mem = nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM
         tx, rx = nv.NVML_PCIE_UTIL_TX_BYTES, nv.NVML_PCIE_UTIL_RX_BYTES
-        self.static: list[tuple[str, Callable[[Any], float]]] = [
+        self.static = [
             ("sm_clock_max_mhz", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, sm)),
         ]
         # clocks-event reasons last: a sample of one device is read in this order
-        self.gauges: list[tuple[str, Callable[[Any], float]]] = [
+        self.gauges = [
             ("power_w", lambda h: nv.nvmlDeviceGetPowerUsage(h) / 1e3),
             ("power_limit_w", lambda h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1e3),
             ("energy_j", lambda h: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3),
@@ -108,32 +116,16 @@ class _Nvml:
             ("pcie_rx_bytes_s", lambda h: nv.nvmlDeviceGetPcieThroughput(h, rx) * 1e3),
             ("clocks_event_reasons", nv.nvmlDeviceGetCurrentClocksEventReasons),
         ]
-        names = {m for m, _ in self.gauges + self.static}
-        self.supported = {i: set(names) for i in self.handles}
-        self.first = True
 
-    def read(self) -> list[Row]:
-        nv = self.nv
-        rows: list[Row] = []
-        t = now_ns()
-        for gpu, handle in list(self.handles.items()):
-            reads = self.gauges + (self.static if self.first else [])
-            for metric, fn in reads:
-                if metric not in self.supported[gpu]:
-                    continue
-                try:
-                    rows.append((t, gpu, metric, float(fn(handle))))
-                except nv.NVMLError_NotSupported:
-                    self.supported[gpu].discard(metric)
-                except nv.NVMLError_GpuIsLost:
-                    rows.append((t, gpu, "lost", 1.0))
-                    del self.handles[gpu]
-                    break
-        self.first = False
-        return rows
+    def classify(self, exc: Exception) -> str | None:
+        if isinstance(exc, self.nv.NVMLError_NotSupported):
+            return "unsupported"
+        if isinstance(exc, self.nv.NVMLError_GpuIsLost):
+            return "lost"
+        return None
 
 
-def _open_nvml() -> _Nvml | str:
+def _open_nvml() -> GpuSource | str:
     """NVML, or the one line saying why there is none."""
     try:
         import pynvml
@@ -148,15 +140,27 @@ def _open_nvml() -> _Nvml | str:
     return nvml
 
 
+def _open_gpus() -> GpuSource | str:
+    """The local GPUs: NVIDIA's through NVML, else AMD's through amdsmi; else one line
+    saying why neither."""
+    from pytimings.record.telemetry_amd import open_amdsmi
+
+    nvml = _open_nvml()
+    if not isinstance(nvml, str):
+        return nvml
+    amd = open_amdsmi()
+    return amd if not isinstance(amd, str) else f"{nvml}; {amd}"
+
+
 class TelemetryLog(RowLog[Row]):
     """Thread-safe list of telemetry rows; the GPUs are opened at the first sample."""
 
     source = "nvml"
 
-    def __init__(self, open_source: Callable[[], _Nvml | str] = _open_nvml) -> None:
+    def __init__(self, open_source: Callable[[], GpuSource | str] = _open_gpus) -> None:
         super().__init__()
         self._open = open_source
-        self._source: _Nvml | str | None = None
+        self._source: GpuSource | str | None = None
 
     @property
     def unavailable(self) -> str | None:
@@ -170,6 +174,8 @@ class TelemetryLog(RowLog[Row]):
                 self._source = self._open()
                 if isinstance(self._source, str):
                     print(f"pytimings telemetry: no samples: {self._source}", file=sys.stderr)
+                else:
+                    self.source = self._source.source  # "nvml" or "amdsmi"
             source = self._source
         if isinstance(source, str):
             return
@@ -188,19 +194,24 @@ class TelemetryLog(RowLog[Row]):
                 "gpu": pa.array(s.gpu, pa.int32()),
                 "metric": pa.array(s.metric, pa.string()).dictionary_encode(),
                 "value": pa.array(s.value, pa.float64()),
-            }
+            },
+            metadata={"source": s.source},  # read back by telemetry_from_arrow
         )
 
 
 @dataclass(frozen=True)
 class TelemetrySamples:
-    """Telemetry rows in time order (columns), and where they came from."""
+    """Telemetry rows in time order (columns), and where they came from. ``codes`` (int32
+    indices into ``names``, which ``metric`` spells out) where the samples came with them:
+    many (an Nsight export's millions of GPU metric samples) are then selected by integer."""
 
     t_ns: np.ndarray  # int64
     gpu: np.ndarray  # int32
     metric: np.ndarray  # object (str)
     value: np.ndarray  # float64
-    source: str  # "nvml" | "dcgm"
+    source: str  # "nvml" | "amdsmi" | "dcgm" | "nsys_gpu_metrics"
+    codes: np.ndarray | None = None  # int32: metric[i] == names[codes[i]]
+    names: tuple[str, ...] = ()
 
     @classmethod
     def from_rows(cls, rows: list[Row], source: str) -> TelemetrySamples:
@@ -214,11 +225,34 @@ class TelemetrySamples:
 
     def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(t_ns, value) of one metric of one GPU, in time order."""
-        m = (self.gpu == gpu) & (self.metric == metric)
-        return self.t_ns[m], self.value[m]
+        if self.codes is None:
+            m = (self.gpu == gpu) & (self.metric == metric)
+            return self.t_ns[m], self.value[m]
+        if metric not in self.names:
+            return self.t_ns[:0], self.value[:0]
+        t, v, keys = self._by_series
+        k = gpu * len(self.names) + self.names.index(metric)
+        lo, hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
+        return t[lo:hi], v[lo:hi]
+
+    @cached_property
+    def _by_series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """With codes: the rows grouped by (gpu, metric), in time order within a group (one
+        stable sort, so each series is a slice)."""
+        assert self.codes is not None
+        key = self.gpu.astype(np.int64) * len(self.names) + self.codes
+        order = np.argsort(key, kind="stable")
+        return self.t_ns[order], self.value[order], key[order]
+
+    def metrics(self) -> list[str]:
+        """The metrics sampled, sorted."""
+        if self.codes is None:
+            return sorted({str(m) for m in self.metric})
+        present = np.flatnonzero(np.bincount(self.codes, minlength=len(self.names)))
+        return sorted(self.names[c] for c in present.tolist())
 
     def gpus(self) -> list[int]:
-        return sorted({int(g) for g in self.gpu})
+        return np.flatnonzero(np.bincount(self.gpu)).tolist() if len(self.gpu) else []
 
 
 _DEFAULT = TelemetryLog()
@@ -262,7 +296,8 @@ def telemetry_from_arrow(t: pa.Table, path: str | os.PathLike[str]) -> Telemetry
     rows = list(zip(*cols, strict=True))
     if any(None in r for r in rows):
         raise TraceFormatError(path, "telemetry table has a row with a null field")
-    return TelemetrySamples.from_rows(sorted(rows), "nvml")
+    source = (t.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
+    return TelemetrySamples.from_rows(sorted(rows), source)
 
 
 def default_telemetry_table() -> pa.Table | None:

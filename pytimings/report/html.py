@@ -259,22 +259,31 @@ def _memory(a: Attribution) -> go.Figure | None:
     return fig
 
 
+# (metric, unit, axis) drawn in the telemetry panel: NVML/DCGM samples' power and SM clock,
+# an Nsight export's GPU metrics (percent of peak, left; GPC clock, right)
+PANEL_METRICS = (("power_w", "W", "y"), ("sm_clock_mhz", "MHz", "y2"),
+                 ("sm_active_pct", "%", "y"), ("sm_issue_pct", "%", "y"),
+                 ("tensor_active_pct", "%", "y"), ("dram_read_pct", "%", "y"),
+                 ("dram_write_pct", "%", "y"), ("gpc_clock_mhz", "MHz", "y2"))  # fmt: skip
+
+
 def _telemetry(a: Attribution, s: TelemetrySamples) -> go.Figure:
-    """Per GPU of the samples: power (W, left axis) and SM clock (MHz, right axis) over
-    time, on the trace's clock (docs/telemetry.md)."""
+    """Per GPU of the samples: power (W) or its GPU metrics (%), left axis, and SM/GPC clock
+    (MHz, right axis) over time, on the trace's clock (docs/telemetry.md)."""
     go = _go()
     fig = go.Figure()
     t0 = min(int(a.windows["start_ns"].min()), int(s.t_ns.min()))
     for gpu in s.gpus():
-        for metric, unit, axis in (("power_w", "W", "y"), ("sm_clock_mhz", "MHz", "y2")):
+        for metric, unit, axis in PANEL_METRICS:
             t, v = s.series(gpu, metric)
             if len(t):
                 fig.add_scatter(x=((t - t0) / 1e6).tolist(), y=v.tolist(), yaxis=axis,
                                 name=f"GPU {gpu} {metric} ({unit})", mode="lines")  # fmt: skip
+    what = "power and SM clock" if s.source != "nsys_gpu_metrics" else "Nsight GPU metrics"
     fig.update_layout(
-        title="GPU telemetry (power and SM clock; per window: pytimings analyze --by)",
+        title=f"GPU telemetry ({what}; per window: pytimings analyze --by)",
         xaxis_title="ms after the first window or sample",
-        yaxis_title="W",
+        yaxis_title="W" if s.source != "nsys_gpu_metrics" else "% of peak",
         yaxis2={"title": "MHz", "overlaying": "y", "side": "right"},
         height=380,
     )

@@ -389,8 +389,10 @@ def _telemetry_counters(w: _Writer, name: str, s: TelemetrySamples, sort_index: 
     metric with its samples' values (docs/telemetry.md)."""
     for gpu in s.gpus():
         pid = w.process(f"telemetry GPU {gpu} ({name})", sort_index + gpu)
-        for metric in sorted({str(m) for m in s.metric[s.gpu == gpu]}):
+        for metric in s.metrics():
             t, v = s.series(gpu, metric)
+            if not len(t):
+                continue
             label = _json(metric)
             for ts, x in zip((t - w.origin).tolist(), v.tolist(), strict=True):
                 w.raw(

@@ -129,6 +129,21 @@ TABLES: dict[str, tuple[str, ...]] = {
         "graphNodeId INTEGER NOT NULL",
         "originalGraphNodeId INTEGER",
     ),
+    # GPU metrics (nsys profile --gpu-metrics-devices): one row per sample and metric, and
+    # each (typeId, metricId)'s name (the columns of the Nsight Systems SQLite schema)
+    "GPU_METRICS": (
+        "timestamp INTEGER",
+        "typeId INTEGER NOT NULL",
+        "metricId INTEGER NOT NULL",
+        "value INTEGER NOT NULL",
+    ),
+    "TARGET_INFO_GPU_METRICS": (
+        "typeId INTEGER NOT NULL",
+        "sourceId INTEGER NOT NULL",
+        "typeName TEXT NOT NULL",
+        "metricId INTEGER NOT NULL",
+        "metricName TEXT NOT NULL",
+    ),
     "OSRT_API": (
         "start INTEGER NOT NULL",
         '"end" INTEGER NOT NULL',

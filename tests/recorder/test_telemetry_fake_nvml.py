@@ -153,6 +153,7 @@ def test_no_nvml_is_one_line_and_no_samples(
     nvml: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nvml.setenv("PYTIMINGS_NVML", str(tmp_path / "libnvidia-ml.so.1"))  # not there
+    nvml.setitem(sys.modules, "amdsmi", None)  # no AMD fallback either
     log = telemetry.TelemetryLog()
     log.sample()
     log.sample()
@@ -196,10 +197,12 @@ def test_without_nvidia_ml_py_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    monkeypatch.setitem(sys.modules, "amdsmi", None)  # no AMD fallback either
     log = telemetry.TelemetryLog()
     log.sample()
     assert len(log) == 0 and log.unavailable is not None
     assert capsys.readouterr().err == (
         "pytimings telemetry: no samples: nvidia-ml-py is not installed "
-        "(pip install 'pytimings[telemetry]')\n"
+        "(pip install 'pytimings[telemetry]'); amdsmi is not installed "
+        "(AMD GPUs: pip install 'pytimings[telemetry-amd]')\n"
     )
