@@ -7,8 +7,9 @@ when no memory was left for a new name's entry the throw ended the process ("ter
 after throwing an instance of 'std::bad_alloc'"). Now such a drop is counted under
 ``<dropped out of memory, name not counted>``. The workload runs in a fresh process with
 glibc's single malloc arena (``MALLOC_ARENA_MAX=1``), so the recorder's chunks and the saves'
-copies come from memory the cap bounds; each thread records once before the cap (a thread's
-first region registers a thread-local, which glibc cannot do without memory)."""
+copies come from memory the cap bounds; each thread records once before the cap, so that the
+kept records include ones made under it (threads whose first region comes after memory is
+gone: the second test)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,68 @@ def test_threads_recording_through_failing_saves_keep_or_count_every_region(
     assert got["kept"] + got["dropped"] == 4 * 100_000, got  # each region once, kept or counted
     assert got["dropped"] > 0 and 0 <= got["unnamed"] <= got["dropped"], got  # the cap was hit
     assert got["lost"] == 0 and got["open"] == {}
+
+
+# Threads whose first region comes after memory is gone: a thread's state (its buffer, its
+# slot in the thread-local list of recorders) cannot be made. Before the fix the first touch
+# of the recorder's `thread_local` registered its destructor with glibc, which aborts when
+# that registration finds no memory ("failed to register TLS destructor: out of memory").
+# Everything the workers touch while memory is gone exists beforehand: a plain lock as the
+# start signal (acquire/release allocate nothing), their iterators, their result slots; the
+# main thread takes what malloc has left (never freed: the process ends right after).
+FIRST_TOUCH = """
+import ctypes
+import json
+import resource
+import threading
+import pytimings as pt
+
+NT, N = 4, 20_000
+malloc = ctypes.CDLL(None).malloc
+malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+rec = pt.Recorder()
+reg = rec.region.make("late", "host", None, None, None, None)
+start = threading.Lock()
+start.acquire()
+plans = [iter([reg] * N) for _ in range(NT)]
+failed = [False] * NT
+
+def work(k):
+    start.acquire()
+    start.release()
+    try:
+        for r in plans[k]:
+            with r:
+                pass
+    except MemoryError:
+        failed[k] = True
+
+threads = [threading.Thread(target=work, args=(k,)) for k in range(NT)]
+for t in threads:
+    t.start()
+vm_kb = int([ln for ln in open("/proc/self/status") if ln.startswith("VmSize")][0].split()[1])
+resource.setrlimit(resource.RLIMIT_AS, (vm_kb * 1024 + (8 << 20), resource.RLIM_INFINITY))
+size = 1 << 20
+while size >= 8:  # every byte the cap leaves to malloc, down to its smallest chunks
+    if not malloc(size):
+        size //= 2
+start.release()
+for t in threads:
+    t.join()
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+r = rec.recording()
+print(json.dumps({"failed": failed, "kept": len(r.records["name"]),
+                  "dropped": sum(r.dropped.values()), "by_name": r.dropped,
+                  "lost": r.meta["lost_out_of_memory"], "open": r.meta["open_regions"]}))
+"""
+
+
+def test_threads_first_recording_after_memory_is_gone_count_their_regions_dropped(
+    run_script: Any,
+) -> None:
+    got = run_script(FIRST_TOUCH, MALLOC_ARENA_MAX="1")
+    assert got["failed"] == [False] * 4, got  # no MemoryError in the user's threads
+    assert got["kept"] + got["dropped"] == 4 * 20_000, got  # each region once, kept or counted
+    assert got["dropped"] > 0, got  # memory was gone when they started
+    assert set(got["by_name"]) <= {"late", "<dropped out of memory, name not counted>"}, got
+    assert got["lost"] == 0 and got["open"] == {}, got

@@ -116,7 +116,13 @@ class Recorder {
   ThreadState* local() const noexcept {
     return tls_last_.serial == serial_ ? tls_last_.state : local_slow();
   }
-  ThreadState* register_thread(const std::string& name);
+  // This thread's state, made on its first record; nullptr when no memory is left for it.
+  ThreadState* register_thread(const char* name) noexcept;
+  // A record made on a thread that has no state (register_thread failed): counted as dropped
+  // under kUnnamedDropName.
+  void count_stateless_drop() noexcept {
+    drops_stateless_.fetch_add(1, std::memory_order_relaxed);
+  }
   std::vector<std::pair<int64_t, std::string>> threads() const;
 
   // --- control
@@ -168,8 +174,9 @@ class Recorder {
     uint64_t serial = 0;
     ThreadState* state = nullptr;
   };
-  static thread_local TlsSlot tls_last_;
+  static thread_local TlsSlot tls_last_;  // trivially destructible: nothing registered
   ThreadState* local_slow() const noexcept;
+  static void thread_exited(void* states) noexcept;  // the pthread key's destructor
   void update() noexcept {
     active_.store(started() && enabled(), std::memory_order_relaxed);
   }
@@ -207,6 +214,7 @@ class Recorder {
   std::atomic<bool> started_{false}, enabled_{true}, active_{false};
   std::atomic<bool> capture_noticed_{false};
   std::atomic<uint64_t> capture_fallbacks_{0};
+  std::atomic<uint64_t> drops_stateless_{0};  // see count_stateless_drop; since clear
   WallOffset wall_;
   int64_t started_ns_ = 0;
 
