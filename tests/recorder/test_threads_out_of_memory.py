@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+UNNAMED = "<dropped out of memory, name not counted>"
+
 WORKLOAD = """
 import json
 import resource
@@ -78,10 +82,13 @@ def test_threads_recording_through_failing_saves_keep_or_count_every_region(
 # Threads whose first region comes after memory is gone: a thread's state (its buffer, its
 # slot in the thread-local list of recorders) cannot be made. Before the fix the first touch
 # of the recorder's `thread_local` registered its destructor with glibc, which aborts when
-# that registration finds no memory ("failed to register TLS destructor: out of memory").
-# Everything the workers touch while memory is gone exists beforehand: a plain lock as the
-# start signal (acquire/release allocate nothing), their iterators, their result slots; the
-# main thread takes what malloc has left (never freed: the process ends right after).
+# that registration finds no memory ("failed to register TLS destructor: out of memory"), and
+# a thread's first C++ throw made libstdc++'s exception globals, thread-local data glibc
+# aborts on failing to allocate ("cannot allocate memory for thread-local data"), as did
+# interning a region name never seen before. Everything the workers touch while memory is
+# gone exists beforehand: a plain lock as the start signal (acquire/release allocate
+# nothing), their iterators over existing objects, a bytearray marking each region closed;
+# the main thread takes what malloc has left (never freed: the process ends right after).
 FIRST_TOUCH = """
 import ctypes
 import json
@@ -89,23 +96,28 @@ import resource
 import threading
 import pytimings as pt
 
-NT, N = 4, 20_000
+NT, N, FIRST = 4, 20_000, "<FIRST>"
 malloc = ctypes.CDLL(None).malloc
 malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 rec = pt.Recorder()
-reg = rec.region.make("late", "host", None, None, None, None)
+if FIRST == "prebuilt":
+    plans = [[rec.region.make("late", "host", None, None, None, None)] * N] * NT
+else:  # region(name) with a name interned first on that thread, under the cap
+    plans = [[f"new{k}"] * N for k in range(NT)]
+todo = [iter(list(enumerate(plan))) for plan in plans]
+closed = [bytearray(N) for _ in range(NT)]
+failed = [False] * NT
 start = threading.Lock()
 start.acquire()
-plans = [iter([reg] * N) for _ in range(NT)]
-failed = [False] * NT
 
 def work(k):
     start.acquire()
     start.release()
     try:
-        for r in plans[k]:
-            with r:
+        for i, what in todo[k]:
+            with what if FIRST == "prebuilt" else rec.region(what):
                 pass
+            closed[k][i] = 1
     except MemoryError:
         failed[k] = True
 
@@ -123,18 +135,23 @@ for t in threads:
     t.join()
 resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 r = rec.recording()
-print(json.dumps({"failed": failed, "kept": len(r.records["name"]),
-                  "dropped": sum(r.dropped.values()), "by_name": r.dropped,
-                  "lost": r.meta["lost_out_of_memory"], "open": r.meta["open_regions"]}))
+print(json.dumps({"failed": failed, "closed": sum(map(sum, closed)),
+                  "kept": len(r.records["name"]), "dropped": sum(r.dropped.values()),
+                  "by_name": r.dropped, "lost": r.meta["lost_out_of_memory"],
+                  "open": r.meta["open_regions"]}))
 """
 
 
+@pytest.mark.parametrize("first", ["prebuilt", "new name"])
 def test_threads_first_recording_after_memory_is_gone_count_their_regions_dropped(
-    run_script: Any,
+    run_script: Any, first: str
 ) -> None:
-    got = run_script(FIRST_TOUCH, MALLOC_ARENA_MAX="1")
-    assert got["failed"] == [False] * 4, got  # no MemoryError in the user's threads
-    assert got["kept"] + got["dropped"] == 4 * 20_000, got  # each region once, kept or counted
+    got = run_script(FIRST_TOUCH.replace("<FIRST>", first), MALLOC_ARENA_MAX="1")
+    if first == "prebuilt":  # nothing to allocate in the user's thread: never a MemoryError
+        assert got["failed"] == [False] * 4 and got["closed"] == 4 * 20_000, got
+        assert set(got["by_name"]) <= {"late", UNNAMED}, got
+    else:  # region() may raise MemoryError interning the name (that region never opened)
+        assert set(got["by_name"]) <= {"new0", "new1", "new2", "new3", UNNAMED}, got
+    assert got["kept"] + got["dropped"] == got["closed"], got  # each once, kept or counted
     assert got["dropped"] > 0, got  # memory was gone when they started
-    assert set(got["by_name"]) <= {"late", "<dropped out of memory, name not counted>"}, got
     assert got["lost"] == 0 and got["open"] == {}, got
