@@ -235,7 +235,9 @@ bool parse_args(const char* fn, PyObject* const* args, size_t nargsf, PyObject* 
   return true;
 }
 
-// id of `s` in `ids`, interning it on first sight; -1 with an exception set on failure.
+// id of `s` in `ids`, interning it on first sight; -1 with an exception set on failure. A
+// name beyond the table's limit is not kept in `ids` (which would grow without bound): it
+// is interned, and counted, at each use.
 int64_t string_id(PyObject* ids, PyObject* s, bool is_kind) {
   PyObject* v = PyDict_GetItemWithError(ids, s);
   if (v != nullptr) return PyLong_AsLongLong(v);
@@ -244,16 +246,18 @@ int64_t string_id(PyObject* ids, PyObject* s, bool is_kind) {
   const char* utf8 = PyUnicode_AsUTF8AndSize(s, &len);
   if (utf8 == nullptr) return -1;
   uint32_t id;
+  bool over_limit = false;
   if (!exceptions_ready()) {  // this thread's first bad_alloc could not be caught
     PyErr_NoMemory();
     return -1;
   }
   try {
-    id = intern(std::string(utf8, static_cast<size_t>(len)), is_kind);
+    id = intern(std::string(utf8, static_cast<size_t>(len)), is_kind, &over_limit);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_MemoryError, e.what());
     return -1;
   }
+  if (over_limit) return id;
   PyObject* idobj = PyLong_FromUnsignedLong(id);
   if (idobj == nullptr || PyDict_SetItem(ids, s, idobj) < 0) {
     Py_XDECREF(idobj);

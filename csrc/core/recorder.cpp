@@ -20,6 +20,7 @@ struct StringTable {
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<std::string> strings;
   std::vector<bool> is_kind;
+  size_t bytes = 0;            // of the strings (see kMaxNameBytes)
   uint64_t over_limit = 0;     // interns refused a new id (see kMaxNames)
   uint32_t over_limit_id = 0;  // the id they got instead (0: none yet)
   Nvtx nvtx;
@@ -88,15 +89,17 @@ constexpr uint64_t kCollectAfter = 4096;
 
 }  // namespace
 
-uint32_t intern(const std::string& s, bool is_kind) {
+uint32_t intern(const std::string& s, bool is_kind, bool* over_limit) {
   StringTable& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.ids.find(s);
   uint32_t id;
-  if (it == t.ids.end() && t.strings.size() >= kMaxNames) {
+  if (it == t.ids.end() &&
+      (t.strings.size() >= kMaxNames || s.size() > kMaxNameBytes - t.bytes)) {
     // The table is process-wide and never shrinks (NVTX handles point into it): past the
     // limit a new name is recorded as kOverLimitName, and counted.
     ++t.over_limit;
+    if (over_limit != nullptr) *over_limit = true;
     if (t.over_limit_id == 0) {
       t.over_limit_id = static_cast<uint32_t>(t.strings.size());
       t.strings.emplace_back(kOverLimitName);
@@ -111,6 +114,7 @@ uint32_t intern(const std::string& s, bool is_kind) {
     t.strings.push_back(s);
     t.is_kind.push_back(false);
     t.ids.emplace(s, id);
+    t.bytes += s.size();
     t.nvtx.register_string(id, s);
   } else {
     id = it->second;

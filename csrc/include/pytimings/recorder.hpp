@@ -19,11 +19,15 @@ namespace pytimings {
 
 // Process-wide interned strings (region names and kinds). NVTX registrations are process-wide
 // too, so ids are shared by every Recorder.
-uint32_t intern(const std::string& s, bool is_kind);
+// *over_limit (when given) is set when `s` is beyond the limit below (its id is then
+// kOverLimitName's: a caller must not keep it as the id of `s`).
+uint32_t intern(const std::string& s, bool is_kind, bool* over_limit = nullptr);
 std::vector<std::string> interned_strings();
 // The table never shrinks, so its size is bounded: a name beyond the first kMaxNames
-// distinct ones is recorded as kOverLimitName, and counted (names_over_limit).
+// distinct ones, or one that would take the table past kMaxNameBytes of text, is recorded
+// as kOverLimitName, and counted at each intern (names_over_limit).
 constexpr size_t kMaxNames = size_t{1} << 20;
+constexpr size_t kMaxNameBytes = size_t{64} << 20;
 constexpr const char* kOverLimitName = "<names beyond the limit>";
 uint64_t names_over_limit();
 
