@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pytimings/buffer.hpp"
+#include "pytimings/exceptions.hpp"
 #include "regions.hpp"
 
 namespace py = pybind11;
@@ -69,23 +70,22 @@ void region_dealloc(PyObject* o) {
   PyObject_Free(o);
 }
 
+// This thread's state in `core`, made on its first record. nullptr when no memory is left to
+// make it: the record the caller was about to make is counted as dropped, and the caller goes
+// on unrecorded (never an error in the user's code).
 ThreadState* thread_state(Recorder* core) {
   if (ThreadState* ts = core->local()) return ts;
-  std::string name = "thread";
-  if (PyObject* t = PyObject_CallNoArgs(g_current_thread)) {
-    if (PyObject* n = PyObject_GetAttrString(t, "name")) {
-      if (const char* c = PyUnicode_AsUTF8(n)) name = c;
-      Py_DECREF(n);
-    }
-    Py_DECREF(t);
-  }
-  PyErr_Clear();  // a thread name is a nicety; never fail a region over it
-  try {
-    return core->register_thread(name);
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return nullptr;
-  }
+  const char* name = "thread";  // a thread name is a nicety; never fail a region over it
+  PyObject* t = PyObject_CallNoArgs(g_current_thread);
+  PyObject* n = t != nullptr ? PyObject_GetAttrString(t, "name") : nullptr;
+  if (n != nullptr)
+    if (const char* c = PyUnicode_AsUTF8(n)) name = c;
+  ThreadState* ts = core->register_thread(name);
+  Py_XDECREF(n);
+  Py_XDECREF(t);
+  PyErr_Clear();
+  if (ts == nullptr) core->count_stateless_drop();
+  return ts;
 }
 
 PyObject* region_enter(PyObject* o, PyObject*) {
@@ -95,9 +95,9 @@ PyObject* region_enter(PyObject* o, PyObject*) {
     ++self->disabled_entries;
   } else {
     ThreadState* ts = thread_state(core);
-    if (ts == nullptr) return nullptr;
-    const uint16_t flags = core->enter(*ts, self->spec, self);
-    if (flags == kNotEntered) {  // no memory for its frame: runs unrecorded, counted dropped
+    const uint16_t flags = ts != nullptr ? core->enter(*ts, self->spec, self) : kNotEntered;
+    if (flags == kNotEntered) {  // no memory for its frame or its thread state: runs
+                                 // unrecorded, counted dropped
       ++self->disabled_entries;
       Py_INCREF(o);
       return o;
@@ -235,7 +235,9 @@ bool parse_args(const char* fn, PyObject* const* args, size_t nargsf, PyObject* 
   return true;
 }
 
-// id of `s` in `ids`, interning it on first sight; -1 with an exception set on failure.
+// id of `s` in `ids`, interning it on first sight; -1 with an exception set on failure. A
+// name beyond the table's limit is not kept in `ids` (which would grow without bound): it
+// is interned, and counted, at each use.
 int64_t string_id(PyObject* ids, PyObject* s, bool is_kind) {
   PyObject* v = PyDict_GetItemWithError(ids, s);
   if (v != nullptr) return PyLong_AsLongLong(v);
@@ -244,12 +246,18 @@ int64_t string_id(PyObject* ids, PyObject* s, bool is_kind) {
   const char* utf8 = PyUnicode_AsUTF8AndSize(s, &len);
   if (utf8 == nullptr) return -1;
   uint32_t id;
+  bool over_limit = false;
+  if (!exceptions_ready()) {  // this thread's first bad_alloc could not be caught
+    PyErr_NoMemory();
+    return -1;
+  }
   try {
-    id = intern(std::string(utf8, static_cast<size_t>(len)), is_kind);
+    id = intern(std::string(utf8, static_cast<size_t>(len)), is_kind, &over_limit);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_MemoryError, e.what());
     return -1;
   }
+  if (over_limit) return id;
   PyObject* idobj = PyLong_FromUnsignedLong(id);
   if (idobj == nullptr || PyDict_SetItem(ids, s, idobj) < 0) {
     Py_XDECREF(idobj);
@@ -507,7 +515,7 @@ PyObject* factory_mark(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyO
   const int64_t kind_id = string_id(g_kind_ids, kind, true);
   if (kind_id < 0) return nullptr;
   ThreadState* ts = thread_state(f->core);
-  if (ts == nullptr) return nullptr;
+  if (ts == nullptr) Py_RETURN_NONE;  // counted dropped
   f->core->mark(*ts, static_cast<uint32_t>(name_id), static_cast<uint32_t>(kind_id), has_payload,
                 payload);
   Py_RETURN_NONE;

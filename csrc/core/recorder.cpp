@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <system_error>
 
+#include "pytimings/exceptions.hpp"
 #include "pytimings/nvtx.hpp"
 
 namespace pytimings {
@@ -18,6 +20,7 @@ struct StringTable {
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<std::string> strings;
   std::vector<bool> is_kind;
+  size_t bytes = 0;            // of the strings (see kMaxNameBytes)
   uint64_t over_limit = 0;     // interns refused a new id (see kMaxNames)
   uint32_t over_limit_id = 0;  // the id they got instead (0: none yet)
   Nvtx nvtx;
@@ -32,13 +35,18 @@ std::atomic<uint64_t> g_serial{0};
 
 bool live(uint64_t serial);  // g_live_mu held
 
-// This thread's state in each recorder it has recorded into. When the thread exits, its
-// states are marked so that the next drain frees their buffers and events.
+// This thread's state in each recorder it has recorded into, on the heap; null until its
+// first region. The slot is plain data in initial-exec TLS: a C++ `thread_local` with a
+// destructor registers it with glibc on first touch, which allocates and aborts the process
+// when no memory is left. The cleanup runs instead as the destructor of a pthread key (its
+// value is the same list; pthread_setspecific reports ENOMEM rather than aborting): the
+// thread's states are marked so that the next drain frees their buffers and events.
 struct TlsStates {
   std::vector<std::pair<uint64_t, ThreadState*>> v;
-  ~TlsStates();
 };
-thread_local TlsStates tls_states;
+thread_local TlsStates* tls_states __attribute__((tls_model("initial-exec"))) = nullptr;
+pthread_key_t g_exit_key;  // made by the first Recorder, destructor Recorder::thread_exited
+
 // A runtime without a driver or device stays that way for the life of the process.
 std::atomic<bool> g_no_device{false};
 std::mutex g_live_mu;  // live recorders by serial (a recorder unlists itself first thing in
@@ -68,12 +76,6 @@ void fork_child() {
   g_live_mu.unlock();
 }
 
-TlsStates::~TlsStates() {
-  std::lock_guard<std::mutex> lock(g_live_mu);
-  for (auto& [serial, state] : v)
-    if (live(serial)) state->exited.store(true, std::memory_order_release);
-}
-
 const cuda::Api* cuda_api() noexcept {
   const cuda::Runtime& rt = cuda::runtime();
   return rt.loaded ? &rt.api : nullptr;
@@ -87,15 +89,17 @@ constexpr uint64_t kCollectAfter = 4096;
 
 }  // namespace
 
-uint32_t intern(const std::string& s, bool is_kind) {
+uint32_t intern(const std::string& s, bool is_kind, bool* over_limit) {
   StringTable& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.ids.find(s);
   uint32_t id;
-  if (it == t.ids.end() && t.strings.size() >= kMaxNames) {
+  if (it == t.ids.end() &&
+      (t.strings.size() >= kMaxNames || s.size() > kMaxNameBytes - t.bytes)) {
     // The table is process-wide and never shrinks (NVTX handles point into it): past the
     // limit a new name is recorded as kOverLimitName, and counted.
     ++t.over_limit;
+    if (over_limit != nullptr) *over_limit = true;
     if (t.over_limit_id == 0) {
       t.over_limit_id = static_cast<uint32_t>(t.strings.size());
       t.strings.emplace_back(kOverLimitName);
@@ -110,6 +114,7 @@ uint32_t intern(const std::string& s, bool is_kind) {
     t.strings.push_back(s);
     t.is_kind.push_back(false);
     t.ids.emplace(s, id);
+    t.bytes += s.size();
     t.nvtx.register_string(id, s);
   } else {
     id = it->second;
@@ -142,6 +147,12 @@ Recorder::Recorder(int64_t max_records, int64_t reanchor_interval_ns)
       reanchor_interval_ns_(reanchor_interval_ns),
       budget_(max_records < 0 ? std::numeric_limits<int64_t>::max() : max_records) {
   table();  // create the NVTX domain before the first region
+  static const bool keyed = [] {
+    if (const int err = pthread_key_create(&g_exit_key, &Recorder::thread_exited); err != 0)
+      throw std::system_error(err, std::generic_category(), "pytimings: pthread_key_create");
+    return true;
+  }();
+  (void)keyed;
   static const int atfork = pthread_atfork(fork_prepare, fork_parent, fork_child);
   (void)atfork;
   std::lock_guard<std::mutex> lock(g_live_mu);
@@ -181,37 +192,61 @@ Recorder::~Recorder() {
 // --- threads
 
 ThreadState* Recorder::local_slow() const noexcept {
-  for (auto& [serial, state] : tls_states.v) {
-    if (serial == serial_) {
-      tls_last_ = {serial_, state};
-      return state;
+  if (TlsStates* list = tls_states) {
+    for (auto& [serial, state] : list->v) {
+      if (serial == serial_) {
+        tls_last_ = {serial_, state};
+        return state;
+      }
     }
   }
   return nullptr;
 }
 
-ThreadState* Recorder::register_thread(const std::string& name) {
-  auto ts = std::make_unique<ThreadState>();
-  ts->tid = static_cast<int64_t>(syscall(SYS_gettid));
-  ts->name = name;
-  ts->frames.reserve(64);
-  ThreadState* raw = ts.get();
-  {
+ThreadState* Recorder::register_thread(const char* name) noexcept {
+  if (!exceptions_ready()) return nullptr;  // a bad_alloc below must be catchable
+  ThreadState* raw;
+  try {
+    if (tls_states == nullptr) {
+      auto list = std::make_unique<TlsStates>();
+      if (pthread_setspecific(g_exit_key, list.get()) != 0) return nullptr;  // ENOMEM
+      tls_states = list.release();
+    }
+    auto& v = tls_states->v;
+    {
+      // Forget this thread's states in recorders that no longer exist (their serials never
+      // come back), so the list stays as short as the set of live recorders.
+      std::lock_guard<std::mutex> lock(g_live_mu);
+      v.erase(std::remove_if(v.begin(), v.end(), [](const auto& e) { return !live(e.first); }),
+              v.end());
+    }
+    v.reserve(v.size() + 1);  // before the state is listed: the emplace below cannot fail
+    auto ts = std::make_unique<ThreadState>();
+    ts->tid = static_cast<int64_t>(syscall(SYS_gettid));
+    ts->name = name;
+    ts->frames.reserve(64);
+    raw = ts.get();
     std::lock_guard<std::mutex> lock(mu_);
     ts->index = static_cast<uint32_t>(threads_.size());
     threads_.push_back(std::move(ts));
+  } catch (...) {  // out of memory (or a lock that cannot be taken): no state, nothing listed
+    return nullptr;
   }
-  {
-    // Forget this thread's states in recorders that no longer exist (their serials never
-    // come back), so the list stays as short as the set of live recorders.
-    std::lock_guard<std::mutex> lock(g_live_mu);
-    auto& v = tls_states.v;
-    v.erase(std::remove_if(v.begin(), v.end(), [](const auto& e) { return !live(e.first); }),
-            v.end());
-  }
-  tls_states.v.emplace_back(serial_, raw);
+  tls_states->v.emplace_back(serial_, raw);
   tls_last_ = {serial_, raw};
   return raw;
+}
+
+void Recorder::thread_exited(void* states) noexcept {
+  auto* list = static_cast<TlsStates*>(states);
+  tls_last_ = {};  // a region after this (another key's destructor) registers afresh
+  tls_states = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    for (auto& [serial, state] : list->v)
+      if (live(serial)) state->exited.store(true, std::memory_order_release);
+  }
+  delete list;
 }
 
 std::vector<std::pair<int64_t, std::string>> Recorder::threads() const {
@@ -734,6 +769,7 @@ void Recorder::clear() {
     ts->drops_unnamed = 0;
     ts->lost_open.clear();
   }
+  drops_stateless_.store(0, std::memory_order_relaxed);
 }
 
 std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped() const {
@@ -744,6 +780,8 @@ std::vector<std::pair<uint32_t, uint64_t>> Recorder::dropped() const {
     for (auto& [name, n] : ts->drops) total[name] += n;
     if (ts->drops_unnamed) total[unnamed_drop_] += ts->drops_unnamed;
   }
+  if (const uint64_t n = drops_stateless_.load(std::memory_order_relaxed))
+    total[unnamed_drop_] += n;
   std::vector<std::pair<uint32_t, uint64_t>> out(total.begin(), total.end());
   std::sort(out.begin(), out.end());
   return out;
@@ -785,6 +823,7 @@ void Recorder::unlock_after_fork() noexcept {
 void Recorder::after_fork_child() noexcept {
   ThreadState* me = local();
   take_all();  // (out of memory here ends the child: noexcept, never a silent double count)
+  drops_stateless_.store(0, std::memory_order_relaxed);
   for (auto& ts : threads_) {
     ts->drops.clear();
     ts->drops_unnamed = 0;

@@ -67,10 +67,12 @@ class Recorder:
     caps how many records are kept until :meth:`clear`; records beyond it are counted by name
     in ``Recording.dropped``, never lost silently (a drop with no memory left to count it by
     name under ``<dropped out of memory, name not counted>``; a region entered with no memory
-    for a deeper stack is not recorded and counted as dropped). The cap covers records only:
-    region names and kinds live in one process-wide table that no recorder frees (NVTX
-    handles point into it), bounded at 2**20 distinct strings; names beyond are recorded as
-    ``<names beyond the limit>`` and counted (``meta["names_over_limit"]``), and a save writes
+    for a deeper stack, or on a thread with no memory left for its first region's state, is
+    not recorded and counted as dropped, under that name for the latter). The cap covers
+    records only: region names and kinds live in one process-wide table that no recorder frees
+    (NVTX handles point into it), bounded at 2**20 distinct strings and 64 MiB of their text;
+    names beyond are recorded as ``<names beyond the limit>`` and counted at each use
+    (``meta["names_over_limit"]``), none of them kept, and a save writes
     only the names its records use. ``anchor_interval_s`` is the least time between two
     GPU-clock anchors (retaken at :meth:`flush`).
     """

@@ -11,15 +11,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pytimings.ingest.recording_file import load_recording
 
 
 def _record(
-    cwd: Path, out: str, *cmd: str, timeout: float = 120
+    cwd: Path, out: str, *cmd: str, timeout: float = 120, opts: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")}
     return subprocess.run(
-        [sys.executable, "-m", "pytimings.cli", "record", "-o", out, "--", *cmd],
+        [sys.executable, "-m", "pytimings.cli", "record", "-o", out, *opts, "--", *cmd],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
     )  # fmt: skip
 
@@ -30,10 +32,17 @@ def _script(tmp_path: Path, body: str) -> Path:
     return p
 
 
-def test_an_output_that_is_a_directory_is_refused_before_the_program_runs(tmp_path: Path) -> None:
+# --flush-every saves from a thread while the program runs: refused all the same, up front
+PERIODIC = pytest.mark.parametrize("opts", [(), ("--flush-every", "0.5")], ids=["", "flush"])
+
+
+@PERIODIC
+def test_an_output_that_is_a_directory_is_refused_before_the_program_runs(
+    tmp_path: Path, opts: tuple[str, ...]
+) -> None:
     (tmp_path / "out.pyt").mkdir()
     prog = _script(tmp_path, "")
-    r = _record(tmp_path, "out.pyt", str(prog))
+    r = _record(tmp_path, "out.pyt", str(prog), opts=opts)
     assert r.returncode == 2 and not (tmp_path / "ran").exists()
     assert (
         r.stderr.strip().splitlines() == ["pytimings record: error: -o out.pyt: is a directory"]
@@ -42,10 +51,13 @@ def test_an_output_that_is_a_directory_is_refused_before_the_program_runs(tmp_pa
     assert "Traceback" not in r.stderr
 
 
-def test_an_unwritable_output_is_refused_before_the_program_runs(tmp_path: Path) -> None:
+@PERIODIC
+def test_an_unwritable_output_is_refused_before_the_program_runs(
+    tmp_path: Path, opts: tuple[str, ...]
+) -> None:
     """/proc refuses new files even to root (a chmod would not stop root)."""
     prog = _script(tmp_path, "")
-    r = _record(tmp_path, "/proc/self/run.pyt", str(prog))
+    r = _record(tmp_path, "/proc/self/run.pyt", str(prog), opts=opts)
     assert r.returncode == 2 and not (tmp_path / "ran").exists()
     assert "cannot be written" in r.stderr and "Traceback" not in r.stderr
 

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       ThreadState* ts = rec.local();
-      if (ts == nullptr) ts = rec.register_thread("writer-" + std::to_string(w));
+      if (ts == nullptr) ts = rec.register_thread(("writer-" + std::to_string(w)).c_str());
       RegionSpec spec;
       spec.name = name;
       spec.kind = kind;

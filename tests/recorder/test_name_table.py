@@ -55,3 +55,35 @@ def test_names_beyond_the_limit_are_recorded_under_one_name_and_counted(run_scri
     assert got["over"] == got["meta"] == 5
     assert got["table"] == (1 << 20) + 1  # the limit plus the placeholder
     assert got["last"][0].startswith("m") and got["last"][1:] == ["<names beyond the limit>"] * 5
+
+
+def test_the_table_is_bounded_in_bytes_and_keeps_no_name_beyond_it(run_script: Any) -> None:
+    """A count alone bounded nothing: 2**20 names of 256 KiB each would be 256 GiB. The
+    table holds at most 64 MiB of name text, and a name beyond the limit is interned (and
+    counted) at each use instead of being kept as a key of the binding's name -> id dict:
+    that dict kept every distinct name past the limit (here 320 MiB more)."""
+    got = run_script("""
+        import json
+        import pytimings as pt
+        from pytimings import _core
+
+        def rss():
+            with open("/proc/self/status") as f:
+                return int(next(ln for ln in f if ln.startswith("VmRSS")).split()[1]) << 10
+
+        rec = pt.Recorder(max_records=10)
+        big = 256 << 10
+        for i in range(320):  # 80 MiB of distinct names
+            rec.mark(f"{i:05d}" + "x" * big)
+        table = sum(len(s) for s in _core.strings())
+        over_before, before = _core.names_over_limit(), rss()
+        for i in range(320, 1600):  # 320 MiB more, all beyond the limit
+            rec.mark(f"{i:05d}" + "x" * big)
+        print(json.dumps({"table": table, "over_before": over_before,
+                          "over": _core.names_over_limit(), "grown": rss() - before,
+                          "names": len(_core.strings())}))
+    """)
+    assert got["table"] <= 64 << 20
+    assert got["over_before"] >= 320 - (64 << 20) // (256 << 10)  # what did not fit
+    assert got["over"] == got["over_before"] + 1280  # each counted
+    assert got["grown"] < 32 << 20, got  # none of the 320 MiB kept

@@ -111,7 +111,7 @@ def test_option_values_that_broke_the_work_are_refused_while_parsing(
 
 
 def _bad_runs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    """Run files each of which used to crash compare/report (or be accepted)."""
+    """Run files each of which used to crash compare/report/join (or be accepted)."""
     out = {}
     deep = tmp_path / "deep.json"
     deep.write_text('{"schema": "x", "config": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -132,13 +132,16 @@ def _bad_runs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize("case", ["nested", "interval", "phase", "tokens"])
-@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("command", ["compare", "report", "join"])
 def test_hostile_run_files_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, case: str
 ) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_run_doc()))
     bad, said = _bad_runs(tmp_path)[case]
+    if command == "join":  # a run file beside the engine's trace
+        _one_line_error(capsys, ["join", str(bad), _example()], said)
+        return
     out = ["--html", str(tmp_path / "r.html")] if command == "report" else []
     _one_line_error(capsys, [command, str(good), str(bad), "--labels", "a,b", *out], said)
 

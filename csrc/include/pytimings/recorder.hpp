@@ -19,11 +19,15 @@ namespace pytimings {
 
 // Process-wide interned strings (region names and kinds). NVTX registrations are process-wide
 // too, so ids are shared by every Recorder.
-uint32_t intern(const std::string& s, bool is_kind);
+// *over_limit (when given) is set when `s` is beyond the limit below (its id is then
+// kOverLimitName's: a caller must not keep it as the id of `s`).
+uint32_t intern(const std::string& s, bool is_kind, bool* over_limit = nullptr);
 std::vector<std::string> interned_strings();
 // The table never shrinks, so its size is bounded: a name beyond the first kMaxNames
-// distinct ones is recorded as kOverLimitName, and counted (names_over_limit).
+// distinct ones, or one that would take the table past kMaxNameBytes of text, is recorded
+// as kOverLimitName, and counted at each intern (names_over_limit).
 constexpr size_t kMaxNames = size_t{1} << 20;
+constexpr size_t kMaxNameBytes = size_t{64} << 20;
 constexpr const char* kOverLimitName = "<names beyond the limit>";
 uint64_t names_over_limit();
 
@@ -116,7 +120,13 @@ class Recorder {
   ThreadState* local() const noexcept {
     return tls_last_.serial == serial_ ? tls_last_.state : local_slow();
   }
-  ThreadState* register_thread(const std::string& name);
+  // This thread's state, made on its first record; nullptr when no memory is left for it.
+  ThreadState* register_thread(const char* name) noexcept;
+  // A record made on a thread that has no state (register_thread failed): counted as dropped
+  // under kUnnamedDropName.
+  void count_stateless_drop() noexcept {
+    drops_stateless_.fetch_add(1, std::memory_order_relaxed);
+  }
   std::vector<std::pair<int64_t, std::string>> threads() const;
 
   // --- control
@@ -168,8 +178,9 @@ class Recorder {
     uint64_t serial = 0;
     ThreadState* state = nullptr;
   };
-  static thread_local TlsSlot tls_last_;
+  static thread_local TlsSlot tls_last_;  // trivially destructible: nothing registered
   ThreadState* local_slow() const noexcept;
+  static void thread_exited(void* states) noexcept;  // the pthread key's destructor
   void update() noexcept {
     active_.store(started() && enabled(), std::memory_order_relaxed);
   }
@@ -207,6 +218,7 @@ class Recorder {
   std::atomic<bool> started_{false}, enabled_{true}, active_{false};
   std::atomic<bool> capture_noticed_{false};
   std::atomic<uint64_t> capture_fallbacks_{0};
+  std::atomic<uint64_t> drops_stateless_{0};  // see count_stateless_drop; since clear
   WallOffset wall_;
   int64_t started_ns_ = 0;
 
