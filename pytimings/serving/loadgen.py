@@ -330,9 +330,11 @@ async def _run_batch(
     rng: np.random.Generator,
     tick: Callable[[], None],
     until_ns: int | None = None,
+    sink: list[RequestRecord] | None = None,
 ) -> _Batch:
     """Send ``prompts`` closed-loop (or Poisson open-loop with cfg.rate), capped at C; with
-    ``until_ns``, no request is sent after that time (a soak: ``prompts`` need not end)."""
+    ``until_ns``, no request is sent after that time (a soak: ``prompts`` need not end);
+    ``sink`` gets each request's record as it completes."""
     results: dict[int, RequestRecord] = {}
     feed = enumerate(prompts)
 
@@ -340,7 +342,9 @@ async def _run_batch(
         return until_ns is None or now_ns() < until_ns
 
     async def one(i: int, req_id: str, prompt: str) -> None:
-        results[i] = await _send_one(session, cfg, req_id, prompt)
+        results[i] = rec = await _send_one(session, cfg, req_id, prompt)
+        if sink is not None:
+            sink.append(rec)
         tick()
 
     start = now_ns()
@@ -374,7 +378,12 @@ async def _run_batch(
 
 
 async def _soak(
-    session: Any, cfg: Config, conc: int, rng: np.random.Generator, tick: Callable[[], None]
+    session: Any,
+    cfg: Config,
+    conc: int,
+    rng: np.random.Generator,
+    tick: Callable[[], None],
+    sink: list[RequestRecord],
 ) -> list[_Batch]:
     """One level sent without pause for cfg.duration_s, cut into intervals of
     cfg.interval_s by send time (a request belongs to the interval it was sent in; every
@@ -384,7 +393,9 @@ async def _soak(
     step = round(cfg.interval_s * 1e9)
     n = max(1, math.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
     t0 = now_ns()
-    batch = await _run_batch(session, cfg, conc, prompts, rng, tick, until_ns=t0 + n * step)
+    batch = await _run_batch(
+        session, cfg, conc, prompts, rng, tick, until_ns=t0 + n * step, sink=sink
+    )
     bins: list[list[RequestRecord]] = [[] for _ in range(n)]
     for r in batch.records:
         bins[min((r.start_ns - t0) // step, n - 1)].append(r)
@@ -415,6 +426,15 @@ class WarmupFailed(Exception):
         super().__init__(f"every warm-up request at concurrency {concurrency} failed: {reason}")
 
 
+class RunStopped(Exception):
+    """The run stopped before its last level: ``doc`` is the run file of what was measured
+    (the levels done, and under ``interrupted`` the stopped level's measured requests)."""
+
+    def __init__(self, doc: dict[str, Any], cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.doc, self.cause = doc, cause
+
+
 async def run_load(
     cfg: Config, progress: Callable[[int | None], Callable[[], None]] | None = None
 ) -> dict[str, Any]:
@@ -426,78 +446,116 @@ async def run_load(
     tick = progress(total) if progress is not None else (lambda: None)
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.chunk_timeout_s)
     connector = aiohttp.TCPConnector(limit=max(cfg.concurrency), force_close=False)
-    levels = []
+    levels: list[dict[str, Any]] = []
     metrics_url, metrics_note = await _metrics_url(cfg)
     scraper = engine_metrics.Scraper(metrics_url or "", cfg.metrics_interval_s)
-    saturated: int | None = None
     async with (
         aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
         scraper,
     ):
         scraping = asyncio.create_task(scraper.run()) if metrics_url else None
-        for li, conc in enumerate(cfg.concurrency):
-            rng = np.random.default_rng([cfg.seed, li])
-            warm_prompts = [
-                (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
+        measured: list[RequestRecord] = []
+        try:
+            saturated = await _levels(cfg, session, scraper, metrics_url, tick, levels, measured)
+        except (Exception, KeyboardInterrupt, asyncio.CancelledError) as exc:
+            if not levels and not measured:
+                raise
+            # what was measured is kept: the levels done, and the stopped level's requests
+            doc = _document(cfg, levels, metrics_url, metrics_note, None)
+            doc["interrupted"] = {
+                "concurrency": cfg.concurrency[len(levels)],
+                "reason": f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                "requests": [r.to_json() for r in measured],
+            }
+            raise RunStopped(doc, exc) from exc
+        finally:
+            if scraping is not None:
+                scraping.cancel()
+    return _document(cfg, levels, metrics_url, metrics_note, saturated)
+
+
+async def _levels(
+    cfg: Config,
+    session: Any,
+    scraper: engine_metrics.Scraper,
+    metrics_url: str | None,
+    tick: Callable[[], None],
+    levels: list[dict[str, Any]],
+    measured: list[RequestRecord],
+) -> int | None:
+    """Measure the levels into ``levels``, each appended when done (``measured``: the
+    level in progress's measured requests so far); returns the level past saturation the
+    sweep stopped after, if any."""
+    for li, conc in enumerate(cfg.concurrency):
+        measured.clear()
+        rng = np.random.default_rng([cfg.seed, li])
+        warm_prompts = [
+            (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
+        ]
+        warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
+        if warm.records and all(r.error is not None for r in warm.records):
+            # the server cannot serve these requests: measuring would only count failures
+            raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
+        if metrics_url:
+            await scraper.scrape()  # the level's counters start here
+            measured_from = scraper.samples[-1].t_ns
+        rounds = []
+        batches = []
+        for ri in range(cfg.rounds if cfg.duration_s is None else 0):
+            prompts = [
+                (f"c{conc}-r{ri}-{i}", build_prompt(cfg.input_len, rng))
+                for i in range(cfg.requests)
             ]
-            warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
-            if warm.records and all(r.error is not None for r in warm.records):
-                # the server cannot serve these requests: measuring would only count failures
-                raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
-            if metrics_url:
-                await scraper.scrape()  # the level's counters start here
-                measured_from = scraper.samples[-1].t_ns
-            rounds = []
-            batches = []
-            for ri in range(cfg.rounds if cfg.duration_s is None else 0):
-                prompts = [
-                    (f"c{conc}-r{ri}-{i}", build_prompt(cfg.input_len, rng))
-                    for i in range(cfg.requests)
-                ]
-                batches.append(await _run_batch(session, cfg, conc, prompts, rng, tick))
-            if cfg.duration_s is not None:
-                batches = await _soak(session, cfg, conc, rng, tick)
-            for ri, batch in enumerate(batches):
-                summary = serving_metrics(
-                    batch.records, cfg.definition, cfg.slo_ms, [(batch.start_ns, batch.end_ns)]
-                ).to_dict()
-                rounds.append(
-                    {
-                        "round": ri, "start_ns": batch.start_ns, "end_ns": batch.end_ns,
-                        "errors": summary["errors"], "summary": summary,
-                        "requests": [r.to_json() for r in batch.records],
-                    }
-                )  # fmt: skip
-            level_summary = serving_metrics(
-                [r for b in batches for r in b.records],
-                cfg.definition,
-                cfg.slo_ms,
-                [(b.start_ns, b.end_ns) for b in batches],
+            batches.append(await _run_batch(session, cfg, conc, prompts, rng, tick, sink=measured))
+        if cfg.duration_s is not None:
+            batches = await _soak(session, cfg, conc, rng, tick, measured)
+        for ri, batch in enumerate(batches):
+            summary = serving_metrics(
+                batch.records, cfg.definition, cfg.slo_ms, [(batch.start_ns, batch.end_ns)]
             ).to_dict()
-            levels.append(
+            rounds.append(
                 {
-                    "concurrency": conc, "rate": cfg.rate,
-                    "warmup": {"requests": len(warm.records),
-                               "errors": errors_by_kind(warm.records)},
-                    "rounds": rounds, "summary": level_summary,
+                    "round": ri, "start_ns": batch.start_ns, "end_ns": batch.end_ns,
+                    "errors": summary["errors"], "summary": summary,
+                    "requests": [r.to_json() for r in batch.records],
                 }
             )  # fmt: skip
-            if cfg.duration_s is not None:
-                levels[-1]["intervals"] = [_interval(rd) for rd in rounds]
-            if metrics_url:
-                await scraper.scrape()  # ... and end here
-                levels[-1]["engine"] = scraper.level_engine(measured_from, scraper.samples[-1].t_ns)
-            else:
-                levels[-1]["engine"] = None
-            if (
-                cfg.stop_at_saturation
-                and li
-                and past_saturation(_saturation_point(levels[-2]), _saturation_point(levels[-1]))
-            ):
-                saturated = conc
-                break
-        if scraping is not None:
-            scraping.cancel()
+        level_summary = serving_metrics(
+            [r for b in batches for r in b.records],
+            cfg.definition,
+            cfg.slo_ms,
+            [(b.start_ns, b.end_ns) for b in batches],
+        ).to_dict()
+        level: dict[str, Any] = {
+            "concurrency": conc, "rate": cfg.rate,
+            "warmup": {"requests": len(warm.records), "errors": errors_by_kind(warm.records)},
+            "rounds": rounds, "summary": level_summary,
+        }  # fmt: skip
+        if cfg.duration_s is not None:
+            level["intervals"] = [_interval(rd) for rd in rounds]
+        level["engine"] = None
+        if metrics_url:
+            await scraper.scrape()  # ... and end here
+            level["engine"] = scraper.level_engine(measured_from, scraper.samples[-1].t_ns)
+        levels.append(level)
+        measured.clear()
+        if (
+            cfg.stop_at_saturation
+            and li
+            and past_saturation(_saturation_point(levels[-2]), _saturation_point(levels[-1]))
+        ):
+            return conc
+    return None
+
+
+def _document(
+    cfg: Config,
+    levels: list[dict[str, Any]],
+    metrics_url: str | None,
+    metrics_note: str,
+    saturated: int | None,
+) -> dict[str, Any]:
+    """The ``pytimings.serving/2`` document of the levels measured."""
     return {
         "schema": SCHEMA,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -771,11 +829,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.telemetry_interval > 0:
         raise UsageError(f"--telemetry-interval: must be positive, not {args.telemetry_interval}")
     sampling = telemetry.start(args.telemetry, args.telemetry_url, args.telemetry_interval)
+    stopped: RunStopped | None = None
     try:
         doc = asyncio.run(run_load(cfg, progress if show_bar else None))
     except WarmupFailed as exc:  # said even with --quiet, as below
         print(f"pytimings loadgen: {exc}; nothing measured, no run file", file=sys.stderr)
         return 1
+    except RunStopped as exc:  # written below, then said even with --quiet
+        doc, stopped = exc.doc, exc
     finally:
         for bar in bars:
             bar.stop()
@@ -784,6 +845,15 @@ def run(args: argparse.Namespace) -> int:
     if sampling is not None:
         telemetry.attach(doc, sampling[0])
     write_json(doc, args.out)
+    if stopped is not None:
+        it = doc["interrupted"]
+        print(
+            f"pytimings loadgen: stopped at concurrency {it['concurrency']} ({it['reason']}); "
+            f"wrote the {len(doc['levels'])} levels done and that level's "
+            f"{len(it['requests'])} measured requests (under 'interrupted') to {args.out}",
+            file=sys.stderr,
+        )
+        return 130 if isinstance(stopped.cause, KeyboardInterrupt | asyncio.CancelledError) else 1
     if not args.quiet:
         print(summary_table(doc))
         print(engine_line(doc))

@@ -46,7 +46,12 @@
       ],
       "engine_metrics": {"url": str | null, "interval_s": float, "note": str},
       "saturation": {"rule": str, "stop": bool, "stopped_after": int | null,
-                     "not_run": [int]}      # levels --stop-at-saturation left out
+                     "not_run": [int]},     # levels --stop-at-saturation left out (or
+                                            # not finished: see interrupted)
+      "interrupted": {                  # only when the run stopped before its last level
+        "concurrency": int,             # (Ctrl-C, the server gone at a later level's
+        "reason": str,                  # warm-up, an error): that level, why, and every
+        "requests": [RequestRecord.to_json(), ...]}   # request it measured before
     }
 
 Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, with the
@@ -104,6 +109,13 @@ class Level:
 
 
 @dataclass
+class Interrupted:
+    concurrency: int
+    reason: str
+    records: list[RequestRecord]
+
+
+@dataclass
 class Run:
     path: str
     config: dict[str, Any]
@@ -111,6 +123,8 @@ class Run:
     host: str | None = None  # the load generator's host name (files before it: None)
     boot_id: str | None = None  # its kernel's boot id (one CLOCK_MONOTONIC; older: None)
     fmt: str = SCHEMA  # the file's format (other tools' result files: pytimings.serving.foreign)
+    # the run stopped before its last level: that level, why, and what it measured
+    interrupted: Interrupted | None = None
 
     def level(self, concurrency: int) -> Level | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -151,6 +165,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     try:
         levels = [_level(lv, where) for lv in doc["levels"]]
         config = dict(doc["config"])
+        it = doc.get("interrupted")
+        interrupted = None if it is None else Interrupted(
+            _integer(it["concurrency"], "interrupted.concurrency", 1),
+            str(it["reason"]),
+            [RequestRecord.from_json(q, where) for q in it["requests"]],
+        )  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(where, f"malformed run file: {type(exc).__name__}: {exc}") from None
     host, boot = doc.get("host"), doc.get("boot_id")
@@ -161,6 +181,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         host if isinstance(host, str) else None,
         boot if isinstance(boot, str) and boot else None,
         fmt=doc["schema"],
+        interrupted=interrupted,
     )
 
 

@@ -195,3 +195,48 @@ def test_ab_speculative_on_vs_off_in_compare_and_report(tmp_path: Path) -> None:
     page = html_out.read_text()
     assert "Engine metrics during the run" in page and "Serving findings" in page
     assert '"meta":["on.json","waiting"]' in page.replace(" ", "")
+
+
+def test_a_run_stopped_at_a_later_level_keeps_what_it_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # level 1 serves its 2 warm-up and 4 measured requests; level 2's warm-up all fail
+    # (the server gone bad): the run stops there, with level 1 written, not lost
+    out = tmp_path / "run.json"
+    plan = [Behaviour(0.005, 0.002)] * 6 + [Behaviour(fail="500")] * 2
+    with serve(plan) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "1,2", "--requests", "4",
+                      "--rounds", "1", "--warmup", "2", "--no-metrics")  # fmt: skip
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pytimings loadgen: stopped at concurrency 2 (")
+    run = load_run(out)
+    assert [lv.concurrency for lv in run.levels] == [1]
+    assert len(run.levels[0].rounds[0].records) == 4
+    assert run.interrupted is not None and run.interrupted.concurrency == 2
+    assert "every warm-up request at concurrency 2 failed" in run.interrupted.reason
+    assert run.interrupted.records == []  # warm-up requests are never measured ones
+    assert json.loads(out.read_text())["saturation"]["not_run"] == [2]
+
+    # a failure after level 2 measured its requests (here: out of memory in its summary)
+    # keeps every one of them, under 'interrupted'
+    from pytimings.serving import loadgen
+
+    real = loadgen.serving_metrics
+
+    def failing(records: Any, *args: Any) -> Any:
+        if any(r.req_id.startswith("c2-") for r in records):
+            raise MemoryError
+        return real(records, *args)
+
+    monkeypatch.setattr(loadgen, "serving_metrics", failing)
+    with serve([Behaviour(0.005, 0.002)]) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "1,2,4", "--requests", "3",
+                      "--rounds", "2", "--warmup", "1", "--no-metrics")  # fmt: skip
+    assert rc == 1
+    run = load_run(out)
+    assert [lv.concurrency for lv in run.levels] == [1]
+    assert run.interrupted is not None and run.interrupted.reason == "MemoryError"
+    ids = sorted(r.req_id for r in run.interrupted.records)
+    assert ids == sorted(f"c2-r{ri}-{i}" for ri in range(2) for i in range(3))
+    assert all(r.status == "ok" for r in run.interrupted.records)
