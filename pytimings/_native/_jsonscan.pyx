@@ -55,6 +55,7 @@ cdef extern from "<pthread.h>" nogil:
 cdef extern from *:
     """
     #include <stdint.h>
+    #include <string.h>
     #if defined(__SSE2__)
     #include <emmintrin.h>
     /* bit k set where p[k] (k < 16) ends a run of plain string bytes: a quote, a backslash,
@@ -84,11 +85,28 @@ cdef extern from *:
     #define PYT_HAVE_SIMD 0
     #endif
     static inline int pyt_ctz32(uint32_t x) { return __builtin_ctz(x); }
+    /* eight bytes at a time (SWAR) */
+    /* w: bytes p[0..7], p[0] the lowest (fewer than 8 available: zero-filled above them; a
+       zero is no digit) */
+    static inline uint64_t pyt_load8(const char* p, Py_ssize_t avail) {
+        uint64_t w = 0;
+        if (__builtin_expect(avail >= 8, 1)) {
+            memcpy(&w, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            w = __builtin_bswap64(w);
+    #endif
+        } else {
+            for (Py_ssize_t k = avail - 1; k >= 0; k--)
+                w = (w << 8) | (unsigned char)p[k];
+        }
+        return w;
+    }
     """
     uint32_t pyt_str16(const char* p) noexcept nogil
     uint32_t pyt_ws16(const char* p) noexcept nogil
     int pyt_ctz32(uint32_t x) noexcept nogil
     bint PYT_HAVE_SIMD
+    uint64_t pyt_load8(const char* p, Py_ssize_t avail) noexcept nogil
 
 
 # element classes: the modelled ones (0-9) are one class per category (kept in sync with
@@ -663,6 +681,9 @@ cdef struct Val:
     bint esc          # strings: some escape inside
     bint big          # integers: beyond int64
     int64_t i         # integers: the value
+    uint64_t us_ip    # numbers: the value of the digits before any '.' (when at most 18)
+    Py_ssize_t us_dot  #   where they end
+    Py_ssize_t us_fe  #   where the fraction digits end (us_dot without a fraction)
 
 
 cdef struct Parse:
@@ -781,11 +802,13 @@ cdef inline Py_ssize_t _digit_run(Parse* P, Py_ssize_t i) noexcept nogil:
 
 
 cdef inline int _number(Parse* P, Val* v) noexcept nogil:
+    """The number at P.pos -> v: its span and kind, an integer's value, and where the parts
+    of the text are (for ``_us``)."""
     cdef const char* p = P.p
-    cdef Py_ssize_t n = P.n, i = P.pos
+    cdef Py_ssize_t n = P.n, i = P.pos, start
     cdef bint neg = False
     cdef uint64_t acc = 0, lim
-    cdef int d, nd = 0
+    cdef int d
     v.s = i
     v.kind = V_INT
     v.big = False
@@ -796,25 +819,32 @@ cdef inline int _number(Parse* P, Val* v) noexcept nogil:
             return P_INCOMPLETE
     if not _digit(p[i]):
         return _bad(P, i, "bad number")
-    lim = 9223372036854775808ULL if neg else 9223372036854775807ULL
     if p[i] == 48:
         i += 1
     else:
-        while i < n and _digit(p[i]):
-            d = p[i] - 48
-            if nd < 18:
-                acc = acc * 10 + d
-            elif not v.big and acc <= (lim - d) // 10:
-                acc = acc * 10 + d
-            else:
-                v.big = True
-            nd += 1
+        start = i
+        while i < n:
+            d = <unsigned char>p[i] - 48
+            if d < 0 or d > 9:
+                break
+            acc = acc * 10 + <uint64_t>d
             i += 1
+        if i - start > 18:  # may not fit: again, with the bound
+            lim = 9223372036854775808ULL if neg else 9223372036854775807ULL
+            acc = 0
+            for start in range(start, i):
+                d = p[start] - 48
+                if not v.big and acc <= (lim - d) // 10:
+                    acc = acc * 10 + d
+                else:
+                    v.big = True
+    v.us_dot = i
     if i < n and p[i] == 46:
         v.kind = V_FLOAT
         i = _digit_run(P, i + 1)
         if i < 0:
             return <int>-i
+    v.us_fe = i
     if i < n and (p[i] == 101 or p[i] == 69):
         v.kind = V_FLOAT
         i += 1
@@ -828,6 +858,7 @@ cdef inline int _number(Parse* P, Val* v) noexcept nogil:
     v.e = i
     if v.kind == V_INT and not v.big:
         v.i = -<int64_t>acc if neg else <int64_t>acc
+    v.us_ip = acc
     P.pos = i
     return P_OK
 
@@ -872,11 +903,12 @@ cdef inline int _member_key(Parse* P, Val* key) noexcept nogil:
     r = _string(P, key)
     if r:
         return r
-    _ws(P)
-    if P.pos >= P.n:
-        return P_INCOMPLETE
-    if P.p[P.pos] != 58:
-        return _bad(P, P.pos, "expected ':'")
+    if P.pos >= P.n or P.p[P.pos] != 58:  # (most keys are followed by ':' at once)
+        _ws(P)
+        if P.pos >= P.n:
+            return P_INCOMPLETE
+        if P.p[P.pos] != 58:
+            return _bad(P, P.pos, "expected ':'")
     P.pos += 1
     _ws(P)
     return P_OK
@@ -1021,6 +1053,28 @@ cdef Py_ssize_t _unescape(const char* s, Py_ssize_t n, char* out, Py_ssize_t cap
     return k
 
 
+cdef inline int _us(const char* p, Val* v, int64_t* ns, int64_t* frac) noexcept nogil:
+    """_parse_us of value v (the same conditions, the same result), from what its number
+    parse kept where it can: no sign, no exponent, at most 16 integer digits."""
+    cdef Py_ssize_t i, fd = 0
+    cdef int64_t f = 0
+    if v.kind == V_STR:
+        return -1
+    if (v.kind != V_INT and v.kind != V_FLOAT) or p[v.s] == b'-' or v.us_fe != v.e \
+            or v.us_dot - v.s > 16 or v.us_ip > <uint64_t>BIG_US:
+        return _parse_us(p + v.s, v.e - v.s, ns, frac)
+    for i in range(v.us_dot + 1, v.us_fe):
+        if fd < 12:
+            f = f * 10 + (p[i] - 48)
+            fd += 1
+        elif p[i] != b'0':
+            return 1
+    f *= POW10[12 - fd]  # 12 fraction digits: 3 of ns, 9 below
+    ns[0] = <int64_t>v.us_ip * 1000 + f // 1000000000
+    frac[0] = f % 1000000000
+    return 0
+
+
 cdef inline bint _keyish(int kd) noexcept nogil:
     """Whether a value of this kind may be an int | str | null field."""
     return kd == V_ABSENT or kd == V_NULL or kd == V_INT or kd == V_STR
@@ -1049,31 +1103,34 @@ cdef struct Elem:
     Val args[N_ARGS]
 
 
-cdef int _match(const char* s, Py_ssize_t n, bint esc, const char** keys,
-                const uint32_t* by_len) noexcept nogil:
-    """Which of ``keys`` the key text s[:n] is (-1: none); ``by_len[m]``: bit k set when
-    keys[k] has m bytes."""
+cdef inline int _match(const char* s, Py_ssize_t n, Py_ssize_t avail, bint esc,
+                       const char** keys, const uint64_t* heads,
+                       const uint32_t* by_len) noexcept nogil:
+    """Which of ``keys`` the key text s[:n] is (-1: none); ``avail``: the bytes readable at
+    s (at least n); ``by_len[m]``: bit k set when keys[k] has m bytes; ``heads[k]``: its
+    first 8 bytes (zero-filled), compared as one word."""
     cdef char buf[MAX_KEY]
     cdef int k
     cdef uint32_t cand
-    cdef Py_ssize_t j
-    cdef const char* key
+    cdef uint64_t head
     if esc:
         n = _unescape(s, n, buf, MAX_KEY)
         if n < 0:
             return -1
         s = buf
+        avail = n
     if n >= MAX_KEY:
         return -1
     cand = by_len[n]
+    if not cand:
+        return -1
+    head = pyt_load8(s, avail)
+    if n < 8:
+        head &= ((<uint64_t>1) << (8 * n)) - 1
     while cand:
         k = pyt_ctz32(cand)
         cand &= cand - 1
-        key = keys[k]
-        j = 0
-        while j < n and key[j] == s[j]:
-            j += 1
-        if j == n:
+        if heads[k] == head and (n <= 8 or memcmp(keys[k] + 8, s + 8, n - 8) == 0):
             return k
     return -1
 
@@ -1101,16 +1158,20 @@ cdef class Scanner:
     cdef Intern ops                    # cpu_op args texts ("[dims,types,concrete,strides]")
     cdef Py_ssize_t last_count
     cdef Py_ssize_t elem_offset        # document offset of the element being committed
+    cdef Py_ssize_t buf_n              # the length of the buffer being scanned
     cdef list cat_names                # keeps the bytes that cat_ptr points into alive
     cdef const char* cat_ptr[32]
-    cdef Py_ssize_t cat_len[32]
+    cdef uint64_t cat_head[32]
+    cdef uint32_t cat_by_len[MAX_KEY]
     cdef int cat_class[32]
     cdef int n_cats
     cdef list key_names
     cdef const char* top_ptr[N_TOP]
     cdef uint32_t top_by_len[MAX_KEY]
+    cdef uint64_t top_head[N_TOP]
     cdef const char* arg_ptr[N_ARGS]
     cdef uint32_t arg_by_len[MAX_KEY]
+    cdef uint64_t arg_head[N_ARGS]
     cdef int err, err_field, err_kind
     cdef Py_ssize_t err_offset, err_index, err_elem
     cdef const char* err_what
@@ -1160,9 +1221,11 @@ cdef class Scanner:
         self.key_match = 0
         self.cat_names = [name for name, _ in _CATS]
         self.n_cats = len(_CATS)
+        memset(self.cat_by_len, 0, sizeof(self.cat_by_len))
         for c in range(self.n_cats):
             self.cat_ptr[c] = <const char*>self.cat_names[c]
-            self.cat_len[c] = len(self.cat_names[c])
+            self.cat_by_len[len(self.cat_names[c])] |= (<uint32_t>1) << c
+            self.cat_head[c] = pyt_load8(self.cat_ptr[c], len(self.cat_names[c]))
             self.cat_class[c] = _CATS[c][1]
         self.key_names = [*_TOP_KEYS, *_ARG_KEYS]
         memset(self.top_by_len, 0, sizeof(self.top_by_len))
@@ -1170,9 +1233,11 @@ cdef class Scanner:
         for c in range(N_TOP):
             self.top_ptr[c] = <const char*>self.key_names[c]
             self.top_by_len[len(self.key_names[c])] |= (<uint32_t>1) << c
+            self.top_head[c] = pyt_load8(self.top_ptr[c], len(self.key_names[c]))
         for c in range(N_ARGS):
             self.arg_ptr[c] = <const char*>self.key_names[N_TOP + c]
             self.arg_by_len[len(self.key_names[N_TOP + c])] |= (<uint32_t>1) << c
+            self.arg_head[c] = pyt_load8(self.arg_ptr[c], len(self.key_names[N_TOP + c]))
         self.err = E_NONE
         self.flow_err = E_NONE
         self.err_offset = 0
@@ -1447,9 +1512,12 @@ cdef class Scanner:
     # ---- one element ----------------------------------------------------------------
     cdef int _parse_element(self, Parse* P, Elem* E) noexcept nogil:
         """The object at P.pos -> E (the fields kept; the rest validated and skipped)."""
+        cdef int r
         _reset(E.top, N_TOP)
-        _reset(E.args, N_ARGS)
-        return self._members(P, E, False)
+        r = self._members(P, E, False)
+        if E.top[T_ARGS].kind == V_ABSENT:
+            _reset(E.args, N_ARGS)  # (a member "args" resets them when it is seen)
+        return r
 
     cdef int _members(self, Parse* P, Elem* E, bint args) noexcept nogil:
         """The members of the object at P.pos: those with a key of E.top (``args``: of
@@ -1474,11 +1542,11 @@ cdef class Scanner:
             if P.pos >= P.n:
                 return P_INCOMPLETE
             if args:
-                k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.arg_ptr,
-                           self.arg_by_len)
+                k = _match(p + key.s + 1, key.e - key.s - 2, P.n - key.s - 1, key.esc,
+                           self.arg_ptr, self.arg_head, self.arg_by_len)
             else:
-                k = _match(p + key.s + 1, key.e - key.s - 2, key.esc, self.top_ptr,
-                           self.top_by_len)
+                k = _match(p + key.s + 1, key.e - key.s - 2, P.n - key.s - 1, key.esc,
+                           self.top_ptr, self.top_head, self.top_by_len)
             if not args and k == T_ARGS:
                 _reset(E.args, N_ARGS)  # the last args wins, as in a dict
             if not args and k == T_ARGS and p[P.pos] == 123:
@@ -1490,9 +1558,10 @@ cdef class Scanner:
                 r = _val(P, &vals[k] if k >= 0 else &tmp, 2 if args else 1)
             if r:
                 return r
-            _ws(P)
-            if P.pos >= P.n:
-                return P_INCOMPLETE
+            if P.pos >= P.n or p[P.pos] != 44:  # (most values are followed by ',' at once)
+                _ws(P)
+                if P.pos >= P.n:
+                    return P_INCOMPLETE
             if p[P.pos] == 44:
                 P.pos += 1
                 _ws(P)
@@ -1504,20 +1573,12 @@ cdef class Scanner:
                 return P_OK
             return _bad(P, P.pos, "expected ',' or '}'")
 
-    cdef int _classify(self, const char* s, Py_ssize_t n, bint esc) noexcept nogil:
-        cdef int k
-        cdef char buf[64]
-        cdef Py_ssize_t m
-        if esc:  # escapes ("k\u0065rnel"): classify the text
-            m = _unescape(s, n, buf, 64)
-            if m < 0:
-                return C_OTHER
-            return self._classify(buf, m, False)
-        for k in range(self.n_cats):
-            if self.cat_len[k] == n and n and s[0] == self.cat_ptr[k][0] and \
-                    memcmp(self.cat_ptr[k], s, n) == 0:
-                return self.cat_class[k]
-        return C_OTHER
+    cdef inline int _classify(self, const char* s, Py_ssize_t n, Py_ssize_t avail,
+                              bint esc) noexcept nogil:
+        """The class of a cat text s[:n] (its escapes decoded first); ``avail``: the bytes
+        readable at s."""
+        cdef int k = _match(s, n, avail, esc, self.cat_ptr, self.cat_head, self.cat_by_len)
+        return C_OTHER if k < 0 else self.cat_class[k]
 
     cdef int _count(self, int cls, Py_ssize_t sid) noexcept nogil:
         cdef int64_t* m = <int64_t*>self.counts.data
@@ -1654,9 +1715,9 @@ cdef class Scanner:
             return self._efail(E_NO_TS, T_TS, 0, NULL, p, NULL, elem)
         if not instant and dur.kind == V_ABSENT:
             return self._efail(E_NO_DUR, T_DUR, 0, NULL, p, NULL, elem)
-        r1 = _parse_us(p + ts.s, ts.e - ts.s, &a, &fa) if ts.kind != V_STR else -1
+        r1 = _us(p, ts, &a, &fa)
         if not instant:
-            r2 = _parse_us(p + dur.s, dur.e - dur.s, &b, &fb) if dur.kind != V_STR else -1
+            r2 = _us(p, dur, &b, &fb)
         if r1 < 0:
             return self._efail(E_TS_NAN, T_TS, 0, NULL, p, ts, elem)
         if r2 < 0:
@@ -1684,7 +1745,8 @@ cdef class Scanner:
         cdef int64_t start = 0, end = 0
         self.elem_offset = self.doc_base + elem
         if cat.kind == V_STR:
-            cls = self._classify(p + cat.s + 1, cat.e - cat.s - 2, cat.esc)
+            cls = self._classify(p + cat.s + 1, cat.e - cat.s - 2, self.buf_n - cat.s - 1,
+                                 cat.esc)
         else:
             cls = C_NOCAT
         self.count[cls] += 1
@@ -1926,6 +1988,7 @@ cdef class Scanner:
         cdef Py_ssize_t consumed
         P.p = p
         P.n = n
+        self.buf_n = n
         while i < n:
             c = p[i]
             if self.mode == M_ARRAY:

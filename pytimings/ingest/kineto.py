@@ -905,6 +905,17 @@ def _unique_pairs(p: I64, t: I64) -> I64:
     """Sorted unique (p, t) rows as an (n, 2) array."""
     if len(p) == 0:
         return np.empty((0, 2), dtype=np.int64)
+    lo_p, lo_t = int(p.min()), int(t.min())
+    span = int(t.max()) - lo_t + 1
+    if (int(p.max()) - lo_p + 1) * span < 2**63:
+        # one int64 key per row, in (p, t) order: one sort instead of a lexsort and its
+        # gathered copies (less time, and a smaller peak of memory while loading)
+        key = p - lo_p
+        key *= span
+        key += t - lo_t
+        key.sort()
+        u = key[_first_of_runs(key)]
+        return np.stack([u // span + lo_p, u % span + lo_t], axis=1)
     order = np.lexsort((t, p))
     p, t = p[order], t[order]
     keep = np.ones(len(p), dtype=bool)

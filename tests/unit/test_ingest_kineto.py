@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pytimings._native import _jsonscan
@@ -249,6 +249,43 @@ def test_fast_path_agrees_with_its_python_twin(ts: str, dur: str) -> None:
     fast = _jsonscan.exact_ns_fast(ts.encode(), dur.encode())
     if fast is not None:
         assert fast == kineto._exact(ts.encode(), dur.encode())
+
+
+@pytest.mark.parametrize(
+    ("ts", "dur"),
+    [
+        ("1.0005", "0"),
+        ("1.0015", "0.0000"),
+        ("0.0004", "0.0001"),
+        ("0", "0.5"),
+        ("5219341043348.053", "40.502"),
+        ("1623142623460111", "25"),
+        ("1.5e3", "2E-3"),  # exponent: the exact fallback
+        ("-0.5", "1"),  # sign: the exact fallback
+        ("12.9999999999990000", "0.0000000000005"),  # digits past 12: zeros, then not
+        ("3999999999999999.9995", "1"),
+        ("4000000000000000", "0.0004"),  # the fast path's bound itself
+        ("4000000000000001.5", "0.5"),  # beyond it
+        ("4611686018427387.903", "0"),  # near the ±2^62 ns bound of a load
+    ],
+)
+def test_scanner_times_match_decimal(tmp_path: Path, ts: str, dur: str) -> None:
+    # the scanner converts a ts/dur from the parts its number parse kept (or defers it):
+    # the same ns as the decimal rounding, through a whole load
+    tr = load_kineto(write(tmp_path, doc([launch(1, ts, dur=dur)])))
+    assert tr.api_calls["start"][0] == ns(ts)
+    assert tr.api_calls["end"][0] == ns(str(Decimal(ts) + Decimal(dur)))
+
+
+@given(json_numbers, json_numbers)
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_scanner_times_agree_with_decimal(tmp_path: Path, ts: str, dur: str) -> None:
+    assume(Decimal(ts) + Decimal(dur) < Decimal(2**62) / 1000)  # a load's bound
+    tr = load_kineto(write(tmp_path, doc([launch(1, ts, dur=dur)])))
+    assert tr.api_calls["start"][0] == ns(ts)
+    assert tr.api_calls["end"][0] == ns(str(Decimal(ts) + Decimal(dur)))
 
 
 def python_utf8_bad(data: bytes) -> int:
