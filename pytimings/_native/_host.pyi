@@ -22,6 +22,7 @@ def thread_charges(
     untraced_kind: int,
     chunk_rows: int = ...,
     block_rows: int = ...,
+    rows: list[_I64 | None] | None = ...,
 ) -> tuple[_I64, _I64, _I64]: ...
 def group_start_order(group: _I32, start: _I64, rows: _I64 | None = None) -> _I64: ...
 def innermost_enclosing(

@@ -155,8 +155,9 @@ cdef struct Part:  # one table's columns (rows in any order)
     const int32_t* name
     const int32_t* thread
     int8_t const_kind
-    Py_ssize_t n
-    int64_t off  # its first row id (ids: parts in order, rows in order)
+    const int64_t* index  # the rows read, in this order (NULL: every row, in order)
+    Py_ssize_t n  # how many rows are read
+    int64_t off  # its first row id (ids: parts in order, rows in the order read)
     int64_t* bmin  # per block of block_rows rows: the least / greatest start kept there
     int64_t* bmax
 
@@ -180,6 +181,11 @@ cdef struct Stream:  # the kept activities in start order, one sorted chunk at a
     const int64_t* cur_ids  # NULL: the ids are the keys' low id_bits
     Py_ssize_t m  # rows loaded
     Py_ssize_t pos  # the next one
+
+
+cdef inline Py_ssize_t _row(const Part* pt, Py_ssize_t i) noexcept nogil:
+    """The table row of the part's i-th row read."""
+    return pt.index[i] if pt.index != NULL else i
 
 
 cdef inline bint _bit(const uint64_t* bits, int64_t i) noexcept nogil:
@@ -259,7 +265,7 @@ cdef void _load(Stream* s) noexcept nogil:
                 g = pt.off + r
                 if not _bit(s.kept, g):
                     continue
-                rel = <uint64_t>pt.start[r] - <uint64_t>s.lo
+                rel = <uint64_t>pt.start[_row(pt, r)] - <uint64_t>s.lo
                 bk = <int64_t>(rel >> s.shift)
                 if bk < c_lo or bk >= c_hi:
                     continue
@@ -296,7 +302,7 @@ cdef inline Part* _locate(Stream* s, int64_t g, Py_ssize_t* row) noexcept nogil:
     cdef Py_ssize_t p = 0
     while p + 1 < s.n_parts and g >= s.parts[p + 1].off:
         p += 1
-    row[0] = g - s.parts[p].off
+    row[0] = _row(&s.parts[p], g - s.parts[p].off)
     return &s.parts[p]
 
 
@@ -361,7 +367,7 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
                    const int32_t[::1] name_rank,
                    const int64_t[::1] q_s, const int64_t[::1] q_e, const int64_t[::1] q_id,
                    int64_t n_names, int8_t untraced_kind,
-                   Py_ssize_t chunk_rows=1 << 20, Py_ssize_t block_rows=4096):
+                   Py_ssize_t chunk_rows=1 << 20, Py_ssize_t block_rows=4096, list rows=None):
     """Charge each query interval ``[q_s, q_e)`` of ``thread`` to the innermost activity on
     that thread at each of its instants.
 
@@ -374,6 +380,8 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
     start; ``q_id`` is the caller's id (several queries may share one). Returns ``(q_id,
     label, ns)`` arrays, one entry per distinct (query id, label) with ``ns > 0``, in no
     particular order; per query id, the charges sum to the total length of its queries.
+    ``rows``: per part, None (every row) or an int64 index of the rows to read (those of
+    the thread, say: each part is then read once per thread through its own rows).
     ``chunk_rows``/``block_rows``: the sizes of the sorted chunks and of the row blocks
     they are read through (any values >= 1 give the same result)."""
     cdef Py_ssize_t n_parts = len(starts), nq = q_s.shape[0], i, j, k, lo, r, b, nb
@@ -390,6 +398,8 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
     cdef const int64_t[::1] mv64
     cdef const int32_t[::1] mv32
     cdef const int8_t[::1] mv8
+    cdef const int64_t[::1] mvi
+    cdef Py_ssize_t q
     if n_names < 1:
         raise ValueError("thread_charges: n_names must be >= 1")
     if chunk_rows < 1 or block_rows < 1:
@@ -397,7 +407,8 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
     if untraced_kind < 0 or untraced_kind >= N_KINDS:
         raise ValueError("thread_charges: untraced_kind is not a kind")
     if (len(ends) != n_parts or len(kinds) != n_parts or len(names) != n_parts
-            or len(threads) != n_parts or const_kind.shape[0] != n_parts):
+            or len(threads) != n_parts or const_kind.shape[0] != n_parts
+            or (rows is not None and len(rows) != n_parts)):
         raise ValueError("thread_charges: part lists differ in length")
     if q_e.shape[0] != nq or q_id.shape[0] != nq:
         raise ValueError("thread_charges: query columns differ in length")
@@ -466,6 +477,14 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
                 pt.kind = &mv8[0] if pt.n else NULL
             elif const_kind[i] < 0 or const_kind[i] >= N_KINDS:
                 raise ValueError("thread_charges: a part's kind is not a kind")
+            if rows is not None and rows[i] is not None:
+                mvi = rows[i]
+                alive.append(mvi)
+                for j in range(mvi.shape[0]):
+                    if mvi[j] < 0 or mvi[j] >= pt.n:
+                        raise ValueError("thread_charges: a row index is out of range")
+                pt.index = &mvi[0] if mvi.shape[0] else NULL
+                pt.n = mvi.shape[0]
             pt.off = total
             total += pt.n
             nb = (pt.n + block_rows - 1) // block_rows
@@ -490,12 +509,13 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
                 for b in range(nb):
                     r1 = (b + 1) * block_rows if (b + 1) * block_rows < pt.n else pt.n
                     for r in range(b * block_rows, r1):
-                        if pt.thread[r] != thread:
+                        q = _row(pt, r)
+                        if pt.thread[q] != thread:
                             continue
-                        a = pt.start[r]
-                        e = pt.end[r]
-                        kd = pt.kind[r] if pt.kind != NULL else pt.const_kind
-                        nm = pt.name[r]
+                        a = pt.start[q]
+                        e = pt.end[q]
+                        kd = pt.kind[q] if pt.kind != NULL else pt.const_kind
+                        nm = pt.name[q]
                         if kd < 0 or kd >= N_KINDS:
                             bad = 2
                             break
@@ -543,7 +563,7 @@ def thread_charges(list starts, list ends, list kinds, list names, list threads,
                     for r in range(pt.n):
                         g = pt.off + r
                         if _bit(kept, g):
-                            counts[(<uint64_t>pt.start[r] - <uint64_t>s_lo) >> shift] += 1
+                            counts[(<uint64_t>pt.start[_row(pt, r)] - <uint64_t>s_lo) >> shift] += 1
             n_chunks = 0
             cuts[0] = 0
             c_rows = 0

@@ -37,6 +37,7 @@ class HostActivities:
     or gathered copy). ``name_rank``: per string id, the rank of its text (for ties)."""
 
     parts: tuple[tuple[Table, int | None], ...]  # (table, its rows' kind; None: a column)
+    rows: tuple[I64 | None, ...]  # per table: the rows on the thread (None: read them all)
     thread: int
     name_rank: I32
     n_names: int
@@ -45,7 +46,9 @@ class HostActivities:
     def per_thread(
         cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32
     ) -> Iterator[tuple[int, HostActivities]]:
-        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities."""
+        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities (with
+        one thread, every row is read and those of other threads skipped; with several,
+        each table's rows are grouped by thread once, so each sweep reads its own)."""
         parts: tuple[tuple[Table, int | None], ...] = (
             (trace.ranges, int(ActivityKind.RANGE)),
             (trace.api_calls, int(ActivityKind.CUDA_API)),
@@ -56,8 +59,18 @@ class HostActivities:
         by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
-        for t in np.unique(q_thread).tolist():
-            yield t, cls(parts, t, rank, n_names)
+        threads = np.unique(q_thread).tolist()
+        if len(threads) == 1:
+            yield threads[0], cls(parts, (None,) * len(parts), threads[0], rank, n_names)
+            return
+        groups = []
+        for table, _ in parts:
+            by_th = np.argsort(table["thread"], kind="stable")
+            cut = np.searchsorted(table["thread"][by_th], [*threads, threads[-1] + 1])
+            groups.append((by_th, cut))
+        for i, t in enumerate(threads):
+            rows = tuple(o[c[i] : c[i + 1]] for o, c in groups)
+            yield t, cls(parts, rows, t, rank, n_names)
 
     def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
         """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity
@@ -79,6 +92,7 @@ class HostActivities:
             c(q_row[q_order]),
             self.n_names,
             ActivityKind.UNTRACED,
+            rows=list(self.rows),
         )
         return Table(
             {

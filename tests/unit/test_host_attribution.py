@@ -56,9 +56,12 @@ def queries(draw):
     return out
 
 
-def _kernel(acts, qs, perm, n_parts=1, chunk_rows=1 << 20, block_rows=4096, only_kind=-1):
+def _kernel(
+    acts, qs, perm, n_parts=1, chunk_rows=1 << 20, block_rows=4096, only_kind=-1, by_rows=False
+):
     """The kernel on the activities in the row order ``perm`` (unsorted), dealt into
-    ``n_parts`` tables (row i to part i % n_parts), thread by thread, as the twin's dict."""
+    ``n_parts`` tables (row i to part i % n_parts), thread by thread, as the twin's dict
+    (``by_rows``: each table read through the index of its rows on the thread, backwards)."""
     ordered = [acts[i] for i in perm]
     parts = [ordered[j::n_parts] for j in range(n_parts)]
     rank = np.array([0, 2, 1, 3], dtype=np.int32)  # the rank of NAMES[i] by text
@@ -87,6 +90,12 @@ def _kernel(acts, qs, perm, n_parts=1, chunk_rows=1 << 20, block_rows=4096, only
                 UNTRACED,
                 chunk_rows,
                 block_rows,
+                rows=[
+                    np.array([i for i, a in enumerate(p) if a[4] == t][::-1], dtype=np.int64)
+                    for p in parts
+                ]
+                if by_rows
+                else None,
             )
         )
     return _charge_dict(got)
@@ -125,6 +134,7 @@ def test_kernel_matches_brute_force_in_any_row_order(acts, qs, rnd, n_parts, chu
     assert _kernel(acts, qs, perm, n_parts, chunk, block) == want
     rnd.shuffle(perm)
     assert _kernel(acts, qs, perm, n_parts, chunk, block) == want
+    assert _kernel(acts, qs, perm, n_parts, chunk, block, by_rows=True) == want
     for qid in {q[3] for q in qs}:  # each query id's charges sum to its queries' length
         total = sum(max(0, e - s) for s, e, _, i in qs if i == qid)
         assert sum(v for (i, _, _), v in want.items() if i == qid) == total
@@ -248,6 +258,9 @@ def test_kernel_rejects_bad_input():
         call(q, kind=np.array([0, 9], np.int8))
     with pytest.raises(ValueError, match="columns differ in length"):
         call(q, ends=[z[:1]])
+    with pytest.raises(ValueError, match="row index is out of range"):
+        _host.thread_charges(one, [z + 9], [None], [i32], [i32], np.zeros(1, np.int8), 0, -1,
+                             i32, q, q + 1, q, 1, UNTRACED, rows=[np.array([2])])  # fmt: skip
     with pytest.raises(ValueError, match="part lists differ"):
         _host.thread_charges(one, [], [None], [i32], [i32], np.zeros(1, np.int8), 0, -1,
                              i32, q, q, q, 1, UNTRACED)  # fmt: skip
