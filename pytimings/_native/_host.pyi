@@ -1,26 +1,29 @@
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
 _I64 = npt.NDArray[np.int64]
 _I32 = npt.NDArray[np.int32]
 
-def innermost_charges(
-    start: _I64,
-    end: _I64,
-    kind: npt.NDArray[np.int8],
-    name: _I32,
+def names_used(names: list[_I32], n_names: int) -> npt.NDArray[np.uint8]: ...
+def thread_charges(
+    starts: list[_I64],
+    ends: list[_I64],
+    kinds: list[npt.NDArray[np.int8] | None],
+    names: list[_I32],
+    threads: list[_I32],
+    const_kind: npt.NDArray[np.int8],
+    thread: int,
+    only_kind: int,
     name_rank: _I32,
     q_s: _I64,
     q_e: _I64,
     q_id: _I64,
     n_names: int,
     untraced_kind: int,
+    chunk_rows: int = ...,
+    block_rows: int = ...,
+    rows: list[_I64 | None] | None = ...,
 ) -> tuple[_I64, _I64, _I64]: ...
-def touching(
-    start: _I64, end: _I64, thread: _I32, u_off: _I64, u_s: _I64, u_e: _I64
-) -> npt.NDArray[np.uint8]: ...
 def group_start_order(group: _I32, start: _I64, rows: _I64 | None = None) -> _I64: ...
 def innermost_enclosing(
     start: _I64,
@@ -32,11 +35,3 @@ def innermost_enclosing(
     q_group: _I32,
     q_rows: _I64,
 ) -> _I64: ...
-def sorted_rows(
-    starts: list[_I64],
-    ends: list[_I64],
-    kinds: list[npt.NDArray[np.int8] | None],
-    names: list[_I32],
-    keeps: list[npt.NDArray[Any] | None],
-    const_kind: npt.NDArray[np.int8],
-) -> tuple[_I64, _I64, npt.NDArray[np.int8], _I32]: ...

@@ -26,8 +26,9 @@ def graph_ops(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]:
     if len(api) and linked.any():
         ids = np.unique(api["name"])
         graph_ids = ids[[is_graph_launch(trace.strings[int(i)]) for i in ids]]
-        by_graph_call = np.isin(api["name"], graph_ids)
-        out[linked] |= by_graph_call[launches.api_row[linked]]
+        if graph_ids.size:  # else no call is a graph launch: no per-op gathers
+            by_graph_call = np.isin(api["name"], graph_ids)
+            out[linked] |= by_graph_call[launches.api_row[linked]]
     return out
 
 

@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _host
-from pytimings._native import _intervals as iv
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.windows import Windows
@@ -28,18 +27,18 @@ from pytimings.table import Table
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 CHARGE_SCHEMA = {"row": np.int64, "kind": np.int8, "name": np.int32, "ns": np.int64}
-Rows = npt.NDArray[Any] | None  # rows of a table: an index, a boolean mask, or all (None)
 
 
 @dataclass
 class HostActivities:
-    """One thread's host activities as columns sorted by start (kind: ActivityKind).
-    ``name_rank``: per string id, the rank of its text (for ties)."""
+    """One thread's host activities: the rows of the trace's ranges, API calls and
+    host_ops on that thread (kind: :class:`~pytimings.model.trace.ActivityKind`), read in
+    place by the compiled sweep (:func:`pytimings._native._host.thread_charges`: no sorted
+    or gathered copy). ``name_rank``: per string id, the rank of its text (for ties)."""
 
-    start: I64
-    end: I64
-    kind: npt.NDArray[np.int8]
-    name: I32
+    parts: tuple[tuple[Table, int | None], ...]  # (table, its rows' kind; None: a column)
+    rows: tuple[I64 | None, ...]  # per table: the rows on the thread (None: read them all)
+    thread: int
     name_rank: I32
     n_names: int
 
@@ -47,91 +46,53 @@ class HostActivities:
     def per_thread(
         cls, trace: Trace, q_s: I64, q_e: I64, q_thread: I32
     ) -> Iterator[tuple[int, HostActivities]]:
-        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities that
-        share an instant with one of its queries (the only ones that can be innermost at
-        a query's instant), built one thread at a time."""
-        n_threads = max(len(trace.threads), int(q_thread.max(initial=-1)) + 1)
-        order = np.lexsort((q_s, q_thread))
-        bounds = np.searchsorted(q_thread[order], np.arange(n_threads + 1))
-        sets = [
-            iv.union(q_s[order[lo:hi]], q_e[order[lo:hi]])
-            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
-        ]
-        u_off = np.zeros(n_threads + 1, dtype=np.int64)
-        u_off[1:] = np.cumsum([u[0].size for u in sets])
-        u_s = np.concatenate([u[0] for u in sets])
-        u_e = np.concatenate([u[1] for u in sets])
-        n_names = len(trace.strings)
-        seen = np.zeros(n_names, dtype=np.int64)
-        parts: list[tuple[Table, Rows, int | None]] = []
-        sources: tuple[tuple[Table, int | None], ...] = (
+        """Per thread of the queries ``[q_s, q_e)`` on ``q_thread``: its activities (with
+        one thread, every row is read and those of other threads skipped; with several,
+        each table's rows are grouped by thread once, so each sweep reads its own)."""
+        parts: tuple[tuple[Table, int | None], ...] = (
             (trace.ranges, int(ActivityKind.RANGE)),
             (trace.api_calls, int(ActivityKind.CUDA_API)),
             (trace.host_ops, None),  # kind per row
         )
-        for table, kind in sources:
-            keep = _host.touching(
-                table["start"], table["end"], table["thread"], u_off, u_s, u_e
-            ).view(bool)  # a mask: 1 byte per row, not an 8-byte row index
-            rows = None if keep.all() else keep  # all: no gathered copy
-            names = table["name"] if rows is None else table["name"][rows]
-            seen += np.bincount(names, minlength=n_names)
-            parts.append((table, rows, kind))
-            del keep, names
+        n_names = len(trace.strings)
+        seen = _host.names_used([np.ascontiguousarray(t["name"]) for t, _ in parts], n_names)
         by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
         threads = np.unique(q_thread).tolist()
-        if len(threads) == 1:  # touching kept only rows on the queries' threads
-            yield threads[0], cls._build(parts, rank)
+        if len(threads) == 1:
+            yield threads[0], cls(parts, (None,) * len(parts), threads[0], rank, n_names)
             return
         groups = []
-        for table, rows, kind in parts:  # each table's kept rows grouped by thread
-            all_rows = np.arange(len(table)) if rows is None else np.flatnonzero(rows)
-            th = table["thread"][all_rows]
-            by_th = np.argsort(th, kind="stable")
-            cut = np.searchsorted(th[by_th], [*threads, threads[-1] + 1])
-            groups.append((table, all_rows[by_th], cut, kind))
+        for table, _ in parts:
+            by_th = np.argsort(table["thread"], kind="stable")
+            cut = np.searchsorted(table["thread"][by_th], [*threads, threads[-1] + 1])
+            groups.append((by_th, cut))
         for i, t in enumerate(threads):
-            yield t, cls._build([(tb, r[c[i] : c[i + 1]], k) for tb, r, c, k in groups], rank)
-
-    @classmethod
-    def _build(cls, parts: Sequence[tuple[Table, Rows, int | None]], rank: I32) -> HostActivities:
-        """The rows of the tables (a row index or a mask; all when None) as columns sorted
-        by start (ties: table order, then row order), gathered in one compiled pass with
-        no concatenated copy (:func:`pytimings._native._host.sorted_rows`), so that the
-        sweep reads them in order."""
-        c = np.ascontiguousarray
-        start, end, kind, name = _host.sorted_rows(
-            [c(t["start"]) for t, _, _ in parts],
-            [c(t["end"]) for t, _, _ in parts],
-            [c(t["kind"]) if k is None else None for t, _, k in parts],
-            [c(t["name"]) for t, _, _ in parts],
-            [r for _, r, _ in parts],
-            np.array([-1 if k is None else k for _, _, k in parts], dtype=np.int8),
-        )
-        return cls(start, end, kind, name, name_rank=rank, n_names=rank.size)
+            rows = tuple(o[c[i] : c[i + 1]] for o, c in groups)
+            yield t, cls(parts, rows, t, rank, n_names)
 
     def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
         """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity
         (``ranges_only``: the innermost range) at each instant, summed per ``q_row``."""
-        cols = (self.start, self.end, self.kind, self.name)
-        if ranges_only:
-            rng = np.flatnonzero(self.kind == ActivityKind.RANGE)
-            cols = tuple(c[rng] for c in cols)  # type: ignore[assignment]
-        start, end, kinds, names = cols
+        c = np.ascontiguousarray
         q_order = np.argsort(q_s, kind="stable")
-        rows, label, ns = _host.innermost_charges(
-            start,
-            end,
-            kinds,
-            names,
+        rows, label, ns = _host.thread_charges(
+            [c(t["start"]) for t, _ in self.parts],
+            [c(t["end"]) for t, _ in self.parts],
+            [c(t["kind"]) if k is None else None for t, k in self.parts],
+            [c(t["name"]) for t, _ in self.parts],
+            [c(t["thread"]) for t, _ in self.parts],
+            np.array([-1 if k is None else k for _, k in self.parts], dtype=np.int8),
+            self.thread,
+            int(ActivityKind.RANGE) if ranges_only else -1,
             self.name_rank,
-            np.ascontiguousarray(q_s[q_order]),
-            np.ascontiguousarray(q_e[q_order]),
-            np.ascontiguousarray(q_row[q_order]),
+            c(q_s[q_order]),
+            c(q_e[q_order]),
+            c(q_row[q_order]),
             self.n_names,
             ActivityKind.UNTRACED,
+            rows=list(self.rows),
         )
         return Table(
             {

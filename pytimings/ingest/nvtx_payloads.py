@@ -108,9 +108,17 @@ def group_sizes(fields: dict[str, I64]) -> I64:
     """Per range: the rank count its communicator was created with (the init call's
     ``No. of ranks``), -1 unknown."""
     comm, ranks = fields[COMMUNICATOR], fields[RANKS]
-    known = (comm >= 0) & (ranks > 0)
-    sizes = dict(zip(comm[known].tolist(), ranks[known].tolist(), strict=True))
-    return np.fromiter((sizes.get(c, -1) for c in comm.tolist()), dtype=np.int64, count=comm.size)
+    known = np.flatnonzero((comm >= 0) & (ranks > 0))
+    out = np.full(comm.size, -1, dtype=np.int64)
+    if known.size == 0:  # the usual case: no init call's payload (one lookup per range)
+        return out
+    # per communicator, its last init call's count (a lookup table, not a dict per range)
+    last = known[::-1]
+    ids, at = np.unique(comm[last], return_index=True)
+    pos = np.minimum(np.searchsorted(ids, comm), ids.size - 1)
+    hit = ids[pos] == comm
+    out[hit] = ranks[last[at[pos[hit]]]]
+    return out
 
 
 def give_to_ops(

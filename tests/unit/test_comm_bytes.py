@@ -339,6 +339,25 @@ def test_nsys_nccl_payloads_give_ops_their_size(tmp_path: Path) -> None:
 
 
 @pytest.mark.shared
+def test_nsys_group_sizes_are_the_last_init_calls_count_per_communicator() -> None:
+    """Per range, the rank count of its communicator's init call (the last one when a
+    communicator is initialised twice), -1 when none is known: a dict lookup by hand."""
+    from pytimings.ingest import nvtx_payloads as nv
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 50):
+        comm = rng.integers(-1, 6, n)
+        ranks = np.where(rng.random(n) < 0.3, rng.integers(-1, 9, n), -1)
+        fields = {nv.COMMUNICATOR: comm, nv.RANKS: ranks, nv.MESSAGE_SIZE: np.full(n, -1)}
+        sizes: dict[int, int] = {}
+        for c, r in zip(comm.tolist(), ranks.tolist(), strict=True):
+            if c >= 0 and r > 0:
+                sizes[c] = r
+        want = [sizes.get(c, -1) for c in comm.tolist()]
+        got = nv.group_sizes(fields)
+        assert got.dtype == np.int64 and got.tolist() == want
+
+
 def test_nsys_exports_in_shared_have_no_payload_values(shared_dir: Path) -> None:
     # what docs/collectives.md says: these exports keep NCCL's schemas, not the values
     for rel in ("h200/decode_16steps_h200.sqlite", "external/nsys_ai/mfu_2gpu_after.sqlite"):

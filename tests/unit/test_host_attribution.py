@@ -56,35 +56,54 @@ def queries(draw):
     return out
 
 
-def _kernel(acts, qs, perm):
-    """The kernel on the activities in the row order ``perm`` (then sorted by start, ties
-    kept in that order), thread by thread, as the twin's dict."""
-    acts = sorted((acts[i] for i in perm), key=lambda a: a[0])
+def _kernel(
+    acts, qs, perm, n_parts=1, chunk_rows=1 << 20, block_rows=4096, only_kind=-1, by_rows=False
+):
+    """The kernel on the activities in the row order ``perm`` (unsorted), dealt into
+    ``n_parts`` tables (row i to part i % n_parts), thread by thread, as the twin's dict
+    (``by_rows``: each table read through the index of its rows on the thread, backwards)."""
+    ordered = [acts[i] for i in perm]
+    parts = [ordered[j::n_parts] for j in range(n_parts)]
     rank = np.array([0, 2, 1, 3], dtype=np.int32)  # the rank of NAMES[i] by text
-    parts = []
+    got = []
 
-    def col(j, dt, rows):
-        return np.array([a[j] for a in rows], dtype=dt)
+    def cols(j, dt):
+        return [np.array([a[j] for a in p], dtype=dt) for p in parts]
 
     for t in {q[2] for q in qs}:
-        mine = [a for a in acts if a[4] == t]
         mq = sorted((q for q in qs if q[2] == t), key=lambda q: q[0])
-        parts.append(
-            _host.innermost_charges(
-                col(0, np.int64, mine),
-                col(1, np.int64, mine),
-                col(2, np.int8, mine),
-                col(3, np.int32, mine),
+        got.append(
+            _host.thread_charges(
+                cols(0, np.int64),
+                cols(1, np.int64),
+                cols(2, np.int8),
+                cols(3, np.int32),
+                cols(4, np.int32),
+                np.full(n_parts, -1, dtype=np.int8),
+                t,
+                only_kind,
                 rank,
-                col(0, np.int64, mq),
-                col(1, np.int64, mq),
-                col(3, np.int64, mq),
+                np.array([q[0] for q in mq], dtype=np.int64),
+                np.array([q[1] for q in mq], dtype=np.int64),
+                np.array([q[3] for q in mq], dtype=np.int64),
                 len(NAMES),
                 UNTRACED,
+                chunk_rows,
+                block_rows,
+                rows=[
+                    np.array([i for i, a in enumerate(p) if a[4] == t][::-1], dtype=np.int64)
+                    for p in parts
+                ]
+                if by_rows
+                else None,
             )
         )
+    return _charge_dict(got)
+
+
+def _charge_dict(got):
     rows, label, ns = (
-        np.concatenate([p[i] for p in parts] or [[]]).astype(np.int64) for i in range(3)
+        np.concatenate([p[i] for p in got] or [[]]).astype(np.int64) for i in range(3)
     )
     out: dict[tuple[int, int, str], int] = {}
     for r, lab, v in zip(rows.tolist(), label.tolist(), ns.tolist(), strict=True):
@@ -94,110 +113,95 @@ def _kernel(acts, qs, perm):
     return out
 
 
+def _brute(acts, qs):
+    return host_twin.charges([(s, e, k, NAMES[n], t) for s, e, k, n, t in acts], qs, UNTRACED)
+
+
 @settings(max_examples=300, deadline=None)
-@given(activities(), queries(), st.randoms(use_true_random=False))
-def test_kernel_matches_brute_force_in_any_row_order(acts, qs, rnd):
-    want = host_twin.charges([(s, e, k, NAMES[n], t) for s, e, k, n, t in acts], qs, UNTRACED)
+@given(
+    activities(),
+    queries(),
+    st.randoms(use_true_random=False),
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 3, 1 << 20]),
+    st.sampled_from([1, 2, 5, 4096]),
+)
+def test_kernel_matches_brute_force_in_any_row_order(acts, qs, rnd, n_parts, chunk, block):
+    """Any row order, any split into tables, any chunk and block size: the same charges
+    as the twin (small chunks and blocks: the sweep crosses chunks, skips blocks)."""
+    want = _brute(acts, qs)
     perm = list(range(len(acts)))
-    assert _kernel(acts, qs, perm) == want
+    assert _kernel(acts, qs, perm, n_parts, chunk, block) == want
     rnd.shuffle(perm)
-    assert _kernel(acts, qs, perm) == want
+    assert _kernel(acts, qs, perm, n_parts, chunk, block) == want
+    assert _kernel(acts, qs, perm, n_parts, chunk, block, by_rows=True) == want
     for qid in {q[3] for q in qs}:  # each query id's charges sum to its queries' length
         total = sum(max(0, e - s) for s, e, _, i in qs if i == qid)
         assert sum(v for (i, _, _), v in want.items() if i == qid) == total
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
+@given(activities(), queries(), st.sampled_from([1, 2, 1 << 20]))
+def test_kernel_of_one_kind_sees_only_that_kind(acts, qs, chunk):
+    """only_kind (the innermost range): the charges of the activities of that kind alone."""
+    rng = int(ActivityKind.RANGE)
+    want = _brute([a for a in acts if a[2] == rng], qs)
+    assert _kernel(acts, qs, range(len(acts)), 2, chunk, 2, only_kind=rng) == want
+
+
+@settings(max_examples=150, deadline=None)
 @given(activities(), queries())
-def test_touching_keeps_exactly_the_activities_meeting_a_query(acts, qs):
-    threads = 3
-    sets = []
-    for t in range(threads):
-        mine = sorted((s, e) for s, e, th, _ in qs if th == t and e > s)
-        merged: list[list[int]] = []
-        for s, e in mine:  # the union, written out
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        sets.append(merged)
-    u_off = np.cumsum([0, *map(len, sets)]).astype(np.int64)
-    u_s = np.array([s for m in sets for s, _ in m], dtype=np.int64)
-    u_e = np.array([e for m in sets for _, e in m], dtype=np.int64)
-    col = lambda j, dt: np.array([a[j] for a in acts], dtype=dt)  # noqa: E731
-    got = _host.touching(col(0, np.int64), col(1, np.int64), col(4, np.int32), u_off, u_s, u_e)
-    want = [
-        any(max(s, qs_) < min(e, qe) for qs_, qe, th, _ in qs if th == t) for s, e, _, _, t in acts
-    ]
-    assert got.astype(bool).tolist() == want
+def test_kernel_reads_a_constant_kind_per_table(acts, qs):
+    """Tables whose rows all have one kind (ranges, API calls) are given that kind instead
+    of a column: the same charges; with only_kind, tables of another kind are skipped."""
+    rank = np.array([0, 2, 1, 3], dtype=np.int32)
+    by_kind = [[a for a in acts if a[2] == k] for k in range(5)]
+
+    def run(only):
+        got = []
+        for t in {q[2] for q in qs}:
+            mq = sorted((q for q in qs if q[2] == t), key=lambda q: q[0])
+            col = lambda j, dt, rows: np.array([a[j] for a in rows], dtype=dt)  # noqa: E731
+            got.append(
+                _host.thread_charges(
+                    [col(0, np.int64, p) for p in by_kind],
+                    [col(1, np.int64, p) for p in by_kind],
+                    [None] * 5,
+                    [col(3, np.int32, p) for p in by_kind],
+                    [col(4, np.int32, p) for p in by_kind],
+                    np.arange(5, dtype=np.int8),
+                    t,
+                    only,
+                    rank,
+                    col(0, np.int64, mq),
+                    col(1, np.int64, mq),
+                    col(3, np.int64, mq),
+                    len(NAMES),
+                    UNTRACED,
+                )
+            )
+        return _charge_dict(got)
+
+    assert run(-1) == _brute(acts, qs)
+    rng = int(ActivityKind.RANGE)
+    assert run(rng) == _brute([a for a in acts if a[2] == rng], qs)
 
 
-@st.composite
-def row_parts(draw):
-    """Up to three tables of activities, each with its rows kept by a mask, a row index or
-    all, and its kind a column or a constant; starts near 0 or spread over 2**62 (too wide
-    to pack beside the row ids: the argsort path)."""
-    wide = draw(st.booleans())
-    out = []
-    for _ in range(draw(st.integers(0, 3))):
-        n = draw(st.integers(0, 9))
-        lo, hi = (-(2**62), 2**62) if wide else (-3, 12)
-        s = np.array(draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), np.int64)
-        e = s + np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), np.int64)
-        kind = np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), np.int8)
-        name = np.arange(n, dtype=np.int32) + 100 * len(out)
-        how = draw(st.sampled_from(["all", "mask", "index"]))
-        keep: np.ndarray | None = None
-        if how == "mask":
-            keep = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
-        elif how == "index" and n:
-            keep = np.array(draw(st.lists(st.integers(0, n - 1), max_size=n)), np.int64)
-        const = draw(st.sampled_from([-1, 2]))
-        out.append((s, e, kind, name, keep, const))
-    return out
-
-
-@settings(max_examples=300, deadline=None)
-@given(row_parts())
-def test_sorted_rows_is_a_stable_sort_of_the_concatenated_kept_rows(parts):
-    # the computation it replaced: each column's kept rows concatenated, then gathered
-    # through a stable argsort of the starts
-    def column(j):
-        return np.concatenate(
-            [np.empty(0, [np.int64, np.int64, np.int8, np.int32][j])]
-            + [
-                (np.full(len(p[0]), p[5], np.int8) if j == 2 and p[5] >= 0 else p[j])[
-                    slice(None) if p[4] is None else p[4]
-                ]
-                for p in parts
-            ]
-        )
-
-    order = np.argsort(column(0), kind="stable")
-    got = _host.sorted_rows(
-        [p[0] for p in parts],
-        [p[1] for p in parts],
-        [None if p[5] >= 0 else p[2] for p in parts],
-        [p[3] for p in parts],
-        [p[4] for p in parts],
-        np.array([p[5] for p in parts], dtype=np.int8),
-    )
-    for j, (g, dt) in enumerate(zip(got, [np.int64, np.int64, np.int8, np.int32], strict=True)):
-        assert g.dtype == dt
-        np.testing.assert_array_equal(g, column(j)[order])
-
-
-def test_sorted_rows_rejects_bad_parts():
-    one = np.zeros(2, dtype=np.int64)
-    name = np.zeros(2, dtype=np.int32)
-    with pytest.raises(ValueError, match="row index is out of range"):
-        _host.sorted_rows([one], [one], [None], [name], [np.array([2])], np.zeros(1, np.int8))
-    with pytest.raises(ValueError, match="mask differs in length"):
-        _host.sorted_rows(
-            [one], [one], [None], [name], [np.ones(3, np.uint8)], np.zeros(1, np.int8)
-        )
-    with pytest.raises(ValueError, match="part lists differ"):
-        _host.sorted_rows([one], [], [None], [name], [None], np.zeros(1, np.int8))
+def test_kernel_on_chains_of_overlapping_activities():
+    """A chain of activities each overlapping the next (none nested): each ends buried
+    under a later start, so the heap is compacted as it grows; far apart starts (2**62):
+    the sort keys cannot hold start and row together. Both against the twin."""
+    chain = [(10 * i, 10 * i + 25, 2 + i % 2, 1 + i % 3, 0) for i in range(300)]
+    inner = [(10 * i + 3, 10 * i + 5, 0, 2, 0) for i in range(0, 300, 7)]
+    qs = [(0, 1500, 0, 0), (1400, 3100, 0, 1), (2995, 3005, 0, 2)]
+    acts = chain + inner
+    for chunk in (1 << 20, 16):
+        assert _kernel(acts, qs, range(len(acts))[::-1], 2, chunk, 8) == _brute(acts, qs)
+    far = [(-(2**62), -(2**62) + 9, 2, 1, 0), (0, 5, 3, 2, 0), (2**62, 2**62 + 7, 4, 3, 0)]
+    far += [(2, 4, 0, 1, 0), (2**62 + 1, 2**62 + 3, 2, 2, 0)]
+    qs = [(-(2**62) - 2, 2**62 + 10, 0, 0), (1, 3, 0, 1)]
+    for chunk in (1 << 20, 1):
+        assert _kernel(far, qs, [4, 2, 0, 3, 1], 2, chunk) == _brute(far, qs)
 
 
 def test_kernel_tie_rules():
@@ -211,30 +215,63 @@ def test_kernel_tie_rules():
         (7, 9, ActivityKind.CPU_OP, 1, 0),  # cpu_op "b" [7, 9) ...
         (7, 9, ActivityKind.CPU_OP, 2, 0),  # ... and cpu_op "a": "a" wins by text
     ]
-    got = _kernel(acts, [(0, 12, 0, 0)], range(len(acts)))
-    assert got == {
-        (0, ActivityKind.RANGE, "b"): 2 + 2 + 1 + 1,  # [0,2) [4,6) [6,7) [9,10)
-        (0, ActivityKind.CPU_OP, "c"): 2,
-        (0, ActivityKind.CPU_OP, "a"): 2,
-        (0, UNTRACED, ""): 2,
-    }
+    for perm in (range(len(acts)), [5, 3, 1, 4, 2, 0]):
+        got = _kernel(acts, [(0, 12, 0, 0)], perm)
+        assert got == {
+            (0, ActivityKind.RANGE, "b"): 2 + 2 + 1 + 1,  # [0,2) [4,6) [6,7) [9,10)
+            (0, ActivityKind.CPU_OP, "c"): 2,
+            (0, ActivityKind.CPU_OP, "a"): 2,
+            (0, UNTRACED, ""): 2,
+        }
 
 
-def test_kernel_rejects_unsorted_input():
+def test_kernel_rejects_bad_input():
     z = np.zeros(2, dtype=np.int64)
-    with pytest.raises(ValueError, match="not sorted by start"):
-        _host.innermost_charges(
-            np.array([5, 0], dtype=np.int64),
-            z + 9,
-            np.zeros(2, np.int8),
+    one = [np.array([0, 5], dtype=np.int64)]
+    i32 = np.zeros(2, np.int32)
+    i8 = np.zeros(2, np.int8)
+
+    def call(q_s=z[:0], name=i32, kind=i8, ends=None, n_names=1):
+        return _host.thread_charges(
+            one,
+            ends if ends is not None else [z + 9],
+            [kind],
+            [name],
+            [i32],
+            np.full(1, -1, np.int8),
+            0,
+            -1,
             np.zeros(2, np.int32),
-            np.zeros(1, np.int32),
-            z[:0],
-            z[:0],
-            z[:0],
-            1,
+            q_s,
+            q_s + 1,
+            q_s * 0,
+            n_names,
             UNTRACED,
         )
+
+    with pytest.raises(ValueError, match="not sorted by start"):
+        call(q_s=np.array([5, 0], dtype=np.int64))
+    q = np.array([0], dtype=np.int64)
+    with pytest.raises(ValueError, match="name id is out of range"):
+        call(q, name=np.array([0, 1], np.int32))
+    with pytest.raises(ValueError, match="kind is not a kind"):
+        call(q, kind=np.array([0, 9], np.int8))
+    with pytest.raises(ValueError, match="columns differ in length"):
+        call(q, ends=[z[:1]])
+    with pytest.raises(ValueError, match="row index is out of range"):
+        _host.thread_charges(one, [z + 9], [None], [i32], [i32], np.zeros(1, np.int8), 0, -1,
+                             i32, q, q + 1, q, 1, UNTRACED, rows=[np.array([2])])  # fmt: skip
+    with pytest.raises(ValueError, match="part lists differ"):
+        _host.thread_charges(one, [], [None], [i32], [i32], np.zeros(1, np.int8), 0, -1,
+                             i32, q, q, q, 1, UNTRACED)  # fmt: skip
+    assert [a.tolist() for a in call(q)] == [[0], [0], [1]]  # [0, 1) in the activity 0
+
+
+def test_names_used_marks_the_ids_present():
+    got = _host.names_used([np.array([3, 1, 3], np.int32), np.array([], np.int32)], 5)
+    assert got.tolist() == [0, 1, 0, 1, 0]
+    with pytest.raises(ValueError, match="out of range"):
+        _host.names_used([np.array([5], np.int32)], 5)
 
 
 # ------------------------------------------------------------- attribute()
