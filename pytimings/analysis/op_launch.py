@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native import _host
+from pytimings._native import _host, _optable
 from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.launches import Launches
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
+from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -108,20 +109,25 @@ class OpSource:
     thread: I32
 
 
-def op_source(trace: Trace) -> OpSource:
+def _source_rows(trace: Trace) -> tuple[str, Table, npt.NDArray[np.bool_]]:
+    """The table launches are charged to and the mask of its rows that count (the module
+    docstring): its cpu_ops, else the NVTX ranges on host threads."""
     host, rng = trace.host_ops, trace.ranges
-    cpu = np.flatnonzero(host["kind"] == ActivityKind.CPU_OP)
-    if cpu.size:
-        table, rows, src = "host_ops", cpu, host
-    else:
-        nvtx = (rng["thread"] >= 0) & (
-            (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
-        )
-        table, rows, src = "ranges", np.flatnonzero(nvtx), rng
+    cpu = host["kind"] == ActivityKind.CPU_OP
+    if cpu.any():
+        return "host_ops", host, cpu
+    nvtx = (rng["thread"] >= 0) & (
+        (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
+    )
+    return "ranges", rng, nvtx
+
+
+def op_source(trace: Trace) -> OpSource:
+    table, src, keep = _source_rows(trace)
     c = np.ascontiguousarray
     return OpSource(
         table,
-        rows,
+        np.flatnonzero(keep),
         c(src["start"], dtype=np.int64),
         c(src["end"], dtype=np.int64),
         c(src["thread"], dtype=np.int32),
@@ -148,23 +154,22 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
 
 
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
-    """Each GPU op's launching op (see the module docstring)."""
+    """Each GPU op's launching op (see the module docstring), in one compiled pass over
+    the launch calls of the ops no graph ran (:func:`pytimings._native._optable.launching_rows`)."""
     n = len(trace.gpu_ops)
-    source = op_source(trace)
     graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
-    op_row = np.full(n, -1, dtype=np.int64)
-    reason = np.full(n, REASONS.index(NO_LAUNCH), dtype=np.int8)
-    linked = launches.api_row >= 0
-    direct = linked & ~graph
-    if direct.any() and source.rows.size:
-        # every API call queried once (cheaper than finding the distinct launch calls)
-        api = trace.api_calls
-        found = ops_at(source, api["start"], api["end"], api["thread"])
-        op_row[direct] = found[launches.api_row[direct]]
-    reason[direct] = REASONS.index(NO_OP)
-    reason[graph] = REASONS.index(GRAPH)
-    reason[op_row >= 0] = -1
-    return OpLaunch(source.table, op_row, reason, graph)
+    api = trace.api_calls
+    table, src, keep = _source_rows(trace)
+    c = np.ascontiguousarray
+    op_row, reason = _optable.launching_rows(
+        c(src["start"], dtype=np.int64), c(src["end"], dtype=np.int64),
+        c(src["thread"], dtype=np.int32), keep.view(np.uint8),
+        c(api["start"], dtype=np.int64), c(api["end"], dtype=np.int64),
+        c(api["thread"], dtype=np.int32), c(launches.api_row, dtype=np.int64),
+        graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
+        REASONS.index(GRAPH),
+    )  # fmt: skip
+    return OpLaunch(table, op_row, reason, graph)
 
 
 @dataclass(frozen=True)
