@@ -21,17 +21,6 @@ def innermost_charges(
 def touching(
     start: _I64, end: _I64, thread: _I32, u_off: _I64, u_s: _I64, u_e: _I64
 ) -> npt.NDArray[np.uint8]: ...
-def group_start_order(group: _I32, start: _I64, rows: _I64 | None = None) -> _I64: ...
-def innermost_enclosing(
-    start: _I64,
-    end: _I64,
-    group: _I32,
-    a_rows: _I64,
-    q_s: _I64,
-    q_e: _I64,
-    q_group: _I32,
-    q_rows: _I64,
-) -> _I64: ...
 def sorted_rows(
     starts: list[_I64],
     ends: list[_I64],

@@ -6,6 +6,15 @@ _I32 = npt.NDArray[np.int32]
 _I8 = npt.NDArray[np.int8]
 _U8 = npt.NDArray[np.uint8]
 
+def innermost_rows(
+    a_start: _I64,
+    a_end: _I64,
+    a_thread: _I32,
+    a_keep: _U8 | None,
+    q_start: _I64,
+    q_end: _I64,
+    q_thread: _I32,
+) -> npt.NDArray[np.int32] | _I64: ...
 def launching_rows(
     a_start: _I64,
     a_end: _I64,

@@ -98,6 +98,102 @@ cdef const uint8_t* _mask(object keep, Py_ssize_t n, str what) except? NULL:
     return &k[0] if n else NULL
 
 
+cdef enum:
+    _MAX_RUNS = 64  # more sorted runs than this: one sort of packed keys instead
+
+
+# Rows in (group, start, row) order merged on the fly from the few runs the kept rows
+# already come in (each run: consecutive kept rows in that order), with no sorted copy;
+# ``head``: the next row (-1: none).
+cdef struct Runs:
+    const int64_t* start
+    const int32_t* group
+    const uint8_t* keep
+    Py_ssize_t n_runs
+    int64_t pos[_MAX_RUNS]  # per run: its next row (-1: done)
+    int64_t stop[_MAX_RUNS]  # per run: the row after it
+    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (group, start, run) on top
+    Py_ssize_t n_heap
+    int64_t head
+
+
+cdef inline bint _before(Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    cdef int64_t x = m.pos[a], y = m.pos[b]
+    if m.group[x] != m.group[y]:
+        return m.group[x] < m.group[y]
+    if m.start[x] != m.start[y]:
+        return m.start[x] < m.start[y]
+    return a < b  # the earlier run holds the lower rows
+
+
+cdef void _sift(Runs* m) noexcept nogil:
+    """Restore the heap after its top's row changed."""
+    cdef Py_ssize_t i = 0, c, t = m.heap[0]
+    while True:
+        c = 2 * i + 1
+        if c >= m.n_heap:
+            break
+        if c + 1 < m.n_heap and _before(m, m.heap[c + 1], m.heap[c]):
+            c += 1
+        if not _before(m, m.heap[c], t):
+            break
+        m.heap[i] = m.heap[c]
+        i = c
+    m.heap[i] = t
+    m.head = m.pos[m.heap[0]]
+
+
+cdef void _advance(Runs* m) noexcept nogil:
+    """Move past ``head``."""
+    cdef Py_ssize_t t = m.heap[0]
+    cdef int64_t r = m.pos[t] + 1
+    while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
+        r += 1
+    if r < m.stop[t]:
+        m.pos[t] = r
+    else:
+        m.n_heap -= 1
+        if m.n_heap == 0:
+            m.head = -1
+            return
+        m.heap[0] = m.heap[m.n_heap]
+    _sift(m)
+
+
+cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
+                Py_ssize_t n_all) noexcept nogil:
+    """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
+    cdef Py_ssize_t r, k
+    cdef int64_t prev = -1
+    m.start, m.group, m.keep, m.n_runs = start, group, keep, 0
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        if prev < 0 or group[r] < group[prev] or (group[r] == group[prev]
+                                                  and start[r] < start[prev]):
+            if m.n_runs == _MAX_RUNS:
+                return False
+            if m.n_runs:
+                m.stop[m.n_runs - 1] = r
+            m.pos[m.n_runs] = r
+            m.n_runs += 1
+        prev = r
+    if m.n_runs:
+        m.stop[m.n_runs - 1] = n_all
+    m.n_heap = 0
+    m.head = -1
+    for k in range(m.n_runs):  # insert each run by sifting up
+        r = m.n_heap
+        m.n_heap += 1
+        while r > 0 and _before(m, k, m.heap[(r - 1) >> 1]):
+            m.heap[r] = m.heap[(r - 1) >> 1]
+            r = (r - 1) >> 1
+        m.heap[r] = k
+    if m.n_heap:
+        m.head = m.pos[m.heap[0]]
+    return True
+
+
 cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] a_thread, const uint8_t* keep,
                    const int64_t[::1] q_start, const int64_t[::1] q_end,
@@ -105,17 +201,35 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     """Per query row (read where ``need``): the innermost kept activity enclosing it on its
     thread, or -1 (int32 when the activity rows fit, else int64). One pass over both in
     (thread, start) order with a stack of the open activities: O(n + q) for nested
-    activities (activities that overlap without nesting are searched past)."""
+    activities (activities that overlap without nesting are searched past). Rows in few
+    sorted runs (a loader's table in time order, or nesting levels one after another)
+    are merged, not sorted."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
-    cdef Py_ssize_t i = 0, k, top = 0, cap = 64, j, na_s, nqs
+    cdef Py_ssize_t i = 0, k, top = 0, cap = 64, j, na_s = 0, nqs
     cdef int64_t g, x, y, qs, qe, q, best
     cdef int64_t* stack
     cdef int64_t* grown
-    a_order = _order(a_start, &a_thread[0] if na else NULL, keep, na)
-    q_order = _order(q_start, &q_thread[0] if nq else NULL, need, nq)
-    cdef const int64_t[::1] ar = a_order, qr = q_order
-    na_s = ar.shape[0]
-    nqs = qr.shape[0]
+    cdef Runs m
+    cdef bint merged = False
+    cdef const int64_t[::1] ar
+    if na:
+        with nogil:
+            merged = _runs(&m, &a_start[0], &a_thread[0], keep, na)
+    if not merged:
+        a_order = _order(a_start, &a_thread[0] if na else NULL, keep, na)
+        ar = a_order
+        na_s = ar.shape[0]
+    cdef Runs mq
+    cdef bint q_merged = False
+    cdef const int64_t[::1] qr
+    if nq:
+        with nogil:
+            q_merged = _runs(&mq, &q_start[0], &q_thread[0], need, nq)
+    nqs = 0
+    if not q_merged:
+        q_order = _order(q_start, &q_thread[0] if nq else NULL, need, nq)
+        qr = q_order
+        nqs = qr.shape[0]
     wide = na >= 2147483647
     found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
     cdef int64_t[::1] f64
@@ -133,17 +247,32 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise MemoryError()
     with nogil:
         g = INT64_MIN
-        for k in range(nqs):
-            q = qr[k]
+        x = (m.head if merged else (ar[0] if na_s else -1))  # the next activity
+        k = 0
+        while True:
+            if q_merged:  # the next query
+                q = mq.head
+                if q < 0:
+                    break
+                _advance(&mq)
+            else:
+                if k == nqs:
+                    break
+                q = qr[k]
+                k += 1
             qs = q_start[q]
             qe = q_end[q]
             if q_thread[q] != g:  # a new thread: skip earlier threads' activities
                 g = q_thread[q]
                 top = 0
-                while i < na_s and a_thread[ar[i]] < g:
-                    i += 1
-            while i < na_s and a_thread[ar[i]] == g and a_start[ar[i]] <= qs:
-                x = ar[i]
+                while x >= 0 and a_thread[x] < g:
+                    if merged:
+                        _advance(&m)
+                        x = m.head
+                    else:
+                        i += 1
+                        x = ar[i] if i < na_s else -1
+            while x >= 0 and a_thread[x] == g and a_start[x] <= qs:
                 while top > 0 and a_end[stack[top - 1]] < a_start[x]:
                     top -= 1  # ended before this one starts: no later query is inside
                 if top == cap:
@@ -155,7 +284,12 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                     cap *= 2
                 stack[top] = x
                 top += 1
-                i += 1
+                if merged:
+                    _advance(&m)
+                    x = m.head
+                else:
+                    i += 1
+                    x = ar[i] if i < na_s else -1
             if top < 0:
                 break
             while top > 0 and a_end[stack[top - 1]] < qs:
@@ -177,6 +311,22 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     if top < 0:
         raise MemoryError()
     return found_arr
+
+
+def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, a_keep, const int64_t[::1] q_start,
+                   const int64_t[::1] q_end, const int32_t[::1] q_thread):
+    """Per query ``[q_start, q_end]`` on its thread: the row of the innermost kept activity
+    (``a_keep``: a uint8 mask, None: all) enclosing it there (``start <= q_start``,
+    ``q_end <= end``; innermost: the latest start, then the earliest end, then the later
+    row), or -1; int32 when the activity rows fit, else int64."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
+    if a_end.shape[0] != na or a_thread.shape[0] != na:
+        raise ValueError("innermost_rows: activity columns differ in length")
+    if q_end.shape[0] != nq or q_thread.shape[0] != nq:
+        raise ValueError("innermost_rows: query columns differ in length")
+    return _found(a_start, a_end, a_thread, _mask(a_keep, na, "innermost_rows"), q_start, q_end,
+                  q_thread, NULL)
 
 
 def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
@@ -569,66 +719,84 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
 def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
                keep, int n_cat, const int64_t[::1] points):
     """Over the kept ops (``keep``: uint8 mask, None: all) with a category below
-    ``n_cat``: per category k and per point of ``points`` (ascending), the length of the
-    union of the ops of categories <= k before that point, shape ``(n_cat, points)``, in
-    one pass over the ops by start (the unions of all categories at once)."""
-    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p
+    ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
+    length of the union of the ops of categories <= k before that point, shape ``(n_cat,
+    points)``, in one pass over the ops by start (the unions of the categories present,
+    all at once)."""
+    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
     cdef const uint8_t* kp = _mask(keep, n, "busy_split")
-    cdef int64_t s, e, cs, ce
+    cdef int64_t s, e, cs
     cdef int8_t c
+    cdef int8_t dense[128]  # per category: its index among the present ones
+    cdef bint seen[128]
+    cdef bint is_open[128]
+    cdef int64_t o_s[128]
+    cdef int64_t o_e[128]
+    cdef int64_t covered[128]
+    cdef Py_ssize_t at[128]
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
+    if not 0 <= n_cat <= 127:
+        raise ValueError("busy_split: at most 127 categories")
     for i in range(1, nq):
         if points[i] < points[i - 1]:
             raise ValueError("busy_split: points are not sorted")
-    keep_arr = None
-    cdef uint8_t[::1] kv
-    if n:  # only non-empty ops of a category: the order sorts no others
-        keep_arr = np.empty(n, dtype=np.uint8)
-        kv = keep_arr
-        with nogil:
-            for i in range(n):
-                kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
+    for k in range(128):
+        seen[k] = is_open[k] = False
+        o_s[k] = o_e[k] = covered[k] = at[k] = 0
+    keep_arr = np.empty(n, dtype=np.uint8)
+    cdef uint8_t[::1] kv = keep_arr
+    with nogil:  # only non-empty ops of a category: the order sorts no others
+        for i in range(n):
+            kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
+            if kv[i]:
+                seen[cat[i]] = True
+    for k in range(n_cat):
+        dense[k] = n_live
+        n_live += seen[k]
     order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
+    del kv
+    keep_arr = None
     cdef const int64_t[::1] order = order_arr
-    out_arr = np.zeros((n_cat, nq), dtype=np.int64)
-    state_arr = np.zeros((4, max(n_cat, 1)), dtype=np.int64)  # open, cs, ce, covered
-    cdef int64_t[:, ::1] f = out_arr, st = state_arr
-    cdef int64_t[::1] at_arr = np.zeros(max(n_cat, 1), dtype=np.int64)
+    live_arr = np.zeros((n_live, nq), dtype=np.int64)
+    cdef int64_t[:, ::1] f = live_arr
+    m = order.shape[0]
     with nogil:
-        for i in range(order.shape[0] + 1):
-            if i < order.shape[0]:
+        for i in range(m + 1):
+            if i < m:
                 r = order[i]
                 s = start[r]
                 e = end[r]
-                c = cat[r]
+                c = dense[cat[r]]
             else:
                 c = 0  # the end: close every open piece
                 s = INT64_MAX
-                e = INT64_MAX
-            for k in range(c, n_cat):
-                if st[0, k] and (s > st[2, k] or i == order.shape[0]):
-                    cs = st[1, k]
-                    ce = st[2, k]
-                    p = at_arr[k]
+            for k in range(c, n_live):
+                if is_open[k] and s > o_e[k]:  # the piece [o_s, o_e) is complete
+                    cs = o_s[k]
+                    p = at[k]
                     while p < nq and points[p] <= cs:
-                        f[k, p] = st[3, k]
+                        f[k, p] = covered[k]
                         p += 1
-                    while p < nq and points[p] < ce:
-                        f[k, p] = st[3, k] + points[p] - cs
+                    while p < nq and points[p] < o_e[k]:
+                        f[k, p] = covered[k] + points[p] - cs
                         p += 1
-                    at_arr[k] = p
-                    st[3, k] += ce - cs
-                    st[0, k] = 0
-                if i == order.shape[0]:
+                    at[k] = p
+                    covered[k] += o_e[k] - cs
+                    is_open[k] = False
+                if i == m:
                     continue
-                if not st[0, k]:
-                    st[0, k] = 1
-                    st[1, k] = s
-                    st[2, k] = e
-                elif e > st[2, k]:
-                    st[2, k] = e
-        for k in range(n_cat):
-            for p in range(at_arr[k], nq):
-                f[k, p] = st[3, k]
+                if not is_open[k]:
+                    is_open[k] = True
+                    o_s[k] = s
+                    o_e[k] = e
+                elif e > o_e[k]:
+                    o_e[k] = e
+        for k in range(n_live):
+            for p in range(at[k], nq):
+                f[k, p] = covered[k]
+    out_arr = np.zeros((n_cat, nq), dtype=np.int64)
+    for k in range(n_cat):  # an absent category's union is the one below it
+        if dense[k] + seen[k] > 0:
+            out_arr[k] = live_arr[dense[k] + seen[k] - 1]
     return out_arr
