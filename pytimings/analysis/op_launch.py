@@ -133,7 +133,7 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
 
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     """Each GPU op's launching op (see the module docstring), in one compiled pass over
-    the launch calls of the ops no graph ran (:func:`~pytimings._native._optable.launching_rows`)."""
+    the launch calls of the ops no graph ran (``_optable.launching_rows``)."""
     n = len(trace.gpu_ops)
     graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
     api = trace.api_calls
