@@ -88,24 +88,30 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     return keys_arr.view(np.int64)
 
 
-cdef const uint8_t* _mask(object keep, Py_ssize_t n, str what) except? NULL:
-    cdef const uint8_t[::1] k
-    if keep is None:
+cdef const void* _data(object col, Py_ssize_t n, object dtype, str what) except? NULL:
+    """The data of an optional C-contiguous column of ``n`` values of ``dtype`` (a uint8
+    mask, an int32 column; None: NULL)."""
+    cdef const uint8_t[::1] b
+    if col is None:
         return NULL
-    k = keep
-    if k.shape[0] != n:
-        raise ValueError(f"{what}: the mask and the columns differ in length")
-    return &k[0] if n else NULL
+    if col.dtype != dtype or col.shape != (n,):
+        raise ValueError(f"{what}: expected {n} values of {np.dtype(dtype)}")
+    b = col.view(np.uint8)
+    return &b[0] if n else NULL
 
 
 cdef enum:
     _MAX_RUNS = 64  # more sorted runs than this: one sort of packed keys instead
 
 
-# Rows in (group, start, row) order merged on the fly from the few runs the kept rows
-# already come in (each run: consecutive kept rows in that order), with no sorted copy;
-# ``head``: the next row (-1: none).
+# Rows in (group, start, row) order: read from ``order`` (a sorted row list) or, where it is
+# NULL, merged on the fly from the few runs the kept rows already come in (each run:
+# consecutive kept rows in that order), with no sorted copy; ``head``: the next row (-1:
+# none).
 cdef struct Runs:
+    const int64_t* order
+    Py_ssize_t n_order
+    Py_ssize_t at
     const int64_t* start
     const int32_t* group
     const uint8_t* keep
@@ -145,6 +151,10 @@ cdef void _sift(Runs* m) noexcept nogil:
 
 cdef void _advance(Runs* m) noexcept nogil:
     """Move past ``head``."""
+    if m.order != NULL:
+        m.at += 1
+        m.head = m.order[m.at] if m.at < m.n_order else -1
+        return
     cdef Py_ssize_t t = m.heap[0]
     cdef int64_t r = m.pos[t] + 1
     while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
@@ -165,7 +175,7 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
     """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
     cdef Py_ssize_t r, k
     cdef int64_t prev = -1
-    m.start, m.group, m.keep, m.n_runs = start, group, keep, 0
+    m.order, m.start, m.group, m.keep, m.n_runs = NULL, start, group, keep, 0
     for r in range(n_all):
         if keep != NULL and not keep[r]:
             continue
@@ -194,6 +204,29 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
     return True
 
 
+cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t[::1] group,
+                    const uint8_t* keep):
+    """Set ``m`` up to give the kept rows in (group, start, row) order: merged from their
+    sorted runs when they come in few (returns None), else read from their order (returned:
+    the caller holds it while reading)."""
+    cdef Py_ssize_t n = start.shape[0]
+    cdef bint merged = False
+    cdef const int64_t[::1] o
+    m.head, m.order, m.n_heap = -1, NULL, 0
+    if n:
+        with nogil:
+            merged = _runs(m, &start[0], &group[0], keep, n)
+    if merged:
+        return None
+    order = _order(start, &group[0] if n else NULL, keep, n)
+    o = order
+    m.n_order, m.at = o.shape[0], 0
+    if m.n_order:
+        m.order = &o[0]
+        m.head = o[0]
+    return order
+
+
 cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] a_thread, const uint8_t* keep,
                    const int64_t[::1] q_start, const int64_t[::1] q_end,
@@ -205,31 +238,13 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     sorted runs (a loader's table in time order, or nesting levels one after another)
     are merged, not sorted."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
-    cdef Py_ssize_t i = 0, k, top = 0, cap = 64, j, na_s = 0, nqs
+    cdef Py_ssize_t top = 0, cap = 64, j
     cdef int64_t g, x, y, qs, qe, q, best
     cdef int64_t* stack
     cdef int64_t* grown
-    cdef Runs m
-    cdef bint merged = False
-    cdef const int64_t[::1] ar
-    if na:
-        with nogil:
-            merged = _runs(&m, &a_start[0], &a_thread[0], keep, na)
-    if not merged:
-        a_order = _order(a_start, &a_thread[0] if na else NULL, keep, na)
-        ar = a_order
-        na_s = ar.shape[0]
-    cdef Runs mq
-    cdef bint q_merged = False
-    cdef const int64_t[::1] qr
-    if nq:
-        with nogil:
-            q_merged = _runs(&mq, &q_start[0], &q_thread[0], need, nq)
-    nqs = 0
-    if not q_merged:
-        q_order = _order(q_start, &q_thread[0] if nq else NULL, need, nq)
-        qr = q_order
-        nqs = qr.shape[0]
+    cdef Runs m, mq
+    a_order = _stream(&m, a_start, a_thread, keep)  # held while the streams read them
+    q_order = _stream(&mq, q_start, q_thread, need)
     wide = na >= 2147483647
     found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
     cdef int64_t[::1] f64
@@ -247,31 +262,18 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise MemoryError()
     with nogil:
         g = INT64_MIN
-        x = (m.head if merged else (ar[0] if na_s else -1))  # the next activity
-        k = 0
-        while True:
-            if q_merged:  # the next query
-                q = mq.head
-                if q < 0:
-                    break
-                _advance(&mq)
-            else:
-                if k == nqs:
-                    break
-                q = qr[k]
-                k += 1
+        x = m.head  # the next activity
+        while mq.head >= 0:
+            q = mq.head
+            _advance(&mq)
             qs = q_start[q]
             qe = q_end[q]
             if q_thread[q] != g:  # a new thread: skip earlier threads' activities
                 g = q_thread[q]
                 top = 0
                 while x >= 0 and a_thread[x] < g:
-                    if merged:
-                        _advance(&m)
-                        x = m.head
-                    else:
-                        i += 1
-                        x = ar[i] if i < na_s else -1
+                    _advance(&m)
+                    x = m.head
             while x >= 0 and a_thread[x] == g and a_start[x] <= qs:
                 while top > 0 and a_end[stack[top - 1]] < a_start[x]:
                     top -= 1  # ended before this one starts: no later query is inside
@@ -284,12 +286,8 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                     cap *= 2
                 stack[top] = x
                 top += 1
-                if merged:
-                    _advance(&m)
-                    x = m.head
-                else:
-                    i += 1
-                    x = ar[i] if i < na_s else -1
+                _advance(&m)
+                x = m.head
             if top < 0:
                 break
             while top > 0 and a_end[stack[top - 1]] < qs:
@@ -325,8 +323,8 @@ def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise ValueError("innermost_rows: activity columns differ in length")
     if q_end.shape[0] != nq or q_thread.shape[0] != nq:
         raise ValueError("innermost_rows: query columns differ in length")
-    return _found(a_start, a_end, a_thread, _mask(a_keep, na, "innermost_rows"), q_start, q_end,
-                  q_thread, NULL)
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "innermost_rows")
+    return _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread, NULL)
 
 
 def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
@@ -342,7 +340,7 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     where found; ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only
     the launch calls of the ops not run by a graph are queried."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], n = api_row.shape[0], i
-    cdef const uint8_t* keep = _mask(a_keep, na, "launching_rows")
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
         raise ValueError("launching_rows: activity columns differ in length")
     if q_end.shape[0] != nq or q_thread.shape[0] != nq:
@@ -407,7 +405,7 @@ def window_index(const int64_t[::1] start, keep, const int64_t[::1] ws,
     windows ``[ws, we)`` (sorted by start, disjoint, none empty): ``out`` = that window's
     ``wid``; other entries of ``out`` are left as they are."""
     cdef Py_ssize_t n = start.shape[0], m = ws.shape[0], i, lo, hi, mid
-    cdef const uint8_t* kp = _mask(keep, n, "window_index")
+    cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "window_index")
     cdef int64_t s
     if out.shape[0] != n or we.shape[0] != m or wid.shape[0] != m:
         raise ValueError("window_index: columns differ in length")
@@ -447,24 +445,25 @@ cdef inline Py_ssize_t _slot(int64_t k, Py_ssize_t cap) noexcept nogil:
                         & <uint64_t>(cap - 1))
 
 
-cdef int _hash_init(Hash* h) noexcept nogil:
+cdef void _hash_free(Hash* h) noexcept nogil:
+    free(h.keys)
+    free(h.code)
+    h.keys = NULL
+    h.code = NULL
+
+
+cdef int _hash_init(Hash* h) except -1:
     cdef Py_ssize_t j
     h.cap = 1024
     h.used = 0
     h.keys = <int64_t*>malloc(h.cap * sizeof(int64_t))
     h.code = <int32_t*>malloc(h.cap * sizeof(int32_t))
     if h.keys == NULL or h.code == NULL:
-        return -1
+        _hash_free(h)
+        raise MemoryError()
     for j in range(h.cap):
         h.keys[j] = -1
     return 0
-
-
-cdef void _hash_free(Hash* h) noexcept nogil:
-    free(h.keys)
-    free(h.code)
-    h.keys = NULL
-    h.code = NULL
 
 
 cdef int32_t _hash_add(Hash* h, int64_t k) noexcept nogil:
@@ -520,27 +519,20 @@ def launcher_texts(const uint8_t[::1] sel, const int64_t[::1] op_row, const int3
     index of its op's key ``name << 32 | args`` among the distinct keys, ascending (as
     ``numpy.unique``), else -1; and those keys."""
     cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i
-    cdef const int32_t[::1] ar
-    cdef const int32_t* ap = NULL
+    cdef const int32_t* ap = <const int32_t*>_data(args, name.shape[0], np.int32,
+                                                   "launcher_texts: args")
     cdef Hash h
     cdef int64_t r, key
     cdef int32_t c
     cdef bint oom = False, bad = False
     if sel.shape[0] != n:
         raise ValueError("launcher_texts: sel and op_row differ in length")
-    if args is not None:
-        ar = args
-        if ar.shape[0] != nt:
-            raise ValueError("launcher_texts: name and args differ in length")
-        ap = &ar[0] if nt else NULL
     for i in range(n):
         if sel[i] and op_row[i] >= nt:
             raise ValueError("launcher_texts: a launching-op row is out of range")
     text_arr = np.empty(n, dtype=np.int32)
     cdef int32_t[::1] text = text_arr
-    if _hash_init(&h) < 0:
-        _hash_free(&h)
-        raise MemoryError()
+    _hash_init(&h)
     try:
         with nogil:
             for i in range(n):
@@ -606,12 +598,10 @@ def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_d
     graph_arr = np.zeros(ng, dtype=np.int64)
     calls_arr = np.zeros(ng, dtype=np.int64)
     link_arr = np.zeros(ng, dtype=np.uint8)
-    seen_arr = np.zeros(n_launchers, dtype=np.uint8)
+    seen_arr = np.zeros((n_launchers + 7) >> 3, dtype=np.uint8)  # a bit per launching op
     cdef int64_t[::1] kernel = kernel_arr, graph_ns = graph_arr, calls = calls_arr
     cdef uint8_t[::1] link = link_arr, seen = seen_arr
-    if _hash_init(&h) < 0:
-        _hash_free(&h)
-        raise MemoryError()
+    _hash_init(&h)
     try:
         with nogil:
             for i in range(n):
@@ -623,8 +613,8 @@ def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_d
                 kernel[g] += d
                 if t >= n_direct:
                     graph_ns[g] += d
-                elif not seen[op_row[i]]:
-                    seen[op_row[i]] = 1
+                elif not seen[op_row[i] >> 3] & (1 << (op_row[i] & 7)):
+                    seen[op_row[i] >> 3] |= 1 << (op_row[i] & 7)
                     calls[g] += 1
                 if kind[i] == memcpy_kind and copy_kind[i] != dtod:
                     link[g] = 1
@@ -653,8 +643,8 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
     summed), category) and per category, the kernel ns in all, charged, graph-replayed and
     graph-replayed charged, and per reason code in ``[0, n_reasons)`` ops and kernel ns."""
     cdef Py_ssize_t n = start.shape[0], i
-    cdef const int32_t[::1] wv
-    cdef const int32_t* wp = NULL
+    cdef const int32_t* wp = <const int32_t*>_data(win, start.shape[0], np.int32,
+                                                   "op_categories: win")
     cdef int64_t d
     cdef int8_t c
     cdef int32_t t
@@ -664,11 +654,6 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
         raise ValueError("op_categories: columns differ in length")
     if text_place.shape[0] != nt:
         raise ValueError("op_categories: text_cat and text_place differ in length")
-    if win is not None:
-        wv = win
-        if wv.shape[0] != n:
-            raise ValueError("op_categories: win and the columns differ in length")
-        wp = &wv[0] if n else NULL
     for i in range(n):
         if (text[i] >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
                 or (wp != NULL and wp[i] >= n_win)):
@@ -724,7 +709,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     points)``, in one pass over the ops by start (the unions of the categories present,
     all at once)."""
     cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
-    cdef const uint8_t* kp = _mask(keep, n, "busy_split")
+    cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
     cdef int64_t s, e, cs
     cdef int8_t c
     cdef int8_t dense[128]  # per category: its index among the present ones
