@@ -24,14 +24,3 @@ def thread_charges(
     block_rows: int = ...,
     rows: list[_I64 | None] | None = ...,
 ) -> tuple[_I64, _I64, _I64]: ...
-def group_start_order(group: _I32, start: _I64, rows: _I64 | None = None) -> _I64: ...
-def innermost_enclosing(
-    start: _I64,
-    end: _I64,
-    group: _I32,
-    a_rows: _I64,
-    q_s: _I64,
-    q_e: _I64,
-    q_group: _I32,
-    q_rows: _I64,
-) -> _I64: ...

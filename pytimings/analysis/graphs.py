@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings._native import _optable
 from pytimings.analysis.launches import Launches
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import Trace
@@ -24,9 +25,9 @@ def graph_ops(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]:
     out: npt.NDArray[np.bool_] = trace.gpu_ops["graph"] >= 0
     linked = launches.api_row >= 0
     if len(api) and linked.any():
-        ids = np.unique(api["name"])
+        ids = _optable.names_present(np.ascontiguousarray(api["name"]), len(trace.strings))
         graph_ids = ids[[is_graph_launch(trace.strings[int(i)]) for i in ids]]
-        if graph_ids.size:  # else no call is a graph launch: no per-op gathers
+        if graph_ids.size:  # no graph-launch call in the trace: nothing to look up
             by_graph_call = np.isin(api["name"], graph_ids)
             out[linked] |= by_graph_call[launches.api_row[linked]]
     return out

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native import _host
+from pytimings._native import _optable
 from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.launches import Launches
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
@@ -80,29 +80,15 @@ class OpLaunch:
     graph: npt.NDArray[np.bool_]
 
 
-def _innermost(
-    a_start: I64, a_end: I64, a_thread: I32, a_rows: I64, q_s: I64, q_e: I64, q_thread: I32
-) -> I64:
-    """Per query (every row of ``q_*``), the row of the innermost activity among ``a_rows``
-    enclosing it on its thread, or -1: the compiled sweep reads both tables through their
-    (thread, start) orders, with no sorted copies of their columns."""
-    a_order = _host.group_start_order(a_thread, a_start, a_rows)
-    q_order = _host.group_start_order(q_thread, q_s)
-    hit = _host.innermost_enclosing(a_start, a_end, a_thread, a_order, q_s, q_e, q_thread, q_order)
-    out = np.empty(q_s.size, dtype=np.int64)
-    out[q_order] = hit
-    return out
-
-
 @dataclass
 class OpSource:
     """The host ops a trace's launches are charged to: its Kineto cpu_ops (``host_ops``
-    rows) or, in traces without cpu_ops, its NVTX ranges on host threads (``ranges`` rows).
-    ``start``, ``end``, ``thread``: the whole table's columns (the sweep reads ``rows``
-    through them, no copies)."""
+    rows) or, in traces without cpu_ops, its NVTX ranges on host threads (``ranges`` rows):
+    ``keep`` marks them. ``start``, ``end``, ``thread``: the whole table's columns (the
+    compiled sweep reads the kept rows through them, no copies)."""
 
     table: str
-    rows: I64
+    keep: npt.NDArray[np.bool_]
     start: I64
     end: I64
     thread: I32
@@ -110,18 +96,17 @@ class OpSource:
 
 def op_source(trace: Trace) -> OpSource:
     host, rng = trace.host_ops, trace.ranges
-    cpu = np.flatnonzero(host["kind"] == ActivityKind.CPU_OP)
-    if cpu.size:
-        table, rows, src = "host_ops", cpu, host
-    else:
-        nvtx = (rng["thread"] >= 0) & (
+    keep = host["kind"] == ActivityKind.CPU_OP
+    table, src = "host_ops", host
+    if not keep.any():
+        keep = (rng["thread"] >= 0) & (
             (rng["kind"] == RangeKind.NVTX_PUSHPOP) | (rng["kind"] == RangeKind.NVTX_STARTEND)
         )
-        table, rows, src = "ranges", np.flatnonzero(nvtx), rng
+        table, src = "ranges", rng
     c = np.ascontiguousarray
     return OpSource(
         table,
-        rows,
+        keep,
         c(src["start"], dtype=np.int64),
         c(src["end"], dtype=np.int64),
         c(src["thread"], dtype=np.int32),
@@ -131,13 +116,12 @@ def op_source(trace: Trace) -> OpSource:
 def ops_at(source: OpSource, start: I64, end: I64, thread: npt.NDArray[np.integer[Any]]) -> I64:
     """Per interval [start, end] on a thread: the row (in ``source.table``) of the innermost
     op around it, or -1."""
-    if not start.size or not source.rows.size:
-        return np.full(start.size, -1, dtype=np.int64)
     c = np.ascontiguousarray
-    return _innermost(
-        source.start, source.end, source.thread, source.rows,
+    found = _optable.innermost_rows(
+        source.start, source.end, source.thread, source.keep.view(np.uint8),
         c(start, dtype=np.int64), c(end, dtype=np.int64), c(thread, dtype=np.int32),
     )  # fmt: skip
+    return found.astype(np.int64, copy=False)
 
 
 def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
@@ -148,22 +132,20 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
 
 
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
-    """Each GPU op's launching op (see the module docstring)."""
+    """Each GPU op's launching op (see the module docstring), in one compiled pass over
+    the launch calls of the ops no graph ran (``_optable.launching_rows``)."""
     n = len(trace.gpu_ops)
-    source = op_source(trace)
     graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
-    op_row = np.full(n, -1, dtype=np.int64)
-    reason = np.full(n, REASONS.index(NO_LAUNCH), dtype=np.int8)
-    linked = launches.api_row >= 0
-    direct = linked & ~graph
-    if direct.any() and source.rows.size:
-        # every API call queried once (cheaper than finding the distinct launch calls)
-        api = trace.api_calls
-        found = ops_at(source, api["start"], api["end"], api["thread"])
-        op_row[direct] = found[launches.api_row[direct]]
-    reason[direct] = REASONS.index(NO_OP)
-    reason[graph] = REASONS.index(GRAPH)
-    reason[op_row >= 0] = -1
+    api = trace.api_calls
+    source = op_source(trace)
+    c = np.ascontiguousarray
+    op_row, reason = _optable.launching_rows(
+        source.start, source.end, source.thread, source.keep.view(np.uint8),
+        c(api["start"], dtype=np.int64), c(api["end"], dtype=np.int64),
+        c(api["thread"], dtype=np.int32), c(launches.api_row, dtype=np.int64),
+        graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
+        REASONS.index(GRAPH),
+    )  # fmt: skip
     return OpLaunch(source.table, op_row, reason, graph)
 
 

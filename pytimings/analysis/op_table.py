@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
-from pytimings._native import _stats
+from pytimings._native import _optable, _stats
 from pytimings.analysis.graph_capture import (
     OWN,
     Captures,
@@ -30,6 +30,7 @@ from pytimings.analysis.graph_capture import (
 from pytimings.analysis.op_launch import (
     REASON_CODES,
     REASONS,
+    OpLaunch,
     OpText,
     kineto_op,
     launching_ops,
@@ -45,7 +46,7 @@ from pytimings.analysis.ops import (
     model_op,
     roofline,
 )
-from pytimings.analysis.selection import per_window, reported
+from pytimings.analysis.selection import per_window
 from pytimings.model.trace import CopyKind, OpKind
 
 if TYPE_CHECKING:
@@ -93,186 +94,211 @@ def _sums(group: I64, values: I64, n: int) -> I64:
     return _stats.group_sums(c(group, dtype=np.int64), c(values, dtype=np.int64), n)
 
 
-def _busy_split(a: Attribution, cat: npt.NDArray[np.int8]) -> tuple[I64, npt.NDArray[np.int64]]:
-    """Per window entry: busy ns (its overlap with the union of its device's GPU ops) and per
-    category the busy ns charged (the module's rule), over the compiled interval union."""
+def _device_pairs(a: Attribution) -> list[tuple[int, int, npt.NDArray[np.uint8] | None, I64]]:
+    """Per (rank, device) of the windows: the mask of its GPU ops (None: every op is
+    there) and its window entries."""
     ops, w = a.trace.gpu_ops, a.windows
-    n = len(w)
-    split = np.zeros((n, len(CATEGORIES)), dtype=np.int64)
-    busy = np.zeros(n, dtype=np.int64)
-    for r, d in {(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}:
-        mine = np.flatnonzero((ops["rank"] == r) & (ops["device"] == d))
-        st = ops["start"][mine]
-        if st.size > 1 and not bool((st[1:] >= st[:-1]).all()):
-            mine = mine[np.argsort(st, kind="stable")]
-        rows = np.flatnonzero((w["rank"] == r) & (w["device"] == d))
+    out = []
+    for r, d in sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=True)}):
+        same = (ops["rank"] == r) & (ops["device"] == d)
+        keep = None if same.all() else same.view(np.uint8)
+        out.append((r, d, keep, np.flatnonzero((w["rank"] == r) & (w["device"] == d))))
+    return out
+
+
+def _window_of(
+    a: Attribution, pairs: list[tuple[int, int, npt.NDArray[np.uint8] | None, I64]]
+) -> npt.NDArray[np.int32] | None:
+    """Per GPU op, the window entry that reports it (it starts in the window, on its rank
+    and device; -1: none), when no two window entries of a device overlap (one window
+    per op); None otherwise (:func:`~pytimings.analysis.selection.per_window` then)."""
+    ops, w = a.trace.gpu_ops, a.windows
+    win = np.full(len(ops), -1, dtype=np.int32)
+    start = np.ascontiguousarray(ops["start"], dtype=np.int64)
+    for _, _, keep, rows in pairs:
+        rows = rows[w["end_ns"][rows] > w["start_ns"][rows]]  # an empty window holds none
+        rows = rows[np.argsort(w["start_ns"][rows], kind="stable")]
         ws, we = w["start_ns"][rows], w["end_ns"][rows]
-        c = cat[mine]
-        covered = np.zeros(rows.size, dtype=np.int64)
-        for k in np.unique(c[c < len(CATEGORIES)]).tolist():
-            m = mine[c <= k]
-            us, ue = iv.union(ops["start"][m], ops["end"][m])
-            total = iv.overlap_lengths(ws, we, us, ue)
-            split[rows, k] = total - covered
-            covered = total
-        busy[rows] = covered
+        if bool((ws[1:] < we[:-1]).any()):
+            return None
+        c = np.ascontiguousarray
+        _optable.window_index(start, keep, c(ws, np.int64), c(we, np.int64), c(rows), win)
+    return win
+
+
+def _busy_split(
+    a: Attribution,
+    cat: npt.NDArray[np.int8],
+    pairs: list[tuple[int, int, npt.NDArray[np.uint8] | None, I64]],
+) -> tuple[I64, npt.NDArray[np.int64]]:
+    """Per window entry: busy ns (its overlap with the union of its device's GPU ops) and per
+    category the busy ns charged (the module's rule): the unions of the ops of categories
+    up to each one, in one compiled pass per device."""
+    ops, w = a.trace.gpu_ops, a.windows
+    n_cat = len(CATEGORIES)
+    split = np.zeros((len(w), n_cat), dtype=np.int64)
+    busy = np.zeros(len(w), dtype=np.int64)
+    c = np.ascontiguousarray
+    start, end = c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64)
+    for _, _, keep, rows in pairs:
+        ws, we = w["start_ns"][rows], w["end_ns"][rows]
+        points = np.unique(np.concatenate([ws, we])).astype(np.int64)
+        # f[k, i]: the length of the union of categories <= k before points[i]
+        f = _optable.busy_split(start, end, cat, keep, n_cat, points)
+        i0, i1 = np.searchsorted(points, ws), np.searchsorted(points, we)
+        covered = np.where(we > ws, f[:, i1] - f[:, i0], 0)
+        split[rows] = np.diff(covered, axis=0, prepend=0).T
+        busy[rows] = covered[-1]
     return busy, split
 
 
 @dataclass
 class _Charged:
-    """The attributed GPU ops of the selection: ``rows`` (gpu_ops rows), per row its op text
-    (an index into ``texts``), its op call (``call``: distinct calls are distinct values)
-    and whether a graph replay ran it (``graph``)."""
+    """The attributed GPU ops of the selection: per GPU op its op text (an index into
+    ``texts``, -1: not charged); the texts from ``n_direct`` on are graph captures' ops,
+    run by the ``replayed`` rows whose op calls are ``replayed_call`` (distinct calls are
+    distinct values)."""
 
-    rows: I64
-    text: I64
-    call: I64
-    graph: npt.NDArray[np.bool_]
+    text: npt.NDArray[np.int32]
     texts: list[OpText]
+    n_direct: int
+    replayed: I64
+    replayed_call: I64
 
 
 def _charged(
-    a: Attribution, sel: I64, op_row: I64, table: str, gm: GraphMatch | None, caps: Captures
+    a: Attribution,
+    sel: npt.NDArray[np.bool_],
+    op_row: I64,
+    table: str,
+    gm: GraphMatch | None,
+    caps: Captures,
 ) -> _Charged:
     tr = a.trace
     strings = tr.strings
-    mine = sel[op_row[sel] >= 0]
-    texts: list[OpText] = []
-    inv = np.empty(0, dtype=np.int64)
-    launcher = op_row[mine]
-    if mine.size:
-        src = tr.host_ops if table == "host_ops" else tr.ranges
-        keys = src["name"][launcher].astype(np.int64) << 32
-        if table == "host_ops":
-            keys |= src["args"][launcher].astype(np.int64)
-        uniq, inv = _stats.factorize(keys)  # few distinct keys: hashed, not sorted
-        texts = [
-            kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
-            if table == "host_ops"
-            else nvtx_op(strings[key >> 32])
-            for key in uniq.tolist()
-        ]
+    src = tr.host_ops if table == "host_ops" else tr.ranges
+    c = np.ascontiguousarray
+    uniq, text = _optable.launcher_texts(
+        sel.view(np.uint8),
+        op_row,
+        c(src["name"], dtype=np.int32),
+        c(src["args"], dtype=np.int32) if table == "host_ops" else None,
+    )
+    texts = [
+        kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
+        if table == "host_ops"
+        else nvtx_op(strings[key >> 32])
+        for key in uniq.tolist()
+    ]
+    none = np.empty(0, dtype=np.int64)
     if gm is None or not (gm.ref[sel] >= 0).any():
-        return _Charged(mine, inv, launcher, np.zeros(mine.size, dtype=bool), texts)
-    replayed = sel[gm.ref[sel] >= 0]
+        return _Charged(text, texts, len(texts), none, none)
+    replayed = np.flatnonzero(sel & (gm.ref >= 0))
     ref = gm.ref[replayed]
+    text[replayed] = len(texts) + ref
     # a replayed op's call: its captured op instance within its graph launch
     call = -1 - (gm.replay[replayed] * len(caps.ops) + ref)
-    return _Charged(
-        np.concatenate([mine, replayed]),
-        np.concatenate([inv, len(texts) + ref]),
-        np.concatenate([launcher, call]),
-        np.concatenate([np.zeros(mine.size, dtype=bool), np.ones(replayed.size, dtype=bool)]),
-        texts + caps.ops,
-    )
+    return _Charged(text, texts + caps.ops, len(texts), replayed, call)
 
 
 def _ops_rows(
-    a: Attribution, sel: I64, ch: _Charged, gpu: GpuSpec | None, dur: I64
+    a: Attribution, ch: _Charged, gpu: GpuSpec | None, launch: OpLaunch
 ) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8], I64]:
-    """The ``ops`` rows over the selected, attributed GPU ops; and per GPU op (all rows of
-    gpu_ops) its category (its op's, else its kernel name's) and its ``ops`` row (-1)."""
+    """The ``ops`` rows over the charged GPU ops; and per op text its group's category
+    (``_UNKNOWN``: its kernels' own) and its group's row in ``ops`` (-1: none)."""
     tr = a.trace
     ops, strings = tr.gpu_ops, tr.strings
-    cat = np.full(len(ops), _UNKNOWN, dtype=np.int8)
-    row_of = np.full(len(ops), -1, dtype=np.int64)
-    kind = ops["kind"][sel]
-    cat[sel[kind == OpKind.MEMCPY]] = CATEGORIES.index("memcpy")
-    cat[sel[kind == OpKind.MEMSET]] = CATEGORIES.index("memset")
-    mine = ch.rows
+    texts = ch.texts
+    # one row per (name, input dims, input types)
+    group_of: dict[tuple[str, str, str], int] = {}
+    gid = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        key = (t.name, repr(t.input_dims), repr(t.input_types))
+        gid[i] = group_of.setdefault(key, len(group_of))
+    ng = len(group_of)
+    c = np.ascontiguousarray
+    n_launchers = len(tr.host_ops if launch.table == "host_ops" else tr.ranges)
+    kernel_ns, graph_ns, calls, over_link, pairs = _optable.group_totals(
+        ch.text, gid, ch.n_direct,
+        c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64),
+        c(ops["kind"], dtype=np.int8), c(ops["copy_kind"], dtype=np.int8),
+        c(ops["name"], dtype=np.int32), launch.op_row, n_launchers, ng,
+        OpKind.MEMCPY, CopyKind.DTOD,
+    )  # fmt: skip
+    # calls: distinct launching ops (op calls) per group; a graph replay's: per captured
+    # op instance within its graph launch
+    graph_calls = np.zeros(ng, dtype=np.int64)
+    if ch.replayed.size:
+        _, at = np.unique(ch.replayed_call, return_index=True)
+        graph_calls = np.bincount(gid[ch.text[ch.replayed[at]]], minlength=ng)
+        calls += graph_calls
+    first_text: dict[int, OpText] = {}
+    for i in range(len(texts)):
+        first_text.setdefault(int(gid[i]), texts[i])
+    kernels: dict[int, set[str]] = {}
+    for key in pairs.tolist():
+        kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
+    cat_of_group = np.full(ng, _UNKNOWN, dtype=np.int8)
     rows_out: list[dict[str, Any]] = []
-    if mine.size:
-        texts = ch.texts
-        # one row per (name, input dims, input types)
-        group_of: dict[tuple[str, str, str], int] = {}
-        gid = np.empty(len(texts), dtype=np.int64)
-        for i, t in enumerate(texts):
-            key = (t.name, repr(t.input_dims), repr(t.input_types))
-            gid[i] = group_of.setdefault(key, len(group_of))
-        g = gid[ch.text]
-        ng = len(group_of)
-        d = dur[mine]
-        kernel_ns = _sums(g, d, ng)
-        graph_ns = _sums(g[ch.graph], d[ch.graph], ng)
-        # calls: distinct launching ops (op calls) per group
-        _, at = np.unique(ch.call, return_index=True)
-        calls = np.bincount(g[at], minlength=ng)
-        graph_calls = np.bincount(g[at[ch.graph[at]]], minlength=ng)
+    for gi in np.flatnonzero(calls).tolist():
+        t = first_text[gi]
+        call = OpCall(
+            t.name,
+            tuple(t.input_dims),
+            tuple(t.input_types),
+            tuple(t.concrete_inputs),
+            tuple(t.input_strides),
+            tuple(sorted(kernels[gi])),
+        )
+        cost = model_op(call)
+        # an op no rule names (a user NVTX range around mixed kernels): its kernels'
+        # own categories
+        vague = cost.family is None and cost.category == "other"
+        cat_of_group[gi] = _UNKNOWN if vague else CATEGORIES.index(cost.category)
+        mean = kernel_ns[gi] / calls[gi]
+        rl = roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
         # a copy to or from the host (or between devices) runs at its link's rate, not
         # HBM's: its group gets no bound or fraction
-        linked = (ops["kind"][mine] == OpKind.MEMCPY) & (ops["copy_kind"][mine] != CopyKind.DTOD)
-        over_link = np.bincount(g, weights=linked, minlength=ng) > 0
-        first_text: dict[int, OpText] = {}
-        for i in range(len(texts)):
-            first_text.setdefault(int(gid[i]), texts[i])
-        kernels: dict[int, set[str]] = {}
-        pairs, _ = _stats.factorize((g << 32) | ops["name"][mine].astype(np.int64), False)
-        for key in pairs.tolist():
-            kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
-        cat_of_group = np.full(ng, _UNKNOWN, dtype=np.int8)
-        for gi in np.flatnonzero(calls).tolist():
-            t = first_text[gi]
-            call = OpCall(
-                t.name,
-                tuple(t.input_dims),
-                tuple(t.input_types),
-                tuple(t.concrete_inputs),
-                tuple(t.input_strides),
-                tuple(sorted(kernels[gi])),
-            )
-            cost = model_op(call)
-            # an op no rule names (a user NVTX range around mixed kernels): its kernels'
-            # own categories
-            vague = cost.family is None and cost.category == "other"
-            cat_of_group[gi] = _UNKNOWN if vague else CATEGORIES.index(cost.category)
-            mean = kernel_ns[gi] / calls[gi]
-            rl = roofline(cost.gflops, cost.bytes, float(mean), cost.dtype, gpu)
-            if over_link[gi]:
-                rl = Roofline(rl.tflops_s, rl.tb_s, rl.intensity, None, None)
-            rows_out.append(
-                {
-                    "name": t.name,
-                    "input_dims": t.input_dims,
-                    "input_types": t.input_types,
-                    "category": cost.category,
-                    "calls": int(calls[gi]),
-                    "kernel_ns": int(kernel_ns[gi]),
-                    "graph_calls": int(graph_calls[gi]),
-                    "graph_kernel_ns": int(graph_ns[gi]),
-                    "gflops": cost.gflops,
-                    "bytes": cost.bytes,
-                    "dtype": cost.dtype,
-                    "tflops_s": rl.tflops_s,
-                    "tb_s": rl.tb_s,
-                    "intensity": rl.intensity,
-                    "bound": rl.bound,
-                    "roofline_fraction": rl.fraction,
-                }
-            )
-        known = cat[mine] == _UNKNOWN
-        cat[mine[known]] = cat_of_group[g[known]]
-        # rows exist for the groups some op call holds (a capture's ops hold none
-        # unless a replay matched them)
-        live = np.flatnonzero(calls)
-        order = sorted(range(live.size), key=lambda i: _row_order(rows_out[i]))
-        place = np.full(ng, -1, dtype=np.int64)
-        place[live[order]] = np.arange(live.size)
-        row_of[mine] = place[g]
-        rows_out = [rows_out[i] for i in order]
-    rest = sel[cat[sel] == _UNKNOWN]
-    cat[rest] = _by_kernel_name(a, rest)
-    return rows_out, cat, row_of
+        if over_link[gi]:
+            rl = Roofline(rl.tflops_s, rl.tb_s, rl.intensity, None, None)
+        rows_out.append(
+            {
+                "name": t.name,
+                "input_dims": t.input_dims,
+                "input_types": t.input_types,
+                "category": cost.category,
+                "calls": int(calls[gi]),
+                "kernel_ns": int(kernel_ns[gi]),
+                "graph_calls": int(graph_calls[gi]),
+                "graph_kernel_ns": int(graph_ns[gi]),
+                "gflops": cost.gflops,
+                "bytes": cost.bytes,
+                "dtype": cost.dtype,
+                "tflops_s": rl.tflops_s,
+                "tb_s": rl.tb_s,
+                "intensity": rl.intensity,
+                "bound": rl.bound,
+                "roofline_fraction": rl.fraction,
+            }
+        )
+    # rows exist for the groups some op call holds (a capture's ops hold none unless a
+    # replay matched them)
+    live = np.flatnonzero(calls)
+    order = sorted(range(live.size), key=lambda i: _row_order(rows_out[i]))
+    place = np.full(ng, -1, dtype=np.int64)
+    place[live[order]] = np.arange(live.size)
+    rows_out = [rows_out[i] for i in order]
+    return rows_out, cat_of_group[gid], place[gid]
 
 
-def _by_kernel_name(a: Attribution, rows: I64) -> npt.NDArray[np.int8]:
-    """The GPU ops' categories by their kernel names alone."""
+def _name_categories(a: Attribution) -> npt.NDArray[np.int8]:
+    """Per string id, the category of a GPU op by its kernel name alone (for the names of
+    the trace's GPU ops; 0 for other ids)."""
     ops, strings = a.trace.gpu_ops, a.trace.strings
-    names, inv = _stats.factorize(ops["name"][rows].astype(np.int64))
-    by_name = np.array(
-        [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names], np.int8
-    )
-    return by_name[inv]
+    names = _optable.names_present(np.ascontiguousarray(ops["name"], np.int32), len(strings))
+    out = np.zeros(len(strings), dtype=np.int8)
+    out[names] = [CATEGORIES.index(category_of_kernel(strings[int(x)])) for x in names]
+    return out
 
 
 def _row_order(r: dict[str, Any]) -> tuple[int, str, str]:
@@ -303,13 +329,20 @@ def op_table(
     ops = tr.gpu_ops
     gpu = gpu if gpu is not None else trace_gpu(a)
     launch = launching_ops(tr, a.launches)
-    everything = np.arange(len(ops), dtype=np.int64)
-    parts = per_window(a, everything)
-    sel = reported(a, everything)
+    pairs = _device_pairs(a)
+    win = _window_of(a, pairs)
+    parts: list[I64] = []
+    if win is None:  # overlapping window entries: an op may be in several
+        parts = per_window(a, np.arange(len(ops), dtype=np.int64))
+        sel = np.zeros(len(ops), dtype=bool)
+        for p in parts:
+            sel[p] = True
+    else:
+        sel = win >= 0
     caps = captures.copy() if captures is not None else Captures()
     gm: GraphMatch | None = None
     reason = launch.reason
-    if launch.graph[sel].any():
+    if (launch.graph & sel).any():
         own = caps.add(tr, OWN, a.launches)
         if not own.graphs and not own.incomplete:
             caps.sources.remove(own)
@@ -317,50 +350,44 @@ def op_table(
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
     charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
-    dur = ops["end"] - ops["start"]
-    rows, cat, row_of = _ops_rows(a, sel, charged, gpu, dur)
-    # an op no window reports (it starts before a window and runs into it) still makes the
-    # window busy: the busy split charges it by its kind and kernel name
-    rest = np.flatnonzero(cat == _UNKNOWN)
-    kind = ops["kind"][rest]
-    cat[rest] = np.where(
-        kind == OpKind.MEMCPY,
-        CATEGORIES.index("memcpy"),
-        np.where(kind == OpKind.MEMSET, CATEGORIES.index("memset"), _by_kernel_name(a, rest)),
-    )
+    rows, text_cat, text_place = _ops_rows(a, charged, gpu, launch)
     n_cat = len(CATEGORIES)
-    busy, split = _busy_split(a, cat)
-    win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
-    if parts:
-        rows_w = np.concatenate(parts)
-        win = np.repeat(np.arange(len(parts)), [p.size for p in parts])
-        cell = win * n_cat + np.minimum(cat[rows_w], n_cat - 1)
-        win_kernel = _sums(cell, dur[rows_w], len(parts) * n_cat).reshape(len(parts), n_cat)
-    window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(parts))]
-    d_sel = dur[sel]
-    tot_kernel = _sums(cat[sel].astype(np.int64), d_sel, n_cat)
-    attributed = launch.op_row[sel] >= 0
-    if gm is not None:
-        attributed |= gm.ref[sel] >= 0
-    graph = launch.graph[sel]
-    unattributed = []
-    for k, why in enumerate(REASONS):
-        m = reason[sel] == k
-        if m.any():
-            unattributed.append(
-                {
-                    "reason": why,
-                    "code": REASON_CODES[k],
-                    "ops": int(m.sum()),
-                    "kernel_ns": int(d_sel[m].sum()),
-                }
-            )
+    c = np.ascontiguousarray
+    # every op's category: a memcpy or memset by its kind, a charged op by its op's when
+    # known, else by its kernel name (an op no window reports still makes the window busy)
+    cat, row_of, win_kernel, tot_kernel, sums, r_ops, r_ns = _optable.op_categories(
+        c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64),
+        c(ops["kind"], dtype=np.int8), c(ops["name"], dtype=np.int32), sel.view(np.uint8),
+        win, len(a.windows), charged.text, text_cat, text_place, _name_categories(a),
+        reason, len(REASONS), launch.graph.view(np.uint8), OpKind.MEMCPY, OpKind.MEMSET,
+        CATEGORIES.index("memcpy"), CATEGORIES.index("memset"), n_cat,
+    )  # fmt: skip
+    busy, split = _busy_split(a, cat, pairs)
+    if win is None:
+        win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
+        if parts:
+            rows_w = np.concatenate(parts)
+            w_of = np.repeat(np.arange(len(parts)), [p.size for p in parts])
+            cell = w_of * n_cat + np.minimum(cat[rows_w], n_cat - 1)
+            dur = ops["end"][rows_w] - ops["start"][rows_w]
+            win_kernel = _sums(cell, dur, len(parts) * n_cat).reshape(len(parts), n_cat)
+    window_categories = [_category_list(win_kernel[i], split[i]) for i in range(len(a.windows))]
+    unattributed = [
+        {
+            "reason": why,
+            "code": REASON_CODES[k],
+            "ops": int(r_ops[k]),
+            "kernel_ns": int(r_ns[k]),
+        }
+        for k, why in enumerate(REASONS)
+        if r_ops[k]
+    ]
     attribution: dict[str, Any] = {
         "source": "cpu_op" if launch.table == "host_ops" else "nvtx",
-        "kernel_ns": int(d_sel.sum()),
-        "attributed_ns": int(d_sel[attributed].sum()),
-        "graph_kernel_ns": int(d_sel[graph].sum()),
-        "graph_attributed_ns": int(d_sel[graph & attributed].sum()),
+        "kernel_ns": int(sums[0]),
+        "attributed_ns": int(sums[1]),
+        "graph_kernel_ns": int(sums[2]),
+        "graph_attributed_ns": int(sums[3]),
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
     }

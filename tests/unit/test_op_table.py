@@ -11,7 +11,7 @@ from helpers.synth import make_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytimings._native import _host
+from pytimings._native import _optable
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
 from pytimings.analysis.op_table import op_table
@@ -53,59 +53,70 @@ def _trace():
     return make_trace(ops, api, host_ops=host_ops)
 
 
-def test_innermost_enclosing_picks_the_latest_start_that_encloses():
+def test_innermost_rows_picks_the_latest_start_that_encloses():
     s = np.array([0, 10, 12, 60], np.int64)
     e = np.array([100, 60, 15, 90], np.int64)
     g = np.zeros(4, np.int32)
     q_s = np.array([11, 13, 20, 61, 95, 120], np.int64)
     q_e = np.array([12, 14, 21, 62, 96, 121], np.int64)
-    every = np.arange(6, dtype=np.int64)
-    got = _host.innermost_enclosing(s, e, g, every[:4], q_s, q_e, np.zeros(6, np.int32), every)
+    got = _optable.innermost_rows(s, e, g, None, q_s, q_e, np.zeros(6, np.int32))
     assert got.tolist() == [1, 2, 1, 3, 0, -1]
-    with pytest.raises(ValueError, match="not sorted"):
-        _host.innermost_enclosing(
-            s, e, g, every[3::-1].copy(), q_s, q_e, np.zeros(6, np.int32), every
-        )
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(-3, 3), st.integers(-(2**62), 2**62)), max_size=30),
-    st.booleans(),
-    st.randoms(use_true_random=False),
-)
-def test_group_start_order_is_the_stable_lexsort(pairs, narrow, rnd):
-    # narrow: starts near 0 (packed keys); else spread over 2**63 (the lexsort path)
-    g = np.array([p[0] for p in pairs], np.int32)
-    s = np.array([p[1] % 7 if narrow else p[1] for p in pairs], np.int64)
-    rows = np.array(rnd.sample(range(len(pairs)), rnd.randint(0, len(pairs))), np.int64)
-    want = rows[np.lexsort((s[rows], g[rows]))]
-    assert _host.group_start_order(g, s, rows).tolist() == want.tolist()
-    assert _host.group_start_order(g, s).tolist() == np.lexsort((s, g)).tolist()
+    keep = np.array([1, 0, 1, 1], np.uint8)  # without row 1: row 0 encloses 11..21
+    got = _optable.innermost_rows(s, e, g, keep, q_s, q_e, np.zeros(6, np.int32))
+    assert got.tolist() == [0, 2, 0, 3, 0, -1]
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(0, 30)), max_size=25),
     st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 5)), max_size=15),
+    st.sampled_from(["rows", "runs"]),
 )
-def test_innermost_enclosing_matches_brute_force(acts, queries):
+def test_innermost_rows_matches_brute_force(acts, queries, layout):
+    # a few activities come in few sorted runs (merged on the fly, no sort); runs: sorted
+    # by (thread, start) in at most 3 runs
+    if layout == "runs":
+        k = len(acts) // 3
+        acts = sorted(acts[:k]) + sorted(acts[k : 2 * k]) + sorted(acts[2 * k :])
     a_g = np.array([a[0] for a in acts], np.int32)
     a_s = np.array([a[1] for a in acts], np.int64)
     a_e = a_s + np.array([a[2] for a in acts], np.int64)
     q_g = np.array([q[0] for q in queries], np.int32)
     q_s = np.array([q[1] for q in queries], np.int64)
     q_e = q_s + np.array([q[2] for q in queries], np.int64)
-    a_rows = _host.group_start_order(a_g, a_s, np.arange(0, len(acts), 2, dtype=np.int64))
-    q_rows = _host.group_start_order(q_g, q_s)
-    got = _host.innermost_enclosing(a_s, a_e, a_g, a_rows, q_s, q_e, q_g, q_rows)
-    pos = {int(r): i for i, r in enumerate(a_rows)}  # ties: the later in the order
-    for k, q in enumerate(q_rows.tolist()):
+    keep = (np.arange(len(acts)) % 2 == 0).astype(np.uint8)
+    got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    for q in range(len(queries)):
         inside = [
-            r for r in a_rows.tolist() if a_g[r] == q_g[q] and a_s[r] <= q_s[q] and q_e[q] <= a_e[r]
+            r
+            for r in np.flatnonzero(keep).tolist()
+            if a_g[r] == q_g[q] and a_s[r] <= q_s[q] and q_e[q] <= a_e[r]
         ]
-        best = max(inside, key=lambda r: (a_s[r], -a_e[r], pos[r]), default=-1)
-        assert got[k] == best
+        best = max(inside, key=lambda r: (a_s[r], -a_e[r], r), default=-1)
+        assert got[q] == best
+
+
+@pytest.mark.parametrize("first_start", [0, -(2**57), -(2**62)])
+def test_innermost_rows_of_many_unsorted_activities(first_start):
+    # more sorted runs than are merged: one sort of packed (thread, start, row) keys; with
+    # one activity from -2**57 on, (thread, start) keys sorted stably; from -2**62, lexsort
+    rng = np.random.default_rng(7)
+    a_g = rng.integers(0, 3, 3000).astype(np.int32)
+    a_s = rng.integers(0, 2000, 3000).astype(np.int64)
+    a_e = a_s + rng.integers(0, 300, 3000)
+    a_s[0], a_e[0] = first_start, 2**62
+    q_g = rng.integers(0, 3, 400).astype(np.int32)
+    q_s = rng.integers(0, 2000, 400).astype(np.int64)
+    q_e = q_s + rng.integers(0, 20, 400)
+    keep = (rng.random(3000) < 0.7).astype(np.uint8)
+    got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    rows = np.arange(3000)
+    for q in range(400):
+        inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
+        want = -1
+        if inside.size:  # the latest start, then the earliest end, then the later row
+            want = inside[np.lexsort((-inside, a_e[inside], -a_s[inside]))[0]]
+        assert got[q] == want
 
 
 def test_ops_rows_calls_and_attribution():
@@ -274,3 +285,26 @@ def test_grouping_kernels_match_numpy(values, spread):
     assert _stats.distinct_counts(items, inv, 7, n).tolist() == want_calls
     with pytest.raises(ValueError, match="out of range"):
         _stats.group_sums(np.array([1]), np.array([1]), 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15), st.integers(0, 4)), max_size=40),
+    st.lists(st.integers(0, 80), min_size=1, max_size=8),
+)
+def test_busy_split_unions_match_a_timeline(ops, points):
+    # per category k and point p: the ns before p covered by an op of category <= k, read
+    # off a boolean timeline (category 5 and above: not counted; the mask drops odd rows)
+    s = np.array([o[0] for o in ops], np.int64)
+    e = s + np.array([o[1] for o in ops], np.int64)
+    cat = np.array([o[2] * 2 % 7 for o in ops], np.int8)  # 0, 2, 4, 6, 1: some absent
+    keep = (np.arange(len(ops)) % 2 == 0).astype(np.uint8)
+    pts = np.array(sorted(points), np.int64)
+    got = _optable.busy_split(s, e, cat, keep, 5, pts)
+    assert got.shape == (5, pts.size)
+    for k in range(5):
+        line = np.zeros(100, dtype=bool)
+        for i in range(len(ops)):
+            if keep[i] and cat[i] <= k:
+                line[s[i] : e[i]] = True
+        assert got[k].tolist() == [int(line[:p].sum()) for p in pts.tolist()]

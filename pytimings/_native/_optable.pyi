@@ -1,0 +1,75 @@
+import numpy as np
+import numpy.typing as npt
+
+_I64 = npt.NDArray[np.int64]
+_I32 = npt.NDArray[np.int32]
+_I8 = npt.NDArray[np.int8]
+_U8 = npt.NDArray[np.uint8]
+
+def innermost_rows(
+    a_start: _I64,
+    a_end: _I64,
+    a_thread: _I32,
+    a_keep: _U8 | None,
+    q_start: _I64,
+    q_end: _I64,
+    q_thread: _I32,
+) -> npt.NDArray[np.int32] | _I64: ...
+def launching_rows(
+    a_start: _I64,
+    a_end: _I64,
+    a_thread: _I32,
+    a_keep: _U8 | None,
+    q_start: _I64,
+    q_end: _I64,
+    q_thread: _I32,
+    api_row: _I64,
+    graph: _U8,
+    no_launch: int,
+    no_op: int,
+    graph_code: int,
+) -> tuple[_I64, _I8]: ...
+def names_present(name: _I32, n_names: int) -> _I64: ...
+def window_index(
+    start: _I64, keep: _U8 | None, ws: _I64, we: _I64, wid: _I64, out: _I32
+) -> None: ...
+def launcher_texts(sel: _U8, op_row: _I64, name: _I32, args: _I32 | None) -> tuple[_I64, _I32]: ...
+def group_totals(
+    text: _I32,
+    gid: _I64,
+    n_direct: int,
+    start: _I64,
+    end: _I64,
+    kind: _I8,
+    copy_kind: _I8,
+    name: _I32,
+    op_row: _I64,
+    n_launchers: int,
+    ng: int,
+    memcpy_kind: int,
+    dtod: int,
+) -> tuple[_I64, _I64, _I64, npt.NDArray[np.bool_], _I64]: ...
+def op_categories(
+    start: _I64,
+    end: _I64,
+    kind: _I8,
+    name: _I32,
+    sel: _U8,
+    win: _I32 | None,
+    n_win: int,
+    text: _I32,
+    text_cat: _I8,
+    text_place: _I64,
+    name_cat: _I8,
+    reason: _I8,
+    n_reasons: int,
+    graph: _U8,
+    memcpy_kind: int,
+    memset_kind: int,
+    memcpy_cat: int,
+    memset_cat: int,
+    n_cat: int,
+) -> tuple[_I8, _I64, npt.NDArray[np.int64], _I64, _I64, _I64, _I64]: ...
+def busy_split(
+    start: _I64, end: _I64, cat: _I8, keep: _U8 | None, n_cat: int, points: _I64
+) -> npt.NDArray[np.int64]: ...

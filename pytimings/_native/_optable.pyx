@@ -1,0 +1,787 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
+"""Per-op attribution kernels (:mod:`pytimings.analysis.op_launch`,
+:mod:`pytimings.analysis.op_table`): each reads the GPU-op and host columns in place, one
+compiled pass per question, so that the op table of 10^7 GPU ops allocates its outputs and
+one packed sort key per sorted row, not chains of 10^7-row temporaries (on a VM, memory a
+process touches for the first time costs more than the arithmetic).
+
+Orders are sorts of packed ``(group, start, row)`` keys (distinct, so any sort gives the
+stable lexsort's order).
+"""
+
+import numpy as np
+
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+
+
+cdef inline int _bits(uint64_t span) noexcept nogil:
+    """The bits that hold values in [0, span]."""
+    cdef int b = 0
+    while b < 64 and (span >> b) != 0:
+        b += 1
+    return b
+
+
+cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
+                   Py_ssize_t n_all):
+    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) ordered by
+    (``group[r]`` when given, ``start[r]``, r), an int64 array: one sort of packed
+    (group, start, row) keys where they fit in 64 bits, else a stable argsort of packed
+    (group, start) keys (16 more bytes a row), else numpy's lexsort."""
+    cdef Py_ssize_t r, n = 0, i = 0
+    cdef int64_t s_lo = INT64_MAX, s_hi = INT64_MIN
+    cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
+    cdef int p_bits, s_bits, g_bits = 0
+    cdef uint64_t m
+    with nogil:
+        for r in range(n_all):
+            if keep != NULL and not keep[r]:
+                continue
+            n += 1
+            if start[r] < s_lo:
+                s_lo = start[r]
+            if start[r] > s_hi:
+                s_hi = start[r]
+            if group != NULL:
+                if group[r] < g_lo:
+                    g_lo = group[r]
+                if group[r] > g_hi:
+                    g_hi = group[r]
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    p_bits = _bits(<uint64_t>(n_all - 1))
+    s_bits = _bits(<uint64_t>s_hi - <uint64_t>s_lo)
+    if group != NULL:
+        g_bits = _bits(<uint64_t>(g_hi - g_lo))
+    if s_bits + g_bits > 64:
+        rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
+            np.asarray(<const uint8_t[:n_all]>keep))
+        s_col = np.asarray(start)[rows]
+        if group == NULL:
+            return rows[np.argsort(s_col, kind="stable")]
+        g_col = np.asarray(<const int32_t[:n_all]>group)[rows]
+        return rows[np.lexsort((s_col, g_col))]
+    cdef bint packed = p_bits + s_bits + g_bits <= 64  # else a stable argsort keeps ties
+    keys_arr = np.empty(n, dtype=np.uint64)
+    cdef uint64_t[::1] keys = keys_arr
+    with nogil:
+        for r in range(n_all):
+            if keep != NULL and not keep[r]:
+                continue
+            m = <uint64_t>start[r] - <uint64_t>s_lo
+            if group != NULL:
+                m |= <uint64_t>(<int64_t>group[r] - g_lo) << s_bits
+            keys[i] = (m << p_bits) | <uint64_t>r if packed else m
+            i += 1
+    if not packed:
+        pos_arr = np.argsort(keys_arr, kind="stable")
+        if keep == NULL:
+            return pos_arr
+        pos_to_row = np.flatnonzero(np.asarray(<const uint8_t[:n_all]>keep))
+        return pos_to_row[pos_arr]
+    keys_arr.sort(kind="stable")  # distinct keys: any sort gives this order
+    m = (<uint64_t>1 << p_bits) - 1
+    with nogil:
+        for i in range(n):
+            keys[i] = keys[i] & m
+    return keys_arr.view(np.int64)
+
+
+cdef const void* _data(object col, Py_ssize_t n, object dtype, str what) except? NULL:
+    """The data of an optional C-contiguous column of ``n`` values of ``dtype`` (a uint8
+    mask, an int32 column; None: NULL)."""
+    cdef const uint8_t[::1] b
+    if col is None:
+        return NULL
+    if col.dtype != dtype or col.shape != (n,):
+        raise ValueError(f"{what}: expected {n} values of {np.dtype(dtype)}")
+    b = col.view(np.uint8)
+    return &b[0] if n else NULL
+
+
+cdef enum:
+    _MAX_RUNS = 64  # more sorted runs than this: one sort of packed keys instead
+
+
+# Rows in (group, start, row) order: read from ``order`` (a sorted row list) or, where it is
+# NULL, merged on the fly from the few runs the kept rows already come in (each run:
+# consecutive kept rows in that order), with no sorted copy; ``head``: the next row (-1:
+# none).
+cdef struct Runs:
+    const int64_t* order
+    Py_ssize_t n_order
+    Py_ssize_t at
+    const int64_t* start
+    const int32_t* group
+    const uint8_t* keep
+    Py_ssize_t n_runs
+    int64_t pos[_MAX_RUNS]  # per run: its next row (-1: done)
+    int64_t stop[_MAX_RUNS]  # per run: the row after it
+    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (group, start, run) on top
+    Py_ssize_t n_heap
+    int64_t head
+
+
+cdef inline bint _before(Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    cdef int64_t x = m.pos[a], y = m.pos[b]
+    if m.group[x] != m.group[y]:
+        return m.group[x] < m.group[y]
+    if m.start[x] != m.start[y]:
+        return m.start[x] < m.start[y]
+    return a < b  # the earlier run holds the lower rows
+
+
+cdef void _sift(Runs* m) noexcept nogil:
+    """Restore the heap after its top's row changed."""
+    cdef Py_ssize_t i = 0, c, t = m.heap[0]
+    while True:
+        c = 2 * i + 1
+        if c >= m.n_heap:
+            break
+        if c + 1 < m.n_heap and _before(m, m.heap[c + 1], m.heap[c]):
+            c += 1
+        if not _before(m, m.heap[c], t):
+            break
+        m.heap[i] = m.heap[c]
+        i = c
+    m.heap[i] = t
+    m.head = m.pos[m.heap[0]]
+
+
+cdef void _advance(Runs* m) noexcept nogil:
+    """Move past ``head``."""
+    if m.order != NULL:
+        m.at += 1
+        m.head = m.order[m.at] if m.at < m.n_order else -1
+        return
+    cdef Py_ssize_t t = m.heap[0]
+    cdef int64_t r = m.pos[t] + 1
+    while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
+        r += 1
+    if r < m.stop[t]:
+        m.pos[t] = r
+    else:
+        m.n_heap -= 1
+        if m.n_heap == 0:
+            m.head = -1
+            return
+        m.heap[0] = m.heap[m.n_heap]
+    _sift(m)
+
+
+cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
+                Py_ssize_t n_all) noexcept nogil:
+    """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
+    cdef Py_ssize_t r, k
+    cdef int64_t prev = -1
+    m.order, m.start, m.group, m.keep, m.n_runs = NULL, start, group, keep, 0
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        if prev < 0 or group[r] < group[prev] or (group[r] == group[prev]
+                                                  and start[r] < start[prev]):
+            if m.n_runs == _MAX_RUNS:
+                return False
+            if m.n_runs:
+                m.stop[m.n_runs - 1] = r
+            m.pos[m.n_runs] = r
+            m.n_runs += 1
+        prev = r
+    if m.n_runs:
+        m.stop[m.n_runs - 1] = n_all
+    m.n_heap = 0
+    m.head = -1
+    for k in range(m.n_runs):  # insert each run by sifting up
+        r = m.n_heap
+        m.n_heap += 1
+        while r > 0 and _before(m, k, m.heap[(r - 1) >> 1]):
+            m.heap[r] = m.heap[(r - 1) >> 1]
+            r = (r - 1) >> 1
+        m.heap[r] = k
+    if m.n_heap:
+        m.head = m.pos[m.heap[0]]
+    return True
+
+
+cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t[::1] group,
+                    const uint8_t* keep):
+    """Set ``m`` up to give the kept rows in (group, start, row) order: merged from their
+    sorted runs when they come in few (returns None), else read from their order (returned:
+    the caller holds it while reading)."""
+    cdef Py_ssize_t n = start.shape[0]
+    cdef bint merged = False
+    cdef const int64_t[::1] o
+    m.head, m.order, m.n_heap = -1, NULL, 0
+    if n:
+        with nogil:
+            merged = _runs(m, &start[0], &group[0], keep, n)
+    if merged:
+        return None
+    order = _order(start, &group[0] if n else NULL, keep, n)
+    o = order
+    m.n_order, m.at = o.shape[0], 0
+    if m.n_order:
+        m.order = &o[0]
+        m.head = o[0]
+    return order
+
+
+cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, const uint8_t* keep,
+                   const int64_t[::1] q_start, const int64_t[::1] q_end,
+                   const int32_t[::1] q_thread, const uint8_t* need):
+    """Per query row (read where ``need``): the innermost kept activity enclosing it on its
+    thread, or -1 (int32 when the activity rows fit, else int64). One pass over both in
+    (thread, start) order with a stack of the open activities: O(n + q) for nested
+    activities (activities that overlap without nesting are searched past). Rows in few
+    sorted runs (a loader's table in time order, or nesting levels one after another)
+    are merged, not sorted."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
+    cdef Py_ssize_t top = 0, cap = 64, j
+    cdef int64_t g, x, y, qs, qe, q, best
+    cdef int64_t* stack
+    cdef int64_t* grown
+    cdef Runs m, mq
+    a_order = _stream(&m, a_start, a_thread, keep)  # held while the streams read them
+    q_order = _stream(&mq, q_start, q_thread, need)
+    wide = na >= 2147483647
+    found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
+    cdef int64_t[::1] f64
+    cdef int32_t[::1] f32
+    cdef int64_t* p64 = NULL
+    cdef int32_t* p32 = NULL
+    if nq and wide:
+        f64 = found_arr
+        p64 = &f64[0]
+    elif nq:
+        f32 = found_arr
+        p32 = &f32[0]
+    stack = <int64_t*>malloc(cap * sizeof(int64_t))
+    if stack == NULL:
+        raise MemoryError()
+    with nogil:
+        g = INT64_MIN
+        x = m.head  # the next activity
+        while mq.head >= 0:
+            q = mq.head
+            _advance(&mq)
+            qs = q_start[q]
+            qe = q_end[q]
+            if q_thread[q] != g:  # a new thread: skip earlier threads' activities
+                g = q_thread[q]
+                top = 0
+                while x >= 0 and a_thread[x] < g:
+                    _advance(&m)
+                    x = m.head
+            while x >= 0 and a_thread[x] == g and a_start[x] <= qs:
+                while top > 0 and a_end[stack[top - 1]] < a_start[x]:
+                    top -= 1  # ended before this one starts: no later query is inside
+                if top == cap:
+                    grown = <int64_t*>realloc(stack, 2 * cap * sizeof(int64_t))
+                    if grown == NULL:
+                        top = -1
+                        break
+                    stack = grown
+                    cap *= 2
+                stack[top] = x
+                top += 1
+                _advance(&m)
+                x = m.head
+            if top < 0:
+                break
+            while top > 0 and a_end[stack[top - 1]] < qs:
+                top -= 1  # ended before this query (queries come in start order)
+            best = -1
+            j = top - 1
+            while j >= 0:
+                y = stack[j]
+                if best >= 0 and a_start[y] != a_start[best]:
+                    break  # later activities start earlier: not more inner
+                if a_end[y] >= qe and (best < 0 or a_end[y] < a_end[best]):
+                    best = y
+                j -= 1
+            if p64 != NULL:
+                p64[q] = best
+            else:
+                p32[q] = <int32_t>best
+    free(stack)
+    if top < 0:
+        raise MemoryError()
+    return found_arr
+
+
+def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, a_keep, const int64_t[::1] q_start,
+                   const int64_t[::1] q_end, const int32_t[::1] q_thread):
+    """Per query ``[q_start, q_end]`` on its thread: the row of the innermost kept activity
+    (``a_keep``: a uint8 mask, None: all) enclosing it there (``start <= q_start``,
+    ``q_end <= end``; innermost: the latest start, then the earliest end, then the later
+    row), or -1; int32 when the activity rows fit, else int64."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
+    if a_end.shape[0] != na or a_thread.shape[0] != na:
+        raise ValueError("innermost_rows: activity columns differ in length")
+    if q_end.shape[0] != nq or q_thread.shape[0] != nq:
+        raise ValueError("innermost_rows: query columns differ in length")
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "innermost_rows")
+    return _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread, NULL)
+
+
+def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, a_keep,
+                   const int64_t[::1] q_start, const int64_t[::1] q_end,
+                   const int32_t[::1] q_thread, const int64_t[::1] api_row,
+                   const uint8_t[::1] graph, int no_launch, int no_op, int graph_code):
+    """Per GPU op (``api_row``: the row of its launch call among the queries, -1: none;
+    ``graph``: run by a graph replay): the row of the innermost kept activity (``a_keep``:
+    a uint8 mask, None: all) enclosing its launch call on the call's thread (``start <=
+    q_start``, ``q_end <= end``; innermost: the latest start, then the earliest end, then
+    the later row), -1 for graph-replayed ops and where none; and its reason code (-1
+    where found; ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only
+    the launch calls of the ops not run by a graph are queried."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], n = api_row.shape[0], i
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
+    if a_end.shape[0] != na or a_thread.shape[0] != na:
+        raise ValueError("launching_rows: activity columns differ in length")
+    if q_end.shape[0] != nq or q_thread.shape[0] != nq:
+        raise ValueError("launching_rows: query columns differ in length")
+    if graph.shape[0] != n:
+        raise ValueError("launching_rows: api_row and graph differ in length")
+    for i in range(n):
+        if api_row[i] >= nq:
+            raise ValueError("launching_rows: a launch call row is out of range")
+    need_arr = np.zeros(nq, dtype=np.uint8)
+    cdef uint8_t[::1] need = need_arr
+    with nogil:
+        for i in range(n):
+            if api_row[i] >= 0 and not graph[i]:
+                need[api_row[i]] = 1
+    found_arr = _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread,
+                       &need[0] if nq else NULL)
+    cdef const int64_t[::1] f64
+    cdef const int32_t[::1] f32
+    cdef const int64_t* p64 = NULL
+    cdef const int32_t* p32 = NULL
+    if nq and found_arr.dtype == np.int64:
+        f64 = found_arr
+        p64 = &f64[0]
+    elif nq:
+        f32 = found_arr
+        p32 = &f32[0]
+    op_row_arr = np.empty(n, dtype=np.int64)
+    reason_arr = np.empty(n, dtype=np.int8)
+    cdef int64_t[::1] op_row = op_row_arr
+    cdef int8_t[::1] reason = reason_arr
+    with nogil:
+        for i in range(n):
+            op_row[i] = -1
+            if graph[i]:
+                reason[i] = graph_code
+            elif api_row[i] < 0:
+                reason[i] = no_launch
+            else:
+                op_row[i] = p64[api_row[i]] if p64 != NULL else p32[api_row[i]]
+                reason[i] = -1 if op_row[i] >= 0 else no_op
+    return op_row_arr, reason_arr
+
+
+def names_present(const int32_t[::1] name, Py_ssize_t n_names):
+    """The distinct ids in ``name`` (each in ``[0, n_names)``), ascending."""
+    cdef Py_ssize_t i, n = name.shape[0]
+    seen_arr = np.zeros(n_names, dtype=np.uint8)
+    cdef uint8_t[::1] seen = seen_arr
+    for i in range(n):
+        if name[i] < 0 or name[i] >= n_names:
+            raise ValueError("names_present: a name id is out of range")
+    with nogil:
+        for i in range(n):
+            seen[name[i]] = 1
+    return np.flatnonzero(seen_arr)
+
+
+def window_index(const int64_t[::1] start, keep, const int64_t[::1] ws,
+                 const int64_t[::1] we, const int64_t[::1] wid, int32_t[::1] out):
+    """For each kept op (``keep``: uint8 mask, None: all) whose start lies in one of the
+    windows ``[ws, we)`` (sorted by start, disjoint, none empty): ``out`` = that window's
+    ``wid``; other entries of ``out`` are left as they are."""
+    cdef Py_ssize_t n = start.shape[0], m = ws.shape[0], i, lo, hi, mid
+    cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "window_index")
+    cdef int64_t s
+    if out.shape[0] != n or we.shape[0] != m or wid.shape[0] != m:
+        raise ValueError("window_index: columns differ in length")
+    for i in range(m):
+        if we[i] <= ws[i] or (i and ws[i] < we[i - 1]):
+            raise ValueError("window_index: windows must be sorted, disjoint and not empty")
+    if m == 0:
+        return
+    with nogil:
+        for i in range(n):
+            if kp != NULL and not kp[i]:
+                continue
+            s = start[i]
+            if s < ws[0] or s >= we[m - 1]:
+                continue
+            lo = 0
+            hi = m  # the last window starting at or before s is lo
+            while hi - lo > 1:
+                mid = (lo + hi) >> 1
+                if ws[mid] <= s:
+                    lo = mid
+                else:
+                    hi = mid
+            if s < we[lo]:
+                out[i] = <int32_t>wid[lo]
+
+
+cdef struct Hash:
+    int64_t* keys  # -1: empty
+    int32_t* code
+    Py_ssize_t cap  # a power of two
+    Py_ssize_t used
+
+
+cdef inline Py_ssize_t _slot(int64_t k, Py_ssize_t cap) noexcept nogil:
+    return <Py_ssize_t>(((<uint64_t>k * <uint64_t>0x9E3779B97F4A7C15) >> 17)
+                        & <uint64_t>(cap - 1))
+
+
+cdef void _hash_free(Hash* h) noexcept nogil:
+    free(h.keys)
+    free(h.code)
+    h.keys = NULL
+    h.code = NULL
+
+
+cdef int _hash_init(Hash* h) except -1:
+    cdef Py_ssize_t j
+    h.cap = 1024
+    h.used = 0
+    h.keys = <int64_t*>malloc(h.cap * sizeof(int64_t))
+    h.code = <int32_t*>malloc(h.cap * sizeof(int32_t))
+    if h.keys == NULL or h.code == NULL:
+        _hash_free(h)
+        raise MemoryError()
+    for j in range(h.cap):
+        h.keys[j] = -1
+    return 0
+
+
+cdef int32_t _hash_add(Hash* h, int64_t k) noexcept nogil:
+    """The code of key ``k`` >= 0 (the number of keys before it on first sight); -1: out
+    of memory."""
+    cdef Py_ssize_t j = _slot(k, h.cap), nj, c
+    cdef int64_t* nk
+    cdef int32_t* nc
+    while h.keys[j] >= 0 and h.keys[j] != k:
+        j = (j + 1) & (h.cap - 1)
+    if h.keys[j] == k:
+        return h.code[j]
+    h.keys[j] = k
+    h.code[j] = <int32_t>h.used
+    h.used += 1
+    if 2 * h.used > h.cap:  # grow: rehash every key
+        nk = <int64_t*>malloc(2 * h.cap * sizeof(int64_t))
+        nc = <int32_t*>malloc(2 * h.cap * sizeof(int32_t))
+        if nk == NULL or nc == NULL:
+            free(nk)
+            free(nc)
+            return -1
+        for c in range(2 * h.cap):
+            nk[c] = -1
+        for c in range(h.cap):
+            if h.keys[c] >= 0:
+                nj = _slot(h.keys[c], 2 * h.cap)
+                while nk[nj] >= 0:
+                    nj = (nj + 1) & (2 * h.cap - 1)
+                nk[nj] = h.keys[c]
+                nc[nj] = h.code[c]
+        free(h.keys)
+        free(h.code)
+        h.keys, h.code, h.cap = nk, nc, 2 * h.cap
+    return <int32_t>(h.used - 1)
+
+
+cdef object _hash_keys(Hash* h):
+    """The keys by code (first sight)."""
+    cdef Py_ssize_t j
+    out_arr = np.empty(h.used, dtype=np.int64)
+    cdef int64_t[::1] out = out_arr
+    for j in range(h.cap):
+        if h.keys[j] >= 0:
+            out[h.code[j]] = h.keys[j]
+    return out_arr
+
+
+def launcher_texts(const uint8_t[::1] sel, const int64_t[::1] op_row, const int32_t[::1] name,
+                   args):
+    """Per GPU op selected (``sel``) with a launching op (``op_row`` >= 0, a row of the
+    launching table, whose ``name`` and ``args`` (None: no args) columns are given): the
+    index of its op's key ``name << 32 | args`` among the distinct keys, ascending (as
+    ``numpy.unique``), else -1; and those keys."""
+    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i
+    cdef const int32_t* ap = <const int32_t*>_data(args, name.shape[0], np.int32,
+                                                   "launcher_texts: args")
+    cdef Hash h
+    cdef int64_t r, key
+    cdef int32_t c
+    cdef bint oom = False, bad = False
+    if sel.shape[0] != n:
+        raise ValueError("launcher_texts: sel and op_row differ in length")
+    for i in range(n):
+        if sel[i] and op_row[i] >= nt:
+            raise ValueError("launcher_texts: a launching-op row is out of range")
+    text_arr = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] text = text_arr
+    _hash_init(&h)
+    try:
+        with nogil:
+            for i in range(n):
+                r = op_row[i]
+                if not sel[i] or r < 0:
+                    text[i] = -1
+                    continue
+                key = <int64_t>name[r] << 32
+                if ap != NULL:
+                    key |= <int64_t>ap[r]
+                if key < 0:
+                    bad = True
+                    break
+                c = _hash_add(&h, key)
+                if c < 0:
+                    oom = True
+                    break
+                text[i] = c
+        if bad:
+            raise ValueError("launcher_texts: a name or args id is negative")
+        if oom:
+            raise MemoryError()
+        first = _hash_keys(&h)
+    finally:
+        _hash_free(&h)
+    order = np.argsort(first, kind="stable")
+    rank_arr = np.empty(order.size, dtype=np.int32)
+    rank_arr[order] = np.arange(order.size, dtype=np.int32)
+    cdef const int32_t[::1] rank = rank_arr
+    with nogil:  # codes by first sight -> indices into the sorted keys, in place
+        for i in range(n):
+            if text[i] >= 0:
+                text[i] = rank[text[i]]
+    return first[order], text_arr
+
+
+def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_direct,
+                 const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
+                 const int8_t[::1] copy_kind, const int32_t[::1] name,
+                 const int64_t[::1] op_row, Py_ssize_t n_launchers, Py_ssize_t ng,
+                 int memcpy_kind, int dtod):
+    """Per group (``gid`` of each op text; ``text`` per GPU op, -1: not charged; texts
+    from ``n_direct`` on are graph-replayed ops'): kernel ns, graph-replayed kernel ns,
+    distinct launching ops of the direct texts (``op_row``, in ``[0, n_launchers)``),
+    whether a copy over a link (a memcpy that is not device to device) is among its ops;
+    and the distinct ``group << 32 | kernel name`` pairs, in no order."""
+    cdef Py_ssize_t n = text.shape[0], i, nt = gid.shape[0]
+    cdef int64_t g, d
+    cdef int32_t t
+    cdef Hash h
+    cdef bint oom = False
+    if (start.shape[0] != n or end.shape[0] != n or kind.shape[0] != n
+            or copy_kind.shape[0] != n or name.shape[0] != n or op_row.shape[0] != n):
+        raise ValueError("group_totals: columns differ in length")
+    for i in range(nt):
+        if gid[i] < 0 or gid[i] >= ng:
+            raise ValueError("group_totals: a group id is out of range")
+    for i in range(n):
+        if text[i] >= nt or (0 <= text[i] < n_direct
+                             and not 0 <= op_row[i] < n_launchers):
+            raise ValueError("group_totals: a text or launching-op row is out of range")
+    kernel_arr = np.zeros(ng, dtype=np.int64)
+    graph_arr = np.zeros(ng, dtype=np.int64)
+    calls_arr = np.zeros(ng, dtype=np.int64)
+    link_arr = np.zeros(ng, dtype=np.uint8)
+    seen_arr = np.zeros((n_launchers + 7) >> 3, dtype=np.uint8)  # a bit per launching op
+    cdef int64_t[::1] kernel = kernel_arr, graph_ns = graph_arr, calls = calls_arr
+    cdef uint8_t[::1] link = link_arr, seen = seen_arr
+    _hash_init(&h)
+    try:
+        with nogil:
+            for i in range(n):
+                t = text[i]
+                if t < 0:
+                    continue
+                g = gid[t]
+                d = end[i] - start[i]
+                kernel[g] += d
+                if t >= n_direct:
+                    graph_ns[g] += d
+                elif not seen[op_row[i] >> 3] & (1 << (op_row[i] & 7)):
+                    seen[op_row[i] >> 3] |= 1 << (op_row[i] & 7)
+                    calls[g] += 1
+                if kind[i] == memcpy_kind and copy_kind[i] != dtod:
+                    link[g] = 1
+                if _hash_add(&h, (g << 32) | <int64_t>name[i]) < 0:
+                    oom = True
+                    break
+        if oom:
+            raise MemoryError()
+        pairs = _hash_keys(&h)
+    finally:
+        _hash_free(&h)
+    return kernel_arr, graph_arr, calls_arr, link_arr.view(bool), pairs
+
+
+def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
+                  const int32_t[::1] name, const uint8_t[::1] sel, win, Py_ssize_t n_win,
+                  const int32_t[::1] text, const int8_t[::1] text_cat,
+                  const int64_t[::1] text_place, const int8_t[::1] name_cat,
+                  const int8_t[::1] reason, Py_ssize_t n_reasons, const uint8_t[::1] graph,
+                  int memcpy_kind, int memset_kind, int memcpy_cat, int memset_cat,
+                  int n_cat):
+    """Per GPU op its category (a memcpy or memset by its kind; a charged op (``text``
+    >= 0) by its text's category when known (``text_cat`` < ``n_cat``); else by its kernel
+    name, ``name_cat``) and its row in the table (``text_place``, -1); and over the
+    selected ops (``sel``): kernel ns per (window (``win``, int32, -1: none; None: not
+    summed), category) and per category, the kernel ns in all, charged, graph-replayed and
+    graph-replayed charged, and per reason code in ``[0, n_reasons)`` ops and kernel ns."""
+    cdef Py_ssize_t n = start.shape[0], i
+    cdef const int32_t* wp = <const int32_t*>_data(win, start.shape[0], np.int32,
+                                                   "op_categories: win")
+    cdef int64_t d
+    cdef int8_t c
+    cdef int32_t t
+    cdef Py_ssize_t nt = text_cat.shape[0], nn = name_cat.shape[0]
+    if (end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n or sel.shape[0] != n
+            or text.shape[0] != n or reason.shape[0] != n or graph.shape[0] != n):
+        raise ValueError("op_categories: columns differ in length")
+    if text_place.shape[0] != nt:
+        raise ValueError("op_categories: text_cat and text_place differ in length")
+    for i in range(n):
+        if (text[i] >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
+                or (wp != NULL and wp[i] >= n_win)):
+            raise ValueError("op_categories: a text, name, reason or window is out of range")
+    cat_arr = np.empty(n, dtype=np.int8)
+    row_arr = np.empty(n, dtype=np.int64)
+    cells_arr = np.zeros((n_win if wp != NULL else 0) * n_cat, dtype=np.int64)
+    tot_arr = np.zeros(n_cat, dtype=np.int64)
+    sums_arr = np.zeros(4, dtype=np.int64)
+    r_ops_arr = np.zeros(n_reasons, dtype=np.int64)
+    r_ns_arr = np.zeros(n_reasons, dtype=np.int64)
+    cdef int8_t[::1] cat = cat_arr
+    cdef int64_t[::1] row_of = row_arr, cells = cells_arr, tot = tot_arr, sums = sums_arr
+    cdef int64_t[::1] r_ops = r_ops_arr, r_ns = r_ns_arr
+    with nogil:
+        for i in range(n):
+            t = text[i]
+            row_of[i] = text_place[t] if t >= 0 else -1
+            if kind[i] == memcpy_kind:
+                c = memcpy_cat
+            elif kind[i] == memset_kind:
+                c = memset_cat
+            elif t >= 0 and text_cat[t] < n_cat:
+                c = text_cat[t]
+            else:
+                c = name_cat[name[i]]
+            cat[i] = c
+            if not sel[i]:
+                continue
+            d = end[i] - start[i]
+            if wp != NULL and wp[i] >= 0:
+                cells[wp[i] * n_cat + (c if c < n_cat else n_cat - 1)] += d
+            tot[c] += d
+            sums[0] += d
+            if t >= 0:
+                sums[1] += d
+            if graph[i]:
+                sums[2] += d
+                if t >= 0:
+                    sums[3] += d
+            if reason[i] >= 0:
+                r_ops[reason[i]] += 1
+                r_ns[reason[i]] += d
+    return (cat_arr, row_arr, cells_arr.reshape(-1, n_cat), tot_arr, sums_arr, r_ops_arr,
+            r_ns_arr)
+
+
+def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
+               keep, int n_cat, const int64_t[::1] points):
+    """Over the kept ops (``keep``: uint8 mask, None: all) with a category below
+    ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
+    length of the union of the ops of categories <= k before that point, shape ``(n_cat,
+    points)``, in one pass over the ops by start (the unions of the categories present,
+    all at once)."""
+    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
+    cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
+    cdef int64_t s, e, cs
+    cdef int8_t c
+    cdef int8_t dense[128]  # per category: its index among the present ones
+    cdef bint seen[128]
+    cdef bint is_open[128]
+    cdef int64_t o_s[128]
+    cdef int64_t o_e[128]
+    cdef int64_t covered[128]
+    cdef Py_ssize_t at[128]
+    if end.shape[0] != n or cat.shape[0] != n:
+        raise ValueError("busy_split: columns differ in length")
+    if not 0 <= n_cat <= 127:
+        raise ValueError("busy_split: at most 127 categories")
+    for i in range(1, nq):
+        if points[i] < points[i - 1]:
+            raise ValueError("busy_split: points are not sorted")
+    for k in range(128):
+        seen[k] = is_open[k] = False
+        o_s[k] = o_e[k] = covered[k] = at[k] = 0
+    keep_arr = np.empty(n, dtype=np.uint8)
+    cdef uint8_t[::1] kv = keep_arr
+    with nogil:  # only non-empty ops of a category: the order sorts no others
+        for i in range(n):
+            kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
+            if kv[i]:
+                seen[cat[i]] = True
+    for k in range(n_cat):
+        dense[k] = n_live
+        n_live += seen[k]
+    order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
+    del kv
+    keep_arr = None
+    cdef const int64_t[::1] order = order_arr
+    live_arr = np.zeros((n_live, nq), dtype=np.int64)
+    cdef int64_t[:, ::1] f = live_arr
+    m = order.shape[0]
+    with nogil:
+        for i in range(m + 1):
+            if i < m:
+                r = order[i]
+                s = start[r]
+                e = end[r]
+                c = dense[cat[r]]
+            else:
+                c = 0  # the end: close every open piece
+                s = INT64_MAX
+            for k in range(c, n_live):
+                if is_open[k] and s > o_e[k]:  # the piece [o_s, o_e) is complete
+                    cs = o_s[k]
+                    p = at[k]
+                    while p < nq and points[p] <= cs:
+                        f[k, p] = covered[k]
+                        p += 1
+                    while p < nq and points[p] < o_e[k]:
+                        f[k, p] = covered[k] + points[p] - cs
+                        p += 1
+                    at[k] = p
+                    covered[k] += o_e[k] - cs
+                    is_open[k] = False
+                if i == m:
+                    continue
+                if not is_open[k]:
+                    is_open[k] = True
+                    o_s[k] = s
+                    o_e[k] = e
+                elif e > o_e[k]:
+                    o_e[k] = e
+        for k in range(n_live):
+            for p in range(at[k], nq):
+                f[k, p] = covered[k]
+    out_arr = np.zeros((n_cat, nq), dtype=np.int64)
+    for k in range(n_cat):  # an absent category's union is the one below it
+        if dense[k] + seen[k] > 0:
+            out_arr[k] = live_arr[dense[k] + seen[k] - 1]
+    return out_arr
