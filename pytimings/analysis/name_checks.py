@@ -14,15 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from pytimings.analysis.attribution import selected
-from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
-from pytimings.analysis.replay import host_activities
+from pytimings.analysis.changes import Change, parse_changes
+from pytimings.analysis.replay import check_factors
 from pytimings.analysis.windows import range_rows
 from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 
 __all__ = ["check_repeats", "check_what_if", "check_window", "window_count"]
-
-INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def check_repeats(spec: str) -> list[Change]:
@@ -48,29 +46,8 @@ def check_what_if(trace: Trace, spec: str) -> None:
     refuses, a change whose name matches nothing in ``trace`` (the replay's own errors,
     :mod:`.changes`; a ``comm:`` glob against every GPU op that may be comm, the ops not
     classified yet), and a factor that would lengthen the trace's times past int64
-    nanoseconds (the durations it scales, summed, times the factor)."""
-    ops = trace.gpu_ops
-    h_start, h_end, h_name, h_thread = host_activities(trace)
-    growth = 0.0  # the most the changes can lengthen anything, in ns
-    latest = max(
-        [int(c.max()) for c in (ops["end"], h_end) if c.size] or [0]
-    )  # the latest time the trace holds
-    for ch in parse_changes(spec):
-        if ch.on_host:
-            hit = host_hits(trace, ch, h_name, h_thread)
-            scaled = int(np.sum(np.maximum(h_end[hit] - h_start[hit], 0), dtype=np.float64))
-        else:
-            hit = kernel_hits(trace, ch) if ch.kind == "kernel" else comm_hits(trace, ch, None)
-            scaled = int(np.sum(ops["end"][hit] - ops["start"][hit], dtype=np.float64))
-        if ch.factor > 1 and scaled:
-            growth += (ch.factor - 1) * scaled
-            if latest + growth >= INT64_MAX:
-                limit = (INT64_MAX - latest) / scaled + 1
-                raise UsageError(
-                    f"{ch.said}: the factor stretches {scaled / 1e6:.3f} ms of "
-                    f"matching time past what int64 nanoseconds hold (the trace ends at "
-                    f"{latest} ns); give a factor below {limit:.3g}"
-                )
+    nanoseconds (:func:`.replay.check_factors`, which the replay itself applies too)."""
+    check_factors(trace, parse_changes(spec))
 
 
 def window_count(

@@ -49,6 +49,7 @@ from pytimings._native._replay import replay as _replay
 from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
 from pytimings.analysis.classes import COMM, string_mask
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
+from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
 from pytimings.model.trace import SyncKind, Trace
@@ -295,6 +296,37 @@ def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
     ]  # fmt: skip
     s, e, n, t = (np.concatenate([b[c] for b in blocks]).astype(np.int64) for c in range(4))
     return s, e, n, t
+
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def check_factors(trace: Trace, changes: Sequence[Change]) -> None:
+    """Refuse (UsageError) a change whose name matches nothing in ``trace`` and a factor
+    that would lengthen the trace's times past int64 nanoseconds (the durations it scales,
+    summed, times the factor): such a replay would wrap around, not fail."""
+    ops = trace.gpu_ops
+    h_start, h_end, h_name, h_thread = host_activities(trace)
+    growth = 0.0  # the most the changes can lengthen anything, in ns
+    latest = max(
+        [int(c.max()) for c in (ops["end"], h_end) if c.size] or [0]
+    )  # the latest time the trace holds
+    for ch in changes:
+        if ch.on_host:
+            hit = host_hits(trace, ch, h_name, h_thread)
+            scaled = int(np.sum(np.maximum(h_end[hit] - h_start[hit], 0), dtype=np.float64))
+        else:
+            hit = kernel_hits(trace, ch) if ch.kind == "kernel" else comm_hits(trace, ch, None)
+            scaled = int(np.sum(ops["end"][hit] - ops["start"][hit], dtype=np.float64))
+        if ch.factor > 1 and scaled:
+            growth += (ch.factor - 1) * scaled
+            if latest + growth >= INT64_MAX:
+                limit = (INT64_MAX - latest) / scaled + 1
+                raise UsageError(
+                    f"{ch.said}: the factor stretches {scaled / 1e6:.3f} ms of "
+                    f"matching time past what int64 nanoseconds hold (the trace ends at "
+                    f"{latest} ns); give a factor below {limit:.3g}"
+                )
 
 
 def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> tuple[I64, I64]:
@@ -771,6 +803,8 @@ def replay(
     ``changes`` applied (none: the fidelity check); ``graph``: one an earlier replay of
     ``a`` built."""
     trace = a.trace
+    if any(ch.factor > 1 for ch in changes):
+        check_factors(trace, changes)
     g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
     dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes)

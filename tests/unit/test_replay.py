@@ -165,6 +165,9 @@ def test_bad_changes_are_one_line_errors():
         ("self:=0", "nothing named after self:"),
         ("self:nosuch=0", "other forms: self:NAME, kernel:GLOB, comm:GLOB"),
         ("comm:*=0.5", r"no communication op .*\(the trace has none\)"),
+        # the Python API refuses what the CLI refuses: a replay past int64 ns would wrap
+        ("step=1e300", "past what int64 nanoseconds hold"),
+        ("kernel:*=1e300", "past what int64 nanoseconds hold"),
     ):
         with pytest.raises(UsageError, match=msg):
             what_if(a, spec)
