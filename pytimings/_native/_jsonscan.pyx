@@ -85,6 +85,39 @@ cdef extern from *:
     #define PYT_HAVE_SIMD 0
     #endif
     static inline int pyt_ctz32(uint32_t x) { return __builtin_ctz(x); }
+    /* Growable arrays of PYT_MAP_MIN bytes or more are mappings of their own, so that
+       freeing one (as each column is handed to numpy) gives its pages back to the system
+       at once: out of malloc's heap, where the freed columns stayed resident behind later
+       allocations and added the whole scan's size to the peak of a load. A capacity is a
+       power of two times 4096: whether a block is mapped follows from its capacity. */
+    #include <stdlib.h>
+    #include <sys/mman.h>
+    #define PYT_MAP_MIN ((Py_ssize_t)1 << 16)
+    static char* pyt_map_grow(char* old, Py_ssize_t len, Py_ssize_t old_cap, Py_ssize_t cap) {
+        void* d;
+    #if defined(__linux__)
+        if (old_cap >= PYT_MAP_MIN) {  /* moves the pages, copies nothing */
+            d = mremap(old, (size_t)old_cap, (size_t)cap, MREMAP_MAYMOVE);
+            return d == MAP_FAILED ? NULL : (char*)d;
+        }
+    #endif
+        d = mmap(NULL, (size_t)cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (d == MAP_FAILED)
+            return NULL;
+        if (len)
+            memcpy(d, old, (size_t)len);
+        if (old_cap >= PYT_MAP_MIN)
+            munmap(old, (size_t)old_cap);
+        else
+            free(old);
+        return (char*)d;
+    }
+    static inline void pyt_map_free(char* data, Py_ssize_t cap) {
+        if (cap >= PYT_MAP_MIN)
+            munmap(data, (size_t)cap);
+        else
+            free(data);
+    }
     /* eight bytes at a time (SWAR) */
     /* w: bytes p[0..7], p[0] the lowest (fewer than 8 available: zero-filled above them; a
        zero is no digit) */
@@ -105,6 +138,9 @@ cdef extern from *:
     uint32_t pyt_str16(const char* p) noexcept nogil
     uint32_t pyt_ws16(const char* p) noexcept nogil
     int pyt_ctz32(uint32_t x) noexcept nogil
+    Py_ssize_t PYT_MAP_MIN
+    char* pyt_map_grow(char* old, Py_ssize_t len, Py_ssize_t old_cap, Py_ssize_t cap) noexcept nogil
+    void pyt_map_free(char* data, Py_ssize_t cap) noexcept nogil
     bint PYT_HAVE_SIMD
     uint64_t pyt_load8(const char* p, Py_ssize_t avail) noexcept nogil
 
@@ -532,7 +568,10 @@ cdef int _reserve(Growable* g, Py_ssize_t extra) noexcept nogil:
         cap = 4096
     while cap < want:
         cap *= 2
-    d = <char*>realloc(g.data, cap)
+    if cap >= PYT_MAP_MIN:
+        d = pyt_map_grow(g.data, g.len, g.cap, cap)
+    else:
+        d = <char*>realloc(g.data, cap)
     if d == NULL:
         return -1
     g.data = d
@@ -553,7 +592,7 @@ cdef inline int _push64(Growable* g, int64_t v) noexcept nogil:
 
 
 cdef inline void _release(Growable* g) noexcept nogil:
-    free(g.data)
+    pyt_map_free(g.data, g.cap)
     g.data = NULL
     g.len = g.cap = 0
 
