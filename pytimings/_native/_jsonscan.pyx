@@ -30,7 +30,7 @@ takes the GIL, so decompressing the next piece overlaps scanning this one.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import json
@@ -664,9 +664,21 @@ cdef int _intern_grow(Intern* t) noexcept nogil:
     return 0
 
 
-cdef Py_ssize_t _intern(Intern* t, const char* s, Py_ssize_t n, bint name) noexcept nogil:
+cdef void _intern_clear(Intern* t) noexcept nogil:
+    """Forget every text (the memory is kept for the next use)."""
+    memset(t.slots, 0, (t.mask + 1) * sizeof(uint32_t))
+    t.arena.len = t.entries.len = t.used.len = 0
+    t.count = 0
+
+
+cdef inline Py_ssize_t _intern(Intern* t, const char* s, Py_ssize_t n, bint name) noexcept nogil:
     """The id of text s[:n] (a new one when first seen), or -1 out of memory."""
-    cdef uint64_t h = _hash(s, n)
+    return _intern_h(t, s, n, _hash(s, n), name)
+
+
+cdef Py_ssize_t _intern_h(Intern* t, const char* s, Py_ssize_t n, uint64_t h,
+                          bint name) noexcept nogil:
+    """``_intern`` with the text's hash known."""
     cdef Py_ssize_t j = h & t.mask, k
     cdef Entry* e = <Entry*>t.entries.data
     cdef Entry ne
@@ -1230,6 +1242,7 @@ cdef class Scanner:
     cdef Py_ssize_t job_n, job_used
     cdef bint job_final
     cdef bytes job_buf                 # keeps the submitted buffer alive
+    cdef Py_ssize_t spec_base          # element mode (begin_elements): where it started; else -1
 
     def __cinit__(self):
         cdef int c, g
@@ -1281,6 +1294,7 @@ cdef class Scanner:
         self.flow_err = E_NONE
         self.err_offset = 0
         self.err_index = self.err_elem = -1
+        self.spec_base = -1
 
     def __dealloc__(self):
         cdef int g, k
@@ -1452,12 +1466,17 @@ cdef class Scanner:
         if self.busy:
             raise RuntimeError("the scanner is busy with a submitted buffer")
 
-    def submit(self, bytes buf, bint final):
-        """Give ``buf`` to the thread running ``serve``; returns at once."""
+    def submit(self, bytes buf, bint final, Py_ssize_t lo=0, Py_ssize_t hi=-1):
+        """Give ``buf[lo:hi]`` (no copy; ``hi`` -1: to the end) to the thread running
+        ``serve``; returns at once."""
         self._check_idle()
+        if hi < 0:
+            hi = len(buf)
+        if not 0 <= lo <= hi <= len(buf):
+            raise ValueError(f"bad range {lo}:{hi} of {len(buf)} bytes")
         self.job_buf = buf
-        self.job_p = PyBytes_AS_STRING(buf)
-        self.job_n = len(buf)
+        self.job_p = PyBytes_AS_STRING(buf) + lo
+        self.job_n = hi - lo
         self.job_final = final
         self.busy = True
         with nogil:
@@ -1488,6 +1507,210 @@ cdef class Scanner:
             self.quit = True
             pthread_cond_broadcast(&self.cv)
             pthread_mutex_unlock(&self.mu)
+
+    # ---- scanning traceEvents in pieces on several scanners ---------------------------
+    # The loader cuts the decompressed document at guessed element boundaries (``split_point``)
+    # and scans each piece from a guess on its own scanner, in "element mode"
+    # (``begin_elements``: the state the sequential scan has right after a ',' between two
+    # traceEvents elements), at the same time as the pieces before it. The sequential
+    # scanner then takes the pieces in document order: a piece's results are ``absorb``ed
+    # only when (1) the sequential scanner, having taken everything before the piece, is in
+    # exactly that state at exactly the piece's first byte (mode M_ARRAY, after a ',', all
+    # bytes before consumed), and (2) the piece scanned without any error, consumed every
+    # byte and ended in that state again (after a ','; never having closed the array). Why
+    # that equals the sequential scan, whatever the bytes (valid JSON or not, a right guess
+    # or not): in M_ARRAY mode ``_scan`` is a function of (mode, arr_state) and the bytes
+    # alone, elements are parsed whole (a piece boundary between elements changes nothing,
+    # as the 1 MiB feed boundaries change nothing), and a commit reads the accumulated state
+    # only through things ``_absorb`` translates: string ids (a piece has its own intern
+    # tables, emptied per piece, whose ids are in first-occurrence order; interning them
+    # into the sequential tables in id order gives the ids the sequential scan gives, and
+    # their "used as a name" flags are or-ed), row numbers (offset), element numbers
+    # (offset), ``counts`` (merged in order), and the first flow problem (which stops the
+    # flow rows: a piece with flow events after one is refused). A wrong guess (inside a
+    # string, inside args' nested arrays, before traceEvents) makes the piece fail (2) or the
+    # piece after it fail (1); so does any error: the piece is then scanned sequentially,
+    # which reports the error exactly as a sequential load does. (A proper suffix of an
+    # object that starts at an inner '{' has more closing than opening brackets, so it cannot
+    # parse as complete elements up to the next boundary; either way (1) decides, not this.)
+
+    def begin_elements(self, Py_ssize_t base):
+        """Forget everything and scan from document offset ``base`` in element mode (as if
+        right after a ',' between two traceEvents elements; see ``absorb``)."""
+        cdef int g, k
+        self._check_idle()
+        for g in range(N_GROUPS):
+            for k in range(N_COLS):
+                self.cols[g][k].len = 0
+            self.deferred[g].len = 0
+            self.rows[g] = 0
+        self.times.len = self.time_text.len = self.counts.len = 0
+        self.skel.len = self.skel_map.len = 0
+        for k in range(N_CLASSES):
+            self.count[k] = 0
+        _intern_clear(&self.strs)
+        _intern_clear(&self.ops)
+        self.last_count = -1
+        self.n_elements = 0
+        self.doc_base = self.spec_base = base
+        self.mode = M_ARRAY
+        self.arr_state = S_COMMA
+        self.depth = 2
+        self.in_str = self.esc = self.is_key = self.key_ok = False
+        self.key_is_te = self.pending_te = self.expect_key = False
+        self.seen_te = True
+        self.err = self.flow_err = E_NONE
+
+    def absorb(self, Scanner other, Py_ssize_t end):
+        """Append the results of ``other`` (scanned in element mode from this scanner's
+        current offset up to document offset ``end``) as if this scanner had scanned those
+        bytes itself; False (nothing changed) when that cannot be proved (see above)."""
+        cdef int r
+        self._check_idle()
+        other._check_idle()
+        if not (self.mode == M_ARRAY and self.arr_state == S_COMMA and self.err == E_NONE
+                and other.spec_base >= 0 and other.spec_base == self.doc_base
+                and other.doc_base == end and other.err == E_NONE
+                and other.mode == M_ARRAY and other.arr_state == S_COMMA):
+            return False
+        if self.flow_err != E_NONE and other.count[C_FLOW] > 0:
+            return False  # the sequential scan keeps no flow rows after its first problem
+        with nogil:
+            r = self._absorb(other)
+        if r < 0:
+            raise MemoryError()
+        other.spec_base = -1  # absorbed once
+        return True
+
+    cdef int _absorb(self, Scanner o) noexcept nogil:
+        cdef Py_ssize_t ns = o.strs.count, no = o.ops.count, k, j, n, m, base
+        cdef int g, c
+        cdef int* smap = <int*>malloc((ns + 1) * sizeof(int))
+        cdef int* omap = <int*>malloc((no + 1) * sizeof(int))
+        cdef Entry* e
+        cdef Py_ssize_t sid
+        cdef Growable* src
+        cdef Growable* dst
+        cdef int64_t* s64
+        cdef int64_t* d64
+        cdef int* s32
+        cdef int* d32
+        cdef int64_t* rec
+        cdef int64_t* cm
+        cdef int64_t row_base[N_GROUPS]
+        if smap == NULL or omap == NULL:
+            free(smap)
+            free(omap)
+            return -1
+        e = <Entry*>o.strs.entries.data
+        for k in range(ns):
+            sid = _intern_h(&self.strs, o.strs.arena.data + e[k].off, e[k].len, e[k].hash,
+                            o.strs.used.data[k])
+            if sid < 0:
+                free(smap)
+                free(omap)
+                return -1
+            smap[k] = <int>sid
+        e = <Entry*>o.ops.entries.data
+        for k in range(no):
+            sid = _intern_h(&self.ops, o.ops.arena.data + e[k].off, e[k].len, e[k].hash, True)
+            if sid < 0:
+                free(smap)
+                free(omap)
+                return -1
+            omap[k] = <int>sid
+        for g in range(N_GROUPS):
+            row_base[g] = self.rows[g]
+            n = o.rows[g]
+            for c in range(N_COLS):
+                src = &o.cols[g][c]
+                if src.len == 0:
+                    continue
+                dst = &self.cols[g][c]
+                if _reserve(dst, src.len) < 0:
+                    free(smap)
+                    free(omap)
+                    return -1
+                if c == K_INDEX:
+                    s64 = <int64_t*>src.data
+                    d64 = <int64_t*>(dst.data + dst.len)
+                    for j in range(n):
+                        d64[j] = s64[j] + self.n_elements
+                elif c == K_NAME or c == K_ARGS:
+                    s32 = <int*>src.data
+                    d32 = <int*>(dst.data + dst.len)
+                    if c == K_NAME or g == G_META:  # string ids (or -1)
+                        for j in range(n):
+                            d32[j] = smap[s32[j]] if s32[j] >= 0 else s32[j]
+                    else:  # args texts: 1 + id, 0 none
+                        for j in range(n):
+                            d32[j] = omap[s32[j] - 1] + 1 if s32[j] > 0 else s32[j]
+                else:
+                    memcpy(dst.data + dst.len, src.data, src.len)
+                dst.len += src.len
+                src.len = 0
+            src = &o.deferred[g]
+            dst = &self.deferred[g]
+            m = dst.len
+            if src.len and _append(dst, src.data, src.len) < 0:
+                free(smap)
+                free(omap)
+                return -1
+            rec = <int64_t*>(dst.data + m)
+            for j in range(src.len // 40):
+                rec[5 * j + 1] += row_base[g]
+                if rec[5 * j + 2] >= 0:
+                    rec[5 * j + 2] = smap[rec[5 * j + 2]]
+            src.len = 0
+        base = self.time_text.len
+        if o.time_text.len and _append(&self.time_text, o.time_text.data, o.time_text.len) < 0:
+            free(smap)
+            free(omap)
+            return -1
+        m = self.times.len
+        if o.times.len and _append(&self.times, o.times.data, o.times.len) < 0:
+            free(smap)
+            free(omap)
+            return -1
+        rec = <int64_t*>(self.times.data + m)
+        for j in range(o.times.len // 56):
+            rec[7 * j + 1] += row_base[rec[7 * j]]
+            rec[7 * j + 2] += base
+            rec[7 * j + 4] += base
+        rec = <int64_t*>o.counts.data
+        for j in range(o.counts.len // 24):
+            cm = <int64_t*>self.counts.data
+            sid = smap[rec[3 * j + 1]] if rec[3 * j + 1] >= 0 else -1
+            for k in range(self.counts.len // 24):
+                if cm[3 * k] == rec[3 * j] and cm[3 * k + 1] == sid:
+                    cm[3 * k + 2] += rec[3 * j + 2]
+                    break
+            else:
+                if self._count(<int>rec[3 * j], sid) < 0:
+                    free(smap)
+                    free(omap)
+                    return -1
+                cm = <int64_t*>self.counts.data
+                cm[self.counts.len // 8 - 1] = rec[3 * j + 2]
+        free(smap)
+        free(omap)
+        for c in range(N_CLASSES):
+            self.count[c] += o.count[c]
+        if self.flow_err == E_NONE and o.flow_err != E_NONE:
+            self.flow_err = o.flow_err
+            self.flow_err_field = o.flow_err_field
+            self.flow_err_kind = o.flow_err_kind
+            self.flow_err_what = o.flow_err_what
+            self.flow_err_index = o.flow_err_index + self.n_elements
+            self.flow_err_elem = o.flow_err_elem
+            memcpy(self.flow_err_text, o.flow_err_text, o.flow_err_text_len)
+            self.flow_err_text_len = o.flow_err_text_len
+        for g in range(N_GROUPS):
+            self.rows[g] += o.rows[g]
+        self.n_elements += o.n_elements
+        self.doc_base = o.doc_base
+        o.times.len = o.time_text.len = o.counts.len = 0
+        return 0
 
     # ---- errors ---------------------------------------------------------------------
     cdef object _scan_error(self):
@@ -2146,6 +2369,42 @@ cdef class Scanner:
                 return self._fail(E_TRUNC_DOC, n)
         self.doc_base += consumed
         return consumed
+
+
+cdef inline bint _is_ws(char c) noexcept nogil:
+    return c == b' ' or c == b'\n' or c == b'\r' or c == b'\t'
+
+
+def split_point(bytes data, Py_ssize_t lo=1):
+    """The last guessed element boundary in ``data[lo:]``, or -1: the offset just after a raw
+    newline whose nearest non-whitespace bytes are a ',' before it and a '{' after it
+    (Kineto writes ``  },\n  {``). In valid JSON no raw newline is inside a string, so such
+    a place is between two values; whether it is between two traceEvents elements is only
+    a guess, which ``Scanner.absorb`` verifies."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = len(data), hi = n, j, k, m, found = -1
+    if lo < 0:
+        lo = 0
+    if lo >= n or memchr(p + lo, 10, n - lo) == NULL:
+        return -1
+    with nogil:
+        j = hi - 1
+        while j >= lo:
+            if p[j] != b'\n':
+                j -= 1
+                continue
+            k = j + 1
+            while k < n and _is_ws(p[k]):
+                k += 1
+            m = j - 1
+            while m >= lo and _is_ws(p[m]):
+                m -= 1
+            if k < n and p[k] == b'{' and m >= lo and p[m] == b',':
+                found = j + 1
+                break
+            # every newline in the whitespace run around j has the same neighbours
+            j = m - 1
+    return found
 
 
 def check_json(bytes data):

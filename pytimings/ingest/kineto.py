@@ -59,6 +59,7 @@ trace with nothing the model holds is an error rather than an empty result.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import decimal
 import json
@@ -103,6 +104,20 @@ __all__ = ["GPU_ANNOTATION_DROPPED", "load_kineto", "looks_like_kineto"]
 CHUNK_BYTES = 1 << 20
 # Files up to this size (as stored, gzip or not) are scanned without the helper thread
 INLINE_BYTES = 256 << 10
+# Scanners that scan pieces of traceEvents at once (None: one per CPU this process may run
+# on, at most 4); below 2, one helper thread scans the pieces in order
+SPLIT_SCANNERS: int | None = None
+
+
+def _split_scanners() -> int:
+    if SPLIT_SCANNERS is not None:
+        return SPLIT_SCANNERS
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return min(cpus, 4)
+
 
 I64 = npt.NDArray[np.int64]
 Cols = dict[str, npt.NDArray[Any]]
@@ -230,6 +245,7 @@ class _Loader:
         self.syncs_without_call = 0
         self.texts: list[str | None] = []  # the scanner's strings, by its ids
         self.name_ids = np.zeros(0, dtype=np.int32)  # scanner string id -> trace string id
+        self.split = [0, 0, 0]  # pieces: absorbed from workers, rescanned, sequential only
 
     def fail(self, problem: str) -> TraceFormatError:
         return TraceFormatError(self.path, problem)
@@ -247,6 +263,9 @@ class _Loader:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
         scanner = self.scanner
         helper = None
+        if threaded and _split_scanners() >= 2:
+            self._read_split(stream, gzipped, _split_scanners())
+            return
         if threaded:
             helper = threading.Thread(
                 target=scanner.serve, name="pytimings-kineto-scanner", daemon=True
@@ -292,6 +311,118 @@ class _Loader:
             if helper is not None:  # after an error too: the helper ends its scan first
                 scanner.close()
                 helper.join()
+
+    def _read_split(self, stream: Any, gzipped: bool, n_workers: int) -> None:
+        """``read`` with the traceEvents elements scanned on ``n_workers`` scanners at once.
+
+        Each decompressed block is cut after its last guessed element boundary
+        (``_jsonscan.split_point``: a newline between ',' and '{'); a piece that starts at
+        such a guess goes to a free worker scanner (``begin_elements``), one that does not
+        (the first, one after a block without a guess: minified JSON, the last) waits for
+        the sequential scanner. The sequential scanner takes the pieces in order: a
+        worker's piece is ``absorb``ed when its scan is proved equal to the sequential one
+        (see ``Scanner.absorb``), else (a wrong guess, any error) it is scanned again
+        sequentially, so that results and errors are the sequential scan's for every
+        input. At most ``n_workers + 1`` pieces are in flight."""
+        seq = self.scanner
+        workers = [_jsonscan.Scanner() for _ in range(n_workers)]
+        threads = [
+            threading.Thread(target=sc.serve, name="pytimings-kineto-scanner", daemon=True)
+            for sc in (seq, *workers)
+        ]
+        for t in threads:
+            t.start()
+        free = collections.deque(workers)
+        # (data, lo, hi, document offset of data[lo], worker or None)
+        inflight: collections.deque[tuple[bytes, int, int, int, _jsonscan.Scanner | None]]
+        inflight = collections.deque()
+        carry = b""  # what the sequential scanner has not consumed (an incomplete element)
+        job: tuple[bytes, int, int] | None = None  # the sequential scanner's piece
+        size = CHUNK_BYTES
+
+        def read(n: int) -> bytes:
+            try:
+                return cast(bytes, stream.read(n))
+            except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
+                what = "corrupt or truncated gzip data" if gzipped else "read error"
+                raise self.fail(f"{what} ({e})") from None
+
+        def wait_seq() -> None:
+            nonlocal job, carry, size
+            if job is not None:
+                buf, lo, hi = job
+                job = None
+                used = seq.result()
+                carry = buf[lo + used : hi]
+                # an event larger than the piece is scanned again with more data: grow the
+                # read so that a huge event costs O(size), not O(size^2)
+                size = max(CHUNK_BYTES, len(carry))
+
+        def settle() -> None:
+            nonlocal job
+            data, lo, hi, at, w = inflight.popleft()
+            if w is not None:
+                try:
+                    ok = w.result() == hi - lo
+                except _jsonscan.ScanError:
+                    ok = False
+                free.append(w)
+                wait_seq()
+                if ok and seq.absorb(w, at + hi - lo):
+                    self.split[0] += 1
+                    return
+                self.split[1] += 1
+            else:
+                self.split[2] += 1
+            wait_seq()
+            if carry:
+                data, lo, hi = carry + data[lo:hi], 0, len(carry) + hi - lo
+            seq.submit(data, False, lo, hi)
+            job = (data, lo, hi)
+
+        def push(data: bytes, lo: int, hi: int, at: int, guess: bool) -> None:
+            w = None
+            if guess:
+                while not free:
+                    settle()
+                w = free.popleft()
+                w.begin_elements(at)
+                w.submit(data, False, lo, hi)
+            inflight.append((data, lo, hi, at, w))
+            while len(inflight) > n_workers or (
+                inflight and inflight[0][4] is None and job is None
+            ):
+                settle()
+
+        try:
+            with stream:
+                block = read(size)
+                if block.startswith(UTF8_BOM):
+                    block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
+                if not block:
+                    raise self.fail("empty file (no JSON)")
+                pending, guessed, at = b"", False, 0  # bytes after the last cut
+                while block:
+                    data = pending + block if pending else block
+                    block = read(size)
+                    g = _jsonscan.split_point(data) if block else -1
+                    if g < 0:  # no guess (or the last piece, which closes traceEvents)
+                        push(data, 0, len(data), at, guessed and bool(block))
+                        pending, guessed, at = b"", False, at + len(data)
+                    else:
+                        push(data, 0, g, at, guessed)
+                        pending, guessed, at = data[g:], True, at + g
+                while inflight:
+                    settle()
+                wait_seq()
+                seq.feed(carry, True)
+        except _jsonscan.ScanError as e:
+            raise self.fail(str(e)) from None
+        finally:  # after an error too: each helper ends its scan first
+            for sc in (seq, *workers):
+                sc.close()
+            for t in threads:
+                t.join()
 
     # ---- the scanner's columns -> rows --------------------------------------------------
     def _rows(self, group: int, names: tuple[str, ...], new_keys: bool = True) -> Cols:

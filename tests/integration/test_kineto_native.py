@@ -27,3 +27,19 @@ def test_the_trace_loads_to_its_stored_digests(path: Path) -> None:
     want, got = DIGESTS[relative(path)], digests(load_kineto(path))
     differ = sorted(k for k in want if got.get(k) != want[k])
     assert not differ and got.keys() == want.keys(), differ
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_the_split_scan_loads_to_the_stored_digests(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """traceEvents scanned in 64 KiB pieces on two scanners at once (every file, however
+    small): the same results."""
+    from pytimings.ingest import kineto
+
+    monkeypatch.setattr(kineto, "SPLIT_SCANNERS", 2)
+    monkeypatch.setattr(kineto, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(kineto, "INLINE_BYTES", 0)
+    want, got = DIGESTS[relative(path)], digests(load_kineto(path))
+    differ = sorted(k for k in want if got.get(k) != want[k])
+    assert not differ and got.keys() == want.keys(), differ
