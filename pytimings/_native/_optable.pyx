@@ -908,7 +908,8 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
     length of the union of the ops of categories <= k before that point, shape ``(n_cat,
     points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once)."""
+    all at once). Ops mostly in start order are not sorted: those after the latest start
+    before them are read in place, merged with the others sorted."""
     cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
     cdef int64_t s, e, cs
@@ -932,14 +933,36 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
         o_s[k] = o_e[k] = covered[k] = at[k] = 0
     keep_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] kv = keep_arr
+    cdef Py_ssize_t n_kept = 0, n_late = 0, j = 0, next_main = 0
+    cdef int64_t run_max = INT64_MIN
+    cdef bint merged, done
     with nogil:  # only non-empty ops of a category: the order sorts no others
         for i in range(n):
             kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
             if kv[i]:
                 seen[cat[i]] = True
+                n_kept += 1
+                if start[i] < run_max:
+                    n_late += 1
+                else:
+                    run_max = start[i]
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
+    # ops mostly in start order (a loader's table; a GPU's streams, each in order, with
+    # a few ops out of place): the "main" ops (kept, starting at or after every kept op
+    # before them: in (start, row) order already) merged with the others sorted; else
+    # all of them sorted
+    merged = 4 * n_late <= n_kept
+    if merged:
+        run_max = INT64_MIN
+        with nogil:  # kv: the late ops only
+            for i in range(n):
+                if kv[i]:
+                    if start[i] < run_max:
+                        continue
+                    run_max = start[i]
+                    kv[i] = 0
     order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
     del kv
     keep_arr = None
@@ -956,10 +979,33 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
         o64 = &order[0]
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
+    run_max = INT64_MIN
     with nogil:
-        for i in range(m + 1):
-            if i < m:
-                r = o32[i] if o32 != NULL else o64[i]
+        while True:
+            done = False
+            if merged:
+                while next_main < n:  # the next main op
+                    i = next_main
+                    if ((kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
+                            and start[i] >= run_max):
+                        break
+                    next_main += 1
+                r = o32[j] if j < m and o32 != NULL else (o64[j] if j < m else -1)
+                if next_main < n and (r < 0 or start[next_main] < start[r]
+                                      or (start[next_main] == start[r] and next_main < r)):
+                    r = next_main
+                    run_max = start[r]
+                    next_main += 1
+                elif r >= 0:
+                    j += 1
+                else:
+                    done = True
+            elif j < m:
+                r = o32[j] if o32 != NULL else o64[j]
+                j += 1
+            else:
+                done = True
+            if not done:
                 s = start[r]
                 e = end[r]
                 c = dense[cat[r]]
@@ -979,7 +1025,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     at[k] = p
                     covered[k] += o_e[k] - cs
                     is_open[k] = False
-                if i == m:
+                if done:
                     continue
                 if not is_open[k]:
                     is_open[k] = True
@@ -987,6 +1033,8 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     o_e[k] = e
                 elif e > o_e[k]:
                     o_e[k] = e
+            if done:
+                break
         for k in range(n_live):
             for p in range(at[k], nq):
                 f[k, p] = covered[k]
