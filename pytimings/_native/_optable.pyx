@@ -1,12 +1,16 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
 """Per-op attribution kernels (:mod:`pytimings.analysis.op_launch`,
 :mod:`pytimings.analysis.op_table`): each reads the GPU-op and host columns in place, one
-compiled pass per question, so that the op table of 10^7 GPU ops allocates its outputs and
-one packed sort key per sorted row, not chains of 10^7-row temporaries (on a VM, memory a
-process touches for the first time costs more than the arithmetic).
+compiled pass per question, so that the op table of 10^7 GPU ops allocates its outputs
+(int32 rows where they fit) and 4 bytes per sorted row, not chains of 10^7-row temporaries
+(on a VM, memory a process touches for the first time costs more than the arithmetic).
 
-Orders are sorts of packed ``(group, start, row)`` keys (distinct, so any sort gives the
-stable lexsort's order).
+Orders are by ``(group, start, row)``: rows already in few sorted runs are merged in place
+(no order at all); others go through a bucket sort into int32 rows (:func:`_bucket_order`:
+a count and a placement pass over the top bits of the key, then each small bucket sorted
+by key), which for fewer than 2**31 rows replaces one sort of packed 8-byte keys (kept for
+larger tables and keys wider than 64 bits). The busy split reads ops mostly in start order
+in place and sorts only the ones out of place.
 """
 
 import numpy as np
