@@ -28,12 +28,14 @@ def launching_rows(
     no_launch: int,
     no_op: int,
     graph_code: int,
-) -> tuple[_I64, _I8]: ...
+) -> tuple[_I32 | _I64, _I8]: ...
 def names_present(name: _I32, n_names: int) -> _I64: ...
 def window_index(
     start: _I64, keep: _U8 | None, ws: _I64, we: _I64, wid: _I64, out: _I32
 ) -> None: ...
-def launcher_texts(sel: _U8, op_row: _I64, name: _I32, args: _I32 | None) -> tuple[_I64, _I32]: ...
+def launcher_texts(
+    sel: _U8, op_row: _I32 | _I64, name: _I32, args: _I32 | None
+) -> tuple[_I64, _I32]: ...
 def group_totals(
     text: _I32,
     gid: _I64,
@@ -43,7 +45,7 @@ def group_totals(
     kind: _I8,
     copy_kind: _I8,
     name: _I32,
-    op_row: _I64,
+    op_row: _I32 | _I64,
     n_launchers: int,
     ng: int,
     memcpy_kind: int,
@@ -69,7 +71,7 @@ def op_categories(
     memcpy_cat: int,
     memset_cat: int,
     n_cat: int,
-) -> tuple[_I8, _I64, npt.NDArray[np.int64], _I64, _I64, _I64, _I64]: ...
+) -> tuple[_I8, _I32 | _I64, npt.NDArray[np.int64], _I64, _I64, _I64, _I64]: ...
 def busy_split(
     start: _I64, end: _I64, cat: _I8, keep: _U8 | None, n_cat: int, points: _I64
 ) -> npt.NDArray[np.int64]: ...

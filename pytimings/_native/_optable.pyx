@@ -1,17 +1,21 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, autotestdict=False
 """Per-op attribution kernels (:mod:`pytimings.analysis.op_launch`,
 :mod:`pytimings.analysis.op_table`): each reads the GPU-op and host columns in place, one
-compiled pass per question, so that the op table of 10^7 GPU ops allocates its outputs and
-one packed sort key per sorted row, not chains of 10^7-row temporaries (on a VM, memory a
-process touches for the first time costs more than the arithmetic).
+compiled pass per question, so that the op table of 10^7 GPU ops allocates its outputs
+(int32 rows where they fit) and 4 bytes per sorted row, not chains of 10^7-row temporaries
+(on a VM, memory a process touches for the first time costs more than the arithmetic).
 
-Orders are sorts of packed ``(group, start, row)`` keys (distinct, so any sort gives the
-stable lexsort's order).
+Orders are by ``(group, start, row)``: rows already in few sorted runs are merged in place
+(no order at all); others go through a bucket sort into int32 rows (:func:`_bucket_order`:
+a count and a placement pass over the top bits of the key, then each small bucket sorted
+by key), which for fewer than 2**31 rows replaces one sort of packed 8-byte keys (kept for
+larger tables and keys wider than 64 bits). The busy split reads ops mostly in start order
+in place and sorts only the ones out of place.
 """
 
 import numpy as np
 
-from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 
 
@@ -23,12 +27,160 @@ cdef inline int _bits(uint64_t span) noexcept nogil:
     return b
 
 
+cdef struct KR:  # a row and its sort key
+    uint64_t k
+    int32_t r
+
+
+cdef void _sort_kr(KR* a, KR* tmp, Py_ssize_t m) noexcept nogil:
+    """Sort a[0:m] by key, stably: insertion sorts of 16-row runs, then bottom-up merges
+    between ``a`` and ``tmp`` (m entries); the result is left in ``a``."""
+    cdef Py_ssize_t i, j, lo, mid, hi, w = 16, x, y, o
+    cdef KR v
+    cdef KR* src = a
+    cdef KR* dst = tmp
+    cdef KR* sw
+    lo = 0
+    while lo < m:
+        hi = lo + w if lo + w < m else m
+        for i in range(lo + 1, hi):
+            v = a[i]
+            j = i
+            while j > lo and a[j - 1].k > v.k:
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = v
+        lo += w
+    while w < m:
+        lo = 0
+        while lo < m:
+            mid = lo + w if lo + w < m else m
+            hi = lo + 2 * w if lo + 2 * w < m else m
+            x, y, o = lo, mid, lo
+            while x < mid and y < hi:
+                if src[y].k < src[x].k:
+                    dst[o] = src[y]
+                    y += 1
+                else:
+                    dst[o] = src[x]
+                    x += 1
+                o += 1
+            while x < mid:
+                dst[o] = src[x]
+                x += 1
+                o += 1
+            while y < hi:
+                dst[o] = src[y]
+                y += 1
+                o += 1
+            lo += 2 * w
+        sw = src
+        src = dst
+        dst = sw
+        w *= 2
+    if src != a:
+        for i in range(m):
+            a[i] = src[i]
+
+
+cdef inline uint64_t _key(const int64_t* start, const int32_t* group, Py_ssize_t r,
+                          int64_t s_lo, int64_t g_lo, int s_bits) noexcept nogil:
+    cdef uint64_t k = <uint64_t>start[r] - <uint64_t>s_lo
+    if group != NULL:
+        k |= <uint64_t>(<int64_t>group[r] - g_lo) << s_bits
+    return k
+
+
+cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
+                          Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
+                          int s_bits, int g_bits):
+    """``_order`` by a bucket sort, for fewer than 2**31 rows: the kept rows counted into
+    about n / 8 buckets of their (group, start) key's top bits, placed bucket by bucket
+    in row order (an int32 array, 4 bytes a row: the only memory of the size of the
+    table), then each bucket sorted by key, stably (rows in a bucket stay in row order
+    among equal keys)."""
+    cdef int kb = s_bits + g_bits, bb = _bits(<uint64_t>n) - 3, shift
+    cdef Py_ssize_t r, b, nb, lo, hi, m, big = 0, i
+    cdef int32_t c, t
+    cdef uint64_t k
+    cdef KR small[16]
+    cdef KR v
+    cdef KR* buf = NULL
+    cdef KR* tmp = NULL
+    if bb > kb:
+        bb = kb
+    if bb > 24:
+        bb = 24
+    if bb < 0:
+        bb = 0
+    shift = kb - bb
+    nb = <Py_ssize_t>1 << bb
+    count_arr = np.zeros(nb + 1, dtype=np.int32)
+    out_arr = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] count = count_arr
+    cdef int32_t[::1] out = out_arr
+    with nogil:
+        for r in range(n_all):  # bucket sizes, at count[b + 1]
+            if keep != NULL and not keep[r]:
+                continue
+            k = _key(start, group, r, s_lo, g_lo, s_bits)
+            b = <Py_ssize_t>(k >> shift) if shift < 64 else 0
+            count[b + 1] += 1
+        for b in range(nb):  # count[b + 1]: where bucket b starts
+            if count[b + 1] > big:
+                big = count[b + 1]
+            count[b + 1] += count[b]
+        for r in range(n_all):  # afterwards count[b]: where bucket b ends
+            if keep != NULL and not keep[r]:
+                continue
+            k = _key(start, group, r, s_lo, g_lo, s_bits)
+            b = <Py_ssize_t>(k >> shift) if shift < 64 else 0
+            out[count[b]] = <int32_t>r
+            count[b] += 1
+    if big > 65536 and big > n >> 3:
+        return None  # few buckets hold most rows: the caller sorts keys instead
+    if big > 16:
+        buf = <KR*>malloc(2 * big * sizeof(KR))
+        if buf == NULL:
+            raise MemoryError()
+        tmp = buf + big
+    with nogil:
+        lo = 0
+        for b in range(nb):
+            hi = count[b]
+            m = hi - lo
+            if m > 16:
+                for i in range(m):
+                    buf[i].r = out[lo + i]
+                    buf[i].k = _key(start, group, out[lo + i], s_lo, g_lo, s_bits)
+                _sort_kr(buf, tmp, m)
+                for i in range(m):
+                    out[lo + i] = buf[i].r
+            elif m > 1:  # an insertion sort, stable
+                for i in range(m):
+                    small[i].r = out[lo + i]
+                    small[i].k = _key(start, group, out[lo + i], s_lo, g_lo, s_bits)
+                    t = <int32_t>i
+                    while t > 0 and small[t - 1].k > small[t].k:
+                        v = small[t]
+                        small[t] = small[t - 1]
+                        small[t - 1] = v
+                        t -= 1
+                for i in range(m):
+                    out[lo + i] = small[i].r
+            lo = hi
+    free(buf)
+    return out_arr
+
+
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
                    Py_ssize_t n_all):
     """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) ordered by
-    (``group[r]`` when given, ``start[r]``, r), an int64 array: one sort of packed
-    (group, start, row) keys where they fit in 64 bits, else a stable argsort of packed
-    (group, start) keys (16 more bytes a row), else numpy's lexsort."""
+    (``group[r]`` when given, ``start[r]``, r): an int32 array by a bucket sort
+    (:func:`_bucket_order`) when the rows and the (group, start) keys fit, else an int64
+    array: one sort of packed (group, start, row) keys where they fit in 64 bits, else a
+    stable argsort of packed (group, start) keys (16 more bytes a row), else numpy's
+    lexsort."""
     cdef Py_ssize_t r, n = 0, i = 0
     cdef int64_t s_lo = INT64_MAX, s_hi = INT64_MIN
     cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
@@ -54,6 +206,10 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     s_bits = _bits(<uint64_t>s_hi - <uint64_t>s_lo)
     if group != NULL:
         g_bits = _bits(<uint64_t>(g_hi - g_lo))
+    if s_bits + g_bits <= 64 and n_all < INT32_MAX:
+        out = _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits)
+        if out is not None:
+            return out
     if s_bits + g_bits > 64:
         rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
             np.asarray(<const uint8_t[:n_all]>keep))
@@ -109,7 +265,8 @@ cdef enum:
 # consecutive kept rows in that order), with no sorted copy; ``head``: the next row (-1:
 # none).
 cdef struct Runs:
-    const int64_t* order
+    const int64_t* order  # the sorted row list (int64 or int32 rows; both NULL: merged)
+    const int32_t* order32
     Py_ssize_t n_order
     Py_ssize_t at
     const int64_t* start
@@ -149,12 +306,8 @@ cdef void _sift(Runs* m) noexcept nogil:
     m.head = m.pos[m.heap[0]]
 
 
-cdef void _advance(Runs* m) noexcept nogil:
-    """Move past ``head``."""
-    if m.order != NULL:
-        m.at += 1
-        m.head = m.order[m.at] if m.at < m.n_order else -1
-        return
+cdef void _advance_merged(Runs* m) noexcept nogil:
+    """Move past ``head`` when merging runs."""
     cdef Py_ssize_t t = m.heap[0]
     cdef int64_t r = m.pos[t] + 1
     while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
@@ -170,12 +323,24 @@ cdef void _advance(Runs* m) noexcept nogil:
     _sift(m)
 
 
+cdef inline void _advance(Runs* m) noexcept nogil:
+    """Move past ``head``."""
+    if m.order32 != NULL:
+        m.at += 1
+        m.head = m.order32[m.at] if m.at < m.n_order else -1
+    elif m.order != NULL:
+        m.at += 1
+        m.head = m.order[m.at] if m.at < m.n_order else -1
+    else:
+        _advance_merged(m)
+
+
 cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
                 Py_ssize_t n_all) noexcept nogil:
     """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
     cdef Py_ssize_t r, k
     cdef int64_t prev = -1
-    m.order, m.start, m.group, m.keep, m.n_runs = NULL, start, group, keep, 0
+    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
     for r in range(n_all):
         if keep != NULL and not keep[r]:
             continue
@@ -212,16 +377,21 @@ cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t[::1] group,
     cdef Py_ssize_t n = start.shape[0]
     cdef bint merged = False
     cdef const int64_t[::1] o
-    m.head, m.order, m.n_heap = -1, NULL, 0
+    cdef const int32_t[::1] o32
+    m.head, m.order, m.order32, m.n_heap = -1, NULL, NULL, 0
     if n:
         with nogil:
             merged = _runs(m, &start[0], &group[0], keep, n)
     if merged:
         return None
     order = _order(start, &group[0] if n else NULL, keep, n)
-    o = order
-    m.n_order, m.at = o.shape[0], 0
-    if m.n_order:
+    m.n_order, m.at = order.shape[0], 0
+    if m.n_order and order.dtype == np.int32:
+        o32 = order
+        m.order32 = &o32[0]
+        m.head = o32[0]
+    elif m.n_order:
+        o = order
         m.order = &o[0]
         m.head = o[0]
     return order
@@ -336,9 +506,10 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     ``graph``: run by a graph replay): the row of the innermost kept activity (``a_keep``:
     a uint8 mask, None: all) enclosing its launch call on the call's thread (``start <=
     q_start``, ``q_end <= end``; innermost: the latest start, then the earliest end, then
-    the later row), -1 for graph-replayed ops and where none; and its reason code (-1
-    where found; ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only
-    the launch calls of the ops not run by a graph are queried."""
+    the later row), -1 for graph-replayed ops and where none (int32 when the activity rows
+    fit, else int64); and its reason code (-1 where found; ``graph_code``, ``no_op`` with
+    a launch call, else ``no_launch``). Only the launch calls of the ops not run by a
+    graph are queried."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], n = api_row.shape[0], i
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
@@ -368,20 +539,34 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     elif nq:
         f32 = found_arr
         p32 = &f32[0]
-    op_row_arr = np.empty(n, dtype=np.int64)
+    op_row_arr = np.empty(n, dtype=found_arr.dtype)  # int32 where the rows fit
     reason_arr = np.empty(n, dtype=np.int8)
-    cdef int64_t[::1] op_row = op_row_arr
+    cdef int64_t[::1] o64
+    cdef int32_t[::1] o32
+    cdef int64_t* q64 = NULL
+    cdef int32_t* q32 = NULL
+    cdef int64_t r
+    if n and op_row_arr.dtype == np.int64:
+        o64 = op_row_arr
+        q64 = &o64[0]
+    elif n:
+        o32 = op_row_arr
+        q32 = &o32[0]
     cdef int8_t[::1] reason = reason_arr
     with nogil:
         for i in range(n):
-            op_row[i] = -1
+            r = -1
             if graph[i]:
                 reason[i] = graph_code
             elif api_row[i] < 0:
                 reason[i] = no_launch
             else:
-                op_row[i] = p64[api_row[i]] if p64 != NULL else p32[api_row[i]]
-                reason[i] = -1 if op_row[i] >= 0 else no_op
+                r = p64[api_row[i]] if p64 != NULL else p32[api_row[i]]
+                reason[i] = -1 if r >= 0 else no_op
+            if q64 != NULL:
+                q64[i] = r
+            else:
+                q32[i] = <int32_t>r
     return op_row_arr, reason_arr
 
 
@@ -512,7 +697,12 @@ cdef object _hash_keys(Hash* h):
     return out_arr
 
 
-def launcher_texts(const uint8_t[::1] sel, const int64_t[::1] op_row, const int32_t[::1] name,
+ctypedef fused row_t:  # launching-op rows: int32 where they fit (launching_rows)
+    int32_t
+    int64_t
+
+
+def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_t[::1] name,
                    args):
     """Per GPU op selected (``sel``) with a launching op (``op_row`` >= 0, a row of the
     launching table, whose ``name`` and ``args`` (None: no args) columns are given): the
@@ -572,7 +762,7 @@ def launcher_texts(const uint8_t[::1] sel, const int64_t[::1] op_row, const int3
 def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_direct,
                  const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
                  const int8_t[::1] copy_kind, const int32_t[::1] name,
-                 const int64_t[::1] op_row, Py_ssize_t n_launchers, Py_ssize_t ng,
+                 const row_t[::1] op_row, Py_ssize_t n_launchers, Py_ssize_t ng,
                  int memcpy_kind, int dtod):
     """Per group (``gid`` of each op text; ``text`` per GPU op, -1: not charged; texts
     from ``n_direct`` on are graph-replayed ops'): kernel ns, graph-replayed kernel ns,
@@ -638,7 +828,8 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
                   int n_cat):
     """Per GPU op its category (a memcpy or memset by its kind; a charged op (``text``
     >= 0) by its text's category when known (``text_cat`` < ``n_cat``); else by its kernel
-    name, ``name_cat``) and its row in the table (``text_place``, -1); and over the
+    name, ``name_cat``) and its row in the table (``text_place``, -1; int32 when the
+    texts fit, else int64); and over the
     selected ops (``sel``): kernel ns per (window (``win``, int32, -1: none; None: not
     summed), category) and per category, the kernel ns in all, charged, graph-replayed and
     graph-replayed charged, and per reason code in ``[0, n_reasons)`` ops and kernel ns."""
@@ -659,19 +850,33 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
                 or (wp != NULL and wp[i] >= n_win)):
             raise ValueError("op_categories: a text, name, reason or window is out of range")
     cat_arr = np.empty(n, dtype=np.int8)
-    row_arr = np.empty(n, dtype=np.int64)
+    wide = nt >= INT32_MAX  # table rows as int32 where they fit
+    row_arr = np.empty(n, dtype=np.int64 if wide else np.int32)
+    cdef int64_t[::1] r64
+    cdef int32_t[::1] r32
+    cdef int64_t* w64 = NULL
+    cdef int32_t* w32 = NULL
+    if n and wide:
+        r64 = row_arr
+        w64 = &r64[0]
+    elif n:
+        r32 = row_arr
+        w32 = &r32[0]
     cells_arr = np.zeros((n_win if wp != NULL else 0) * n_cat, dtype=np.int64)
     tot_arr = np.zeros(n_cat, dtype=np.int64)
     sums_arr = np.zeros(4, dtype=np.int64)
     r_ops_arr = np.zeros(n_reasons, dtype=np.int64)
     r_ns_arr = np.zeros(n_reasons, dtype=np.int64)
     cdef int8_t[::1] cat = cat_arr
-    cdef int64_t[::1] row_of = row_arr, cells = cells_arr, tot = tot_arr, sums = sums_arr
+    cdef int64_t[::1] cells = cells_arr, tot = tot_arr, sums = sums_arr
     cdef int64_t[::1] r_ops = r_ops_arr, r_ns = r_ns_arr
     with nogil:
         for i in range(n):
             t = text[i]
-            row_of[i] = text_place[t] if t >= 0 else -1
+            if w32 != NULL:
+                w32[i] = <int32_t>text_place[t] if t >= 0 else -1
+            else:
+                w64[i] = text_place[t] if t >= 0 else -1
             if kind[i] == memcpy_kind:
                 c = memcpy_cat
             elif kind[i] == memset_kind:
@@ -707,7 +912,8 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
     length of the union of the ops of categories <= k before that point, shape ``(n_cat,
     points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once)."""
+    all at once). Ops mostly in start order are not sorted: those after the latest start
+    before them are read in place, merged with the others sorted."""
     cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
     cdef int64_t s, e, cs
@@ -731,25 +937,79 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
         o_s[k] = o_e[k] = covered[k] = at[k] = 0
     keep_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] kv = keep_arr
+    cdef Py_ssize_t n_kept = 0, n_late = 0, j = 0, next_main = 0
+    cdef int64_t run_max = INT64_MIN
+    cdef bint merged, done
     with nogil:  # only non-empty ops of a category: the order sorts no others
         for i in range(n):
             kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
             if kv[i]:
                 seen[cat[i]] = True
+                n_kept += 1
+                if start[i] < run_max:
+                    n_late += 1
+                else:
+                    run_max = start[i]
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
+    # ops mostly in start order (a loader's table; a GPU's streams, each in order, with
+    # a few ops out of place): the "main" ops (kept, starting at or after every kept op
+    # before them: in (start, row) order already) merged with the others sorted; else
+    # all of them sorted
+    merged = 4 * n_late <= n_kept
+    if merged:
+        run_max = INT64_MIN
+        with nogil:  # kv: the late ops only
+            for i in range(n):
+                if kv[i]:
+                    if start[i] < run_max:
+                        continue
+                    run_max = start[i]
+                    kv[i] = 0
     order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
     del kv
     keep_arr = None
-    cdef const int64_t[::1] order = order_arr
+    cdef const int64_t[::1] order
+    cdef const int32_t[::1] order32
+    cdef const int64_t* o64 = NULL
+    cdef const int32_t* o32 = NULL
+    m = order_arr.shape[0]
+    if m and order_arr.dtype == np.int32:
+        order32 = order_arr
+        o32 = &order32[0]
+    elif m:
+        order = order_arr
+        o64 = &order[0]
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
-    m = order.shape[0]
+    run_max = INT64_MIN
     with nogil:
-        for i in range(m + 1):
-            if i < m:
-                r = order[i]
+        while True:
+            done = False
+            if merged:
+                while next_main < n:  # the next main op
+                    i = next_main
+                    if ((kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
+                            and start[i] >= run_max):
+                        break
+                    next_main += 1
+                r = o32[j] if j < m and o32 != NULL else (o64[j] if j < m else -1)
+                if next_main < n and (r < 0 or start[next_main] < start[r]
+                                      or (start[next_main] == start[r] and next_main < r)):
+                    r = next_main
+                    run_max = start[r]
+                    next_main += 1
+                elif r >= 0:
+                    j += 1
+                else:
+                    done = True
+            elif j < m:
+                r = o32[j] if o32 != NULL else o64[j]
+                j += 1
+            else:
+                done = True
+            if not done:
                 s = start[r]
                 e = end[r]
                 c = dense[cat[r]]
@@ -769,7 +1029,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     at[k] = p
                     covered[k] += o_e[k] - cs
                     is_open[k] = False
-                if i == m:
+                if done:
                     continue
                 if not is_open[k]:
                     is_open[k] = True
@@ -777,6 +1037,8 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     o_e[k] = e
                 elif e > o_e[k]:
                     o_e[k] = e
+            if done:
+                break
         for k in range(n_live):
             for p in range(at[k], nq):
                 f[k, p] = covered[k]

@@ -71,11 +71,12 @@ _NVTX_OP = re.compile(
 
 @dataclass
 class OpLaunch:
-    """Per GPU op: the row of its launching op in ``table`` (``host_ops`` or ``ranges``),
-    or -1 with ``reason`` (an index into :data:`REASONS`; -1 where attributed)."""
+    """Per GPU op: the row of its launching op in ``table`` (``host_ops`` or ``ranges``;
+    int32 where the table's rows fit), or -1 with ``reason`` (an index into
+    :data:`REASONS`; -1 where attributed)."""
 
     table: str
-    op_row: I64
+    op_row: I32 | I64
     reason: npt.NDArray[np.int8]
     graph: npt.NDArray[np.bool_]
 

@@ -65,7 +65,9 @@ class OpTable:
     window_categories: list[list[dict[str, Any]]]
     attribution: dict[str, Any]
     gpu: dict[str, Any] | None
-    op_row: I64  # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none
+    # per GPU op (row of trace.gpu_ops): its row in ``ops``, -1 where none (int32 from
+    # op_table, int64 from merge_tables)
+    op_row: npt.NDArray[np.int32] | I64
     # per GPU op: its index in CATEGORIES (an op no window reports: by its kernel name)
     category: npt.NDArray[np.int8]
 
@@ -169,7 +171,7 @@ class _Charged:
 def _charged(
     a: Attribution,
     sel: npt.NDArray[np.bool_],
-    op_row: I64,
+    op_row: npt.NDArray[np.int32] | I64,
     table: str,
     gm: GraphMatch | None,
     caps: Captures,

@@ -96,21 +96,25 @@ def test_innermost_rows_matches_brute_force(acts, queries, layout):
         assert got[q] == best
 
 
-@pytest.mark.parametrize("first_start", [0, -(2**57), -(2**62)])
-def test_innermost_rows_of_many_unsorted_activities(first_start):
-    # more sorted runs than are merged: one sort of packed (thread, start, row) keys; with
-    # one activity from -2**57 on, (thread, start) keys sorted stably; from -2**62, lexsort
+@pytest.mark.parametrize(
+    ("first_start", "n"), [(0, 3000), (-(2**57), 3000), (-(2**62), 3000), (-(2**57), 300_000)]
+)
+def test_innermost_rows_of_many_unsorted_activities(first_start, n):
+    # more sorted runs than are merged: a bucket sort into int32 rows; with one activity
+    # from -2**57 on, every other row in one bucket per thread (3000 rows: merge-sorted
+    # there; 300k: buckets this big make it sort packed keys instead); from -2**62 (keys
+    # wider than 64 bits), lexsort
     rng = np.random.default_rng(7)
-    a_g = rng.integers(0, 3, 3000).astype(np.int32)
-    a_s = rng.integers(0, 2000, 3000).astype(np.int64)
-    a_e = a_s + rng.integers(0, 300, 3000)
+    a_g = rng.integers(0, 3, n).astype(np.int32)
+    a_s = rng.integers(0, 2000, n).astype(np.int64)
+    a_e = a_s + rng.integers(0, 300, n)
     a_s[0], a_e[0] = first_start, 2**62
     q_g = rng.integers(0, 3, 400).astype(np.int32)
     q_s = rng.integers(0, 2000, 400).astype(np.int64)
     q_e = q_s + rng.integers(0, 20, 400)
-    keep = (rng.random(3000) < 0.7).astype(np.uint8)
+    keep = (rng.random(n) < 0.7).astype(np.uint8)
     got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
-    rows = np.arange(3000)
+    rows = np.arange(n)
     for q in range(400):
         inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
         want = -1
