@@ -16,6 +16,18 @@ def points_in_set(points: _I64, u_s: _I64, u_e: _I64) -> npt.NDArray[np.uint8]: 
 def project(
     points: _I64, starts: _I64, ends: _I64, r_s: _I64, r_e: _I64
 ) -> tuple[_I64, _I64, _I64, _I64]: ...
+def project_threads(
+    api_row: _I64,
+    api_thread: npt.NDArray[np.int32],
+    api_start: _I64,
+    op_start: _I64,
+    op_end: _I64,
+    t_slot: npt.NDArray[np.int32],
+    b: _I64,
+    b_off: _I64,
+    q_lo: _I64,
+    q_hi: _I64,
+) -> tuple[_I64, _I64, _I64]: ...
 def union_by_class(
     order: _I64, starts: _I64, ends: _I64, cls: npt.NDArray[np.int8]
 ) -> tuple[_I64, _I64, _I64, _I64, _I64, _I64]: ...

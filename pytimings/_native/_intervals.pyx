@@ -16,7 +16,7 @@ Label codes of :func:`sweep` and rows of :func:`partition_windows`:
 
 import numpy as np
 
-from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int64_t, uint8_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t
 
 cdef int64_t NO_LAUNCH = INT64_MIN   # k_lstart value: k has no known launch call
 cdef int64_t NEVER = INT64_MAX
@@ -481,3 +481,129 @@ def partition_windows(const int64_t[::1] w_s, const int64_t[::1] w_e,
     if want_gaps:
         return out_arr, tuple(x[:ng] for x in bufs)
     return out_arr
+
+
+cdef inline Py_ssize_t _bin_of(const int64_t* b, Py_ssize_t nb, int64_t p,
+                               Py_ssize_t h) noexcept nogil:
+    """The number of boundaries ``b[0:nb]`` (ascending) that are <= p, tried first at the
+    hint ``h`` (launches come in time order, so consecutive ops mostly share a bin)."""
+    cdef Py_ssize_t lo = 0, hi = nb, mid
+    if (h == 0 or b[h - 1] <= p) and (h == nb or p < b[h]):
+        return h
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if b[mid] <= p:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def project_threads(const int64_t[::1] api_row, const int32_t[::1] api_thread,
+                    const int64_t[::1] api_start, const int64_t[::1] op_start,
+                    const int64_t[::1] op_end, const int32_t[::1] t_slot,
+                    const int64_t[::1] b, const int64_t[::1] b_off,
+                    const int64_t[::1] q_lo, const int64_t[::1] q_hi):
+    """Projection of launches onto ranges in one pass over the ops, read in place.
+
+    Op ``i`` is launched by API call ``api_row[i]`` (< 0: none), on thread
+    ``api_thread[row]`` at ``api_start[row]``. Each thread with ranges has a slot ``s =
+    t_slot[thread]`` (< 0, or a thread outside ``t_slot``: none) and the ascending distinct
+    boundaries ``b[b_off[s]:b_off[s + 1]]`` of its ranges; they cut its time into bins (bin
+    ``k`` of the slot: launches with ``k`` boundaries at or before them), numbered across
+    slots from ``b_off[s] + s``. Per bin: the ops launched in it, their least start and
+    greatest end. Range ``j`` covers the bins ``[q_lo[j], q_hi[j])`` (its launches: start
+    <= launch < end). Returns per range (count, earliest start, latest end), all 0 when
+    it launched nothing; ranges may overlap or nest (a segment tree answers each)."""
+    cdef Py_ssize_t n = api_row.shape[0], n_slots = b_off.shape[0] - 1, m = q_lo.shape[0]
+    cdef Py_ssize_t n_t = t_slot.shape[0], i, s, k, nb, size, lo, hi, g
+    cdef Py_ssize_t n_api = api_thread.shape[0]
+    cdef int64_t r, c, mn, mx
+    cdef int32_t t
+    cdef const int64_t* bp = &b[0] if b.shape[0] else NULL
+    cdef bint bad = 0
+    if (api_start.shape[0] != n_api or op_start.shape[0] != n or op_end.shape[0] != n
+            or q_hi.shape[0] != m or n_slots < 0):
+        raise ValueError("project_threads: columns differ in length")
+    if b_off[0] != 0 or b_off[n_slots] != b.shape[0]:
+        raise ValueError("project_threads: b_off does not cut b")
+    for s in range(n_slots):
+        if b_off[s + 1] < b_off[s]:
+            raise ValueError("project_threads: b_off does not cut b")
+    for i in range(n_t):
+        if t_slot[i] >= n_slots:
+            raise ValueError("project_threads: a thread's slot is out of range")
+    size = b.shape[0] + n_slots  # bins in all
+    for i in range(m):
+        if q_lo[i] < 0 or q_hi[i] > size or q_hi[i] < q_lo[i]:
+            raise ValueError("project_threads: a range's bins are out of bounds")
+    count_arr = np.zeros(m, dtype=np.int64)
+    first_arr = np.zeros(m, dtype=np.int64)
+    last_arr = np.zeros(m, dtype=np.int64)
+    cdef int64_t[::1] count = count_arr, first = first_arr, last = last_arr
+    if m == 0 or size == 0:
+        return count_arr, first_arr, last_arr
+    # per bin (leaves of the trees at size + bin): count, least start, greatest end
+    cnt_arr = np.zeros(size + 1, dtype=np.int64)
+    mn_arr = np.full(2 * size, INT64_MAX, dtype=np.int64)
+    mx_arr = np.full(2 * size, INT64_MIN, dtype=np.int64)
+    hint_arr = np.zeros(n_slots + 1, dtype=np.int64)
+    cdef int64_t[::1] cnt = cnt_arr, tmn = mn_arr, tmx = mx_arr, hint = hint_arr
+    with nogil:
+        for i in range(n):
+            r = api_row[i]
+            if r < 0:
+                continue
+            if r >= n_api:
+                bad = 1
+                break
+            t = api_thread[r]
+            if t < 0 or t >= n_t:
+                continue
+            s = t_slot[t]
+            if s < 0:
+                continue
+            nb = b_off[s + 1] - b_off[s]
+            k = _bin_of(bp + b_off[s], nb, api_start[r], hint[s])
+            hint[s] = k
+            g = b_off[s] + s + k
+            cnt[g + 1] += 1
+            if op_start[i] < tmn[size + g]:
+                tmn[size + g] = op_start[i]
+            if op_end[i] > tmx[size + g]:
+                tmx[size + g] = op_end[i]
+    if bad:
+        raise ValueError("project_threads: an API row is out of range")
+    with nogil:
+        for g in range(size):  # prefix counts: cnt[g] = ops in the bins before g
+            cnt[g + 1] += cnt[g]
+        for g in range(size - 1, 0, -1):
+            tmn[g] = tmn[2 * g] if tmn[2 * g] < tmn[2 * g + 1] else tmn[2 * g + 1]
+            tmx[g] = tmx[2 * g] if tmx[2 * g] > tmx[2 * g + 1] else tmx[2 * g + 1]
+        for i in range(m):
+            c = cnt[q_hi[i]] - cnt[q_lo[i]]
+            if c == 0:
+                continue
+            mn = INT64_MAX
+            mx = INT64_MIN
+            lo = q_lo[i] + size
+            hi = q_hi[i] + size
+            while lo < hi:  # the bottom-up walk of a segment tree over [lo, hi)
+                if lo & 1:
+                    if tmn[lo] < mn:
+                        mn = tmn[lo]
+                    if tmx[lo] > mx:
+                        mx = tmx[lo]
+                    lo += 1
+                if hi & 1:
+                    hi -= 1
+                    if tmn[hi] < mn:
+                        mn = tmn[hi]
+                    if tmx[hi] > mx:
+                        mx = tmx[hi]
+                lo >>= 1
+                hi >>= 1
+            count[i] = c
+            first[i] = mn
+            last[i] = mx
+    return count_arr, first_arr, last_arr

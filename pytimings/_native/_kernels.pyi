@@ -8,3 +8,9 @@ def open_ranges(
     order: npt.NDArray[np.int64],
     group: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.int64]: ...
+def join_sorted(
+    keys: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.int64] | None,
+    q_key: npt.NDArray[np.int64],
+    q_id: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], int]: ...

@@ -75,3 +75,71 @@ def open_ranges(
             heap[pos] = e
     free(heap)
     return out
+
+
+cdef inline Py_ssize_t _first_ge_from(const long long* a, Py_ssize_t n, long long v,
+                                      Py_ssize_t h) noexcept nogil:
+    """The least i with a[i] >= v (n when none; a ascending), searched outwards from the
+    hint h: keys that come in order are found in a step or two."""
+    cdef Py_ssize_t lo, hi, mid, step = 1
+    if h > n:
+        h = n
+    if h < n and a[h] < v:  # the answer is after h
+        lo = h + 1
+        hi = lo
+        while hi < n and a[hi] < v:
+            lo = hi + 1
+            hi += step
+            step <<= 1
+        if hi > n:
+            hi = n
+    else:  # h is an answer: is an earlier one?
+        hi = h
+        lo = h - 1
+        while lo >= 0 and a[lo] >= v:
+            hi = lo
+            lo -= step
+            step <<= 1
+        lo = lo + 1 if lo >= 0 else 0
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def join_sorted(const long long[::1] keys, rows, const long long[::1] q_key,
+                const long long[::1] q_id):
+    """Per query ``i``: ``rows[j]`` (``j`` itself when ``rows`` is None) for the ``j`` with
+    ``keys[j] == q_key[i]`` (``keys`` ascending and distinct), or -1 when none or when
+    ``q_id[i] < 0``. Each search starts from the previous answer: queries in key order
+    cost a step or two each. Returns (the rows, how many queries with ``q_id >= 0``
+    found none)."""
+    cdef Py_ssize_t n = keys.shape[0], nq = q_key.shape[0], i, h = 0
+    cdef const long long[::1] rw
+    cdef const long long* rp = NULL
+    cdef const long long* kp = &keys[0] if n else NULL
+    cdef long long missed = 0
+    if q_id.shape[0] != nq:
+        raise ValueError("join_sorted: query columns differ in length")
+    if rows is not None:
+        rw = rows
+        if rw.shape[0] != n:
+            raise ValueError("join_sorted: rows and keys differ in length")
+        rp = &rw[0] if n else NULL
+    out_arr = np.empty(nq, dtype=np.int64)
+    cdef long long[::1] out = out_arr
+    with nogil:
+        for i in range(nq):
+            if q_id[i] < 0:
+                out[i] = -1
+                continue
+            h = _first_ge_from(kp, n, q_key[i], h)
+            if h < n and kp[h] == q_key[i]:
+                out[i] = rp[h] if rp != NULL else h
+            else:
+                out[i] = -1
+                missed += 1
+    return out_arr, missed

@@ -20,18 +20,24 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
-from pytimings._native._kernels import is_sorted_i64
+from pytimings._native._kernels import is_sorted_i64, join_sorted
 from pytimings.model.trace import SyncKind, Trace
 from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
 
 
-def _keys(trace: Trace, rows: I64) -> tuple[I64, I64]:
-    """Join keys (process, correlation) of the GPU ops and of the api_calls ``rows``."""
+def _keys(trace: Trace, rows: I64 | None) -> tuple[I64, I64]:
+    """Join keys (process, correlation) of the GPU ops and of the api_calls ``rows`` (None:
+    every row, read in place)."""
     ops, api = trace.gpu_ops, trace.api_calls
-    o_corr, a_corr = ops["correlation"], api["correlation"][rows]
-    o_rank, a_rank, o_pid, a_pid = ops["rank"], api["rank"][rows], ops["pid"], api["pid"][rows]
+
+    def of_api(c: str) -> npt.NDArray[Any]:
+        col: npt.NDArray[Any] = api[c]
+        return col if rows is None else col[rows]
+
+    o_corr, a_corr = ops["correlation"], of_api("correlation")
+    o_rank, a_rank, o_pid, a_pid = ops["rank"], of_api("rank"), ops["pid"], of_api("pid")
     r0, p0 = int(a_rank[0]), int(a_pid[0])
     if (
         np.all(a_rank == r0)
@@ -58,35 +64,44 @@ def _keys(trace: Trace, rows: I64) -> tuple[I64, I64]:
 
 
 def launch_index(trace: Trace) -> I64:
-    """Per GPU op, the row of its launch call in ``trace.api_calls``, or -1."""
+    """Per GPU op, the row of its launch call in ``trace.api_calls``, or -1. The calls'
+    keys are sorted (usually they are in order already: no sort), then each op's key is
+    looked up from where the previous op's was found (:func:`_kernels.join_sorted`), so ops
+    in correlation order cost a step each and nothing of the ops' length is gathered."""
     ops, api = trace.gpu_ops, trace.api_calls
-    out = np.full(len(ops), -1, dtype=np.int64)
     if len(ops) == 0 or len(api) == 0:
-        return out
+        return np.full(len(ops), -1, dtype=np.int64)
     cand = api["correlation"] >= 0
-    rows = np.flatnonzero(cand)
+    rows: I64 | None = None if cand.all() else np.flatnonzero(cand)  # None: every row
     del cand
-    if rows.size == 0:
-        return out
+    if rows is not None and rows.size == 0:
+        return np.full(len(ops), -1, dtype=np.int64)
     o_key, a_key = _keys(trace, rows)
     order: I64 | None = None  # None: a_key is sorted already
     if not is_sorted_i64(np.ascontiguousarray(a_key)):
         order = np.argsort(a_key, kind="stable")
     ks = a_key if order is None else a_key[order]
     if ks.size > 1 and np.any(ks[1:] == ks[:-1]):  # shared ids: earliest, then lowest thread
-        order = np.lexsort((api["thread"][rows], api["start"][rows], a_key))
+        thread, start = api["thread"], api["start"]
+        if rows is not None:
+            thread, start = thread[rows], start[rows]
+        order = np.lexsort((thread, start, a_key))
+        del thread, start
         ks = a_key[order]
         first = np.ones(ks.size, dtype=bool)
         first[1:] = ks[1:] != ks[:-1]
         ks, order = ks[first], order[first]
         del first
     del a_key
-    rows = rows if order is None else rows[order]
-    pos = np.searchsorted(ks, o_key)
-    np.minimum(pos, ks.size - 1, out=pos)
-    hit = ks[pos] == o_key
-    hit &= ops["correlation"] >= 0
-    out[hit] = rows[pos[hit]]
+    if order is not None:
+        rows = order if rows is None else rows[order]
+    del order
+    out, _ = join_sorted(
+        np.ascontiguousarray(ks),
+        rows,
+        np.ascontiguousarray(o_key),
+        np.ascontiguousarray(ops["correlation"].astype(np.int64, copy=False)),
+    )
     return out
 
 
@@ -103,17 +118,59 @@ def project(
     range's thread (an end before the start is taken as the start) — as their count,
     earliest start, latest end and busy time, the length of the union of their intervals
     (all 0 when none; ``busy=False``: not computed, left 0, for callers that need only the
-    count and span: the union is most of the cost). ``api_row`` is :func:`launch_index`.
-    One implementation for ``summary`` and ``analyze --by``."""
+    count and span). ``api_row`` is :func:`launch_index`. One implementation for
+    ``summary`` and ``analyze --by``.
+
+    Count and span: one compiled pass over the ops (:func:`_intervals.project_threads`),
+    reading the launch calls through ``api_row`` in place; the ranges' boundaries on each
+    thread cut its time into bins, each op lands in the bin of its launch, and each range
+    reads its bins. The busy time sorts each thread's launches (:func:`_busy`)."""
     rg, ops, api = trace.ranges, trace.gpu_ops, trace.api_calls
     rows = np.arange(len(rg), dtype=np.int64) if rows is None else rows
     r_s = rg["start"][rows]
     r_e = np.maximum(rg["end"][rows], r_s)
     r_t = rg["thread"][rows]
-    out = tuple(np.zeros(rows.size, dtype=np.int64) for _ in range(4))
+    zero = np.zeros(rows.size, dtype=np.int64)
+    if rows.size == 0 or len(ops) == 0 or len(api) == 0:
+        return zero, zero.copy(), zero.copy(), zero.copy()
+    on = np.flatnonzero(r_t >= 0)
+    threads = np.unique(r_t[on])
+    t_slot = np.full(int(threads.max(initial=-1)) + 1, -1, dtype=np.int32)
+    t_slot[threads] = np.arange(threads.size, dtype=np.int32)
+    slot = t_slot[r_t[on]].astype(np.int64)
+    parts, q_lo, q_hi = [], zero.copy(), zero.copy()
+    b_off = np.zeros(threads.size + 1, dtype=np.int64)
+    for k in range(threads.size):
+        mine = on[slot == k]
+        bounds = np.unique(np.concatenate([r_s[mine], r_e[mine]]))
+        base = int(b_off[k]) + k  # the slot's first bin
+        q_lo[mine] = base + np.searchsorted(bounds, r_s[mine]) + 1
+        q_hi[mine] = base + np.searchsorted(bounds, r_e[mine]) + 1
+        b_off[k + 1] = b_off[k] + bounds.size
+        parts.append(bounds)
+    c = np.ascontiguousarray
+    count, first, last = iv.project_threads(
+        c(api_row.astype(np.int64, copy=False)),
+        c(api["thread"].astype(np.int32, copy=False)),
+        c(api["start"]),
+        c(ops["start"]),
+        c(ops["end"]),
+        t_slot,
+        np.concatenate(parts) if parts else np.empty(0, dtype=np.int64),
+        b_off,
+        q_lo,
+        q_hi,
+    )
+    busy_ns = _busy(trace, api_row, r_s, r_e, r_t) if busy and count.any() else zero
+    return count, first, last, busy_ns
+
+
+def _busy(trace: Trace, api_row: I64, r_s: I64, r_e: I64, r_t: npt.NDArray[Any]) -> I64:
+    """Per range ``[r_s, r_e)`` on thread ``r_t``: the length of the union of the intervals
+    of the GPU ops launched from inside it (the busy time of :func:`project`)."""
+    ops, api = trace.gpu_ops, trace.api_calls
+    out = np.zeros(r_s.size, dtype=np.int64)
     linked = np.flatnonzero(api_row >= 0)
-    if linked.size == 0 or rows.size == 0:
-        return out  # type: ignore[return-value]
     l_thread = api["thread"][api_row[linked]]
     l_start = api["start"][api_row[linked]]
     order = np.lexsort((l_start, l_thread))  # by thread, then launch start
@@ -126,17 +183,11 @@ def project(
             continue
         sel = np.flatnonzero(r_t == t)
         mine = linked[a:b]
-        points = np.ascontiguousarray(l_start[a:b])
-        o_s, o_e = ops["start"][mine], ops["end"][mine]
-        res = iv.project(points, o_s, o_e, r_s[sel], r_e[sel])
-        for dst, src in zip(out[:3], res[:3], strict=True):
-            dst[sel] = src
-        if not busy:
-            continue
+        points = l_start[a:b]
         lo_i = np.searchsorted(points, r_s[sel], side="left")
         hi_i = np.searchsorted(points, r_e[sel], side="left")
-        out[3][sel] = union_lengths(lo_i, np.maximum(hi_i, lo_i), o_s, o_e)
-    return out  # type: ignore[return-value]
+        out[sel] = union_lengths(lo_i, np.maximum(hi_i, lo_i), ops["start"][mine], ops["end"][mine])
+    return out
 
 
 def union_lengths(lo: I64, hi: I64, starts: I64, ends: I64) -> I64:

@@ -234,3 +234,88 @@ def test_event_waits_match_the_python_loop_on_real_nsys_captures(shared_dir):
             assert g.tolist() == w.tolist(), path
         found += len(tr.events)
     assert found  # some capture records CUDA events (the H200 decode one does)
+
+
+def _brute_links_and_projection(tr: Trace) -> tuple[list[int], list[tuple[int, int, int, int]]]:
+    """The contract's link and projection, one op and one range at a time."""
+    ops, api, rg = tr.gpu_ops, tr.api_calls, tr.ranges
+    best: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+    for j in range(len(api)):
+        c = int(api["correlation"][j])
+        if c < 0:
+            continue
+        k = (int(api["rank"][j]), int(api["pid"][j]), c)
+        cand = (int(api["start"][j]), int(api["thread"][j]), j)
+        if k not in best or cand[:2] < best[k][:2]:
+            best[k] = cand
+    link = []
+    for i in range(len(ops)):
+        k = (int(ops["rank"][i]), int(ops["pid"][i]), int(ops["correlation"][i]))
+        link.append(best[k][2] if k[2] >= 0 and k in best else -1)
+    proj = []
+    for r in range(len(rg)):
+        s, t = int(rg["start"][r]), int(rg["thread"][r])
+        e = max(int(rg["end"][r]), s)
+        mine = [
+            i
+            for i, j in enumerate(link)
+            if j >= 0 and t >= 0 and int(api["thread"][j]) == t and s <= int(api["start"][j]) < e
+        ]
+        if not mine:
+            proj.append((0, 0, 0, 0))
+            continue
+        covered: set[int] = set()
+        for i in mine:
+            covered.update(range(int(ops["start"][i]), int(ops["end"][i])))
+        proj.append(
+            (
+                len(mine),
+                min(int(ops["start"][i]) for i in mine),
+                max(int(ops["end"][i]) for i in mine),
+                len(covered),
+            )
+        )
+    return link, proj
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_links_and_projection_match_a_brute_force_twin(seed):
+    """Random traces: two processes, three threads, shared and missing ids, ops out of
+    correlation order, nested, overlapping, zero-length and reversed ranges; also every
+    table shuffled: the compiled join and projection give the contract's answer."""
+    from pytimings.ingest.links import project
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    ops, api, ranges = [], [], []
+    for i in range(n):
+        s = int(rng.integers(0, 3_000))
+        c = int(rng.integers(-1, n + 5)) if rng.random() < 0.3 else i
+        ops.append({"start": s, "end": s + int(rng.integers(0, 300)), "correlation": c,
+                    "rank": int(rng.integers(0, 2))})  # fmt: skip
+    for _ in range(int(rng.integers(1, 2 * n))):
+        s = int(rng.integers(0, 2_000))
+        c, th, rk = (
+            int(x) for x in (rng.integers(-1, n + 5), rng.integers(0, 3), rng.integers(0, 2))
+        )
+        api.append({"start": s, "end": s + 5, "correlation": c, "thread": th, "rank": rk})
+    for i in range(int(rng.integers(0, 15))):
+        s = int(rng.integers(-100, 2_200))
+        e = s + int(rng.integers(-50, 800))
+        th, rk = int(rng.integers(-1, 4)), int(rng.integers(0, 2))
+        ranges.append({"start": s, "end": e, "name": f"r{i % 3}", "thread": th, "rank": rk})
+    threads = [{"pid": 100, "tid": 100 + t, "name": f"t{t}"} for t in range(4)]
+    tr = make_trace(ops, api, ranges, threads)
+    for t in (tr, shuffled(tr, seed)):
+        link, proj = _brute_links_and_projection(t)
+        got = launch_index(t)
+        assert got.tolist() == link
+        assert unlinked(t, got) == sum(
+            1 for i, j in enumerate(link) if j < 0 and t.gpu_ops["correlation"][i] >= 0
+        )
+        res = project(t, got)
+        assert list(zip(*(a.tolist() for a in res), strict=True)) == proj
+        rows = np.arange(len(t.ranges), dtype=np.int64)[::2]
+        part = project(t, got, rows, busy=False)
+        assert [p.tolist() for p in part[:3]] == [[proj[r][j] for r in rows] for j in range(3)]
+        assert not part[3].any()
