@@ -8,9 +8,13 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   strings, escapes, UTF-8, numbers, nesting) and writes the fields the model reads straight
   into growable C arrays, one set of columns per table; no Python object is made per event.
   Names are interned once in a C hash table; ``ts``/``dur`` go from their decimal text to
-  integer ns exactly. Peak memory is the columns plus two pieces, never the decompressed
-  file: the scan runs on a helper thread that never takes the GIL while this thread
-  decompresses the next piece (files up to 256 KiB: on the calling thread).
+  integer ns exactly. Peak memory is the columns plus a few pieces, never the decompressed
+  file: the scan runs on helper threads that never take the GIL while this thread
+  decompresses the next piece (files up to 256 KiB: on the calling thread). With two or
+  more CPUs, pieces that start at a guessed element boundary are scanned by worker
+  scanners at once and absorbed in order only where proved equal to the sequential scan
+  (``Loader._read_split``); columns of 64 KiB or more are mappings of their own, so each
+  gives its pages back as soon as numpy has it.
 * There is no JSON library to link instead: none ships on PyPI as a C/C++ build dependency
   (simdjson's and yyjson's headers are in no wheel), and Python-level decoders (msgspec, the
   design this replaced) build an object per event, which cost two thirds of a load.
