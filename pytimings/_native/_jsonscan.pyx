@@ -27,7 +27,8 @@ with more data. ``serve``/``submit``/``result`` run the scan on a helper thread 
 takes the GIL, so decompressing the next piece overlaps scanning this one.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -468,6 +469,17 @@ cdef enum:
     ONE = 1000000000
 # integer microseconds above this take the exact fallback (keeps ts + dur within int64 ns)
 cdef int64_t BIG_US = 4000000000000000
+
+
+cdef const char* _data(object buf, Py_ssize_t* n) except NULL:
+    """The bytes of a ``bytes`` or ``bytearray`` (the loader reads into reused bytearrays)."""
+    if type(buf) is bytes:
+        n[0] = PyBytes_GET_SIZE(buf)
+        return PyBytes_AS_STRING(buf)
+    if type(buf) is bytearray:
+        n[0] = PyByteArray_GET_SIZE(buf)
+        return PyByteArray_AS_STRING(buf)
+    raise TypeError(f"expected bytes or bytearray, not {type(buf).__name__}")
 
 
 cdef inline bint _digit(char c) noexcept nogil:
@@ -1241,7 +1253,7 @@ cdef class Scanner:
     cdef const char* job_p
     cdef Py_ssize_t job_n, job_used
     cdef bint job_final
-    cdef bytes job_buf                 # keeps the submitted buffer alive
+    cdef object job_buf                # keeps the submitted buffer alive
     cdef Py_ssize_t spec_base          # element mode (begin_elements): where it started; else -1
 
     def __cinit__(self):
@@ -1423,11 +1435,16 @@ cdef class Scanner:
                            self.flow_err_field, self.flow_err_kind,
                            self.flow_err_text[:self.flow_err_text_len], self.flow_err_what)
 
-    def feed(self, bytes buf, bint final):
-        """Scan ``buf`` (without the GIL); returns how many leading bytes were consumed
-        (the rest is an incomplete element to pass again, followed by more data)."""
-        cdef const char* p = PyBytes_AS_STRING(buf)
-        cdef Py_ssize_t n = len(buf), used
+    def feed(self, object buf, bint final, Py_ssize_t hi=-1):
+        """Scan ``buf[:hi]`` (bytes or bytearray, without the GIL; ``hi`` -1: to the end);
+        returns how many leading bytes were consumed (the rest is an incomplete element to
+        pass again, followed by more data)."""
+        cdef Py_ssize_t n, used
+        cdef const char* p = _data(buf, &n)
+        if 0 <= hi <= n:
+            n = hi
+        elif hi >= 0:
+            raise ValueError(f"bad end {hi} of {n} bytes")
         self._check_idle()
         with nogil:
             used = self._scan(p, n, final)
@@ -1466,16 +1483,19 @@ cdef class Scanner:
         if self.busy:
             raise RuntimeError("the scanner is busy with a submitted buffer")
 
-    def submit(self, bytes buf, bint final, Py_ssize_t lo=0, Py_ssize_t hi=-1):
-        """Give ``buf[lo:hi]`` (no copy; ``hi`` -1: to the end) to the thread running
-        ``serve``; returns at once."""
+    def submit(self, object buf, bint final, Py_ssize_t lo=0, Py_ssize_t hi=-1):
+        """Give ``buf[lo:hi]`` (bytes or bytearray, no copy; ``hi`` -1: to the end) to the
+        thread running ``serve``; returns at once. A bytearray must not change until
+        ``result`` returns."""
+        cdef Py_ssize_t n
+        cdef const char* p = _data(buf, &n)
         self._check_idle()
         if hi < 0:
-            hi = len(buf)
-        if not 0 <= lo <= hi <= len(buf):
-            raise ValueError(f"bad range {lo}:{hi} of {len(buf)} bytes")
+            hi = n
+        if not 0 <= lo <= hi <= n:
+            raise ValueError(f"bad range {lo}:{hi} of {n} bytes")
         self.job_buf = buf
-        self.job_p = PyBytes_AS_STRING(buf) + lo
+        self.job_p = p + lo
         self.job_n = hi - lo
         self.job_final = final
         self.busy = True
@@ -2375,14 +2395,18 @@ cdef inline bint _is_ws(char c) noexcept nogil:
     return c == b' ' or c == b'\n' or c == b'\r' or c == b'\t'
 
 
-def split_point(bytes data, Py_ssize_t lo=1):
-    """The last guessed element boundary in ``data[lo:]``, or -1: the offset just after a raw
-    newline whose nearest non-whitespace bytes are a ',' before it and a '{' after it
-    (Kineto writes ``  },\n  {``). In valid JSON no raw newline is inside a string, so such
+def split_point(object data, Py_ssize_t lo=1, Py_ssize_t hi=-1):
+    """The last guessed element boundary in ``data[lo:hi]`` (bytes or bytearray; ``hi``
+    -1: to the end), or -1: the offset just after a raw newline whose nearest
+    non-whitespace bytes are a ',' before it and a '{' after it (Kineto writes
+    ``  },\n  {``). In valid JSON no raw newline is inside a string, so such
     a place is between two values; whether it is between two traceEvents elements is only
     a guess, which ``Scanner.absorb`` verifies."""
-    cdef const char* p = PyBytes_AS_STRING(data)
-    cdef Py_ssize_t n = len(data), hi = n, j, k, m, found = -1
+    cdef Py_ssize_t n, j, k, m, found = -1
+    cdef const char* p = _data(data, &n)
+    if hi < 0 or hi > n:
+        hi = n
+    n = hi
     if lo < 0:
         lo = 0
     if lo >= n or memchr(p + lo, 10, n - lo) == NULL:

@@ -21,6 +21,7 @@ from pytimings._native import _host
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.windows import Windows
+from pytimings.arrays import unique
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, StringTable, Trace
 from pytimings.table import Table
 
@@ -59,7 +60,7 @@ class HostActivities:
         by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
-        threads = np.unique(q_thread).tolist()
+        threads = unique(q_thread).tolist()
         if len(threads) == 1:
             yield threads[0], cls(parts, (None,) * len(parts), threads[0], rank, n_names)
             return

@@ -79,6 +79,7 @@ from isal import igzip
 from isal.isal_zlib import error as IsalError  # not an OSError subclass
 
 from pytimings._native import _jsonscan
+from pytimings.arrays import first_of_runs, unique
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
@@ -237,6 +238,70 @@ _FLOW_COLS = {"start": "ts", "cat": "phase", "correlation": "id", "pid": "pid", 
 _MEM_COLS = ("start", "index", "correlation", "device", "stream", "bytes", "a", "b", "pid", "tid")
 
 
+class _Blocks:
+    """The (decompressed) file in blocks read into reused bytearrays.
+
+    A fresh ~1 MiB ``bytes`` per block churns the top of malloc's heap: freed blocks are
+    trimmed away and the next ones fault their pages in again (on the H200x16 trace that
+    was a fifth of a load's CPU, most of it in the kernel). Blocks are read with
+    ``readinto`` into buffers that go back to the pool (``give``) once no scanner reads
+    them, so a load allocates a handful of buffers, not one per MiB."""
+
+    def __init__(self, loader: _Loader, stream: Any, gzipped: bool) -> None:
+        self.loader = loader
+        self.stream = stream
+        self.gzipped = gzipped
+        self.pool: list[bytearray] = []
+
+    def take(self, prefix: bytes, size: int) -> tuple[bytearray, int]:
+        """A buffer holding ``prefix`` and then up to ``size`` bytes read, and how many
+        bytes it holds (``len(prefix)`` at the end of the file)."""
+        k = len(prefix)
+        buf = self._buffer(k + size)
+        buf[:k] = prefix
+        try:
+            with memoryview(buf) as view:
+                got = self.stream.readinto(view[k : k + size])
+        except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
+            what = "corrupt or truncated gzip data" if self.gzipped else "read error"
+            raise self.loader.fail(f"{what} ({e})") from None
+        return buf, k + got
+
+    def first(self, size: int) -> tuple[bytearray, int]:
+        """The first block (a UTF-8 byte-order mark turned into spaces, JSON whitespace, so
+        that offsets stay the file's); an empty file is refused."""
+        buf, n = self.take(b"", size)
+        if not n:
+            raise self.loader.fail("empty file (no JSON)")
+        if buf.startswith(UTF8_BOM):
+            buf[:3] = b"   "
+        return buf, n
+
+    def join(self, carry: bytes, block: bytearray, n: int) -> tuple[bytearray, int]:
+        """``carry`` followed by ``block[:n]`` in one buffer, and its length."""
+        if not carry:
+            return block, n
+        k = len(carry)
+        buf = self._buffer(k + n)
+        buf[:k] = carry
+        buf[k : k + n] = memoryview(block)[:n]
+        self.give(block)
+        return buf, k + n
+
+    def give(self, buf: bytes | bytearray) -> None:
+        """``buf`` is read by no scanner any more: reuse it (bytes are left to Python)."""
+        if type(buf) is bytearray:
+            self.pool.append(buf)
+
+    def _buffer(self, need: int) -> bytearray:
+        while self.pool:
+            buf = self.pool.pop()
+            if len(buf) >= need:
+                return buf
+        # room for a block and the few KiB of an incomplete element before it
+        return bytearray(max(need, CHUNK_BYTES + (CHUNK_BYTES >> 3)))
+
+
 class _Loader:
     def __init__(self, path: str) -> None:
         self.path = path
@@ -265,58 +330,54 @@ class _Loader:
             threaded = os.fstat(stream.fileno()).st_size > INLINE_BYTES
         except OSError as e:
             raise self.fail(f"cannot read: {e.strerror or e}") from None
+        with stream:
+            blocks = _Blocks(self, stream, gzipped)
+            if threaded and _split_scanners() >= 2:
+                self._read_split(blocks, _split_scanners())
+            else:
+                self._read_sequential(blocks, threaded)
+
+    def _read_sequential(self, blocks: _Blocks, threaded: bool) -> None:
+        """The pieces in order on one scanner (on a helper thread when ``threaded``)."""
         scanner = self.scanner
         helper = None
-        if threaded and _split_scanners() >= 2:
-            self._read_split(stream, gzipped, _split_scanners())
-            return
         if threaded:
             helper = threading.Thread(
                 target=scanner.serve, name="pytimings-kineto-scanner", daemon=True
             )
             helper.start()
         size = CHUNK_BYTES
-
-        def read(n: int) -> bytes:
-            try:
-                return cast(bytes, stream.read(n))
-            except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                what = "corrupt or truncated gzip data" if gzipped else "read error"
-                raise self.fail(f"{what} ({e})") from None
-
         try:
-            with stream:
-                block = read(size)
-                if block.startswith(UTF8_BOM):
-                    block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
-                if not block:
-                    raise self.fail("empty file (no JSON)")
-                carry = b""
-                while True:
-                    final = not block
-                    buf = carry + block if carry else block
-                    try:
-                        if helper is not None:
-                            scanner.submit(buf, final)
-                            block = b"" if final else read(size)  # while the helper scans
-                            used = scanner.result()
-                        else:
-                            used = scanner.feed(buf, final)
-                            block = b"" if final else read(size)
-                    except _jsonscan.ScanError as e:
-                        raise self.fail(str(e)) from None
-                    if final:
-                        return
-                    carry = buf[used:]
-                    # an event larger than the piece is scanned again with more data: grow
-                    # the read so that a huge event costs O(size), not O(size^2)
-                    size = max(CHUNK_BYTES, len(carry))
+            block, n = blocks.first(size)
+            carry = b""
+            while True:
+                final = n == 0
+                buf, hi = blocks.join(carry, block, n)
+                try:
+                    if helper is not None:
+                        scanner.submit(buf, final, 0, hi)
+                        if not final:  # while the helper scans
+                            block, n = blocks.take(b"", size)
+                        used = scanner.result()
+                    else:
+                        used = scanner.feed(buf, final, hi)
+                        if not final:
+                            block, n = blocks.take(b"", size)
+                except _jsonscan.ScanError as e:
+                    raise self.fail(str(e)) from None
+                if final:
+                    return
+                carry = bytes(buf[used:hi])
+                blocks.give(buf)
+                # an event larger than the piece is scanned again with more data: grow
+                # the read so that a huge event costs O(size), not O(size^2)
+                size = max(CHUNK_BYTES, len(carry))
         finally:
             if helper is not None:  # after an error too: the helper ends its scan first
                 scanner.close()
                 helper.join()
 
-    def _read_split(self, stream: Any, gzipped: bool, n_workers: int) -> None:
+    def _read_split(self, blocks: _Blocks, n_workers: int) -> None:
         """``read`` with the traceEvents elements scanned on ``n_workers`` scanners at once.
 
         Each decompressed block is cut after its last guessed element boundary
@@ -327,7 +388,8 @@ class _Loader:
         worker's piece is ``absorb``ed when its scan is proved equal to the sequential one
         (see ``Scanner.absorb``), else (a wrong guess, any error) it is scanned again
         sequentially, so that results and errors are the sequential scan's for every
-        input. At most ``n_workers + 1`` pieces are in flight."""
+        input. At most ``n_workers + 1`` pieces are in flight; each piece's buffer goes
+        back to ``blocks`` once no scanner reads it."""
         seq = self.scanner
         workers = [_jsonscan.Scanner() for _ in range(n_workers)]
         threads = [
@@ -338,18 +400,11 @@ class _Loader:
             t.start()
         free = collections.deque(workers)
         # (data, lo, hi, document offset of data[lo], worker or None)
-        inflight: collections.deque[tuple[bytes, int, int, int, _jsonscan.Scanner | None]]
+        inflight: collections.deque[tuple[bytearray, int, int, int, _jsonscan.Scanner | None]]
         inflight = collections.deque()
         carry = b""  # what the sequential scanner has not consumed (an incomplete element)
-        job: tuple[bytes, int, int] | None = None  # the sequential scanner's piece
+        job: tuple[bytes | bytearray, int, int] | None = None  # the sequential scanner's piece
         size = CHUNK_BYTES
-
-        def read(n: int) -> bytes:
-            try:
-                return cast(bytes, stream.read(n))
-            except (EOFError, OSError, ValueError, _ISAL_ERROR) as e:
-                what = "corrupt or truncated gzip data" if gzipped else "read error"
-                raise self.fail(f"{what} ({e})") from None
 
         def wait_seq() -> None:
             nonlocal job, carry, size
@@ -357,7 +412,8 @@ class _Loader:
                 buf, lo, hi = job
                 job = None
                 used = seq.result()
-                carry = buf[lo + used : hi]
+                carry = bytes(buf[lo + used : hi])
+                blocks.give(buf)
                 # an event larger than the piece is scanned again with more data: grow the
                 # read so that a huge event costs O(size), not O(size^2)
                 size = max(CHUNK_BYTES, len(carry))
@@ -365,6 +421,7 @@ class _Loader:
         def settle() -> None:
             nonlocal job
             data, lo, hi, at, w = inflight.popleft()
+            piece: bytes | bytearray = data
             if w is not None:
                 try:
                     ok = w.result() == hi - lo
@@ -374,17 +431,19 @@ class _Loader:
                 wait_seq()
                 if ok and seq.absorb(w, at + hi - lo):
                     self.split[0] += 1
+                    blocks.give(data)
                     return
                 self.split[1] += 1
             else:
                 self.split[2] += 1
             wait_seq()
             if carry:
-                data, lo, hi = carry + data[lo:hi], 0, len(carry) + hi - lo
-            seq.submit(data, False, lo, hi)
-            job = (data, lo, hi)
+                piece, lo, hi = carry + data[lo:hi], 0, len(carry) + hi - lo
+                blocks.give(data)
+            seq.submit(piece, False, lo, hi)
+            job = (piece, lo, hi)
 
-        def push(data: bytes, lo: int, hi: int, at: int, guess: bool) -> None:
+        def push(data: bytearray, lo: int, hi: int, at: int, guess: bool) -> None:
             w = None
             if guess:
                 while not free:
@@ -399,27 +458,26 @@ class _Loader:
                 settle()
 
         try:
-            with stream:
-                block = read(size)
-                if block.startswith(UTF8_BOM):
-                    block = b"   " + block[3:]  # JSON whitespace: offsets stay the file's
-                if not block:
-                    raise self.fail("empty file (no JSON)")
-                pending, guessed, at = b"", False, 0  # bytes after the last cut
-                while block:
-                    data = pending + block if pending else block
-                    block = read(size)
-                    g = _jsonscan.split_point(data) if block else -1
-                    if g < 0:  # no guess (or the last piece, which closes traceEvents)
-                        push(data, 0, len(data), at, guessed and bool(block))
-                        pending, guessed, at = b"", False, at + len(data)
-                    else:
-                        push(data, 0, g, at, guessed)
-                        pending, guessed, at = data[g:], True, at + g
-                while inflight:
-                    settle()
-                wait_seq()
-                seq.feed(carry, True)
+            data, n = blocks.first(size)
+            guessed, at = False, 0  # whether data starts at a guess; its document offset
+            while n:
+                g = _jsonscan.split_point(data, 1, n)
+                pending = bytes(data[g:n]) if g >= 0 else b""
+                nxt, m = blocks.take(pending, size)
+                if m == len(pending):  # data is the last piece (it closes traceEvents)
+                    push(data, 0, n, at, False)
+                    blocks.give(nxt)
+                    break
+                if g < 0:  # no guess in data (minified JSON)
+                    push(data, 0, n, at, guessed)
+                    data, n, guessed, at = nxt, m, False, at + n
+                else:
+                    push(data, 0, g, at, guessed)
+                    data, n, guessed, at = nxt, m, True, at + g
+            while inflight:
+                settle()
+            wait_seq()
+            seq.feed(carry, True)
         except _jsonscan.ScanError as e:
             raise self.fail(str(e)) from None
         finally:  # after an error too: each helper ends its scan first
@@ -446,7 +504,7 @@ class _Loader:
         if len(rec) == 0:
             return
         code = rec[:, 2] * 2 + rec[:, 3]
-        distinct = _unique(code)
+        distinct = unique(code)
         values = np.empty(len(distinct), dtype=np.int64)
         sids = [int(c) >> 1 for c in distinct.tolist()]
         texts = self.scanner.texts([s for s in sids if s >= 0])
@@ -461,7 +519,7 @@ class _Loader:
                 raise self.fail(f"{at}: {field} {text} does not fit in 64 bits")
             values[k] = v
         got = values[np.searchsorted(distinct, code)]
-        for col in _unique(rec[:, 0]).tolist():
+        for col in unique(rec[:, 0]).tolist():
             sel = rec[:, 0] == col
             cols[_jsonscan.COLUMNS[col]][rec[sel, 1]] = got[sel]
 
@@ -715,7 +773,7 @@ class _Loader:
         copy_kind = np.full(n, CopyKind.NONE, dtype=np.int8)
         src = np.full(n, MemKind.NONE, dtype=np.int8)
         dst = np.full(n, MemKind.NONE, dtype=np.int8)
-        for nid in _unique(gpu["name"][cat > 0]):
+        for nid in unique(gpu["name"][cat > 0]):
             sel = (gpu["name"] == nid) & (cat > 0)
             ck, sk, dk = _copy_kinds(self.strings[nid])
             copy_kind[sel], src[sel], dst[sel] = ck, sk, dk
@@ -736,14 +794,14 @@ class _Loader:
         nbytes[kind == OpKind.KERNEL] = gpu["comm_bytes"][kind == OpKind.KERNEL]
         nbytes = np.maximum(nbytes, 0)
         graph = np.full(n, -1, dtype=np.int64)
-        launch_ids = _unique(api["name"])
+        launch_ids = unique(api["name"])
         graph_ids = [i for i in launch_ids if is_graph_launch(self.strings[i])]
         g = found.copy()
         g[found] = np.isin(api["name"][launch[found]], graph_ids)
         node = gpu.pop("a")
         # a graph node id marks a graph replay even where the launch call is not in the trace
         graph[g | (node > 0)] = corr[g | (node > 0)]
-        nodes = _unique(node[node > 0])
+        nodes = unique(node[node > 0])
         if nodes.size > np.iinfo(np.int32).max:
             raise self.fail(f"{nodes.size} distinct CUDA graph node ids: more than the model holds")
         graph_node = np.where(node > 0, np.searchsorted(nodes, node), -1).astype(np.int32)
@@ -990,19 +1048,6 @@ def _by_time(rows: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
     return rows
 
 
-def _unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Sorted unique values (np.unique imports numpy.ma on first use: ~20 ms per process)."""
-    v = np.sort(a)
-    return v[_first_of_runs(v)]
-
-
-def _first_of_runs(v: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-    """True where a sorted array's value differs from the one before."""
-    first = np.ones(len(v), dtype=bool)
-    first[1:] = v[1:] != v[:-1]
-    return first
-
-
 def _event_records(
     calls: dict[str, npt.NDArray[Any]],
     rec: dict[str, npt.NDArray[Any]],
@@ -1064,7 +1109,7 @@ def _unique_pairs(p: I64, t: I64) -> I64:
         key *= span
         key += t - lo_t
         key.sort()
-        u = key[_first_of_runs(key)]
+        u = key[first_of_runs(key)]
         return np.stack([u // span + lo_p, u % span + lo_t], axis=1)
     order = np.lexsort((t, p))
     p, t = p[order], t[order]
@@ -1079,7 +1124,7 @@ def _lookup_pairs(pairs: I64, p: I64, t: I64) -> npt.NDArray[np.int32]:
     lo = np.searchsorted(pp, p, side="left")
     hi = np.searchsorted(pp, p, side="right")
     out = np.full(len(p), -1, dtype=np.int32)
-    for q in _unique(p):
+    for q in unique(p):
         sel = p == q
         a, b = int(lo[sel][0]), int(hi[sel][0])
         if a == b:
@@ -1145,7 +1190,7 @@ def _main_pid(
     if len(pids) == 0:
         return -1
     vals = np.sort(pids)
-    starts = np.flatnonzero(_first_of_runs(vals))
+    starts = np.flatnonzero(first_of_runs(vals))
     counts = np.diff(np.append(starts, len(vals)))
     return int(vals[starts[np.argmax(counts)]])
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.arrays import unique
 from pytimings.model.comm import collective_index, message_bytes
 
 _GROUP_MAX = np.iinfo(np.int16).max  # ranks are int16 in the model
@@ -50,7 +51,7 @@ def comm_columns(args: npt.NDArray[np.int32], texts: Sequence[str]) -> dict[str,
     """Per GPU row, from its args text id + 1 (0: none; ``texts`` by id): the message bytes
     (0 unknown), the collective (index into COLLECTIVES, -1 unknown) and the group size (-1
     unknown)."""
-    ids = np.unique(args[args > 0])
+    ids = unique(args[args > 0])
     table = np.zeros((3, int(ids[-1]) + 1 if ids.size else 1), dtype=np.int64)
     table[1:, :] = -1
     for i in ids.tolist():

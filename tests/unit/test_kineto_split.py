@@ -204,6 +204,45 @@ def test_split_point_finds_the_last_boundary() -> None:
     assert _jsonscan.split_point(b"[\n{}]") == -1  # not after a ','
     assert _jsonscan.split_point(b"[{},\n\n \n\t{}]") == 8
     assert _jsonscan.split_point(b"\n{", 1) == -1
+    # a reused buffer: only data[lo:hi] is looked at, bytes or bytearray
+    buf = bytearray(b'[{"a": 1},\n  {"b": 2},\n {}]')
+    assert _jsonscan.split_point(buf) == 23
+    assert _jsonscan.split_point(buf, 1, 22) == 11
+    assert _jsonscan.split_point(buf, 12, 22) == -1
+    with pytest.raises(TypeError, match="bytes or bytearray"):
+        _jsonscan.split_point(memoryview(buf))  # type: ignore[arg-type]
+
+
+def test_feed_scans_only_up_to_hi() -> None:
+    doc = b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}'
+    sc = _jsonscan.Scanner()
+    buf = bytearray(doc + b"garbage that is not JSON")
+    assert sc.feed(buf, True, len(doc)) == len(doc)
+    with pytest.raises(ValueError, match="bad end"):
+        _jsonscan.Scanner().feed(buf, True, len(buf) + 1)
+
+
+@pytest.mark.parametrize("scanners", [0, 1, 3])
+def test_a_load_reuses_a_few_buffers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scanners: int
+) -> None:
+    """Pieces are read into pooled bytearrays (a fresh MiB per piece re-faults the heap's
+    pages): however many pieces, a load makes only the few buffers in flight at once."""
+    path = _write(tmp_path, _trace(600))
+    taken: list[bytearray] = []  # every buffer handed out (kept alive: ids stay unique)
+    buffer = kineto._Blocks._buffer
+
+    def counted(self: kineto._Blocks, need: int) -> bytearray:
+        taken.append(buffer(self, need))
+        return taken[-1]
+
+    monkeypatch.setattr(kineto._Blocks, "_buffer", counted)
+    want, _ = _load(path, monkeypatch, 0, 1 << 20)
+    taken.clear()
+    got, _ = _load(path, monkeypatch, scanners, 2048)
+    assert got == want
+    assert len(taken) > 40  # many pieces...
+    assert len({id(b) for b in taken}) <= max(scanners, 1) + 3  # ...in a few buffers
 
 
 def test_a_valid_trace_splits_and_loads_identically(
