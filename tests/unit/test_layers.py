@@ -10,7 +10,7 @@ a package that need each other, even for types only, are one responsibility spli
 The layers, lowest first (docs/architecture.md):
 
 0. ``_core``, ``_native`` (compiled), ``errors``, ``stats`` (bootstrap pieces), ``fileout``
-   (the one output-file writer)
+   (the one output-file writer), ``arrays`` (sorted-unique helpers)
 1. ``table``, ``console`` (progress bars, text tables), ``model`` (the event model)
 2. ``ingest`` (one module per format -> the model)
 3. ``analysis`` (partition, windows, ranks, findings, summary)
@@ -35,6 +35,7 @@ LAYER = {
     "errors": 0,
     "stats": 0,
     "fileout": 0,
+    "arrays": 0,
     "table": 1,
     "console": 1,
     "model": 1,
