@@ -14,7 +14,9 @@ Design (measured in benches/bench_ingest_kineto.py, numbers in benches/RESULTS.m
   more CPUs, pieces that start at a guessed element boundary are scanned by worker
   scanners at once and absorbed in order only where proved equal to the sequential scan
   (``Loader._read_split``); columns of 64 KiB or more are mappings of their own, so each
-  gives its pages back as soon as numpy has it.
+  gives its pages back as soon as numpy has it. Pieces are read (``readinto``) into a few
+  reused buffers (``_Blocks``), not a fresh MiB each: freed pieces at the top of malloc's
+  heap were trimmed and their pages faulted in again, 1/3 of a load's page faults.
 * There is no JSON library to link instead: none ships on PyPI as a C/C++ build dependency
   (simdjson's and yyjson's headers are in no wheel), and Python-level decoders (msgspec, the
   design this replaced) build an object per event, which cost two thirds of a load.
