@@ -6,11 +6,12 @@ compiled pass per question, so that the op table of 10^7 GPU ops allocates its o
 (on a VM, memory a process touches for the first time costs more than the arithmetic).
 
 Orders are by ``(group, start, row)``: rows already in few sorted runs are merged in place
-(no order at all); others go through a bucket sort into int32 rows (:func:`_bucket_order`:
-a count and a placement pass over the top bits of the key, then each small bucket sorted
-by key), which for fewer than 2**31 rows replaces one sort of packed 8-byte keys (kept for
-larger tables and keys wider than 64 bits). The busy split reads ops mostly in start order
-in place and sorts only the ones out of place.
+(no order at all); others are put in int32 rows, nearly sorted ones by insertion into a few
+sorted segments merged on the fly (:func:`_near_order`: a row a few places out of order, a
+launch call whose start jitters, moves back those places), the rest by a bucket sort
+(:func:`_bucket_order`: a count and a placement pass over the top bits of the key, then each
+small bucket sorted by key), which for fewer than 2**31 rows replaces one sort of packed
+8-byte keys (kept for larger tables and keys wider than 64 bits).
 """
 
 import numpy as np
@@ -91,14 +92,14 @@ cdef inline uint64_t _key(const int64_t* start, const int32_t* group, Py_ssize_t
     return k
 
 
-cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
-                          Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
-                          int s_bits, int g_bits):
-    """``_order`` by a bucket sort, for fewer than 2**31 rows: the kept rows counted into
-    about n / 8 buckets of their (group, start) key's top bits, placed bucket by bucket
-    in row order (an int32 array, 4 bytes a row: the only memory of the size of the
-    table), then each bucket sorted by key, stably (rows in a bucket stay in row order
-    among equal keys)."""
+cdef bint _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
+                        Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
+                        int s_bits, int g_bits, int32_t[::1] out) except -1:
+    """``_order`` by a bucket sort into ``out`` (the n kept rows, int32: 4 bytes a row, the
+    only memory of the size of the table), for fewer than 2**31 rows: the kept rows
+    counted into about n / 8 buckets of their (group, start) key's top bits, placed bucket
+    by bucket in row order, then each bucket sorted by key, stably (rows in a bucket stay in
+    row order among equal keys). False when few buckets hold most rows."""
     cdef int kb = s_bits + g_bits, bb = _bits(<uint64_t>n) - 3, shift
     cdef Py_ssize_t r, b, nb, lo, hi, m, big = 0, i
     cdef int32_t c, t
@@ -116,9 +117,7 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
     shift = kb - bb
     nb = <Py_ssize_t>1 << bb
     count_arr = np.zeros(nb + 1, dtype=np.int32)
-    out_arr = np.empty(n, dtype=np.int32)
     cdef int32_t[::1] count = count_arr
-    cdef int32_t[::1] out = out_arr
     with nogil:
         for r in range(n_all):  # bucket sizes, at count[b + 1]
             if keep != NULL and not keep[r]:
@@ -138,7 +137,7 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
             out[count[b]] = <int32_t>r
             count[b] += 1
     if big > 65536 and big > n >> 3:
-        return None  # few buckets hold most rows: the caller sorts keys instead
+        return False  # few buckets hold most rows: the caller sorts keys instead
     if big > 16:
         buf = <KR*>malloc(2 * big * sizeof(KR))
         if buf == NULL:
@@ -170,13 +169,66 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
                     out[lo + i] = small[i].r
             lo = hi
     free(buf)
-    return out_arr
+    return True
+
+
+cdef enum:
+    _MAX_RUNS = 64  # more runs (or sorted segments) than this: one sort instead
+    _LAG = 64  # a row sorted this many places back begins a new sorted segment (a power of 2)
+
+
+cdef struct Keys:  # (group, start) packed: (group - g_lo) << s_bits | (start - s_lo)
+    int64_t s_lo
+    int64_t g_lo
+    int s_bits
+    bint fits  # in 64 bits
+
+
+cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
+                            Py_ssize_t n_all, const Keys* kb, int32_t* out,
+                            int64_t* bounds) noexcept nogil:
+    """The kept rows into ``out`` in segments of consecutive kept rows, each sorted by
+    (group, start, row) by insertion: a row goes fewer than _LAG places back among its
+    segment's rows (compared by packed key, the last _LAG kept in a ring), else it begins
+    the next segment. Rows nearly in that order (a loader's table in time order; launch
+    calls whose starts jitter by a few calls; nesting levels one after another) are sorted
+    in one pass of a few comparisons a row. Returns the number of segments (their starts in
+    ``bounds``, then the end), or -1 past _MAX_RUNS."""
+    cdef Py_ssize_t r, i, first, n = 0, lo = 0, ns = 0
+    cdef uint64_t k
+    cdef uint64_t ring[_LAG]  # the key at place i of out (the last _LAG): ring[i % _LAG]
+    bounds[0] = 0
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        k = _key(start, group, r, kb.s_lo, kb.g_lo, kb.s_bits)
+        first = n - _LAG + 1  # the first place r may take (the ring holds those after it)
+        if first > lo and ring[(first - 1) & (_LAG - 1)] > k:
+            ns += 1
+            if ns == _MAX_RUNS:
+                return -1
+            bounds[ns] = lo = n
+        if first < lo:
+            first = lo
+        i = n
+        while i > first and ring[(i - 1) & (_LAG - 1)] > k:
+            out[i] = out[i - 1]
+            ring[i & (_LAG - 1)] = ring[(i - 1) & (_LAG - 1)]
+            i -= 1
+        out[i] = <int32_t>r
+        ring[i & (_LAG - 1)] = k
+        n += 1
+    bounds[ns + 1] = n
+    return ns + 1
 
 
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
-                   Py_ssize_t n_all):
-    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) ordered by
-    (``group[r]`` when given, ``start[r]``, r): an int32 array by a bucket sort
+                   Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
+    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) in segments
+    each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
+    starts in ``bounds``, then the end; more than one only where ``kb``, the packed keys,
+    fit): an int32 array, sorted by
+    insertion into few segments (:func:`_near_order`) or else by a bucket sort
     (:func:`_bucket_order`) when the rows and the (group, start) keys fit, else an int64
     array: one sort of packed (group, start, row) keys where they fit in 64 bits, else a
     stable argsort of packed (group, start) keys (16 more bytes a row), else numpy's
@@ -200,16 +252,28 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
                     g_lo = group[r]
                 if group[r] > g_hi:
                     g_hi = group[r]
+    n_seg[0] = 1 if n else 0
+    bounds[0], bounds[1] = 0, n
     if n == 0:
         return np.empty(0, dtype=np.int64)
     p_bits = _bits(<uint64_t>(n_all - 1))
     s_bits = _bits(<uint64_t>s_hi - <uint64_t>s_lo)
     if group != NULL:
         g_bits = _bits(<uint64_t>(g_hi - g_lo))
-    if s_bits + g_bits <= 64 and n_all < INT32_MAX:
-        out = _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits)
-        if out is not None:
-            return out
+    kb.s_lo, kb.g_lo, kb.s_bits, kb.fits = s_lo, g_lo, s_bits, s_bits + g_bits <= 64
+    cdef int32_t[::1] out
+    cdef Py_ssize_t k
+    if kb.fits and n_all < INT32_MAX:
+        out_arr = np.empty(n, dtype=np.int32)
+        out = out_arr
+        with nogil:
+            k = _near_order(&start[0], group, keep, n_all, kb, &out[0], bounds)
+        if k > 0:
+            n_seg[0] = k
+            return out_arr
+        bounds[1] = n
+        if _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits, out):
+            return out_arr
     if s_bits + g_bits > 64:
         rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
             np.asarray(<const uint8_t[:n_all]>keep))
@@ -256,37 +320,36 @@ cdef const void* _data(object col, Py_ssize_t n, object dtype, str what) except?
     return &b[0] if n else NULL
 
 
-cdef enum:
-    _MAX_RUNS = 64  # more sorted runs than this: one sort of packed keys instead
-
-
-# Rows in (group, start, row) order: read from ``order`` (a sorted row list) or, where it is
-# NULL, merged on the fly from the few runs the kept rows already come in (each run:
-# consecutive kept rows in that order), with no sorted copy; ``head``: the next row (-1:
+# Rows in (group, start, row) order ((start, row) without a group), merged on the fly from
+# a few runs: runs of consecutive kept rows already in that order, read in place (no sorted
+# copy), or the sorted segments of an order (:func:`_order`). ``head``: the next row (-1:
 # none).
 cdef struct Runs:
-    const int64_t* order  # the sorted row list (int64 or int32 rows; both NULL: merged)
+    const int64_t* order  # the order (int64 or int32 rows; both NULL: runs in place)
     const int32_t* order32
-    Py_ssize_t n_order
-    Py_ssize_t at
     const int64_t* start
-    const int32_t* group
-    const uint8_t* keep
+    const int32_t* group  # NULL: one group
+    const uint8_t* keep  # runs in place: the kept rows (NULL: all)
+    Keys kb  # the packed keys the runs are merged by (when more than one)
     Py_ssize_t n_runs
-    int64_t pos[_MAX_RUNS]  # per run: its next row (-1: done)
-    int64_t stop[_MAX_RUNS]  # per run: the row after it
-    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (group, start, run) on top
+    int64_t pos[_MAX_RUNS]  # per run: its next row (in place) or place in the order
+    int64_t stop[_MAX_RUNS]  # per run: the row (place) after it
+    uint64_t key[_MAX_RUNS]  # per run: its next row's key
+    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (key, run) on top
     Py_ssize_t n_heap
     int64_t head
 
 
-cdef inline bint _before(Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    cdef int64_t x = m.pos[a], y = m.pos[b]
-    if m.group[x] != m.group[y]:
-        return m.group[x] < m.group[y]
-    if m.start[x] != m.start[y]:
-        return m.start[x] < m.start[y]
-    return a < b  # the earlier run holds the lower rows
+cdef inline int64_t _next_row(const Runs* m, Py_ssize_t t) noexcept nogil:
+    if m.order32 != NULL:
+        return m.order32[m.pos[t]]
+    if m.order != NULL:
+        return m.order[m.pos[t]]
+    return m.pos[t]
+
+
+cdef inline bint _before(const Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return m.key[a] < m.key[b] or (m.key[a] == m.key[b] and a < b)  # earlier runs: lower rows
 
 
 cdef void _sift(Runs* m) noexcept nogil:
@@ -303,17 +366,22 @@ cdef void _sift(Runs* m) noexcept nogil:
         m.heap[i] = m.heap[c]
         i = c
     m.heap[i] = t
-    m.head = m.pos[m.heap[0]]
 
 
-cdef void _advance_merged(Runs* m) noexcept nogil:
-    """Move past ``head`` when merging runs."""
+cdef inline void _advance(Runs* m) noexcept nogil:
+    """Move past ``head``."""
     cdef Py_ssize_t t = m.heap[0]
     cdef int64_t r = m.pos[t] + 1
-    while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
-        r += 1
+    if m.order32 == NULL and m.order == NULL:
+        while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
+            r += 1
     if r < m.stop[t]:
         m.pos[t] = r
+        r = _next_row(m, t)
+        if m.n_heap == 1:
+            m.head = r
+            return
+        m.key[t] = _key(m.start, m.group, r, m.kb.s_lo, m.kb.g_lo, m.kb.s_bits)
     else:
         m.n_heap -= 1
         if m.n_heap == 0:
@@ -321,43 +389,18 @@ cdef void _advance_merged(Runs* m) noexcept nogil:
             return
         m.heap[0] = m.heap[m.n_heap]
     _sift(m)
+    m.head = _next_row(m, m.heap[0])
 
 
-cdef inline void _advance(Runs* m) noexcept nogil:
-    """Move past ``head``."""
-    if m.order32 != NULL:
-        m.at += 1
-        m.head = m.order32[m.at] if m.at < m.n_order else -1
-    elif m.order != NULL:
-        m.at += 1
-        m.head = m.order[m.at] if m.at < m.n_order else -1
-    else:
-        _advance_merged(m)
-
-
-cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
-                Py_ssize_t n_all) noexcept nogil:
-    """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
-    cdef Py_ssize_t r, k
-    cdef int64_t prev = -1
-    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
-    for r in range(n_all):
-        if keep != NULL and not keep[r]:
-            continue
-        if prev < 0 or group[r] < group[prev] or (group[r] == group[prev]
-                                                  and start[r] < start[prev]):
-            if m.n_runs == _MAX_RUNS:
-                return False
-            if m.n_runs:
-                m.stop[m.n_runs - 1] = r
-            m.pos[m.n_runs] = r
-            m.n_runs += 1
-        prev = r
-    if m.n_runs:
-        m.stop[m.n_runs - 1] = n_all
+cdef void _heap_init(Runs* m) noexcept nogil:
+    """The heap of the runs (each not empty)."""
+    cdef Py_ssize_t k, r
     m.n_heap = 0
     m.head = -1
-    for k in range(m.n_runs):  # insert each run by sifting up
+    for k in range(m.n_runs):  # insert each run by sifting up (keys: where several)
+        if m.n_runs > 1:
+            m.key[k] = _key(m.start, m.group, _next_row(m, k), m.kb.s_lo, m.kb.g_lo,
+                            m.kb.s_bits)
         r = m.n_heap
         m.n_heap += 1
         while r > 0 and _before(m, k, m.heap[(r - 1) >> 1]):
@@ -365,35 +408,75 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
             r = (r - 1) >> 1
         m.heap[r] = k
     if m.n_heap:
-        m.head = m.pos[m.heap[0]]
+        m.head = _next_row(m, m.heap[0])
+
+
+cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
+                Py_ssize_t n_all) noexcept nogil:
+    """Set ``m`` up over the kept rows in place; False when they come in more than
+    _MAX_RUNS sorted runs (or in several whose packed keys do not fit)."""
+    cdef Py_ssize_t r
+    cdef int64_t prev = -1, s_hi = INT64_MIN, g_hi = INT64_MIN
+    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
+    m.kb.s_lo = m.kb.g_lo = INT64_MAX
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        if prev < 0 or (group != NULL and group[r] < group[prev]) or (
+                (group == NULL or group[r] == group[prev]) and start[r] < start[prev]):
+            if m.n_runs == _MAX_RUNS:
+                return False
+            if m.n_runs:
+                m.stop[m.n_runs - 1] = r
+            m.pos[m.n_runs] = r
+            m.n_runs += 1
+        prev = r
+        if start[r] < m.kb.s_lo:
+            m.kb.s_lo = start[r]
+        if start[r] > s_hi:
+            s_hi = start[r]
+        if group != NULL and group[r] < m.kb.g_lo:
+            m.kb.g_lo = group[r]
+        if group != NULL and group[r] > g_hi:
+            g_hi = group[r]
+    if m.n_runs:
+        m.stop[m.n_runs - 1] = n_all
+        m.kb.s_bits = _bits(<uint64_t>s_hi - <uint64_t>m.kb.s_lo)
+        m.kb.fits = group == NULL or m.kb.s_bits + _bits(<uint64_t>(g_hi - m.kb.g_lo)) <= 64
+        if m.n_runs > 1 and not m.kb.fits:
+            return False
+    _heap_init(m)
     return True
 
 
-cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t[::1] group,
+cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
                     const uint8_t* keep):
-    """Set ``m`` up to give the kept rows in (group, start, row) order: merged from their
-    sorted runs when they come in few (returns None), else read from their order (returned:
-    the caller holds it while reading)."""
-    cdef Py_ssize_t n = start.shape[0]
+    """Set ``m`` up to give the kept rows in (group, start, row) order (``group`` NULL:
+    (start, row)): merged from their sorted runs in place when they come in few (returns
+    None), else from the segments of their order (returned: the caller holds it while
+    reading)."""
+    cdef Py_ssize_t n = start.shape[0], n_seg, k
     cdef bint merged = False
+    cdef int64_t bounds[_MAX_RUNS + 1]
     cdef const int64_t[::1] o
     cdef const int32_t[::1] o32
-    m.head, m.order, m.order32, m.n_heap = -1, NULL, NULL, 0
+    m.head, m.n_heap = -1, 0
     if n:
         with nogil:
-            merged = _runs(m, &start[0], &group[0], keep, n)
+            merged = _runs(m, &start[0], group, keep, n)
     if merged:
         return None
-    order = _order(start, &group[0] if n else NULL, keep, n)
-    m.n_order, m.at = order.shape[0], 0
-    if m.n_order and order.dtype == np.int32:
+    order = _order(start, group, keep, n, bounds, &n_seg, &m.kb)
+    m.order, m.order32, m.keep, m.n_runs = NULL, NULL, NULL, n_seg
+    for k in range(n_seg):
+        m.pos[k], m.stop[k] = bounds[k], bounds[k + 1]
+    if n_seg and order.dtype == np.int32:
         o32 = order
         m.order32 = &o32[0]
-        m.head = o32[0]
-    elif m.n_order:
+    elif n_seg:
         o = order
         m.order = &o[0]
-        m.head = o[0]
+    _heap_init(m)
     return order
 
 
@@ -404,17 +487,18 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     """Per query row (read where ``need``): the innermost kept activity enclosing it on its
     thread, or -1 (int32 when the activity rows fit, else int64). One pass over both in
     (thread, start) order with a stack of the open activities: O(n + q) for nested
-    activities (activities that overlap without nesting are searched past). Rows in few
-    sorted runs (a loader's table in time order, or nesting levels one after another)
-    are merged, not sorted."""
+    activities (activities that overlap without nesting are searched past). Both come
+    through :func:`_stream`: rows in few sorted runs (a loader's table in time order, or
+    nesting levels one after another) are merged, not sorted."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
     cdef Py_ssize_t top = 0, cap = 64, j
     cdef int64_t g, x, y, qs, qe, q, best
     cdef int64_t* stack
     cdef int64_t* grown
     cdef Runs m, mq
-    a_order = _stream(&m, a_start, a_thread, keep)  # held while the streams read them
-    q_order = _stream(&mq, q_start, q_thread, need)
+    # held while the streams read them
+    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep)
+    q_order = _stream(&mq, q_start, &q_thread[0] if nq else NULL, need)
     wide = na >= 2147483647
     found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
     cdef int64_t[::1] f64
@@ -912,9 +996,8 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
     length of the union of the ops of categories <= k before that point, shape ``(n_cat,
     points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once). Ops mostly in start order are not sorted: those after the latest start
-    before them are read in place, merged with the others sorted."""
-    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
+    all at once). Ops nearly in start order (:func:`_stream`) are not sorted."""
+    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
     cdef int64_t s, e, cs
     cdef int8_t c
@@ -925,6 +1008,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     cdef int64_t o_e[128]
     cdef int64_t covered[128]
     cdef Py_ssize_t at[128]
+    cdef Runs m
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
     if not 0 <= n_cat <= 127:
@@ -937,79 +1021,22 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
         o_s[k] = o_e[k] = covered[k] = at[k] = 0
     keep_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] kv = keep_arr
-    cdef Py_ssize_t n_kept = 0, n_late = 0, j = 0, next_main = 0
-    cdef int64_t run_max = INT64_MIN
-    cdef bint merged, done
     with nogil:  # only non-empty ops of a category: the order sorts no others
         for i in range(n):
             kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
             if kv[i]:
                 seen[cat[i]] = True
-                n_kept += 1
-                if start[i] < run_max:
-                    n_late += 1
-                else:
-                    run_max = start[i]
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
-    # ops mostly in start order (a loader's table; a GPU's streams, each in order, with
-    # a few ops out of place): the "main" ops (kept, starting at or after every kept op
-    # before them: in (start, row) order already) merged with the others sorted; else
-    # all of them sorted
-    merged = 4 * n_late <= n_kept
-    if merged:
-        run_max = INT64_MIN
-        with nogil:  # kv: the late ops only
-            for i in range(n):
-                if kv[i]:
-                    if start[i] < run_max:
-                        continue
-                    run_max = start[i]
-                    kv[i] = 0
-    order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
-    del kv
-    keep_arr = None
-    cdef const int64_t[::1] order
-    cdef const int32_t[::1] order32
-    cdef const int64_t* o64 = NULL
-    cdef const int32_t* o32 = NULL
-    m = order_arr.shape[0]
-    if m and order_arr.dtype == np.int32:
-        order32 = order_arr
-        o32 = &order32[0]
-    elif m:
-        order = order_arr
-        o64 = &order[0]
+    order = _stream(&m, start, NULL, &kv[0] if n else NULL)  # held while the stream reads it
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
-    run_max = INT64_MIN
     with nogil:
         while True:
-            done = False
-            if merged:
-                while next_main < n:  # the next main op
-                    i = next_main
-                    if ((kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
-                            and start[i] >= run_max):
-                        break
-                    next_main += 1
-                r = o32[j] if j < m and o32 != NULL else (o64[j] if j < m else -1)
-                if next_main < n and (r < 0 or start[next_main] < start[r]
-                                      or (start[next_main] == start[r] and next_main < r)):
-                    r = next_main
-                    run_max = start[r]
-                    next_main += 1
-                elif r >= 0:
-                    j += 1
-                else:
-                    done = True
-            elif j < m:
-                r = o32[j] if o32 != NULL else o64[j]
-                j += 1
-            else:
-                done = True
-            if not done:
+            r = m.head
+            if r >= 0:
+                _advance(&m)
                 s = start[r]
                 e = end[r]
                 c = dense[cat[r]]
@@ -1029,7 +1056,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     at[k] = p
                     covered[k] += o_e[k] - cs
                     is_open[k] = False
-                if done:
+                if r < 0:
                     continue
                 if not is_open[k]:
                     is_open[k] = True
@@ -1037,7 +1064,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     o_e[k] = e
                 elif e > o_e[k]:
                     o_e[k] = e
-            if done:
+            if r < 0:
                 break
         for k in range(n_live):
             for p in range(at[k], nq):
