@@ -181,63 +181,84 @@ cdef struct Keys:  # (group, start) packed: (group - g_lo) << s_bits | (start - 
     int64_t s_lo
     int64_t g_lo
     int s_bits
-    bint fits  # in 64 bits
+
+
+cdef inline bint _after(const int64_t* s_ring, const int32_t* g_ring, Py_ssize_t i,
+                        int64_t s, int32_t g) noexcept nogil:
+    """The row at place i (its start and group in the rings) sorts after (g, s)."""
+    i &= _LAG - 1
+    return g_ring[i] > g or (g_ring[i] == g and s_ring[i] > s)
 
 
 cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
-                            Py_ssize_t n_all, const Keys* kb, int32_t* out,
-                            int64_t* bounds) noexcept nogil:
+                            Py_ssize_t n_all, int32_t* out, int64_t* bounds) noexcept nogil:
     """The kept rows into ``out`` in segments of consecutive kept rows, each sorted by
     (group, start, row) by insertion: a row goes fewer than _LAG places back among its
-    segment's rows (compared by packed key, the last _LAG kept in a ring), else it begins
-    the next segment. Rows nearly in that order (a loader's table in time order; launch
-    calls whose starts jitter by a few calls; nesting levels one after another) are sorted
-    in one pass of a few comparisons a row. Returns the number of segments (their starts in
+    segment's rows (compared with the last _LAG placed, kept in rings), else it begins the
+    next segment. Rows nearly in that order (a loader's table in time order; launch calls
+    whose starts jitter by a few calls; nesting levels one after another) are sorted in one
+    pass of a few comparisons a row. Returns the number of segments (their starts in
     ``bounds``, then the end), or -1 past _MAX_RUNS."""
     cdef Py_ssize_t r, i, first, n = 0, lo = 0, ns = 0
-    cdef uint64_t k
-    cdef uint64_t ring[_LAG]  # the key at place i of out (the last _LAG): ring[i % _LAG]
+    cdef int64_t s
+    cdef int32_t g = 0
+    cdef int64_t s_ring[_LAG]  # the start and group of the row at place i of out (one of
+    cdef int32_t g_ring[_LAG]  # the last _LAG) at [i % _LAG]
     bounds[0] = 0
     for r in range(n_all):
         if keep != NULL and not keep[r]:
             continue
-        k = _key(start, group, r, kb.s_lo, kb.g_lo, kb.s_bits)
-        first = n - _LAG + 1  # the first place r may take (the ring holds those after it)
-        if first > lo and ring[(first - 1) & (_LAG - 1)] > k:
-            ns += 1
-            if ns == _MAX_RUNS:
-                return -1
-            bounds[ns] = lo = n
-        if first < lo:
-            first = lo
+        s = start[r]
+        if group != NULL:
+            g = group[r]
         i = n
-        while i > first and ring[(i - 1) & (_LAG - 1)] > k:
-            out[i] = out[i - 1]
-            ring[i & (_LAG - 1)] = ring[(i - 1) & (_LAG - 1)]
-            i -= 1
+        if n > lo and _after(s_ring, g_ring, n - 1, s, g):  # out of order: insert it
+            first = n - _LAG + 1  # the first place r may take
+            if first > lo and _after(s_ring, g_ring, first - 1, s, g):
+                ns += 1
+                if ns == _MAX_RUNS:
+                    return -1
+                bounds[ns] = lo = n
+            else:
+                if first < lo:
+                    first = lo
+                while i > first and _after(s_ring, g_ring, i - 1, s, g):
+                    out[i] = out[i - 1]
+                    s_ring[i & (_LAG - 1)] = s_ring[(i - 1) & (_LAG - 1)]
+                    g_ring[i & (_LAG - 1)] = g_ring[(i - 1) & (_LAG - 1)]
+                    i -= 1
         out[i] = <int32_t>r
-        ring[i & (_LAG - 1)] = k
+        s_ring[i & (_LAG - 1)] = s
+        g_ring[i & (_LAG - 1)] = g
         n += 1
     bounds[ns + 1] = n
-    return ns + 1
+    return ns + 1 if n else 0
 
 
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
                    Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
     """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) in segments
     each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
-    starts in ``bounds``, then the end; more than one only where ``kb``, the packed keys,
-    fit): an int32 array, sorted by
-    insertion into few segments (:func:`_near_order`) or else by a bucket sort
-    (:func:`_bucket_order`) when the rows and the (group, start) keys fit, else an int64
-    array: one sort of packed (group, start, row) keys where they fit in 64 bits, else a
-    stable argsort of packed (group, start) keys (16 more bytes a row), else numpy's
-    lexsort."""
-    cdef Py_ssize_t r, n = 0, i = 0
+    starts in ``bounds``, then the end; more than one only where the packed keys ``kb``
+    fit, set then): an int32 array, sorted by insertion into few segments
+    (:func:`_near_order`) or else by a bucket sort (:func:`_bucket_order`) when the rows
+    and the (group, start) keys fit, else an int64 array: one sort of packed (group, start,
+    row) keys where they fit in 64 bits, else a stable argsort of packed (group, start)
+    keys (16 more bytes a row), else numpy's lexsort."""
+    cdef Py_ssize_t r, n = 0, i = 0, k = -1
     cdef int64_t s_lo = INT64_MAX, s_hi = INT64_MIN
     cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
     cdef int p_bits, s_bits, g_bits = 0
     cdef uint64_t m
+    cdef int32_t[::1] out
+    if 0 < n_all < INT32_MAX:
+        out_arr = np.empty(n_all, dtype=np.int32)  # the kept rows' places: those touched
+        out = out_arr
+        with nogil:
+            k = _near_order(&start[0], group, keep, n_all, &out[0], bounds)
+        if 0 <= k <= 1:
+            n_seg[0] = k
+            return out_arr[: bounds[k]]
     with nogil:
         for r in range(n_all):
             if keep != NULL and not keep[r]:
@@ -253,27 +274,21 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
                 if group[r] > g_hi:
                     g_hi = group[r]
     n_seg[0] = 1 if n else 0
-    bounds[0], bounds[1] = 0, n
     if n == 0:
+        bounds[0] = bounds[1] = 0
         return np.empty(0, dtype=np.int64)
     p_bits = _bits(<uint64_t>(n_all - 1))
     s_bits = _bits(<uint64_t>s_hi - <uint64_t>s_lo)
     if group != NULL:
         g_bits = _bits(<uint64_t>(g_hi - g_lo))
-    kb.s_lo, kb.g_lo, kb.s_bits, kb.fits = s_lo, g_lo, s_bits, s_bits + g_bits <= 64
-    cdef int32_t[::1] out
-    cdef Py_ssize_t k
-    if kb.fits and n_all < INT32_MAX:
-        out_arr = np.empty(n, dtype=np.int32)
-        out = out_arr
-        with nogil:
-            k = _near_order(&start[0], group, keep, n_all, kb, &out[0], bounds)
-        if k > 0:
-            n_seg[0] = k
-            return out_arr
-        bounds[1] = n
+    kb.s_lo, kb.g_lo, kb.s_bits = s_lo, g_lo, s_bits
+    if s_bits + g_bits <= 64 and k > 1:
+        n_seg[0] = k
+        return out_arr[:n]
+    bounds[0], bounds[1] = 0, n
+    if s_bits + g_bits <= 64 and n_all < INT32_MAX:
         if _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits, out):
-            return out_arr
+            return out_arr[:n]
     if s_bits + g_bits > 64:
         rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
             np.asarray(<const uint8_t[:n_all]>keep))
@@ -442,8 +457,8 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
     if m.n_runs:
         m.stop[m.n_runs - 1] = n_all
         m.kb.s_bits = _bits(<uint64_t>s_hi - <uint64_t>m.kb.s_lo)
-        m.kb.fits = group == NULL or m.kb.s_bits + _bits(<uint64_t>(g_hi - m.kb.g_lo)) <= 64
-        if m.n_runs > 1 and not m.kb.fits:
+        if m.n_runs > 1 and group != NULL and (
+                m.kb.s_bits + _bits(<uint64_t>(g_hi - m.kb.g_lo)) > 64):
             return False
     _heap_init(m)
     return True
@@ -707,6 +722,8 @@ cdef struct Hash:
     int32_t* code
     Py_ssize_t cap  # a power of two
     Py_ssize_t used
+    int64_t last  # the key added last (-1: none) and its code: runs of one key look up once
+    int32_t last_code
 
 
 cdef inline Py_ssize_t _slot(int64_t k, Py_ssize_t cap) noexcept nogil:
@@ -725,6 +742,7 @@ cdef int _hash_init(Hash* h) except -1:
     cdef Py_ssize_t j
     h.cap = 1024
     h.used = 0
+    h.last = -1
     h.keys = <int64_t*>malloc(h.cap * sizeof(int64_t))
     h.code = <int32_t*>malloc(h.cap * sizeof(int32_t))
     if h.keys == NULL or h.code == NULL:
@@ -738,15 +756,21 @@ cdef int _hash_init(Hash* h) except -1:
 cdef int32_t _hash_add(Hash* h, int64_t k) noexcept nogil:
     """The code of key ``k`` >= 0 (the number of keys before it on first sight); -1: out
     of memory."""
-    cdef Py_ssize_t j = _slot(k, h.cap), nj, c
+    cdef Py_ssize_t j, nj, c
     cdef int64_t* nk
     cdef int32_t* nc
+    if k == h.last:
+        return h.last_code
+    j = _slot(k, h.cap)
     while h.keys[j] >= 0 and h.keys[j] != k:
         j = (j + 1) & (h.cap - 1)
+    h.last = k
     if h.keys[j] == k:
+        h.last_code = h.code[j]
         return h.code[j]
     h.keys[j] = k
     h.code[j] = <int32_t>h.used
+    h.last_code = h.code[j]
     h.used += 1
     if 2 * h.used > h.cap:  # grow: rehash every key
         nk = <int64_t*>malloc(2 * h.cap * sizeof(int64_t))
@@ -786,27 +810,117 @@ ctypedef fused row_t:  # launching-op rows: int32 where they fit (launching_rows
     int64_t
 
 
+cdef struct GpuCols:  # the GPU-op columns the op texts' totals read
+    const int64_t* start
+    const int64_t* end
+    const int8_t* kind
+    const int8_t* copy_kind
+    const int32_t* name
+    int memcpy_kind
+    int dtod
+
+
+cdef inline bint _tally(const GpuCols* g, int32_t t, Py_ssize_t i, int64_t* kernel,
+                        uint8_t* link, Hash* pairs) noexcept nogil:
+    """GPU op i counted in op text t: its ns, whether it is a copy over a link (a memcpy
+    not device to device), its ``t << 32 | kernel name`` pair; False: out of memory."""
+    kernel[t] += g.end[i] - g.start[i]
+    if g.kind[i] == g.memcpy_kind and g.copy_kind[i] != g.dtod:
+        link[t] = 1
+    return _hash_add(pairs, (<int64_t>t << 32) | <int64_t>g.name[i]) >= 0
+
+
+cdef GpuCols _gpu_cols(const int64_t[::1] start, const int64_t[::1] end,
+                       const int8_t[::1] kind, const int8_t[::1] copy_kind,
+                       const int32_t[::1] name, int memcpy_kind, int dtod) except *:
+    cdef Py_ssize_t n = start.shape[0]
+    cdef GpuCols g
+    if end.shape[0] != n or kind.shape[0] != n or copy_kind.shape[0] != n or name.shape[0] != n:
+        raise ValueError("GPU-op columns differ in length")
+    g.start = &start[0] if n else NULL
+    g.end = &end[0] if n else NULL
+    g.kind = &kind[0] if n else NULL
+    g.copy_kind = &copy_kind[0] if n else NULL
+    g.name = &name[0] if n else NULL
+    g.memcpy_kind, g.dtod = memcpy_kind, dtod
+    return g
+
+
+cdef bint _grow(int64_t** kernel, int64_t** calls, uint8_t** link, Py_ssize_t* cap,
+                Py_ssize_t need) noexcept nogil:
+    """Room for per-text totals past ``need`` (zeroed); False: out of memory (the old
+    buffers stay, for the caller to free)."""
+    cdef Py_ssize_t c = cap[0], j
+    cdef int64_t* k2
+    cdef int64_t* c2
+    cdef uint8_t* l2
+    while c <= need:
+        c = 2 * c if c else 64
+    k2 = <int64_t*>realloc(kernel[0], c * sizeof(int64_t))
+    if k2 != NULL:
+        kernel[0] = k2
+    c2 = <int64_t*>realloc(calls[0], c * sizeof(int64_t))
+    if c2 != NULL:
+        calls[0] = c2
+    l2 = <uint8_t*>realloc(link[0], c)
+    if l2 != NULL:
+        link[0] = l2
+    if k2 == NULL or c2 == NULL or l2 == NULL:
+        return False
+    for j in range(cap[0], c):
+        k2[j] = c2[j] = l2[j] = 0
+    cap[0] = c
+    return True
+
+
+cdef object _pairs_by(Hash* h, const int32_t[::1] code):
+    """The (text << 32 | kernel name) pairs of ``h`` with their texts renumbered by
+    ``code`` (None: as they are)."""
+    cdef Py_ssize_t j
+    out_arr = _hash_keys(h)
+    cdef int64_t[::1] out = out_arr
+    if code is not None:
+        for j in range(out.shape[0]):
+            out[j] = (<int64_t>code[out[j] >> 32] << 32) | (out[j] & 0xFFFFFFFF)
+    return out_arr
+
+
 def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_t[::1] name,
-                   args):
+                   args, const int64_t[::1] start, const int64_t[::1] end,
+                   const int8_t[::1] kind, const int8_t[::1] copy_kind,
+                   const int32_t[::1] op_name, int memcpy_kind, int dtod):
     """Per GPU op selected (``sel``) with a launching op (``op_row`` >= 0, a row of the
     launching table, whose ``name`` and ``args`` (None: no args) columns are given): the
     index of its op's key ``name << 32 | args`` among the distinct keys, ascending (as
-    ``numpy.unique``), else -1; and those keys."""
-    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i
+    ``numpy.unique``), else -1; those keys; and per key (op text), over its GPU ops (their
+    ``start``, ``end``, ``kind``, ``copy_kind`` and kernel name ``op_name``): kernel ns,
+    distinct launching ops (calls), whether a copy over a link (a memcpy that is not device
+    to device) is among them, and the distinct ``text << 32 | kernel name`` pairs, in no
+    order."""
+    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i, n_keys
     cdef const int32_t* ap = <const int32_t*>_data(args, name.shape[0], np.int32,
                                                    "launcher_texts: args")
-    cdef Hash h
+    cdef GpuCols g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
+    cdef Hash h, hp
     cdef int64_t r, key
     cdef int32_t c
-    cdef bint oom = False, bad = False
-    if sel.shape[0] != n:
-        raise ValueError("launcher_texts: sel and op_row differ in length")
-    for i in range(n):
-        if sel[i] and op_row[i] >= nt:
-            raise ValueError("launcher_texts: a launching-op row is out of range")
+    cdef bint oom = False, bad = False, bad_row = False
+    if sel.shape[0] != n or start.shape[0] != n:
+        raise ValueError("launcher_texts: columns differ in length")
     text_arr = np.empty(n, dtype=np.int32)
+    seen_arr = np.zeros((nt + 7) >> 3, dtype=np.uint8)  # a bit per launching op
     cdef int32_t[::1] text = text_arr
+    cdef uint8_t[::1] seen = seen_arr
+    cdef int64_t* kernel = NULL  # per key by first sight, grown with the keys
+    cdef int64_t* calls = NULL
+    cdef uint8_t* link = NULL
+    cdef Py_ssize_t cap = 0
     _hash_init(&h)
+    try:
+        _hash_init(&hp)
+    except MemoryError:
+        _hash_free(&h)
+        raise
     try:
         with nogil:
             for i in range(n):
@@ -814,6 +928,9 @@ def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_
                 if not sel[i] or r < 0:
                     text[i] = -1
                     continue
+                if r >= nt:
+                    bad_row = True
+                    break
                 key = <int64_t>name[r] << 32
                 if ap != NULL:
                     key |= <int64_t>ap[r]
@@ -821,86 +938,86 @@ def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_
                     bad = True
                     break
                 c = _hash_add(&h, key)
-                if c < 0:
+                if c < 0 or (c >= cap and not _grow(&kernel, &calls, &link, &cap, c)):
                     oom = True
                     break
                 text[i] = c
+                if not seen[r >> 3] & (1 << (r & 7)):
+                    seen[r >> 3] |= 1 << (r & 7)
+                    calls[c] += 1
+                if not _tally(&g, c, i, kernel, link, &hp):
+                    oom = True
+                    break
+        if bad_row:
+            raise ValueError("launcher_texts: a launching-op row is out of range")
         if bad:
             raise ValueError("launcher_texts: a name or args id is negative")
         if oom:
             raise MemoryError()
         first = _hash_keys(&h)
+        n_keys = first.shape[0]
+        order = np.argsort(first, kind="stable")
+        rank_arr = np.empty(n_keys, dtype=np.int32)
+        rank_arr[order] = np.arange(n_keys, dtype=np.int32)
+        kernel_arr = np.zeros(n_keys, dtype=np.int64)
+        calls_arr = np.zeros(n_keys, dtype=np.int64)
+        link_arr = np.zeros(n_keys, dtype=np.uint8)
+        if n_keys:
+            kernel_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>kernel)
+            calls_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>calls)
+            link_arr[rank_arr] = np.asarray(<uint8_t[:n_keys]>link)
+        pairs = _pairs_by(&hp, rank_arr)
     finally:
         _hash_free(&h)
-    order = np.argsort(first, kind="stable")
-    rank_arr = np.empty(order.size, dtype=np.int32)
-    rank_arr[order] = np.arange(order.size, dtype=np.int32)
+        _hash_free(&hp)
+        free(kernel)
+        free(calls)
+        free(link)
     cdef const int32_t[::1] rank = rank_arr
     with nogil:  # codes by first sight -> indices into the sorted keys, in place
         for i in range(n):
             if text[i] >= 0:
                 text[i] = rank[text[i]]
-    return first[order], text_arr
+    return first[order], text_arr, kernel_arr, calls_arr, link_arr.view(bool), pairs
 
 
-def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_direct,
-                 const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
-                 const int8_t[::1] copy_kind, const int32_t[::1] name,
-                 const row_t[::1] op_row, Py_ssize_t n_launchers, Py_ssize_t ng,
-                 int memcpy_kind, int dtod):
-    """Per group (``gid`` of each op text; ``text`` per GPU op, -1: not charged; texts
-    from ``n_direct`` on are graph-replayed ops'): kernel ns, graph-replayed kernel ns,
-    distinct launching ops of the direct texts (``op_row``, in ``[0, n_launchers)``),
-    whether a copy over a link (a memcpy that is not device to device) is among its ops;
-    and the distinct ``group << 32 | kernel name`` pairs, in no order."""
-    cdef Py_ssize_t n = text.shape[0], i, nt = gid.shape[0]
-    cdef int64_t g, d
-    cdef int32_t t
-    cdef Hash h
-    cdef bint oom = False
-    if (start.shape[0] != n or end.shape[0] != n or kind.shape[0] != n
-            or copy_kind.shape[0] != n or name.shape[0] != n or op_row.shape[0] != n):
-        raise ValueError("group_totals: columns differ in length")
-    for i in range(nt):
-        if gid[i] < 0 or gid[i] >= ng:
-            raise ValueError("group_totals: a group id is out of range")
-    for i in range(n):
-        if text[i] >= nt or (0 <= text[i] < n_direct
-                             and not 0 <= op_row[i] < n_launchers):
-            raise ValueError("group_totals: a text or launching-op row is out of range")
-    kernel_arr = np.zeros(ng, dtype=np.int64)
-    graph_arr = np.zeros(ng, dtype=np.int64)
-    calls_arr = np.zeros(ng, dtype=np.int64)
-    link_arr = np.zeros(ng, dtype=np.uint8)
-    seen_arr = np.zeros((n_launchers + 7) >> 3, dtype=np.uint8)  # a bit per launching op
-    cdef int64_t[::1] kernel = kernel_arr, graph_ns = graph_arr, calls = calls_arr
-    cdef uint8_t[::1] link = link_arr, seen = seen_arr
-    _hash_init(&h)
+def text_totals(const int64_t[::1] rows, const int32_t[::1] text, Py_ssize_t n_texts,
+                const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
+                const int8_t[::1] copy_kind, const int32_t[::1] op_name, int memcpy_kind,
+                int dtod):
+    """Per op text in ``[0, n_texts)``, over the GPU ops ``rows`` (each of ``text[row]``):
+    kernel ns, whether a copy over a link is among them, and the distinct ``text << 32 |
+    kernel name`` pairs, in no order (:func:`launcher_texts`' totals, for ops charged
+    otherwise: graph replays matched to captures)."""
+    cdef Py_ssize_t n = text.shape[0], i, j
+    cdef GpuCols g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
+    cdef Hash hp
+    cdef bint oom = False, bad = False
+    if start.shape[0] != n:
+        raise ValueError("text_totals: columns differ in length")
+    kernel_arr = np.zeros(n_texts, dtype=np.int64)
+    link_arr = np.zeros(n_texts, dtype=np.uint8)
+    cdef int64_t[::1] kernel = kernel_arr
+    cdef uint8_t[::1] link = link_arr
+    _hash_init(&hp)
     try:
         with nogil:
-            for i in range(n):
-                t = text[i]
-                if t < 0:
-                    continue
-                g = gid[t]
-                d = end[i] - start[i]
-                kernel[g] += d
-                if t >= n_direct:
-                    graph_ns[g] += d
-                elif not seen[op_row[i] >> 3] & (1 << (op_row[i] & 7)):
-                    seen[op_row[i] >> 3] |= 1 << (op_row[i] & 7)
-                    calls[g] += 1
-                if kind[i] == memcpy_kind and copy_kind[i] != dtod:
-                    link[g] = 1
-                if _hash_add(&h, (g << 32) | <int64_t>name[i]) < 0:
+            for j in range(rows.shape[0]):
+                i = rows[j]
+                if not 0 <= i < n or not 0 <= text[i] < n_texts:
+                    bad = True
+                    break
+                if not _tally(&g, text[i], i, &kernel[0], &link[0], &hp):
                     oom = True
                     break
+        if bad:
+            raise ValueError("text_totals: a row or text is out of range")
         if oom:
             raise MemoryError()
-        pairs = _hash_keys(&h)
+        pairs = _pairs_by(&hp, None)
     finally:
-        _hash_free(&h)
-    return kernel_arr, graph_arr, calls_arr, link_arr.view(bool), pairs
+        _hash_free(&hp)
+    return kernel_arr, link_arr.view(bool), pairs
 
 
 def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
@@ -990,6 +1107,22 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
             r_ns_arr)
 
 
+cdef void _add_piece(int64_t* f, const int64_t* points, Py_ssize_t nq, Py_ssize_t* at,
+                     int64_t* covered, int64_t ps, int64_t pe) noexcept nogil:
+    """A union's next piece [ps, pe) (after the ones before it, ``covered`` ns in all) that
+    reaches the point at ``at``: ``f`` at the points up to pe (from ``at`` on) is the
+    length of the union before them."""
+    cdef Py_ssize_t p = at[0]
+    while p < nq and points[p] <= ps:
+        f[p] = covered[0]
+        p += 1
+    while p < nq and points[p] < pe:
+        f[p] = covered[0] + points[p] - ps
+        p += 1
+    at[0] = p
+    covered[0] += pe - ps
+
+
 def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
                keep, int n_cat, const int64_t[::1] points):
     """Over the kept ops (``keep``: uint8 mask, None: all) with a category below
@@ -999,15 +1132,15 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     all at once). Ops nearly in start order (:func:`_stream`) are not sorted."""
     cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
-    cdef int64_t s, e, cs
-    cdef int8_t c
+    cdef int64_t s, e
     cdef int8_t dense[128]  # per category: its index among the present ones
     cdef bint seen[128]
     cdef bint is_open[128]
     cdef int64_t o_s[128]
     cdef int64_t o_e[128]
     cdef int64_t covered[128]
-    cdef Py_ssize_t at[128]
+    cdef Py_ssize_t at[128]  # per category: its next point
+    cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
     cdef Runs m
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
@@ -1032,41 +1165,34 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     order = _stream(&m, start, NULL, &kv[0] if n else NULL)  # held while the stream reads it
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
+    cdef const int64_t* pts = &points[0] if nq else NULL
+    cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # points[at[k]] for every k at first
+    for k in range(n_live):
+        nxt[k] = next_pt
     with nogil:
-        while True:
+        while m.head >= 0:
             r = m.head
-            if r >= 0:
-                _advance(&m)
-                s = start[r]
-                e = end[r]
-                c = dense[cat[r]]
-            else:
-                c = 0  # the end: close every open piece
-                s = INT64_MAX
-            for k in range(c, n_live):
-                if is_open[k] and s > o_e[k]:  # the piece [o_s, o_e) is complete
-                    cs = o_s[k]
-                    p = at[k]
-                    while p < nq and points[p] <= cs:
-                        f[k, p] = covered[k]
-                        p += 1
-                    while p < nq and points[p] < o_e[k]:
-                        f[k, p] = covered[k] + points[p] - cs
-                        p += 1
-                    at[k] = p
-                    covered[k] += o_e[k] - cs
-                    is_open[k] = False
-                if r < 0:
-                    continue
-                if not is_open[k]:
-                    is_open[k] = True
+            _advance(&m)
+            s = start[r]
+            e = end[r]
+            for k in range(dense[cat[r]], n_live):
+                if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
+                    if not is_open[k]:
+                        is_open[k] = True
+                    elif o_e[k] <= nxt[k]:  # no point inside the piece or after it
+                        covered[k] += o_e[k] - o_s[k]
+                    else:
+                        _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
+                        nxt[k] = pts[at[k]] if at[k] < nq else INT64_MAX
                     o_s[k] = s
                     o_e[k] = e
                 elif e > o_e[k]:
                     o_e[k] = e
-            if r < 0:
-                break
+                else:  # inside the open piece, so inside those above it (they hold it)
+                    break
         for k in range(n_live):
+            if is_open[k]:
+                _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
             for p in range(at[k], nq):
                 f[k, p] = covered[k]
     out_arr = np.zeros((n_cat, nq), dtype=np.int64)
