@@ -617,15 +617,18 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise ValueError("launching_rows: query columns differ in length")
     if graph.shape[0] != n:
         raise ValueError("launching_rows: api_row and graph differ in length")
-    for i in range(n):
-        if api_row[i] >= nq:
-            raise ValueError("launching_rows: a launch call row is out of range")
     need_arr = np.zeros(nq, dtype=np.uint8)
     cdef uint8_t[::1] need = need_arr
+    cdef bint bad = False
     with nogil:
         for i in range(n):
+            if api_row[i] >= nq:
+                bad = True
+                break
             if api_row[i] >= 0 and not graph[i]:
                 need[api_row[i]] = 1
+    if bad:
+        raise ValueError("launching_rows: a launch call row is out of range")
     found_arr = _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread,
                        &need[0] if nq else NULL)
     cdef const int64_t[::1] f64
@@ -672,14 +675,17 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
 def names_present(const int32_t[::1] name, Py_ssize_t n_names):
     """The distinct ids in ``name`` (each in ``[0, n_names)``), ascending."""
     cdef Py_ssize_t i, n = name.shape[0]
+    cdef bint bad = False
     seen_arr = np.zeros(n_names, dtype=np.uint8)
     cdef uint8_t[::1] seen = seen_arr
-    for i in range(n):
-        if name[i] < 0 or name[i] >= n_names:
-            raise ValueError("names_present: a name id is out of range")
     with nogil:
         for i in range(n):
+            if name[i] < 0 or name[i] >= n_names:
+                bad = True
+                break
             seen[name[i]] = 1
+    if bad:
+        raise ValueError("names_present: a name id is out of range")
     return np.flatnonzero(seen_arr)
 
 
@@ -1046,10 +1052,7 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
         raise ValueError("op_categories: columns differ in length")
     if text_place.shape[0] != nt:
         raise ValueError("op_categories: text_cat and text_place differ in length")
-    for i in range(n):
-        if (text[i] >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
-                or (wp != NULL and wp[i] >= n_win)):
-            raise ValueError("op_categories: a text, name, reason or window is out of range")
+    cdef bint bad = False
     cat_arr = np.empty(n, dtype=np.int8)
     wide = nt >= INT32_MAX  # table rows as int32 where they fit
     row_arr = np.empty(n, dtype=np.int64 if wide else np.int32)
@@ -1074,6 +1077,10 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
     with nogil:
         for i in range(n):
             t = text[i]
+            if (t >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
+                    or (wp != NULL and wp[i] >= n_win)):
+                bad = True
+                break
             if w32 != NULL:
                 w32[i] = <int32_t>text_place[t] if t >= 0 else -1
             else:
@@ -1103,6 +1110,8 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
             if reason[i] >= 0:
                 r_ops[reason[i]] += 1
                 r_ns[reason[i]] += d
+    if bad:
+        raise ValueError("op_categories: a text, name, reason or window is out of range")
     return (cat_arr, row_arr, cells_arr.reshape(-1, n_cat), tot_arr, sums_arr, r_ops_arr,
             r_ns_arr)
 
