@@ -1,11 +1,13 @@
-"""A digest of what ``attribute()`` returns, to show that a change keeps results identical.
+"""A digest of what ``attribute()`` and the op table over it return, to show that a change keeps
+results identical.
 
     python benches/attribution_digest.py [--by NAME] [--ops N] [--host-per-launch K] [TRACE ...]
 
 With no TRACE: the synthetic trace of ``bench_attribution.py`` (``--ops`` GPU ops, ``--host-per-
 launch`` host ops per launch call, 1,000 ``step`` ranges). Prints one line per input: the sha256
 of the windows table, the host_bound charges by activity and by range, the host windows and
-their charges, then the same per part. Run it on two trees (``PYTHONPATH``) and compare.
+their charges, the op table (``op_table(a)``: its JSON, per-window categories, op rows and
+categories), then the same per part. Run it on two trees (``PYTHONPATH``) and compare.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pytimings.analysis.attribution import attribute
+from pytimings.analysis.op_table import op_table
 from pytimings.ingest import load
 from pytimings.table import Table
 
@@ -65,6 +69,16 @@ def digest(trace: Any, by: str | None) -> dict[str, str]:
         table_digest(h, t)
         table_digest(whole, t)
         out[name] = h.hexdigest()[:16]
+    ot = op_table(a)
+    h = hashlib.sha256()
+    for blob in (
+        json.dumps([ot.doc(), ot.window_categories], sort_keys=True).encode(),
+        np.ascontiguousarray(ot.op_row, dtype=np.int64).tobytes(),
+        ot.category.tobytes(),
+    ):
+        h.update(blob)
+        whole.update(blob)
+    out["op_table"] = h.hexdigest()[:16]
     out["all"] = whole.hexdigest()
     return out
 

@@ -34,23 +34,30 @@ def window_index(
     start: _I64, keep: _U8 | None, ws: _I64, we: _I64, wid: _I64, out: _I32
 ) -> None: ...
 def launcher_texts(
-    sel: _U8, op_row: _I32 | _I64, name: _I32, args: _I32 | None
-) -> tuple[_I64, _I32]: ...
-def group_totals(
-    text: _I32,
-    gid: _I64,
-    n_direct: int,
+    sel: _U8,
+    op_row: _I32 | _I64,
+    name: _I32,
+    args: _I32 | None,
     start: _I64,
     end: _I64,
     kind: _I8,
     copy_kind: _I8,
-    name: _I32,
-    op_row: _I32 | _I64,
-    n_launchers: int,
-    ng: int,
+    op_name: _I32,
     memcpy_kind: int,
     dtod: int,
-) -> tuple[_I64, _I64, _I64, npt.NDArray[np.bool_], _I64]: ...
+) -> tuple[_I64, _I32, _I64, _I64, npt.NDArray[np.bool_], _I64]: ...
+def text_totals(
+    rows: _I64,
+    text: _I32,
+    n_texts: int,
+    start: _I64,
+    end: _I64,
+    kind: _I8,
+    copy_kind: _I8,
+    op_name: _I32,
+    memcpy_kind: int,
+    dtod: int,
+) -> tuple[_I64, npt.NDArray[np.bool_], _I64]: ...
 def op_categories(
     start: _I64,
     end: _I64,

@@ -6,11 +6,12 @@ compiled pass per question, so that the op table of 10^7 GPU ops allocates its o
 (on a VM, memory a process touches for the first time costs more than the arithmetic).
 
 Orders are by ``(group, start, row)``: rows already in few sorted runs are merged in place
-(no order at all); others go through a bucket sort into int32 rows (:func:`_bucket_order`:
-a count and a placement pass over the top bits of the key, then each small bucket sorted
-by key), which for fewer than 2**31 rows replaces one sort of packed 8-byte keys (kept for
-larger tables and keys wider than 64 bits). The busy split reads ops mostly in start order
-in place and sorts only the ones out of place.
+(no order at all); others are put in int32 rows, nearly sorted ones by insertion into a few
+sorted segments merged on the fly (:func:`_near_order`: a row a few places out of order, a
+launch call whose start jitters, moves back those places), the rest by a bucket sort
+(:func:`_bucket_order`: a count and a placement pass over the top bits of the key, then each
+small bucket sorted by key), which for fewer than 2**31 rows replaces one sort of packed
+8-byte keys (kept for larger tables and keys wider than 64 bits).
 """
 
 import numpy as np
@@ -91,14 +92,14 @@ cdef inline uint64_t _key(const int64_t* start, const int32_t* group, Py_ssize_t
     return k
 
 
-cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
-                          Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
-                          int s_bits, int g_bits):
-    """``_order`` by a bucket sort, for fewer than 2**31 rows: the kept rows counted into
-    about n / 8 buckets of their (group, start) key's top bits, placed bucket by bucket
-    in row order (an int32 array, 4 bytes a row: the only memory of the size of the
-    table), then each bucket sorted by key, stably (rows in a bucket stay in row order
-    among equal keys)."""
+cdef bint _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
+                        Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
+                        int s_bits, int g_bits, int32_t[::1] out) except -1:
+    """``_order`` by a bucket sort into ``out`` (the n kept rows, int32: 4 bytes a row, the
+    only memory of the size of the table), for fewer than 2**31 rows: the kept rows
+    counted into about n / 8 buckets of their (group, start) key's top bits, placed bucket
+    by bucket in row order, then each bucket sorted by key, stably (rows in a bucket stay in
+    row order among equal keys). False when few buckets hold most rows."""
     cdef int kb = s_bits + g_bits, bb = _bits(<uint64_t>n) - 3, shift
     cdef Py_ssize_t r, b, nb, lo, hi, m, big = 0, i
     cdef int32_t c, t
@@ -116,9 +117,7 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
     shift = kb - bb
     nb = <Py_ssize_t>1 << bb
     count_arr = np.zeros(nb + 1, dtype=np.int32)
-    out_arr = np.empty(n, dtype=np.int32)
     cdef int32_t[::1] count = count_arr
-    cdef int32_t[::1] out = out_arr
     with nogil:
         for r in range(n_all):  # bucket sizes, at count[b + 1]
             if keep != NULL and not keep[r]:
@@ -138,7 +137,7 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
             out[count[b]] = <int32_t>r
             count[b] += 1
     if big > 65536 and big > n >> 3:
-        return None  # few buckets hold most rows: the caller sorts keys instead
+        return False  # few buckets hold most rows: the caller sorts keys instead
     if big > 16:
         buf = <KR*>malloc(2 * big * sizeof(KR))
         if buf == NULL:
@@ -170,22 +169,96 @@ cdef object _bucket_order(const int64_t* start, const int32_t* group, const uint
                     out[lo + i] = small[i].r
             lo = hi
     free(buf)
-    return out_arr
+    return True
+
+
+cdef enum:
+    _MAX_RUNS = 64  # more runs (or sorted segments) than this: one sort instead
+    _LAG = 64  # a row sorted this many places back begins a new sorted segment (a power of 2)
+
+
+cdef struct Keys:  # (group, start) packed: (group - g_lo) << s_bits | (start - s_lo)
+    int64_t s_lo
+    int64_t g_lo
+    int s_bits
+
+
+cdef inline bint _after(const int64_t* s_ring, const int32_t* g_ring, Py_ssize_t i,
+                        int64_t s, int32_t g) noexcept nogil:
+    """The row at place i (its start and group in the rings) sorts after (g, s)."""
+    i &= _LAG - 1
+    return g_ring[i] > g or (g_ring[i] == g and s_ring[i] > s)
+
+
+cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
+                            Py_ssize_t n_all, int32_t* out, int64_t* bounds) noexcept nogil:
+    """The kept rows into ``out`` in segments of consecutive kept rows, each sorted by
+    (group, start, row) by insertion: a row goes fewer than _LAG places back among its
+    segment's rows (compared with the last _LAG placed, kept in rings), else it begins the
+    next segment. Rows nearly in that order (a loader's table in time order; launch calls
+    whose starts jitter by a few calls; nesting levels one after another) are sorted in one
+    pass of a few comparisons a row. Returns the number of segments (their starts in
+    ``bounds``, then the end), or -1 past _MAX_RUNS."""
+    cdef Py_ssize_t r, i, first, n = 0, lo = 0, ns = 0
+    cdef int64_t s
+    cdef int32_t g = 0
+    cdef int64_t s_ring[_LAG]  # the start and group of the row at place i of out (one of
+    cdef int32_t g_ring[_LAG]  # the last _LAG) at [i % _LAG]
+    bounds[0] = 0
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        s = start[r]
+        if group != NULL:
+            g = group[r]
+        i = n
+        if n > lo and _after(s_ring, g_ring, n - 1, s, g):  # out of order: insert it
+            first = n - _LAG + 1  # the first place r may take
+            if first > lo and _after(s_ring, g_ring, first - 1, s, g):
+                ns += 1
+                if ns == _MAX_RUNS:
+                    return -1
+                bounds[ns] = lo = n
+            else:
+                if first < lo:
+                    first = lo
+                while i > first and _after(s_ring, g_ring, i - 1, s, g):
+                    out[i] = out[i - 1]
+                    s_ring[i & (_LAG - 1)] = s_ring[(i - 1) & (_LAG - 1)]
+                    g_ring[i & (_LAG - 1)] = g_ring[(i - 1) & (_LAG - 1)]
+                    i -= 1
+        out[i] = <int32_t>r
+        s_ring[i & (_LAG - 1)] = s
+        g_ring[i & (_LAG - 1)] = g
+        n += 1
+    bounds[ns + 1] = n
+    return ns + 1 if n else 0
 
 
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
-                   Py_ssize_t n_all):
-    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) ordered by
-    (``group[r]`` when given, ``start[r]``, r): an int32 array by a bucket sort
-    (:func:`_bucket_order`) when the rows and the (group, start) keys fit, else an int64
-    array: one sort of packed (group, start, row) keys where they fit in 64 bits, else a
-    stable argsort of packed (group, start) keys (16 more bytes a row), else numpy's
-    lexsort."""
-    cdef Py_ssize_t r, n = 0, i = 0
+                   Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
+    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) in segments
+    each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
+    starts in ``bounds``, then the end; more than one only where the packed keys ``kb``
+    fit, set then): an int32 array, sorted by insertion into few segments
+    (:func:`_near_order`) or else by a bucket sort (:func:`_bucket_order`) when the rows
+    and the (group, start) keys fit, else an int64 array: one sort of packed (group, start,
+    row) keys where they fit in 64 bits, else a stable argsort of packed (group, start)
+    keys (16 more bytes a row), else numpy's lexsort."""
+    cdef Py_ssize_t r, n = 0, i = 0, k = -1
     cdef int64_t s_lo = INT64_MAX, s_hi = INT64_MIN
     cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
     cdef int p_bits, s_bits, g_bits = 0
     cdef uint64_t m
+    cdef int32_t[::1] out
+    if 0 < n_all < INT32_MAX:
+        out_arr = np.empty(n_all, dtype=np.int32)  # the kept rows' places: those touched
+        out = out_arr
+        with nogil:
+            k = _near_order(&start[0], group, keep, n_all, &out[0], bounds)
+        if 0 <= k <= 1:
+            n_seg[0] = k
+            return out_arr[: bounds[k]]
     with nogil:
         for r in range(n_all):
             if keep != NULL and not keep[r]:
@@ -200,16 +273,22 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
                     g_lo = group[r]
                 if group[r] > g_hi:
                     g_hi = group[r]
+    n_seg[0] = 1 if n else 0
     if n == 0:
+        bounds[0] = bounds[1] = 0
         return np.empty(0, dtype=np.int64)
     p_bits = _bits(<uint64_t>(n_all - 1))
     s_bits = _bits(<uint64_t>s_hi - <uint64_t>s_lo)
     if group != NULL:
         g_bits = _bits(<uint64_t>(g_hi - g_lo))
+    kb.s_lo, kb.g_lo, kb.s_bits = s_lo, g_lo, s_bits
+    if s_bits + g_bits <= 64 and k > 1:
+        n_seg[0] = k
+        return out_arr[:n]
+    bounds[0], bounds[1] = 0, n
     if s_bits + g_bits <= 64 and n_all < INT32_MAX:
-        out = _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits)
-        if out is not None:
-            return out
+        if _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits, out):
+            return out_arr[:n]
     if s_bits + g_bits > 64:
         rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
             np.asarray(<const uint8_t[:n_all]>keep))
@@ -256,37 +335,36 @@ cdef const void* _data(object col, Py_ssize_t n, object dtype, str what) except?
     return &b[0] if n else NULL
 
 
-cdef enum:
-    _MAX_RUNS = 64  # more sorted runs than this: one sort of packed keys instead
-
-
-# Rows in (group, start, row) order: read from ``order`` (a sorted row list) or, where it is
-# NULL, merged on the fly from the few runs the kept rows already come in (each run:
-# consecutive kept rows in that order), with no sorted copy; ``head``: the next row (-1:
+# Rows in (group, start, row) order ((start, row) without a group), merged on the fly from
+# a few runs: runs of consecutive kept rows already in that order, read in place (no sorted
+# copy), or the sorted segments of an order (:func:`_order`). ``head``: the next row (-1:
 # none).
 cdef struct Runs:
-    const int64_t* order  # the sorted row list (int64 or int32 rows; both NULL: merged)
+    const int64_t* order  # the order (int64 or int32 rows; both NULL: runs in place)
     const int32_t* order32
-    Py_ssize_t n_order
-    Py_ssize_t at
     const int64_t* start
-    const int32_t* group
-    const uint8_t* keep
+    const int32_t* group  # NULL: one group
+    const uint8_t* keep  # runs in place: the kept rows (NULL: all)
+    Keys kb  # the packed keys the runs are merged by (when more than one)
     Py_ssize_t n_runs
-    int64_t pos[_MAX_RUNS]  # per run: its next row (-1: done)
-    int64_t stop[_MAX_RUNS]  # per run: the row after it
-    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (group, start, run) on top
+    int64_t pos[_MAX_RUNS]  # per run: its next row (in place) or place in the order
+    int64_t stop[_MAX_RUNS]  # per run: the row (place) after it
+    uint64_t key[_MAX_RUNS]  # per run: its next row's key
+    Py_ssize_t heap[_MAX_RUNS]  # live runs, the least (key, run) on top
     Py_ssize_t n_heap
     int64_t head
 
 
-cdef inline bint _before(Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    cdef int64_t x = m.pos[a], y = m.pos[b]
-    if m.group[x] != m.group[y]:
-        return m.group[x] < m.group[y]
-    if m.start[x] != m.start[y]:
-        return m.start[x] < m.start[y]
-    return a < b  # the earlier run holds the lower rows
+cdef inline int64_t _next_row(const Runs* m, Py_ssize_t t) noexcept nogil:
+    if m.order32 != NULL:
+        return m.order32[m.pos[t]]
+    if m.order != NULL:
+        return m.order[m.pos[t]]
+    return m.pos[t]
+
+
+cdef inline bint _before(const Runs* m, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return m.key[a] < m.key[b] or (m.key[a] == m.key[b] and a < b)  # earlier runs: lower rows
 
 
 cdef void _sift(Runs* m) noexcept nogil:
@@ -303,17 +381,22 @@ cdef void _sift(Runs* m) noexcept nogil:
         m.heap[i] = m.heap[c]
         i = c
     m.heap[i] = t
-    m.head = m.pos[m.heap[0]]
 
 
-cdef void _advance_merged(Runs* m) noexcept nogil:
-    """Move past ``head`` when merging runs."""
+cdef inline void _advance(Runs* m) noexcept nogil:
+    """Move past ``head``."""
     cdef Py_ssize_t t = m.heap[0]
     cdef int64_t r = m.pos[t] + 1
-    while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
-        r += 1
+    if m.order32 == NULL and m.order == NULL:
+        while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
+            r += 1
     if r < m.stop[t]:
         m.pos[t] = r
+        r = _next_row(m, t)
+        if m.n_heap == 1:
+            m.head = r
+            return
+        m.key[t] = _key(m.start, m.group, r, m.kb.s_lo, m.kb.g_lo, m.kb.s_bits)
     else:
         m.n_heap -= 1
         if m.n_heap == 0:
@@ -321,43 +404,18 @@ cdef void _advance_merged(Runs* m) noexcept nogil:
             return
         m.heap[0] = m.heap[m.n_heap]
     _sift(m)
+    m.head = _next_row(m, m.heap[0])
 
 
-cdef inline void _advance(Runs* m) noexcept nogil:
-    """Move past ``head``."""
-    if m.order32 != NULL:
-        m.at += 1
-        m.head = m.order32[m.at] if m.at < m.n_order else -1
-    elif m.order != NULL:
-        m.at += 1
-        m.head = m.order[m.at] if m.at < m.n_order else -1
-    else:
-        _advance_merged(m)
-
-
-cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
-                Py_ssize_t n_all) noexcept nogil:
-    """Set ``m`` up over the kept rows; False when they come in more than _MAX_RUNS runs."""
-    cdef Py_ssize_t r, k
-    cdef int64_t prev = -1
-    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
-    for r in range(n_all):
-        if keep != NULL and not keep[r]:
-            continue
-        if prev < 0 or group[r] < group[prev] or (group[r] == group[prev]
-                                                  and start[r] < start[prev]):
-            if m.n_runs == _MAX_RUNS:
-                return False
-            if m.n_runs:
-                m.stop[m.n_runs - 1] = r
-            m.pos[m.n_runs] = r
-            m.n_runs += 1
-        prev = r
-    if m.n_runs:
-        m.stop[m.n_runs - 1] = n_all
+cdef void _heap_init(Runs* m) noexcept nogil:
+    """The heap of the runs (each not empty)."""
+    cdef Py_ssize_t k, r
     m.n_heap = 0
     m.head = -1
-    for k in range(m.n_runs):  # insert each run by sifting up
+    for k in range(m.n_runs):  # insert each run by sifting up (keys: where several)
+        if m.n_runs > 1:
+            m.key[k] = _key(m.start, m.group, _next_row(m, k), m.kb.s_lo, m.kb.g_lo,
+                            m.kb.s_bits)
         r = m.n_heap
         m.n_heap += 1
         while r > 0 and _before(m, k, m.heap[(r - 1) >> 1]):
@@ -365,35 +423,75 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
             r = (r - 1) >> 1
         m.heap[r] = k
     if m.n_heap:
-        m.head = m.pos[m.heap[0]]
+        m.head = _next_row(m, m.heap[0])
+
+
+cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
+                Py_ssize_t n_all) noexcept nogil:
+    """Set ``m`` up over the kept rows in place; False when they come in more than
+    _MAX_RUNS sorted runs (or in several whose packed keys do not fit)."""
+    cdef Py_ssize_t r
+    cdef int64_t prev = -1, s_hi = INT64_MIN, g_hi = INT64_MIN
+    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
+    m.kb.s_lo = m.kb.g_lo = INT64_MAX
+    for r in range(n_all):
+        if keep != NULL and not keep[r]:
+            continue
+        if prev < 0 or (group != NULL and group[r] < group[prev]) or (
+                (group == NULL or group[r] == group[prev]) and start[r] < start[prev]):
+            if m.n_runs == _MAX_RUNS:
+                return False
+            if m.n_runs:
+                m.stop[m.n_runs - 1] = r
+            m.pos[m.n_runs] = r
+            m.n_runs += 1
+        prev = r
+        if start[r] < m.kb.s_lo:
+            m.kb.s_lo = start[r]
+        if start[r] > s_hi:
+            s_hi = start[r]
+        if group != NULL and group[r] < m.kb.g_lo:
+            m.kb.g_lo = group[r]
+        if group != NULL and group[r] > g_hi:
+            g_hi = group[r]
+    if m.n_runs:
+        m.stop[m.n_runs - 1] = n_all
+        m.kb.s_bits = _bits(<uint64_t>s_hi - <uint64_t>m.kb.s_lo)
+        if m.n_runs > 1 and group != NULL and (
+                m.kb.s_bits + _bits(<uint64_t>(g_hi - m.kb.g_lo)) > 64):
+            return False
+    _heap_init(m)
     return True
 
 
-cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t[::1] group,
+cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
                     const uint8_t* keep):
-    """Set ``m`` up to give the kept rows in (group, start, row) order: merged from their
-    sorted runs when they come in few (returns None), else read from their order (returned:
-    the caller holds it while reading)."""
-    cdef Py_ssize_t n = start.shape[0]
+    """Set ``m`` up to give the kept rows in (group, start, row) order (``group`` NULL:
+    (start, row)): merged from their sorted runs in place when they come in few (returns
+    None), else from the segments of their order (returned: the caller holds it while
+    reading)."""
+    cdef Py_ssize_t n = start.shape[0], n_seg, k
     cdef bint merged = False
+    cdef int64_t bounds[_MAX_RUNS + 1]
     cdef const int64_t[::1] o
     cdef const int32_t[::1] o32
-    m.head, m.order, m.order32, m.n_heap = -1, NULL, NULL, 0
+    m.head, m.n_heap = -1, 0
     if n:
         with nogil:
-            merged = _runs(m, &start[0], &group[0], keep, n)
+            merged = _runs(m, &start[0], group, keep, n)
     if merged:
         return None
-    order = _order(start, &group[0] if n else NULL, keep, n)
-    m.n_order, m.at = order.shape[0], 0
-    if m.n_order and order.dtype == np.int32:
+    order = _order(start, group, keep, n, bounds, &n_seg, &m.kb)
+    m.order, m.order32, m.keep, m.n_runs = NULL, NULL, NULL, n_seg
+    for k in range(n_seg):
+        m.pos[k], m.stop[k] = bounds[k], bounds[k + 1]
+    if n_seg and order.dtype == np.int32:
         o32 = order
         m.order32 = &o32[0]
-        m.head = o32[0]
-    elif m.n_order:
+    elif n_seg:
         o = order
         m.order = &o[0]
-        m.head = o[0]
+    _heap_init(m)
     return order
 
 
@@ -404,17 +502,18 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     """Per query row (read where ``need``): the innermost kept activity enclosing it on its
     thread, or -1 (int32 when the activity rows fit, else int64). One pass over both in
     (thread, start) order with a stack of the open activities: O(n + q) for nested
-    activities (activities that overlap without nesting are searched past). Rows in few
-    sorted runs (a loader's table in time order, or nesting levels one after another)
-    are merged, not sorted."""
+    activities (activities that overlap without nesting are searched past). Both come
+    through :func:`_stream`: rows in few sorted runs (a loader's table in time order, or
+    nesting levels one after another) are merged, not sorted."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
     cdef Py_ssize_t top = 0, cap = 64, j
     cdef int64_t g, x, y, qs, qe, q, best
     cdef int64_t* stack
     cdef int64_t* grown
     cdef Runs m, mq
-    a_order = _stream(&m, a_start, a_thread, keep)  # held while the streams read them
-    q_order = _stream(&mq, q_start, q_thread, need)
+    # held while the streams read them
+    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep)
+    q_order = _stream(&mq, q_start, &q_thread[0] if nq else NULL, need)
     wide = na >= 2147483647
     found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
     cdef int64_t[::1] f64
@@ -518,15 +617,18 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise ValueError("launching_rows: query columns differ in length")
     if graph.shape[0] != n:
         raise ValueError("launching_rows: api_row and graph differ in length")
-    for i in range(n):
-        if api_row[i] >= nq:
-            raise ValueError("launching_rows: a launch call row is out of range")
     need_arr = np.zeros(nq, dtype=np.uint8)
     cdef uint8_t[::1] need = need_arr
+    cdef bint bad = False
     with nogil:
         for i in range(n):
+            if api_row[i] >= nq:
+                bad = True
+                break
             if api_row[i] >= 0 and not graph[i]:
                 need[api_row[i]] = 1
+    if bad:
+        raise ValueError("launching_rows: a launch call row is out of range")
     found_arr = _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread,
                        &need[0] if nq else NULL)
     cdef const int64_t[::1] f64
@@ -573,14 +675,17 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
 def names_present(const int32_t[::1] name, Py_ssize_t n_names):
     """The distinct ids in ``name`` (each in ``[0, n_names)``), ascending."""
     cdef Py_ssize_t i, n = name.shape[0]
+    cdef bint bad = False
     seen_arr = np.zeros(n_names, dtype=np.uint8)
     cdef uint8_t[::1] seen = seen_arr
-    for i in range(n):
-        if name[i] < 0 or name[i] >= n_names:
-            raise ValueError("names_present: a name id is out of range")
     with nogil:
         for i in range(n):
+            if name[i] < 0 or name[i] >= n_names:
+                bad = True
+                break
             seen[name[i]] = 1
+    if bad:
+        raise ValueError("names_present: a name id is out of range")
     return np.flatnonzero(seen_arr)
 
 
@@ -623,6 +728,8 @@ cdef struct Hash:
     int32_t* code
     Py_ssize_t cap  # a power of two
     Py_ssize_t used
+    int64_t last  # the key added last (-1: none) and its code: runs of one key look up once
+    int32_t last_code
 
 
 cdef inline Py_ssize_t _slot(int64_t k, Py_ssize_t cap) noexcept nogil:
@@ -641,6 +748,7 @@ cdef int _hash_init(Hash* h) except -1:
     cdef Py_ssize_t j
     h.cap = 1024
     h.used = 0
+    h.last = -1
     h.keys = <int64_t*>malloc(h.cap * sizeof(int64_t))
     h.code = <int32_t*>malloc(h.cap * sizeof(int32_t))
     if h.keys == NULL or h.code == NULL:
@@ -654,15 +762,21 @@ cdef int _hash_init(Hash* h) except -1:
 cdef int32_t _hash_add(Hash* h, int64_t k) noexcept nogil:
     """The code of key ``k`` >= 0 (the number of keys before it on first sight); -1: out
     of memory."""
-    cdef Py_ssize_t j = _slot(k, h.cap), nj, c
+    cdef Py_ssize_t j, nj, c
     cdef int64_t* nk
     cdef int32_t* nc
+    if k == h.last:
+        return h.last_code
+    j = _slot(k, h.cap)
     while h.keys[j] >= 0 and h.keys[j] != k:
         j = (j + 1) & (h.cap - 1)
+    h.last = k
     if h.keys[j] == k:
+        h.last_code = h.code[j]
         return h.code[j]
     h.keys[j] = k
     h.code[j] = <int32_t>h.used
+    h.last_code = h.code[j]
     h.used += 1
     if 2 * h.used > h.cap:  # grow: rehash every key
         nk = <int64_t*>malloc(2 * h.cap * sizeof(int64_t))
@@ -702,27 +816,117 @@ ctypedef fused row_t:  # launching-op rows: int32 where they fit (launching_rows
     int64_t
 
 
+cdef struct GpuCols:  # the GPU-op columns the op texts' totals read
+    const int64_t* start
+    const int64_t* end
+    const int8_t* kind
+    const int8_t* copy_kind
+    const int32_t* name
+    int memcpy_kind
+    int dtod
+
+
+cdef inline bint _tally(const GpuCols* g, int32_t t, Py_ssize_t i, int64_t* kernel,
+                        uint8_t* link, Hash* pairs) noexcept nogil:
+    """GPU op i counted in op text t: its ns, whether it is a copy over a link (a memcpy
+    not device to device), its ``t << 32 | kernel name`` pair; False: out of memory."""
+    kernel[t] += g.end[i] - g.start[i]
+    if g.kind[i] == g.memcpy_kind and g.copy_kind[i] != g.dtod:
+        link[t] = 1
+    return _hash_add(pairs, (<int64_t>t << 32) | <int64_t>g.name[i]) >= 0
+
+
+cdef GpuCols _gpu_cols(const int64_t[::1] start, const int64_t[::1] end,
+                       const int8_t[::1] kind, const int8_t[::1] copy_kind,
+                       const int32_t[::1] name, int memcpy_kind, int dtod) except *:
+    cdef Py_ssize_t n = start.shape[0]
+    cdef GpuCols g
+    if end.shape[0] != n or kind.shape[0] != n or copy_kind.shape[0] != n or name.shape[0] != n:
+        raise ValueError("GPU-op columns differ in length")
+    g.start = &start[0] if n else NULL
+    g.end = &end[0] if n else NULL
+    g.kind = &kind[0] if n else NULL
+    g.copy_kind = &copy_kind[0] if n else NULL
+    g.name = &name[0] if n else NULL
+    g.memcpy_kind, g.dtod = memcpy_kind, dtod
+    return g
+
+
+cdef bint _grow(int64_t** kernel, int64_t** calls, uint8_t** link, Py_ssize_t* cap,
+                Py_ssize_t need) noexcept nogil:
+    """Room for per-text totals past ``need`` (zeroed); False: out of memory (the old
+    buffers stay, for the caller to free)."""
+    cdef Py_ssize_t c = cap[0], j
+    cdef int64_t* k2
+    cdef int64_t* c2
+    cdef uint8_t* l2
+    while c <= need:
+        c = 2 * c if c else 64
+    k2 = <int64_t*>realloc(kernel[0], c * sizeof(int64_t))
+    if k2 != NULL:
+        kernel[0] = k2
+    c2 = <int64_t*>realloc(calls[0], c * sizeof(int64_t))
+    if c2 != NULL:
+        calls[0] = c2
+    l2 = <uint8_t*>realloc(link[0], c)
+    if l2 != NULL:
+        link[0] = l2
+    if k2 == NULL or c2 == NULL or l2 == NULL:
+        return False
+    for j in range(cap[0], c):
+        k2[j] = c2[j] = l2[j] = 0
+    cap[0] = c
+    return True
+
+
+cdef object _pairs_by(Hash* h, const int32_t[::1] code):
+    """The (text << 32 | kernel name) pairs of ``h`` with their texts renumbered by
+    ``code`` (None: as they are)."""
+    cdef Py_ssize_t j
+    out_arr = _hash_keys(h)
+    cdef int64_t[::1] out = out_arr
+    if code is not None:
+        for j in range(out.shape[0]):
+            out[j] = (<int64_t>code[out[j] >> 32] << 32) | (out[j] & 0xFFFFFFFF)
+    return out_arr
+
+
 def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_t[::1] name,
-                   args):
+                   args, const int64_t[::1] start, const int64_t[::1] end,
+                   const int8_t[::1] kind, const int8_t[::1] copy_kind,
+                   const int32_t[::1] op_name, int memcpy_kind, int dtod):
     """Per GPU op selected (``sel``) with a launching op (``op_row`` >= 0, a row of the
     launching table, whose ``name`` and ``args`` (None: no args) columns are given): the
     index of its op's key ``name << 32 | args`` among the distinct keys, ascending (as
-    ``numpy.unique``), else -1; and those keys."""
-    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i
+    ``numpy.unique``), else -1; those keys; and per key (op text), over its GPU ops (their
+    ``start``, ``end``, ``kind``, ``copy_kind`` and kernel name ``op_name``): kernel ns,
+    distinct launching ops (calls), whether a copy over a link (a memcpy that is not device
+    to device) is among them, and the distinct ``text << 32 | kernel name`` pairs, in no
+    order."""
+    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i, n_keys
     cdef const int32_t* ap = <const int32_t*>_data(args, name.shape[0], np.int32,
                                                    "launcher_texts: args")
-    cdef Hash h
+    cdef GpuCols g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
+    cdef Hash h, hp
     cdef int64_t r, key
     cdef int32_t c
-    cdef bint oom = False, bad = False
-    if sel.shape[0] != n:
-        raise ValueError("launcher_texts: sel and op_row differ in length")
-    for i in range(n):
-        if sel[i] and op_row[i] >= nt:
-            raise ValueError("launcher_texts: a launching-op row is out of range")
+    cdef bint oom = False, bad = False, bad_row = False
+    if sel.shape[0] != n or start.shape[0] != n:
+        raise ValueError("launcher_texts: columns differ in length")
     text_arr = np.empty(n, dtype=np.int32)
+    seen_arr = np.zeros((nt + 7) >> 3, dtype=np.uint8)  # a bit per launching op
     cdef int32_t[::1] text = text_arr
+    cdef uint8_t[::1] seen = seen_arr
+    cdef int64_t* kernel = NULL  # per key by first sight, grown with the keys
+    cdef int64_t* calls = NULL
+    cdef uint8_t* link = NULL
+    cdef Py_ssize_t cap = 0
     _hash_init(&h)
+    try:
+        _hash_init(&hp)
+    except MemoryError:
+        _hash_free(&h)
+        raise
     try:
         with nogil:
             for i in range(n):
@@ -730,6 +934,9 @@ def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_
                 if not sel[i] or r < 0:
                     text[i] = -1
                     continue
+                if r >= nt:
+                    bad_row = True
+                    break
                 key = <int64_t>name[r] << 32
                 if ap != NULL:
                     key |= <int64_t>ap[r]
@@ -737,86 +944,86 @@ def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_
                     bad = True
                     break
                 c = _hash_add(&h, key)
-                if c < 0:
+                if c < 0 or (c >= cap and not _grow(&kernel, &calls, &link, &cap, c)):
                     oom = True
                     break
                 text[i] = c
+                if not seen[r >> 3] & (1 << (r & 7)):
+                    seen[r >> 3] |= 1 << (r & 7)
+                    calls[c] += 1
+                if not _tally(&g, c, i, kernel, link, &hp):
+                    oom = True
+                    break
+        if bad_row:
+            raise ValueError("launcher_texts: a launching-op row is out of range")
         if bad:
             raise ValueError("launcher_texts: a name or args id is negative")
         if oom:
             raise MemoryError()
         first = _hash_keys(&h)
+        n_keys = first.shape[0]
+        order = np.argsort(first, kind="stable")
+        rank_arr = np.empty(n_keys, dtype=np.int32)
+        rank_arr[order] = np.arange(n_keys, dtype=np.int32)
+        kernel_arr = np.zeros(n_keys, dtype=np.int64)
+        calls_arr = np.zeros(n_keys, dtype=np.int64)
+        link_arr = np.zeros(n_keys, dtype=np.uint8)
+        if n_keys:
+            kernel_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>kernel)
+            calls_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>calls)
+            link_arr[rank_arr] = np.asarray(<uint8_t[:n_keys]>link)
+        pairs = _pairs_by(&hp, rank_arr)
     finally:
         _hash_free(&h)
-    order = np.argsort(first, kind="stable")
-    rank_arr = np.empty(order.size, dtype=np.int32)
-    rank_arr[order] = np.arange(order.size, dtype=np.int32)
+        _hash_free(&hp)
+        free(kernel)
+        free(calls)
+        free(link)
     cdef const int32_t[::1] rank = rank_arr
     with nogil:  # codes by first sight -> indices into the sorted keys, in place
         for i in range(n):
             if text[i] >= 0:
                 text[i] = rank[text[i]]
-    return first[order], text_arr
+    return first[order], text_arr, kernel_arr, calls_arr, link_arr.view(bool), pairs
 
 
-def group_totals(const int32_t[::1] text, const int64_t[::1] gid, Py_ssize_t n_direct,
-                 const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
-                 const int8_t[::1] copy_kind, const int32_t[::1] name,
-                 const row_t[::1] op_row, Py_ssize_t n_launchers, Py_ssize_t ng,
-                 int memcpy_kind, int dtod):
-    """Per group (``gid`` of each op text; ``text`` per GPU op, -1: not charged; texts
-    from ``n_direct`` on are graph-replayed ops'): kernel ns, graph-replayed kernel ns,
-    distinct launching ops of the direct texts (``op_row``, in ``[0, n_launchers)``),
-    whether a copy over a link (a memcpy that is not device to device) is among its ops;
-    and the distinct ``group << 32 | kernel name`` pairs, in no order."""
-    cdef Py_ssize_t n = text.shape[0], i, nt = gid.shape[0]
-    cdef int64_t g, d
-    cdef int32_t t
-    cdef Hash h
-    cdef bint oom = False
-    if (start.shape[0] != n or end.shape[0] != n or kind.shape[0] != n
-            or copy_kind.shape[0] != n or name.shape[0] != n or op_row.shape[0] != n):
-        raise ValueError("group_totals: columns differ in length")
-    for i in range(nt):
-        if gid[i] < 0 or gid[i] >= ng:
-            raise ValueError("group_totals: a group id is out of range")
-    for i in range(n):
-        if text[i] >= nt or (0 <= text[i] < n_direct
-                             and not 0 <= op_row[i] < n_launchers):
-            raise ValueError("group_totals: a text or launching-op row is out of range")
-    kernel_arr = np.zeros(ng, dtype=np.int64)
-    graph_arr = np.zeros(ng, dtype=np.int64)
-    calls_arr = np.zeros(ng, dtype=np.int64)
-    link_arr = np.zeros(ng, dtype=np.uint8)
-    seen_arr = np.zeros((n_launchers + 7) >> 3, dtype=np.uint8)  # a bit per launching op
-    cdef int64_t[::1] kernel = kernel_arr, graph_ns = graph_arr, calls = calls_arr
-    cdef uint8_t[::1] link = link_arr, seen = seen_arr
-    _hash_init(&h)
+def text_totals(const int64_t[::1] rows, const int32_t[::1] text, Py_ssize_t n_texts,
+                const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
+                const int8_t[::1] copy_kind, const int32_t[::1] op_name, int memcpy_kind,
+                int dtod):
+    """Per op text in ``[0, n_texts)``, over the GPU ops ``rows`` (each of ``text[row]``):
+    kernel ns, whether a copy over a link is among them, and the distinct ``text << 32 |
+    kernel name`` pairs, in no order (:func:`launcher_texts`' totals, for ops charged
+    otherwise: graph replays matched to captures)."""
+    cdef Py_ssize_t n = text.shape[0], i, j
+    cdef GpuCols g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
+    cdef Hash hp
+    cdef bint oom = False, bad = False
+    if start.shape[0] != n:
+        raise ValueError("text_totals: columns differ in length")
+    kernel_arr = np.zeros(n_texts, dtype=np.int64)
+    link_arr = np.zeros(n_texts, dtype=np.uint8)
+    cdef int64_t[::1] kernel = kernel_arr
+    cdef uint8_t[::1] link = link_arr
+    _hash_init(&hp)
     try:
         with nogil:
-            for i in range(n):
-                t = text[i]
-                if t < 0:
-                    continue
-                g = gid[t]
-                d = end[i] - start[i]
-                kernel[g] += d
-                if t >= n_direct:
-                    graph_ns[g] += d
-                elif not seen[op_row[i] >> 3] & (1 << (op_row[i] & 7)):
-                    seen[op_row[i] >> 3] |= 1 << (op_row[i] & 7)
-                    calls[g] += 1
-                if kind[i] == memcpy_kind and copy_kind[i] != dtod:
-                    link[g] = 1
-                if _hash_add(&h, (g << 32) | <int64_t>name[i]) < 0:
+            for j in range(rows.shape[0]):
+                i = rows[j]
+                if not 0 <= i < n or not 0 <= text[i] < n_texts:
+                    bad = True
+                    break
+                if not _tally(&g, text[i], i, &kernel[0], &link[0], &hp):
                     oom = True
                     break
+        if bad:
+            raise ValueError("text_totals: a row or text is out of range")
         if oom:
             raise MemoryError()
-        pairs = _hash_keys(&h)
+        pairs = _pairs_by(&hp, None)
     finally:
-        _hash_free(&h)
-    return kernel_arr, graph_arr, calls_arr, link_arr.view(bool), pairs
+        _hash_free(&hp)
+    return kernel_arr, link_arr.view(bool), pairs
 
 
 def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
@@ -845,10 +1052,7 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
         raise ValueError("op_categories: columns differ in length")
     if text_place.shape[0] != nt:
         raise ValueError("op_categories: text_cat and text_place differ in length")
-    for i in range(n):
-        if (text[i] >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
-                or (wp != NULL and wp[i] >= n_win)):
-            raise ValueError("op_categories: a text, name, reason or window is out of range")
+    cdef bint bad = False
     cat_arr = np.empty(n, dtype=np.int8)
     wide = nt >= INT32_MAX  # table rows as int32 where they fit
     row_arr = np.empty(n, dtype=np.int64 if wide else np.int32)
@@ -873,6 +1077,10 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
     with nogil:
         for i in range(n):
             t = text[i]
+            if (t >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
+                    or (wp != NULL and wp[i] >= n_win)):
+                bad = True
+                break
             if w32 != NULL:
                 w32[i] = <int32_t>text_place[t] if t >= 0 else -1
             else:
@@ -902,8 +1110,26 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
             if reason[i] >= 0:
                 r_ops[reason[i]] += 1
                 r_ns[reason[i]] += d
+    if bad:
+        raise ValueError("op_categories: a text, name, reason or window is out of range")
     return (cat_arr, row_arr, cells_arr.reshape(-1, n_cat), tot_arr, sums_arr, r_ops_arr,
             r_ns_arr)
+
+
+cdef void _add_piece(int64_t* f, const int64_t* points, Py_ssize_t nq, Py_ssize_t* at,
+                     int64_t* covered, int64_t ps, int64_t pe) noexcept nogil:
+    """A union's next piece [ps, pe) (after the ones before it, ``covered`` ns in all) that
+    reaches the point at ``at``: ``f`` at the points up to pe (from ``at`` on) is the
+    length of the union before them."""
+    cdef Py_ssize_t p = at[0]
+    while p < nq and points[p] <= ps:
+        f[p] = covered[0]
+        p += 1
+    while p < nq and points[p] < pe:
+        f[p] = covered[0] + points[p] - ps
+        p += 1
+    at[0] = p
+    covered[0] += pe - ps
 
 
 def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
@@ -912,19 +1138,19 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
     length of the union of the ops of categories <= k before that point, shape ``(n_cat,
     points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once). Ops mostly in start order are not sorted: those after the latest start
-    before them are read in place, merged with the others sorted."""
-    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0, m
+    all at once). Ops nearly in start order (:func:`_stream`) are not sorted."""
+    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
-    cdef int64_t s, e, cs
-    cdef int8_t c
+    cdef int64_t s, e
     cdef int8_t dense[128]  # per category: its index among the present ones
     cdef bint seen[128]
     cdef bint is_open[128]
     cdef int64_t o_s[128]
     cdef int64_t o_e[128]
     cdef int64_t covered[128]
-    cdef Py_ssize_t at[128]
+    cdef Py_ssize_t at[128]  # per category: its next point
+    cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
+    cdef Runs m
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
     if not 0 <= n_cat <= 127:
@@ -937,109 +1163,45 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
         o_s[k] = o_e[k] = covered[k] = at[k] = 0
     keep_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] kv = keep_arr
-    cdef Py_ssize_t n_kept = 0, n_late = 0, j = 0, next_main = 0
-    cdef int64_t run_max = INT64_MIN
-    cdef bint merged, done
     with nogil:  # only non-empty ops of a category: the order sorts no others
         for i in range(n):
             kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
             if kv[i]:
                 seen[cat[i]] = True
-                n_kept += 1
-                if start[i] < run_max:
-                    n_late += 1
-                else:
-                    run_max = start[i]
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
-    # ops mostly in start order (a loader's table; a GPU's streams, each in order, with
-    # a few ops out of place): the "main" ops (kept, starting at or after every kept op
-    # before them: in (start, row) order already) merged with the others sorted; else
-    # all of them sorted
-    merged = 4 * n_late <= n_kept
-    if merged:
-        run_max = INT64_MIN
-        with nogil:  # kv: the late ops only
-            for i in range(n):
-                if kv[i]:
-                    if start[i] < run_max:
-                        continue
-                    run_max = start[i]
-                    kv[i] = 0
-    order_arr = _order(start, NULL, &kv[0] if n else NULL, n)
-    del kv
-    keep_arr = None
-    cdef const int64_t[::1] order
-    cdef const int32_t[::1] order32
-    cdef const int64_t* o64 = NULL
-    cdef const int32_t* o32 = NULL
-    m = order_arr.shape[0]
-    if m and order_arr.dtype == np.int32:
-        order32 = order_arr
-        o32 = &order32[0]
-    elif m:
-        order = order_arr
-        o64 = &order[0]
+    order = _stream(&m, start, NULL, &kv[0] if n else NULL)  # held while the stream reads it
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
-    run_max = INT64_MIN
+    cdef const int64_t* pts = &points[0] if nq else NULL
+    cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # points[at[k]] for every k at first
+    for k in range(n_live):
+        nxt[k] = next_pt
     with nogil:
-        while True:
-            done = False
-            if merged:
-                while next_main < n:  # the next main op
-                    i = next_main
-                    if ((kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
-                            and start[i] >= run_max):
-                        break
-                    next_main += 1
-                r = o32[j] if j < m and o32 != NULL else (o64[j] if j < m else -1)
-                if next_main < n and (r < 0 or start[next_main] < start[r]
-                                      or (start[next_main] == start[r] and next_main < r)):
-                    r = next_main
-                    run_max = start[r]
-                    next_main += 1
-                elif r >= 0:
-                    j += 1
-                else:
-                    done = True
-            elif j < m:
-                r = o32[j] if o32 != NULL else o64[j]
-                j += 1
-            else:
-                done = True
-            if not done:
-                s = start[r]
-                e = end[r]
-                c = dense[cat[r]]
-            else:
-                c = 0  # the end: close every open piece
-                s = INT64_MAX
-            for k in range(c, n_live):
-                if is_open[k] and s > o_e[k]:  # the piece [o_s, o_e) is complete
-                    cs = o_s[k]
-                    p = at[k]
-                    while p < nq and points[p] <= cs:
-                        f[k, p] = covered[k]
-                        p += 1
-                    while p < nq and points[p] < o_e[k]:
-                        f[k, p] = covered[k] + points[p] - cs
-                        p += 1
-                    at[k] = p
-                    covered[k] += o_e[k] - cs
-                    is_open[k] = False
-                if done:
-                    continue
-                if not is_open[k]:
-                    is_open[k] = True
+        while m.head >= 0:
+            r = m.head
+            _advance(&m)
+            s = start[r]
+            e = end[r]
+            for k in range(dense[cat[r]], n_live):
+                if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
+                    if not is_open[k]:
+                        is_open[k] = True
+                    elif o_e[k] <= nxt[k]:  # no point inside the piece or after it
+                        covered[k] += o_e[k] - o_s[k]
+                    else:
+                        _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
+                        nxt[k] = pts[at[k]] if at[k] < nq else INT64_MAX
                     o_s[k] = s
                     o_e[k] = e
                 elif e > o_e[k]:
                     o_e[k] = e
-            if done:
-                break
+                else:  # inside the open piece, so inside those above it (they hold it)
+                    break
         for k in range(n_live):
+            if is_open[k]:
+                _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
             for p in range(at[k], nq):
                 f[k, p] = covered[k]
     out_arr = np.zeros((n_cat, nq), dtype=np.int64)

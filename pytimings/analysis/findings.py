@@ -32,7 +32,6 @@ from pytimings.analysis.finding import (
     runs_text,
     scope,
 )
-from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.host import interval_charges, summed
 from pytimings.analysis.kernel_findings import KERNEL_RULES
 from pytimings.analysis.memory import memory_findings
@@ -444,7 +443,7 @@ def kernels(a: Attribution) -> list[Finding]:
     k = reported(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL))
     if k.size == 0:
         return []
-    in_graph = graph_ops(a.trace, a.launches)
+    in_graph = a.launches.graph
     eager = k[~in_graph[k]]
     dur = ops["end"][eager] - ops["start"][eager]
     tiny = dur < TINY_KERNEL_NS
@@ -538,7 +537,7 @@ def _repeating(a: Attribution) -> tuple[int, int, I64] | None:
     ops = a.trace.gpu_ops
     sigs: list[bytes] = []  # the sorted kernel names of a window
     launched_graph = 0
-    in_graph = graph_ops(a.trace, a.launches)
+    in_graph = a.launches.graph
     for m in per_window(a, np.flatnonzero(ops["kind"] == OpKind.KERNEL)):
         sigs.append(np.sort(ops["name"][m]).tobytes())
         launched_graph += int(np.sum(in_graph[m]))

@@ -10,27 +10,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native import _optable
 from pytimings.analysis.launches import Launches
-from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
-
-
-def graph_ops(trace: Trace, launches: Launches) -> npt.NDArray[np.bool_]:
-    """Per GPU op: run by a graph (a graph id >= 0, or launched by a graph-launch call:
-    ``cudaGraphLaunch``, ``hipGraphLaunch``, their _v and ptsz variants)."""
-    api = trace.api_calls
-    out: npt.NDArray[np.bool_] = trace.gpu_ops["graph"] >= 0
-    linked = launches.api_row >= 0
-    if len(api) and linked.any():
-        ids = _optable.names_present(np.ascontiguousarray(api["name"]), len(trace.strings))
-        graph_ids = ids[[is_graph_launch(trace.strings[int(i)]) for i in ids]]
-        if graph_ids.size:  # no graph-launch call in the trace: nothing to look up
-            by_graph_call = np.isin(api["name"], graph_ids)
-            out[linked] |= by_graph_call[launches.api_row[linked]]
-    return out
 
 
 def graph_use(
@@ -41,7 +24,7 @@ def graph_use(
     not in the trace, distinct correlation ids), ``ops`` (the ops they ran) and
     ``launch_calls`` (graph-launch call name -> calls)."""
     ops, api = trace.gpu_ops, trace.api_calls
-    in_graph = graph_ops(trace, launches)
+    in_graph = launches.graph
     out = []
     for r, d in sorted(set(pairs)):
         rows = np.flatnonzero(in_graph & (ops["rank"] == r) & (ops["device"] == d))

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _optable
-from pytimings.analysis.graphs import graph_ops
 from pytimings.analysis.launches import Launches
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
@@ -135,8 +134,7 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     """Each GPU op's launching op (see the module docstring), in one compiled pass over
     the launch calls of the ops no graph ran (``_optable.launching_rows``)."""
-    n = len(trace.gpu_ops)
-    graph = graph_ops(trace, launches) if n else np.zeros(0, dtype=bool)
+    graph = launches.graph
     api = trace.api_calls
     source = op_source(trace)
     c = np.ascontiguousarray

@@ -30,7 +30,6 @@ from pytimings.analysis.graph_capture import (
 from pytimings.analysis.op_launch import (
     REASON_CODES,
     REASONS,
-    OpLaunch,
     OpText,
     kineto_op,
     launching_ops,
@@ -159,13 +158,20 @@ class _Charged:
     """The attributed GPU ops of the selection: per GPU op its op text (an index into
     ``texts``, -1: not charged); the texts from ``n_direct`` on are graph captures' ops,
     run by the ``replayed`` rows whose op calls are ``replayed_call`` (distinct calls are
-    distinct values)."""
+    distinct values). Per text over its GPU ops: kernel ns, the graph-replayed part,
+    distinct launching ops (``calls``; a capture's: none), whether a copy over a link is
+    among them; and the distinct ``text << 32 | kernel name`` pairs."""
 
     text: npt.NDArray[np.int32]
     texts: list[OpText]
     n_direct: int
     replayed: I64
     replayed_call: I64
+    kernel_ns: I64
+    graph_ns: I64
+    calls: I64
+    over_link: npt.NDArray[np.bool_]
+    pairs: I64
 
 
 def _charged(
@@ -177,14 +183,20 @@ def _charged(
     caps: Captures,
 ) -> _Charged:
     tr = a.trace
-    strings = tr.strings
+    ops, strings = tr.gpu_ops, tr.strings
     src = tr.host_ops if table == "host_ops" else tr.ranges
     c = np.ascontiguousarray
-    uniq, text = _optable.launcher_texts(
+    gpu_cols = (
+        c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64),
+        c(ops["kind"], dtype=np.int8), c(ops["copy_kind"], dtype=np.int8),
+        c(ops["name"], dtype=np.int32), OpKind.MEMCPY, CopyKind.DTOD,
+    )  # fmt: skip
+    uniq, text, kernel_ns, calls, over_link, pairs = _optable.launcher_texts(
         sel.view(np.uint8),
         op_row,
         c(src["name"], dtype=np.int32),
         c(src["args"], dtype=np.int32) if table == "host_ops" else None,
+        *gpu_cols,
     )
     texts = [
         kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])
@@ -194,22 +206,40 @@ def _charged(
     ]
     none = np.empty(0, dtype=np.int64)
     if gm is None or not (gm.ref[sel] >= 0).any():
-        return _Charged(text, texts, len(texts), none, none)
+        return _Charged(
+            text, texts, len(texts), none, none, kernel_ns, np.zeros_like(kernel_ns), calls,
+            over_link, pairs,
+        )  # fmt: skip
     replayed = np.flatnonzero(sel & (gm.ref >= 0))
     ref = gm.ref[replayed]
-    text[replayed] = len(texts) + ref
+    n_direct = len(texts)
+    text[replayed] = n_direct + ref
     # a replayed op's call: its captured op instance within its graph launch
     call = -1 - (gm.replay[replayed] * len(caps.ops) + ref)
-    return _Charged(text, texts + caps.ops, len(texts), replayed, call)
+    graph_ns, graph_link, graph_pairs = _optable.text_totals(
+        replayed, text, n_direct + len(caps.ops), *gpu_cols
+    )
+    captured = np.zeros(len(caps.ops), dtype=np.int64)
+    return _Charged(
+        text,
+        texts + caps.ops,
+        n_direct,
+        replayed,
+        call,
+        np.concatenate([kernel_ns, captured]) + graph_ns,
+        graph_ns,
+        np.concatenate([calls, captured]),
+        np.concatenate([over_link, captured.astype(bool)]) | graph_link,
+        np.concatenate([pairs, graph_pairs]),
+    )
 
 
 def _ops_rows(
-    a: Attribution, ch: _Charged, gpu: GpuSpec | None, launch: OpLaunch
+    a: Attribution, ch: _Charged, gpu: GpuSpec | None
 ) -> tuple[list[dict[str, Any]], npt.NDArray[np.int8], I64]:
     """The ``ops`` rows over the charged GPU ops; and per op text its group's category
     (``_UNKNOWN``: its kernels' own) and its group's row in ``ops`` (-1: none)."""
-    tr = a.trace
-    ops, strings = tr.gpu_ops, tr.strings
+    strings = a.trace.strings
     texts = ch.texts
     # one row per (name, input dims, input types)
     group_of: dict[tuple[str, str, str], int] = {}
@@ -218,17 +248,12 @@ def _ops_rows(
         key = (t.name, repr(t.input_dims), repr(t.input_types))
         gid[i] = group_of.setdefault(key, len(group_of))
     ng = len(group_of)
-    c = np.ascontiguousarray
-    n_launchers = len(tr.host_ops if launch.table == "host_ops" else tr.ranges)
-    kernel_ns, graph_ns, calls, over_link, pairs = _optable.group_totals(
-        ch.text, gid, ch.n_direct,
-        c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64),
-        c(ops["kind"], dtype=np.int8), c(ops["copy_kind"], dtype=np.int8),
-        c(ops["name"], dtype=np.int32), launch.op_row, n_launchers, ng,
-        OpKind.MEMCPY, CopyKind.DTOD,
-    )  # fmt: skip
+    kernel_ns, graph_ns = _sums(gid, ch.kernel_ns, ng), _sums(gid, ch.graph_ns, ng)
+    over_link = np.zeros(ng, dtype=bool)
+    over_link[gid[ch.over_link]] = True
     # calls: distinct launching ops (op calls) per group; a graph replay's: per captured
     # op instance within its graph launch
+    calls = _sums(gid, ch.calls, ng)
     graph_calls = np.zeros(ng, dtype=np.int64)
     if ch.replayed.size:
         _, at = np.unique(ch.replayed_call, return_index=True)
@@ -238,8 +263,8 @@ def _ops_rows(
     for i in range(len(texts)):
         first_text.setdefault(int(gid[i]), texts[i])
     kernels: dict[int, set[str]] = {}
-    for key in pairs.tolist():
-        kernels.setdefault(key >> 32, set()).add(strings[key & 0xFFFFFFFF])
+    for key in ch.pairs.tolist():
+        kernels.setdefault(int(gid[key >> 32]), set()).add(strings[key & 0xFFFFFFFF])
     cat_of_group = np.full(ng, _UNKNOWN, dtype=np.int8)
     rows_out: list[dict[str, Any]] = []
     for gi in np.flatnonzero(calls).tolist():
@@ -352,7 +377,7 @@ def op_table(
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
     charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
-    rows, text_cat, text_place = _ops_rows(a, charged, gpu, launch)
+    rows, text_cat, text_place = _ops_rows(a, charged, gpu)
     n_cat = len(CATEGORIES)
     c = np.ascontiguousarray
     # every op's category: a memcpy or memset by its kind, a charged op by its op's when

@@ -418,6 +418,7 @@ def reduce_ranks(
             start=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
             end=np.full(n_comm, NO_LAUNCH, dtype=np.int64),
             api_thread=np.empty(0, dtype=np.int32),
+            graph=comm.gpu_ops["graph"] >= 0,
         ),
         classes=np.full(n_comm, COMM, dtype=np.int8),
         launch_latency=LaunchLatency(latency, np.full(latency.size, -1, dtype=np.int64)),

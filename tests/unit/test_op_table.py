@@ -97,13 +97,15 @@ def test_innermost_rows_matches_brute_force(acts, queries, layout):
 
 
 @pytest.mark.parametrize(
-    ("first_start", "n"), [(0, 3000), (-(2**57), 3000), (-(2**62), 3000), (-(2**57), 300_000)]
+    ("first_start", "n"),
+    [(0, 3000), (0, 30_000), (-(2**57), 30_000), (-(2**62), 3000), (-(2**57), 300_000)],
 )
 def test_innermost_rows_of_many_unsorted_activities(first_start, n):
-    # more sorted runs than are merged: a bucket sort into int32 rows; with one activity
-    # from -2**57 on, every other row in one bucket per thread (3000 rows: merge-sorted
-    # there; 300k: buckets this big make it sort packed keys instead); from -2**62 (keys
-    # wider than 64 bits), lexsort
+    # more sorted runs than are merged: 3000 rows in random order sorted by insertion into
+    # tens of segments; 30k: more segments than are merged, a bucket sort into int32 rows;
+    # with one activity from -2**57 on, every other row in one bucket per thread (30k rows:
+    # merge-sorted there; 300k: buckets this big make it sort packed keys instead); from
+    # -2**62 (keys wider than 64 bits), lexsort
     rng = np.random.default_rng(7)
     a_g = rng.integers(0, 3, n).astype(np.int32)
     a_s = rng.integers(0, 2000, n).astype(np.int64)
@@ -121,6 +123,64 @@ def test_innermost_rows_of_many_unsorted_activities(first_start, n):
         if inside.size:  # the latest start, then the earliest end, then the later row
             want = inside[np.lexsort((-inside, a_e[inside], -a_s[inside]))[0]]
         assert got[q] == want
+
+
+def _jittered(rng, n, jitter, levels):
+    # ``levels`` blocks one after another, each of n rows in time order with starts
+    # jittered by up to ``jitter`` rows' worth (a launch call's latency varies)
+    s = np.concatenate(
+        [np.arange(n) * 10 - rng.integers(0, 10 * jitter + 1, n) for _ in range(levels)]
+    )
+    return s.astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    ("jitter", "levels", "threads"),
+    [(3, 1, 1), (30, 3, 1), (3, 2, 2), (200, 1, 1), (2000, 1, 1)],
+)
+def test_innermost_rows_of_nearly_sorted_activities(jitter, levels, threads):
+    # rows nearly in (thread, start) order are sorted by insertion into segments merged on
+    # the fly (one per level; a jitter of 200 rows: tens of them); a jitter of 2000 rows
+    # makes more segments than are merged: the bucket sort instead
+    rng = np.random.default_rng(jitter + levels)
+    n = 4000 // levels
+    a_s = _jittered(rng, n, jitter, levels)
+    a_e = a_s + rng.integers(0, 400, a_s.size)
+    a_g = (
+        (rng.random(a_s.size) < 0.5).astype(np.int32)
+        if threads == 2
+        else np.zeros(a_s.size, np.int32)
+    )
+    if threads == 2:  # each thread's rows one after the other
+        a_g = np.sort(a_g)
+    keep = (rng.random(a_s.size) < 0.8).astype(np.uint8)
+    q_s = _jittered(rng, 600, jitter, 1) * (n // 600)
+    q_e = q_s + rng.integers(0, 30, q_s.size)
+    q_g = rng.integers(0, threads, q_s.size).astype(np.int32)
+    got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    rows = np.arange(a_s.size)
+    for q in range(q_s.size):
+        inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
+        want = -1
+        if inside.size:  # the latest start, then the earliest end, then the later row
+            want = inside[np.lexsort((-inside, a_e[inside], -a_s[inside]))[0]]
+        assert got[q] == want
+
+
+@pytest.mark.parametrize(("jitter", "levels"), [(3, 1), (30, 3), (200, 1), (2000, 1)])
+def test_busy_split_of_nearly_sorted_ops(jitter, levels):
+    # the unions read off a timeline, with the ops in sorted segments merged or sorted
+    rng = np.random.default_rng(jitter * levels)
+    s = _jittered(rng, 3000 // levels, jitter, levels) + 10 * jitter
+    e = s + rng.integers(0, 25, s.size)
+    cat = rng.integers(0, 4, s.size).astype(np.int8)
+    pts = np.array([0, 5000, 17000, 40000], np.int64)
+    got = _optable.busy_split(s, e, cat, None, 4, pts)
+    for k in range(4):
+        line = np.zeros(40000, dtype=bool)
+        for i in np.flatnonzero(cat <= k).tolist():
+            line[s[i] : e[i]] = True
+        assert got[k].tolist() == [int(line[:p].sum()) for p in pts.tolist()]
 
 
 def test_ops_rows_calls_and_attribution():
