@@ -656,6 +656,8 @@ cdef inline int _record(Scan* s, const uint8_t* pay, int64_t plen, const uint8_t
         if w.ival != NULL and t - 1 < 6 and v + 8 <= lim:
             memcpy(&u, v, 8)
             w.ival[r] = (<int64_t>pyt_bswap64(u)) >> SHIFT[t]
+        elif w.ival != NULL and t - 8 < 2:  # the constants 0 and 1
+            w.ival[r] = <int64_t>t - 8
         elif _value(s, w.out, v, t, (t - 12) >> 1 if t >= 12 else SIZE[t], rowid, r, pgno) < 0:
             return -1
     return rc
@@ -706,6 +708,8 @@ cdef int _leaves(Scan* s) noexcept nogil:
     cdef const uint8_t* pg
     cdef const uint8_t* end
     cdef const uint8_t* p
+    cdef const uint8_t* pay
+    cdef const uint8_t* lim
     cdef Out* o
     m = ((u - 12) * 32 // 255) - 23
     for li in range(s.nleaves):
@@ -747,8 +751,8 @@ cdef int _leaves(Scan* s) noexcept nogil:
                     return _fail(s, E_CELL, pgno, off)
                 # lim = the page's usable end, not the file's: the 8-byte loads of the last
                 # values on a page stay out of its reserved bytes and the next page
-                if _record(s, p, <int64_t>plen, end, <int64_t>key, r, pgno) < 0:
-                    return -1
+                pay = p
+                lim = end
             else:
                 k = m + ((<int64_t>plen - m) % (u - 4))
                 nlocal = k if k <= x else m
@@ -756,9 +760,11 @@ cdef int _leaves(Scan* s) noexcept nogil:
                     return _fail(s, E_CELL, pgno, off)
                 if _gather(s, p, nlocal, <int64_t>plen, pgno) < 0:
                     return -1
-                if _record(s, s.scratch, <int64_t>plen, s.scratch + s.scap + 8, <int64_t>key, r,
-                           pgno) < 0:
-                    return -1
+                pay = s.scratch
+                lim = s.scratch + s.scap + 8
+            # one call site: the compiler inlines the decoder into this loop
+            if _record(s, pay, <int64_t>plen, lim, <int64_t>key, r, pgno) < 0:
+                return -1
             r += 1
         if not checked and _layout(s, pg, pgno, hdr, 8, ncells) < 0:
             return -1
