@@ -354,15 +354,18 @@ class _Strings(StringTable):
         """StringIds ids -> trace string ids; an id StringIds lacks gets a visible name."""
         if len(string_ids) == 0:
             return np.empty(0, dtype=np.int32)
-        out = np.full(len(string_ids), -1, dtype=np.int32)
-        if self._sparse is None:
-            inside = (string_ids >= 0) & (string_ids < len(self._lut))
-            out[inside] = self._lut[string_ids[inside]]
-        else:
+        if self._sparse is not None:
             keys, vals = self._sparse
+            out = np.full(len(string_ids), -1, dtype=np.int32)
             at = np.minimum(np.searchsorted(keys, string_ids), len(keys) - 1)
             hit = keys[at] == string_ids
             out[hit] = vals[at[hit]]
+        elif 0 <= string_ids.min() and string_ids.max() < len(self._lut):
+            out = self._lut.take(string_ids)  # the usual case: every id inside the table
+        else:
+            out = np.full(len(string_ids), -1, dtype=np.int32)
+            inside = (string_ids >= 0) & (string_ids < len(self._lut))
+            out[inside] = self._lut[string_ids[inside]]
         missing = out < 0
         if missing.any():
             self.unresolved += int(missing.sum())
