@@ -49,7 +49,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -710,8 +710,6 @@ class _Loader:
     # -- GPU ops ------------------------------------------------------------------------
     def read_gpu_ops(self) -> dict[str, npt.NDArray[Any]]:
         parts = []
-        in_graph: list[npt.NDArray[np.bool_]] = []
-        node_ids: list[npt.NDArray[np.int64]] = []
         for table, kind in (
             (KERNEL, OpKind.KERNEL),
             (MEMCPY, OpKind.MEMCPY),
@@ -751,6 +749,7 @@ class _Loader:
 
             # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
             graph_id = col("graphId" if "graphId" in cols else "graphExecId", 0)
+            node_id = col("graphNodeId", 0)
             part: dict[str, npt.NDArray[Any]] = {
                 "start": start,
                 "end": end,
@@ -765,8 +764,6 @@ class _Loader:
                 "collective": np.full(n, -1, dtype=np.int8),
                 "group_size": np.full(n, -1, dtype=np.int16),
             }
-            node_ids.append(col("graphNodeId", 0))
-            in_graph.append((graph_id > 0) | (node_ids[-1] > 0))
             if kind == OpKind.KERNEL:
                 part["name"] = self.s.remap(col(name_col or "", -1), "kernel")
                 part.update(_no_copy(n))
@@ -781,16 +778,14 @@ class _Loader:
                 part["dst_mem"] = _map_mem(col("memKind", -1))
                 part["bytes"] = col("bytes", 0)
             del rows
-            parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
-        names = tuple(GPU_OP_SCHEMA)
-        ops = concat_columns(parts, tuple(c for c in names if c not in ("rank", "graph_node")))
-        flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
-        # raw node ids (0: none), made a per-file index by read_graph_nodes
-        ops["graph_node_id"] = np.concatenate(node_ids) if node_ids else np.empty(0, np.int64)
-        self.check_correlation(ops, flags)
-        if len(ops["start"]) > 1 and not is_sorted_i64(ops["start"]):
-            order = np.argsort(ops["start"], kind="stable")
-            ops = {k: v[order] for k, v in ops.items()}
+            part = {k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()}
+            # raw node ids (0: none), made a per-file index by read_graph_nodes
+            part["graph_node_id"] = node_id
+            part["in_graph"] = (graph_id > 0) | (node_id > 0)
+            parts.append(part)
+        names = [c for c in GPU_OP_SCHEMA if c not in ("rank", "graph_node")]
+        ops = _merge_by_start(parts, [*names, "graph_node_id", "in_graph"])
+        self.check_correlation(ops, ops.pop("in_graph"))
         ops["rank"] = np.full(len(ops["start"]), self.rank, dtype=np.int16)
         return ops
 
@@ -1082,21 +1077,31 @@ def _merge_by_start(
 ) -> dict[str, npt.NDArray[Any]]:
     """The parts' columns ``names`` as one table in start order (ties keep part order).
 
-    Two parts each in start order (API calls and sync rows, as nsys writes them) are
-    interleaved by position: each output column is written once, no gather."""
+    Parts each in start order (as nsys writes every table) are interleaved by position:
+    each output column is written once, no gather. A row of part i goes after the rows of
+    the parts before i that start at or before it and of the parts after i that start
+    before it; the largest part fills the rows the others leave."""
     parts = [p for p in parts if len(p["start"])] or list(parts[:1])
-    if len(parts) == 2 and all(is_sorted_i64(p["start"]) for p in parts):
-        a, b = parts
-        n = len(a["start"]) + len(b["start"])
-        at_b = np.searchsorted(a["start"], b["start"], side="right")
-        at_b += np.arange(len(at_b))
-        from_a = np.ones(n, dtype=bool)
-        from_a[at_b] = False
+    if len(parts) > 1 and all(is_sorted_i64(p["start"]) for p in parts):
+        n = sum(len(p["start"]) for p in parts)
+        big = max(range(len(parts)), key=lambda i: len(parts[i]["start"]))
+        at: dict[int, npt.NDArray[np.intp]] = {}
+        for i, p in enumerate(parts):
+            if i != big:
+                at[i] = np.arange(len(p["start"]))
+                for j, q in enumerate(parts):
+                    if j != i:
+                        side: Literal["left", "right"] = "right" if j < i else "left"
+                        at[i] += np.searchsorted(q["start"], p["start"], side=side)
+        from_big = np.ones(n, dtype=bool)
+        for rows in at.values():
+            from_big[rows] = False
         out = {}
         for name in names:
-            col = np.empty(n, dtype=np.result_type(a[name], b[name]))
-            col[from_a] = a[name]
-            col[at_b] = b[name]
+            col = np.empty(n, dtype=np.result_type(*(p[name] for p in parts)))
+            col[from_big] = parts[big][name]
+            for i, rows in at.items():
+                col[rows] = parts[i][name]
             out[name] = col
         return out
     cols = concat_columns(parts, names)

@@ -476,12 +476,12 @@ def test_values_too_wide_for_the_model_are_an_error(tmp_path: Path) -> None:
     st.lists(
         st.lists(st.integers(0, 30), max_size=12).map(sorted) | st.lists(st.integers(0, 30)),
         min_size=1,
-        max_size=3,
+        max_size=4,
     )
 )
 def test_merge_by_start_equals_a_stable_sort(starts: list[list[int]]) -> None:
-    """API calls and sync rows merged in start order, ties in part order: the interleaving
-    path (two sorted parts) and the sorting path agree with a stable argsort."""
+    """Tables merged in start order, ties in part order (CUDA API calls, GPU ops): the
+    interleaving path (every part sorted) and the sorting path agree with a stable argsort."""
     from pytimings.ingest.nsys import _merge_by_start
 
     parts = [
