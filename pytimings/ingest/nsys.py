@@ -54,7 +54,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native._kernels import is_sorted_i64
+from pytimings._native._kernels import is_sorted_i64, join_sorted
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import nvtx_payloads
 from pytimings.ingest._nesting import nesting_depth
@@ -652,17 +652,17 @@ class _Loader:
     def call_threads(
         calls: dict[str, npt.NDArray[Any]], pid: npt.NDArray[Any], corr: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int32]:
-        """The thread of the API call with each (pid, correlation id), or -1."""
-        thread = np.full(len(corr), -1, dtype=np.int32)
+        """The thread of the API call with each (pid, correlation id), or -1 (of calls with
+        the same key, the first). Each key is looked up from where the previous one was found
+        (:func:`_kernels.join_sorted`): records in call order cost a step or two each."""
         ck = _pair_key(calls["pid"], calls["correlation"])
         order = None if is_sorted_i64(ck) else np.argsort(ck, kind="stable")
-        sorted_ck = ck if order is None else ck[order]
         sk = _pair_key(pid, corr)
-        pos = np.minimum(np.searchsorted(sorted_ck, sk), max(len(ck) - 1, 0))
-        if len(ck):
-            hit = sorted_ck[pos] == sk
-            at = pos[hit] if order is None else order[pos[hit]]
-            thread[hit] = calls["thread"][at]
+        # every key is >= 0 (so is a pid): passed as the ids, none is skipped
+        at, _ = join_sorted(ck if order is None else ck[order], order, sk, sk)
+        found = at >= 0
+        thread = np.full(len(sk), -1, dtype=np.int32)
+        thread[found] = calls["thread"][at[found]]
         return thread
 
     # -- OS runtime calls ---------------------------------------------------------------
@@ -864,26 +864,31 @@ class _Loader:
         self, ops: dict[str, npt.NDArray[Any]], in_graph: npt.NDArray[np.bool_]
     ) -> None:
         """Repeated (pid, correlation id) among GPU ops: allowed only for graph launches."""
-        corr = ops["correlation"]
+        pid, corr = ops["pid"], ops["correlation"]
         known = corr >= 0
-        key = _pair_key(ops["pid"][known], corr[known])
+        if not known.all():
+            pid, corr, in_graph = pid[known], corr[known], in_graph[known]
+        key = _pair_key(pid, corr)
         if len(key) < 2:
             return
-        order = np.argsort(key, kind="stable")
-        sk = key[order]
+        # usually in key order already (one process, ops in launch order): no sort
+        order = None if is_sorted_i64(key) else np.argsort(key, kind="stable")
+        sk = key if order is None else key[order]
         dup = sk[1:] == sk[:-1]
         if not dup.any():
             return
+        if order is None:
+            order = np.arange(len(key))
         rows = np.zeros(len(sk), dtype=bool)
         rows[1:] |= dup
         rows[:-1] |= dup
-        graph_flags = in_graph[known][order][rows]
+        graph_flags = in_graph[order][rows]
         if not graph_flags.all():
-            first = order[np.flatnonzero(rows & ~in_graph[known][order])[0]]
+            first = order[np.flatnonzero(rows & ~in_graph[order])[0]]
             raise _Bad(
                 f"{int(rows.sum())} GPU ops share a correlation id with another GPU op of the "
-                f"same process (first: correlationId {int(corr[known][first])}, pid "
-                f"{int(ops['pid'][known][first])}) and are not CUDA graph launches"
+                f"same process (first: correlationId {int(corr[first])}, pid "
+                f"{int(pid[first])}) and are not CUDA graph launches"
             )
         self.meta["graph_ops_sharing_correlation"] = int(rows.sum())
 
