@@ -194,7 +194,9 @@ class _Bad(Exception):
 
 def pid_of(global_id: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """OS process id held in an nsys globalPid/globalTid (bits 24..47)."""
-    return (global_id >> 24) & 0xFFFFFF
+    pid = global_id >> 24
+    pid &= 0xFFFFFF
+    return pid
 
 
 def tid_of(global_tid: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -1120,7 +1122,7 @@ def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     """Run-length encoding of ``v``: the value and the length of each run of equal values."""
     if len(v) == 0:
         return v, np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
+    starts = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
     return v[starts], np.diff(starts, append=len(v))
 
 
@@ -1132,7 +1134,9 @@ def _none_if_all_ones(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 def _pair_key(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     """One int64 per (pid < 2**24, id < 2**39) pair, for sorting and searching."""
-    return (np.asarray(a, dtype=np.int64) << 39) | (np.asarray(b, dtype=np.int64) & ((1 << 39) - 1))
+    key: npt.NDArray[np.int64] = np.left_shift(a, 39, dtype=np.int64)
+    key |= np.bitwise_and(b, (1 << 39) - 1, dtype=np.int64)
+    return key
 
 
 def _triple_key(
