@@ -1018,7 +1018,10 @@ class _Loader:
                 for d, n in rows:
                     if isinstance(d, int) and d >= 0:
                         found.setdefault(d, self.s.decode(n))
-        ids = sorted(set(found) | {int(d) for d in np.unique(used)})
+        # the ops' int16 device ids: a count per value finds those used (np.unique hashes)
+        lo = int(used.min(initial=0))
+        seen = np.flatnonzero(np.bincount(used.astype(np.int64) - lo)) + lo
+        ids = sorted(set(found) | set(seen.tolist()))
         return {
             "device": np.array(ids, dtype=np.int64),
             "name": np.array([self.s.intern(found.get(d, "")) for d in ids], dtype=np.int32),
