@@ -117,6 +117,22 @@ def test_nvtx_domains_categories_payloads_registered_strings(tmp_path: Path) -> 
     assert tr.dropped == {"nvtx_marks": 1, "nvtx_ranges_open_at_capture_end": 1}
 
 
+def test_nvtx_rows_of_other_types_are_counted_and_ranges_come_in_start_order(
+    tmp_path: Path,
+) -> None:
+    g = syn.GTID
+    nvtx = [  # start, end, eventType, rangeId, category, color, text, gtid
+        (30, 40, 59, None, None, None, "late", g),
+        (10, 20, 59, None, None, None, "early", g),
+        (12, None, 44, None, None, None, None, g),
+        (13, None, 99, None, None, None, None, g),
+        (14, None, 44, None, None, None, None, g),
+    ]
+    tr = load_nsys(syn.basic(tmp_path / "t.sqlite", NVTX_EVENTS=nvtx))
+    assert names(tr, tr.ranges["name"]) == ["early", "late"]
+    assert tr.dropped == {"nvtx_event_type_44_rows": 2, "nvtx_event_type_99_rows": 1}
+
+
 def test_sync_records_are_their_own_table_on_the_thread_of_their_call(tmp_path: Path) -> None:
     none = 0xFFFFFFFF  # CUPTI's "no stream" / "no event"
     tr = load_nsys(
