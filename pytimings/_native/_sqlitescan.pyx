@@ -590,10 +590,11 @@ cdef inline int _record(Scan* s, const uint8_t* pay, int64_t plen, const uint8_t
     cdef const uint8_t* hp
     cdef const uint8_t* hend
     cdef const uint8_t* v
-    cdef int j, k, ncol = s.maxcol + 1, rc = 0
+    cdef int j, ncol = s.maxcol + 1, rc = 0
     cdef uint64_t* typ = s.typ
     cdef uint64_t* off = s.off
-    cdef Want* w
+    cdef const Want* w
+    cdef const Want* wend
     if plen > 0 and pay[0] < 0x80:
         hsize = pay[0]
         hp = pay + 1
@@ -644,22 +645,25 @@ cdef inline int _record(Scan* s, const uint8_t* pay, int64_t plen, const uint8_t
                 rc = _fail(s, E_VALUE, pgno, 0)
                 break
             j += 1
-    for k in range(s.nwant):
-        w = &s.want[k]
+    w = s.want
+    wend = w + s.nwant
+    while w < wend:
         if w.col >= j:
             if rc < 0:
                 break
             _absent(w.out, r)
-            continue
-        t = typ[w.col]
-        v = pay + off[w.col]
-        if w.ival != NULL and t - 1 < 6 and v + 8 <= lim:
-            memcpy(&u, v, 8)
-            w.ival[r] = (<int64_t>pyt_bswap64(u)) >> SHIFT[t]
-        elif w.ival != NULL and t - 8 < 2:  # the constants 0 and 1
-            w.ival[r] = <int64_t>t - 8
-        elif _value(s, w.out, v, t, (t - 12) >> 1 if t >= 12 else SIZE[t], rowid, r, pgno) < 0:
-            return -1
+        else:
+            t = typ[w.col]
+            v = pay + off[w.col]
+            if w.ival != NULL and t - 1 < 6 and v + 8 <= lim:
+                memcpy(&u, v, 8)
+                w.ival[r] = (<int64_t>pyt_bswap64(u)) >> SHIFT[t]
+            elif w.ival != NULL and t - 8 < 2:  # the constants 0 and 1
+                w.ival[r] = <int64_t>t - 8
+            elif _value(s, w.out, v, t, (t - 12) >> 1 if t >= 12 else SIZE[t], rowid, r,
+                        pgno) < 0:
+                return -1
+        w += 1
     return rc
 
 
@@ -710,7 +714,7 @@ cdef int _leaves(Scan* s) noexcept nogil:
     cdef const uint8_t* p
     cdef const uint8_t* pay
     cdef const uint8_t* lim
-    cdef Out* o
+    cdef int64_t* rowids = s.outs[s.rowid_out].ival if s.rowid_out >= 0 else NULL
     m = ((u - 12) * 32 // 255) - 23
     for li in range(s.nleaves):
         pgno = s.leaves[li]
@@ -741,9 +745,8 @@ cdef int _leaves(Scan* s) noexcept nogil:
                 s.coff[ci] = <int32_t>off
                 s.csize[ci] = <int32_t>size
                 prev = off
-            if s.rowid_out >= 0:
-                o = &s.outs[s.rowid_out]
-                o.ival[r] = <int64_t>key
+            if rowids != NULL:
+                rowids[r] = <int64_t>key
             if plen > <uint64_t>maxpay:
                 return _fail(s, E_PAYLOAD_SIZE, pgno, 0)
             if <int64_t>plen <= x:
