@@ -537,21 +537,17 @@ class _Loader:
                 keys.append(gt)
         self._pending_thread_keys = keys
 
-    def add_threads(self, global_tids: npt.NDArray[np.int64]) -> None:
-        self._pending_thread_keys.append(_runs(global_tids)[0])
-
     def thread_index(self, global_tids: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
-        """Thread rows of globalTids (each added first). A row once given never moves:
+        """Thread rows of globalTids, new threads added. A row once given never moves:
         threads first seen by a later table are appended after the earlier ones."""
-        if self._pending_thread_keys:
-            seen = np.unique(np.concatenate(self._pending_thread_keys))
-            self._pending_thread_keys = []
-            new = seen[~np.isin(seen, self.thread_keys)]
-            if len(new):
-                self.thread_keys = np.concatenate([self.thread_keys, new])
-                self.thread_order = np.argsort(self.thread_keys, kind="stable")
-        # a thread's calls come in runs: look up one value per run
+        # a thread's calls come in runs: one value per run is added and looked up
         values, lengths = _runs(global_tids)
+        seen = np.unique(np.concatenate([*self._pending_thread_keys, values]))
+        self._pending_thread_keys = []
+        new = seen[~np.isin(seen, self.thread_keys)]
+        if len(new):
+            self.thread_keys = np.concatenate([self.thread_keys, new])
+            self.thread_order = np.argsort(self.thread_keys, kind="stable")
         pos = np.searchsorted(self.thread_keys, values, sorter=self.thread_order)
         return np.repeat(self.thread_order[pos].astype(np.int32), lengths)
 
@@ -577,12 +573,14 @@ class _Loader:
             self.need(table, ("start", "end", "globalTid", "correlationId", "nameId"))
             rows = self.r.rows(table, dict.fromkeys(_API_COLUMNS, "i"))
             cls_v = rows.int("eventClass", EVENT_CLASS_DRIVER if table == DRIVER else 0)
-            known = (cls_v == EVENT_CLASS_RUNTIME) | (cls_v == EVENT_CLASS_DRIVER)
-            keep: npt.NDArray[np.bool_] | None = None if known.all() else known
-            if keep is not None:
+            # classes runtime 0 and driver 1 only, the usual table: two reductions tell
+            keep: npt.NDArray[np.bool_] | None = None
+            lo, hi = cls_v.min(initial=0), cls_v.max(initial=0)
+            if not EVENT_CLASS_RUNTIME <= lo <= hi <= EVENT_CLASS_DRIVER:
+                keep = (cls_v == EVENT_CLASS_RUNTIME) | (cls_v == EVENT_CLASS_DRIVER)
                 backtrace = cls_v == EVENT_CLASS_CUDA_BACKTRACE
                 self.drop("cuda_backtrace_duplicate_rows", int(backtrace.sum()))
-                for c in np.unique(cls_v[~known & ~backtrace]).tolist():
+                for c in np.unique(cls_v[~keep & ~backtrace]).tolist():
                     self.drop(f"{table.lower()}_event_class_{c}_rows", int((cls_v == c).sum()))
             start, end, ok = self.timed("cuda_api_call", rows)
             keep = _both(keep, ok)
@@ -597,11 +595,11 @@ class _Loader:
             if keep is not None:
                 cols = {k: v[keep] for k, v in cols.items()}
             cols["name"] = self.s.remap(cols["name"], "CUDA API")
-            self.add_threads(cols["gtid"])
             parts.append(cols)
         calls = _merge_by_start(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
-        calls["pid"] = pid_of(calls["gtid"]).astype(np.int32)
         calls["thread"] = self.thread_index(calls["gtid"])
+        # the pid is the thread's: a take from the thread table, not a shift of every gtid
+        calls["pid"] = pid_of(self.thread_keys).astype(np.int32).take(calls["thread"])
         names = ("start", "end", "name", "kind", "thread", "correlation", "pid")
         out = {k: calls[k] for k in names}
         out["rank"] = np.full(len(out["start"]), self.rank, dtype=np.int16)
@@ -695,7 +693,6 @@ class _Loader:
             "args": np.zeros(len(keep), dtype=np.int32),  # OS calls carry no op args
             "pid": pid_of(gtid).astype(np.int32),
         }
-        self.add_threads(gtid)
         out["thread"] = self.thread_index(gtid)
         if not is_sorted_i64(out["start"]):
             order = np.argsort(out["start"], kind="stable")
@@ -827,7 +824,6 @@ class _Loader:
             raise _Bad(f"{ids.size} distinct CUDA graph node ids: more than the model holds")
         ops["graph_node"] = np.where(raw_op > 0, np.searchsorted(ids, raw_op), -1).astype(np.int32)
         known = gtid >= 0
-        self.add_threads(gtid[known])
         thread = np.full(len(gtid), -1, dtype=np.int32)
         thread[known] = self.thread_index(gtid[known])
         return {
@@ -951,7 +947,6 @@ class _Loader:
         start, end = start[sel], end[sel]
         self.check_times("NVTX range", start, end)
         gtid_s = gtid[sel]
-        self.add_threads(gtid_s)
         thread = self.thread_index(gtid_s)
         kind = np.where(
             etype[sel] == NVTX_PUSHPOP, RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND
