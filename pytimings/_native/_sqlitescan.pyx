@@ -197,10 +197,15 @@ cdef extern from *:
     uint64_t pyt_bswap64(uint64_t u) noexcept nogil
 
 
-# content size of serial types 0..9 (10 and 11 are reserved), and for the integer types 1..6
-# the right shift that sign-extends a big-endian 8-byte load to the value
-cdef uint8_t SIZE[12]
-SIZE[:] = [0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0]
+# content size of the serial types held in one header byte (0..127; 10 and 11 are reserved),
+# R_SERIAL for a reserved type and for a byte that starts a longer varint (128..255); and
+# for the integer types 1..6 the right shift that sign-extends a big-endian 8-byte load to
+# the value
+cdef enum:
+    R_SERIAL = 0x80
+cdef uint8_t SIZE[256]
+SIZE[:] = ([0, 1, 2, 3, 4, 6, 8, 8, 0, 0, R_SERIAL, R_SERIAL]
+           + [(t - 12) >> 1 for t in range(12, 128)] + [R_SERIAL] * 128)
 cdef uint8_t SHIFT[7]
 SHIFT[:] = [0, 56, 48, 40, 32, 16, 0]
 
@@ -226,15 +231,25 @@ cdef struct Out:
     int64_t col         # the column's index in the table (for messages)
 
 
+cdef struct Want:
+    int col             # the record slot
+    Out* out
+    int64_t* ival       # out.ival for a b'i' column (its integers are decoded inline), or NULL
+
+
 cdef struct Scan:
     const uint8_t* file
     int64_t nbytes
     int64_t npages
     int64_t page_size
     int64_t usable
-    # record slot j (0 <= j <= maxcol) goes to outs[want[j]], or nowhere when want[j] < 0
-    int* want
-    int64_t** fast     # fast[j]: the values of slot j when it is a wanted b'i' column
+    # the requested columns but the rowid alias, by record slot: slot want[k].col (ascending)
+    # goes to want[k].out; the header pass leaves slot j's serial type in typ[j] and the
+    # offset of its value in the payload in off[j] (0 <= j <= maxcol)
+    Want* want
+    int nwant
+    uint64_t* typ
+    uint64_t* off
     int maxcol
     int rowid_out       # outs index fed by the rowid, or -1
     Out* outs
@@ -564,16 +579,22 @@ cdef inline int _record(Scan* s, const uint8_t* pay, int64_t plen, const uint8_t
                         int64_t rowid, int64_t r, int64_t pgno) noexcept nogil:
     """Decode the record pay[:plen] (rowid, output row r) into the requested columns.
     Bytes up to lim may be read (not used) past the payload: an 8-byte load decodes any
-    integer without branching on its width."""
-    cdef uint64_t hsize, t, size, u
+    integer without branching on its width.
+
+    Two passes: the header's serial types up to the last requested slot (sizes summed into
+    each value's offset), then the requested values. A fault found in the header is
+    reported after the values before it are stored, as a single pass would: a type error
+    in an earlier column comes first."""
+    cdef uint64_t hsize, t, size, u, body, flags
+    cdef int64_t nj
     cdef const uint8_t* hp
     cdef const uint8_t* hend
     cdef const uint8_t* v
-    cdef int64_t body
-    cdef int j, w, ncol = s.maxcol + 1
-    cdef const int* want = s.want
-    cdef int64_t** fast = s.fast
-    cdef int64_t* d
+    cdef int j, ncol = s.maxcol + 1, rc = 0
+    cdef uint64_t* typ = s.typ
+    cdef uint64_t* off = s.off
+    cdef const Want* w
+    cdef const Want* wend
     if plen > 0 and pay[0] < 0x80:
         hsize = pay[0]
         hp = pay + 1
@@ -584,39 +605,66 @@ cdef inline int _record(Scan* s, const uint8_t* pay, int64_t plen, const uint8_t
     if hsize > <uint64_t>plen or hsize < <uint64_t>(hp - pay):
         return _fail(s, E_HEADER, pgno, <int64_t>hsize)
     hend = pay + hsize
-    body = <int64_t>hsize
-    for j in range(ncol):
-        if hp >= hend:
-            w = want[j]
-            if w >= 0:
-                _absent(&s.outs[w], r)
-            continue
-        t = hp[0]
-        if t < 0x80:
-            hp += 1
+    body = hsize
+    # the common header: one byte per slot, each a valid type; else (a type of 2+ bytes, a
+    # reserved one, values past the payload) the header is read again with every check
+    nj = min(<int64_t>ncol, hend - hp)
+    flags = 0
+    for j in range(nj):
+        t = hp[j]
+        size = SIZE[t]
+        flags |= size
+        typ[j] = t
+        off[j] = body
+        body += size
+    if flags & R_SERIAL == 0 and body <= <uint64_t>plen:
+        j = <int>nj
+    else:
+        body = hsize
+        j = 0
+        while j < ncol and hp < hend:
+            t = hp[0]
+            if t < 0x80:
+                hp += 1
+            else:
+                hp = _varint(hp, hend, &t)
+                if hp == NULL:
+                    rc = _fail(s, E_HEADER, pgno, <int64_t>hsize)
+                    break
+            if t < 0x80:  # a varint of 2+ bytes may hold a small type too
+                size = SIZE[t]
+                if size == R_SERIAL:
+                    rc = _fail(s, E_SERIAL, pgno, <int64_t>t)
+                    break
+            else:
+                size = (t - 12) >> 1
+            typ[j] = t
+            off[j] = body
+            body += size  # no wrap: size < 2^63, body <= plen
+            if body > <uint64_t>plen:
+                rc = _fail(s, E_VALUE, pgno, 0)
+                break
+            j += 1
+    w = s.want
+    wend = w + s.nwant
+    while w < wend:
+        if w.col >= j:
+            if rc < 0:
+                break
+            _absent(w.out, r)
         else:
-            hp = _varint(hp, hend, &t)
-            if hp == NULL:
-                return _fail(s, E_HEADER, pgno, <int64_t>hsize)
-        if t < 12:
-            if t >= 10:
-                return _fail(s, E_SERIAL, pgno, <int64_t>t)
-            size = SIZE[t]
-        else:
-            size = (t - 12) >> 1
-        if size > <uint64_t>(plen - body):
-            return _fail(s, E_VALUE, pgno, 0)
-        d = fast[j]
-        v = pay + body
-        if d != NULL and t - 1 < 6 and v + 8 <= lim:
-            memcpy(&u, v, 8)
-            d[r] = (<int64_t>pyt_bswap64(u)) >> SHIFT[t]
-        else:
-            w = want[j]
-            if w >= 0 and _value(s, &s.outs[w], v, t, size, rowid, r, pgno) < 0:
+            t = typ[w.col]
+            v = pay + off[w.col]
+            if w.ival != NULL and t - 1 < 6 and v + 8 <= lim:
+                memcpy(&u, v, 8)
+                w.ival[r] = (<int64_t>pyt_bswap64(u)) >> SHIFT[t]
+            elif w.ival != NULL and t - 8 < 2:  # the constants 0 and 1
+                w.ival[r] = <int64_t>t - 8
+            elif _value(s, w.out, v, t, (t - 12) >> 1 if t >= 12 else SIZE[t], rowid, r,
+                        pgno) < 0:
                 return -1
-        body += <int64_t>size
-    return 0
+        w += 1
+    return rc
 
 
 cdef int _gather(Scan* s, const uint8_t* local, int64_t nlocal, int64_t plen,
@@ -664,7 +712,9 @@ cdef int _leaves(Scan* s) noexcept nogil:
     cdef const uint8_t* pg
     cdef const uint8_t* end
     cdef const uint8_t* p
-    cdef Out* o
+    cdef const uint8_t* pay
+    cdef const uint8_t* lim
+    cdef int64_t* rowids = s.outs[s.rowid_out].ival if s.rowid_out >= 0 else NULL
     m = ((u - 12) * 32 // 255) - 23
     for li in range(s.nleaves):
         pgno = s.leaves[li]
@@ -695,9 +745,8 @@ cdef int _leaves(Scan* s) noexcept nogil:
                 s.coff[ci] = <int32_t>off
                 s.csize[ci] = <int32_t>size
                 prev = off
-            if s.rowid_out >= 0:
-                o = &s.outs[s.rowid_out]
-                o.ival[r] = <int64_t>key
+            if rowids != NULL:
+                rowids[r] = <int64_t>key
             if plen > <uint64_t>maxpay:
                 return _fail(s, E_PAYLOAD_SIZE, pgno, 0)
             if <int64_t>plen <= x:
@@ -705,8 +754,8 @@ cdef int _leaves(Scan* s) noexcept nogil:
                     return _fail(s, E_CELL, pgno, off)
                 # lim = the page's usable end, not the file's: the 8-byte loads of the last
                 # values on a page stay out of its reserved bytes and the next page
-                if _record(s, p, <int64_t>plen, end, <int64_t>key, r, pgno) < 0:
-                    return -1
+                pay = p
+                lim = end
             else:
                 k = m + ((<int64_t>plen - m) % (u - 4))
                 nlocal = k if k <= x else m
@@ -714,9 +763,11 @@ cdef int _leaves(Scan* s) noexcept nogil:
                     return _fail(s, E_CELL, pgno, off)
                 if _gather(s, p, nlocal, <int64_t>plen, pgno) < 0:
                     return -1
-                if _record(s, s.scratch, <int64_t>plen, s.scratch + s.scap + 8, <int64_t>key, r,
-                           pgno) < 0:
-                    return -1
+                pay = s.scratch
+                lim = s.scratch + s.scap + 8
+            # one call site: the compiler inlines the decoder into this loop
+            if _record(s, pay, <int64_t>plen, lim, <int64_t>key, r, pgno) < 0:
+                return -1
             r += 1
         if not checked and _layout(s, pg, pgno, hdr, 8, ncells) < 0:
             return -1
@@ -800,7 +851,9 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
     s.scap = 0
     s.err.code = 0
     s.want = NULL
-    s.fast = NULL
+    s.nwant = 0
+    s.typ = NULL
+    s.off = NULL
     s.leaves = NULL
     s.counts = NULL
     s.root = root_page
@@ -824,24 +877,19 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
                 s.rowid_out = i
             elif columns[i] > s.maxcol:
                 s.maxcol = columns[i]
-        s.want = <int*>malloc(sizeof(int) * (s.maxcol + 1))
-        s.fast = <int64_t**>malloc(sizeof(int64_t*) * (s.maxcol + 1))
+        s.want = <Want*>malloc(sizeof(Want) * (nout + 1))
+        s.typ = <uint64_t*>malloc(sizeof(uint64_t) * (s.maxcol + 1))
+        s.off = <uint64_t*>malloc(sizeof(uint64_t) * (s.maxcol + 1))
         s.leaves = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
         s.counts = <uint32_t*>malloc(sizeof(uint32_t) * (s.npages + 1))
         s.seen = <uint8_t*>calloc((s.npages >> 3) + 1, 1)
         s.coff = <int32_t*>malloc(sizeof(int32_t) * (usable_size // 2))
         s.csize = <int32_t*>malloc(sizeof(int32_t) * (usable_size // 2))
-        if s.want == NULL or s.fast == NULL or s.leaves == NULL or s.counts == NULL \
-                or s.seen == NULL or s.coff == NULL or s.csize == NULL:
+        if s.want == NULL or s.typ == NULL or s.off == NULL or s.leaves == NULL \
+                or s.counts == NULL or s.seen == NULL or s.coff == NULL or s.csize == NULL:
             raise MemoryError()
         if pyt_guard_install() != 0:
             raise OSError("cannot install the SIGBUS guard")
-        for j in range(s.maxcol + 1):
-            s.want[j] = -1
-            s.fast[j] = NULL
-        for i in range(nout):
-            if i != s.rowid_out:
-                s.want[columns[i]] = i
 
         with nogil:
             rc = pyt_guarded(_walk_pass, &s)
@@ -864,9 +912,12 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
             mv = mask
             o.mask = &mv[0] if n else NULL
             keep.append((vals, mask))
-        for i in range(nout):
-            if i != s.rowid_out and s.outs[i].kind == K_INT:
-                s.fast[columns[i]] = s.outs[i].ival
+        for i in sorted(range(nout), key=columns.__getitem__):
+            if i != s.rowid_out:
+                s.want[s.nwant].col = columns[i]
+                s.want[s.nwant].out = &s.outs[i]
+                s.want[s.nwant].ival = s.outs[i].ival if s.outs[i].kind == K_INT else NULL
+                s.nwant += 1
         with nogil:
             rc = pyt_guarded(_leaves_pass, &s)
         if rc < 0:
@@ -887,7 +938,8 @@ def scan_table(buf, int page_size, int usable_size, int root_page, list columns,
                 free(s.outs[i].data)
             free(s.outs)
         free(s.want)
-        free(s.fast)
+        free(s.typ)
+        free(s.off)
         free(s.leaves)
         free(s.counts)
         free(s.seen)

@@ -21,8 +21,8 @@ def implausible_time(
     """The first row whose start or end is not strictly within ±2^62 ns, as (row, 'start'
     or 'end', value); None when every time is plausible."""
     for column, values in (("start", start), ("end", end)):
-        bad = np.flatnonzero((values <= -TIME_LIMIT_NS) | (values >= TIME_LIMIT_NS))
-        if len(bad):
-            row = int(bad[0])
+        # two reductions; the row is looked for only when there is one
+        if len(values) and not (-TIME_LIMIT_NS < values.min() and values.max() < TIME_LIMIT_NS):
+            row = int(np.flatnonzero((values <= -TIME_LIMIT_NS) | (values >= TIME_LIMIT_NS))[0])
             return row, column, int(values[row])
     return None

@@ -49,12 +49,12 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from pytimings._native._kernels import is_sorted_i64
+from pytimings._native._kernels import is_sorted_i64, join_sorted
 from pytimings.errors import TraceFormatError
 from pytimings.ingest import nvtx_payloads
 from pytimings.ingest._nesting import nesting_depth
@@ -194,7 +194,9 @@ class _Bad(Exception):
 
 def pid_of(global_id: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """OS process id held in an nsys globalPid/globalTid (bits 24..47)."""
-    return (global_id >> 24) & 0xFFFFFF
+    pid = global_id >> 24
+    pid &= 0xFFFFFF
+    return pid
 
 
 def tid_of(global_tid: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -354,15 +356,18 @@ class _Strings(StringTable):
         """StringIds ids -> trace string ids; an id StringIds lacks gets a visible name."""
         if len(string_ids) == 0:
             return np.empty(0, dtype=np.int32)
-        out = np.full(len(string_ids), -1, dtype=np.int32)
-        if self._sparse is None:
-            inside = (string_ids >= 0) & (string_ids < len(self._lut))
-            out[inside] = self._lut[string_ids[inside]]
-        else:
+        if self._sparse is not None:
             keys, vals = self._sparse
+            out = np.full(len(string_ids), -1, dtype=np.int32)
             at = np.minimum(np.searchsorted(keys, string_ids), len(keys) - 1)
             hit = keys[at] == string_ids
             out[hit] = vals[at[hit]]
+        elif 0 <= string_ids.min() and string_ids.max() < len(self._lut):
+            out = self._lut.take(string_ids)  # the usual case: every id inside the table
+        else:
+            out = np.full(len(string_ids), -1, dtype=np.int32)
+            inside = (string_ids >= 0) & (string_ids < len(self._lut))
+            out[inside] = self._lut[string_ids[inside]]
         missing = out < 0
         if missing.any():
             self.unresolved += int(missing.sum())
@@ -532,21 +537,17 @@ class _Loader:
                 keys.append(gt)
         self._pending_thread_keys = keys
 
-    def add_threads(self, global_tids: npt.NDArray[np.int64]) -> None:
-        self._pending_thread_keys.append(_runs(global_tids)[0])
-
     def thread_index(self, global_tids: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
-        """Thread rows of globalTids (each added first). A row once given never moves:
+        """Thread rows of globalTids, new threads added. A row once given never moves:
         threads first seen by a later table are appended after the earlier ones."""
-        if self._pending_thread_keys:
-            seen = np.unique(np.concatenate(self._pending_thread_keys))
-            self._pending_thread_keys = []
-            new = seen[~np.isin(seen, self.thread_keys)]
-            if len(new):
-                self.thread_keys = np.concatenate([self.thread_keys, new])
-                self.thread_order = np.argsort(self.thread_keys, kind="stable")
-        # a thread's calls come in runs: look up one value per run
+        # a thread's calls come in runs: one value per run is added and looked up
         values, lengths = _runs(global_tids)
+        seen = np.unique(np.concatenate([*self._pending_thread_keys, values]))
+        self._pending_thread_keys = []
+        new = seen[~np.isin(seen, self.thread_keys)]
+        if len(new):
+            self.thread_keys = np.concatenate([self.thread_keys, new])
+            self.thread_order = np.argsort(self.thread_keys, kind="stable")
         pos = np.searchsorted(self.thread_keys, values, sorter=self.thread_order)
         return np.repeat(self.thread_order[pos].astype(np.int32), lengths)
 
@@ -572,12 +573,14 @@ class _Loader:
             self.need(table, ("start", "end", "globalTid", "correlationId", "nameId"))
             rows = self.r.rows(table, dict.fromkeys(_API_COLUMNS, "i"))
             cls_v = rows.int("eventClass", EVENT_CLASS_DRIVER if table == DRIVER else 0)
-            known = (cls_v == EVENT_CLASS_RUNTIME) | (cls_v == EVENT_CLASS_DRIVER)
-            keep: npt.NDArray[np.bool_] | None = None if known.all() else known
-            if keep is not None:
+            # classes runtime 0 and driver 1 only, the usual table: two reductions tell
+            keep: npt.NDArray[np.bool_] | None = None
+            lo, hi = cls_v.min(initial=0), cls_v.max(initial=0)
+            if not EVENT_CLASS_RUNTIME <= lo <= hi <= EVENT_CLASS_DRIVER:
+                keep = (cls_v == EVENT_CLASS_RUNTIME) | (cls_v == EVENT_CLASS_DRIVER)
                 backtrace = cls_v == EVENT_CLASS_CUDA_BACKTRACE
                 self.drop("cuda_backtrace_duplicate_rows", int(backtrace.sum()))
-                for c in np.unique(cls_v[~known & ~backtrace]).tolist():
+                for c in np.unique(cls_v[~keep & ~backtrace]).tolist():
                     self.drop(f"{table.lower()}_event_class_{c}_rows", int((cls_v == c).sum()))
             start, end, ok = self.timed("cuda_api_call", rows)
             keep = _both(keep, ok)
@@ -592,11 +595,11 @@ class _Loader:
             if keep is not None:
                 cols = {k: v[keep] for k, v in cols.items()}
             cols["name"] = self.s.remap(cols["name"], "CUDA API")
-            self.add_threads(cols["gtid"])
             parts.append(cols)
         calls = _merge_by_start(parts, ("start", "end", "name", "kind", "gtid", "correlation"))
-        calls["pid"] = pid_of(calls["gtid"]).astype(np.int32)
         calls["thread"] = self.thread_index(calls["gtid"])
+        # the pid is the thread's: a take from the thread table, not a shift of every gtid
+        calls["pid"] = pid_of(self.thread_keys).astype(np.int32).take(calls["thread"])
         names = ("start", "end", "name", "kind", "thread", "correlation", "pid")
         out = {k: calls[k] for k in names}
         out["rank"] = np.full(len(out["start"]), self.rank, dtype=np.int16)
@@ -649,17 +652,17 @@ class _Loader:
     def call_threads(
         calls: dict[str, npt.NDArray[Any]], pid: npt.NDArray[Any], corr: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int32]:
-        """The thread of the API call with each (pid, correlation id), or -1."""
-        thread = np.full(len(corr), -1, dtype=np.int32)
+        """The thread of the API call with each (pid, correlation id), or -1 (of calls with
+        the same key, the first). Each key is looked up from where the previous one was found
+        (:func:`_kernels.join_sorted`): records in call order cost a step or two each."""
         ck = _pair_key(calls["pid"], calls["correlation"])
         order = None if is_sorted_i64(ck) else np.argsort(ck, kind="stable")
-        sorted_ck = ck if order is None else ck[order]
         sk = _pair_key(pid, corr)
-        pos = np.minimum(np.searchsorted(sorted_ck, sk), max(len(ck) - 1, 0))
-        if len(ck):
-            hit = sorted_ck[pos] == sk
-            at = pos[hit] if order is None else order[pos[hit]]
-            thread[hit] = calls["thread"][at]
+        # every key is >= 0 (so is a pid): passed as the ids, none is skipped
+        at, _ = join_sorted(ck if order is None else ck[order], order, sk, sk)
+        found = at >= 0
+        thread = np.full(len(sk), -1, dtype=np.int32)
+        thread[found] = calls["thread"][at[found]]
         return thread
 
     # -- OS runtime calls ---------------------------------------------------------------
@@ -690,7 +693,6 @@ class _Loader:
             "args": np.zeros(len(keep), dtype=np.int32),  # OS calls carry no op args
             "pid": pid_of(gtid).astype(np.int32),
         }
-        self.add_threads(gtid)
         out["thread"] = self.thread_index(gtid)
         if not is_sorted_i64(out["start"]):
             order = np.argsort(out["start"], kind="stable")
@@ -707,8 +709,6 @@ class _Loader:
     # -- GPU ops ------------------------------------------------------------------------
     def read_gpu_ops(self) -> dict[str, npt.NDArray[Any]]:
         parts = []
-        in_graph: list[npt.NDArray[np.bool_]] = []
-        node_ids: list[npt.NDArray[np.int64]] = []
         for table, kind in (
             (KERNEL, OpKind.KERNEL),
             (MEMCPY, OpKind.MEMCPY),
@@ -748,6 +748,7 @@ class _Loader:
 
             # graphId names the graph (2021+ kernels); a graphExecId alone still marks a launch
             graph_id = col("graphId" if "graphId" in cols else "graphExecId", 0)
+            node_id = col("graphNodeId", 0)
             part: dict[str, npt.NDArray[Any]] = {
                 "start": start,
                 "end": end,
@@ -762,8 +763,6 @@ class _Loader:
                 "collective": np.full(n, -1, dtype=np.int8),
                 "group_size": np.full(n, -1, dtype=np.int16),
             }
-            node_ids.append(col("graphNodeId", 0))
-            in_graph.append((graph_id > 0) | (node_ids[-1] > 0))
             if kind == OpKind.KERNEL:
                 part["name"] = self.s.remap(col(name_col or "", -1), "kernel")
                 part.update(_no_copy(n))
@@ -778,16 +777,14 @@ class _Loader:
                 part["dst_mem"] = _map_mem(col("memKind", -1))
                 part["bytes"] = col("bytes", 0)
             del rows
-            parts.append({k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()})
-        names = tuple(GPU_OP_SCHEMA)
-        ops = concat_columns(parts, tuple(c for c in names if c not in ("rank", "graph_node")))
-        flags = np.concatenate(in_graph) if in_graph else np.empty(0, dtype=bool)
-        # raw node ids (0: none), made a per-file index by read_graph_nodes
-        ops["graph_node_id"] = np.concatenate(node_ids) if node_ids else np.empty(0, np.int64)
-        self.check_correlation(ops, flags)
-        if len(ops["start"]) > 1 and not is_sorted_i64(ops["start"]):
-            order = np.argsort(ops["start"], kind="stable")
-            ops = {k: v[order] for k, v in ops.items()}
+            part = {k: _fit(v, GPU_OP_SCHEMA[k], k) for k, v in part.items()}
+            # raw node ids (0: none), made a per-file index by read_graph_nodes
+            part["graph_node_id"] = node_id
+            part["in_graph"] = (graph_id > 0) | (node_id > 0)
+            parts.append(part)
+        names = [c for c in GPU_OP_SCHEMA if c not in ("rank", "graph_node")]
+        ops = _merge_by_start(parts, [*names, "graph_node_id", "in_graph"])
+        self.check_correlation(ops, ops.pop("in_graph"))
         ops["rank"] = np.full(len(ops["start"]), self.rank, dtype=np.int16)
         return ops
 
@@ -827,7 +824,6 @@ class _Loader:
             raise _Bad(f"{ids.size} distinct CUDA graph node ids: more than the model holds")
         ops["graph_node"] = np.where(raw_op > 0, np.searchsorted(ids, raw_op), -1).astype(np.int32)
         known = gtid >= 0
-        self.add_threads(gtid[known])
         thread = np.full(len(gtid), -1, dtype=np.int32)
         thread[known] = self.thread_index(gtid[known])
         return {
@@ -866,26 +862,31 @@ class _Loader:
         self, ops: dict[str, npt.NDArray[Any]], in_graph: npt.NDArray[np.bool_]
     ) -> None:
         """Repeated (pid, correlation id) among GPU ops: allowed only for graph launches."""
-        corr = ops["correlation"]
+        pid, corr = ops["pid"], ops["correlation"]
         known = corr >= 0
-        key = _pair_key(ops["pid"][known], corr[known])
+        if not known.all():
+            pid, corr, in_graph = pid[known], corr[known], in_graph[known]
+        key = _pair_key(pid, corr)
         if len(key) < 2:
             return
-        order = np.argsort(key, kind="stable")
-        sk = key[order]
+        # usually in key order already (one process, ops in launch order): no sort
+        order = None if is_sorted_i64(key) else np.argsort(key, kind="stable")
+        sk = key if order is None else key[order]
         dup = sk[1:] == sk[:-1]
         if not dup.any():
             return
+        if order is None:
+            order = np.arange(len(key))
         rows = np.zeros(len(sk), dtype=bool)
         rows[1:] |= dup
         rows[:-1] |= dup
-        graph_flags = in_graph[known][order][rows]
+        graph_flags = in_graph[order][rows]
         if not graph_flags.all():
-            first = order[np.flatnonzero(rows & ~in_graph[known][order])[0]]
+            first = order[np.flatnonzero(rows & ~in_graph[order])[0]]
             raise _Bad(
                 f"{int(rows.sum())} GPU ops share a correlation id with another GPU op of the "
-                f"same process (first: correlationId {int(corr[known][first])}, pid "
-                f"{int(ops['pid'][known][first])}) and are not CUDA graph launches"
+                f"same process (first: correlationId {int(corr[first])}, pid "
+                f"{int(pid[first])}) and are not CUDA graph launches"
             )
         self.meta["graph_ops_sharing_correlation"] = int(rows.sum())
 
@@ -928,8 +929,9 @@ class _Loader:
             NVTX_MARK,
             NVTX_THREAD_NAME,
         }
-        for t in np.unique(etype).tolist():
-            if t not in handled:
+        other = ~np.isin(etype, np.array(sorted(handled), dtype=np.int64))
+        if other.any():  # a few comparisons per row; the rare other types are counted
+            for t in np.unique(etype[other]).tolist():
                 self.drop(f"nvtx_event_type_{t}_rows", int((etype == t).sum()))
         is_range = (etype == NVTX_PUSHPOP) | (etype == NVTX_STARTEND)
         start, end = rows.int("start", 0), rows.int("end", 0)
@@ -945,7 +947,6 @@ class _Loader:
         start, end = start[sel], end[sel]
         self.check_times("NVTX range", start, end)
         gtid_s = gtid[sel]
-        self.add_threads(gtid_s)
         thread = self.thread_index(gtid_s)
         kind = np.where(
             etype[sel] == NVTX_PUSHPOP, RangeKind.NVTX_PUSHPOP, RangeKind.NVTX_STARTEND
@@ -977,9 +978,10 @@ class _Loader:
             m = kind == k
             if m.any():
                 out["depth"][m] = nesting_depth(thread[m], start[m], end[m])
-        order = np.argsort(start, kind="stable")
-        out = {k: v[order] for k, v in out.items()}
-        out["rank"] = np.full(len(order), self.rank, dtype=np.int16)
+        if not is_sorted_i64(start):  # nsys writes NVTX_EVENTS in start order
+            order = np.argsort(start, kind="stable")
+            out = {k: v[order] for k, v in out.items()}
+        out["rank"] = np.full(len(start), self.rank, dtype=np.int16)
         return out
 
     def nvtx_payloads(
@@ -1013,7 +1015,10 @@ class _Loader:
                 for d, n in rows:
                     if isinstance(d, int) and d >= 0:
                         found.setdefault(d, self.s.decode(n))
-        ids = sorted(set(found) | {int(d) for d in np.unique(used)})
+        # the ops' int16 device ids: a count per value finds those used (np.unique hashes)
+        lo = int(used.min(initial=0))
+        seen = np.flatnonzero(np.bincount(used.astype(np.int64) - lo)) + lo
+        ids = sorted(set(found) | set(seen.tolist()))
         return {
             "device": np.array(ids, dtype=np.int64),
             "name": np.array([self.s.intern(found.get(d, "")) for d in ids], dtype=np.int32),
@@ -1079,21 +1084,31 @@ def _merge_by_start(
 ) -> dict[str, npt.NDArray[Any]]:
     """The parts' columns ``names`` as one table in start order (ties keep part order).
 
-    Two parts each in start order (API calls and sync rows, as nsys writes them) are
-    interleaved by position: each output column is written once, no gather."""
+    Parts each in start order (as nsys writes every table) are interleaved by position:
+    each output column is written once, no gather. A row of part i goes after the rows of
+    the parts before i that start at or before it and of the parts after i that start
+    before it; the largest part fills the rows the others leave."""
     parts = [p for p in parts if len(p["start"])] or list(parts[:1])
-    if len(parts) == 2 and all(is_sorted_i64(p["start"]) for p in parts):
-        a, b = parts
-        n = len(a["start"]) + len(b["start"])
-        at_b = np.searchsorted(a["start"], b["start"], side="right")
-        at_b += np.arange(len(at_b))
-        from_a = np.ones(n, dtype=bool)
-        from_a[at_b] = False
+    if len(parts) > 1 and all(is_sorted_i64(p["start"]) for p in parts):
+        n = sum(len(p["start"]) for p in parts)
+        big = max(range(len(parts)), key=lambda i: len(parts[i]["start"]))
+        at: dict[int, npt.NDArray[np.intp]] = {}
+        for i, p in enumerate(parts):
+            if i != big:
+                at[i] = np.arange(len(p["start"]))
+                for j, q in enumerate(parts):
+                    if j != i:
+                        side: Literal["left", "right"] = "right" if j < i else "left"
+                        at[i] += np.searchsorted(q["start"], p["start"], side=side)
+        from_big = np.ones(n, dtype=bool)
+        for rows in at.values():
+            from_big[rows] = False
         out = {}
         for name in names:
-            col = np.empty(n, dtype=np.result_type(a[name], b[name]))
-            col[from_a] = a[name]
-            col[at_b] = b[name]
+            col = np.empty(n, dtype=np.result_type(*(p[name] for p in parts)))
+            col[from_big] = parts[big][name]
+            for i, rows in at.items():
+                col[rows] = parts[i][name]
             out[name] = col
         return out
     cols = concat_columns(parts, names)
@@ -1107,7 +1122,7 @@ def _runs(v: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     """Run-length encoding of ``v``: the value and the length of each run of equal values."""
     if len(v) == 0:
         return v, np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], v[1:] != v[:-1]]))
+    starts = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
     return v[starts], np.diff(starts, append=len(v))
 
 
@@ -1119,7 +1134,9 @@ def _none_if_all_ones(v: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 def _pair_key(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     """One int64 per (pid < 2**24, id < 2**39) pair, for sorting and searching."""
-    return (np.asarray(a, dtype=np.int64) << 39) | (np.asarray(b, dtype=np.int64) & ((1 << 39) - 1))
+    key: npt.NDArray[np.int64] = np.left_shift(a, 39, dtype=np.int64)
+    key |= np.bitwise_and(b, (1 << 39) - 1, dtype=np.int64)
+    return key
 
 
 def _triple_key(

@@ -117,6 +117,22 @@ def test_nvtx_domains_categories_payloads_registered_strings(tmp_path: Path) -> 
     assert tr.dropped == {"nvtx_marks": 1, "nvtx_ranges_open_at_capture_end": 1}
 
 
+def test_nvtx_rows_of_other_types_are_counted_and_ranges_come_in_start_order(
+    tmp_path: Path,
+) -> None:
+    g = syn.GTID
+    nvtx = [  # start, end, eventType, rangeId, category, color, text, gtid
+        (30, 40, 59, None, None, None, "late", g),
+        (10, 20, 59, None, None, None, "early", g),
+        (12, None, 44, None, None, None, None, g),
+        (13, None, 99, None, None, None, None, g),
+        (14, None, 44, None, None, None, None, g),
+    ]
+    tr = load_nsys(syn.basic(tmp_path / "t.sqlite", NVTX_EVENTS=nvtx))
+    assert names(tr, tr.ranges["name"]) == ["early", "late"]
+    assert tr.dropped == {"nvtx_event_type_44_rows": 2, "nvtx_event_type_99_rows": 1}
+
+
 def test_sync_records_are_their_own_table_on_the_thread_of_their_call(tmp_path: Path) -> None:
     none = 0xFFFFFFFF  # CUPTI's "no stream" / "no event"
     tr = load_nsys(
@@ -476,12 +492,12 @@ def test_values_too_wide_for_the_model_are_an_error(tmp_path: Path) -> None:
     st.lists(
         st.lists(st.integers(0, 30), max_size=12).map(sorted) | st.lists(st.integers(0, 30)),
         min_size=1,
-        max_size=3,
+        max_size=4,
     )
 )
 def test_merge_by_start_equals_a_stable_sort(starts: list[list[int]]) -> None:
-    """API calls and sync rows merged in start order, ties in part order: the interleaving
-    path (two sorted parts) and the sorting path agree with a stable argsort."""
+    """Tables merged in start order, ties in part order (CUDA API calls, GPU ops): the
+    interleaving path (every part sorted) and the sorting path agree with a stable argsort."""
     from pytimings.ingest.nsys import _merge_by_start
 
     parts = [
