@@ -288,6 +288,30 @@ def test_scanner_times_agree_with_decimal(tmp_path: Path, ts: str, dur: str) -> 
     assert tr.api_calls["end"][0] == ns(str(Decimal(ts) + Decimal(dur)))
 
 
+# integers of every length, so that each digit count and each 8-digit block boundary of the
+# scanner's number parse is met, with int64's edges and the first values past them
+int_texts = st.one_of(
+    st.integers(min_value=1, max_value=20).flatmap(
+        lambda k: st.integers(min_value=10 ** (k - 1) if k > 1 else 0, max_value=10**k - 1)
+    ),
+    st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**19, 10**25]),
+).map(str)
+
+
+@given(int_texts, st.sampled_from(["", " ", "\n    "]))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_scanner_integers_of_every_length(tmp_path: Path, text: str, space: str) -> None:
+    event = launch(7, "10.5").replace('"correlation": 7', f'"correlation": {space}{text}{space}')
+    path = write(tmp_path, doc([event]))
+    if int(text) >= 2**63:
+        with pytest.raises(TraceFormatError, match=f"args.correlation {text} does not fit"):
+            load_kineto(path)
+        return
+    assert int(load_kineto(path).api_calls["correlation"][0]) == int(text)
+
+
 def python_utf8_bad(data: bytes) -> int:
     try:
         data.decode("utf-8")
