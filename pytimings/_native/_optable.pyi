@@ -28,7 +28,18 @@ def launching_rows(
     no_launch: int,
     no_op: int,
     graph_code: int,
+    parts: int = 1,
+    split_min: int = 262144,
 ) -> tuple[_I32 | _I64, _I8]: ...
+def contains_point(
+    a_start: _I64,
+    a_end: _I64,
+    a_thread: _I32,
+    a_keep: _U8 | None,
+    p_at: _I64,
+    p_thread: _I32,
+    p_keep: _U8 | None,
+) -> _U8: ...
 def names_present(name: _I32, n_names: int) -> _I64: ...
 def window_index(
     start: _I64, keep: _U8 | None, ws: _I64, we: _I64, wid: _I64, out: _I32

@@ -14,6 +14,8 @@ small bucket sorted by key), which for fewer than 2**31 rows replaces one sort o
 8-byte keys (kept for larger tables and keys wider than 64 bits).
 """
 
+import threading
+
 import numpy as np
 
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
@@ -26,6 +28,12 @@ cdef inline int _bits(uint64_t span) noexcept nogil:
     while b < 64 and (span >> b) != 0:
         b += 1
     return b
+
+
+cdef inline bint _out(const uint8_t* keep, uint8_t bit, Py_ssize_t r) noexcept nogil:
+    """Row r is not kept: kept rows are those with ``keep[r] & bit`` nonzero (every row
+    when ``keep`` is NULL)."""
+    return keep != NULL and not (keep[r] & bit)
 
 
 cdef struct KR:  # a row and its sort key
@@ -93,7 +101,7 @@ cdef inline uint64_t _key(const int64_t* start, const int32_t* group, Py_ssize_t
 
 
 cdef bint _bucket_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
-                        Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
+                        uint8_t bit, Py_ssize_t n_all, Py_ssize_t n, int64_t s_lo, int64_t g_lo,
                         int s_bits, int g_bits, int32_t[::1] out) except -1:
     """``_order`` by a bucket sort into ``out`` (the n kept rows, int32: 4 bytes a row, the
     only memory of the size of the table), for fewer than 2**31 rows: the kept rows
@@ -120,7 +128,7 @@ cdef bint _bucket_order(const int64_t* start, const int32_t* group, const uint8_
     cdef int32_t[::1] count = count_arr
     with nogil:
         for r in range(n_all):  # bucket sizes, at count[b + 1]
-            if keep != NULL and not keep[r]:
+            if _out(keep, bit, r):
                 continue
             k = _key(start, group, r, s_lo, g_lo, s_bits)
             b = <Py_ssize_t>(k >> shift) if shift < 64 else 0
@@ -130,7 +138,7 @@ cdef bint _bucket_order(const int64_t* start, const int32_t* group, const uint8_
                 big = count[b + 1]
             count[b + 1] += count[b]
         for r in range(n_all):  # afterwards count[b]: where bucket b ends
-            if keep != NULL and not keep[r]:
+            if _out(keep, bit, r):
                 continue
             k = _key(start, group, r, s_lo, g_lo, s_bits)
             b = <Py_ssize_t>(k >> shift) if shift < 64 else 0
@@ -191,7 +199,7 @@ cdef inline bint _after(const int64_t* s_ring, const int32_t* g_ring, Py_ssize_t
 
 
 cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const uint8_t* keep,
-                            Py_ssize_t n_all, int32_t* out, int64_t* bounds) noexcept nogil:
+                            uint8_t bit, Py_ssize_t n_all, int32_t* out, int64_t* bounds) noexcept nogil:
     """The kept rows into ``out`` in segments of consecutive kept rows, each sorted by
     (group, start, row) by insertion: a row goes fewer than _LAG places back among its
     segment's rows (compared with the last _LAG placed, kept in rings), else it begins the
@@ -206,7 +214,7 @@ cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const ui
     cdef int32_t g_ring[_LAG]  # the last _LAG) at [i % _LAG]
     bounds[0] = 0
     for r in range(n_all):
-        if keep != NULL and not keep[r]:
+        if _out(keep, bit, r):
             continue
         s = start[r]
         if group != NULL:
@@ -236,8 +244,8 @@ cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const ui
 
 
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
-                   Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
-    """The rows ``r`` (``keep[r]`` nonzero; every row when ``keep`` is NULL) in segments
+                   uint8_t bit, Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
+    """The rows ``r`` (:func:`_out` not) in segments
     each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
     starts in ``bounds``, then the end; more than one only where the packed keys ``kb``
     fit, set then): an int32 array, sorted by insertion into few segments
@@ -255,13 +263,13 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
         out_arr = np.empty(n_all, dtype=np.int32)  # the kept rows' places: those touched
         out = out_arr
         with nogil:
-            k = _near_order(&start[0], group, keep, n_all, &out[0], bounds)
+            k = _near_order(&start[0], group, keep, bit, n_all, &out[0], bounds)
         if 0 <= k <= 1:
             n_seg[0] = k
             return out_arr[: bounds[k]]
     with nogil:
         for r in range(n_all):
-            if keep != NULL and not keep[r]:
+            if _out(keep, bit, r):
                 continue
             n += 1
             if start[r] < s_lo:
@@ -287,11 +295,11 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
         return out_arr[:n]
     bounds[0], bounds[1] = 0, n
     if s_bits + g_bits <= 64 and n_all < INT32_MAX:
-        if _bucket_order(&start[0], group, keep, n_all, n, s_lo, g_lo, s_bits, g_bits, out):
+        if _bucket_order(&start[0], group, keep, bit, n_all, n, s_lo, g_lo, s_bits, g_bits, out):
             return out_arr[:n]
     if s_bits + g_bits > 64:
         rows = np.arange(n_all) if keep == NULL else np.flatnonzero(
-            np.asarray(<const uint8_t[:n_all]>keep))
+            np.asarray(<const uint8_t[:n_all]>keep) & bit)
         s_col = np.asarray(start)[rows]
         if group == NULL:
             return rows[np.argsort(s_col, kind="stable")]
@@ -302,7 +310,7 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     cdef uint64_t[::1] keys = keys_arr
     with nogil:
         for r in range(n_all):
-            if keep != NULL and not keep[r]:
+            if _out(keep, bit, r):
                 continue
             m = <uint64_t>start[r] - <uint64_t>s_lo
             if group != NULL:
@@ -313,7 +321,7 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
         pos_arr = np.argsort(keys_arr, kind="stable")
         if keep == NULL:
             return pos_arr
-        pos_to_row = np.flatnonzero(np.asarray(<const uint8_t[:n_all]>keep))
+        pos_to_row = np.flatnonzero(np.asarray(<const uint8_t[:n_all]>keep) & bit)
         return pos_to_row[pos_arr]
     keys_arr.sort(kind="stable")  # distinct keys: any sort gives this order
     m = (<uint64_t>1 << p_bits) - 1
@@ -345,6 +353,7 @@ cdef struct Runs:
     const int64_t* start
     const int32_t* group  # NULL: one group
     const uint8_t* keep  # runs in place: the kept rows (NULL: all)
+    uint8_t bit  # kept: keep[r] & bit nonzero
     Keys kb  # the packed keys the runs are merged by (when more than one)
     Py_ssize_t n_runs
     int64_t pos[_MAX_RUNS]  # per run: its next row (in place) or place in the order
@@ -388,7 +397,7 @@ cdef inline void _advance(Runs* m) noexcept nogil:
     cdef Py_ssize_t t = m.heap[0]
     cdef int64_t r = m.pos[t] + 1
     if m.order32 == NULL and m.order == NULL:
-        while r < m.stop[t] and m.keep != NULL and not m.keep[r]:
+        while r < m.stop[t] and _out(m.keep, m.bit, r):
             r += 1
     if r < m.stop[t]:
         m.pos[t] = r
@@ -427,15 +436,16 @@ cdef void _heap_init(Runs* m) noexcept nogil:
 
 
 cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8_t* keep,
-                Py_ssize_t n_all) noexcept nogil:
+                uint8_t bit, Py_ssize_t n_all) noexcept nogil:
     """Set ``m`` up over the kept rows in place; False when they come in more than
     _MAX_RUNS sorted runs (or in several whose packed keys do not fit)."""
     cdef Py_ssize_t r
     cdef int64_t prev = -1, s_hi = INT64_MIN, g_hi = INT64_MIN
-    m.order, m.order32, m.start, m.group, m.keep, m.n_runs = NULL, NULL, start, group, keep, 0
+    m.order, m.order32, m.start, m.group, m.keep, m.bit, m.n_runs = (
+        NULL, NULL, start, group, keep, bit, 0)
     m.kb.s_lo = m.kb.g_lo = INT64_MAX
     for r in range(n_all):
-        if keep != NULL and not keep[r]:
+        if _out(keep, bit, r):
             continue
         if prev < 0 or (group != NULL and group[r] < group[prev]) or (
                 (group == NULL or group[r] == group[prev]) and start[r] < start[prev]):
@@ -465,7 +475,7 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
 
 
 cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
-                    const uint8_t* keep):
+                    const uint8_t* keep, uint8_t bit):
     """Set ``m`` up to give the kept rows in (group, start, row) order (``group`` NULL:
     (start, row)): merged from their sorted runs in place when they come in few (returns
     None), else from the segments of their order (returned: the caller holds it while
@@ -478,10 +488,10 @@ cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
     m.head, m.n_heap = -1, 0
     if n:
         with nogil:
-            merged = _runs(m, &start[0], group, keep, n)
+            merged = _runs(m, &start[0], group, keep, bit, n)
     if merged:
         return None
-    order = _order(start, group, keep, n, bounds, &n_seg, &m.kb)
+    order = _order(start, group, keep, bit, n, bounds, &n_seg, &m.kb)
     m.order, m.order32, m.keep, m.n_runs = NULL, NULL, NULL, n_seg
     for k in range(n_seg):
         m.pos[k], m.stop[k] = bounds[k], bounds[k + 1]
@@ -495,16 +505,20 @@ cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
     return order
 
 
-cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
-                   const int32_t[::1] a_thread, const uint8_t* keep,
-                   const int64_t[::1] q_start, const int64_t[::1] q_end,
-                   const int32_t[::1] q_thread, const uint8_t* need):
-    """Per query row (read where ``need``): the innermost kept activity enclosing it on its
-    thread, or -1 (int32 when the activity rows fit, else int64). One pass over both in
-    (thread, start) order with a stack of the open activities: O(n + q) for nested
-    activities (activities that overlap without nesting are searched past). Both come
-    through :func:`_stream`: rows in few sorted runs (a loader's table in time order, or
-    nesting levels one after another) are merged, not sorted."""
+cdef int _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                const int32_t[::1] a_thread, const uint8_t* keep, uint8_t a_bit,
+                const int64_t[::1] q_start, const int64_t[::1] q_end,
+                const int32_t[::1] q_thread, const uint8_t* need, uint8_t q_bit,
+                object found_arr) except -1:
+    """Per query row (read where ``need & q_bit``; every row when ``need`` is NULL): the
+    innermost activity kept (``keep & a_bit``) enclosing it on its thread, or -1, into
+    ``found_arr`` (int32 when the activity rows fit, else int64; other rows untouched).
+    One pass over both in (thread, start) order with a stack of the open activities: O(n +
+    q) for nested activities (activities that overlap without nesting are searched past).
+    Both come through :func:`_stream`: rows in few sorted runs (a loader's table in time
+    order, or nesting levels one after another) are merged, not sorted. A query's answer
+    depends only on the kept activities enclosing it (those that do not are popped or
+    searched past), so any kept set that holds those gives the same answer."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
     cdef Py_ssize_t top = 0, cap = 64, j
     cdef int64_t g, x, y, qs, qe, q, best
@@ -512,15 +526,13 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     cdef int64_t* grown
     cdef Runs m, mq
     # held while the streams read them
-    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep)
-    q_order = _stream(&mq, q_start, &q_thread[0] if nq else NULL, need)
-    wide = na >= 2147483647
-    found_arr = np.empty(nq, dtype=np.int64 if wide else np.int32)  # set where needed
+    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep, a_bit)
+    q_order = _stream(&mq, q_start, &q_thread[0] if nq else NULL, need, q_bit)
     cdef int64_t[::1] f64
     cdef int32_t[::1] f32
     cdef int64_t* p64 = NULL
     cdef int32_t* p32 = NULL
-    if nq and wide:
+    if nq and found_arr.dtype == np.int64:
         f64 = found_arr
         p64 = &f64[0]
     elif nq:
@@ -577,7 +589,118 @@ cdef object _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     free(stack)
     if top < 0:
         raise MemoryError()
-    return found_arr
+    return 0
+
+
+cdef object _found_rows(Py_ssize_t na, Py_ssize_t nq):
+    """The answers' array: int32 when the activity rows fit, else int64."""
+    return np.empty(nq, dtype=np.int64 if na >= INT32_MAX else np.int32)
+
+
+cdef enum:
+    _MAX_PARTS = 8  # a part's activities are marked by one bit of a byte
+    _SAMPLE = 4096  # the queries sampled for the parts' bounds
+
+
+cdef inline bint _below(int32_t t, int64_t s, int32_t pt, int64_t ps) noexcept nogil:
+    """(t, s) sorts before (pt, ps)."""
+    return t < pt or (t == pt and s < ps)
+
+
+cdef inline int _part(int32_t t, int64_t s, const int32_t* pt, const int64_t* ps,
+                      int n_piv) noexcept nogil:
+    """The part of key (t, s): the bounds (ascending) at or below it."""
+    cdef int k = 0
+    while k < n_piv and not _below(t, s, pt[k], ps[k]):
+        k += 1
+    return k
+
+
+cdef int _found_parts(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                      const int32_t[::1] a_thread, a_keep,
+                      const int64_t[::1] q_start, const int64_t[::1] q_end,
+                      const int32_t[::1] q_thread, uint8_t[::1] need, int parts,
+                      object found_arr) except -1:
+    """:func:`_found` for the queries marked in ``need`` (1), on ``parts`` threads at once:
+    the queries cut into parts of about equal size at bounds on (thread, start) (quantiles
+    of a sample), each part's the activities that can enclose one of its queries (those
+    whose [(thread, start), (thread, end)] meets the part's range: a few straddle two), so
+    that each answer is :func:`_found`'s (see there). Each thread first marks a share of
+    the rows with their parts' bits (``need`` is rewritten so), then answers its part."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, step
+    cdef int n_piv = 0, k
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
+    step = nq // _SAMPLE if nq >= 2 * _SAMPLE else 1
+    sample = np.flatnonzero(np.asarray(need)[::step]) * step
+    if sample.size == 0:
+        return 0
+    sample = sample[np.lexsort((np.asarray(q_start)[sample], np.asarray(q_thread)[sample]))]
+    piv_t_arr = np.empty(parts - 1, dtype=np.int32)
+    piv_s_arr = np.empty(parts - 1, dtype=np.int64)
+    cdef int32_t[::1] piv_t = piv_t_arr
+    cdef int64_t[::1] piv_s = piv_s_arr
+    for k in range(1, parts):  # the parts' bounds, distinct and ascending
+        r = sample[k * sample.size // parts]
+        if n_piv == 0 or _below(piv_t[n_piv - 1], piv_s[n_piv - 1], q_thread[r], q_start[r]):
+            piv_t[n_piv] = q_thread[r]
+            piv_s[n_piv] = q_start[r]
+            n_piv += 1
+    bits = np.empty(na, dtype=np.uint8)
+    errors = []
+    sync = threading.Barrier(n_piv + 1)
+    args = (a_start, a_end, a_thread, a_keep, bits, q_start, q_end, q_thread, need,
+            piv_t_arr[:n_piv], piv_s_arr[:n_piv], found_arr, sync, errors)
+    threads = [threading.Thread(target=_part_rows, name="pytimings-optable", args=(k, *args))
+               for k in range(1, n_piv + 1)]
+    for t in threads:
+        t.start()
+    _part_rows(0, *args)
+    for t in threads:
+        t.join()
+    for e in errors:  # the first error, not another thread's broken barrier
+        if not isinstance(e, threading.BrokenBarrierError):
+            raise e
+    if errors:
+        raise errors[0]
+    return 0
+
+
+def _part_rows(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
+               const int32_t[::1] a_thread, a_keep, uint8_t[::1] bits,
+               const int64_t[::1] q_start, const int64_t[::1] q_end,
+               const int32_t[::1] q_thread, uint8_t[::1] need, const int32_t[::1] piv_t,
+               const int64_t[::1] piv_s, found_arr, sync, list errors):
+    """One part of :func:`_found_parts` on its own thread: mark its share of the rows,
+    wait for the others' (``sync``), answer its part; an error goes to ``errors`` (and
+    breaks ``sync``, so that no thread waits for it)."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, r0, r1
+    cdef int n_piv = piv_t.shape[0], lo, hi
+    cdef int n_parts = n_piv + 1
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
+    try:
+        with nogil:
+            r0, r1 = part * nq // n_parts, (part + 1) * nq // n_parts
+            for r in range(r0, r1):
+                if need[r]:
+                    need[r] = <uint8_t>(1 << _part(q_thread[r], q_start[r], &piv_t[0],
+                                                   &piv_s[0], n_piv))
+            r0, r1 = part * na // n_parts, (part + 1) * na // n_parts
+            for r in range(r0, r1):
+                if keep != NULL and not keep[r]:
+                    bits[r] = 0
+                    continue
+                lo = _part(a_thread[r], a_start[r], &piv_t[0], &piv_s[0], n_piv)
+                hi = _part(a_thread[r], a_end[r], &piv_t[0], &piv_s[0], n_piv)
+                if hi < lo:  # ends before it starts: encloses nothing
+                    hi = lo
+                bits[r] = <uint8_t>(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1))
+        sync.wait()
+        _found(a_start, a_end, a_thread, &bits[0] if na else NULL, <uint8_t>(1 << part),
+               q_start, q_end, q_thread, &need[0], <uint8_t>(1 << part), found_arr)
+    except BaseException as e:  # re-raised on the caller's thread
+        sync.abort()
+        errors.append(e)
 
 
 def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
@@ -593,14 +716,18 @@ def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     if q_end.shape[0] != nq or q_thread.shape[0] != nq:
         raise ValueError("innermost_rows: query columns differ in length")
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "innermost_rows")
-    return _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread, NULL)
+    found_arr = _found_rows(na, nq)
+    _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread, NULL, 0xFF,
+           found_arr)
+    return found_arr
 
 
 def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] a_thread, a_keep,
                    const int64_t[::1] q_start, const int64_t[::1] q_end,
                    const int32_t[::1] q_thread, const int64_t[::1] api_row,
-                   const uint8_t[::1] graph, int no_launch, int no_op, int graph_code):
+                   const uint8_t[::1] graph, int no_launch, int no_op, int graph_code,
+                   int parts=1, Py_ssize_t split_min=1 << 18):
     """Per GPU op (``api_row``: the row of its launch call among the queries, -1: none;
     ``graph``: run by a graph replay): the row of the innermost kept activity (``a_keep``:
     a uint8 mask, None: all) enclosing its launch call on the call's thread (``start <=
@@ -608,8 +735,10 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     the later row), -1 for graph-replayed ops and where none (int32 when the activity rows
     fit, else int64); and its reason code (-1 where found; ``graph_code``, ``no_op`` with
     a launch call, else ``no_launch``). Only the launch calls of the ops not run by a
-    graph are queried."""
+    graph are queried: on ``parts`` threads at once (at most 8; one part per
+    ``split_min`` queried calls at most), with the same answers as on one."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], n = api_row.shape[0], i
+    cdef Py_ssize_t n_need = 0
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
         raise ValueError("launching_rows: activity columns differ in length")
@@ -617,6 +746,8 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise ValueError("launching_rows: query columns differ in length")
     if graph.shape[0] != n:
         raise ValueError("launching_rows: api_row and graph differ in length")
+    if parts < 1 or split_min < 1:
+        raise ValueError("launching_rows: parts and split_min must be >= 1")
     need_arr = np.zeros(nq, dtype=np.uint8)
     cdef uint8_t[::1] need = need_arr
     cdef bint bad = False
@@ -625,12 +756,20 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
             if api_row[i] >= nq:
                 bad = True
                 break
-            if api_row[i] >= 0 and not graph[i]:
+            if api_row[i] >= 0 and not graph[i] and not need[api_row[i]]:
                 need[api_row[i]] = 1
+                n_need += 1
     if bad:
         raise ValueError("launching_rows: a launch call row is out of range")
-    found_arr = _found(a_start, a_end, a_thread, keep, q_start, q_end, q_thread,
-                       &need[0] if nq else NULL)
+    found_arr = _found_rows(na, nq)
+    if parts > n_need // split_min:
+        parts = <int>(n_need // split_min)
+    if parts > 1:
+        _found_parts(a_start, a_end, a_thread, a_keep, q_start, q_end, q_thread, need, parts,
+                     found_arr)
+    else:
+        _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
+               &need[0] if nq else NULL, 0xFF, found_arr)
     cdef const int64_t[::1] f64
     cdef const int32_t[::1] f32
     cdef const int64_t* p64 = NULL
@@ -670,6 +809,40 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
             else:
                 q32[i] = <int32_t>r
     return op_row_arr, reason_arr
+
+
+def contains_point(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, a_keep, const int64_t[::1] p_at,
+                   const int32_t[::1] p_thread, p_keep):
+    """Per activity row: 1 where it is kept (``a_keep``: a uint8 mask, None: all) and a
+    kept point (``p_keep``) of its thread lies in ``[start, end)``, else 0. One pass over
+    both in (thread, start) order (:func:`_stream`: rows in few sorted runs are merged,
+    not sorted): the first point at or after an activity's start only moves forward."""
+    cdef Py_ssize_t na = a_start.shape[0], n_p = p_at.shape[0]
+    cdef int64_t x, y
+    cdef Runs m, mp
+    if a_end.shape[0] != na or a_thread.shape[0] != na:
+        raise ValueError("contains_point: activity columns differ in length")
+    if p_thread.shape[0] != n_p:
+        raise ValueError("contains_point: point columns differ in length")
+    cdef const uint8_t* ak = <const uint8_t*>_data(a_keep, na, np.uint8, "contains_point")
+    cdef const uint8_t* pk = <const uint8_t*>_data(p_keep, n_p, np.uint8, "contains_point")
+    out_arr = np.zeros(na, dtype=np.uint8)
+    cdef uint8_t[::1] out = out_arr
+    # held while the streams read them
+    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, ak, 0xFF)
+    p_order = _stream(&mp, p_at, &p_thread[0] if n_p else NULL, pk, 0xFF)
+    with nogil:
+        y = mp.head
+        while m.head >= 0:
+            x = m.head
+            _advance(&m)
+            while y >= 0 and _below(p_thread[y], p_at[y], a_thread[x], a_start[x]):
+                _advance(&mp)
+                y = mp.head
+            if y >= 0 and p_thread[y] == a_thread[x] and p_at[y] < a_end[x]:
+                out[x] = 1
+    return out_arr
 
 
 def names_present(const int32_t[::1] name, Py_ssize_t n_names):
@@ -1171,7 +1344,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
-    order = _stream(&m, start, NULL, &kv[0] if n else NULL)  # held while the stream reads it
+    order = _stream(&m, start, NULL, &kv[0] if n else NULL, 1)  # held while the stream reads it
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
     cdef int64_t[:, ::1] f = live_arr
     cdef const int64_t* pts = &points[0] if nq else NULL

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -131,9 +132,17 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
     return ops_at(source, api["start"][calls], api["end"][calls], api["thread"][calls])
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     """Each GPU op's launching op (see the module docstring), in one compiled pass over
-    the launch calls of the ops no graph ran (``_optable.launching_rows``)."""
+    the launch calls of the ops no graph ran (``_optable.launching_rows``: on each core,
+    one part of the calls, for traces of a million launches and more)."""
     graph = launches.graph
     api = trace.api_calls
     source = op_source(trace)
@@ -143,7 +152,7 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
         c(api["start"], dtype=np.int64), c(api["end"], dtype=np.int64),
         c(api["thread"], dtype=np.int32), c(launches.api_row, dtype=np.int64),
         graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
-        REASONS.index(GRAPH),
+        REASONS.index(GRAPH), parts=_cores(),
     )  # fmt: skip
     return OpLaunch(source.table, op_row, reason, graph)
 

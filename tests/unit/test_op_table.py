@@ -167,6 +167,105 @@ def test_innermost_rows_of_nearly_sorted_activities(jitter, levels, threads):
         assert got[q] == want
 
 
+def _brute_innermost(a_s, a_e, a_g, keep, q_s, q_e, q_g, q):
+    rows = np.arange(a_s.size)
+    inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
+    # the sweep also needs the activity open at the query's start (it ends at or after it)
+    inside = inside[a_e[inside] >= q_s[q]]
+    if inside.size == 0:
+        return -1
+    return inside[np.lexsort((-inside, a_e[inside], -a_s[inside]))[0]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(-3, 40)), max_size=40),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 70), st.integers(0, 6)), max_size=30),
+    st.lists(st.tuples(st.integers(-1, 29), st.booleans()), max_size=40),
+    st.integers(2, 9),
+)
+def test_launching_rows_in_parts_match_one_part(acts, calls, ops, parts):
+    # the launch calls cut into parts answered on threads at once (split_min=1: parts even
+    # for a few calls) give one part's answers, which are the brute-force innermost ones;
+    # activities straddle the parts' bounds, some end before they start
+    a_g = np.array([a[0] for a in acts], np.int32)
+    a_s = np.array([a[1] for a in acts], np.int64)
+    a_e = a_s + np.array([a[2] for a in acts], np.int64)
+    keep = (np.arange(len(acts)) % 3 != 1).astype(np.uint8)
+    q_g = np.array([c[0] for c in calls], np.int32)
+    q_s = np.array([c[1] for c in calls], np.int64)
+    q_e = q_s + np.array([c[2] for c in calls], np.int64)
+    api_row = np.array([min(o[0], len(calls) - 1) for o in ops], np.int64)
+    graph = np.array([o[1] for o in ops], np.uint8)
+    cols = (a_s, a_e, a_g, keep, q_s, q_e, q_g, api_row, graph, 0, 1, 2)
+    one = _optable.launching_rows(*cols)
+    many = _optable.launching_rows(*cols, parts=parts, split_min=1)
+    assert one[0].tolist() == many[0].tolist()
+    assert one[1].tolist() == many[1].tolist()
+    for i in range(len(ops)):
+        if graph[i] or api_row[i] < 0:
+            assert one[0][i] == -1 and one[1][i] == (2 if graph[i] else 0)
+            continue
+        want = _brute_innermost(a_s, a_e, a_g, keep, q_s, q_e, q_g, int(api_row[i]))
+        assert one[0][i] == want
+        assert one[1][i] == (-1 if want >= 0 else 1)
+
+
+@pytest.mark.parametrize(("parts", "threads"), [(2, 1), (3, 2), (8, 3)])
+def test_launching_rows_in_parts_of_jittered_levels(parts, threads):
+    # nesting levels one after another, launch calls whose starts jitter (the benchmark's
+    # shape), on several host threads: each part sorts its own share
+    rng = np.random.default_rng(parts)
+    n = 20_000
+    base = np.sort(rng.integers(0, 10 * n, n)).astype(np.int64)
+    lq = base - rng.integers(0, 60, n)
+    a_s = np.concatenate([lq - 5, lq - 9, lq - 14])
+    a_e = np.concatenate([lq + 8, lq + 12, lq + 20])
+    a_g = np.tile(rng.integers(0, threads, n).astype(np.int32), 3)
+    keep = np.repeat(np.array([1, 0, 1], np.uint8), n)
+    q_g = a_g[:n]
+    api_row = rng.permutation(n).astype(np.int64)
+    api_row[::97] = -1
+    graph = (rng.random(n) < 0.01).astype(np.uint8)
+    cols = (a_s, a_e, a_g, keep, lq, lq + 3, q_g, api_row, graph, 0, 1, 2)
+    one = _optable.launching_rows(*cols)
+    many = _optable.launching_rows(*cols, parts=parts, split_min=1000)
+    assert (one[0] == many[0]).all() and (one[1] == many[1]).all()
+    for i in rng.choice(n, 300, replace=False).tolist():
+        if graph[i] or api_row[i] < 0:
+            continue
+        want = _brute_innermost(a_s, a_e, a_g, keep, lq, lq + 3, q_g, int(api_row[i]))
+        assert one[0][i] == want
+
+
+def test_launching_rows_refuses_no_parts():
+    z, g = np.zeros(1, np.int64), np.zeros(1, np.int32)
+    with pytest.raises(ValueError, match="parts"):
+        _optable.launching_rows(z, z, g, None, z, z, g, z, np.zeros(1, np.uint8), 0, 1, 2,
+                                parts=0)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(-2, 20)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), max_size=30),
+)
+def test_contains_point_matches_brute_force(acts, points):
+    a_g = np.array([a[0] for a in acts], np.int32)
+    a_s = np.array([a[1] for a in acts], np.int64)
+    a_e = a_s + np.array([a[2] for a in acts], np.int64)
+    p_g = np.array([p[0] for p in points], np.int32)
+    p_t = np.array([p[1] for p in points], np.int64)
+    a_keep = (np.arange(len(acts)) % 4 != 3).astype(np.uint8)
+    p_keep = (np.arange(len(points)) % 3 != 2).astype(np.uint8)
+    got = _optable.contains_point(a_s, a_e, a_g, a_keep, p_t, p_g, p_keep)
+    for r in range(len(acts)):
+        want = a_keep[r] and any(
+            p_keep[j] and p_g[j] == a_g[r] and a_s[r] <= p_t[j] < a_e[r] for j in range(len(points))
+        )
+        assert got[r] == int(bool(want))
+
+
 @pytest.mark.parametrize(("jitter", "levels"), [(3, 1), (30, 3), (200, 1), (2000, 1)])
 def test_busy_split_of_nearly_sorted_ops(jitter, levels):
     # the unions read off a timeline, with the ops in sorted segments merged or sorted
