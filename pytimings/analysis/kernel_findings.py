@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings._native import _optable
 from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, ms, pct, plural, scope
 from pytimings.analysis.op_launch import kineto_op
 from pytimings.analysis.op_table import OpTable, ops_of, trace_gpu
@@ -233,25 +234,26 @@ def cpu_compute(a: Attribution) -> list[Finding]:
     their FLOPs by their shapes, and the time the rank's GPUs idle meanwhile (the loss)."""
     tr = a.trace
     host, strings = tr.host_ops, tr.strings
-    cpu = np.flatnonzero(host["kind"] == ActivityKind.CPU_OP)
-    if cpu.size == 0:
+    names = _optable.names_present(np.ascontiguousarray(host["name"], np.int32), len(strings))
+    compute = [int(n) for n in names.tolist() if strings[int(n)] in _COMPUTE_OPS]
+    if not compute:
         return []
-    names = np.unique(host["name"][cpu])
-    wanted = [int(n) for n in names.tolist() if strings[int(n)] in _COMPUTE_OPS]
-    rows = cpu[np.isin(host["name"][cpu], wanted)]
-    if rows.size == 0:
+    wanted = np.zeros(len(strings), dtype=bool)
+    wanted[compute] = True
+    mask = wanted[host["name"]] & (host["kind"] == ActivityKind.CPU_OP)
+    if not mask.any():
         return []
-    # launch calls inside each on its thread
+    # those with no launch call inside on their thread
     api = tr.api_calls
-    calls = np.unique(a.launches.api_row[a.launches.api_row >= 0])
-    launched = np.zeros(rows.size, dtype=np.int64)
-    for th in np.unique(host["thread"][rows]).tolist():
-        mine = np.flatnonzero(host["thread"][rows] == th)
-        at = np.sort(api["start"][calls[api["thread"][calls] == th]])
-        lo = np.searchsorted(at, host["start"][rows[mine]], side="left")
-        hi = np.searchsorted(at, host["end"][rows[mine]], side="left")
-        launched[mine] = hi - lo
-    rows = rows[launched == 0]
+    is_call = np.zeros(len(api), dtype=bool)
+    is_call[a.launches.api_row[a.launches.api_row >= 0]] = True
+    c = np.ascontiguousarray
+    launched = _optable.contains_point(
+        c(host["start"], np.int64), c(host["end"], np.int64), c(host["thread"], np.int32),
+        mask.view(np.uint8), c(api["start"], np.int64), c(api["thread"], np.int32),
+        is_call.view(np.uint8),
+    )  # fmt: skip
+    rows = np.flatnonzero(mask & (launched == 0))
     if rows.size == 0:
         return []
     rows = rows[_innermost(host["start"][rows], host["end"][rows], host["thread"][rows])]
