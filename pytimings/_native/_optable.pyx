@@ -653,11 +653,17 @@ cdef int _found_parts(const int64_t[::1] a_start, const int64_t[::1] a_end,
             piv_t_arr[:n_piv], piv_s_arr[:n_piv], found_arr, sync, errors)
     threads = [threading.Thread(target=_part_rows, name="pytimings-optable", args=(k, *args))
                for k in range(1, n_piv + 1)]
-    for t in threads:
-        t.start()
-    _part_rows(0, *args)
-    for t in threads:
-        t.join()
+    started = []
+    try:
+        for t in threads:
+            t.start()
+            started.append(t)
+        _part_rows(0, *args)
+    finally:  # a thread that could not start: the started ones stop waiting for it
+        if len(started) < len(threads):
+            sync.abort()
+        for t in started:
+            t.join()
     for e in errors:  # the first error, not another thread's broken barrier
         if not isinstance(e, threading.BrokenBarrierError):
             raise e

@@ -4,6 +4,7 @@ grouped per (op, shapes), categories whose busy split sums exactly to the busy t
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -236,6 +237,28 @@ def test_launching_rows_in_parts_of_jittered_levels(parts, threads):
             continue
         want = _brute_innermost(a_s, a_e, a_g, keep, lq, lq + 3, q_g, int(api_row[i]))
         assert one[0][i] == want
+
+
+def test_launching_rows_in_parts_when_a_thread_cannot_start(monkeypatch):
+    # the second part's thread starts, the third's cannot: the started one stops waiting
+    # at the barrier and the caller gets the start's error (no hang, no partial answer)
+    rng = np.random.default_rng(3)
+    s = np.sort(rng.integers(0, 10_000, 3000)).astype(np.int64)
+    g = np.zeros(3000, np.int32)
+    cols = (s - 5, s + 9, g, None, s, s + 2, g, np.arange(3000, dtype=np.int64),
+            np.zeros(3000, np.uint8), 0, 1, 2)  # fmt: skip
+    start, calls = threading.Thread.start, []
+
+    def second_fails(self):
+        calls.append(self)
+        if len(calls) == 2:
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", second_fails)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        _optable.launching_rows(*cols, parts=3, split_min=1)
+    assert len(calls) == 2 and not calls[0].is_alive()
 
 
 def test_launching_rows_refuses_no_parts():
