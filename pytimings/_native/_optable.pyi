@@ -91,5 +91,12 @@ def op_categories(
     n_cat: int,
 ) -> tuple[_I8, _I32 | _I64, npt.NDArray[np.int64], _I64, _I64, _I64, _I64]: ...
 def busy_split(
-    start: _I64, end: _I64, cat: _I8, keep: _U8 | None, n_cat: int, points: _I64
+    start: _I64,
+    end: _I64,
+    cat: _I8,
+    keep: _U8 | None,
+    n_cat: int,
+    points: _I64,
+    parts: int = 1,
+    split_min: int = 262144,
 ) -> npt.NDArray[np.int64]: ...

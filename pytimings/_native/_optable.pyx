@@ -1311,35 +1311,106 @@ cdef void _add_piece(int64_t* f, const int64_t* points, Py_ssize_t nq, Py_ssize_
     covered[0] += pe - ps
 
 
+cdef void _busy_sweep(Runs* m, const int64_t* start, const int64_t* end, const int8_t* cat,
+                      const int8_t* dense, Py_ssize_t n_live, int64_t lo, int64_t hi,
+                      int64_t* f, Py_ssize_t stride, const int64_t* pts, Py_ssize_t nq,
+                      int64_t* covered) noexcept nogil:
+    """:func:`busy_split`'s pass over the ops of ``m`` clipped to [lo, hi]: per live
+    category k, ``f[k * stride + i]`` for the points ``pts[0:nq]`` (each in [lo, hi]), the
+    length of the union of categories <= k within [lo, that point), and ``covered[k]`` the
+    length of that union within [lo, hi]."""
+    cdef bint is_open[128]
+    cdef int64_t o_s[128]
+    cdef int64_t o_e[128]
+    cdef Py_ssize_t at[128]  # per category: its next point
+    cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
+    cdef Py_ssize_t k, p, r
+    cdef int64_t s, e
+    cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # pts[at[k]] for every k at first
+    for k in range(n_live):
+        is_open[k] = False
+        o_s[k] = o_e[k] = covered[k] = at[k] = 0
+        nxt[k] = next_pt
+    while m.head >= 0:
+        r = m.head
+        _advance(m)
+        s = start[r] if start[r] > lo else lo
+        e = end[r] if end[r] < hi else hi
+        if e <= s:
+            continue
+        for k in range(dense[cat[r]], n_live):
+            if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
+                if not is_open[k]:
+                    is_open[k] = True
+                elif o_e[k] <= nxt[k]:  # no point inside the piece or after it
+                    covered[k] += o_e[k] - o_s[k]
+                else:
+                    _add_piece(f + k * stride, pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
+                    nxt[k] = pts[at[k]] if at[k] < nq else INT64_MAX
+                o_s[k] = s
+                o_e[k] = e
+            elif e > o_e[k]:
+                o_e[k] = e
+            else:  # inside the open piece, so inside those above it (they hold it)
+                break
+    for k in range(n_live):
+        if is_open[k]:
+            _add_piece(f + k * stride, pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
+        for p in range(at[k], nq):
+            f[k * stride + p] = covered[k]
+
+
+def _busy_part(int part, const int64_t[::1] start, const int64_t[::1] end,
+               const int8_t[::1] cat, const uint8_t[::1] kv, const int8_t[::1] dense,
+               int64_t lo, int64_t hi, int64_t[:, ::1] f, Py_ssize_t p0, Py_ssize_t p1,
+               const int64_t[::1] points, int64_t[::1] covered, list errors):
+    """One part of :func:`busy_split` (on its own thread): the ops marked with its bit in
+    ``kv``, clipped to [lo, hi], and the points ``points[p0:p1]``; an error goes to
+    ``errors``."""
+    cdef Runs m
+    cdef Py_ssize_t n = start.shape[0]
+    try:
+        order = _stream(&m, start, NULL, &kv[0] if n else NULL, <uint8_t>(1 << part))
+        with nogil:
+            _busy_sweep(&m, &start[0] if n else NULL, &end[0] if n else NULL,
+                        &cat[0] if n else NULL, &dense[0], f.shape[0], lo, hi,
+                        &f[0, p0] if f.shape[0] and p1 > p0 else NULL, f.shape[1],
+                        &points[p0] if p1 > p0 else NULL, p1 - p0, &covered[0])
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
 def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
-               keep, int n_cat, const int64_t[::1] points):
+               keep, int n_cat, const int64_t[::1] points, int parts=1,
+               Py_ssize_t split_min=1 << 18):
     """Over the kept ops (``keep``: uint8 mask, None: all) with a category below
     ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
     length of the union of the ops of categories <= k before that point, shape ``(n_cat,
     points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once). Ops nearly in start order (:func:`_stream`) are not sorted."""
-    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, r, p, n_live = 0
+    all at once). Ops nearly in start order (:func:`_stream`) are not sorted. With
+    ``parts`` > 1 (at most 8; one part per ``split_min`` ops at most) time is cut at
+    quantiles of the ops' starts and each part, on its own thread, sweeps the ops that
+    meet its span clipped to it; a point's lengths are its part's plus the whole unions
+    of the parts before (the same integers as one part)."""
+    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, n_live = 0, n_kept = 0
+    cdef Py_ssize_t step
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
-    cdef int64_t s, e
-    cdef int8_t dense[128]  # per category: its index among the present ones
     cdef bint seen[128]
-    cdef bint is_open[128]
-    cdef int64_t o_s[128]
-    cdef int64_t o_e[128]
-    cdef int64_t covered[128]
-    cdef Py_ssize_t at[128]  # per category: its next point
-    cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
-    cdef Runs m
+    cdef int n_b = 0, lo_p, hi_p
+    cdef int64_t bound[_MAX_PARTS]
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
     if not 0 <= n_cat <= 127:
         raise ValueError("busy_split: at most 127 categories")
+    if parts < 1 or split_min < 1:
+        raise ValueError("busy_split: parts and split_min must be >= 1")
     for i in range(1, nq):
         if points[i] < points[i - 1]:
             raise ValueError("busy_split: points are not sorted")
     for k in range(128):
-        seen[k] = is_open[k] = False
-        o_s[k] = o_e[k] = covered[k] = at[k] = 0
+        seen[k] = False
+    dense_arr = np.zeros(128, dtype=np.int8)
+    cdef int8_t[::1] dense = dense_arr  # per category: its index among the present ones
     keep_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] kv = keep_arr
     with nogil:  # only non-empty ops of a category: the order sorts no others
@@ -1347,42 +1418,53 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
             kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
             if kv[i]:
                 seen[cat[i]] = True
+                n_kept += 1
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
-    order = _stream(&m, start, NULL, &kv[0] if n else NULL, 1)  # held while the stream reads it
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
+    if parts > n_kept // split_min:
+        parts = <int>(n_kept // split_min)
+    if parts > 1:  # the parts' bounds: distinct quantiles of a sample of the kept starts
+        step = n // _SAMPLE if n >= 2 * _SAMPLE else 1
+        sample = np.sort(np.asarray(start)[::step][np.asarray(keep_arr)[::step] == 1])
+        for k in range(1, parts):
+            if sample.size and (n_b == 0 or sample[k * sample.size // parts] > bound[n_b - 1]):
+                bound[n_b] = sample[k * sample.size // parts]
+                n_b += 1
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
-    cdef int64_t[:, ::1] f = live_arr
-    cdef const int64_t* pts = &points[0] if nq else NULL
-    cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # points[at[k]] for every k at first
-    for k in range(n_live):
-        nxt[k] = next_pt
-    with nogil:
-        while m.head >= 0:
-            r = m.head
-            _advance(&m)
-            s = start[r]
-            e = end[r]
-            for k in range(dense[cat[r]], n_live):
-                if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
-                    if not is_open[k]:
-                        is_open[k] = True
-                    elif o_e[k] <= nxt[k]:  # no point inside the piece or after it
-                        covered[k] += o_e[k] - o_s[k]
-                    else:
-                        _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
-                        nxt[k] = pts[at[k]] if at[k] < nq else INT64_MAX
-                    o_s[k] = s
-                    o_e[k] = e
-                elif e > o_e[k]:
-                    o_e[k] = e
-                else:  # inside the open piece, so inside those above it (they hold it)
-                    break
-        for k in range(n_live):
-            if is_open[k]:
-                _add_piece(&f[k, 0], pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
-            for p in range(at[k], nq):
-                f[k, p] = covered[k]
+    covered_arr = np.zeros((n_b + 1, n_live if n_live else 1), dtype=np.int64)
+    cuts = [0] + [int(np.searchsorted(points, bound[k])) for k in range(n_b)] + [nq]
+    clip = [INT64_MIN] + [bound[k] for k in range(n_b)] + [INT64_MAX]
+    if n_b:
+        with nogil:  # each op's parts as bits: those whose span [lo, hi) it meets
+            for i in range(n):
+                if kv[i]:
+                    lo_p = hi_p = 0
+                    while lo_p < n_b and bound[lo_p] <= start[i]:
+                        lo_p += 1
+                    while hi_p < n_b and bound[hi_p] < end[i]:
+                        hi_p += 1
+                    kv[i] = <uint8_t>(((1 << (hi_p + 1)) - 1) ^ ((1 << lo_p) - 1))
+    errors = []
+    args = [(k, start, end, cat, keep_arr, dense_arr, clip[k], clip[k + 1], live_arr, cuts[k],
+             cuts[k + 1], points, covered_arr[k], errors) for k in range(n_b + 1)]
+    threads = [threading.Thread(target=_busy_part, name="pytimings-optable", args=x)
+               for x in args[1:]]
+    started = []
+    try:
+        for t in threads:
+            t.start()
+            started.append(t)
+        _busy_part(*args[0])
+    finally:  # a thread that could not start: the others do not wait for it
+        for t in started:
+            t.join()
+    if errors:
+        raise errors[0]
+    for k in range(1, n_b + 1):  # a part's lengths start where the parts before it end
+        live_arr[:, cuts[k]:cuts[k + 1]] += covered_arr[:k, :n_live].sum(axis=0)[:, None]
     out_arr = np.zeros((n_cat, nq), dtype=np.int64)
     for k in range(n_cat):  # an absent category's union is the one below it
         if dense[k] + seen[k] > 0:

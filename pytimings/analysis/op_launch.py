@@ -132,8 +132,8 @@ def ops_around(trace: Trace, source: OpSource, calls: I64) -> I64:
     return ops_at(source, api["start"][calls], api["end"][calls], api["thread"][calls])
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
+def cores() -> int:
+    """The cores this process may run on (the compiled passes split their work over them)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -152,7 +152,7 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
         c(api["start"], dtype=np.int64), c(api["end"], dtype=np.int64),
         c(api["thread"], dtype=np.int32), c(launches.api_row, dtype=np.int64),
         graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
-        REASONS.index(GRAPH), parts=_cores(),
+        REASONS.index(GRAPH), parts=cores(),
     )  # fmt: skip
     return OpLaunch(source.table, op_row, reason, graph)
 

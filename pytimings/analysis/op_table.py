@@ -31,6 +31,7 @@ from pytimings.analysis.op_launch import (
     REASON_CODES,
     REASONS,
     OpText,
+    cores,
     kineto_op,
     launching_ops,
     nvtx_op,
@@ -145,7 +146,7 @@ def _busy_split(
         ws, we = w["start_ns"][rows], w["end_ns"][rows]
         points = np.unique(np.concatenate([ws, we])).astype(np.int64)
         # f[k, i]: the length of the union of categories <= k before points[i]
-        f = _optable.busy_split(start, end, cat, keep, n_cat, points)
+        f = _optable.busy_split(start, end, cat, keep, n_cat, points, parts=cores())
         i0, i1 = np.searchsorted(points, ws), np.searchsorted(points, we)
         covered = np.where(we > ws, f[:, i1] - f[:, i0], 0)
         split[rows] = np.diff(covered, axis=0, prepend=0).T

@@ -261,6 +261,12 @@ def test_launching_rows_in_parts_when_a_thread_cannot_start(monkeypatch):
     assert len(calls) == 2 and not calls[0].is_alive()
 
 
+def test_busy_split_refuses_no_parts():
+    z = np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="parts"):
+        _optable.busy_split(z, z, np.zeros(1, np.int8), None, 1, z, parts=0)
+
+
 def test_launching_rows_refuses_no_parts():
     z, g = np.zeros(1, np.int64), np.zeros(1, np.int32)
     with pytest.raises(ValueError, match="parts"):
@@ -298,6 +304,8 @@ def test_busy_split_of_nearly_sorted_ops(jitter, levels):
     cat = rng.integers(0, 4, s.size).astype(np.int8)
     pts = np.array([0, 5000, 17000, 40000], np.int64)
     got = _optable.busy_split(s, e, cat, None, 4, pts)
+    in_parts = _optable.busy_split(s, e, cat, None, 4, pts, parts=3, split_min=100)
+    assert (in_parts == got).all()
     for k in range(4):
         line = np.zeros(40000, dtype=bool)
         for i in np.flatnonzero(cat <= k).tolist():
@@ -488,6 +496,10 @@ def test_busy_split_unions_match_a_timeline(ops, points):
     pts = np.array(sorted(points), np.int64)
     got = _optable.busy_split(s, e, cat, keep, 5, pts)
     assert got.shape == (5, pts.size)
+    # time cut into parts on threads (split_min=1: parts even for a few ops; ops straddle
+    # the cuts and are clipped to each part): the same integers
+    for parts in (2, 3, 8):
+        assert (_optable.busy_split(s, e, cat, keep, 5, pts, parts=parts, split_min=1) == got).all()
     for k in range(5):
         line = np.zeros(100, dtype=bool)
         for i in range(len(ops)):
