@@ -734,59 +734,40 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] q_thread, const int64_t[::1] api_row,
                    const uint8_t[::1] graph, int no_launch, int no_op, int graph_code,
                    int parts=1, Py_ssize_t split_min=1 << 18):
-    """Per GPU op (``api_row``: the row of its launch call among the queries, -1: none;
-    ``graph``: run by a graph replay): the row of the innermost kept activity (``a_keep``:
-    a uint8 mask, None: all) enclosing its launch call on the call's thread (``start <=
-    q_start``, ``q_end <= end``; innermost: the latest start, then the earliest end, then
-    the later row), -1 for graph-replayed ops and where none (int32 when the activity rows
-    fit, else int64); and its reason code (-1 where found; ``graph_code``, ``no_op`` with
-    a launch call, else ``no_launch``). Only the launch calls of the ops not run by a
-    graph are queried: on ``parts`` threads at once (at most 8; one part per
-    ``split_min`` queried calls at most), with the same answers as on one."""
-    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], n = api_row.shape[0], i
+    """Per GPU op (``q_start``, ``q_end``, ``q_thread``: its launch call's; ``api_row``:
+    that call's row, -1: none; ``graph``: run by a graph replay): the row of the innermost
+    kept activity (``a_keep``: a uint8 mask, None: all) enclosing its launch call on the
+    call's thread (``start <= q_start``, ``q_end <= end``; innermost: the latest start,
+    then the earliest end, then the later row), -1 for graph-replayed ops and where none
+    (int32 when the activity rows fit, else int64); and its reason code (-1 where found;
+    ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only the ops with a
+    launch call and not run by a graph are queried: on ``parts`` threads at once (at most
+    8; one part per ``split_min`` queried ops at most), with the same answers as on one."""
+    cdef Py_ssize_t na = a_start.shape[0], n = api_row.shape[0], i
     cdef Py_ssize_t n_need = 0
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
         raise ValueError("launching_rows: activity columns differ in length")
-    if q_end.shape[0] != nq or q_thread.shape[0] != nq:
-        raise ValueError("launching_rows: query columns differ in length")
-    if graph.shape[0] != n:
-        raise ValueError("launching_rows: api_row and graph differ in length")
+    if (q_start.shape[0] != n or q_end.shape[0] != n or q_thread.shape[0] != n
+            or graph.shape[0] != n):
+        raise ValueError("launching_rows: the GPU-op columns differ in length")
     if parts < 1 or split_min < 1:
         raise ValueError("launching_rows: parts and split_min must be >= 1")
-    need_arr = np.zeros(nq, dtype=np.uint8)
+    need_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] need = need_arr
-    cdef bint bad = False
     with nogil:
         for i in range(n):
-            if api_row[i] >= nq:
-                bad = True
-                break
-            if api_row[i] >= 0 and not graph[i] and not need[api_row[i]]:
-                need[api_row[i]] = 1
-                n_need += 1
-    if bad:
-        raise ValueError("launching_rows: a launch call row is out of range")
-    found_arr = _found_rows(na, nq)
+            need[i] = api_row[i] >= 0 and not graph[i]
+            n_need += need[i]
+    op_row_arr = _found_rows(na, n)  # the answers, in place; int32 where the rows fit
     if parts > n_need // split_min:
         parts = <int>(n_need // split_min)
     if parts > 1:
         _found_parts(a_start, a_end, a_thread, a_keep, q_start, q_end, q_thread, need, parts,
-                     found_arr)
+                     op_row_arr)
     else:
         _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
-               &need[0] if nq else NULL, 0xFF, found_arr)
-    cdef const int64_t[::1] f64
-    cdef const int32_t[::1] f32
-    cdef const int64_t* p64 = NULL
-    cdef const int32_t* p32 = NULL
-    if nq and found_arr.dtype == np.int64:
-        f64 = found_arr
-        p64 = &f64[0]
-    elif nq:
-        f32 = found_arr
-        p32 = &f32[0]
-    op_row_arr = np.empty(n, dtype=found_arr.dtype)  # int32 where the rows fit
+               &need[0] if n else NULL, 0xFF, op_row_arr)
     reason_arr = np.empty(n, dtype=np.int8)
     cdef int64_t[::1] o64
     cdef int32_t[::1] o32
@@ -802,18 +783,15 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     cdef int8_t[::1] reason = reason_arr
     with nogil:
         for i in range(n):
-            r = -1
-            if graph[i]:
-                reason[i] = graph_code
-            elif api_row[i] < 0:
-                reason[i] = no_launch
-            else:
-                r = p64[api_row[i]] if p64 != NULL else p32[api_row[i]]
+            if need[i]:
+                r = q64[i] if q64 != NULL else q32[i]
                 reason[i] = -1 if r >= 0 else no_op
+                continue
+            reason[i] = graph_code if graph[i] else no_launch
             if q64 != NULL:
-                q64[i] = r
+                q64[i] = -1
             else:
-                q32[i] = <int32_t>r
+                q32[i] = -1
     return op_row_arr, reason_arr
 
 

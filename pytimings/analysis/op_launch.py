@@ -144,13 +144,12 @@ def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
     the launch calls of the ops no graph ran (``_optable.launching_rows``: on each core,
     one part of the calls, for traces of a million launches and more)."""
     graph = launches.graph
-    api = trace.api_calls
     source = op_source(trace)
     c = np.ascontiguousarray
     op_row, reason = _optable.launching_rows(
         source.start, source.end, source.thread, source.keep.view(np.uint8),
-        c(api["start"], dtype=np.int64), c(api["end"], dtype=np.int64),
-        c(api["thread"], dtype=np.int32), c(launches.api_row, dtype=np.int64),
+        c(launches.start, dtype=np.int64), c(launches.end, dtype=np.int64),
+        c(launches.thread, dtype=np.int32), c(launches.api_row, dtype=np.int64),
         graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
         REASONS.index(GRAPH), parts=cores(),
     )  # fmt: skip
