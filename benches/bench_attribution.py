@@ -144,13 +144,16 @@ t0 = time.perf_counter()
 tr = synth(n, k)
 t1 = time.perf_counter()
 rss_trace = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+c1 = time.process_time()
 a = attribute(tr, by=by)
 lat = a.launch_latency.summary()
 t2 = time.perf_counter()
+c2 = time.process_time()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 from pytimings.analysis.op_table import op_table
 ot = op_table(a)  # per-op attribution, categories, busy split (analyze --json adds it)
 t3 = time.perf_counter()
+c3 = time.process_time()
 ok_split = sum(c["busy_ns"] for c in ot.categories) == ot.attribution["busy_ns"]
 w = a.windows
 ok_sum = bool((sum(w[f"{x}_ns"] for x in LABELS) == w["window_ns"]).all())
@@ -172,6 +175,7 @@ print(json.dumps({
     "host_bound_charges": int(a.host.bound_by_activity["ns"].sum()),
     "host_windows": len(a.host.windows),
     "op_table_s": t3 - t2, "op_split_exact": ok_split,
+    "analyse_cpu_s": c2 - c1, "op_table_cpu_s": c3 - c2,
     "op_attributed_share": ot.attribution["attributed_ns"] / max(1, ot.attribution["kernel_ns"]),
 }))
 """
@@ -211,6 +215,11 @@ print(json.dumps({"load_s": t1 - t0, "analyse_s": t2 - t1, "total_s": t2 - t0}))
 """
 
 
+def _op_share(r: dict[str, object]) -> float:
+    """op_table()'s wall time over attribute()'s in one scale run."""
+    return float(r["op_table_s"]) / float(r["analyse_s"])  # type: ignore[arg-type]
+
+
 def child(python: str, code: str, *args: str) -> dict[str, object]:
     r = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -237,6 +246,12 @@ def main() -> int:
         "--repeat", type=int, default=5, help="runs per side in the HTA race (best kept)"
     )
     ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="fresh processes per scale case: the per-op target is judged on the median ratio",
+    )
+    ap.add_argument(
         "--kineto",
         nargs="*",
         default=[
@@ -249,7 +264,12 @@ def main() -> int:
     failed_check = missed = False
 
     for k, by in ((0, ""), (args.host_per_launch, ""), (args.host_per_launch, "step")):
-        s = child(sys.executable, SCALE_CHILD, str(args.ops), str(k), by)
+        rounds = [
+            child(sys.executable, SCALE_CHILD, str(args.ops), str(k), by)
+            for _ in range(max(1, args.rounds))
+        ]
+        rounds.sort(key=_op_share)
+        s = rounds[len(rounds) // 2]  # the round of the median share stands for the case
         print(
             f"scale: {s['ops']:,} GPU ops (+{s['ops']:,} launch calls), "
             f"{s['host_activities']:,} host activities, generated in {s['generate_s']:.1f} s; "
@@ -266,10 +286,19 @@ def main() -> int:
             f"(target <= 20%); {100 * s['op_attributed_share']:.1f}% of GPU time attributed; "
             f"busy split exact {s['op_split_exact']}"  # type: ignore[operator]
         )
+        print(
+            f"  CPU time: attribute() {s['analyse_cpu_s']:.2f} s, op_table() "
+            f"{s['op_table_cpu_s']:.2f} s = +{100 * s['op_table_cpu_s'] / s['analyse_cpu_s']:.0f}%"  # type: ignore[operator]
+        )
+        if len(rounds) > 1:
+            print(
+                "  rounds (op_table / attribute wall, by share): "
+                + ", ".join(f"{r['op_table_s']:.2f} / {r['analyse_s']:.2f} s" for r in rounds)
+            )
         if args.ops >= 10_000_000 and ot_s > 0.2 * s["analyse_s"]:  # type: ignore[operator]
             missed = True  # judged at the target's scale, as the other targets are
             print("  TARGET MISSED: per-op attribution <= 20% of attribute()")
-        failed_check |= not s["op_split_exact"]
+        failed_check |= not all(r["op_split_exact"] for r in rounds)
         rss = s["rss_after_generate_bytes"] / 2**30  # type: ignore[operator]
         print(f"  peak RSS after generating the trace: {rss:.2f} GiB")
         hb = s["totals"]["host_bound_ns"]  # type: ignore[index]
@@ -278,9 +307,9 @@ def main() -> int:
             f"busy == union {s['busy_equals_union']}, "
             f"host_bound charged {s['host_bound_charges'] == hb} ({hb / 1e6:.1f} ms)"
         )
-        if not (s["labels_sum_to_windows"] and s["busy_equals_union"]):
+        if not all(r["labels_sum_to_windows"] and r["busy_equals_union"] for r in rounds):
             failed_check = True
-        if s["host_bound_charges"] != hb:
+        if any(r["host_bound_charges"] != r["totals"]["host_bound_ns"] for r in rounds):  # type: ignore[index]
             failed_check = True
         limit_s, limit_b = (10, 2 * 10**9) if k == 0 else (20, 4 * 10**9)
         if args.ops >= 10_000_000 and (
