@@ -496,12 +496,32 @@ def rendezvous(a: Attribution) -> Rendezvous | None:
     return Rendezvous(inst, arrival, wait, excess, int(last.size), dict(c.clock_offset_ns))
 
 
+@dataclass
+class _Static:
+    """What a group's replay computes from the graph and windows alone, whatever the
+    durations, latencies and host changes: its ops (sorted rows), the positions among them
+    of their predecessors, dependencies and sync waits, the order of its events, and per
+    replayed window the positions of its ops, its host ends (threads, times) and the sync
+    each comes after."""
+
+    rows: I64
+    pred_local: I64
+    dep_local: I64
+    wait_local: I64
+    order: I64
+    per_window: list[tuple[I64, npt.NDArray[np.int32], I64, I64]] = field(default_factory=list)
+
+
+# one per graph, windows and rendezvous, kept across their replays (see replay_group)
+ReplayMemo = dict[tuple[int, ...], _Static]
+
+
 def replay_window(
     g: Graph, w: Windows, i: int, dur: I64, host: HostChanges, keep_ops: bool,
-    lat: I64 | None = None,
+    lat: I64 | None = None, memo: ReplayMemo | None = None,
 ) -> WindowReplay:  # fmt: skip
     """One window replayed on its own (other ranks' collectives as measured)."""
-    return replay_group(g, w, [i], dur, host, keep_ops, lat)[0]
+    return replay_group(g, w, [i], dur, host, keep_ops, lat, memo=memo)[0]
 
 
 def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
@@ -525,9 +545,12 @@ def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
 def replay_group(
     g: Graph, w: Windows, idx: Sequence[int], dur: I64, host: HostChanges, keep_ops: bool,
     lat: I64 | None = None, rv: Rendezvous | None = None,
+    memo: ReplayMemo | None = None,
 ) -> list[WindowReplay]:  # fmt: skip
     """Windows ``idx`` (of different ranks when ``rv`` is given: their collectives meet)
-    replayed in one pass, each from its own ops and host threads."""
+    replayed in one pass, each from its own ops and host threads. ``memo``: a dict kept
+    across replays of the same graph, windows and ``rv`` (one per fix, say), in which the
+    group's fix-independent work is kept after the first."""
     trace = g.trace
     lat = g.lat if lat is None else lat
     ops = trace.gpu_ops
@@ -548,7 +571,8 @@ def replay_group(
         parts.append((out, i, rows, threads, h_s))
     if not parts:
         return outs
-    rows = np.sort(np.concatenate([p[2] for p in parts]))
+    static = memo.get(tuple(idx)) if memo is not None else None
+    rows = np.sort(np.concatenate([p[2] for p in parts])) if static is None else static.rows
     n = rows.size
     # syncs of each window's threads inside the window
     sm = np.zeros(g.s_row.size, dtype=bool)
@@ -583,9 +607,9 @@ def replay_group(
     ready = warp(o_thread, g.launch_end[rows])
     l_sync = last_sync(o_thread, g.launch_start[rows])
     pred, dep = g.pred[rows], g.dep[rows]
-    pred_local = _position(rows, pred)
+    pred_local = _position(rows, pred) if static is None else static.pred_local
     pred_fixed = np.where((pred >= 0) & (pred_local < 0), ops["end"][np.maximum(pred, 0)], NONE)
-    dep_local = _position(rows, dep)
+    dep_local = _position(rows, dep) if static is None else static.dep_local
     dep_fixed = np.where((dep >= 0) & (dep_local < 0), ops["end"][np.maximum(dep, 0)], NONE)
     st, se = g.s_start[srows], g.s_end[srows]
     s_thread = g.s_thread[srows]
@@ -594,7 +618,7 @@ def replay_group(
         same = s_thread[1:] == s_thread[:-1]
         s_prev[1:][same] = np.arange(m - 1)[same]
     wait = g.s_wait[srows]
-    wait_local = _position(rows, wait)
+    wait_local = _position(rows, wait) if static is None else static.wait_local
     wait_fixed = np.where((wait >= 0) & (wait_local < 0), ops["end"][np.maximum(wait, 0)], NONE)
     # collectives meeting across the windows' ranks; times aligned across ranks
     c_inst = np.full(n, -1, dtype=np.int64)
@@ -624,34 +648,45 @@ def replay_group(
     # order: ops by max(start, launch start), syncs by end (first on ties: a launch that
     # starts as a sync ends comes after it), collectives' completions at their instance's
     # latest measured arrival, after the ops there; all on the aligned clock
-    key = np.concatenate(
-        [np.maximum(ops["start"][rows], g.launch_start[rows]) - o_off, se - s_off, c_key]
-    )
-    kind = np.concatenate(
-        [np.ones(n, np.int8), np.zeros(m, np.int8), np.full(done.size, 2, np.int8)]
-    )
-    ev = np.concatenate([np.arange(n), -np.arange(m) - 1, n + done]).astype(np.int64)
-    tie = np.concatenate([g.pos[rows], np.arange(m), g.pos[rows[done]]])
-    order = ev[np.lexsort((tie, kind, key))]
+    if static is None:
+        key = np.concatenate(
+            [np.maximum(ops["start"][rows], g.launch_start[rows]) - o_off, se - s_off, c_key]
+        )
+        kind = np.concatenate(
+            [np.ones(n, np.int8), np.zeros(m, np.int8), np.full(done.size, 2, np.int8)]
+        )
+        ev = np.concatenate([np.arange(n), -np.arange(m) - 1, n + done]).astype(np.int64)
+        tie = np.concatenate([g.pos[rows], np.arange(m), g.pos[rows[done]]])
+        order = ev[np.lexsort((tie, kind, key))]
+    else:
+        order = static.order
     start, end, bind, _, gain = _replay(
         order, ops["end"][rows], dur[rows], lat[rows], pred_local, pred_fixed, dep_local,
         dep_fixed, g.dep_lat[rows], ready, l_sync, np.full(n, NONE, dtype=np.int64),
         warp(s_thread, st), warp(s_thread, se), s_prev, wait_local, wait_fixed, g.s_tail[srows],
         c_inst, c_off, c_excess, c_transfer, inst_fixed,
     )  # fmt: skip
-    for out, i, mine, threads, _ in parts:
-        at = np.searchsorted(rows, np.sort(mine))
-        # the window's host end, replayed: its range's end, or (whole trace) each thread's
-        # last range or launch call
-        if w.thread[i] >= 0:
-            h_thread = np.asarray([w.thread[i]], dtype=np.int32)
-            h_end = np.asarray(
-                [max(int(trace.ranges["end"][out.range_row]), origin[int(w.thread[i])])],
-                dtype=np.int64,
-            )
-        else:
-            h_thread, h_end = _host_ends(g, out.rank)
-        j = last_sync(h_thread, h_end)
+    if static is None:
+        static = _Static(rows, pred_local, dep_local, wait_local, order)
+        for out, i, mine, _, _ in parts:
+            # the window's host end: its range's end, or (whole trace) each thread's last
+            # range or launch call; and the sync each comes after
+            if w.thread[i] >= 0:
+                h_thread = np.asarray([w.thread[i]], dtype=np.int32)
+                h_end = np.asarray(
+                    [max(int(trace.ranges["end"][out.range_row]), origin[int(w.thread[i])])],
+                    dtype=np.int64,
+                )
+            else:
+                h_thread, h_end = _host_ends(g, out.rank)
+            at = np.searchsorted(rows, np.sort(mine))
+            static.per_window.append((at, h_thread, h_end, last_sync(h_thread, h_end)))
+        if memo is not None:
+            memo[tuple(idx)] = static
+    for (out, _, _, threads, _), (at, h_thread, h_end, j) in zip(
+        parts, static.per_window, strict=True
+    ):
+        # the window's host end, replayed
         gains = np.where(j >= 0, gain[np.maximum(j, 0)], 0) if m else np.zeros(j.size, np.int64)
         host_end = warp(h_thread, h_end) - gains
         out.replayed_end_ns = max(
@@ -779,15 +814,17 @@ def rank_groups(w: Windows) -> list[list[int]]:
 def replay_all(
     g: Graph, w: Windows, dur: I64, host: HostChanges, keep_ops: bool,
     lat: I64 | None = None, rv: Rendezvous | None = None,
+    memo: ReplayMemo | None = None,
 ) -> list[WindowReplay]:  # fmt: skip
     """Every window of ``w`` replayed, in ``w``'s order. With ``rv`` (several ranks), the
     windows of several ranks are replayed together, meeting at their collectives: the
-    whole-trace windows, or the n-th ``--by`` window of each rank (:func:`rank_groups`)."""
+    whole-trace windows, or the n-th ``--by`` window of each rank (:func:`rank_groups`).
+    ``memo``: see :func:`replay_group` (one per graph, windows and ``rv``)."""
     if rv is None:
-        return [replay_window(g, w, i, dur, host, keep_ops, lat) for i in range(len(w.name))]
+        return [replay_window(g, w, i, dur, host, keep_ops, lat, memo) for i in range(len(w.name))]
     out: list[WindowReplay | None] = [None] * len(w.name)
     for idx in rank_groups(w):
-        group = replay_group(g, w, idx, dur, host, keep_ops, lat, rv)
+        group = replay_group(g, w, idx, dur, host, keep_ops, lat, rv, memo)
         for i, wr in zip(idx, group, strict=True):
             out[i] = wr
     return [x for x in out if x is not None]

@@ -15,6 +15,7 @@ from pytimings.analysis.finding import Finding, Fix
 from pytimings.analysis.replay import (
     CROSS_THREAD_NOTE,
     HostChanges,
+    ReplayMemo,
     dependency_graph,
     rendezvous,
     replay_all,
@@ -40,7 +41,11 @@ class Savings:
         # several ranks in one trace are replayed together, meeting at their collectives,
         # so a fix on one rank moves (or is held back by) the ranks it meets, as in what-if
         self.rv = rendezvous(a)
-        self.base = replay_all(self.g, self.w, self.dur, HostChanges(), True, rv=self.rv)
+        # each fix's replay reuses what the unchanged one computed from the graph alone
+        self.memo: ReplayMemo = {}
+        self.base = replay_all(
+            self.g, self.w, self.dur, HostChanges(), True, rv=self.rv, memo=self.memo
+        )
         # the ops the included windows replay: a loss before other ops (launched from
         # threads other than a window's range) is outside what the replay can shorten
         self.replayed = np.zeros(len(ops), dtype=bool)
@@ -112,7 +117,7 @@ class Savings:
             lat[op] = np.minimum(lat[op], 0)
         host = self._host(fix)
         total = 0
-        new = replay_all(self.g, self.w, dur, host, False, lat, self.rv)
+        new = replay_all(self.g, self.w, dur, host, False, lat, self.rv, self.memo)
         for b, n in zip(self.base, new, strict=True):
             if b.after_ns is None:
                 continue

@@ -305,6 +305,38 @@ def test_every_finding_carries_a_saving_within_its_loss(tr):
             assert 0 <= f.saving_ns <= f.loss_ns, f.title
 
 
+def _memo_agrees(a):
+    # each fix's saving with the memo the unchanged replay filled equals its saving from
+    # replays that compute everything afresh
+    from pytimings.analysis.savings import Savings
+
+    fixes = [f.fix for f in a.findings() if f.fix is not None]
+    sv = Savings(a)
+    assert sv.memo or all(b.after_ns is None for b in sv.base)
+    for fix in fixes:
+        kept = sv.saving_ns(fix)
+        memo, sv.memo = sv.memo, None
+        assert sv.saving_ns(fix) == kept
+        sv.memo = memo
+    return len(fixes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_steps())
+def test_savings_with_the_replay_memo_equal_fresh_replays(tr):
+    _memo_agrees(attribute(tr, by="step"))
+    _memo_agrees(attribute(tr))
+
+
+def test_savings_with_the_replay_memo_equal_fresh_replays_on_the_example():
+    from pytimings.commands.example import example_path
+    from pytimings.ingest import load
+
+    tr = load(str(example_path()))
+    assert _memo_agrees(attribute(tr, by="decode_step")) >= 3
+    assert _memo_agrees(attribute(tr)) >= 1
+
+
 def test_findings_rank_by_saving_and_h200_stalls_save_their_whole_loss():
     from pytimings.commands.example import example_path
     from pytimings.ingest import load
@@ -621,6 +653,14 @@ def test_ranks_replayed_together_keep_the_properties(tr, target):
             assert (
                 (w["after_ns"] <= w["before_ns"]) if faster else (w["after_ns"] >= w["before_ns"])
             )
+
+
+@settings(max_examples=40, deadline=None)
+@given(_ranks())
+def test_savings_with_the_replay_memo_equal_fresh_replays_across_ranks(tr):
+    # ranks replayed together (their collectives meet): the memo is per group of windows
+    _memo_agrees(attribute(tr, by=None))
+    _memo_agrees(attribute(_late_rank(), by=None))
 
 
 def test_the_critical_path_crosses_to_the_rank_a_collective_waited_for():
