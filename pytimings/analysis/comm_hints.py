@@ -67,6 +67,8 @@ def unclassified_comm(a: Attribution) -> list[Finding]:
     if kern.size == 0:
         return []
     hinted_name = {int(n): name_hints(tr.strings[int(n)]) for n in np.unique(ops["name"][kern])}
+    hinted = np.zeros(len(tr.strings), dtype=bool)  # per string id: a hinting kernel name
+    hinted[[n for n, h in hinted_name.items() if h]] = True
     per_name: dict[int, dict[str, int]] = {}
     moved_o = moved_e = 0
     streams: set[tuple[int, int, int]] = set()
@@ -76,7 +78,7 @@ def unclassified_comm(a: Attribution) -> list[Finding]:
         mine = kern[on[kern]]
         comm_rows = rows[on[rows] & (cls[rows] == COMM)]
         comm_streams = set(ops["stream"][comm_rows].tolist())
-        hint = np.fromiter((bool(hinted_name[int(n)]) for n in ops["name"][mine]), bool, mine.size)
+        hint = hinted[ops["name"][mine]]
         suspect = hint | np.isin(ops["stream"][mine], list(comm_streams))
         other = mine[~suspect]
         if other.size == 0 or not suspect.any():
