@@ -183,15 +183,26 @@ def attribute(
     )
     rr = np.concatenate(extra_rr) if extra_rr else np.empty(0, np.int64)
     th = np.concatenate(extra_th) if extra_th else np.empty(0, np.int32)
+    tie = table["index"]  # the window's place in win (its entries share it)
+    if by is not None and len(win.range_row):
+        # windows tiled to one extent: their ranges' own start and end decide, not their
+        # rows (ranges alike in both stay in row order: their windows are alike too)
+        rs, re = trace.ranges["start"][win.range_row], trace.ranges["end"][win.range_row]
+        order = np.lexsort((np.arange(rs.size), re, rs))
+        place = np.empty_like(order)
+        place[order] = np.arange(order.size)
+        tie = place[tie]
     table = table.with_columns(
         index=window_numbers(
-            table["start_ns"], table["rank"], table["end_ns"], th, table["index"], by is not None
+            table["start_ns"], table["rank"], table["end_ns"], th, tie, by is not None
         )
     )
-    # a row order independent of event order: by start, rank, device, end, name, thread
+    # a row order independent of event order: by start, rank, device, end, name, thread,
+    # number (windows alike in all the rest: their ranges' own extents)
     order = (
         np.lexsort(
             (
+                table["index"],
                 th,
                 table["name"].astype(str),
                 table["end_ns"],

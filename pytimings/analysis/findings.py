@@ -793,19 +793,31 @@ def _host_window_numbers(a: Attribution, held: npt.NDArray[np.intp]) -> str:
     (on a rank with no reported device, or without --by: threads) by their own order."""
     hw, w, rg = a.host.windows, a.windows, a.trace.ranges
     rr = a.window_range_rows
-    number = {}
+    number: dict[tuple[int, int, int, int], list[int]] = {}
     for i in np.flatnonzero(rr >= 0).tolist():
         r = int(rr[i])
         s = int(rg["start"][r])
         key = (int(w["rank"][i]), int(rg["thread"][r]), s, max(s, int(rg["end"][r])))
-        number[key] = int(w["index"][i])
-    keys = [
-        (int(hw["rank"][h]), int(hw["thread"][h]), int(hw["start_ns"][h]), int(hw["end_ns"][h]))
-        for h in held.tolist()
-    ]
-    if a.by is None or not all(k in number for k in keys):
+        number.setdefault(key, []).append(int(w["index"][i]))
+    for v in number.values():  # a window's entries (one per device) share its number
+        v[:] = sorted(set(v))
+    # ranges of one extent on one thread (twins): the k-th such host window (in its
+    # table's order) is the k-th such window by number, whatever the trace's row order
+    nth: dict[tuple[int, int, int, int], int] = {}
+    keys = []
+    for h in range(len(hw)):
+        key = (
+            int(hw["rank"][h]),
+            int(hw["thread"][h]),
+            int(hw["start_ns"][h]),
+            int(hw["end_ns"][h]),
+        )
+        keys.append((key, nth.get(key, 0)))
+        nth[key] = keys[-1][1] + 1
+    mine = [keys[h] for h in held.tolist()]
+    if a.by is None or not all(k in number and j < len(number[k]) for k, j in mine):
         return runs_text(held.tolist(), first=1)
-    return runs_text([number[k] for k in keys])
+    return runs_text([number[k][j] for k, j in mine])
 
 
 def host_windows(a: Attribution) -> list[Finding]:

@@ -312,6 +312,31 @@ def test_op_ending_a_gap_does_not_depend_on_row_order():
     assert named == {"gemm"}
 
 
+def test_windows_tiled_to_one_extent_are_numbered_by_their_ranges_not_their_rows():
+    """Twin ranges [0, 10) and a range [10, 10) on one thread: the second twin is tiled to
+    [10, 10), the empty range's own extent. Their windows tie on every window key; their
+    ranges' own starts decide the numbers (the twin first), and the host finding names the
+    twins' windows 1-2, whatever the rows' order (found by the property test below)."""
+    from helpers.synth import shuffled
+
+    ops = [{"start": 2, "end": 3, "name": "gemm", "correlation": 1}]
+    api = [{"start": 1, "end": 2, "correlation": 1}]
+    ranges = [
+        {"start": 0, "end": 10, "name": "w"},
+        {"start": 10, "end": 10, "name": "w"},
+        {"start": 0, "end": 10, "name": "w"},
+    ]
+    base = make_trace(ops, api, ranges)
+    docs = set()
+    for seed in range(6):
+        a = attribute(shuffled(base, seed), by="w")
+        assert a.windows["index"].tolist() == [1, 2, 3]
+        rows = a.window_range_rows
+        assert a.trace.ranges["start"][rows].tolist() == [0, 0, 10]
+        docs.add(repr([f.to_dict() for f in a.findings()]))
+    assert len(docs) == 1
+
+
 @settings(max_examples=200, deadline=None)
 @given(random_trace(), st.integers(0, 2**32 - 1))
 def test_random_traces_match_contract_and_sum_exactly(tr, seed):
