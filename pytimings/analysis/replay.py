@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
+from pytimings._native import _optable
 from pytimings._native._replay import replay as _replay
 from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
 from pytimings.analysis.classes import COMM, string_mask
@@ -128,9 +129,11 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     thread = np.where(has, api["thread"][safe] if len(api) else -1, -1).astype(np.int32)
     # one order of the ops that the rows' order does not change (ties: end, name text,
     # correlation), so that every choice below is the same for any order of the rows
-    ids, inv = np.unique(ops["name"], return_inverse=True)
+    ids = _optable.names_present(np.ascontiguousarray(ops["name"], np.int32), len(trace.strings))
     by_text = np.argsort(np.asarray([trace.strings[i] for i in ids.tolist()], dtype=object))
-    name_rank = np.argsort(by_text)[inv.reshape(-1)]
+    rank_of = np.zeros(len(trace.strings), dtype=np.int64)  # per string id: its text's rank
+    rank_of[ids[by_text]] = np.arange(ids.size)
+    name_rank = rank_of[ops["name"]]
     order = np.lexsort(
         (ops["correlation"], name_rank, end, start, ops["stream"], ops["device"], ops["rank"])
     )
