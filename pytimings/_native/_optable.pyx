@@ -616,6 +616,34 @@ cdef inline int _part(int32_t t, int64_t s, const int32_t* pt, const int64_t* ps
     return k
 
 
+cdef int _on_threads(object target, list arg_lists, object sync=None) except -1:
+    """``target(*args, errors)`` for each of ``arg_lists`` at once: the first on this
+    thread, each other on its own; an error a part appends to ``errors`` is raised here
+    (the first that is not another part's broken barrier). A thread that cannot start
+    breaks ``sync`` (a barrier the parts wait at, or None), so that the started ones stop
+    waiting for it; the started ones are joined in any case."""
+    errors = []
+    threads = [threading.Thread(target=target, name="pytimings-optable", args=(*a, errors))
+               for a in arg_lists[1:]]
+    started = []
+    try:
+        for t in threads:
+            t.start()
+            started.append(t)
+        target(*arg_lists[0], errors)
+    finally:
+        if len(started) < len(threads) and sync is not None:
+            sync.abort()
+        for t in started:
+            t.join()
+    for e in errors:
+        if not isinstance(e, threading.BrokenBarrierError):
+            raise e
+    if errors:
+        raise errors[0]
+    return 0
+
+
 cdef int _found_parts(const int64_t[::1] a_start, const int64_t[::1] a_end,
                       const int32_t[::1] a_thread, a_keep,
                       const int64_t[::1] q_start, const int64_t[::1] q_end,
@@ -647,28 +675,10 @@ cdef int _found_parts(const int64_t[::1] a_start, const int64_t[::1] a_end,
             piv_s[n_piv] = q_start[r]
             n_piv += 1
     bits = np.empty(na, dtype=np.uint8)
-    errors = []
     sync = threading.Barrier(n_piv + 1)
     args = (a_start, a_end, a_thread, a_keep, bits, q_start, q_end, q_thread, need,
-            piv_t_arr[:n_piv], piv_s_arr[:n_piv], found_arr, sync, errors)
-    threads = [threading.Thread(target=_part_rows, name="pytimings-optable", args=(k, *args))
-               for k in range(1, n_piv + 1)]
-    started = []
-    try:
-        for t in threads:
-            t.start()
-            started.append(t)
-        _part_rows(0, *args)
-    finally:  # a thread that could not start: the started ones stop waiting for it
-        if len(started) < len(threads):
-            sync.abort()
-        for t in started:
-            t.join()
-    for e in errors:  # the first error, not another thread's broken barrier
-        if not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    if errors:
-        raise errors[0]
+            piv_t_arr[:n_piv], piv_s_arr[:n_piv], found_arr, sync)
+    _on_threads(_part_rows, [(k, *args) for k in range(n_piv + 1)], sync)
     return 0
 
 
@@ -1425,22 +1435,9 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
                     while hi_p < n_b and bound[hi_p] < end[i]:
                         hi_p += 1
                     kv[i] = <uint8_t>(((1 << (hi_p + 1)) - 1) ^ ((1 << lo_p) - 1))
-    errors = []
-    args = [(k, start, end, cat, keep_arr, dense_arr, clip[k], clip[k + 1], live_arr, cuts[k],
-             cuts[k + 1], points, covered_arr[k], errors) for k in range(n_b + 1)]
-    threads = [threading.Thread(target=_busy_part, name="pytimings-optable", args=x)
-               for x in args[1:]]
-    started = []
-    try:
-        for t in threads:
-            t.start()
-            started.append(t)
-        _busy_part(*args[0])
-    finally:  # a thread that could not start: the others do not wait for it
-        for t in started:
-            t.join()
-    if errors:
-        raise errors[0]
+    _on_threads(_busy_part, [
+        (k, start, end, cat, keep_arr, dense_arr, clip[k], clip[k + 1], live_arr, cuts[k],
+         cuts[k + 1], points, covered_arr[k]) for k in range(n_b + 1)])
     for k in range(1, n_b + 1):  # a part's lengths start where the parts before it end
         live_arr[:, cuts[k]:cuts[k + 1]] += covered_arr[:k, :n_live].sum(axis=0)[:, None]
     out_arr = np.zeros((n_cat, nq), dtype=np.int64)
