@@ -14,6 +14,7 @@ def innermost_rows(
     q_start: _I64,
     q_end: _I64,
     q_thread: _I32,
+    method: str = "auto",
 ) -> npt.NDArray[np.int32] | _I64: ...
 def launching_rows(
     a_start: _I64,
@@ -30,6 +31,7 @@ def launching_rows(
     graph_code: int,
     parts: int = 1,
     split_min: int = 262144,
+    method: str = "auto",
 ) -> tuple[_I32 | _I64, _I8]: ...
 def contains_point(
     a_start: _I64,
@@ -89,12 +91,14 @@ def op_categories(
     memcpy_cat: int,
     memset_cat: int,
     n_cat: int,
+    parts: int = 1,
+    split_min: int = 262144,
 ) -> tuple[_I8, _I32 | _I64, npt.NDArray[np.int64], _I64, _I64, _I64, _I64]: ...
 def busy_split(
     start: _I64,
     end: _I64,
     cat: _I8,
-    keep: _U8 | None,
+    order: _I64,
     n_cat: int,
     points: _I64,
     parts: int = 1,

@@ -16,6 +16,8 @@ small bucket sorted by key), which for fewer than 2**31 rows replaces one sort o
 
 import threading
 
+cimport cython
+
 import numpy as np
 
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
@@ -548,7 +550,7 @@ cdef int _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
             q = mq.head
             _advance(&mq)
             qs = q_start[q]
-            qe = q_end[q]
+            qe = q_end[q] if q_end[q] > qs else qs  # an activity open at qs, to qe
             if q_thread[q] != g:  # a new thread: skip earlier threads' activities
                 g = q_thread[q]
                 top = 0
@@ -719,22 +721,169 @@ def _part_rows(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
         errors.append(e)
 
 
+cdef inline bint _at_or_before(const int64_t* a_start, const int32_t* a_thread,
+                               const int32_t* rows, Py_ssize_t p, int32_t t,
+                               int64_t s) noexcept nogil:
+    """The activity at place p of an index sorts at or before (t, s)."""
+    cdef int32_t r = rows[p]
+    return a_thread[r] < t or (a_thread[r] == t and a_start[r] <= s)
+
+
+cdef Py_ssize_t _last_at_or_before(const int64_t* a_start, const int32_t* a_thread,
+                                   const int32_t* rows, Py_ssize_t n, Py_ssize_t f,
+                                   int32_t t, int64_t s) noexcept nogil:
+    """The last place of the index ``rows[0:n]`` whose activity sorts at or before (t, s)
+    (-1: none), by a galloping search from place f (the previous query's; -1: none): a
+    query near the previous one is found in a few steps, any other in O(log n)."""
+    cdef Py_ssize_t lo, hi, step = 1, mid
+    if f >= 0 and not _at_or_before(a_start, a_thread, rows, f, t, s):
+        hi = f  # back from f
+        lo = hi - 1
+        while lo >= 0 and not _at_or_before(a_start, a_thread, rows, lo, t, s):
+            hi = lo
+            step *= 2
+            lo = hi - step
+        if lo < -1:
+            lo = -1
+    else:  # forward from f
+        lo = f
+        hi = lo + 1
+        while hi < n and _at_or_before(a_start, a_thread, rows, hi, t, s):
+            lo = hi
+            step *= 2
+            hi = lo + step
+        if hi > n:
+            hi = n
+    while hi - lo > 1:  # lo: at or before (or -1); hi: after (or n)
+        mid = lo + (hi - lo) // 2
+        if _at_or_before(a_start, a_thread, rows, mid, t, s):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
+                const int32_t[::1] a_thread, const int32_t[::1] rows,
+                const int32_t[::1] parent, const int64_t[::1] q_start,
+                const int64_t[::1] q_end, const int32_t[::1] q_thread, need,
+                int32_t[::1] found, Py_ssize_t r0, Py_ssize_t r1, list errors):
+    """The queries of rows [r0, r1) (those ``need`` marks; None: all) answered from the
+    index (:func:`_indexed`), on its own thread; an error goes to ``errors``."""
+    cdef Py_ssize_t n = rows.shape[0], i, f = -1, p, y
+    cdef int32_t t, r, best
+    cdef int64_t qs, qe
+    cdef const uint8_t* nd = NULL
+    cdef const int64_t* s0 = &a_start[0] if a_start.shape[0] else NULL
+    cdef const int32_t* t0 = &a_thread[0] if a_thread.shape[0] else NULL
+    cdef const int32_t* ix = &rows[0] if n else NULL
+    try:
+        nd = <const uint8_t*>_data(need, q_start.shape[0], np.uint8, "launching_rows")
+        with nogil:
+            for i in range(r0, r1):
+                if nd != NULL and not nd[i]:
+                    continue
+                t = q_thread[i]
+                qs = q_start[i]
+                qe = q_end[i] if q_end[i] > qs else qs  # an activity open at qs, to qe
+                best = -1
+                p = _last_at_or_before(s0, t0, ix, n, f, t, qs)
+                f = p
+                if p >= 0 and a_thread[rows[p]] == t:
+                    y = p  # up the chain of the activities open there, innermost first
+                    while y >= 0:
+                        r = rows[y]
+                        if best >= 0 and a_start[r] != a_start[best]:
+                            break  # later ones start earlier: not more inner
+                        if a_end[r] >= qe and (best < 0 or a_end[r] < a_end[best]):
+                            best = r
+                        y = parent[y]
+                found[i] = best
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
+cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                  const int32_t[::1] a_thread, const uint8_t* keep, Py_ssize_t n_kept,
+                  const int64_t[::1] q_start, const int64_t[::1] q_end,
+                  const int32_t[::1] q_thread, need, int parts, object found_arr) except -1:
+    """:func:`_found`'s answers (int32 ``found_arr``: fewer than 2**31 activity rows) from
+    an index of the ``n_kept`` kept activities instead of a sweep, for few activities and
+    many queries: their rows in (thread, start, row) order (:func:`_stream`) and each
+    one's parent, the place of the activity on top of the sweep's stack when it was pushed
+    (so the stack at any instant is the chain of parents from the last activity started),
+    built in one pass; then each query, in row order (no sort of the queries), is found by
+    a galloping search from the previous one's place and answered up its chain, the
+    queries cut into ``parts`` row ranges on threads."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], p = 0, cur
+    cdef int64_t x
+    cdef Runs m
+    rows_arr = np.empty(n_kept, dtype=np.int32)
+    parent_arr = np.empty(n_kept, dtype=np.int32)
+    cdef int32_t[::1] rows = rows_arr, parent = parent_arr
+    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep, 0xFF)  # held
+    with nogil:
+        while m.head >= 0:
+            x = m.head
+            _advance(&m)
+            cur = -1
+            if p and a_thread[rows[p - 1]] == a_thread[x]:
+                cur = p - 1  # off the stack: what ended before x starts
+                while cur >= 0 and a_end[rows[cur]] < a_start[x]:
+                    cur = parent[cur]
+            parent[p] = <int32_t>cur
+            rows[p] = <int32_t>x
+            p += 1
+    del a_order
+    _on_threads(_index_part, [
+        (k, a_start, a_end, a_thread, rows_arr, parent_arr, q_start, q_end, q_thread, need,
+         found_arr, k * nq // parts, (k + 1) * nq // parts) for k in range(parts)])
+    return 0
+
+
+cdef Py_ssize_t _n_kept(const uint8_t* keep, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, k = 0
+    if keep == NULL:
+        return n
+    for i in range(n):
+        k += keep[i] != 0
+    return k
+
+
+cdef bint _use_index(str method, Py_ssize_t na, Py_ssize_t n_kept, Py_ssize_t n_need) except -1:
+    """Whether to answer from an index (:func:`_indexed`) rather than by a sweep: ``method``
+    "index" or "sweep", or "auto": the index when the kept activities are no more than the
+    queries (the sweep sorts the queries, the index does not); never past 2**31 rows."""
+    if method not in ("auto", "index", "sweep"):
+        raise ValueError(f"method must be 'auto', 'index' or 'sweep', not {method!r}")
+    if na >= INT32_MAX:
+        return False
+    return method == "index" or (method == "auto" and n_kept <= n_need)
+
+
 def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] a_thread, a_keep, const int64_t[::1] q_start,
-                   const int64_t[::1] q_end, const int32_t[::1] q_thread):
+                   const int64_t[::1] q_end, const int32_t[::1] q_thread,
+                   str method="auto"):
     """Per query ``[q_start, q_end]`` on its thread: the row of the innermost kept activity
     (``a_keep``: a uint8 mask, None: all) enclosing it there (``start <= q_start``,
-    ``q_end <= end``; innermost: the latest start, then the earliest end, then the later
-    row), or -1; int32 when the activity rows fit, else int64."""
+    ``max(q_start, q_end) <= end``; innermost: the latest start, then the earliest end,
+    then the later row), or -1; int32 when the activity rows fit, else int64. ``method``:
+    see :func:`_use_index` (the answers are the same)."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
     if a_end.shape[0] != na or a_thread.shape[0] != na:
         raise ValueError("innermost_rows: activity columns differ in length")
     if q_end.shape[0] != nq or q_thread.shape[0] != nq:
         raise ValueError("innermost_rows: query columns differ in length")
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "innermost_rows")
+    cdef Py_ssize_t n_kept = _n_kept(keep, na)
     found_arr = _found_rows(na, nq)
-    _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread, NULL, 0xFF,
-           found_arr)
+    if _use_index(method, na, n_kept, nq):
+        _indexed(a_start, a_end, a_thread, keep, n_kept, q_start, q_end, q_thread, None, 1,
+                 found_arr)
+    else:
+        _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread, NULL, 0xFF,
+               found_arr)
     return found_arr
 
 
@@ -743,7 +892,7 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int64_t[::1] q_start, const int64_t[::1] q_end,
                    const int32_t[::1] q_thread, const int64_t[::1] api_row,
                    const uint8_t[::1] graph, int no_launch, int no_op, int graph_code,
-                   int parts=1, Py_ssize_t split_min=1 << 18):
+                   int parts=1, Py_ssize_t split_min=1 << 18, str method="auto"):
     """Per GPU op (``q_start``, ``q_end``, ``q_thread``: its launch call's; ``api_row``:
     that call's row, -1: none; ``graph``: run by a graph replay): the row of the innermost
     kept activity (``a_keep``: a uint8 mask, None: all) enclosing its launch call on the
@@ -752,7 +901,9 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     (int32 when the activity rows fit, else int64); and its reason code (-1 where found;
     ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only the ops with a
     launch call and not run by a graph are queried: on ``parts`` threads at once (at most
-    8; one part per ``split_min`` queried ops at most), with the same answers as on one."""
+    8; one part per ``split_min`` queried ops at most), with the same answers as on one;
+    from an index of the activities or by a sweep (``method``: see :func:`_use_index`),
+    with the same answers."""
     cdef Py_ssize_t na = a_start.shape[0], n = api_row.shape[0], i
     cdef Py_ssize_t n_need = 0
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
@@ -770,9 +921,15 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
             need[i] = api_row[i] >= 0 and not graph[i]
             n_need += need[i]
     op_row_arr = _found_rows(na, n)  # the answers, in place; int32 where the rows fit
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
     if parts > n_need // split_min:
         parts = <int>(n_need // split_min)
-    if parts > 1:
+    cdef Py_ssize_t n_kept = _n_kept(keep, na)
+    if _use_index(method, na, n_kept, n_need):
+        _indexed(a_start, a_end, a_thread, keep, n_kept, q_start, q_end, q_thread, need_arr,
+                 parts if parts > 1 else 1, op_row_arr)
+    elif parts > 1:
         _found_parts(a_start, a_end, a_thread, a_keep, q_start, q_end, q_thread, need, parts,
                      op_row_arr)
     else:
@@ -1193,94 +1350,176 @@ def text_totals(const int64_t[::1] rows, const int32_t[::1] text, Py_ssize_t n_t
     return kernel_arr, link_arr.view(bool), pairs
 
 
+cdef struct CatCols:  # what op_categories reads per GPU op, and its per-op outputs
+    const int64_t* start
+    const int64_t* end
+    const int8_t* kind
+    const int32_t* name
+    const uint8_t* sel
+    const int32_t* win  # NULL: no window sums
+    const int32_t* text
+    const int8_t* text_cat
+    const int64_t* text_place
+    const int8_t* name_cat
+    const int8_t* reason
+    const uint8_t* graph
+    Py_ssize_t n_win, nt, nn, n_reasons
+    int memcpy_kind, memset_kind, memcpy_cat, memset_cat, n_cat
+    int8_t* cat
+    int32_t* row32  # the table rows: int32, or int64 (the other NULL)
+    int64_t* row64
+
+
+cdef bint _categorize(const CatCols* g, Py_ssize_t r0, Py_ssize_t r1, int64_t* cells,
+                      int64_t* tot, int64_t* sums, int64_t* r_ops,
+                      int64_t* r_ns) noexcept nogil:
+    """:func:`op_categories` over the GPU ops of rows [r0, r1), its sums added to the
+    given ones; False where a text, name, reason or window is out of range."""
+    cdef Py_ssize_t i
+    cdef int64_t d
+    cdef int8_t c
+    cdef int32_t t
+    cdef int n_cat = g.n_cat
+    for i in range(r0, r1):
+        t = g.text[i]
+        if (t >= g.nt or g.name[i] < 0 or g.name[i] >= g.nn or g.reason[i] >= g.n_reasons
+                or (g.win != NULL and g.win[i] >= g.n_win)):
+            return False
+        if g.row32 != NULL:
+            g.row32[i] = <int32_t>g.text_place[t] if t >= 0 else -1
+        else:
+            g.row64[i] = g.text_place[t] if t >= 0 else -1
+        if g.kind[i] == g.memcpy_kind:
+            c = g.memcpy_cat
+        elif g.kind[i] == g.memset_kind:
+            c = g.memset_cat
+        elif t >= 0 and g.text_cat[t] < n_cat:
+            c = g.text_cat[t]
+        else:
+            c = g.name_cat[g.name[i]]
+        g.cat[i] = c
+        if not g.sel[i]:
+            continue
+        d = g.end[i] - g.start[i]
+        if g.win != NULL and g.win[i] >= 0:
+            cells[g.win[i] * n_cat + (c if c < n_cat else n_cat - 1)] += d
+        tot[c] += d
+        sums[0] += d
+        if t >= 0:
+            sums[1] += d
+        if g.graph[i]:
+            sums[2] += d
+            if t >= 0:
+                sums[3] += d
+        if g.reason[i] >= 0:
+            r_ops[g.reason[i]] += 1
+            r_ns[g.reason[i]] += d
+    return True
+
+
+@cython.auto_pickle(False)
+cdef class _CatJob:
+    """The columns of one op_categories call, shared by its parts' threads."""
+    cdef CatCols g
+
+
+def _categories_part(int part, _CatJob job, Py_ssize_t r0, Py_ssize_t r1,
+                     int64_t[::1] cells, int64_t[::1] tot, int64_t[::1] sums,
+                     int64_t[::1] r_ops, int64_t[::1] r_ns, uint8_t[::1] bad, list errors):
+    """One part of :func:`op_categories` (on its own thread): rows [r0, r1), summed into
+    its own totals; ``bad[part]`` set where a value is out of range."""
+    cdef int64_t* cp = &cells[0] if cells.shape[0] else NULL
+    try:
+        with nogil:
+            if not _categorize(&job.g, r0, r1, cp, &tot[0], &sums[0],
+                               &r_ops[0] if r_ops.shape[0] else NULL,
+                               &r_ns[0] if r_ns.shape[0] else NULL):
+                bad[part] = 1
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
 def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] kind,
                   const int32_t[::1] name, const uint8_t[::1] sel, win, Py_ssize_t n_win,
                   const int32_t[::1] text, const int8_t[::1] text_cat,
                   const int64_t[::1] text_place, const int8_t[::1] name_cat,
                   const int8_t[::1] reason, Py_ssize_t n_reasons, const uint8_t[::1] graph,
                   int memcpy_kind, int memset_kind, int memcpy_cat, int memset_cat,
-                  int n_cat):
+                  int n_cat, int parts=1, Py_ssize_t split_min=1 << 18):
     """Per GPU op its category (a memcpy or memset by its kind; a charged op (``text``
     >= 0) by its text's category when known (``text_cat`` < ``n_cat``); else by its kernel
     name, ``name_cat``) and its row in the table (``text_place``, -1; int32 when the
     texts fit, else int64); and over the
     selected ops (``sel``): kernel ns per (window (``win``, int32, -1: none; None: not
     summed), category) and per category, the kernel ns in all, charged, graph-replayed and
-    graph-replayed charged, and per reason code in ``[0, n_reasons)`` ops and kernel ns."""
-    cdef Py_ssize_t n = start.shape[0], i
+    graph-replayed charged, and per reason code in ``[0, n_reasons)`` ops and kernel ns.
+    With ``parts`` > 1 (at most 8; one part per ``split_min`` ops at most, and only while
+    each part's window sums are small beside the ops) the ops are cut into row ranges on
+    threads, each with its own sums, added at the end."""
+    cdef Py_ssize_t n = start.shape[0], k
     cdef const int32_t* wp = <const int32_t*>_data(win, start.shape[0], np.int32,
                                                    "op_categories: win")
-    cdef int64_t d
-    cdef int8_t c
-    cdef int32_t t
     cdef Py_ssize_t nt = text_cat.shape[0], nn = name_cat.shape[0]
     if (end.shape[0] != n or kind.shape[0] != n or name.shape[0] != n or sel.shape[0] != n
             or text.shape[0] != n or reason.shape[0] != n or graph.shape[0] != n):
         raise ValueError("op_categories: columns differ in length")
     if text_place.shape[0] != nt:
         raise ValueError("op_categories: text_cat and text_place differ in length")
-    cdef bint bad = False
+    if parts < 1 or split_min < 1:
+        raise ValueError("op_categories: parts and split_min must be >= 1")
     cat_arr = np.empty(n, dtype=np.int8)
     wide = nt >= INT32_MAX  # table rows as int32 where they fit
     row_arr = np.empty(n, dtype=np.int64 if wide else np.int32)
     cdef int64_t[::1] r64
     cdef int32_t[::1] r32
-    cdef int64_t* w64 = NULL
-    cdef int32_t* w32 = NULL
+    cdef int8_t[::1] cat = cat_arr
+    cdef _CatJob job = _CatJob()
+    cdef CatCols* g = &job.g
+    g.start = g.end = NULL
+    g.kind = NULL
+    g.name = g.text = NULL
+    g.sel = g.graph = NULL
+    g.reason = g.cat = NULL
+    g.row32 = NULL
+    g.row64 = NULL
+    if n:
+        g.start, g.end, g.kind, g.name, g.sel = &start[0], &end[0], &kind[0], &name[0], &sel[0]
+        g.text, g.reason, g.graph, g.cat = &text[0], &reason[0], &graph[0], &cat[0]
+    g.win = wp
+    g.text_cat = &text_cat[0] if nt else NULL
+    g.text_place = &text_place[0] if nt else NULL
+    g.name_cat = &name_cat[0] if nn else NULL
+    g.n_win, g.nt, g.nn, g.n_reasons = n_win, nt, nn, n_reasons
+    g.memcpy_kind, g.memset_kind, g.memcpy_cat, g.memset_cat, g.n_cat = (
+        memcpy_kind, memset_kind, memcpy_cat, memset_cat, n_cat)
     if n and wide:
         r64 = row_arr
-        w64 = &r64[0]
+        job.g.row64 = &r64[0]
     elif n:
         r32 = row_arr
-        w32 = &r32[0]
-    cells_arr = np.zeros((n_win if wp != NULL else 0) * n_cat, dtype=np.int64)
-    tot_arr = np.zeros(n_cat, dtype=np.int64)
-    sums_arr = np.zeros(4, dtype=np.int64)
-    r_ops_arr = np.zeros(n_reasons, dtype=np.int64)
-    r_ns_arr = np.zeros(n_reasons, dtype=np.int64)
-    cdef int8_t[::1] cat = cat_arr
-    cdef int64_t[::1] cells = cells_arr, tot = tot_arr, sums = sums_arr
-    cdef int64_t[::1] r_ops = r_ops_arr, r_ns = r_ns_arr
-    with nogil:
-        for i in range(n):
-            t = text[i]
-            if (t >= nt or name[i] < 0 or name[i] >= nn or reason[i] >= n_reasons
-                    or (wp != NULL and wp[i] >= n_win)):
-                bad = True
-                break
-            if w32 != NULL:
-                w32[i] = <int32_t>text_place[t] if t >= 0 else -1
-            else:
-                w64[i] = text_place[t] if t >= 0 else -1
-            if kind[i] == memcpy_kind:
-                c = memcpy_cat
-            elif kind[i] == memset_kind:
-                c = memset_cat
-            elif t >= 0 and text_cat[t] < n_cat:
-                c = text_cat[t]
-            else:
-                c = name_cat[name[i]]
-            cat[i] = c
-            if not sel[i]:
-                continue
-            d = end[i] - start[i]
-            if wp != NULL and wp[i] >= 0:
-                cells[wp[i] * n_cat + (c if c < n_cat else n_cat - 1)] += d
-            tot[c] += d
-            sums[0] += d
-            if t >= 0:
-                sums[1] += d
-            if graph[i]:
-                sums[2] += d
-                if t >= 0:
-                    sums[3] += d
-            if reason[i] >= 0:
-                r_ops[reason[i]] += 1
-                r_ns[reason[i]] += d
-    if bad:
+        job.g.row32 = &r32[0]
+    n_cells = (n_win if wp != NULL else 0) * n_cat
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
+    if parts > n // split_min:
+        parts = <int>(n // split_min)
+    if parts > 1 and n_cells * parts > n // 4:  # the parts' window sums would weigh
+        parts = 1
+    if parts < 1:
+        parts = 1
+    cells_arr = np.zeros((parts, n_cells), dtype=np.int64)
+    tot_arr = np.zeros((parts, n_cat), dtype=np.int64)
+    sums_arr = np.zeros((parts, 4), dtype=np.int64)
+    r_ops_arr = np.zeros((parts, n_reasons), dtype=np.int64)
+    r_ns_arr = np.zeros((parts, n_reasons), dtype=np.int64)
+    bad_arr = np.zeros(parts, dtype=np.uint8)
+    _on_threads(_categories_part, [
+        (k, job, k * n // parts, (k + 1) * n // parts, cells_arr[k], tot_arr[k], sums_arr[k],
+         r_ops_arr[k], r_ns_arr[k], bad_arr) for k in range(parts)])
+    if bad_arr.any():
         raise ValueError("op_categories: a text, name, reason or window is out of range")
-    return (cat_arr, row_arr, cells_arr.reshape(-1, n_cat), tot_arr, sums_arr, r_ops_arr,
-            r_ns_arr)
+    return (cat_arr, row_arr, cells_arr.sum(axis=0).reshape(-1, n_cat), tot_arr.sum(axis=0),
+            sums_arr.sum(axis=0), r_ops_arr.sum(axis=0), r_ns_arr.sum(axis=0))
 
 
 cdef void _add_piece(int64_t* f, const int64_t* points, Py_ssize_t nq, Py_ssize_t* at,
@@ -1299,32 +1538,38 @@ cdef void _add_piece(int64_t* f, const int64_t* points, Py_ssize_t nq, Py_ssize_
     covered[0] += pe - ps
 
 
-cdef void _busy_sweep(Runs* m, const int64_t* start, const int64_t* end, const int8_t* cat,
-                      const int8_t* dense, Py_ssize_t n_live, int64_t lo, int64_t hi,
-                      int64_t* f, Py_ssize_t stride, const int64_t* pts, Py_ssize_t nq,
-                      int64_t* covered) noexcept nogil:
-    """:func:`busy_split`'s pass over the ops of ``m`` clipped to [lo, hi]: per live
-    category k, ``f[k * stride + i]`` for the points ``pts[0:nq]`` (each in [lo, hi]), the
-    length of the union of categories <= k within [lo, that point), and ``covered[k]`` the
-    length of that union within [lo, hi]."""
+cdef void _busy_sweep(const int64_t* start, const int64_t* end, const int8_t* cat,
+                      const int64_t* order, Py_ssize_t i0, Py_ssize_t i1, int n_cat,
+                      const int8_t* dense, Py_ssize_t n_live, const int64_t* reach,
+                      int64_t lo, int64_t hi, int64_t* f, Py_ssize_t stride,
+                      const int64_t* pts, Py_ssize_t nq, int64_t* covered) noexcept nogil:
+    """:func:`busy_split`'s pass over the ops ``order[i0:i1]`` (by start, each at or after
+    ``lo``) clipped to [lo, hi], after the earlier ops, of which those of categories <= k
+    reach ``reach[k]`` (per live category: the latest end): per live category k,
+    ``f[k * stride + i]`` for the points ``pts[0:nq]`` (each in [lo, hi)), the length of
+    the union of categories <= k within [lo, that point), and ``covered[k]`` the length of
+    that union within [lo, hi]."""
     cdef bint is_open[128]
     cdef int64_t o_s[128]
     cdef int64_t o_e[128]
     cdef Py_ssize_t at[128]  # per category: its next point
     cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
-    cdef Py_ssize_t k, p, r
+    cdef Py_ssize_t k, p, i, r
     cdef int64_t s, e
     cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # pts[at[k]] for every k at first
     for k in range(n_live):
-        is_open[k] = False
-        o_s[k] = o_e[k] = covered[k] = at[k] = 0
+        # the earlier ops that reach past lo: one piece from lo (each holds lo)
+        e = reach[k] if reach[k] < hi else hi
+        is_open[k] = e > lo
+        o_s[k] = lo
+        o_e[k] = e
+        covered[k] = at[k] = 0
         nxt[k] = next_pt
-    while m.head >= 0:
-        r = m.head
-        _advance(m)
-        s = start[r] if start[r] > lo else lo
+    for i in range(i0, i1):
+        r = order[i]
+        s = start[r]
         e = end[r] if end[r] < hi else hi
-        if e <= s:
+        if e <= s or cat[r] < 0 or cat[r] >= n_cat:
             continue
         for k in range(dense[cat[r]], n_live):
             if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
@@ -1348,20 +1593,50 @@ cdef void _busy_sweep(Runs* m, const int64_t* start, const int64_t* end, const i
             f[k * stride + p] = covered[k]
 
 
-def _busy_part(int part, const int64_t[::1] start, const int64_t[::1] end,
-               const int8_t[::1] cat, const uint8_t[::1] kv, const int8_t[::1] dense,
-               int64_t lo, int64_t hi, int64_t[:, ::1] f, Py_ssize_t p0, Py_ssize_t p1,
-               const int64_t[::1] points, int64_t[::1] covered, list errors):
-    """One part of :func:`busy_split` (on its own thread): the ops marked with its bit in
-    ``kv``, clipped to [lo, hi], and the points ``points[p0:p1]``; an error goes to
-    ``errors``."""
-    cdef Runs m
-    cdef Py_ssize_t n = start.shape[0]
+def _busy_reach(int part, const int64_t[::1] start, const int64_t[::1] end,
+                const int8_t[::1] cat, const int64_t[::1] order, Py_ssize_t i0, Py_ssize_t i1,
+                int n_cat, int64_t[::1] reach, uint8_t[::1] bad, list errors):
+    """:func:`busy_split`'s first pass over ``order[i0:i1]`` (on its own thread): per
+    category the latest end of its non-empty ops (``reach``, INT64_MIN: none); ``bad[0]``
+    set where a row is out of range, ``bad[1]`` where the order is not by start (checked
+    from ``i0 - 1``)."""
+    cdef Py_ssize_t n = start.shape[0], i, r
+    cdef int64_t prev = INT64_MIN
+    cdef int8_t c
     try:
-        order = _stream(&m, start, NULL, &kv[0] if n else NULL, <uint8_t>(1 << part))
         with nogil:
-            _busy_sweep(&m, &start[0] if n else NULL, &end[0] if n else NULL,
-                        &cat[0] if n else NULL, &dense[0], f.shape[0], lo, hi,
+            for i in range(n_cat):
+                reach[i] = INT64_MIN
+            for i in range(i0 - 1 if i0 > 0 else 0, i1):
+                r = order[i]
+                if r < 0 or r >= n:
+                    bad[0] = 1
+                    break
+                if start[r] < prev:
+                    bad[1] = 1
+                    break
+                prev = start[r]
+                c = cat[r]
+                if i >= i0 and end[r] > start[r] and 0 <= c < n_cat and end[r] > reach[c]:
+                    reach[c] = end[r]
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
+def _busy_part(int part, const int64_t[::1] start, const int64_t[::1] end,
+               const int8_t[::1] cat, const int64_t[::1] order, Py_ssize_t i0, Py_ssize_t i1,
+               int n_cat, const int8_t[::1] dense, const int64_t[::1] reach, int64_t lo,
+               int64_t hi, int64_t[:, ::1] f, Py_ssize_t p0, Py_ssize_t p1,
+               const int64_t[::1] points, int64_t[::1] covered, list errors):
+    """One part of :func:`busy_split` (on its own thread): the ops ``order[i0:i1]``
+    clipped to [lo, hi], after the earlier ones that reach ``reach``, and the points
+    ``points[p0:p1]``; an error goes to ``errors``."""
+    cdef bint some = i1 > i0  # else no op is read
+    try:
+        with nogil:
+            _busy_sweep(&start[0] if some else NULL, &end[0] if some else NULL,
+                        &cat[0] if some else NULL, &order[0] if some else NULL, i0, i1, n_cat,
+                        &dense[0], f.shape[0], &reach[0], lo, hi,
                         &f[0, p0] if f.shape[0] and p1 > p0 else NULL, f.shape[1],
                         &points[p0] if p1 > p0 else NULL, p1 - p0, &covered[0])
     except BaseException as e:  # re-raised on the caller's thread
@@ -1369,23 +1644,21 @@ def _busy_part(int part, const int64_t[::1] start, const int64_t[::1] end,
 
 
 def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::1] cat,
-               keep, int n_cat, const int64_t[::1] points, int parts=1,
+               const int64_t[::1] order, int n_cat, const int64_t[::1] points, int parts=1,
                Py_ssize_t split_min=1 << 18):
-    """Over the kept ops (``keep``: uint8 mask, None: all) with a category below
-    ``n_cat`` (at most 127): per category k and per point of ``points`` (ascending), the
-    length of the union of the ops of categories <= k before that point, shape ``(n_cat,
-    points)``, in one pass over the ops by start (the unions of the categories present,
-    all at once). Ops nearly in start order (:func:`_stream`) are not sorted. With
-    ``parts`` > 1 (at most 8; one part per ``split_min`` ops at most) time is cut at
-    quantiles of the ops' starts and each part, on its own thread, sweeps the ops that
-    meet its span clipped to it; a point's lengths are its part's plus the whole unions
-    of the parts before (the same integers as one part)."""
-    cdef Py_ssize_t n = start.shape[0], nq = points.shape[0], i, k, n_live = 0, n_kept = 0
-    cdef Py_ssize_t step
-    cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "busy_split")
+    """Over the ops ``order`` (rows by start, as the partition sorts a device's ops; those
+    empty or of a category outside [0, ``n_cat``) are passed over; ``n_cat`` at most
+    127): per category k and per point of ``points`` (ascending), the length of the union
+    of the ops of categories <= k before that point, shape ``(n_cat, points)``, in one
+    pass over the order (the unions of the categories present, all at once). With
+    ``parts`` > 1 (at most 8; one part per ``split_min`` ops at most) the order is cut
+    into equal parts, each on its own thread: a first pass finds per part and category
+    the latest end (and checks the order), then each part sweeps its ops clipped to its
+    span, from the pieces the earlier parts' ops reach into it; a point's lengths are its
+    part's plus the whole unions of the parts before (the same integers as one part)."""
+    cdef Py_ssize_t n = start.shape[0], no = order.shape[0], nq = points.shape[0], i, k, j
+    cdef Py_ssize_t n_live = 0
     cdef bint seen[128]
-    cdef int n_b = 0, lo_p, hi_p
-    cdef int64_t bound[_MAX_PARTS]
     if end.shape[0] != n or cat.shape[0] != n:
         raise ValueError("busy_split: columns differ in length")
     if not 0 <= n_cat <= 127:
@@ -1395,51 +1668,48 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     for i in range(1, nq):
         if points[i] < points[i - 1]:
             raise ValueError("busy_split: points are not sorted")
-    for k in range(128):
-        seen[k] = False
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
+    if parts > no // split_min:
+        parts = <int>(no // split_min)
+    if parts < 1:
+        parts = 1
+    cuts = [j * no // parts for j in range(parts + 1)]  # the parts' places in the order
+    reach_arr = np.empty((parts, n_cat if n_cat else 1), dtype=np.int64)
+    bad_arr = np.zeros(2, dtype=np.uint8)
+    _on_threads(_busy_reach, [
+        (j, start, end, cat, order, cuts[j], cuts[j + 1], n_cat, reach_arr[j], bad_arr)
+        for j in range(parts)])
+    if bad_arr[0]:
+        raise ValueError("busy_split: a row of the order is out of range")
+    if bad_arr[1]:
+        raise ValueError("busy_split: the order is not by start")
+    for k in range(n_cat):
+        seen[k] = bool((reach_arr[:, k] > INT64_MIN).any())
     dense_arr = np.zeros(128, dtype=np.int8)
     cdef int8_t[::1] dense = dense_arr  # per category: its index among the present ones
-    keep_arr = np.empty(n, dtype=np.uint8)
-    cdef uint8_t[::1] kv = keep_arr
-    with nogil:  # only non-empty ops of a category: the order sorts no others
-        for i in range(n):
-            kv[i] = (kp == NULL or kp[i]) and end[i] > start[i] and 0 <= cat[i] < n_cat
-            if kv[i]:
-                seen[cat[i]] = True
-                n_kept += 1
     for k in range(n_cat):
         dense[k] = n_live
         n_live += seen[k]
-    if parts > _MAX_PARTS:
-        parts = _MAX_PARTS
-    if parts > n_kept // split_min:
-        parts = <int>(n_kept // split_min)
-    if parts > 1:  # the parts' bounds: distinct quantiles of a sample of the kept starts
-        step = n // _SAMPLE if n >= 2 * _SAMPLE else 1
-        sample = np.sort(np.asarray(start)[::step][np.asarray(keep_arr)[::step] == 1])
-        for k in range(1, parts):
-            if sample.size and (n_b == 0 or sample[k * sample.size // parts] > bound[n_b - 1]):
-                bound[n_b] = sample[k * sample.size // parts]
-                n_b += 1
+    live = [k for k in range(n_cat) if seen[k]]
+    # per part and live category k: the latest end of the earlier parts' ops of
+    # categories <= k (what reaches into the part)
+    reach_live = np.maximum.accumulate(reach_arr[:, live], axis=1) if live else np.empty(
+        (parts, 0), dtype=np.int64)
+    before = np.full((parts, max(n_live, 1)), INT64_MIN, dtype=np.int64)
+    if parts > 1 and n_live:
+        before[1:, :n_live] = np.maximum.accumulate(reach_live[:-1], axis=0)
+    # part j spans [its first op's start, the next part's): part 0 from the start of time
+    clip = [INT64_MIN] + [int(start[order[cuts[j]]]) for j in range(1, parts)] + [INT64_MAX]
+    p_cut = [0] + [int(np.searchsorted(points, clip[j])) for j in range(1, parts)] + [nq]
     live_arr = np.zeros((n_live, nq), dtype=np.int64)
-    covered_arr = np.zeros((n_b + 1, n_live if n_live else 1), dtype=np.int64)
-    cuts = [0] + [int(np.searchsorted(points, bound[k])) for k in range(n_b)] + [nq]
-    clip = [INT64_MIN] + [bound[k] for k in range(n_b)] + [INT64_MAX]
-    if n_b:
-        with nogil:  # each op's parts as bits: those whose span [lo, hi) it meets
-            for i in range(n):
-                if kv[i]:
-                    lo_p = hi_p = 0
-                    while lo_p < n_b and bound[lo_p] <= start[i]:
-                        lo_p += 1
-                    while hi_p < n_b and bound[hi_p] < end[i]:
-                        hi_p += 1
-                    kv[i] = <uint8_t>(((1 << (hi_p + 1)) - 1) ^ ((1 << lo_p) - 1))
+    covered_arr = np.zeros((parts, max(n_live, 1)), dtype=np.int64)
     _on_threads(_busy_part, [
-        (k, start, end, cat, keep_arr, dense_arr, clip[k], clip[k + 1], live_arr, cuts[k],
-         cuts[k + 1], points, covered_arr[k]) for k in range(n_b + 1)])
-    for k in range(1, n_b + 1):  # a part's lengths start where the parts before it end
-        live_arr[:, cuts[k]:cuts[k + 1]] += covered_arr[:k, :n_live].sum(axis=0)[:, None]
+        (j, start, end, cat, order, cuts[j], cuts[j + 1], n_cat, dense_arr, before[j],
+         clip[j], clip[j + 1], live_arr, p_cut[j], p_cut[j + 1], points, covered_arr[j])
+        for j in range(parts)])
+    for j in range(1, parts):  # a part's lengths start where the parts before it end
+        live_arr[:, p_cut[j]:p_cut[j + 1]] += covered_arr[:j, :n_live].sum(axis=0)[:, None]
     out_arr = np.zeros((n_cat, nq), dtype=np.int64)
     for k in range(n_cat):  # an absent category's union is the one below it
         if dense[k] + seen[k] > 0:

@@ -131,6 +131,7 @@ def attribute(
     extra_th: list[npt.NDArray[np.int32]] = []
     gap_parts: list[Gaps] = []
     lat_parts: list[tuple[I64, I64]] = []
+    orders: dict[tuple[int, int], I64] = {}
     row0 = 0
     names = np.asarray(win.name, dtype=object)
     for r in rank_sel:
@@ -154,6 +155,7 @@ def attribute(
                 launches.end,
                 True,
             )
+            orders[(int(r), int(d))] = tl.order  # the op table's busy split reads it
             del tl
             k = wsel.size
             cols["index"].append(wsel)  # for now: the window's place in win
@@ -257,6 +259,7 @@ def attribute(
         ),
         host=host,
         finder=ranked_findings,
+        device_orders=orders,
     )
 
 

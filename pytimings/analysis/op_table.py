@@ -46,6 +46,7 @@ from pytimings.analysis.ops import (
     model_op,
     roofline,
 )
+from pytimings.analysis.partition import device_order
 from pytimings.analysis.selection import per_window
 from pytimings.model.trace import CopyKind, OpKind
 
@@ -142,11 +143,14 @@ def _busy_split(
     busy = np.zeros(len(w), dtype=np.int64)
     c = np.ascontiguousarray
     start, end = c(ops["start"], dtype=np.int64), c(ops["end"], dtype=np.int64)
-    for _, _, keep, rows in pairs:
+    for r, d, _, rows in pairs:
         ws, we = w["start_ns"][rows], w["end_ns"][rows]
         points = np.unique(np.concatenate([ws, we])).astype(np.int64)
+        order = a.device_orders.get((r, d))
+        if order is None:  # a result built without them
+            order = device_order(a.trace, r, d)
         # f[k, i]: the length of the union of categories <= k before points[i]
-        f = _optable.busy_split(start, end, cat, keep, n_cat, points, parts=cores())
+        f = _optable.busy_split(start, end, cat, c(order), n_cat, points, parts=cores())
         i0, i1 = np.searchsorted(points, ws), np.searchsorted(points, we)
         covered = np.where(we > ws, f[:, i1] - f[:, i0], 0)
         split[rows] = np.diff(covered, axis=0, prepend=0).T
@@ -388,7 +392,7 @@ def op_table(
         c(ops["kind"], dtype=np.int8), c(ops["name"], dtype=np.int32), sel.view(np.uint8),
         win, len(a.windows), charged.text, text_cat, text_place, _name_categories(a),
         reason, len(REASONS), launch.graph.view(np.uint8), OpKind.MEMCPY, OpKind.MEMSET,
-        CATEGORIES.index("memcpy"), CATEGORIES.index("memset"), n_cat,
+        CATEGORIES.index("memcpy"), CATEGORIES.index("memset"), n_cat, parts=cores(),
     )  # fmt: skip
     busy, split = _busy_split(a, cat, pairs)
     if win is None:

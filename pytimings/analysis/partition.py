@@ -39,6 +39,7 @@ class DeviceTimeline:
     seg_end: I64
     seg_label: npt.NDArray[np.int8]
     k_op: I64  # per distinct start of a non-empty op: the gpu_ops row that ends gaps there
+    order: I64  # the device's non-empty ops by start (:func:`device_order`)
 
 
 def device_rows(ops: Table, mask: npt.NDArray[np.bool_], rank: int, device: int) -> I64:
@@ -70,17 +71,21 @@ def _by_start(trace: Trace, rows: I64) -> I64:
     return order
 
 
+def device_order(trace: Trace, rank: int, device: int) -> I64:
+    """The rows of the non-empty GPU ops of (rank, device) by start (ties: :func:`_by_start`)."""
+    ops = trace.gpu_ops
+    return _by_start(trace, device_rows(ops, ops["end"] > ops["start"], rank, device))
+
+
 def device_timeline(
     trace: Trace, classes: npt.NDArray[np.int8], launches: Launches, rank: int, device: int
 ) -> DeviceTimeline:
     ops = trace.gpu_ops
     start, end = ops["start"], ops["end"]
-    rows = device_rows(ops, end > start, rank, device)
-    order = _by_start(trace, rows)
-    del rows
+    order = device_order(trace, rank, device)
     seg_s, seg_e, seg_l = iv.sweep(*iv.union_by_class(order, start, end, classes))
     k_op = iv.first_per_start(order, start, launches.start, ops["correlation"])
-    return DeviceTimeline(rank, device, seg_s, seg_e, seg_l, k_op)
+    return DeviceTimeline(rank, device, seg_s, seg_e, seg_l, k_op, order)
 
 
 @dataclass

@@ -102,6 +102,11 @@ class Attribution:
     # graph captures (--capture) replayed kernels are charged through
     captures: Captures | None = None
     _op_table: Any = field(default=None, repr=False, compare=False)
+    # per (rank, device) analysed: its non-empty GPU ops by start, as the partition sorted
+    # them (partition.device_order; the op table's busy split reads them, not sorting again)
+    device_orders: dict[tuple[int, int], I64] = field(
+        default_factory=dict, repr=False, compare=False
+    )
     _memory: MemoryResult | None = field(default=None, repr=False)
     _bandwidth: CommBandwidth | None = field(default=None, repr=False)
 

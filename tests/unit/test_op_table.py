@@ -87,6 +87,9 @@ def test_innermost_rows_matches_brute_force(acts, queries, layout):
     q_e = q_s + np.array([q[2] for q in queries], np.int64)
     keep = (np.arange(len(acts)) % 2 == 0).astype(np.uint8)
     got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    # a sweep over both sorted, or an index of the activities searched per query: alike
+    for method in ("sweep", "index"):
+        assert (_optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g, method) == got).all()
     for q in range(len(queries)):
         inside = [
             r
@@ -117,6 +120,7 @@ def test_innermost_rows_of_many_unsorted_activities(first_start, n):
     q_e = q_s + rng.integers(0, 20, 400)
     keep = (rng.random(n) < 0.7).astype(np.uint8)
     got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    assert (_optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g, "index") == got).all()
     rows = np.arange(n)
     for q in range(400):
         inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
@@ -159,6 +163,7 @@ def test_innermost_rows_of_nearly_sorted_activities(jitter, levels, threads):
     q_e = q_s + rng.integers(0, 30, q_s.size)
     q_g = rng.integers(0, threads, q_s.size).astype(np.int32)
     got = _optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g)
+    assert (_optable.innermost_rows(a_s, a_e, a_g, keep, q_s, q_e, q_g, "index") == got).all()
     rows = np.arange(a_s.size)
     for q in range(q_s.size):
         inside = rows[(keep == 1) & (a_g == q_g[q]) & (a_s <= q_s[q]) & (a_e >= q_e[q])]
@@ -207,10 +212,12 @@ def test_launching_rows_in_parts_match_one_part(acts, calls, ops, parts):
     api_row = np.array([min(o[0], len(calls) - 1) for o in ops], np.int64)
     graph = np.array([o[1] for o in ops], np.uint8)
     cols = (a_s, a_e, a_g, keep, *_per_op(api_row, q_s, q_e, q_g), api_row, graph, 0, 1, 2)
-    one = _optable.launching_rows(*cols)
-    many = _optable.launching_rows(*cols, parts=parts, split_min=1)
-    assert one[0].tolist() == many[0].tolist()
-    assert one[1].tolist() == many[1].tolist()
+    one = _optable.launching_rows(*cols, method="sweep")
+    for method in ("sweep", "index"):  # the calls in key ranges, or in row ranges
+        many = _optable.launching_rows(*cols, parts=parts, split_min=1, method=method)
+        assert one[0].tolist() == many[0].tolist()
+        assert one[1].tolist() == many[1].tolist()
+    assert (_optable.launching_rows(*cols, method="index")[0] == one[0]).all()
     for i in range(len(ops)):
         if graph[i] or api_row[i] < 0:
             assert one[0][i] == -1 and one[1][i] == (2 if graph[i] else 0)
@@ -238,8 +245,9 @@ def test_launching_rows_in_parts_of_jittered_levels(parts, threads):
     graph = (rng.random(n) < 0.01).astype(np.uint8)
     cols = (a_s, a_e, a_g, keep, *_per_op(api_row, lq, lq + 3, q_g), api_row, graph, 0, 1, 2)
     one = _optable.launching_rows(*cols)
-    many = _optable.launching_rows(*cols, parts=parts, split_min=1000)
-    assert (one[0] == many[0]).all() and (one[1] == many[1]).all()
+    for method in ("sweep", "index"):
+        many = _optable.launching_rows(*cols, parts=parts, split_min=1000, method=method)
+        assert (one[0] == many[0]).all() and (one[1] == many[1]).all()
     for i in rng.choice(n, 300, replace=False).tolist():
         if graph[i] or api_row[i] < 0:
             continue
@@ -272,7 +280,28 @@ def test_launching_rows_in_parts_when_a_thread_cannot_start(monkeypatch):
 def test_busy_split_refuses_no_parts():
     z = np.zeros(1, np.int64)
     with pytest.raises(ValueError, match="parts"):
-        _optable.busy_split(z, z, np.zeros(1, np.int8), None, 1, z, parts=0)
+        _optable.busy_split(z, z, np.zeros(1, np.int8), z, 1, z, parts=0)
+
+
+@pytest.mark.parametrize("parts", [1, 3])
+def test_busy_split_refuses_an_order_not_by_start_or_out_of_range(parts):
+    s = np.arange(0, 600, 2, dtype=np.int64)
+    e, cat, pts = s + 1, np.zeros(s.size, np.int8), np.array([0, 700], np.int64)
+    order = np.arange(s.size, dtype=np.int64)
+    for i in (1, 100, 299):  # inside a part, at a cut (300 ops in 3 parts), at the end
+        swapped = order.copy()
+        swapped[[i - 1, i]] = swapped[[i, i - 1]]
+        with pytest.raises(ValueError, match="not by start"):
+            _optable.busy_split(s, e, cat, swapped, 1, pts, parts=parts, split_min=1)
+    with pytest.raises(ValueError, match="out of range"):
+        _optable.busy_split(s, e, cat, np.append(order, s.size), 1, pts, parts=parts,
+                            split_min=1)  # fmt: skip
+
+
+def test_innermost_rows_refuses_an_unknown_method():
+    z, g = np.zeros(1, np.int64), np.zeros(1, np.int32)
+    with pytest.raises(ValueError, match="method must be"):
+        _optable.innermost_rows(z, z, g, None, z, z, g, "bisect")
 
 
 def test_launching_rows_refuses_no_parts():
@@ -305,14 +334,15 @@ def test_contains_point_matches_brute_force(acts, points):
 
 @pytest.mark.parametrize(("jitter", "levels"), [(3, 1), (30, 3), (200, 1), (2000, 1)])
 def test_busy_split_of_nearly_sorted_ops(jitter, levels):
-    # the unions read off a timeline, with the ops in sorted segments merged or sorted
+    # the unions read off a timeline, in one part and in three
     rng = np.random.default_rng(jitter * levels)
     s = _jittered(rng, 3000 // levels, jitter, levels) + 10 * jitter
     e = s + rng.integers(0, 25, s.size)
     cat = rng.integers(0, 4, s.size).astype(np.int8)
     pts = np.array([0, 5000, 17000, 40000], np.int64)
-    got = _optable.busy_split(s, e, cat, None, 4, pts)
-    in_parts = _optable.busy_split(s, e, cat, None, 4, pts, parts=3, split_min=100)
+    order = np.argsort(s, kind="stable")
+    got = _optable.busy_split(s, e, cat, order, 4, pts)
+    in_parts = _optable.busy_split(s, e, cat, order, 4, pts, parts=3, split_min=100)
     assert (in_parts == got).all()
     for k in range(4):
         line = np.zeros(40000, dtype=bool)
@@ -502,15 +532,74 @@ def test_busy_split_unions_match_a_timeline(ops, points):
     cat = np.array([o[2] * 2 % 7 for o in ops], np.int8)  # 0, 2, 4, 6, 1: some absent
     keep = (np.arange(len(ops)) % 2 == 0).astype(np.uint8)
     pts = np.array(sorted(points), np.int64)
-    got = _optable.busy_split(s, e, cat, keep, 5, pts)
+    kept = np.flatnonzero(keep)
+    order = kept[np.argsort(s[kept], kind="stable")]
+    got = _optable.busy_split(s, e, cat, order, 5, pts)
     assert got.shape == (5, pts.size)
-    # time cut into parts on threads (split_min=1: parts even for a few ops; ops straddle
-    # the cuts and are clipped to each part): the same integers
+    # ops starting together in any order: the same integers
+    rev = kept[np.lexsort((-kept, s[kept]))]
+    assert (_optable.busy_split(s, e, cat, rev, 5, pts) == got).all()
+    # the order cut into parts on threads (split_min=1: parts even for a few ops; ops
+    # straddle the cuts and are clipped to each part): the same integers
     for parts in (2, 3, 8):
-        assert (_optable.busy_split(s, e, cat, keep, 5, pts, parts=parts, split_min=1) == got).all()
+        assert (
+            _optable.busy_split(s, e, cat, order, 5, pts, parts=parts, split_min=1) == got
+        ).all()
     for k in range(5):
         line = np.zeros(100, dtype=bool)
         for i in range(len(ops)):
             if keep[i] and cat[i] <= k:
                 line[s[i] : e[i]] = True
         assert got[k].tolist() == [int(line[:p].sum()) for p in pts.tolist()]
+
+
+@pytest.mark.parametrize(("parts", "n_win"), [(1, 3), (3, 3), (8, 1), (3, 0)])
+def test_op_categories_sums_match_numpy_in_any_parts(parts, n_win):
+    # each op's category and table row, and the sums over the selected ops, computed with
+    # numpy; in parts (split_min=1: row ranges even for a few ops) the same integers
+    rng = np.random.default_rng(parts * 10 + n_win)
+    n, n_cat, n_texts, n_names, n_reasons = 500, 12, 6, 5, 4
+    start = rng.integers(0, 10_000, n).astype(np.int64)
+    end = start + rng.integers(0, 300, n)
+    kind = rng.integers(0, 3, n).astype(np.int8)  # 0 kernel, 1 memcpy, 2 memset
+    name = rng.integers(0, n_names, n).astype(np.int32)
+    sel = (rng.random(n) < 0.8).astype(np.uint8)
+    win = rng.integers(-1, n_win, n).astype(np.int32) if n_win else None
+    text = rng.integers(-1, n_texts, n).astype(np.int32)
+    text_cat = np.array([0, 3, n_cat, 5, n_cat, 1], np.int8)  # n_cat: by the kernel name
+    text_place = np.array([2, -1, 0, 1, 3, 4], np.int64)
+    name_cat = np.array([0, 2, 4, 6, 11], np.int8)
+    reason = np.where(text >= 0, -1, rng.integers(0, n_reasons, n)).astype(np.int8)
+    graph = (rng.random(n) < 0.2).astype(np.uint8)
+    cat, row, cells, tot, sums, r_ops, r_ns = _optable.op_categories(
+        start, end, kind, name, sel, win, max(n_win, 1), text, text_cat, text_place, name_cat,
+        reason, n_reasons, graph, 1, 2, 8, 9, n_cat, parts=parts, split_min=1,
+    )  # fmt: skip
+    by_text = np.where((text >= 0) & (text_cat[text] < n_cat), text_cat[text], name_cat[name])
+    want_cat = np.where(kind == 1, 8, np.where(kind == 2, 9, by_text))
+    assert cat.tolist() == want_cat.tolist()
+    assert row.tolist() == np.where(text >= 0, text_place[text], -1).tolist()
+    d, s = end - start, sel == 1
+    assert (
+        tot.tolist() == np.bincount(want_cat[s], weights=d[s], minlength=n_cat).astype(int).tolist()
+    )
+    charged, g = s & (text >= 0), s & (graph == 1)
+    assert sums.tolist() == [d[s].sum(), d[charged].sum(), d[g].sum(), d[g & (text >= 0)].sum()]
+    why = s & (reason >= 0)
+    assert r_ops.tolist() == np.bincount(reason[why], minlength=n_reasons).tolist()
+    assert (
+        r_ns.tolist()
+        == np.bincount(reason[why], weights=d[why], minlength=n_reasons).astype(int).tolist()
+    )
+    if win is not None:
+        w = s & (win >= 0)
+        want = np.zeros((n_win, n_cat), np.int64)
+        np.add.at(want, (win[w], want_cat[w]), d[w])
+        assert cells.tolist() == want.tolist()
+    bad = text.copy()
+    bad[-1] = n_texts  # out of range, in the last part
+    with pytest.raises(ValueError, match="out of range"):
+        _optable.op_categories(
+            start, end, kind, name, sel, win, max(n_win, 1), bad, text_cat, text_place,
+            name_cat, reason, n_reasons, graph, 1, 2, 8, 9, n_cat, parts=parts, split_min=1,
+        )  # fmt: skip
