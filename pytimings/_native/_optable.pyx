@@ -601,7 +601,7 @@ cdef object _found_rows(Py_ssize_t na, Py_ssize_t nq):
 
 cdef enum:
     _MAX_PARTS = 8  # a part's activities are marked by one bit of a byte
-    _SAMPLE = 4096  # the queries sampled for the parts' bounds
+    _SAMPLE = 4096  # the rows sampled for the parts' bounds
 
 
 cdef inline bint _below(int32_t t, int64_t s, int32_t pt, int64_t ps) noexcept nogil:
@@ -618,12 +618,11 @@ cdef inline int _part(int32_t t, int64_t s, const int32_t* pt, const int64_t* ps
     return k
 
 
-cdef int _on_threads(object target, list arg_lists, object sync=None) except -1:
+cdef int _on_threads(object target, list arg_lists) except -1:
     """``target(*args, errors)`` for each of ``arg_lists`` at once: the first on this
     thread, each other on its own; an error a part appends to ``errors`` is raised here
-    (the first that is not another part's broken barrier). A thread that cannot start
-    breaks ``sync`` (a barrier the parts wait at, or None), so that the started ones stop
-    waiting for it; the started ones are joined in any case."""
+    (the first). The started threads are joined in any case (one that cannot start raises
+    its error after them)."""
     errors = []
     threads = [threading.Thread(target=target, name="pytimings-optable", args=(*a, errors))
                for a in arg_lists[1:]]
@@ -634,91 +633,11 @@ cdef int _on_threads(object target, list arg_lists, object sync=None) except -1:
             started.append(t)
         target(*arg_lists[0], errors)
     finally:
-        if len(started) < len(threads) and sync is not None:
-            sync.abort()
         for t in started:
             t.join()
-    for e in errors:
-        if not isinstance(e, threading.BrokenBarrierError):
-            raise e
     if errors:
         raise errors[0]
     return 0
-
-
-cdef int _found_parts(const int64_t[::1] a_start, const int64_t[::1] a_end,
-                      const int32_t[::1] a_thread, a_keep,
-                      const int64_t[::1] q_start, const int64_t[::1] q_end,
-                      const int32_t[::1] q_thread, uint8_t[::1] need, int parts,
-                      object found_arr) except -1:
-    """:func:`_found` for the queries marked in ``need`` (1), on ``parts`` threads at once:
-    the queries cut into parts of about equal size at bounds on (thread, start) (quantiles
-    of a sample), each part's the activities that can enclose one of its queries (those
-    whose [(thread, start), (thread, end)] meets the part's range: a few straddle two), so
-    that each answer is :func:`_found`'s (see there). Each thread first marks a share of
-    the rows with their parts' bits (``need`` is rewritten so), then answers its part."""
-    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, step
-    cdef int n_piv = 0, k
-    if parts > _MAX_PARTS:
-        parts = _MAX_PARTS
-    step = nq // _SAMPLE if nq >= 2 * _SAMPLE else 1
-    sample = np.flatnonzero(np.asarray(need)[::step]) * step
-    if sample.size == 0:
-        return 0
-    sample = sample[np.lexsort((np.asarray(q_start)[sample], np.asarray(q_thread)[sample]))]
-    piv_t_arr = np.empty(parts - 1, dtype=np.int32)
-    piv_s_arr = np.empty(parts - 1, dtype=np.int64)
-    cdef int32_t[::1] piv_t = piv_t_arr
-    cdef int64_t[::1] piv_s = piv_s_arr
-    for k in range(1, parts):  # the parts' bounds, distinct and ascending
-        r = sample[k * sample.size // parts]
-        if n_piv == 0 or _below(piv_t[n_piv - 1], piv_s[n_piv - 1], q_thread[r], q_start[r]):
-            piv_t[n_piv] = q_thread[r]
-            piv_s[n_piv] = q_start[r]
-            n_piv += 1
-    bits = np.empty(na, dtype=np.uint8)
-    sync = threading.Barrier(n_piv + 1)
-    args = (a_start, a_end, a_thread, a_keep, bits, q_start, q_end, q_thread, need,
-            piv_t_arr[:n_piv], piv_s_arr[:n_piv], found_arr, sync)
-    _on_threads(_part_rows, [(k, *args) for k in range(n_piv + 1)], sync)
-    return 0
-
-
-def _part_rows(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
-               const int32_t[::1] a_thread, a_keep, uint8_t[::1] bits,
-               const int64_t[::1] q_start, const int64_t[::1] q_end,
-               const int32_t[::1] q_thread, uint8_t[::1] need, const int32_t[::1] piv_t,
-               const int64_t[::1] piv_s, found_arr, sync, list errors):
-    """One part of :func:`_found_parts` on its own thread: mark its share of the rows,
-    wait for the others' (``sync``), answer its part; an error goes to ``errors`` (and
-    breaks ``sync``, so that no thread waits for it)."""
-    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, r0, r1
-    cdef int n_piv = piv_t.shape[0], lo, hi
-    cdef int n_parts = n_piv + 1
-    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
-    try:
-        with nogil:
-            r0, r1 = part * nq // n_parts, (part + 1) * nq // n_parts
-            for r in range(r0, r1):
-                if need[r]:
-                    need[r] = <uint8_t>(1 << _part(q_thread[r], q_start[r], &piv_t[0],
-                                                   &piv_s[0], n_piv))
-            r0, r1 = part * na // n_parts, (part + 1) * na // n_parts
-            for r in range(r0, r1):
-                if keep != NULL and not keep[r]:
-                    bits[r] = 0
-                    continue
-                lo = _part(a_thread[r], a_start[r], &piv_t[0], &piv_s[0], n_piv)
-                hi = _part(a_thread[r], a_end[r], &piv_t[0], &piv_s[0], n_piv)
-                if hi < lo:  # ends before it starts: encloses nothing
-                    hi = lo
-                bits[r] = <uint8_t>(((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1))
-        sync.wait()
-        _found(a_start, a_end, a_thread, &bits[0] if na else NULL, <uint8_t>(1 << part),
-               q_start, q_end, q_thread, &need[0], <uint8_t>(1 << part), found_arr)
-    except BaseException as e:  # re-raised on the caller's thread
-        sync.abort()
-        errors.append(e)
 
 
 cdef inline bint _at_or_before(const int64_t* a_start, const int32_t* a_thread,
@@ -803,38 +722,128 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
         errors.append(e)
 
 
+cdef inline void _parents(const int64_t* a_start, const int64_t* a_end,
+                          const int32_t* a_thread, const int32_t* rows, int32_t* parent,
+                          Py_ssize_t q, Py_ssize_t first) noexcept nogil:
+    """The parent of the activity at place q of an index: the place of the activity on
+    top of the sweep's stack when it is pushed (the chain from place q - 1, past what ended
+    before it starts; -1: none, or the chain leaves the places from ``first`` on)."""
+    cdef Py_ssize_t cur = -1
+    if q > first and a_thread[rows[q - 1]] == a_thread[rows[q]]:
+        cur = q - 1
+        while cur >= first and a_end[rows[cur]] < a_start[rows[q]]:
+            cur = parent[cur]
+        if cur < first:
+            cur = -1
+    parent[q] = <int32_t>cur
+
+
+def _index_mark(int part, const int64_t[::1] a_start, const int32_t[::1] a_thread, a_keep,
+                uint8_t[::1] bits, const int32_t[::1] piv_t, const int64_t[::1] piv_s,
+                int n_parts, int64_t[::1] count, list errors):
+    """:func:`_indexed`'s first pass over a share of the activity rows (on its own
+    thread): each kept row's part (the one its (thread, start) falls in) as a bit, and
+    the rows counted per part."""
+    cdef Py_ssize_t na = a_start.shape[0], r, r0, r1
+    cdef int n_piv = piv_t.shape[0], k
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
+    try:
+        with nogil:
+            r0, r1 = part * na // n_parts, (part + 1) * na // n_parts
+            for r in range(r0, r1):
+                if keep != NULL and not keep[r]:
+                    bits[r] = 0
+                    continue
+                k = _part(a_thread[r], a_start[r], &piv_t[0] if n_piv else NULL,
+                          &piv_s[0] if n_piv else NULL, n_piv)
+                bits[r] = <uint8_t>(1 << k)
+                count[k] += 1
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
+def _index_build(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
+                 const int32_t[::1] a_thread, bits, int bit, int32_t[::1] rows,
+                 int32_t[::1] parent, Py_ssize_t first, Py_ssize_t stop, list errors):
+    """One part of :func:`_indexed`'s index (on its own thread): the activities of
+    ``bits & bit`` (``bits`` None: all) in (thread, start, row) order at places [first,
+    stop), each with its parent within the part (the part's first places keep -1 until
+    the caller links them to the parts before)."""
+    cdef Py_ssize_t na = a_start.shape[0], q = first
+    cdef Runs m
+    cdef const uint8_t* bp = <const uint8_t*>_data(bits, na, np.uint8, "launching_rows")
+    try:
+        order = _stream(&m, a_start, &a_thread[0] if na else NULL, bp, <uint8_t>bit)  # held
+        with nogil:
+            while m.head >= 0 and q < stop:
+                rows[q] = <int32_t>m.head
+                _advance(&m)
+                _parents(&a_start[0], &a_end[0], &a_thread[0], &rows[0], &parent[0], q, first)
+                q += 1
+        if q != stop or m.head >= 0:
+            raise AssertionError("launching_rows: a part of the index lost its count")
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
 cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
-                  const int32_t[::1] a_thread, const uint8_t* keep, Py_ssize_t n_kept,
+                  const int32_t[::1] a_thread, a_keep, Py_ssize_t n_kept,
                   const int64_t[::1] q_start, const int64_t[::1] q_end,
                   const int32_t[::1] q_thread, need, int parts, object found_arr) except -1:
     """:func:`_found`'s answers (int32 ``found_arr``: fewer than 2**31 activity rows) from
-    an index of the ``n_kept`` kept activities instead of a sweep, for few activities and
-    many queries: their rows in (thread, start, row) order (:func:`_stream`) and each
-    one's parent, the place of the activity on top of the sweep's stack when it was pushed
-    (so the stack at any instant is the chain of parents from the last activity started),
-    built in one pass; then each query, in row order (no sort of the queries), is found by
-    a galloping search from the previous one's place and answered up its chain, the
-    queries cut into ``parts`` row ranges on threads."""
-    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], p = 0, cur
-    cdef int64_t x
-    cdef Runs m
+    an index of the ``n_kept`` kept activities instead of a sweep: their rows in (thread,
+    start, row) order (:func:`_stream`) and each one's parent, the place of the activity
+    on top of the sweep's stack when it was pushed (so that the stack at any instant is the
+    chain of parents from the last activity started). Each query, in row order (no sort of
+    the queries), is found by a galloping search from the previous one's place and answered
+    up its chain. On ``parts`` threads: the activities cut at (thread, start) quantiles of a
+    sample, each part's placed and linked within the part at once, then the parts' first
+    activities linked to the open ones before them (a few: once one has no parent there,
+    none after it has), then the queries in row ranges."""
+    cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, step, q, k
+    cdef Py_ssize_t off[_MAX_PARTS + 1]  # per part: its first place in the index
+    cdef int n_piv = 0
     rows_arr = np.empty(n_kept, dtype=np.int32)
     parent_arr = np.empty(n_kept, dtype=np.int32)
     cdef int32_t[::1] rows = rows_arr, parent = parent_arr
-    a_order = _stream(&m, a_start, &a_thread[0] if na else NULL, keep, 0xFF)  # held
-    with nogil:
-        while m.head >= 0:
-            x = m.head
-            _advance(&m)
-            cur = -1
-            if p and a_thread[rows[p - 1]] == a_thread[x]:
-                cur = p - 1  # off the stack: what ended before x starts
-                while cur >= 0 and a_end[rows[cur]] < a_start[x]:
-                    cur = parent[cur]
-            parent[p] = <int32_t>cur
-            rows[p] = <int32_t>x
-            p += 1
-    del a_order
+    cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
+    if parts > 1 and n_kept >= 2 * parts:  # the parts' bounds, distinct and ascending
+        step = na // _SAMPLE if na >= 2 * _SAMPLE else 1
+        sample = np.arange(0, na, step) if keep == NULL else np.flatnonzero(
+            np.asarray(<const uint8_t[:na]>keep)[::step]) * step
+        sample = sample[np.lexsort((np.asarray(a_start)[sample], np.asarray(a_thread)[sample]))]
+        piv_t_arr = np.empty(parts - 1, dtype=np.int32)
+        piv_s_arr = np.empty(parts - 1, dtype=np.int64)
+        for k in range(1, parts):
+            r = sample[k * sample.size // parts]
+            if n_piv == 0 or _below(piv_t_arr[n_piv - 1], piv_s_arr[n_piv - 1], a_thread[r],
+                                    a_start[r]):
+                piv_t_arr[n_piv] = a_thread[r]
+                piv_s_arr[n_piv] = a_start[r]
+                n_piv += 1
+    if n_piv == 0:
+        _on_threads(_index_build, [(0, a_start, a_end, a_thread, a_keep, 0xFF, rows_arr,
+                                    parent_arr, 0, n_kept)])
+    else:
+        bits_arr = np.empty(na, dtype=np.uint8)
+        counts = np.zeros((n_piv + 1, n_piv + 1), dtype=np.int64)  # per share, per part
+        _on_threads(_index_mark, [
+            (k, a_start, a_thread, a_keep, bits_arr, piv_t_arr[:n_piv], piv_s_arr[:n_piv],
+             n_piv + 1, counts[k]) for k in range(n_piv + 1)])
+        offs = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).tolist()
+        _on_threads(_index_build, [
+            (k, a_start, a_end, a_thread, bits_arr, 1 << k, rows_arr, parent_arr, offs[k],
+             offs[k + 1]) for k in range(n_piv + 1)])
+        for k in range(n_piv + 2):
+            off[k] = offs[k]
+        with nogil:  # the parts' first activities: their parents in the parts before
+            for k in range(1, n_piv + 1):
+                for q in range(off[k], off[k + 1]):
+                    if parent[q] >= 0:
+                        continue  # inside an activity of its own part
+                    _parents(&a_start[0], &a_end[0], &a_thread[0], &rows[0], &parent[0], q, 0)
+                    if parent[q] < 0:
+                        break  # nothing before the part is open any more
     _on_threads(_index_part, [
         (k, a_start, a_end, a_thread, rows_arr, parent_arr, q_start, q_end, q_thread, need,
          found_arr, k * nq // parts, (k + 1) * nq // parts) for k in range(parts)])
@@ -850,15 +859,14 @@ cdef Py_ssize_t _n_kept(const uint8_t* keep, Py_ssize_t n) noexcept nogil:
     return k
 
 
-cdef bint _use_index(str method, Py_ssize_t na, Py_ssize_t n_kept, Py_ssize_t n_need) except -1:
-    """Whether to answer from an index (:func:`_indexed`) rather than by a sweep: ``method``
-    "index" or "sweep", or "auto": the index when the kept activities are no more than the
-    queries (the sweep sorts the queries, the index does not); never past 2**31 rows."""
+cdef bint _use_index(str method, Py_ssize_t na) except -1:
+    """Whether to answer from an index (:func:`_indexed`, on threads) rather than by a
+    sweep over both sorted (:func:`_found`, on one thread): ``method`` "index" or
+    "sweep"; "auto": the index, which needs no sort of the queries, up to 2**31 activity
+    rows (its int32 places), the sweep past them."""
     if method not in ("auto", "index", "sweep"):
         raise ValueError(f"method must be 'auto', 'index' or 'sweep', not {method!r}")
-    if na >= INT32_MAX:
-        return False
-    return method == "index" or (method == "auto" and n_kept <= n_need)
+    return method != "sweep" and na < INT32_MAX
 
 
 def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
@@ -876,11 +884,10 @@ def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     if q_end.shape[0] != nq or q_thread.shape[0] != nq:
         raise ValueError("innermost_rows: query columns differ in length")
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "innermost_rows")
-    cdef Py_ssize_t n_kept = _n_kept(keep, na)
     found_arr = _found_rows(na, nq)
-    if _use_index(method, na, n_kept, nq):
-        _indexed(a_start, a_end, a_thread, keep, n_kept, q_start, q_end, q_thread, None, 1,
-                 found_arr)
+    if _use_index(method, na):
+        _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
+                 q_thread, None, 1, found_arr)
     else:
         _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread, NULL, 0xFF,
                found_arr)
@@ -896,14 +903,12 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     """Per GPU op (``q_start``, ``q_end``, ``q_thread``: its launch call's; ``api_row``:
     that call's row, -1: none; ``graph``: run by a graph replay): the row of the innermost
     kept activity (``a_keep``: a uint8 mask, None: all) enclosing its launch call on the
-    call's thread (``start <= q_start``, ``q_end <= end``; innermost: the latest start,
-    then the earliest end, then the later row), -1 for graph-replayed ops and where none
+    call's thread (as :func:`innermost_rows`), -1 for graph-replayed ops and where none
     (int32 when the activity rows fit, else int64); and its reason code (-1 where found;
     ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only the ops with a
-    launch call and not run by a graph are queried: on ``parts`` threads at once (at most
-    8; one part per ``split_min`` queried ops at most), with the same answers as on one;
-    from an index of the activities or by a sweep (``method``: see :func:`_use_index`),
-    with the same answers."""
+    launch call and not run by a graph are queried, from an index of the activities on
+    ``parts`` threads at once (at most 8; one part per ``split_min`` queried ops at most)
+    or by a sweep on one (``method``: see :func:`_use_index`), with the same answers."""
     cdef Py_ssize_t na = a_start.shape[0], n = api_row.shape[0], i
     cdef Py_ssize_t n_need = 0
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
@@ -925,13 +930,9 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         parts = _MAX_PARTS
     if parts > n_need // split_min:
         parts = <int>(n_need // split_min)
-    cdef Py_ssize_t n_kept = _n_kept(keep, na)
-    if _use_index(method, na, n_kept, n_need):
-        _indexed(a_start, a_end, a_thread, keep, n_kept, q_start, q_end, q_thread, need_arr,
-                 parts if parts > 1 else 1, op_row_arr)
-    elif parts > 1:
-        _found_parts(a_start, a_end, a_thread, a_keep, q_start, q_end, q_thread, need, parts,
-                     op_row_arr)
+    if _use_index(method, na):
+        _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
+                 q_thread, need_arr, parts if parts > 1 else 1, op_row_arr)
     else:
         _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
                &need[0] if n else NULL, 0xFF, op_row_arr)
@@ -1549,20 +1550,18 @@ cdef void _busy_sweep(const int64_t* start, const int64_t* end, const int8_t* ca
     ``f[k * stride + i]`` for the points ``pts[0:nq]`` (each in [lo, hi)), the length of
     the union of categories <= k within [lo, that point), and ``covered[k]`` the length of
     that union within [lo, hi]."""
-    cdef bint is_open[128]
-    cdef int64_t o_s[128]
-    cdef int64_t o_e[128]
+    cdef int64_t o_s[128]  # per live category: the open piece [o_s, o_e) of its union
+    cdef int64_t o_e[128]  # (none: both INT64_MIN, so that the next op closes nothing)
     cdef Py_ssize_t at[128]  # per category: its next point
     cdef int64_t nxt[128]  # and that point (INT64_MAX: none)
     cdef Py_ssize_t k, p, i, r
-    cdef int64_t s, e
+    cdef int64_t s, e, oe
     cdef int64_t next_pt = pts[0] if nq else INT64_MAX  # pts[at[k]] for every k at first
     for k in range(n_live):
         # the earlier ops that reach past lo: one piece from lo (each holds lo)
         e = reach[k] if reach[k] < hi else hi
-        is_open[k] = e > lo
-        o_s[k] = lo
-        o_e[k] = e
+        o_s[k] = lo if e > lo else INT64_MIN
+        o_e[k] = e if e > lo else INT64_MIN
         covered[k] = at[k] = 0
         nxt[k] = next_pt
     for i in range(i0, i1):
@@ -1572,22 +1571,21 @@ cdef void _busy_sweep(const int64_t* start, const int64_t* end, const int8_t* ca
         if e <= s or cat[r] < 0 or cat[r] >= n_cat:
             continue
         for k in range(dense[cat[r]], n_live):
-            if s > o_e[k] or not is_open[k]:  # a new piece from s (the open one is done)
-                if not is_open[k]:
-                    is_open[k] = True
-                elif o_e[k] <= nxt[k]:  # no point inside the piece or after it
-                    covered[k] += o_e[k] - o_s[k]
+            oe = o_e[k]
+            if s > oe:  # a new piece from s (the open one is done)
+                if oe <= nxt[k]:  # no point inside the piece or after it
+                    covered[k] += oe - o_s[k]
                 else:
-                    _add_piece(f + k * stride, pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
+                    _add_piece(f + k * stride, pts, nq, &at[k], &covered[k], o_s[k], oe)
                     nxt[k] = pts[at[k]] if at[k] < nq else INT64_MAX
                 o_s[k] = s
                 o_e[k] = e
-            elif e > o_e[k]:
+            elif e > oe:
                 o_e[k] = e
             else:  # inside the open piece, so inside those above it (they hold it)
                 break
     for k in range(n_live):
-        if is_open[k]:
+        if o_e[k] > o_s[k]:
             _add_piece(f + k * stride, pts, nq, &at[k], &covered[k], o_s[k], o_e[k])
         for p in range(at[k], nq):
             f[k * stride + p] = covered[k]

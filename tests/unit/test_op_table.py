@@ -255,9 +255,31 @@ def test_launching_rows_in_parts_of_jittered_levels(parts, threads):
         assert one[0][i] == want
 
 
+@pytest.mark.parametrize("parts", [2, 3, 8])
+def test_launching_rows_in_parts_under_one_long_activity(parts):
+    # a step-long op around everything (a profiler step) on each thread, and short ops one
+    # after another inside it: every part's top ops hang off the long one, which starts in
+    # the first part; a call between two short ops is charged to the long one
+    n = 4000
+    lo = np.arange(n, dtype=np.int64) * 10
+    a_s = np.concatenate([[0, 0], lo, lo])
+    a_e = np.concatenate([[10 * n, 10 * n], lo + 6, lo + 6])
+    a_g = np.concatenate([[0, 1], np.zeros(n, np.int32), np.ones(n, np.int32)]).astype(np.int32)
+    q_s = np.concatenate([lo + 1, lo + 7])  # inside a short op, then between two
+    q_g = np.tile((np.arange(n) % 2).astype(np.int32), 2)
+    api_row = np.arange(2 * n, dtype=np.int64)
+    cols = (a_s, a_e, a_g, None, q_s, q_s + 1, q_g, api_row, np.zeros(2 * n, np.uint8), 0, 1, 2)
+    got, _ = _optable.launching_rows(*cols, parts=parts, split_min=1)
+    short = 2 + np.arange(n) + n * q_g[:n]  # the short op on the call's own thread
+    assert got[:n].tolist() == short.tolist()
+    assert got[n:].tolist() == q_g[n:].tolist()  # the long op of the call's thread
+    sweep, _ = _optable.launching_rows(*cols, method="sweep")
+    assert (sweep == got).all()
+
+
 def test_launching_rows_in_parts_when_a_thread_cannot_start(monkeypatch):
-    # the second part's thread starts, the third's cannot: the started one stops waiting
-    # at the barrier and the caller gets the start's error (no hang, no partial answer)
+    # the second part's thread starts, the third's cannot: the started one is joined and
+    # the caller gets the start's error (no hang, no partial answer)
     rng = np.random.default_rng(3)
     s = np.sort(rng.integers(0, 10_000, 3000)).astype(np.int64)
     g = np.zeros(3000, np.int32)
