@@ -1018,8 +1018,9 @@ def window_index(const int64_t[::1] start, keep, const int64_t[::1] ws,
                  const int64_t[::1] we, const int64_t[::1] wid, int32_t[::1] out):
     """For each kept op (``keep``: uint8 mask, None: all) whose start lies in one of the
     windows ``[ws, we)`` (sorted by start, disjoint, none empty): ``out`` = that window's
-    ``wid``; other entries of ``out`` are left as they are."""
-    cdef Py_ssize_t n = start.shape[0], m = ws.shape[0], i, lo, hi, mid
+    ``wid``; other entries of ``out`` are left as they are. Ops nearly in time order find
+    their window where the previous op's was, others by a binary search."""
+    cdef Py_ssize_t n = start.shape[0], m = ws.shape[0], i, lo = 0, hi, mid
     cdef const uint8_t* kp = <const uint8_t*>_data(keep, n, np.uint8, "window_index")
     cdef int64_t s
     if out.shape[0] != n or we.shape[0] != m or wid.shape[0] != m:
@@ -1036,8 +1037,11 @@ def window_index(const int64_t[::1] start, keep, const int64_t[::1] ws,
             s = start[i]
             if s < ws[0] or s >= we[m - 1]:
                 continue
-            lo = 0
-            hi = m  # the last window starting at or before s is lo
+            if s >= ws[lo] and (lo + 1 == m or s < ws[lo + 1]):
+                hi = lo + 1  # the previous op's window
+            else:
+                lo = 0
+                hi = m  # the last window starting at or before s is lo
             while hi - lo > 1:
                 mid = (lo + hi) >> 1
                 if ws[mid] <= s:

@@ -625,3 +625,22 @@ def test_op_categories_sums_match_numpy_in_any_parts(parts, n_win):
             start, end, kind, name, sel, win, max(n_win, 1), bad, text_cat, text_place,
             name_cat, reason, n_reasons, graph, 1, 2, 8, 9, n_cat, parts=parts, split_min=1,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_window_index_matches_searchsorted(in_order):
+    # ops in time order (each found where the previous one's window was) or shuffled (a
+    # binary search each): the window holding each kept op's start, else untouched
+    rng = np.random.default_rng(int(in_order))
+    edges = np.sort(rng.choice(10_000, 61, replace=False)).astype(np.int64)
+    ws, we = edges[:-1:2].copy(), edges[1::2].copy()  # 30 disjoint windows, gaps between
+    wid = rng.permutation(30).astype(np.int64)
+    start = rng.integers(-100, 10_100, 5000).astype(np.int64)
+    if in_order:
+        start.sort()
+    keep = (rng.random(5000) < 0.9).astype(np.uint8)
+    out = np.full(5000, -7, np.int32)
+    _optable.window_index(start, keep, ws, we, wid, out)
+    at = np.searchsorted(ws, start, side="right") - 1
+    inside = (keep == 1) & (at >= 0) & (start < we[np.maximum(at, 0)])
+    assert out.tolist() == np.where(inside, wid[np.maximum(at, 0)], -7).tolist()
