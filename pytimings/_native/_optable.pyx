@@ -246,7 +246,8 @@ cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const ui
 
 
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
-                   uint8_t bit, Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb):
+                   uint8_t bit, Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb,
+                   object buf=None):
     """The rows ``r`` (:func:`_out` not) in segments
     each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
     starts in ``bounds``, then the end; more than one only where the packed keys ``kb``
@@ -254,7 +255,9 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     (:func:`_near_order`) or else by a bucket sort (:func:`_bucket_order`) when the rows
     and the (group, start) keys fit, else an int64 array: one sort of packed (group, start,
     row) keys where they fit in 64 bits, else a stable argsort of packed (group, start)
-    keys (16 more bytes a row), else numpy's lexsort."""
+    keys (16 more bytes a row), else numpy's lexsort. ``buf``: an int32 array of at least
+    as many places as kept rows that the int32 orders are written to (None: one of
+    ``n_all`` places, of which those of the kept rows are touched)."""
     cdef Py_ssize_t r, n = 0, i = 0, k = -1
     cdef int64_t s_lo = INT64_MAX, s_hi = INT64_MIN
     cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
@@ -262,7 +265,7 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     cdef uint64_t m
     cdef int32_t[::1] out
     if 0 < n_all < INT32_MAX:
-        out_arr = np.empty(n_all, dtype=np.int32)  # the kept rows' places: those touched
+        out_arr = np.empty(n_all, dtype=np.int32) if buf is None else buf
         out = out_arr
         with nogil:
             k = _near_order(&start[0], group, keep, bit, n_all, &out[0], bounds)
@@ -477,11 +480,11 @@ cdef bint _runs(Runs* m, const int64_t* start, const int32_t* group, const uint8
 
 
 cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
-                    const uint8_t* keep, uint8_t bit):
+                    const uint8_t* keep, uint8_t bit, object buf=None):
     """Set ``m`` up to give the kept rows in (group, start, row) order (``group`` NULL:
     (start, row)): merged from their sorted runs in place when they come in few (returns
     None), else from the segments of their order (returned: the caller holds it while
-    reading)."""
+    reading; written to ``buf`` where it is int32, see :func:`_order`)."""
     cdef Py_ssize_t n = start.shape[0], n_seg, k
     cdef bint merged = False
     cdef int64_t bounds[_MAX_RUNS + 1]
@@ -493,7 +496,7 @@ cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
             merged = _runs(m, &start[0], group, keep, bit, n)
     if merged:
         return None
-    order = _order(start, group, keep, bit, n, bounds, &n_seg, &m.kb)
+    order = _order(start, group, keep, bit, n, bounds, &n_seg, &m.kb, buf)
     m.order, m.order32, m.keep, m.n_runs = NULL, NULL, NULL, n_seg
     for k in range(n_seg):
         m.pos[k], m.stop[k] = bounds[k], bounds[k + 1]
@@ -768,20 +771,33 @@ def _index_build(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
     """One part of :func:`_indexed`'s index (on its own thread): the activities of
     ``bits & bit`` (``bits`` None: all) in (thread, start, row) order at places [first,
     stop), each with its parent within the part (the part's first places keep -1 until
-    the caller links them to the parts before)."""
+    the caller links them to the parts before). Where they must be ordered, their sorted
+    segments are put in the part's places of ``parent`` (no other memory), merged into
+    ``rows``, and the parents found after."""
     cdef Py_ssize_t na = a_start.shape[0], q = first
     cdef Runs m
+    cdef bint later = False  # the parents after the merge (its segments are in parent)
     cdef const uint8_t* bp = <const uint8_t*>_data(bits, na, np.uint8, "launching_rows")
     try:
-        order = _stream(&m, a_start, &a_thread[0] if na else NULL, bp, <uint8_t>bit)  # held
+        order = _stream(&m, a_start, &a_thread[0] if na else NULL, bp, <uint8_t>bit,
+                        np.asarray(parent)[first:stop])  # held while read
+        later = order is not None and order.dtype == np.int32
         with nogil:
             while m.head >= 0 and q < stop:
                 rows[q] = <int32_t>m.head
                 _advance(&m)
-                _parents(&a_start[0], &a_end[0], &a_thread[0], &rows[0], &parent[0], q, first)
+                if not later:
+                    _parents(&a_start[0], &a_end[0], &a_thread[0], &rows[0], &parent[0], q,
+                             first)
                 q += 1
         if q != stop or m.head >= 0:
             raise AssertionError("launching_rows: a part of the index lost its count")
+        del order
+        if later:
+            with nogil:
+                for q in range(first, stop):
+                    _parents(&a_start[0], &a_end[0], &a_thread[0], &rows[0], &parent[0], q,
+                             first)
     except BaseException as e:  # re-raised on the caller's thread
         errors.append(e)
 
