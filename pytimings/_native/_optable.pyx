@@ -510,6 +510,19 @@ cdef object _stream(Runs* m, const int64_t[::1] start, const int32_t* group,
     return order
 
 
+cdef inline bint _inner_step(const int64_t* a_start, const int64_t* a_end, int64_t y,
+                             int64_t* best, int64_t qe) noexcept nogil:
+    """One step down the activities open at a query's start, innermost first, for a query
+    to ``qe``: False once y starts earlier than the best found so far (none after it is
+    more inner); else y becomes the best where it holds the query and ends earlier (the
+    latest start, then the earliest end, then the later row)."""
+    if best[0] >= 0 and a_start[y] != a_start[best[0]]:
+        return False
+    if a_end[y] >= qe and (best[0] < 0 or a_end[y] < a_end[best[0]]):
+        best[0] = y
+    return True
+
+
 cdef int _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                 const int32_t[::1] a_thread, const uint8_t* keep, uint8_t a_bit,
                 const int64_t[::1] q_start, const int64_t[::1] q_end,
@@ -526,7 +539,7 @@ cdef int _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
     searched past), so any kept set that holds those gives the same answer."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0]
     cdef Py_ssize_t top = 0, cap = 64, j
-    cdef int64_t g, x, y, qs, qe, q, best
+    cdef int64_t g, x, qs, qe, q, best
     cdef int64_t* stack
     cdef int64_t* grown
     cdef Runs m, mq
@@ -580,12 +593,7 @@ cdef int _found(const int64_t[::1] a_start, const int64_t[::1] a_end,
                 top -= 1  # ended before this query (queries come in start order)
             best = -1
             j = top - 1
-            while j >= 0:
-                y = stack[j]
-                if best >= 0 and a_start[y] != a_start[best]:
-                    break  # later activities start earlier: not more inner
-                if a_end[y] >= qe and (best < 0 or a_end[y] < a_end[best]):
-                    best = y
+            while j >= 0 and _inner_step(&a_start[0], &a_end[0], stack[j], &best, qe):
                 j -= 1
             if p64 != NULL:
                 p64[q] = best
@@ -621,6 +629,16 @@ cdef inline int _part(int32_t t, int64_t s, const int32_t* pt, const int64_t* ps
     return k
 
 
+cdef int _n_parts(int parts, Py_ssize_t n, Py_ssize_t split_min) noexcept nogil:
+    """The parts to cut ``n`` items into: ``parts`` at most, at most 8 (_MAX_PARTS), at
+    most one per ``split_min`` items, at least 1."""
+    if parts > _MAX_PARTS:
+        parts = _MAX_PARTS
+    if parts > n // split_min:
+        parts = <int>(n // split_min)
+    return parts if parts > 1 else 1
+
+
 cdef int _on_threads(object target, list arg_lists) except -1:
     """``target(*args, errors)`` for each of ``arg_lists`` at once: the first on this
     thread, each other on its own; an error a part appends to ``errors`` is raised here
@@ -648,7 +666,7 @@ cdef inline bint _at_or_before(const int64_t* a_start, const int32_t* a_thread,
                                int64_t s) noexcept nogil:
     """The activity at place p of an index sorts at or before (t, s)."""
     cdef int32_t r = rows[p]
-    return a_thread[r] < t or (a_thread[r] == t and a_start[r] <= s)
+    return not _below(t, s, a_thread[r], a_start[r])
 
 
 cdef Py_ssize_t _last_at_or_before(const int64_t* a_start, const int32_t* a_thread,
@@ -693,7 +711,8 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
     """The queries of rows [r0, r1) (those ``need`` marks; None: all) answered from the
     index (:func:`_indexed`), on its own thread; an error goes to ``errors``."""
     cdef Py_ssize_t n = rows.shape[0], i, f = -1, p, y
-    cdef int32_t t, r, best
+    cdef int32_t t
+    cdef int64_t best
     cdef int64_t qs, qe
     cdef const uint8_t* nd = NULL
     cdef const int64_t* s0 = &a_start[0] if a_start.shape[0] else NULL
@@ -713,14 +732,9 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
                 f = p
                 if p >= 0 and a_thread[rows[p]] == t:
                     y = p  # up the chain of the activities open there, innermost first
-                    while y >= 0:
-                        r = rows[y]
-                        if best >= 0 and a_start[r] != a_start[best]:
-                            break  # later ones start earlier: not more inner
-                        if a_end[r] >= qe and (best < 0 or a_end[r] < a_end[best]):
-                            best = r
+                    while y >= 0 and _inner_step(s0, &a_end[0], rows[y], &best, qe):
                         y = parent[y]
-                found[i] = best
+                found[i] = <int32_t>best
     except BaseException as e:  # re-raised on the caller's thread
         errors.append(e)
 
@@ -942,13 +956,9 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
             need[i] = api_row[i] >= 0 and not graph[i]
             n_need += need[i]
     op_row_arr = _found_rows(na, n)  # the answers, in place; int32 where the rows fit
-    if parts > _MAX_PARTS:
-        parts = _MAX_PARTS
-    if parts > n_need // split_min:
-        parts = <int>(n_need // split_min)
     if _use_index(method, na):
         _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
-                 q_thread, need_arr, parts if parts > 1 else 1, op_row_arr)
+                 q_thread, need_arr, _n_parts(parts, n_need, split_min), op_row_arr)
     else:
         _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
                &need[0] if n else NULL, 0xFF, op_row_arr)
@@ -1520,13 +1530,8 @@ def op_categories(const int64_t[::1] start, const int64_t[::1] end, const int8_t
         r32 = row_arr
         job.g.row32 = &r32[0]
     n_cells = (n_win if wp != NULL else 0) * n_cat
-    if parts > _MAX_PARTS:
-        parts = _MAX_PARTS
-    if parts > n // split_min:
-        parts = <int>(n // split_min)
+    parts = _n_parts(parts, n, split_min)
     if parts > 1 and n_cells * parts > n // 4:  # the parts' window sums would weigh
-        parts = 1
-    if parts < 1:
         parts = 1
     cells_arr = np.zeros((parts, n_cells), dtype=np.int64)
     tot_arr = np.zeros((parts, n_cat), dtype=np.int64)
@@ -1686,12 +1691,7 @@ def busy_split(const int64_t[::1] start, const int64_t[::1] end, const int8_t[::
     for i in range(1, nq):
         if points[i] < points[i - 1]:
             raise ValueError("busy_split: points are not sorted")
-    if parts > _MAX_PARTS:
-        parts = _MAX_PARTS
-    if parts > no // split_min:
-        parts = <int>(no // split_min)
-    if parts < 1:
-        parts = 1
+    parts = _n_parts(parts, no, split_min)
     cuts = [j * no // parts for j in range(parts + 1)]  # the parts' places in the order
     reach_arr = np.empty((parts, n_cat if n_cat else 1), dtype=np.int64)
     bad_arr = np.zeros(2, dtype=np.uint8)
