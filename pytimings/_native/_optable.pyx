@@ -703,37 +703,73 @@ cdef Py_ssize_t _last_at_or_before(const int64_t* a_start, const int32_t* a_thre
     return lo
 
 
+cdef struct Calls:  # launching_rows' GPU ops: which are queried, and each one's reason
+    const int64_t* api_row  # its launch call's row (-1: none); NULL: every row is queried
+    const uint8_t* graph  # run by a graph replay
+    int8_t* reason
+    int no_launch, no_op, graph_code
+
+
+@cython.auto_pickle(False)
+cdef class _CallsJob:
+    """The GPU ops of one launching_rows call (or none: innermost_rows), shared by the
+    index's parts."""
+    cdef Calls c
+
+
+cdef _CallsJob _asks_all():
+    """Every query row asked, no reasons (innermost_rows)."""
+    cdef _CallsJob job = _CallsJob()
+    job.c.api_row, job.c.graph, job.c.reason = NULL, NULL, NULL
+    return job
+
+
+cdef inline bint _asked(const Calls* c, Py_ssize_t i) noexcept nogil:
+    """Whether row i is queried (a launch call, and not run by a graph); where not, its
+    reason is set."""
+    if c.api_row == NULL or (c.api_row[i] >= 0 and not c.graph[i]):
+        return True
+    c.reason[i] = c.graph_code if c.graph[i] else c.no_launch
+    return False
+
+
+cdef inline void _answered(const Calls* c, Py_ssize_t i, int64_t best) noexcept nogil:
+    """A queried row's reason from its answer: none where found, else no op around."""
+    if c.api_row != NULL:
+        c.reason[i] = -1 if best >= 0 else c.no_op
+
+
 def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
                 const int32_t[::1] a_thread, const int32_t[::1] rows,
                 const int32_t[::1] parent, const int64_t[::1] q_start,
-                const int64_t[::1] q_end, const int32_t[::1] q_thread, need,
+                const int64_t[::1] q_end, const int32_t[::1] q_thread, _CallsJob job,
                 int32_t[::1] found, Py_ssize_t r0, Py_ssize_t r1, list errors):
-    """The queries of rows [r0, r1) (those ``need`` marks; None: all) answered from the
-    index (:func:`_indexed`), on its own thread; an error goes to ``errors``."""
+    """The queries of rows [r0, r1) (those ``job`` asks; the others -1, with their
+    reasons) answered from the index (:func:`_indexed`), on its own thread; an error goes
+    to ``errors``."""
     cdef Py_ssize_t n = rows.shape[0], i, f = -1, p, y
     cdef int32_t t
     cdef int64_t best
     cdef int64_t qs, qe
-    cdef const uint8_t* nd = NULL
+    cdef const Calls* c = &job.c
     cdef const int64_t* s0 = &a_start[0] if a_start.shape[0] else NULL
     cdef const int32_t* t0 = &a_thread[0] if a_thread.shape[0] else NULL
     cdef const int32_t* ix = &rows[0] if n else NULL
     try:
-        nd = <const uint8_t*>_data(need, q_start.shape[0], np.uint8, "launching_rows")
         with nogil:
             for i in range(r0, r1):
-                if nd != NULL and not nd[i]:
-                    continue
-                t = q_thread[i]
-                qs = q_start[i]
-                qe = q_end[i] if q_end[i] > qs else qs  # an activity open at qs, to qe
                 best = -1
-                p = _last_at_or_before(s0, t0, ix, n, f, t, qs)
-                f = p
-                if p >= 0 and a_thread[rows[p]] == t:
-                    y = p  # up the chain of the activities open there, innermost first
-                    while y >= 0 and _inner_step(s0, &a_end[0], rows[y], &best, qe):
-                        y = parent[y]
+                if _asked(c, i):
+                    t = q_thread[i]
+                    qs = q_start[i]
+                    qe = q_end[i] if q_end[i] > qs else qs  # an activity open at qs, to qe
+                    p = _last_at_or_before(s0, t0, ix, n, f, t, qs)
+                    f = p
+                    if p >= 0 and a_thread[rows[p]] == t:
+                        y = p  # up the chain of the activities open there, innermost first
+                        while y >= 0 and _inner_step(s0, &a_end[0], rows[y], &best, qe):
+                            y = parent[y]
+                    _answered(c, i, best)
                 found[i] = <int32_t>best
     except BaseException as e:  # re-raised on the caller's thread
         errors.append(e)
@@ -819,7 +855,8 @@ def _index_build(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
 cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
                   const int32_t[::1] a_thread, a_keep, Py_ssize_t n_kept,
                   const int64_t[::1] q_start, const int64_t[::1] q_end,
-                  const int32_t[::1] q_thread, need, int parts, object found_arr) except -1:
+                  const int32_t[::1] q_thread, _CallsJob job, int parts,
+                  object found_arr) except -1:
     """:func:`_found`'s answers (int32 ``found_arr``: fewer than 2**31 activity rows) from
     an index of the ``n_kept`` kept activities instead of a sweep: their rows in (thread,
     start, row) order (:func:`_stream`) and each one's parent, the place of the activity
@@ -875,7 +912,7 @@ cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
                     if parent[q] < 0:
                         break  # nothing before the part is open any more
     _on_threads(_index_part, [
-        (k, a_start, a_end, a_thread, rows_arr, parent_arr, q_start, q_end, q_thread, need,
+        (k, a_start, a_end, a_thread, rows_arr, parent_arr, q_start, q_end, q_thread, job,
          found_arr, k * nq // parts, (k + 1) * nq // parts) for k in range(parts)])
     return 0
 
@@ -917,7 +954,7 @@ def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     found_arr = _found_rows(na, nq)
     if _use_index(method, na):
         _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
-                 q_thread, None, 1, found_arr)
+                 q_thread, _asks_all(), 1, found_arr)
     else:
         _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread, NULL, 0xFF,
                found_arr)
@@ -937,10 +974,10 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     (int32 when the activity rows fit, else int64); and its reason code (-1 where found;
     ``graph_code``, ``no_op`` with a launch call, else ``no_launch``). Only the ops with a
     launch call and not run by a graph are queried, from an index of the activities on
-    ``parts`` threads at once (at most 8; one part per ``split_min`` queried ops at most)
-    or by a sweep on one (``method``: see :func:`_use_index`), with the same answers."""
+    ``parts`` threads at once (at most 8; one part per ``split_min`` GPU ops at most), each
+    part asking and answering its own rows' ops, or by a sweep on one (``method``: see
+    :func:`_use_index`), with the same answers."""
     cdef Py_ssize_t na = a_start.shape[0], n = api_row.shape[0], i
-    cdef Py_ssize_t n_need = 0
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
         raise ValueError("launching_rows: activity columns differ in length")
@@ -949,43 +986,44 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
         raise ValueError("launching_rows: the GPU-op columns differ in length")
     if parts < 1 or split_min < 1:
         raise ValueError("launching_rows: parts and split_min must be >= 1")
+    op_row_arr = _found_rows(na, n)  # the answers, in place; int32 where the rows fit
+    reason_arr = np.empty(n, dtype=np.int8)
+    cdef int8_t[::1] reason = reason_arr
+    cdef _CallsJob job = _CallsJob()
+    cdef Calls* c = &job.c
+    c.api_row, c.graph, c.reason = NULL, NULL, NULL
+    if n:
+        c.api_row, c.graph, c.reason = &api_row[0], &graph[0], &reason[0]
+    c.no_launch, c.no_op, c.graph_code = no_launch, no_op, graph_code
+    if _use_index(method, na):  # the parts ask and answer their rows' ops
+        _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
+                 q_thread, job, _n_parts(parts, n, split_min), op_row_arr)
+        return op_row_arr, reason_arr
     need_arr = np.empty(n, dtype=np.uint8)
     cdef uint8_t[::1] need = need_arr
     with nogil:
         for i in range(n):
-            need[i] = api_row[i] >= 0 and not graph[i]
-            n_need += need[i]
-    op_row_arr = _found_rows(na, n)  # the answers, in place; int32 where the rows fit
-    if _use_index(method, na):
-        _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
-                 q_thread, need_arr, _n_parts(parts, n_need, split_min), op_row_arr)
-    else:
-        _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
-               &need[0] if n else NULL, 0xFF, op_row_arr)
-    reason_arr = np.empty(n, dtype=np.int8)
+            need[i] = _asked(c, i)
+    _found(a_start, a_end, a_thread, keep, 0xFF, q_start, q_end, q_thread,
+           &need[0] if n else NULL, 0xFF, op_row_arr)
     cdef int64_t[::1] o64
     cdef int32_t[::1] o32
     cdef int64_t* q64 = NULL
     cdef int32_t* q32 = NULL
-    cdef int64_t r
     if n and op_row_arr.dtype == np.int64:
         o64 = op_row_arr
         q64 = &o64[0]
     elif n:
         o32 = op_row_arr
         q32 = &o32[0]
-    cdef int8_t[::1] reason = reason_arr
     with nogil:
         for i in range(n):
-            if need[i]:
-                r = q64[i] if q64 != NULL else q32[i]
-                reason[i] = -1 if r >= 0 else no_op
-                continue
-            reason[i] = graph_code if graph[i] else no_launch
-            if q64 != NULL:
+            if not need[i] and q64 != NULL:
                 q64[i] = -1
-            else:
+            elif not need[i]:
                 q32[i] = -1
+            else:
+                _answered(c, i, q64[i] if q64 != NULL else q32[i])
     return op_row_arr, reason_arr
 
 
