@@ -58,6 +58,8 @@ def launcher_texts(
     op_name: _I32,
     memcpy_kind: int,
     dtod: int,
+    parts: int = 1,
+    split_min: int = 262144,
 ) -> tuple[_I64, _I32, _I64, _I64, npt.NDArray[np.bool_], _I64]: ...
 def text_totals(
     rows: _I64,

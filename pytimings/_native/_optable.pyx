@@ -1284,10 +1284,125 @@ cdef object _pairs_by(Hash* h, const int32_t[::1] code):
     return out_arr
 
 
+cdef struct TextPart:  # one part of launcher_texts: its op texts by first sight
+    Hash h  # op key -> its code in the part
+    Hash hp  # (code << 32 | kernel name) pairs
+    int64_t* kernel  # per code, grown with the keys
+    int64_t* calls
+    uint8_t* link
+    Py_ssize_t cap
+    uint8_t* seen  # a bit per launching op the part has counted
+    int bad  # 1: a row out of range, 2: a negative name or args id, 3: out of memory
+
+
+cdef void _texts_pass(TextPart* tp, const uint8_t* sel, const row_t* op_row,
+                      const int32_t* name, const int32_t* ap, Py_ssize_t nt,
+                      const GpuCols* g, int32_t* text, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil:
+    """The GPU ops of rows [r0, r1) into ``tp``: each one's code in ``text`` (-1: not
+    selected or no launching op), its op's key ``name << 32 | args`` coded by first
+    sight, and per code the kernel ns, distinct launching ops, copies over a link and
+    kernel-name pairs; stops at the first bad row (``tp.bad``)."""
+    cdef Py_ssize_t i
+    cdef int64_t r, key
+    cdef int32_t c
+    for i in range(r0, r1):
+        r = op_row[i]
+        if not sel[i] or r < 0:
+            text[i] = -1
+            continue
+        if r >= nt:
+            tp.bad = 1
+            return
+        key = <int64_t>name[r] << 32
+        if ap != NULL:
+            key |= <int64_t>ap[r]
+        if key < 0:
+            tp.bad = 2
+            return
+        c = _hash_add(&tp.h, key)
+        if c < 0 or (c >= tp.cap and not _grow(&tp.kernel, &tp.calls, &tp.link, &tp.cap, c)):
+            tp.bad = 3
+            return
+        text[i] = c
+        if not tp.seen[r >> 3] & (1 << (r & 7)):
+            tp.seen[r >> 3] |= 1 << (r & 7)
+            tp.calls[c] += 1
+        if not _tally(g, c, i, tp.kernel, tp.link, &tp.hp):
+            tp.bad = 3
+            return
+
+
+@cython.auto_pickle(False)
+cdef class _TextsJob:
+    """The GPU-op columns of one launcher_texts call, shared by its parts' threads."""
+    cdef GpuCols g
+
+
+def _texts_part(int part, const uint8_t[::1] sel, const row_t[::1] op_row,
+                const int32_t[::1] name, args, _TextsJob job, int32_t[::1] text,
+                Py_ssize_t r0, Py_ssize_t r1, list out, list errors):
+    """One part of :func:`launcher_texts` (on its own thread): rows [r0, r1), its codes
+    in ``text`` and ``out[part]``: its keys by code, per code kernel ns, calls and links,
+    its pairs and its bitset of launching ops counted."""
+    cdef Py_ssize_t nt = name.shape[0], k
+    cdef TextPart tp
+    cdef const int32_t* ap
+    cdef uint8_t[::1] seen
+    tp.kernel, tp.calls, tp.link, tp.cap, tp.seen, tp.bad = NULL, NULL, NULL, 0, NULL, 0
+    tp.h.keys = tp.h.code = tp.hp.keys = tp.hp.code = NULL
+    try:
+        ap = <const int32_t*>_data(args, nt, np.int32, "launcher_texts: args")
+        seen_arr = np.zeros(((nt + 7) >> 3) or 1, dtype=np.uint8)  # a bit per launching op
+        seen = seen_arr
+        tp.seen = &seen[0]
+        _hash_init(&tp.h)
+        _hash_init(&tp.hp)
+        if r1 > r0:
+            with nogil:
+                _texts_pass(&tp, &sel[0], &op_row[0], &name[0] if nt else NULL, ap, nt,
+                            &job.g, &text[0], r0, r1)
+        if tp.bad == 1:
+            raise ValueError("launcher_texts: a launching-op row is out of range")
+        if tp.bad == 2:
+            raise ValueError("launcher_texts: a name or args id is negative")
+        if tp.bad == 3:
+            raise MemoryError()
+        keys = _hash_keys(&tp.h)
+        k = keys.shape[0]
+        out[part] = (
+            keys,
+            np.asarray(<int64_t[:k]>tp.kernel).copy() if k else np.zeros(0, np.int64),
+            np.asarray(<int64_t[:k]>tp.calls).copy() if k else np.zeros(0, np.int64),
+            np.asarray(<uint8_t[:k]>tp.link).copy() if k else np.zeros(0, np.uint8),
+            _pairs_by(&tp.hp, None),
+            seen_arr,
+        )
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+    finally:
+        _hash_free(&tp.h)
+        _hash_free(&tp.hp)
+        free(tp.kernel)
+        free(tp.calls)
+        free(tp.link)
+
+
+def _texts_code(int part, int32_t[::1] text, const int32_t[::1] code, Py_ssize_t r0,
+                Py_ssize_t r1, list errors):
+    """A part's codes in ``text`` (rows [r0, r1)) renumbered by ``code``, in place."""
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(r0, r1):
+            if text[i] >= 0:
+                text[i] = code[text[i]]
+
+
 def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_t[::1] name,
                    args, const int64_t[::1] start, const int64_t[::1] end,
                    const int8_t[::1] kind, const int8_t[::1] copy_kind,
-                   const int32_t[::1] op_name, int memcpy_kind, int dtod):
+                   const int32_t[::1] op_name, int memcpy_kind, int dtod, int parts=1,
+                   Py_ssize_t split_min=1 << 18):
     """Per GPU op selected (``sel``) with a launching op (``op_row`` >= 0, a row of the
     launching table, whose ``name`` and ``args`` (None: no args) columns are given): the
     index of its op's key ``name << 32 | args`` among the distinct keys, ascending (as
@@ -1295,89 +1410,53 @@ def launcher_texts(const uint8_t[::1] sel, const row_t[::1] op_row, const int32_
     ``start``, ``end``, ``kind``, ``copy_kind`` and kernel name ``op_name``): kernel ns,
     distinct launching ops (calls), whether a copy over a link (a memcpy that is not device
     to device) is among them, and the distinct ``text << 32 | kernel name`` pairs, in no
-    order."""
-    cdef Py_ssize_t n = op_row.shape[0], nt = name.shape[0], i, n_keys
-    cdef const int32_t* ap = <const int32_t*>_data(args, name.shape[0], np.int32,
-                                                   "launcher_texts: args")
-    cdef GpuCols g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
-    cdef Hash h, hp
-    cdef int64_t r, key
-    cdef int32_t c
-    cdef bint oom = False, bad = False, bad_row = False
+    order. With ``parts`` > 1 (at most 8; one part per ``split_min`` ops at most) the ops
+    are cut into row ranges on threads, each with its own keys and totals, merged at the
+    end: a launching op whose GPU ops fall in several parts is counted once."""
+    cdef Py_ssize_t n = op_row.shape[0], k
     if sel.shape[0] != n or start.shape[0] != n:
         raise ValueError("launcher_texts: columns differ in length")
+    if parts < 1 or split_min < 1:
+        raise ValueError("launcher_texts: parts and split_min must be >= 1")
+    cdef _TextsJob job = _TextsJob()
+    job.g = _gpu_cols(start, end, kind, copy_kind, op_name, memcpy_kind, dtod)
     text_arr = np.empty(n, dtype=np.int32)
-    seen_arr = np.zeros((nt + 7) >> 3, dtype=np.uint8)  # a bit per launching op
-    cdef int32_t[::1] text = text_arr
-    cdef uint8_t[::1] seen = seen_arr
-    cdef int64_t* kernel = NULL  # per key by first sight, grown with the keys
-    cdef int64_t* calls = NULL
-    cdef uint8_t* link = NULL
-    cdef Py_ssize_t cap = 0
-    _hash_init(&h)
-    try:
-        _hash_init(&hp)
-    except MemoryError:
-        _hash_free(&h)
-        raise
-    try:
-        with nogil:
-            for i in range(n):
-                r = op_row[i]
-                if not sel[i] or r < 0:
-                    text[i] = -1
-                    continue
-                if r >= nt:
-                    bad_row = True
-                    break
-                key = <int64_t>name[r] << 32
-                if ap != NULL:
-                    key |= <int64_t>ap[r]
-                if key < 0:
-                    bad = True
-                    break
-                c = _hash_add(&h, key)
-                if c < 0 or (c >= cap and not _grow(&kernel, &calls, &link, &cap, c)):
-                    oom = True
-                    break
-                text[i] = c
-                if not seen[r >> 3] & (1 << (r & 7)):
-                    seen[r >> 3] |= 1 << (r & 7)
-                    calls[c] += 1
-                if not _tally(&g, c, i, kernel, link, &hp):
-                    oom = True
-                    break
-        if bad_row:
-            raise ValueError("launcher_texts: a launching-op row is out of range")
-        if bad:
-            raise ValueError("launcher_texts: a name or args id is negative")
-        if oom:
-            raise MemoryError()
-        first = _hash_keys(&h)
-        n_keys = first.shape[0]
-        order = np.argsort(first, kind="stable")
-        rank_arr = np.empty(n_keys, dtype=np.int32)
-        rank_arr[order] = np.arange(n_keys, dtype=np.int32)
-        kernel_arr = np.zeros(n_keys, dtype=np.int64)
-        calls_arr = np.zeros(n_keys, dtype=np.int64)
-        link_arr = np.zeros(n_keys, dtype=np.uint8)
-        if n_keys:
-            kernel_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>kernel)
-            calls_arr[rank_arr] = np.asarray(<int64_t[:n_keys]>calls)
-            link_arr[rank_arr] = np.asarray(<uint8_t[:n_keys]>link)
-        pairs = _pairs_by(&hp, rank_arr)
-    finally:
-        _hash_free(&h)
-        _hash_free(&hp)
-        free(kernel)
-        free(calls)
-        free(link)
-    cdef const int32_t[::1] rank = rank_arr
-    with nogil:  # codes by first sight -> indices into the sorted keys, in place
-        for i in range(n):
-            if text[i] >= 0:
-                text[i] = rank[text[i]]
-    return first[order], text_arr, kernel_arr, calls_arr, link_arr.view(bool), pairs
+    parts = _n_parts(parts, n, split_min)
+    cuts = [k * n // parts for k in range(parts + 1)]
+    out = [None] * parts
+    _on_threads(_texts_part, [(k, sel, op_row, name, args, job, text_arr, cuts[k],
+                               cuts[k + 1], out) for k in range(parts)])
+    keys = np.unique(np.concatenate([o[0] for o in out]))  # the op texts, ascending
+    n_keys = keys.shape[0]
+    kernel_arr = np.zeros(n_keys, dtype=np.int64)
+    calls_arr = np.zeros(n_keys, dtype=np.int64)
+    link_arr = np.zeros(n_keys, dtype=bool)
+    codes, pairs = [], []
+    for k, (part_keys, kernel, calls, link, part_pairs, _) in enumerate(out):
+        code = np.searchsorted(keys, part_keys).astype(np.int32)  # distinct in a part
+        kernel_arr[code] += kernel
+        calls_arr[code] += calls
+        link_arr[code] |= link.view(bool)
+        pairs.append((code[part_pairs >> 32].astype(np.int64) << 32) | (part_pairs & 0xFFFFFFFF))
+        codes.append(code)
+    _on_threads(_texts_code, [(k, text_arr, codes[k], cuts[k], cuts[k + 1])
+                              for k in range(parts)])
+    pairs_arr = pairs[0]
+    if parts > 1:
+        pairs_arr = np.unique(np.concatenate(pairs))
+        counted = out[0][5]
+        for k in range(1, parts):  # launching ops counted in an earlier part too: once
+            seen = out[k][5]
+            again = np.flatnonzero(seen & counted)
+            if again.size:
+                bits = np.unpackbits(seen[again] & counted[again], bitorder="little")
+                rows = (again.repeat(8) * 8 + np.tile(np.arange(8), again.size))[bits > 0]
+                op_key = np.asarray(name)[rows].astype(np.int64) << 32
+                if args is not None:
+                    op_key |= np.asarray(args)[rows]
+                np.subtract.at(calls_arr, np.searchsorted(keys, op_key), 1)
+            counted = counted | seen
+    return keys, text_arr, kernel_arr, calls_arr, link_arr, pairs_arr
 
 
 def text_totals(const int64_t[::1] rows, const int32_t[::1] text, Py_ssize_t n_texts,

@@ -202,6 +202,7 @@ def _charged(
         c(src["name"], dtype=np.int32),
         c(src["args"], dtype=np.int32) if table == "host_ops" else None,
         *gpu_cols,
+        parts=cores(),
     )
     texts = [
         kineto_op(strings[key >> 32], strings[key & 0xFFFFFFFF])

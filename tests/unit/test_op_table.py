@@ -627,6 +627,57 @@ def test_op_categories_sums_match_numpy_in_any_parts(parts, n_win):
         )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("parts", "with_args", "wide"),
+    [(1, True, False), (2, True, False), (3, False, False), (8, True, True)],
+)
+def test_launcher_texts_match_numpy_in_any_parts(parts, with_args, wide):
+    # per GPU op the rank of its op's key among the distinct keys, and per key the kernel
+    # ns, the distinct launching ops, copies over a link and the distinct (text, kernel)
+    # pairs, computed with numpy; in row ranges (split_min=1) the same, a launching op
+    # whose GPU ops fall in several parts counted once
+    rng = np.random.default_rng(parts * 2 + with_args)
+    n, nt = 600, 40
+    op_row = rng.integers(-1, nt, n).astype(np.int64 if wide else np.int32)
+    op_row[: n // 2] = np.repeat(np.arange(5), n // 10)  # long runs across the cuts
+    sel = (rng.random(n) < 0.85).astype(np.uint8)
+    name = rng.integers(0, 4, nt).astype(np.int32)
+    args = rng.integers(0, 3, nt).astype(np.int32) if with_args else None
+    start = rng.integers(0, 10_000, n).astype(np.int64)
+    end = start + rng.integers(0, 500, n)
+    kind = rng.integers(0, 3, n).astype(np.int8)  # 1: memcpy
+    copy_kind = rng.integers(0, 3, n).astype(np.int8)  # 2: device to device
+    op_name = rng.integers(0, 6, n).astype(np.int32)
+    keys, text, kernel, calls, link, pairs = _optable.launcher_texts(
+        sel, op_row, name, args, start, end, kind, copy_kind, op_name, 1, 2,
+        parts=parts, split_min=1,
+    )  # fmt: skip
+    on = (sel == 1) & (op_row >= 0)
+    rows = op_row[on].astype(np.int64)
+    key_of = (name[rows].astype(np.int64) << 32) | (args[rows] if with_args else 0)
+    want_keys, want_text = np.unique(key_of, return_inverse=True)
+    assert keys.tolist() == want_keys.tolist()
+    assert text[on].tolist() == want_text.tolist() and (text[~on] == -1).all()
+    d = (end - start)[on]
+    assert (
+        kernel.tolist()
+        == np.bincount(want_text, weights=d, minlength=keys.size).astype(int).tolist()
+    )
+    distinct = np.unique(np.stack([want_text, rows]), axis=1)[0]
+    assert calls.tolist() == np.bincount(distinct, minlength=keys.size).tolist()
+    over = (kind[on] == 1) & (copy_kind[on] != 2)
+    assert link.tolist() == (np.bincount(want_text[over], minlength=keys.size) > 0).tolist()
+    want_pairs = np.unique((want_text.astype(np.int64) << 32) | op_name[on])
+    assert sorted(pairs.tolist()) == want_pairs.tolist()
+    bad = op_row.copy()
+    bad[-1] = nt  # out of range, in the last part
+    with pytest.raises(ValueError, match="out of range"):
+        _optable.launcher_texts(
+            np.ones(n, np.uint8), bad, name, args, start, end, kind, copy_kind, op_name, 1, 2,
+            parts=parts, split_min=1,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("in_order", [True, False])
 def test_window_index_matches_searchsorted(in_order):
     # ops in time order (each found where the previous one's window was) or shuffled (a
