@@ -21,7 +21,7 @@ cimport cython
 import numpy as np
 
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 
 
 cdef inline int _bits(uint64_t span) noexcept nogil:
@@ -245,6 +245,39 @@ cdef Py_ssize_t _near_order(const int64_t* start, const int32_t* group, const ui
     return ns + 1 if n else 0
 
 
+cdef bint _by_group(const int32_t* group, const int32_t* rows, Py_ssize_t n,
+                    int32_t* out) noexcept nogil:
+    """``rows[0:n]`` (in (start, row) order) put stably by group into ``out``: (group,
+    start, row) order, in a count and a placement pass. False (``out`` untouched) where
+    the groups span more values than there are rows (or memory is short)."""
+    cdef Py_ssize_t i, span
+    cdef int32_t g_lo = INT32_MAX, g_hi = -INT32_MAX - 1
+    cdef int64_t* at
+    cdef int64_t c, run = 0
+    for i in range(n):
+        if group[rows[i]] < g_lo:
+            g_lo = group[rows[i]]
+        if group[rows[i]] > g_hi:
+            g_hi = group[rows[i]]
+    if n == 0 or <int64_t>g_hi - g_lo >= n:
+        return n == 0
+    span = <Py_ssize_t>(<int64_t>g_hi - g_lo + 1)
+    at = <int64_t*>calloc(span, sizeof(int64_t))
+    if at == NULL:
+        return False
+    for i in range(n):
+        at[group[rows[i]] - g_lo] += 1
+    for i in range(span):  # each group's first place
+        c = at[i]
+        at[i] = run
+        run += c
+    for i in range(n):
+        out[at[group[rows[i]] - g_lo]] = rows[i]
+        at[group[rows[i]] - g_lo] += 1
+    free(at)
+    return True
+
+
 cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t* keep,
                    uint8_t bit, Py_ssize_t n_all, int64_t* bounds, Py_ssize_t* n_seg, Keys* kb,
                    object buf=None):
@@ -252,7 +285,9 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     each ordered by (``group[r]`` when given, ``start[r]``, r), ``n_seg`` of them (their
     starts in ``bounds``, then the end; more than one only where the packed keys ``kb``
     fit, set then): an int32 array, sorted by insertion into few segments
-    (:func:`_near_order`) or else by a bucket sort (:func:`_bucket_order`) when the rows
+    (:func:`_near_order`), or where the groups interleave (several threads' rows in start
+    order) by start alone and then stably by group (:func:`_by_group`), or else by a
+    bucket sort (:func:`_bucket_order`) when the rows
     and the (group, start) keys fit, else an int64 array: one sort of packed (group, start,
     row) keys where they fit in 64 bits, else a stable argsort of packed (group, start)
     keys (16 more bytes a row), else numpy's lexsort. ``buf``: an int32 array of at least
@@ -263,7 +298,8 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
     cdef int64_t g_lo = INT64_MAX, g_hi = INT64_MIN
     cdef int p_bits, s_bits, g_bits = 0
     cdef uint64_t m
-    cdef int32_t[::1] out
+    cdef int32_t[::1] out, by_start
+    cdef bint done = False
     if 0 < n_all < INT32_MAX:
         out_arr = np.empty(n_all, dtype=np.int32) if buf is None else buf
         out = out_arr
@@ -272,6 +308,18 @@ cdef object _order(const int64_t[::1] start, const int32_t* group, const uint8_t
         if 0 <= k <= 1:
             n_seg[0] = k
             return out_arr[: bounds[k]]
+        if k < 0 and group != NULL:  # rows of several groups interleaved in start order
+            # (a loader's table of several threads): ordered by start alone, then stably
+            # by group
+            by_start_arr = np.empty(n_all, dtype=np.int32)  # only the kept rows' places
+            by_start = by_start_arr
+            with nogil:
+                k = _near_order(&start[0], NULL, keep, bit, n_all, &by_start[0], bounds)
+                done = 0 <= k <= 1 and _by_group(group, &by_start[0], bounds[k], &out[0])
+            if done:
+                n_seg[0] = k
+                return out_arr[: bounds[k]]
+            k = -1
     with nogil:
         for r in range(n_all):
             if _out(keep, bit, r):
@@ -612,6 +660,7 @@ cdef object _found_rows(Py_ssize_t na, Py_ssize_t nq):
 
 cdef enum:
     _MAX_PARTS = 8  # a part's activities are marked by one bit of a byte
+    _THREAD_SLOTS = 64  # threads whose previous query's place is remembered (a power of 2)
     _SAMPLE = 4096  # the rows sampled for the parts' bounds
 
 
@@ -673,8 +722,9 @@ cdef Py_ssize_t _last_at_or_before(const int64_t* a_start, const int32_t* a_thre
                                    const int32_t* rows, Py_ssize_t n, Py_ssize_t f,
                                    int32_t t, int64_t s) noexcept nogil:
     """The last place of the index ``rows[0:n]`` whose activity sorts at or before (t, s)
-    (-1: none), by a galloping search from place f (the previous query's; -1: none): a
-    query near the previous one is found in a few steps, any other in O(log n)."""
+    (-1: none), by a galloping search from place f (the previous query's of the same
+    thread; -1: none): a query near that one is found in a few steps, any other in
+    O(log n)."""
     cdef Py_ssize_t lo, hi, step = 1, mid
     if f >= 0 and not _at_or_before(a_start, a_thread, rows, f, t, s):
         hi = f  # back from f
@@ -747,10 +797,14 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
     """The queries of rows [r0, r1) (those ``job`` asks; the others -1, with their
     reasons) answered from the index (:func:`_indexed`), on its own thread; an error goes
     to ``errors``."""
-    cdef Py_ssize_t n = rows.shape[0], i, f = -1, p, y
+    cdef Py_ssize_t n = rows.shape[0], i, p, y, j
     cdef int32_t t
     cdef int64_t best
     cdef int64_t qs, qe
+    cdef int32_t last_t[_THREAD_SLOTS]  # per slot: a thread and the place its previous
+    cdef Py_ssize_t last_p[_THREAD_SLOTS]  # query was found at (calls of several threads
+    for j in range(_THREAD_SLOTS):  # interleave: each searches from its own thread's place)
+        last_t[j], last_p[j] = -1, -1
     cdef const Calls* c = &job.c
     cdef const int64_t* s0 = &a_start[0] if a_start.shape[0] else NULL
     cdef const int32_t* t0 = &a_thread[0] if a_thread.shape[0] else NULL
@@ -763,8 +817,10 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
                     t = q_thread[i]
                     qs = q_start[i]
                     qe = q_end[i] if q_end[i] > qs else qs  # an activity open at qs, to qe
-                    p = _last_at_or_before(s0, t0, ix, n, f, t, qs)
-                    f = p
+                    j = t & (_THREAD_SLOTS - 1)
+                    p = _last_at_or_before(s0, t0, ix, n, last_p[j] if last_t[j] == t else -1,
+                                           t, qs)
+                    last_t[j], last_p[j] = t, p
                     if p >= 0 and a_thread[rows[p]] == t:
                         y = p  # up the chain of the activities open there, innermost first
                         while y >= 0 and _inner_step(s0, &a_end[0], rows[y], &best, qe):
@@ -862,8 +918,8 @@ cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
     start, row) order (:func:`_stream`) and each one's parent, the place of the activity
     on top of the sweep's stack when it was pushed (so that the stack at any instant is the
     chain of parents from the last activity started). Each query, in row order (no sort of
-    the queries), is found by a galloping search from the previous one's place and answered
-    up its chain. On ``parts`` threads: the activities cut at (thread, start) quantiles of a
+    the queries), is found by a galloping search from the place of the previous one of its
+    thread (launch calls of several threads interleave) and answered up its chain. On ``parts`` threads: the activities cut at (thread, start) quantiles of a
     sample, each part's placed and linked within the part at once, then the parts' first
     activities linked to the open ones before them (a few: once one has no parent there,
     none after it has), then the queries in row ranges."""

@@ -255,6 +255,37 @@ def test_launching_rows_in_parts_of_jittered_levels(parts, threads):
         assert one[0][i] == want
 
 
+@pytest.mark.parametrize(
+    ("parts", "threads"), [(1, (0, 64, 3, 200)), (3, (0, 64, 3, 200)), (2, (5, 10**8))]
+)
+def test_launching_rows_of_threads_interleaved_in_start_order(parts, threads):
+    # a loader's tables: several threads' ops and calls in one start order (threads 0 and
+    # 64 share a slot of the remembered places; ids 10**8 apart span more values than
+    # there are rows), nested two deep around each call, some starts jittered
+    rng = np.random.default_rng(parts + len(threads))
+    n = 6000
+    lq = np.sort(rng.integers(0, 40 * n, n)).astype(np.int64)
+    q_g = np.asarray(threads, np.int32)[rng.integers(0, len(threads), n)]
+    a_s = np.stack([lq - 9, lq - 4]).T.reshape(-1)  # outer, inner per call: start order
+    a_e = np.stack([lq + 12, lq + 6]).T.reshape(-1) - rng.integers(0, 8, 2 * n)
+    a_g = np.repeat(q_g, 2)
+    jitter = rng.random(n) < 0.2
+    q_s = lq - jitter * rng.integers(0, 3, n)
+    api_row = np.arange(n, dtype=np.int64)
+    api_row[::101] = -1
+    cols = (a_s, a_e, a_g, None, *_per_op(api_row, q_s, q_s + 2, q_g), api_row,
+            np.zeros(n, np.uint8), 0, 1, 2)  # fmt: skip
+    got = _optable.launching_rows(*cols, parts=parts, split_min=1000, method="index")
+    sweep = _optable.launching_rows(*cols, method="sweep")
+    assert (got[0] == sweep[0]).all() and (got[1] == sweep[1]).all()
+    for i in rng.choice(n, 400, replace=False).tolist():
+        if api_row[i] < 0:
+            assert got[0][i] == -1 and got[1][i] == 0
+            continue
+        want = _brute_innermost(a_s, a_e, a_g, np.ones(2 * n, np.uint8), q_s, q_s + 2, q_g, i)
+        assert got[0][i] == want
+
+
 @pytest.mark.parametrize("parts", [2, 3, 8])
 def test_launching_rows_in_parts_under_one_long_activity(parts):
     # a step-long op around everything (a profiler step) on each thread, and short ops one
