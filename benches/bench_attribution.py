@@ -1,6 +1,7 @@
 """Attribution speed: 10 million GPU ops, and side by side with HolisticTraceAnalysis.
 
-    python benches/bench_attribution.py [--ops N] [--host-per-launch K] [--hta-python PATH]
+    python benches/bench_attribution.py [--ops N] [--host-per-launch K] [--host-threads T]
+                                        [--rounds R] [--analyze] [--hta-python PATH]
                                         [--kineto DIR_OR_FILE ...]
 
 1. Scale: a synthetic single-device trace of N GPU ops (default 10 million: kernels on a
@@ -15,9 +16,13 @@
 1b. The same trace with K host ops per launch call (default 3: 30 million cpu_op and
    python rows nested around the launch calls, so 40 million host activities with the
    launch calls and 1,000 ranges), attributed whole-trace and then ``by="step"`` (1,000
-   steps that cover the trace: every host activity is charged to a host window). Targets:
-   < 10 s, < 4 GB peak RSS each; checked: the host_bound charges sum to host_bound_ns
-   (attribute() also checks this and the host windows on every call).
+   steps that cover the trace: every host activity is charged to a host window). Each
+   level's rows follow the previous level's, in launch order (a table no loader writes:
+   the op table sorts its jittered starts). Last, whole-trace, the launch calls on
+   ``--host-threads`` threads (64 in a row on each) and the host ops in one start order,
+   as a loaded multi-threaded trace comes. Targets: < 10 s, < 4 GB peak RSS each;
+   checked: the host_bound charges sum to host_bound_ns (attribute() also checks this and
+   the host windows on every call).
 2. Versus HTA (installed in a separate venv, run in a subprocess; set ``PYTIMINGS_HTA_PYTHON``
    to that venv's python, or pass ``--hta-python``; unset, the race is skipped): on the same Kineto
    trace(s), pytimings ``load`` + whole-trace ``attribute`` against HTA's
@@ -51,7 +56,7 @@ from pytimings.model.trace import (API_CALL_SCHEMA, DEVICE_SCHEMA, GPU_OP_SCHEMA
     HOST_OP_SCHEMA, RANGE_SCHEMA, THREAD_SCHEMA, ActivityKind, CopyKind, MemKind, OpKind, Trace)
 from pytimings.table import Table
 
-def host_ops(lstart, lend, k):
+def host_ops(lstart, lend, lthread, k):
     # k levels nested around each launch call: cpu_op innermost, then python, cpu_op, ...
     n = lstart.size
     parts = [{c: np.empty(0, dtype=d) for c, d in HOST_OP_SCHEMA.items()}]
@@ -61,12 +66,16 @@ def host_ops(lstart, lend, k):
             "name": np.full(n, 9 + j % 3, dtype=np.int32),
             "kind": np.full(n, ActivityKind.PYTHON if j % 2 else ActivityKind.CPU_OP,
                             dtype=np.int8),
-            "thread": np.zeros(n, dtype=np.int32), "pid": np.full(n, 7, dtype=np.int32),
+            "thread": lthread, "pid": np.full(n, 7, dtype=np.int32),
             "rank": np.zeros(n, dtype=np.int16), "args": np.zeros(n, dtype=np.int32),
         })
     return Table({c: np.concatenate([p[c] for p in parts]) for c in HOST_OP_SCHEMA})
 
-def synth(n, k, seed=0):
+def synth(n, k, threads=1, seed=0):
+    # threads > 1: the launch calls on that many host threads (64 in a row on each), and the
+    # host ops in one start order as the loaders write them (else each nesting level's
+    # rows after the previous level's, in launch order: a table no loader writes, whose
+    # jittered starts the op table must sort)
     rng = np.random.default_rng(seed)
     strings = ["", "gemm_bf16_128x128", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
                "[CUDA memcpy HtoD]", "[CUDA memset]", "cudaLaunchKernel", "python3", "GPU 0",
@@ -106,7 +115,8 @@ def synth(n, k, seed=0):
     api = Table({
         "start": lstart, "end": lstart + 2500,
         "name": np.full(n, 5, dtype=np.int32), "kind": np.zeros(n, dtype=np.int8),
-        "thread": np.zeros(n, dtype=np.int32), "correlation": np.arange(n, dtype=np.int64),
+        "thread": (np.arange(n) // 64 % threads).astype(np.int32),
+        "correlation": np.arange(n, dtype=np.int64),
         "pid": np.full(n, 7, dtype=np.int32), "rank": np.zeros(n, dtype=np.int16),
     })
     del lstart, which
@@ -119,16 +129,21 @@ def synth(n, k, seed=0):
         "payload": np.full(1000, np.nan), "pid": np.full(1000, 7, dtype=np.int32),
         "rank": np.zeros(1000, dtype=np.int16), "bytes": np.full(1000, -1, dtype=np.int64),
     })
-    threads = Table({"pid": np.array([7]), "tid": np.array([7]),
-                     "name": np.array([6], dtype=np.int32),
-                     "rank": np.zeros(1, dtype=np.int16)})
+    thread_rows = Table({"pid": np.full(threads, 7), "tid": 7 + np.arange(threads),
+                         "name": np.full(threads, 6, dtype=np.int32),
+                         "rank": np.zeros(threads, dtype=np.int16)})
     devices = Table({"device": np.zeros(1, dtype=np.int16), "name": np.array([7], dtype=np.int32),
                      "rank": np.zeros(1, dtype=np.int16)})
-    hops = host_ops(api["start"], api["end"], k)
+    hops = host_ops(api["start"], api["end"], api["thread"], k)
+    if threads > 1:
+        by_start = np.argsort(hops["start"], kind="stable")
+        hops = Table({c: hops[c][by_start] for c in HOST_OP_SCHEMA})
+        del by_start
     for t, schema in ((ops, GPU_OP_SCHEMA), (api, API_CALL_SCHEMA), (ranges, RANGE_SCHEMA),
-                      (threads, THREAD_SCHEMA), (devices, DEVICE_SCHEMA), (hops, HOST_OP_SCHEMA)):
+                      (thread_rows, THREAD_SCHEMA), (devices, DEVICE_SCHEMA),
+                      (hops, HOST_OP_SCHEMA)):
         assert {c: t[c].dtype for c in t} == {c: np.dtype(d) for c, d in schema.items()}
-    return Trace(ops, api, ranges, threads, devices, strings=strings, host_ops=hops)
+    return Trace(ops, api, ranges, thread_rows, devices, strings=strings, host_ops=hops)
 
 def union_length(s, e):
     # independent of the kernels: sort, running max of ends, sum the merged pieces
@@ -144,8 +159,9 @@ def union_length(s, e):
 
 n, k, by = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None
 whole = sys.argv[4] == "1"  # the rest of analyze too: the findings and the JSON
+threads = int(sys.argv[5])
 t0 = time.perf_counter()
-tr = synth(n, k)
+tr = synth(n, k, threads)
 t1 = time.perf_counter()
 rss_trace = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 c1 = time.process_time()
@@ -276,6 +292,12 @@ def main() -> int:
         help="Kineto trace directories or files to race on",
     )
     ap.add_argument(
+        "--host-threads",
+        type=int,
+        default=2,
+        help="host threads of the last run (its host ops in one start order, as loaded)",
+    )
+    ap.add_argument(
         "--analyze",
         action="store_true",
         help="time the rest of analyze too (findings and JSON; about 30 s a round at 10M ops)",
@@ -283,9 +305,18 @@ def main() -> int:
     args = ap.parse_args()
     failed_check = missed = False
 
-    for k, by in ((0, ""), (args.host_per_launch, ""), (args.host_per_launch, "step")):
+    hk, ht = args.host_per_launch, args.host_threads
+    for k, by, threads in ((0, "", 1), (hk, "", 1), (hk, "step", 1), (hk, "", ht)):
         rounds = [
-            child(sys.executable, SCALE_CHILD, str(args.ops), str(k), by, str(int(args.analyze)))
+            child(
+                sys.executable,
+                SCALE_CHILD,
+                str(args.ops),
+                str(k),
+                by,
+                str(int(args.analyze)),
+                str(threads),
+            )
             for _ in range(max(1, args.rounds))
         ]
         rounds.sort(key=_op_share)
@@ -294,6 +325,7 @@ def main() -> int:
             f"scale: {s['ops']:,} GPU ops (+{s['ops']:,} launch calls), "
             f"{s['host_activities']:,} host activities, generated in {s['generate_s']:.1f} s; "
             + (f"--by {by}: {s['host_windows']} host windows" if by else "whole trace")
+            + (f"; {threads} host threads, host ops in start order" if threads > 1 else "")
         )
         print(
             f"  attribute(): {s['analyse_s']:.2f} s = {s['ops_per_s'] / 1e6:.2f} M ops/s; "
