@@ -803,12 +803,13 @@ def _index_part(int part, const int64_t[::1] a_start, const int64_t[::1] a_end,
     cdef int64_t qs, qe
     cdef int32_t last_t[_THREAD_SLOTS]  # per slot: a thread and the place its previous
     cdef Py_ssize_t last_p[_THREAD_SLOTS]  # query was found at (calls of several threads
-    for j in range(_THREAD_SLOTS):  # interleave: each searches from its own thread's place)
-        last_t[j], last_p[j] = -1, -1
+    # interleave: each searches from its own thread's place)
     cdef const Calls* c = &job.c
     cdef const int64_t* s0 = &a_start[0] if a_start.shape[0] else NULL
     cdef const int32_t* t0 = &a_thread[0] if a_thread.shape[0] else NULL
     cdef const int32_t* ix = &rows[0] if n else NULL
+    for j in range(_THREAD_SLOTS):
+        last_t[j], last_p[j] = -1, -1
     try:
         with nogil:
             for i in range(r0, r1):
@@ -919,10 +920,11 @@ cdef int _indexed(const int64_t[::1] a_start, const int64_t[::1] a_end,
     on top of the sweep's stack when it was pushed (so that the stack at any instant is the
     chain of parents from the last activity started). Each query, in row order (no sort of
     the queries), is found by a galloping search from the place of the previous one of its
-    thread (launch calls of several threads interleave) and answered up its chain. On ``parts`` threads: the activities cut at (thread, start) quantiles of a
-    sample, each part's placed and linked within the part at once, then the parts' first
-    activities linked to the open ones before them (a few: once one has no parent there,
-    none after it has), then the queries in row ranges."""
+    thread (launch calls of several threads interleave) and answered up its chain. On
+    ``parts`` threads: the activities cut at (thread, start) quantiles of a sample, each
+    part's placed and linked within the part at once, then the parts' first activities
+    linked to the open ones before them (a few: once one has no parent there, none after
+    it has), then the queries in row ranges."""
     cdef Py_ssize_t na = a_start.shape[0], nq = q_start.shape[0], r, step, q, k
     cdef Py_ssize_t off[_MAX_PARTS + 1]  # per part: its first place in the index
     cdef int n_piv = 0
@@ -1328,16 +1330,10 @@ cdef bint _grow(int64_t** kernel, int64_t** calls, uint8_t** link, Py_ssize_t* c
     return True
 
 
-cdef object _pairs_by(Hash* h, const int32_t[::1] code):
-    """The (text << 32 | kernel name) pairs of ``h`` with their texts renumbered by
-    ``code`` (None: as they are)."""
-    cdef Py_ssize_t j
-    out_arr = _hash_keys(h)
-    cdef int64_t[::1] out = out_arr
-    if code is not None:
-        for j in range(out.shape[0]):
-            out[j] = (<int64_t>code[out[j] >> 32] << 32) | (out[j] & 0xFFFFFFFF)
-    return out_arr
+cdef enum:  # what stops launcher_texts' pass over a part
+    _BAD_ROW = 1  # a launching-op row out of range
+    _BAD_ID = 2  # a negative name or args id
+    _NO_MEMORY = 3
 
 
 cdef struct TextPart:  # one part of launcher_texts: its op texts by first sight
@@ -1348,7 +1344,7 @@ cdef struct TextPart:  # one part of launcher_texts: its op texts by first sight
     uint8_t* link
     Py_ssize_t cap
     uint8_t* seen  # a bit per launching op the part has counted
-    int bad  # 1: a row out of range, 2: a negative name or args id, 3: out of memory
+    int bad  # 0, or what stopped the pass (_BAD_ROW, _BAD_ID, _NO_MEMORY)
 
 
 cdef void _texts_pass(TextPart* tp, const uint8_t* sel, const row_t* op_row,
@@ -1368,24 +1364,24 @@ cdef void _texts_pass(TextPart* tp, const uint8_t* sel, const row_t* op_row,
             text[i] = -1
             continue
         if r >= nt:
-            tp.bad = 1
+            tp.bad = _BAD_ROW
             return
         key = <int64_t>name[r] << 32
         if ap != NULL:
             key |= <int64_t>ap[r]
         if key < 0:
-            tp.bad = 2
+            tp.bad = _BAD_ID
             return
         c = _hash_add(&tp.h, key)
         if c < 0 or (c >= tp.cap and not _grow(&tp.kernel, &tp.calls, &tp.link, &tp.cap, c)):
-            tp.bad = 3
+            tp.bad = _NO_MEMORY
             return
         text[i] = c
         if not tp.seen[r >> 3] & (1 << (r & 7)):
             tp.seen[r >> 3] |= 1 << (r & 7)
             tp.calls[c] += 1
         if not _tally(g, c, i, tp.kernel, tp.link, &tp.hp):
-            tp.bad = 3
+            tp.bad = _NO_MEMORY
             return
 
 
@@ -1418,11 +1414,11 @@ def _texts_part(int part, const uint8_t[::1] sel, const row_t[::1] op_row,
             with nogil:
                 _texts_pass(&tp, &sel[0], &op_row[0], &name[0] if nt else NULL, ap, nt,
                             &job.g, &text[0], r0, r1)
-        if tp.bad == 1:
+        if tp.bad == _BAD_ROW:
             raise ValueError("launcher_texts: a launching-op row is out of range")
-        if tp.bad == 2:
+        if tp.bad == _BAD_ID:
             raise ValueError("launcher_texts: a name or args id is negative")
-        if tp.bad == 3:
+        if tp.bad == _NO_MEMORY:
             raise MemoryError()
         keys = _hash_keys(&tp.h)
         k = keys.shape[0]
@@ -1431,7 +1427,7 @@ def _texts_part(int part, const uint8_t[::1] sel, const row_t[::1] op_row,
             np.asarray(<int64_t[:k]>tp.kernel).copy() if k else np.zeros(0, np.int64),
             np.asarray(<int64_t[:k]>tp.calls).copy() if k else np.zeros(0, np.int64),
             np.asarray(<uint8_t[:k]>tp.link).copy() if k else np.zeros(0, np.uint8),
-            _pairs_by(&tp.hp, None),
+            _hash_keys(&tp.hp),
             seen_arr,
         )
     except BaseException as e:  # re-raised on the caller's thread
@@ -1548,7 +1544,7 @@ def text_totals(const int64_t[::1] rows, const int32_t[::1] text, Py_ssize_t n_t
             raise ValueError("text_totals: a row or text is out of range")
         if oom:
             raise MemoryError()
-        pairs = _pairs_by(&hp, None)
+        pairs = _hash_keys(&hp)
     finally:
         _hash_free(&hp)
     return kernel_arr, link_arr.view(bool), pairs
