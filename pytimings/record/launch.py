@@ -244,10 +244,15 @@ class Session:
 
     # -- saving
     def save(self, reason: str) -> Path | None:
-        """Save what is recorded so far; None in a forked child (never the parent's file)."""
+        """Save what is recorded so far; None in a forked child (never the parent's file), and
+        None for a periodic flush once the last save has begun: a flush that waited for the
+        lock behind it would replace the final file with an older reason or, cut off when the
+        interpreter stops its daemon thread, leave a temporary file behind."""
         if os.getpid() != self.pid:
             return None
         with self._lock:
+            if reason == "flush" and self._finished:
+                return None
             self._saving_thread = threading.get_ident()
             try:
                 return self._save_locked(reason)

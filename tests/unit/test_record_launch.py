@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from pytimings.errors import UsageError
+from pytimings.ingest.recording_file import load_recording
 from pytimings.record import launch
 from pytimings.record.kineto import StepRange, trace_path
 
@@ -75,3 +78,22 @@ def test_kineto_steps_syntax() -> None:
         with pytest.raises(UsageError, match="--kineto"):
             StepRange.parse(bad)
     assert trace_path(Path("/d/run.rank3.pyt")) == Path("/d/run.rank3.pt.trace.json")
+
+
+def test_a_flush_waiting_behind_the_last_save_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the flusher thread may pass its wait just before finish() starts and then block on the
+    # lock until the last save is done; what it would write then is older than that save
+    monkeypatch.setattr(launch.atexit, "register", lambda *a, **k: None)
+    monkeypatch.setattr(launch.os, "register_at_fork", lambda **k: None)
+    monkeypatch.setattr(launch.Session, "_wrap_exec", lambda self: None)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    session = launch.Session(launch.Options(out=str(tmp_path / "run.pyt")))
+    assert session.save("flush") == tmp_path / "run.pyt"  # a flush while the program runs
+    assert load_recording(tmp_path / "run.pyt").meta["record"]["reason"] == "flush"
+    session.finish("exit")
+    assert session.save("flush") is None
+    assert load_recording(tmp_path / "run.pyt").meta["record"]["reason"] == "exit"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pyt"]
