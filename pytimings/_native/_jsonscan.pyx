@@ -212,7 +212,8 @@ cdef enum:
     K_NAME = 11   # int32 string ids; meta: name
     K_ARGS = 12   # int32: host op / comm kernel args text (+1; 0 none); meta: args.name id
     K_CAT = 13    # int8: class; flows: phase (0 's', 1 'f')
-    N_COLS = 14
+    K_EXT = 14    # cpu_ops and API calls: Kineto's "External id" (-1 absent)
+    N_COLS = 15
 cdef int COL_SIZE[N_COLS]
 for _k in range(N_COLS):
     COL_SIZE[_k] = 8
@@ -220,7 +221,7 @@ COL_SIZE[K_NAME] = 4
 COL_SIZE[K_ARGS] = 4
 COL_SIZE[K_CAT] = 1
 COLUMNS = ("start", "end", "pid", "tid", "correlation", "device", "stream", "bytes", "index",
-           "a", "b", "name", "args", "cat")
+           "a", "b", "name", "args", "cat", "external")
 cdef int GROUP_OF[N_CLASSES]
 for _k, _g in enumerate((G_GPU, G_GPU, G_GPU, G_API, G_API, G_API, G_RANGES, -1, G_HOST, G_HOST,
                          G_FLOW, -1, -1)):
@@ -282,13 +283,16 @@ cdef enum:
     A_DTYPE = 21
     A_GROUP = 22
     A_GRAPH_NODE = 23  # GPU ops (Kineto built with CUDA 12+): the CUPTI graph node, 0 outside
-    N_ARGS = 24
+    A_EXT = 24  # cpu_ops: the op's id; API calls: the id of the innermost op open at the call
+    A_EXT_2021 = 25  # API calls in 2021-era Kineto: "external id", lower case
+    N_ARGS = 26
 _TOP_KEYS = (b"ph", b"cat", b"name", b"pid", b"tid", b"ts", b"dur", b"id", b"args")
 _ARG_KEYS = (b"correlation", b"device", b"stream", b"bytes", b"size", b"Input Dims",
              b"Input type", b"Concrete Inputs", b"Input Strides", b"Bytes", b"Addr",
              b"Device Type", b"Device Id", b"Total Allocated", b"Total Reserved", b"name",
              b"wait_on_stream", b"wait_on_cuda_event_record_corr_id", b"Collective name",
-             b"In msg nelems", b"Out msg nelems", b"dtype", b"Group size", b"graph node id")
+             b"In msg nelems", b"Out msg nelems", b"dtype", b"Group size", b"graph node id",
+             b"External id", b"external id")
 FIELD_NAMES = tuple(k.decode() for k in _TOP_KEYS) + tuple(
     "args." + k.decode() for k in _ARG_KEYS)
 # [memory] args in the order their problems are reported (as the loader always has)
@@ -2072,6 +2076,11 @@ cdef class Scanner:
             sid = self._args_text(p, E, A_DIMS, A_STRIDES) if cls == C_CPU_OP else 0
             if sid < 0 or self._put32(group, K_ARGS, <int>sid) < 0:
                 return -1
+            if cls != C_CPU_OP:  # a python_function's args are not read
+                if self._put64(group, K_EXT, -1) < 0:
+                    return -1
+            elif self._opt(group, K_EXT, row, p, &E.args[A_EXT], N_TOP + A_EXT, elem) < 0:
+                return -1
         else:
             if group == G_GPU:
                 sid = self._args_text(p, E, A_COLL, A_GROUP) if cls == C_KERNEL else 0
@@ -2092,11 +2101,14 @@ cdef class Scanner:
             if group == G_GPU and self._opt(group, K_A, row, p, &E.args[A_GRAPH_NODE],
                                             N_TOP + A_GRAPH_NODE, elem) < 0:
                 return -1
+            if group == G_API:
+                k = A_EXT if E.args[A_EXT].kind != V_ABSENT else A_EXT_2021
             if group == G_API and (
                 self._opt(group, K_A, row, p, &E.args[A_WAIT_STREAM], N_TOP + A_WAIT_STREAM,
                           elem) < 0
                 or self._opt(group, K_B, row, p, &E.args[A_WAIT_RECORD], N_TOP + A_WAIT_RECORD,
                              elem) < 0
+                or self._opt(group, K_EXT, row, p, &E.args[k], N_TOP + k, elem) < 0
             ):
                 return -1
         self.rows[group] += 1

@@ -630,9 +630,11 @@ class _Loader:
         # a: the op's "graph node id" (Kineto built with CUDA 12+; 0 outside graphs)
         gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS, "args", "a")))
         # a, b: a cuda_sync's wait_on_stream and wait_on_cuda_event_record_corr_id
-        api = _by_time(self._rows(_jsonscan.GROUP_API, (*_EVENT_COLS, *_ARG_COLS, "a", "b")))
+        # external: a call's and a cpu_op's "External id" (the innermost op open at a call)
+        api_cols = (*_EVENT_COLS, *_ARG_COLS, "a", "b", "external")
+        api = _by_time(self._rows(_jsonscan.GROUP_API, api_cols))
         rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
-        host = _by_time(self._rows(_jsonscan.GROUP_HOST, (*_EVENT_COLS, "args")))
+        host = _by_time(self._rows(_jsonscan.GROUP_HOST, (*_EVENT_COLS, "args", "external")))
         if len(gpu["start"]) + len(api["start"]) + len(rng["start"]) + len(host["start"]) == 0:
             raise self.fail(
                 "no events pytimings models: no GPU kernels/memcpys/memsets, CUDA/HIP API "
@@ -874,6 +876,7 @@ class _Loader:
                 "correlation": calls["correlation"],
                 "pid": calls["pid"],
                 "rank": np.full(len(kind), rank),
+                "external": calls["external"],
             },
             SCHEMAS["api_calls"],
         )
@@ -957,6 +960,7 @@ class _Loader:
                 "pid": host["pid"],
                 "rank": np.full(len(kind), rank, dtype=np.int16),
                 "args": host["args"],
+                "external": host["external"],
             },
             SCHEMAS["host_ops"],
         )

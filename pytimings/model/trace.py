@@ -111,7 +111,12 @@ GPU_OP_SCHEMA: dict[str, npt.DTypeLike] = {
 }
 
 # columns a loader may leave out, and the value they then hold
-OPTIONAL_COLUMNS: dict[str, int] = {"graph_node": -1, "collective": -1, "group_size": -1}
+OPTIONAL_COLUMNS: dict[str, int] = {
+    "graph_node": -1,
+    "collective": -1,
+    "group_size": -1,
+    "external": -1,
+}
 
 API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
     "start": np.int64,
@@ -122,6 +127,9 @@ API_CALL_SCHEMA: dict[str, npt.DTypeLike] = {
     "correlation": np.int64,  # -1 unknown
     "pid": np.int32,
     "rank": np.int16,
+    # Kineto's "External id": the id (host_ops.external) of the innermost cpu_op open on
+    # the call's thread when it was made, within (rank, pid); -1 unknown
+    "external": np.int64,
 }
 
 RANGE_SCHEMA: dict[str, npt.DTypeLike] = {
@@ -211,6 +219,8 @@ HOST_OP_SCHEMA: dict[str, npt.DTypeLike] = {
     # Kineto cpu_op record_shapes args, as the JSON text of [Input Dims, Input type,
     # Concrete Inputs, Input Strides] (absent ones null), interned; 0 = none
     "args": np.int32,
+    # a Kineto cpu_op's "External id" (api_calls.external names it), else -1
+    "external": np.int64,
 }
 
 THREAD_SCHEMA: dict[str, npt.DTypeLike] = {

@@ -50,6 +50,7 @@ API_DEFAULTS: dict[str, Any] = {
     "correlation": -1,
     "pid": 100,
     "rank": 0,
+    "external": -1,  # the External id of the innermost cpu_op open at the call
 }
 RANGE_DEFAULTS: dict[str, Any] = {
     "kind": 0,
@@ -70,6 +71,7 @@ HOST_OP_DEFAULTS: dict[str, Any] = {
     "pid": 100,
     "rank": 0,
     "args": "",  # record_shapes JSON text: [dims, types, concrete, strides]
+    "external": -1,  # a cpu_op's External id
 }
 
 SYNC_DEFAULTS: dict[str, Any] = {
