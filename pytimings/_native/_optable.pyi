@@ -32,6 +32,9 @@ def launching_rows(
     parts: int = 1,
     split_min: int = 262144,
     method: str = "auto",
+    a_id: _I64 | None = None,
+    call_id: _I64 | None = None,
+    space: _I32 | None = None,
 ) -> tuple[_I32 | _I64, _I8]: ...
 def contains_point(
     a_start: _I64,

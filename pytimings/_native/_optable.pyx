@@ -1019,12 +1019,154 @@ def innermost_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     return found_arr
 
 
+cdef enum:
+    _ID_SLACK = 4  # an id table may hold this many slots per activity with an id ...
+    _ID_SLOTS_MIN = 1 << 20  # ... or this many, whichever is more
+
+
+@cython.auto_pickle(False)
+cdef class _IdJoin:
+    """launching_rows' join by id: per id space (a thread's ``space``), its lowest id,
+    highest id and first slot; per slot, the kept activity row with that id (-1 none, -2
+    several: those calls go to the index)."""
+    cdef object table_arr, lo_arr, hi_arr, base_arr
+    cdef const int32_t* table
+    cdef const int64_t* lo
+    cdef const int64_t* hi
+    cdef const int64_t* base
+
+
+cdef _IdJoin _id_join(const int64_t[::1] a_id, const int32_t[::1] a_thread,
+                      const uint8_t* keep, const int32_t[::1] space):
+    """The id table of the kept activities, or None where it cannot serve: no ids, 2**31
+    rows or more (its int32 slots), or ids so sparse that the table would pass
+    max(_ID_SLACK * activities with an id, _ID_SLOTS_MIN) slots."""
+    cdef Py_ssize_t na = a_id.shape[0], nt = space.shape[0], a, g, n_sp = 0, n_ids = 0
+    cdef int64_t v, total = 0, limit
+    cdef int32_t t
+    if na >= INT32_MAX:
+        return None
+    if nt:
+        n_sp = int(np.asarray(space).max()) + 1
+    if n_sp <= 0:
+        return None
+    j = _IdJoin()
+    j.lo_arr = np.full(n_sp, INT64_MAX, dtype=np.int64)
+    j.hi_arr = np.full(n_sp, -1, dtype=np.int64)
+    j.base_arr = np.zeros(n_sp, dtype=np.int64)
+    cdef int64_t[::1] lo = j.lo_arr, hi = j.hi_arr, base = j.base_arr
+    with nogil:
+        for a in range(na):
+            v, t = a_id[a], a_thread[a]
+            if v < 0 or t < 0 or t >= nt or (keep != NULL and not keep[a]):
+                continue
+            g = space[t]
+            if v < lo[g]:
+                lo[g] = v
+            if v > hi[g]:
+                hi[g] = v
+            n_ids += 1
+    limit = max(_ID_SLACK * n_ids, _ID_SLOTS_MIN)
+    for g in range(n_sp):
+        base[g] = total
+        if hi[g] >= 0:
+            if hi[g] - lo[g] >= limit - total:
+                return None
+            total += hi[g] - lo[g] + 1
+    if n_ids == 0:
+        return None
+    j.table_arr = np.full(total, -1, dtype=np.int32)
+    cdef int32_t[::1] table = j.table_arr
+    with nogil:
+        for a in range(na):
+            v, t = a_id[a], a_thread[a]
+            if v < 0 or t < 0 or t >= nt or (keep != NULL and not keep[a]):
+                continue
+            g = space[t]
+            v = base[g] + v - lo[g]
+            table[v] = <int32_t>a if table[v] == -1 else -2
+    j.table = &table[0]
+    j.lo, j.hi, j.base = &lo[0], &hi[0], &base[0]
+    return j
+
+
+def _joined_part(int part, _IdJoin j, const int64_t[::1] a_start, const int64_t[::1] a_end,
+                 const int32_t[::1] a_thread, const int32_t[::1] space,
+                 const int64_t[::1] call_id, const int64_t[::1] q_start,
+                 const int64_t[::1] q_end, const int32_t[::1] q_thread, _CallsJob job,
+                 int32_t[::1] found, uint8_t[::1] left, Py_ssize_t r0, Py_ssize_t r1,
+                 list errors):
+    """GPU-op rows [r0, r1) answered by their launch call's id (those ``job`` asks): the
+    activity with that id in the call's id space, where it is on the call's thread and
+    encloses the call (as :func:`innermost_rows` encloses); the asked rows it cannot answer
+    are marked in ``left``, the rows not asked get -1 and their reasons."""
+    cdef Py_ssize_t i, nt = space.shape[0]
+    cdef int64_t v, qs, qe
+    cdef int32_t t, a, g
+    cdef const Calls* c = &job.c
+    try:
+        with nogil:
+            for i in range(r0, r1):
+                found[i] = -1
+                if not _asked(c, i):
+                    continue
+                v, t = call_id[c.api_row[i]], q_thread[i]
+                a = -1
+                if v >= 0 and 0 <= t < nt:
+                    g = space[t]
+                    if j.lo[g] <= v <= j.hi[g]:
+                        a = j.table[j.base[g] + v - j.lo[g]]
+                if a >= 0:
+                    qs = q_start[i]
+                    qe = q_end[i] if q_end[i] > qs else qs
+                    if a_thread[a] == t and a_start[a] <= qs and qe <= a_end[a]:
+                        found[i] = a
+                        c.reason[i] = -1
+                        continue
+                left[i] = 1
+    except BaseException as e:  # re-raised on the caller's thread
+        errors.append(e)
+
+
+cdef object _by_id(const int64_t[::1] a_start, const int64_t[::1] a_end,
+                   const int32_t[::1] a_thread, const uint8_t* keep,
+                   const int64_t[::1] q_start, const int64_t[::1] q_end,
+                   const int32_t[::1] q_thread, _CallsJob job, a_id, call_id, space,
+                   int parts, object found_arr):
+    """launching_rows' answers by id, on ``parts`` threads: the GPU-op rows left for the
+    index (int64), or None where the ids cannot serve (then nothing is written)."""
+    cdef Py_ssize_t na = a_start.shape[0], n = q_start.shape[0], k
+    if call_id is None or space is None:
+        raise ValueError("launching_rows: a_id needs call_id and space")
+    cdef const int64_t[::1] ids = a_id, calls = call_id
+    cdef const int32_t[::1] sp = space
+    if ids.shape[0] != na:
+        raise ValueError("launching_rows: a_id differs in length from the activities")
+    if sp.shape[0] and np.asarray(sp).min() < 0:
+        raise ValueError("launching_rows: a thread's id space is negative")
+    if n and job.c.api_row != NULL:  # the call rows the ops name must be in call_id
+        rows = np.asarray(<const int64_t[:n]>job.c.api_row)
+        if rows.max() >= calls.shape[0]:
+            raise ValueError("launching_rows: an api_row is past the end of call_id")
+    if found_arr.dtype != np.int32:
+        return None
+    j = _id_join(ids, a_thread, keep, sp)
+    if j is None:
+        return None
+    left_arr = np.zeros(n, dtype=np.uint8)
+    _on_threads(_joined_part, [
+        (k, j, a_start, a_end, a_thread, sp, calls, q_start, q_end, q_thread, job, found_arr,
+         left_arr, k * n // parts, (k + 1) * n // parts) for k in range(parts)])
+    return np.flatnonzero(left_arr)
+
+
 def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
                    const int32_t[::1] a_thread, a_keep,
                    const int64_t[::1] q_start, const int64_t[::1] q_end,
                    const int32_t[::1] q_thread, const int64_t[::1] api_row,
                    const uint8_t[::1] graph, int no_launch, int no_op, int graph_code,
-                   int parts=1, Py_ssize_t split_min=1 << 18, str method="auto"):
+                   int parts=1, Py_ssize_t split_min=1 << 18, str method="auto",
+                   a_id=None, call_id=None, space=None):
     """Per GPU op (``q_start``, ``q_end``, ``q_thread``: its launch call's; ``api_row``:
     that call's row, -1: none; ``graph``: run by a graph replay): the row of the innermost
     kept activity (``a_keep``: a uint8 mask, None: all) enclosing its launch call on the
@@ -1034,7 +1176,12 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     launch call and not run by a graph are queried, from an index of the activities on
     ``parts`` threads at once (at most 8; one part per ``split_min`` GPU ops at most), each
     part asking and answering its own rows' ops, or by a sweep on one (``method``: see
-    :func:`_use_index`), with the same answers."""
+    :func:`_use_index`), with the same answers.
+
+    With ids (``a_id``: int64 per activity, -1 none; ``call_id``: per API call row, the id
+    of the activity the call names; ``space``: int32 per thread row, whose ids it shares),
+    an op is first answered by its call's id (:func:`_joined_part`), and only the rest from
+    the index, which is not built when none is left."""
     cdef Py_ssize_t na = a_start.shape[0], n = api_row.shape[0], i
     cdef const uint8_t* keep = <const uint8_t*>_data(a_keep, na, np.uint8, "launching_rows")
     if a_end.shape[0] != na or a_thread.shape[0] != na:
@@ -1053,6 +1200,19 @@ def launching_rows(const int64_t[::1] a_start, const int64_t[::1] a_end,
     if n:
         c.api_row, c.graph, c.reason = &api_row[0], &graph[0], &reason[0]
     c.no_launch, c.no_op, c.graph_code = no_launch, no_op, graph_code
+    if a_id is not None:
+        left = _by_id(a_start, a_end, a_thread, keep, q_start, q_end, q_thread, job, a_id,
+                      call_id, space, _n_parts(parts, n, split_min), op_row_arr)
+        if left is not None:
+            if left.size:  # the rest, from the index
+                take = lambda col: np.ascontiguousarray(np.asarray(col)[left])
+                rows, why = launching_rows(
+                    a_start, a_end, a_thread, a_keep, take(q_start), take(q_end),
+                    take(q_thread), take(api_row), take(graph), no_launch, no_op,
+                    graph_code, parts, split_min, method)
+                op_row_arr[left] = rows
+                reason_arr[left] = why
+            return op_row_arr, reason_arr
     if _use_index(method, na):  # the parts ask and answer their rows' ops
         _indexed(a_start, a_end, a_thread, a_keep, _n_kept(keep, na), q_start, q_end,
                  q_thread, job, _n_parts(parts, n, split_min), op_row_arr)

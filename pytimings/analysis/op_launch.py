@@ -139,19 +139,65 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def launching_ops(trace: Trace, launches: Launches) -> OpLaunch:
+def id_spaces(trace: Trace) -> I32:
+    """Per thread row: its (rank, pid), numbered; Kineto's External ids are unique within
+    one."""
+    th = trace.threads
+    if len(th) == 0:
+        return np.empty(0, dtype=np.int32)
+    key = np.stack([np.asarray(th["rank"], dtype=np.int64), np.asarray(th["pid"])], axis=1)
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int32)
+
+
+def op_ids(trace: Trace, space: I32) -> I64 | None:
+    """Per API call: the External id that names its innermost cpu_op, -1 where it has none;
+    None when no call has one. Kineto of 2022-2023 wrote a runtime call's own correlation id
+    there (every call of those traces: "External id" == "correlation"), which names no op:
+    an id space whose calls' ids mostly equal their correlations has none."""
+    api = trace.api_calls
+    ext = api["external"]
+    has = ext >= 0
+    if not has.any():
+        return None
+    if space.size == 0:
+        return None  # no threads: nothing to join on
+    own = has & (ext == api["correlation"])
+    n = int(space.max()) + 1
+    if n == 1:  # one process (a Kineto file): counts, no per-call spaces
+        bad = np.array([2 * np.count_nonzero(own) > np.count_nonzero(has)])
+    else:
+        at = space[np.maximum(api["thread"], 0)]  # (a call with no thread is never joined)
+        bad = 2 * np.bincount(at[own], minlength=n) > np.bincount(at[has], minlength=n)
+    if bad.all():
+        return None
+    if bad.any():
+        ext = np.where(bad[space[np.maximum(api["thread"], 0)]], -1, ext)
+    return np.ascontiguousarray(ext, dtype=np.int64)
+
+
+def launching_ops(trace: Trace, launches: Launches, *, by_id: bool = True) -> OpLaunch:
     """Each GPU op's launching op (see the module docstring), in one compiled pass over
     the launch calls of the ops no graph ran (``_optable.launching_rows``: on each core,
-    one part of the calls, for traces of a million launches and more)."""
+    one part of the calls, for traces of a million launches and more). Kineto names the
+    innermost cpu_op open at a call by its External id: where ``by_id``, a call is joined
+    to the cpu_op of its id, checked to be on its thread and around it, and only the
+    others are looked up among the intervals (docs/ops.md, "Attribution to ops")."""
     graph = launches.graph
     source = op_source(trace)
     c = np.ascontiguousarray
+    ids: dict[str, Any] = {}
+    if by_id and source.table == "host_ops":
+        space = id_spaces(trace)
+        call_id = op_ids(trace, space)
+        if call_id is not None:
+            ids = {"a_id": c(trace.host_ops["external"], dtype=np.int64), "call_id": call_id,
+                   "space": space}  # fmt: skip
     op_row, reason = _optable.launching_rows(
         source.start, source.end, source.thread, source.keep.view(np.uint8),
         c(launches.start, dtype=np.int64), c(launches.end, dtype=np.int64),
         c(launches.thread, dtype=np.int32), c(launches.api_row, dtype=np.int64),
         graph.view(np.uint8), REASONS.index(NO_LAUNCH), REASONS.index(NO_OP),
-        REASONS.index(GRAPH), parts=cores(),
+        REASONS.index(GRAPH), parts=cores(), **ids,
     )  # fmt: skip
     return OpLaunch(source.table, op_row, reason, graph)
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from pytimings._native import _optable
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.op_launch import GRAPH, NO_OP, nvtx_op
+from pytimings.analysis.launches import link_launches
+from pytimings.analysis.op_launch import GRAPH, NO_OP, id_spaces, launching_ops, nvtx_op, op_ids
 from pytimings.analysis.op_table import op_table
 from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.model.trace import ActivityKind
@@ -284,6 +285,119 @@ def test_launching_rows_of_threads_interleaved_in_start_order(parts, threads):
             continue
         want = _brute_innermost(a_s, a_e, a_g, np.ones(2 * n, np.uint8), q_s, q_s + 2, q_g, i)
         assert got[0][i] == want
+
+
+def _by_id_case(seed, n=5000):
+    # two id spaces (threads 0, 1: rank 0; threads 2, 3: rank 1, the same ids again), two
+    # ops nested around each call; each call names its inner op's id as Kineto does
+    rng = np.random.default_rng(seed)
+    lq = np.arange(n, dtype=np.int64) * 40 + rng.integers(0, 10, n)  # ops of two calls apart
+    q_g = rng.integers(0, 4, n).astype(np.int32)
+    a_s = np.stack([lq - 9, lq - 4]).T.reshape(-1)
+    a_e = np.stack([lq + 12, lq + 6]).T.reshape(-1)
+    a_g = np.repeat(q_g, 2)
+    a_id = np.empty(2 * n, np.int64)
+    for space in (q_g < 2, q_g >= 2):  # ids from 1000 up in each space, in start order
+        rows = np.flatnonzero(np.repeat(space, 2))
+        a_id[rows] = 1000 + np.arange(rows.size)
+    call_id = a_id[1::2].copy()
+    api_row = np.arange(n, dtype=np.int64)
+    api_row[::97] = -1
+    graph = np.zeros(n, np.uint8)
+    graph[5::89] = 1
+    cols = (a_s, a_e, a_g, None, *_per_op(api_row, lq, lq + 2, q_g), api_row, graph, 0, 1, 2)
+    return cols, a_id, call_id, np.array([0, 0, 1, 1], np.int32)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 5])
+def test_launching_rows_by_id_match_the_intervals(parts):
+    cols, a_id, call_id, space = _by_id_case(parts)
+    want = _optable.launching_rows(*cols, method="sweep")
+    got = _optable.launching_rows(*cols, parts=parts, split_min=500, a_id=a_id,
+                                  call_id=call_id, space=space)  # fmt: skip
+    assert (got[0] == want[0]).all() and (got[1] == want[1]).all()
+    assert (got[1] == 2).sum() == (cols[8] == 1).sum() and (got[1] == 0).sum() > 0
+
+
+def test_launching_rows_by_id_are_the_ids_op_where_it_is_on_the_thread_and_around():
+    cols, a_id, call_id, space = _by_id_case(7)
+    n = call_id.size
+    asked = (cols[7] >= 0) & (cols[8] == 0)
+    first = np.flatnonzero(asked)[:6]
+    call_id[first[0]] = a_id[2 * first[0]]  # the outer op: the id wins (not searched)
+    later = np.flatnonzero(cols[6] == cols[6][first[1]])
+    later = later[later > first[-1]][0]
+    call_id[first[1]] = a_id[2 * later + 1]  # an op of the call's thread not around it
+    call_id[first[4]] = 10**9  # an id no op has
+    call_id[first[5]] = -1  # none
+    # a step-long op after all others on one call's thread, with that call's id: two ops
+    # with one id, the later around the call but not innermost (that call is searched)
+    # and one around everything on another thread of a call's id space, named by that call
+    other = cols[6][first[3]] ^ 1
+    cols = (np.append(cols[0], [0, 0]), np.append(cols[1], [10**9, 10**9]),
+            np.append(cols[2], [cols[6][first[2]], other]).astype(np.int32), *cols[3:])  # fmt: skip
+    a_id = np.append(a_id, [call_id[first[2]], 10**6])
+    call_id[first[3]] = 10**6
+    got, why = _optable.launching_rows(*cols, a_id=a_id, call_id=call_id, space=space)
+    want, _ = _optable.launching_rows(*cols)
+    assert want[first[2]] == 2 * first[2] + 1
+    assert got[first[0]] == 2 * first[0] and want[first[0]] == 2 * first[0] + 1
+    assert (got[first[1:]] == want[first[1:]]).all() and (want[first[1:]] >= 0).all()
+    other = np.ones(n, bool)
+    other[first[0]] = False
+    assert (got[other] == want[other]).all() and (why[asked] == -1).all()
+    # the other space's thread: its op of the same id is not this call's
+    wrong = space.copy()
+    wrong[:] = 0  # all four threads one space: every id twice, so all are searched
+    got, _ = _optable.launching_rows(*cols, a_id=a_id, call_id=call_id, space=wrong)
+    assert (got == want).all()
+
+
+def test_op_ids_leave_the_correlation_ids_older_kineto_wrote_there():
+    # pid 100: ids naming ops (the outer aten::linear for the first call: the id wins, the
+    # intervals would say aten::mm); pid 200: each call's "External id" is its own
+    # correlation id, naming no op (the intervals decide)
+    host_ops = [
+        {"name": "aten::linear", "start": 0, "end": 100, "external": 1},
+        {"name": "aten::mm", "start": 10, "end": 60, "external": 2},
+        {"name": "aten::linear", "start": 0, "end": 100, "thread": 1, "pid": 200, "external": 13},
+        {"name": "aten::mm", "start": 10, "end": 60, "thread": 1, "pid": 200, "external": 14},
+    ]
+    api = [
+        {"start": 20, "end": 25, "correlation": 11, "external": 1},
+        {"start": 40, "end": 45, "correlation": 12, "external": 2},
+        {"start": 20, "end": 25, "correlation": 13, "thread": 1, "pid": 200, "external": 13},
+        {"start": 40, "end": 45, "correlation": 14, "thread": 1, "pid": 200, "external": 14},
+    ]
+    ops = [
+        {"start": 100 * k, "end": 100 * k + 50, "correlation": 11 + k, "pid": 100 + 100 * (k > 1)}
+        for k in range(4)
+    ]
+    threads = ({"pid": 100, "tid": 100, "name": "a"}, {"pid": 200, "tid": 200, "name": "b"})
+    tr = make_trace(ops, api, host_ops=host_ops, threads=threads)
+    space = id_spaces(tr)
+    assert space.tolist() == [0, 1]
+    assert op_ids(tr, space).tolist() == [1, 2, -1, -1]
+    assert launching_ops(tr, link_launches(tr)).op_row.tolist() == [0, 1, 3, 3]
+    assert launching_ops(tr, link_launches(tr), by_id=False).op_row.tolist() == [1, 1, 3, 3]
+    ext = tr.api_calls["external"]
+    ext[0] = 11  # half of pid 100's calls: still ids
+    assert op_ids(tr, space).tolist() == [11, 2, -1, -1]
+    ext[1] = 12  # all of them: no ids anywhere
+    assert op_ids(tr, space) is None
+
+
+def test_launching_rows_by_sparse_ids_are_all_searched():
+    cols, a_id, call_id, space = _by_id_case(3, n=200)
+    call_id[0], a_id[0] = 5 << 40, 5 << 40  # one id far from the others: no table
+    want, _ = _optable.launching_rows(*cols)
+    call_id[1:] = a_id[0::2][1:]  # every call names its outer op
+    got, _ = _optable.launching_rows(*cols, a_id=a_id, call_id=call_id, space=space)
+    assert (got == want).all()
+    with pytest.raises(ValueError, match="id space is negative"):
+        _optable.launching_rows(*cols, a_id=a_id, call_id=call_id, space=space - 1)
+    with pytest.raises(ValueError, match="past the end of call_id"):
+        _optable.launching_rows(*cols, a_id=a_id, call_id=call_id[:10], space=space)
 
 
 @pytest.mark.parametrize("parts", [2, 3, 8])
