@@ -10,19 +10,23 @@
    Timed: ``attribute(trace)`` (launch linking, classification, whole-trace partition,
    idle split, launch latency, comm/compute overlap, host attribution of host_bound).
    Targets: < 5 s, < 2 GB peak RSS. Then the op table (``ops_of``: per-op attribution,
-   categories, busy split). Target: <= 20% of attribute()'s time (the median of
-   ``--rounds``); with ``--analyze``, also read against the rest of ``analyze`` (the kernel
-   findings, every other finding and the JSON), which is what a user waits for.
+   categories, busy split). Target: per-op attribution adds <= 20% to ``analyze``; with
+   ``--analyze`` it is judged so (the op table and the kernel findings over attribute()
+   and the rest of ``analyze``: the findings and the JSON, which is what a user waits
+   for), else against attribute() alone, which can only overstate it (the median share of
+   ``--rounds``).
 1b. The same trace with K host ops per launch call (default 3: 30 million cpu_op and
    python rows nested around the launch calls, so 40 million host activities with the
    launch calls and 1,000 ranges), attributed whole-trace and then ``by="step"`` (1,000
-   steps that cover the trace: every host activity is charged to a host window). Each
-   level's rows follow the previous level's, in launch order (a table no loader writes:
-   the op table sorts its jittered starts). Last, whole-trace, the launch calls on
-   ``--host-threads`` threads (64 in a row on each) and the host ops in one start order,
-   as a loaded multi-threaded trace comes. Targets: < 10 s, < 4 GB peak RSS each;
-   checked: the host_bound charges sum to host_bound_ns (attribute() also checks this and
-   the host windows on every call).
+   steps that cover the trace: every host activity is charged to a host window). The
+   cpu_ops carry External ids and each launch call names its innermost one, as Kineto
+   writes them; each level's rows follow the previous level's, in launch order. Then,
+   whole-trace, the launch calls on ``--host-threads`` threads (64 in a row on each) and
+   the host ops in one start order, as a loaded multi-threaded trace comes. Last, the
+   level-after-level table without ids (Kineto of 2022-2023 names no op on a call): the
+   interval index answers every call, and must sort the jittered starts. Targets: < 10 s,
+   < 4 GB peak RSS each; checked: the host_bound charges sum to host_bound_ns
+   (attribute() also checks this and the host windows on every call).
 2. Versus HTA (installed in a separate venv, run in a subprocess; set ``PYTIMINGS_HTA_PYTHON``
    to that venv's python, or pass ``--hta-python``; unset, the race is skipped): on the same Kineto
    trace(s), pytimings ``load`` + whole-trace ``attribute`` against HTA's
@@ -56,11 +60,14 @@ from pytimings.model.trace import (API_CALL_SCHEMA, DEVICE_SCHEMA, GPU_OP_SCHEMA
     HOST_OP_SCHEMA, RANGE_SCHEMA, THREAD_SCHEMA, ActivityKind, CopyKind, MemKind, OpKind, Trace)
 from pytimings.table import Table
 
-def host_ops(lstart, lend, lthread, k):
-    # k levels nested around each launch call: cpu_op innermost, then python, cpu_op, ...
-    n = lstart.size
+def host_ops(lstart, lend, lthread, k, ids):
+    # k levels nested around each launch call: cpu_op innermost, then python, cpu_op, ...;
+    # ids: each cpu_op's External id, numbered in start order per call (outer first), as
+    # Kineto numbers them (else -1, as Kineto of 2022-2023 leaves the ops' ids unnamed)
+    n, n_cpu = lstart.size, (k + 1) // 2
     parts = [{c: np.empty(0, dtype=d) for c, d in HOST_OP_SCHEMA.items()}]
     for j in range(k):
+        cpu = j % 2 == 0
         parts.append({
             "start": lstart - 300 * (j + 1), "end": lend + 200 * (j + 1),
             "name": np.full(n, 9 + j % 3, dtype=np.int32),
@@ -68,10 +75,12 @@ def host_ops(lstart, lend, lthread, k):
                             dtype=np.int8),
             "thread": lthread, "pid": np.full(n, 7, dtype=np.int32),
             "rank": np.zeros(n, dtype=np.int16), "args": np.zeros(n, dtype=np.int32),
+            "external": (np.arange(n, dtype=np.int64) * n_cpu + (n_cpu - 1 - j // 2))
+            if cpu and ids else np.full(n, -1, dtype=np.int64),
         })
     return Table({c: np.concatenate([p[c] for p in parts]) for c in HOST_OP_SCHEMA})
 
-def synth(n, k, threads=1, seed=0):
+def synth(n, k, threads=1, seed=0, ids=True):
     # threads > 1: the launch calls on that many host threads (64 in a row on each), and the
     # host ops in one start order as the loaders write them (else each nesting level's
     # rows after the previous level's, in launch order: a table no loader writes, whose
@@ -118,6 +127,9 @@ def synth(n, k, threads=1, seed=0):
         "thread": (np.arange(n) // 64 % threads).astype(np.int32),
         "correlation": np.arange(n, dtype=np.int64),
         "pid": np.full(n, 7, dtype=np.int32), "rank": np.zeros(n, dtype=np.int16),
+        # the innermost cpu_op's id, as Kineto names it on the call
+        "external": (np.arange(n, dtype=np.int64) * ((k + 1) // 2) + (k + 1) // 2 - 1)
+        if k and ids else np.full(n, -1, dtype=np.int64),
     })
     del lstart, which
     steps = np.linspace(int(start.min()), int(end.max()), 1001).astype(np.int64)
@@ -134,7 +146,7 @@ def synth(n, k, threads=1, seed=0):
                          "rank": np.zeros(threads, dtype=np.int16)})
     devices = Table({"device": np.zeros(1, dtype=np.int16), "name": np.array([7], dtype=np.int32),
                      "rank": np.zeros(1, dtype=np.int16)})
-    hops = host_ops(api["start"], api["end"], api["thread"], k)
+    hops = host_ops(api["start"], api["end"], api["thread"], k, ids)
     if threads > 1:
         by_start = np.argsort(hops["start"], kind="stable")
         hops = Table({c: hops[c][by_start] for c in HOST_OP_SCHEMA})
@@ -160,8 +172,9 @@ def union_length(s, e):
 n, k, by = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None
 whole = sys.argv[4] == "1"  # the rest of analyze too: the findings and the JSON
 threads = int(sys.argv[5])
+ids = sys.argv[6] == "1"
 t0 = time.perf_counter()
-tr = synth(n, k, threads)
+tr = synth(n, k, threads, ids=ids)
 t1 = time.perf_counter()
 rss_trace = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 c1 = time.process_time()
@@ -306,7 +319,9 @@ def main() -> int:
     failed_check = missed = False
 
     hk, ht = args.host_per_launch, args.host_threads
-    for k, by, threads in ((0, "", 1), (hk, "", 1), (hk, "step", 1), (hk, "", ht)):
+    cases = ((0, "", 1, True), (hk, "", 1, True), (hk, "step", 1, True), (hk, "", ht, True),
+             (hk, "", 1, False))  # fmt: skip
+    for k, by, threads, ids in cases:
         rounds = [
             child(
                 sys.executable,
@@ -316,6 +331,7 @@ def main() -> int:
                 by,
                 str(int(args.analyze)),
                 str(threads),
+                str(int(ids)),
             )
             for _ in range(max(1, args.rounds))
         ]
@@ -326,6 +342,7 @@ def main() -> int:
             f"{s['host_activities']:,} host activities, generated in {s['generate_s']:.1f} s; "
             + (f"--by {by}: {s['host_windows']} host windows" if by else "whole trace")
             + (f"; {threads} host threads, host ops in start order" if threads > 1 else "")
+            + ("; no External ids (Kineto 2022-2023): the interval index" if k and not ids else "")
         )
         print(
             f"  attribute(): {s['analyse_s']:.2f} s = {s['ops_per_s'] / 1e6:.2f} M ops/s; "
@@ -342,9 +359,11 @@ def main() -> int:
             f"  CPU time: attribute() {s['analyse_cpu_s']:.2f} s, op_table() "
             f"{s['op_table_cpu_s']:.2f} s = +{100 * s['op_table_cpu_s'] / s['analyse_cpu_s']:.0f}%"  # type: ignore[operator]
         )
+        share = _op_share(s)  # against attribute() alone: at least the share of analyze
         if args.analyze:
             per_op = float(s["op_table_s"]) + float(s["kernel_findings_s"])  # type: ignore[arg-type]
             rest = float(s["analyse_s"]) + float(s["rest_of_analyze_s"])  # type: ignore[arg-type]
+            share = per_op / rest
             print(
                 f"  analyze: attribute() and the other findings and JSON {rest:.2f} s; "
                 f"op table and kernel findings {per_op:.2f} s = +{100 * per_op / rest:.0f}%"
@@ -354,9 +373,12 @@ def main() -> int:
                 "  rounds (op_table / attribute wall, by share): "
                 + ", ".join(f"{r['op_table_s']:.2f} / {r['analyse_s']:.2f} s" for r in rounds)
             )
-        if args.ops >= 10_000_000 and ot_s > 0.2 * s["analyse_s"]:  # type: ignore[operator]
+        if args.ops >= 10_000_000 and share > 0.2:
             missed = True  # judged at the target's scale, as the other targets are
-            print("  TARGET MISSED: per-op attribution <= 20% of attribute()")
+            print(
+                "  TARGET MISSED: per-op attribution <= 20% of "
+                + ("analyze" if args.analyze else "attribute() (run --analyze for analyze)")
+            )
         failed_check |= not all(r["op_split_exact"] for r in rounds)
         rss = s["rss_after_generate_bytes"] / 2**30  # type: ignore[operator]
         print(f"  peak RSS after generating the trace: {rss:.2f} GiB")
