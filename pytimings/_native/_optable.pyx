@@ -1036,6 +1036,17 @@ cdef class _IdJoin:
     cdef const int64_t* base
 
 
+cdef inline Py_ssize_t _kept_space(const int64_t* ids, const int32_t* thread,
+                                   const uint8_t* keep, const int32_t* space, Py_ssize_t nt,
+                                   Py_ssize_t a) noexcept nogil:
+    """Activity ``a``'s id space; -1 where it has no id, no thread of the table or is not
+    kept."""
+    cdef int32_t t = thread[a]
+    if ids[a] < 0 or t < 0 or t >= nt or (keep != NULL and not keep[a]):
+        return -1
+    return space[t]
+
+
 cdef _IdJoin _id_join(const int64_t[::1] a_id, const int32_t[::1] a_thread,
                       const uint8_t* keep, const int32_t[::1] space):
     """The id table of the kept activities, or None where it cannot serve: no ids, 2**31
@@ -1043,7 +1054,6 @@ cdef _IdJoin _id_join(const int64_t[::1] a_id, const int32_t[::1] a_thread,
     max(_ID_SLACK * activities with an id, _ID_SLOTS_MIN) slots."""
     cdef Py_ssize_t na = a_id.shape[0], nt = space.shape[0], a, g, n_sp = 0, n_ids = 0
     cdef int64_t v, total = 0, limit
-    cdef int32_t t
     if na >= INT32_MAX:
         return None
     if nt:
@@ -1057,10 +1067,10 @@ cdef _IdJoin _id_join(const int64_t[::1] a_id, const int32_t[::1] a_thread,
     cdef int64_t[::1] lo = j.lo_arr, hi = j.hi_arr, base = j.base_arr
     with nogil:
         for a in range(na):
-            v, t = a_id[a], a_thread[a]
-            if v < 0 or t < 0 or t >= nt or (keep != NULL and not keep[a]):
+            g = _kept_space(&a_id[0], &a_thread[0], keep, &space[0], nt, a)
+            if g < 0:
                 continue
-            g = space[t]
+            v = a_id[a]
             if v < lo[g]:
                 lo[g] = v
             if v > hi[g]:
@@ -1079,11 +1089,10 @@ cdef _IdJoin _id_join(const int64_t[::1] a_id, const int32_t[::1] a_thread,
     cdef int32_t[::1] table = j.table_arr
     with nogil:
         for a in range(na):
-            v, t = a_id[a], a_thread[a]
-            if v < 0 or t < 0 or t >= nt or (keep != NULL and not keep[a]):
+            g = _kept_space(&a_id[0], &a_thread[0], keep, &space[0], nt, a)
+            if g < 0:
                 continue
-            g = space[t]
-            v = base[g] + v - lo[g]
+            v = base[g] + a_id[a] - lo[g]
             table[v] = <int32_t>a if table[v] == -1 else -2
     j.table = &table[0]
     j.lo, j.hi, j.base = &lo[0], &hi[0], &base[0]
