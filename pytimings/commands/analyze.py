@@ -12,6 +12,12 @@ from pytimings.analysis.hardware import gpu_metric_findings
 from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
 from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import replay, what_if
+from pytimings.analysis.window_telemetry import (
+    gpu_metrics_per_window,
+    nsys_gpu_metrics,
+    recording_telemetry,
+    telemetry_per_window,
+)
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
 from pytimings.commands.ops import (
@@ -19,12 +25,6 @@ from pytimings.commands.ops import (
     add_gpu_spec_argument,
     chosen_gpu,
     load_captures,
-)
-from pytimings.commands.window_telemetry import (
-    gpu_metrics_per_window,
-    nsys_gpu_metrics,
-    recording_telemetry,
-    telemetry_per_window,
 )
 from pytimings.console import progress
 from pytimings.console.args import nonempty

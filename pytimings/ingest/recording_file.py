@@ -1,8 +1,9 @@
 """Recording files (``pytimings.recording/1``, docs/recording-format.md) read back:
-:func:`load_tables` (every table in the file) and :func:`load_recording` (the records as a
-:class:`~pytimings.model.recording.Recording`). Writing is :func:`pytimings.save`
-(:mod:`pytimings.record.storage`); :mod:`pytimings.ingest.recording` turns a file into a
-Trace.
+:func:`load_tables` (every table in the file), :func:`load_recording` (the records as a
+:class:`~pytimings.model.recording.Recording`) and :func:`load_telemetry` (the GPU
+telemetry samples as :class:`~pytimings.model.samples.TelemetrySamples`). Writing is
+:func:`pytimings.save` (:mod:`pytimings.record.storage`); :mod:`pytimings.ingest.recording`
+turns a file into a Trace.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from pytimings.model.recording import (
     RESERVED,
     Recording,
 )
+from pytimings.model.samples import TelemetrySamples
 
-__all__ = ["load_recording", "load_tables"]
+__all__ = ["load_recording", "load_tables", "load_telemetry", "telemetry_from_arrow"]
 
 # what pyarrow raises on damaged files: its own errors, failed reads, undecodable names
 _ARROW_ERRORS = (pa.ArrowException, OSError, UnicodeDecodeError)
@@ -179,3 +181,24 @@ def _recording_of(p: str, batch: Any, meta: dict[bytes, bytes]) -> Recording:
     return Recording(
         records=columns, strings=string_list, threads=threads, meta=rec_meta, dropped=dropped
     )
+
+
+def load_telemetry(path: str | os.PathLike[str]) -> TelemetrySamples | None:
+    """The telemetry samples saved in a recording file (None: it has no "telemetry" table)."""
+    tables = load_tables(path)
+    if "telemetry" not in tables:
+        return None
+    return telemetry_from_arrow(tables["telemetry"], path)
+
+
+def telemetry_from_arrow(table: pa.Table, path: str | os.PathLike[str]) -> TelemetrySamples:
+    """A recording's "telemetry" table (read from ``path``) as samples."""
+    names = ("t_ns", "gpu", "metric", "value")
+    missing = [name for name in names if name not in table.column_names]
+    if missing:
+        raise TraceFormatError(path, f"telemetry table lacks columns {missing}")
+    rows = list(zip(*(table[name].to_pylist() for name in names), strict=True))
+    if any(None in row for row in rows):
+        raise TraceFormatError(path, "telemetry table has a row with a null field")
+    source = (table.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
+    return TelemetrySamples.from_rows(sorted(rows), source)
