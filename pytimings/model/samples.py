@@ -1,10 +1,11 @@
 """Samples taken beside a trace, as every layer reads them: GPU telemetry (a recording's
-"telemetry" table, a DCGM exporter's scrapes, an Nsight export's GPU metrics).
+"telemetry" table, a DCGM exporter's scrapes, an Nsight export's GPU metrics) and memory (a
+recording's "memory" table).
 
-The recorder writes them (:mod:`pytimings.record.telemetry`),
+The recorder writes them (:mod:`pytimings.record.telemetry`, :mod:`pytimings.record.memory`),
 :mod:`pytimings.ingest.recording_file` reads them back from a recording, and the analysis
-(:mod:`pytimings.analysis.hardware`, :mod:`pytimings.analysis.window_telemetry`) and the
-reports take them from here.
+(:mod:`pytimings.analysis.hardware`, :mod:`pytimings.analysis.window_telemetry`), serving's
+trends and the reports take them from here.
 """
 
 from __future__ import annotations
@@ -14,9 +15,23 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["TelemetryRow", "TelemetrySamples"]
+__all__ = ["MemoryRow", "MemorySamples", "TelemetryRow", "TelemetrySamples"]
 
 TelemetryRow = tuple[int, int, str, float]  # t_ns, gpu, metric, value
+MemoryRow = tuple[int, int, int | None]  # t_ns, rss_bytes, cuda_allocated_bytes (None: none)
+
+
+@dataclass(frozen=True)
+class MemorySamples:
+    """Samples in time order: ns, resident bytes, CUDA-allocated bytes (None: none)."""
+
+    t_ns: list[int]
+    rss_bytes: list[int]
+    cuda_allocated_bytes: list[int | None]
+
+    @classmethod
+    def from_rows(cls, rows: list[MemoryRow]) -> MemorySamples:
+        return cls([row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows])
 
 
 @dataclass(frozen=True)
