@@ -15,6 +15,7 @@
   that resolves no global at all (a snapshot is plain dicts, lists, strings and numbers), so
   a pickle that names a class or function is refused without running anything.
 * Recordings' ``memory`` table (``pytimings.sample_memory``): level samples, read by
+  :func:`pytimings.ingest.recording_file.load_memory` and made rows by
   :mod:`pytimings.ingest.recording` (this module does not import pyarrow).
 """
 
