@@ -24,7 +24,7 @@ TTFT_S, ITL_S, N_OUT = 0.060, 0.020, 8
 def _loadgen(url: str, out: Path, *extra: str) -> int:
     return main([
         "loadgen", "--url", url, "--model", "m", "--input-len", "32",
-        "--output-len", str(N_OUT), "--out", str(out), "--quiet", *extra,
+        "--output-len", str(N_OUT), "--out", str(out), "--quiet", "--no-table", *extra,
     ])  # fmt: skip
 
 
