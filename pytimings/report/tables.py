@@ -26,9 +26,20 @@ def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Refuse ``--format`` without ``--out`` and the other way round (before any work)."""
+    """Refuse, before any work, ``--format`` without ``--out`` and the other way round, and
+    an ``--out`` that cannot be made: its nearest existing ancestor must be a writable
+    directory (``--out`` is a file, or a directory made with its parents)."""
     if (args.format is None) != (args.out is None):
         raise UsageError("--format and --out go together")
+    if args.out is None:
+        return
+    ancestor = Path(os.path.abspath(args.out)).parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"--out {args.out}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {args.out}: directory {ancestor} is not writable")
 
 
 def write(args: argparse.Namespace, tables: Mapping[str, Table]) -> list[str]:

@@ -74,6 +74,15 @@ def test_an_output_in_a_missing_directory_is_the_only_output(
     _only_error(capsys, argv, "does not exist")
 
 
+def test_a_table_file_under_a_file_is_the_only_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It printed the report, then failed writing the windows table."""
+    (tmp_path / "f").write_text("")
+    argv = ["analyze", "--example", "--format", "csv", "--out", str(tmp_path / "f" / "w.csv")]
+    _only_error(capsys, argv, "is not a directory")
+
+
 def test_export_critical_path_without_its_ranges_is_the_only_output(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
