@@ -83,7 +83,6 @@ def run(args: argparse.Namespace) -> int:
     telemetry = []  # each recording's GPU telemetry, counter tracks
     traced = []  # files with events (a recording of request timelines only has none)
     paths = paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")
-    say_example(args)
     for f in expand_paths(paths):
         tables = load_tables(f) if detect_format(f) == "recording" else {}
         if "telemetry" in tables:
@@ -120,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         from pytimings.analysis.windows import range_rows
 
         range_rows(trace, args.by, np.unique(trace.ranges["rank"]), "--by")
+    say_example(args)
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):

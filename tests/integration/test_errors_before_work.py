@@ -90,6 +90,15 @@ def test_export_critical_path_without_its_ranges_is_the_only_output(
     _only_error(capsys, argv, "give --by NAME")
 
 
+def test_export_critical_path_of_a_missing_range_is_the_only_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """With --example the line naming the bundled capture came first."""
+    argv = ["export", "--example", "--perfetto", str(tmp_path / "t.json")]
+    _only_error(capsys, [*argv, "--by", "nonexist", "--critical-path"], "--by 'nonexist'")
+    assert not (tmp_path / "t.json").exists()
+
+
 def _dlrm(shared_dir: Path) -> list[str]:
     files = sorted((shared_dir / "data/external/param/dlrm_kineto").glob("*.json.gz"))
     if len(files) < 6:
