@@ -14,15 +14,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pytimings.console import progress
+from pytimings.console import options, progress
 from pytimings.console.args import HelpFormatter
+from pytimings.console.stdin import read_stdin
 from pytimings.errors import PytimingsError, UsageError
 from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
-# the options that name a file a command writes (every command spells them alike); --out
+STDOUT = "-"  # as an output path
+
+# the options that name a file a command writes (declared in console/options.py); --out
 # may also be a directory (--format csv writes one file per table there), and record and
 # loadgen check their own -o/--out
-OUTPUT_OPTIONS = ("json", "html", "out", "perfetto", "plot", "output")
+OUTPUT_OPTIONS = ("json", "html", "out", "perfetto", "plot")
 CHECKED_OUTPUTS = ("json", "html", "perfetto", "plot")
 # optional dependencies an output needs: (command, option) -> (module, extra)
 OUTPUT_NEEDS = {
@@ -72,7 +75,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
+def _build_parser(chosen: str | None, every: bool = False) -> argparse.ArgumentParser:
+    """The command line, with the ``chosen`` subcommand's options (``every``: all of them,
+    for the option-consistency test)."""
     parser = argparse.ArgumentParser(
         prog="pytimings",
         description="Timing and trace analysis for GPU inference.",
@@ -83,13 +88,18 @@ def _build_parser(chosen: str | None) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name, help=help_text, description=help_text, formatter_class=HelpFormatter
         )
-        if name == chosen:  # only the chosen subcommand's module is imported
+        if every or name == chosen:  # only the chosen subcommand's module is imported
             module = importlib.import_module(module_name)
             module.add_arguments(p)
             if not any("--quiet" in a.option_strings for a in p._actions):
-                progress.add_quiet_argument(p)  # -q/--quiet on every command
+                options.add_quiet(p)  # -q/--quiet on every command
             p.set_defaults(_module=module, _parser=p)
     return parser
+
+
+def every_parser() -> argparse.ArgumentParser:
+    """The command line with every subcommand's options (imports them all)."""
+    return _build_parser(None, every=True)
 
 
 def _version() -> str:
@@ -112,10 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress.configure(bool(getattr(args, "quiet", False)))
     try:
         outputs = _check_outputs(args)
-        if "-" in outputs.values():
-            with stdout_reserved():
-                return int(args._module.run(args))
-        return int(args._module.run(args))
+        if "format" in vars(args):  # --format/--out: a pair
+            from pytimings.report import tables
+
+            tables.check(args)
+        with read_stdin(args):
+            if STDOUT in outputs.values():
+                with stdout_reserved():
+                    return int(args._module.run(args))
+            return int(args._module.run(args))
     except PytimingsError as exc:
         print(f"pytimings {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -134,7 +149,7 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
         if key.startswith("_"):
             continue
         if key in OUTPUT_OPTIONS and isinstance(value, str):
-            outputs[f"--{key}" if key != "output" else "-o"] = value
+            outputs[f"--{key}"] = value
         elif isinstance(value, str):
             inputs.append(value)
         elif isinstance(value, list):
@@ -142,7 +157,7 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
     refuse_overwriting_inputs(outputs, inputs)
     for key in CHECKED_OUTPUTS:
         value = getattr(args, key, None)
-        if isinstance(value, str) and value != "-":
+        if isinstance(value, str) and value != STDOUT:
             check_writable(f"--{key}", value)
             needs = OUTPUT_NEEDS.get((args.command, key))
             if needs is not None and importlib.util.find_spec(needs[0]) is None:

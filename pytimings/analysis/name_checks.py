@@ -20,7 +20,13 @@ from pytimings.analysis.windows import range_rows
 from pytimings.errors import UsageError
 from pytimings.model.trace import Trace
 
-__all__ = ["check_repeats", "check_what_if", "check_window", "window_count"]
+__all__ = [
+    "check_repeats",
+    "check_trace_options",
+    "check_what_if",
+    "check_window",
+    "window_count",
+]
 
 
 def check_repeats(spec: str) -> list[Change]:
@@ -76,3 +82,29 @@ def check_window(
     if not 1 <= window <= n:
         have = f"windows 1-{n}" if n else "no windows"
         raise UsageError(f"--window {window}: the analysis has {have}")
+
+
+def check_trace_options(
+    trace: Trace,
+    *,
+    by: str | None = None,
+    ranks: Sequence[int] | None = None,
+    devices: Sequence[int] | None = None,
+    what_if: str | None = None,
+    window: int | None = None,
+    html: bool = False,
+) -> None:
+    """Everything a command's options ask of a loaded ``trace``, checked before any analysis
+    runs or anything is printed: ``--rank``/``--device`` (ranks and devices it has),
+    ``--by`` (its ranges), ``--what-if`` (:func:`check_what_if`), ``--window N``
+    (:func:`check_window`) and ``--html`` (windows to draw: a host-only capture has none)."""
+    selected(trace, ranks, devices)
+    if what_if:
+        check_what_if(trace, what_if)
+    if window is not None:
+        check_window(trace, window, by, ranks, devices)
+    if html and window_count(trace, by, ranks, devices) == 0:
+        raise UsageError(
+            "--html draws the GPU windows, and this trace has none on the selected ranks "
+            "and devices (a host-only capture: its text report has the host view)"
+        )

@@ -73,6 +73,7 @@ class RankResult:
     ops: OpTable | None = None  # the rank's op table, without its per-GPU-op arrays
     ignored: dict[str, int] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    devices: list[int] = field(default_factory=list)  # every device the rank has, selected or not
     # per device: the compute intervals under its communication ops (exposed vs waiting)
     compute_under_comm: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
         default_factory=dict
@@ -115,21 +116,11 @@ def analyze_file_processes(
     try:
         trace = split_processes(load_file(path))
         ranks = sorted(set(trace.meta["process_ranks"].values())) or [0]
-        have = set(trace.gpu_ops["device"].tolist())
-        if devices is not None and not set(devices) <= have:
-            missing = sorted(set(devices) - have)
-            raise UsageError(
-                f"device {', '.join(map(str, missing))} not in the trace; it has devices "
-                f"{', '.join(map(str, sorted(have))) or 'none'}"
-            )
         out = []
         for i, rank in enumerate(ranks):
             one = select_rank(trace, rank) if len(ranks) > 1 else trace
             one.dropped = dict(trace.dropped) if i == 0 else {}
-            mine = None  # each rank reports the selected devices it has (maybe none)
-            if devices is not None:
-                mine = sorted(set(devices) & set(one.gpu_ops["device"].tolist()))
-            out.append(_analyze_rank(path, one, rank, "process", by, mine, comm_kernels, gpu))
+            out.append(_analyze_rank(path, one, rank, "process", by, devices, comm_kernels, gpu))
         return out
     except TraceFormatError as exc:
         raise UsageError(str(exc)) from None
@@ -166,7 +157,11 @@ def _analyze_rank(
     comm_kernels: Sequence[str] = (),
     gpu: GpuSpec | None = None,
 ) -> RankResult:
-    a = attribute(trace, by=by, devices=devices, comm_kernels=comm_kernels)
+    have = sorted(set(trace.gpu_ops["device"].tolist()))
+    # each rank reports the selected devices it has (maybe none); a device no rank has is
+    # refused once all ranks answered (check_devices)
+    mine = None if devices is None else [d for d in have if d in set(devices)]
+    a = attribute(trace, by=by, devices=mine, comm_kernels=comm_kernels)
     a.gpu = gpu
     found = [f for rule in fnd.RANK_RULES for f in rule(a)]
     empty = np.empty(0, dtype=np.int64)  # the per-GPU-op arrays index this rank's trace
@@ -198,6 +193,7 @@ def _analyze_rank(
         graphs=a.graphs,
         ignored=a.ignored,
         dropped=trace.dropped,
+        devices=have,
         ops=ops,
         compute_under_comm={
             d: iv for (r, d), iv in compute_under_comm(trace, a.classes).items() if r == rank
@@ -246,9 +242,22 @@ def analyze_ranks(
     per_file = run(
         files, by, devices, scheduler, workers, processes_as_ranks, tuple(comm_kernels), gpu
     )
+    check_devices([r for results in per_file for r in results], devices)
     if processes_as_ranks:
         return reduce_ranks(_renumber(per_file), by, ranks, comm_kernels)
     return reduce_ranks([r for results in per_file for r in results], by, ranks, comm_kernels)
+
+
+def check_devices(results: Sequence[RankResult], devices: Sequence[int] | None) -> None:
+    """Refuse a ``--device`` that no rank has (each rank reports the selected devices it
+    has: rank 5's device 5 is not missing from rank 0)."""
+    have = sorted({d for r in results for d in r.devices})
+    missing = sorted(set(devices or ()) - set(have))
+    if missing:
+        raise UsageError(
+            f"device {', '.join(map(str, missing))} not in the traces; they have devices "
+            f"{', '.join(map(str, have)) or 'none'}"
+        )
 
 
 def _task(

@@ -16,18 +16,18 @@ from pytimings.bench.report import (
     write_plot,
 )
 from pytimings.bench.sizes import parse_size, parse_sweep
+from pytimings.console import options
 from pytimings.errors import UsageError
 from pytimings.fileout import check_writable
 
+SIZES_HELP = "copy sizes: BEGIN:END (swept by --factor) or one size, K/M/G suffixes"
+
 
 def _outputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", metavar="OUT", help="write the result as JSON (pytimings.bench/1)")
-    p.add_argument(
-        "--plot",
-        metavar="OUT.png",
-        help="plot bandwidth against size (needs matplotlib: pip install 'pytimings[plot]')",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print no table")
+    options.add_json(p, "pytimings.bench/1")
+    options.add_plot(p, "bandwidth against size")
+    options.add_quiet(p)
+    options.add_no_table(p, "the --json file has it")
 
 
 def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
@@ -35,10 +35,13 @@ def _sampling(p: argparse.ArgumentParser, samples: int, warmup: int) -> None:
         "--samples",
         type=int,
         default=samples,
-        help=f"timed samples per row (median, min, max reported; default {samples})",
+        help="timed samples per row (median, min, max reported)",
     )
     p.add_argument(
-        "--warmup", type=int, default=warmup, help=f"untimed samples first (default {warmup})"
+        "--warmup",
+        type=int,
+        default=warmup,
+        help=f"unmeasured warm-up repetitions first{options.DETAIL}samples",
     )
 
 
@@ -49,10 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     copy = sub.add_parser(
         "copy", help="host<->device, device-local and peer copy bandwidth", formatter_class=fmt
     )
-    copy.add_argument(
-        "--sizes", default="4K:1G", help="BEGIN:END or one size, K/M/G suffixes (default 4K:1G)"
-    )
-    copy.add_argument("--factor", type=int, default=2, help="size step factor (default 2)")
+    copy.add_argument("--sizes", default="4K:1G", help=SIZES_HELP)
+    copy.add_argument("--factor", type=int, default=2, help="size step factor")
     copy.add_argument(
         "--rotate",
         default="256M",
@@ -66,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lat = sub.add_parser(
         "latency", help="small-copy and event latency, apart from launch cost", formatter_class=fmt
     )
-    lat.add_argument("--sizes", default="4:64K", help="copy sizes (default 4:64K)")
-    lat.add_argument("--factor", type=int, default=4, help="size step factor (default 4)")
+    lat.add_argument("--sizes", default="4:64K", help=SIZES_HELP)
+    lat.add_argument("--factor", type=int, default=4, help="size step factor")
     lat.add_argument("--batch", type=int, default=64, help="operations per spin-blocked batch")
     _sampling(lat, 20, 3)
     _outputs(lat)
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     coll.add_argument("-f", "--stepfactor", type=int, default=2, help="size factor (default 2)")
     coll.add_argument("-w", "--warmup-iters", type=int, default=5, help="default 5")
     coll.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
-    coll.add_argument("--dtype", default="float32", help="element type (default float32)")
+    coll.add_argument("--dtype", default="float32", help="element type")
     coll.add_argument(
         "--placement",
         default="both",
@@ -112,7 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kv.add_argument("--layers", type=int, default=32, help="transformer layers of the model")
     kv.add_argument("--kv-heads", type=int, default=8, help="key/value heads per layer")
     kv.add_argument("--head-dim", type=int, default=128, help="elements per head")
-    kv.add_argument("--dtype", default="bfloat16", help="element type of the KV cache")
+    kv.add_argument(
+        "--dtype", default="bfloat16", help=f"element type{options.DETAIL}the KV cache's"
+    )
     kv.add_argument("--block-size", type=int, default=16, help="tokens per block (default 16)")
     kv.add_argument(
         "--blocks",
@@ -230,6 +233,7 @@ def _collective(args: argparse.Namespace) -> int:
             "--backend",
             args.backend,
             "--quiet",
+            "--no-table",
         ]
         child += [arg for name in names for arg in ("--record-env", name)]
         runs = envab.run_variants(child, variants, rank, world)
@@ -250,7 +254,7 @@ def _collective(args: argparse.Namespace) -> int:
 
 
 def _emit(report: BenchReport, args: Any, plot_y: str, plot_groups: list[str], ylabel: str) -> None:
-    if not args.quiet:
+    if not args.no_table:
         print(render_text(report), flush=True)
     if args.json:
         write_json(report, args.json)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytimings.console import options
 from pytimings.console.args import bounded_int
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
@@ -302,7 +303,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=7,
         help="repeats per row; the median is reported (default 7)",
     )
-    parser.add_argument("--json", metavar="OUT", help="also write the rows and targets here")
+    options.add_json(parser, "the rows and targets")
 
 
 def run(args: argparse.Namespace) -> int:

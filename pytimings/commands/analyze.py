@@ -9,7 +9,7 @@ from pathlib import Path
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.hardware import gpu_metric_findings
-from pytimings.analysis.name_checks import check_repeats, check_what_if, check_window
+from pytimings.analysis.name_checks import check_repeats, check_trace_options
 from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.replay import replay, what_if
 from pytimings.analysis.window_telemetry import (
@@ -19,18 +19,13 @@ from pytimings.analysis.window_telemetry import (
     telemetry_per_window,
 )
 from pytimings.commands import comm_rules
-from pytimings.commands.example import EXAMPLE_BY, add_example_argument, paths_or_example
-from pytimings.commands.ops import (
-    add_capture_argument,
-    add_gpu_spec_argument,
-    chosen_gpu,
-    load_captures,
-)
-from pytimings.console import progress
+from pytimings.commands.example import EXAMPLE_BY, paths_or_example, say_example
+from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu, load_captures
+from pytimings.console import options, progress
 from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
-from pytimings.ingest.processes import add_processes_argument, print_hint
+from pytimings.ingest.processes import print_hint
 from pytimings.report import tables
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.ops_text import render_graph_replays
@@ -42,22 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "traces", nargs="*", metavar="TRACE", help="trace files (nsys SQLite/report, Kineto JSON)"
     )
-    p.add_argument("--by", metavar="NAME_OR_GLOB", help="one window per instance of these ranges")
-    p.add_argument(
-        "--json",
-        metavar="OUT",
-        help="also write the result as JSON (pytimings.attribution/3: the labels per window "
-        "and device with host_bound_by_activity/host_bound_by_range, host_windows, host_totals)",
+    options.add_example(p)  # with --by decode_step unless given
+    options.add_by(p)
+    options.add_json(
+        p,
+        "pytimings.attribution/3: the labels per window and device with "
+        "host_bound_by_activity/host_bound_by_range, host_windows, host_totals",
     )
-    p.add_argument(
-        "--device", type=int, action="append", metavar="N", help="only device N (repeatable)"
-    )
-    p.add_argument(
-        "--rank", type=int, action="append", metavar="N", help="only rank N (repeatable)"
-    )
-    add_processes_argument(p)
+    options.add_device_rank(p)
+    options.add_processes_as_ranks(p)
     comm_rules.add_arguments(p)
-    add_example_argument(p, f"analyse (with --by {EXAMPLE_BY} unless given)")
     p.add_argument(
         "--executor",
         choices=("local", "dask"),
@@ -70,9 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="tcp://HOST:PORT",
         help="the Dask scheduler to use (default: a LocalCluster of processes here)",
     )
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="worker processes (local or Dask)"
-    )
+    options.add_workers(p)
     p.add_argument(
         "--what-if",
         metavar="SPEC",
@@ -82,18 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "self time, kernel:GLOB=F matching GPU ops, comm:GLOB=F the transfer part of comm "
         "ops by name or kind (comm:all_reduce=0.5); comma-separated",
     )
-    p.add_argument(
-        "--critical-path",
-        action="store_true",
-        help="the chain of host time, launches, waits and GPU ops that sets the slowest "
-        "window's length (or --window N's)",
-    )
+    options.add_critical_path(p, "with --window N, window N's")
     p.add_argument("--window", type=int, metavar="N", help="with --critical-path: window N")
-    p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report")
+    options.add_html(p, "needs plotly: pip install 'pytimings[html]'")
     tables.add_arguments(p, "the windows table")
     add_gpu_spec_argument(p)
-    add_capture_argument(p)
-    progress.add_quiet_argument(p)
+    options.add_capture(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,18 +120,19 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         trace = load(*paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
+        check_trace_options(  # before any analysis is done or printed
+            trace, by=by, ranks=args.rank, devices=args.device, what_if=args.what_if,
+            window=args.window, html=bool(args.html),
+        )  # fmt: skip
         if not args.processes_as_ranks:
             print_hint(trace)
-        if args.what_if:  # the names checked before any analysis is done or printed
-            check_what_if(trace, args.what_if)
-        if args.window is not None:
-            check_window(trace, args.window, by, args.rank, args.device)
         with progress.task("Attributing"):
             result = attribute(
                 trace, by=by, devices=args.device, ranks=args.rank, comm_kernels=kernels
             )
     result.gpu = gpu
     result.captures = captures
+    say_example(args)
     print(render_attribution(result, paths))
     doc = result.to_dict()
     samples = None if per_rank_tasks else recording_telemetry(str(expand_paths(paths)[0]))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytimings.analysis.classes import check_comm_glob
+from pytimings.console import options
 from pytimings.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -31,20 +32,7 @@ KNOWN = {"classify": {"comm_kernels"}}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--comm-kernel",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="kernels whose name (full or short, any case) matches GLOB are communication, "
-        "on top of the built-in names (repeatable)",
-    )
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help=f"a TOML file with [classify] comm_kernels = [GLOB, ...] (default: ./{CONFIG_NAME} "
-        "when present)",
-    )
+    options.add_comm_kernels(p, CONFIG_NAME)
 
 
 def _read(path: Path, origin: str) -> dict[str, Any]:

@@ -14,12 +14,11 @@ from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.result import Attribution
 from pytimings.commands import comm_rules
 from pytimings.commands.ops import read_captures
-from pytimings.console import progress
-from pytimings.console.args import SEED, nonempty, top_rows
+from pytimings.console import options, progress
+from pytimings.console.args import nonempty
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
-from pytimings.ingest.processes import add_processes_argument
 from pytimings.report.diff import render_html, render_text
 from pytimings.report.html import write_document
 
@@ -31,40 +30,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "per-rank traces is one capture)",
     )  # fmt: skip
     p.add_argument("--new", nargs="+", required=True, metavar="TRACE", help="the candidate")
-    p.add_argument("--by", metavar="NAME_OR_GLOB", help="one window per instance of these ranges")
-    p.add_argument("--json", metavar="OUT", help="also write the diff as JSON (pytimings.diff/1)")
-    p.add_argument("--html", metavar="OUT", help="also write a self-contained HTML page")
+    options.add_by(p)
+    options.add_json(p, "pytimings.diff/1")
+    options.add_html(p)
     p.add_argument(
         "--fail-on", metavar="SPEC", type=nonempty,
         help="exit 1 when a significant change crosses one of these thresholds: "
         "NAME>VALUE or NAME<VALUE with %%, ns, us or ms, comma-separated, e.g. 'window>+5%%'",
     )  # fmt: skip
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
-    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
-    p.add_argument(
-        "--top",
-        type=top_rows,
-        default=20,
-        metavar="N",
-        help="rows shown per table, 0 or 'all' for every row (the --json file has every row)",
+    options.add_seed(p, "the bootstrap's")
+    options.add_top(p, 20)
+    options.add_capture(
+        p,
+        "both sides' replays, matched by content to each side's graphs (refused only when "
+        "it matches neither side)",
     )
-    for flag, what in (
-        (
-            "--capture",
-            "both sides' replays (matched by content to each side's graphs; "
-            "refused only when it matches neither side)",
-        ),
-        ("--base-capture", "the baseline's replays only"),
-        ("--new-capture", "the candidate's replays only"),
-    ):
+    for flag, side in (("--base-capture", "the baseline's"), ("--new-capture", "the candidate's")):
         p.add_argument(
             flag, action="append", metavar="FILE",
-            help=f"a trace of CUDA/HIP graph captures (Kineto, nsys; repeatable) whose graphs "
-            f"charge {what} to the ops that launched their kernels while capturing",
+            help=f"as --capture, for {side} replays only (repeatable)",
         )  # fmt: skip
-    add_processes_argument(p)
+    options.add_processes_as_ranks(p)
     comm_rules.add_arguments(p)
-    progress.add_quiet_argument(p)
 
 
 def _side(

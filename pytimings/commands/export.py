@@ -10,21 +10,20 @@ import sys
 import numpy as np
 
 from pytimings.commands import comm_rules
-from pytimings.commands.example import add_example_argument, paths_or_example
-from pytimings.commands.ops import add_capture_argument, load_captures
-from pytimings.console import progress
-from pytimings.console.args import nonempty
+from pytimings.commands.example import paths_or_example, say_example
+from pytimings.commands.ops import load_captures
+from pytimings.console import options, progress
 from pytimings.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_example_argument(p, "export")
     p.add_argument(
         "traces",
         nargs="*",
         metavar="TRACE_OR_RECORDING",
         help="trace files (nsys SQLite/report, Kineto JSON) or pytimings recordings",
     )
+    options.add_example(p)
     p.add_argument(
         "--perfetto",
         metavar="OUT",
@@ -38,18 +37,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-flows", action="store_true", help="no arrows from launch calls to their GPU ops"
     )
-    p.add_argument(
-        "--critical-path",
-        metavar="NAME",
-        type=nonempty,
-        help="also draw the critical path of the slowest window of range NAME (docs/replay.md)",
-    )
-    p.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="processes loading files in parallel"
-    )
-    add_capture_argument(p)
+    options.add_by(p)
+    options.add_critical_path(p, "drawn as a track; needs --by (was --critical-path NAME)")
+    options.add_workers(p)
+    options.add_processes_as_ranks(p)
+    options.add_capture(p)
     comm_rules.add_arguments(p)
-    progress.add_quiet_argument(p)
+
+
+def check(args: argparse.Namespace) -> None:
+    """The options' own pairs, before any file is read."""
+    if not args.perfetto:
+        raise UsageError("give an output: --perfetto OUT")
+    if args.capture and args.no_attribution:
+        raise UsageError(
+            "--capture charges graph-replayed kernels to ops on the attribution lanes: "
+            "not with --no-attribution"
+        )
+    if args.critical_path and args.by is None:
+        raise UsageError(
+            "--critical-path follows the slowest window of the --by ranges: give --by NAME "
+            "(--critical-path NAME is now --by NAME --critical-path)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,20 +74,15 @@ def run(args: argparse.Namespace) -> int:
     from pytimings.report.ops_text import render_graph_replays
     from pytimings.report.perfetto import write_perfetto
 
+    check(args)
     progress.configure(args.quiet)
-    if not args.perfetto:
-        raise UsageError("give an output: --perfetto OUT")
-    if args.capture and args.no_attribution:
-        raise UsageError(
-            "--capture charges graph-replayed kernels to ops on the attribution lanes: "
-            "not with --no-attribution"
-        )
     kernels = comm_rules.comm_kernels(args)
     captures = load_captures(args)
     requests = []  # each recording's request timelines, one track per request
     telemetry = []  # each recording's GPU telemetry, counter tracks
     traced = []  # files with events (a recording of request timelines only has none)
-    for f in expand_paths(paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")):
+    paths = paths_or_example(args, list(args.traces), "TRACE_OR_RECORDING")
+    for f in expand_paths(paths):
         tables = load_tables(f) if detect_format(f) == "recording" else {}
         if "telemetry" in tables:
             samples = telemetry_from_arrow(tables["telemetry"], f)
@@ -92,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
             if not tables["records"].num_rows:
                 continue
         traced.append(f)
-    trace = load(*traced, workers=args.workers) if traced else Trace.empty()
+    trace = (
+        load(*traced, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
+        if traced
+        else Trace.empty()
+    )
     shifted = [r for r in trace.meta.get("clock_alignment", {}).get("ranks", []) if r["shift_ns"]]
     if requests and shifted:  # the request tracks would sit off their regions by the shift
         raise UsageError(
@@ -109,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     if args.critical_path:  # the range named before any analysis runs
         from pytimings.analysis.windows import range_rows
 
-        range_rows(trace, args.critical_path, np.unique(trace.ranges["rank"]), "--critical-path")
+        range_rows(trace, args.by, np.unique(trace.ranges["rank"]), "--by")
+    say_example(args)
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
         with progress.task("Attributing"):
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         from pytimings.analysis.critical_path import critical_path
 
         with progress.task("Replaying the windows"):
-            path = critical_path(attribute(trace, by=args.critical_path, comm_kernels=kernels))
+            path = critical_path(attribute(trace, by=args.by, comm_kernels=kernels))
     stats = write_perfetto(
         trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
         requests=requests, telemetry=telemetry,

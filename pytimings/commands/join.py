@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pytimings.console import options
 from pytimings.console.args import finite_float
 from pytimings.errors import UsageError
 
@@ -16,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "engine", metavar="ENGINE.pyt", help="engine recording with pytimings.request timelines"
     )
-    p.add_argument("--json", metavar="OUT", default=None, help="write pytimings.join/1 here")
+    options.add_json(p, "pytimings.join/1")
     p.add_argument(
         "--clock",
         default="auto",

@@ -7,7 +7,8 @@ import json
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.memory import analyze_memory, memory_findings
-from pytimings.console import progress
+from pytimings.commands.example import paths_or_example, say_example
+from pytimings.console import options, progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
@@ -20,17 +21,20 @@ NO_EVENTS = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files or memory snapshots")
-    p.add_argument("--by", metavar="NAME_OR_GLOB", help="also per instance of these ranges")
-    p.add_argument("--json", metavar="F", help="also write everything as JSON to F")
-    progress.add_quiet_argument(p)
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files or memory snapshots")
+    options.add_example(p)
+    options.add_by(p)
+    options.add_json(p, "the peaks, holders, churn, growth and findings")
+    options.add_processes_as_ranks(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    paths = paths_or_example(args, list(args.traces), "TRACE")
     progress.configure(args.quiet)
-    trace = load(*args.traces)
+    trace = load(*paths, processes_as_ranks=args.processes_as_ranks)
     if not len(trace.mem_events):
-        raise UsageError(f"{', '.join(args.traces)} {NO_EVENTS}")
+        raise UsageError(f"{', '.join(paths)} {NO_EVENTS}")
+    say_example(args)
     with progress.task("Analysing memory"):
         if args.by is not None and len(trace.gpu_ops):  # native calls' host_bound share
             result = attribute(trace, by=args.by).memory

@@ -9,9 +9,12 @@ from collections.abc import Sequence
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
+from pytimings.analysis.name_checks import check_trace_options
 from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import GpuSpec, gpu_spec
-from pytimings.console import progress
+from pytimings.commands import comm_rules
+from pytimings.commands.example import paths_or_example, say_example
+from pytimings.console import options, progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.report.ops_text import render_ops
@@ -28,16 +31,6 @@ def add_gpu_spec_argument(p: argparse.ArgumentParser) -> None:
 
 def chosen_gpu(args: argparse.Namespace) -> GpuSpec | None:
     return gpu_spec(args.gpu_spec) if getattr(args, "gpu_spec", None) else None
-
-
-def add_capture_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--capture",
-        action="append",
-        metavar="FILE",
-        help="a trace of the CUDA/HIP graph captures (Kineto, nsys; repeatable): kernels the "
-        "graphs replay are charged to the ops that launched them while capturing",
-    )
 
 
 def load_captures(args: argparse.Namespace) -> Captures | None:
@@ -65,26 +58,31 @@ def read_captures(files: Sequence[str], option: str) -> Captures:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (Kineto, nsys)")
-    p.add_argument("--by", metavar="NAME_OR_GLOB", help="only GPU ops in these ranges' windows")
-    p.add_argument("--json", metavar="OUT", help="also write ops, categories, op_attribution, gpu")
-    p.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20)")
+    p.add_argument("traces", nargs="*", metavar="TRACE", help="trace files (Kineto, nsys)")
+    options.add_example(p)
+    options.add_by(p)
+    options.add_json(p, "ops, categories, op_attribution, gpu")
+    options.add_top(p, 20)
+    options.add_device_rank(p)
+    options.add_processes_as_ranks(p)
+    comm_rules.add_arguments(p)
     add_gpu_spec_argument(p)
-    add_capture_argument(p)
-    progress.add_quiet_argument(p)
+    options.add_capture(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest import load
 
-    if args.top < 1:
-        raise UsageError(f"--top {args.top}: must be at least 1")
+    paths = paths_or_example(args, list(args.traces), "TRACE")
     progress.configure(args.quiet)
     gpu = chosen_gpu(args)
     captures = load_captures(args)
-    trace = load(*args.traces)
+    kernels = comm_rules.comm_kernels(args)
+    trace = load(*paths, processes_as_ranks=args.processes_as_ranks)
+    check_trace_options(trace, by=args.by, ranks=args.rank, devices=args.device)
+    say_example(args)
     with progress.task("Attributing"):
-        a = attribute(trace, by=args.by)
+        a = attribute(trace, by=args.by, devices=args.device, ranks=args.rank, comm_kernels=kernels)
         a.gpu = gpu
         a.captures = captures
         table = ops_of(a)

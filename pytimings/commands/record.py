@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from pytimings.console.args import finite_float
+from pytimings.console.options import add_out, add_telemetry, duration
 from pytimings.errors import UsageError
 from pytimings.record.kineto import StepRange
 from pytimings.record.launch import Options, hook_environment, write_hook
@@ -32,13 +32,11 @@ LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-o",
-        "--output",
+    add_out(
+        p,
+        "the recording file; ranks write it with .rank{R} before the suffix",
+        aliases=("--output",),
         default="recording.pyt",
-        metavar="OUT",
-        help="recording file (default recording.pyt); ranks write OUT with .rank{R} "
-        "before the suffix",
     )
     p.add_argument(
         "--comm",
@@ -59,9 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--flush-every",
-        type=finite_float,
-        metavar="S",
-        help="save the recording so far every S seconds (same file, atomic)",
+        type=duration,
+        metavar="TIME",
+        help="save the recording so far this often (same file, atomic; 30s, 5m)",
     )
     p.add_argument(
         "--kineto",
@@ -69,18 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write a torch.profiler trace of steps FIRST..LAST (from 0) of the --modules "
         "region NAME, beside OUT (OUT's name with .pt.trace.json)",
     )
-    p.add_argument(
-        "--telemetry",
-        action="store_true",
-        help="sample the local GPUs' power, energy, clocks and throttle reasons through NVML "
-        "into the recording's telemetry table (docs/telemetry.md)",
-    )
-    p.add_argument(
-        "--telemetry-interval",
-        type=float,
-        default=0.1,
-        metavar="S",
-        help="seconds between telemetry samples (default 0.1)",
+    add_telemetry(
+        p, "power, energy, clocks and throttle reasons, into the recording's telemetry table"
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
@@ -102,29 +90,20 @@ def command_line(cmd: list[str]) -> tuple[list[str], bool]:
 
 
 def options(args: argparse.Namespace) -> Options:
-    if args.flush_every is not None and not args.flush_every > 0:
-        raise UsageError(
-            f"--flush-every: must be a positive number of seconds, not {args.flush_every}"
-        )
     if args.modules is not None and not args.modules.strip(" ,"):
         raise UsageError("--modules: empty pattern")
     if args.kineto is not None:
         StepRange.parse(args.kineto)
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
-    if not args.telemetry_interval > 0:
-        raise UsageError(
-            f"--telemetry-interval: must be a positive number of seconds, not "
-            f"{args.telemetry_interval}"
-        )
-    out = Path(args.output).resolve()
+    out = Path(args.out).resolve()
     if not out.parent.is_dir():
-        raise UsageError(f"-o {args.output}: directory {out.parent} does not exist")
+        raise UsageError(f"-o {args.out}: directory {out.parent} does not exist")
     if out.suffix == "":
-        raise UsageError(f"-o {args.output}: give the file a suffix (e.g. .pyt)")
+        raise UsageError(f"-o {args.out}: give the file a suffix (e.g. .pyt)")
     if out.is_dir():
-        raise UsageError(f"-o {args.output}: is a directory")
-    _check_writable(out, args.output)
+        raise UsageError(f"-o {args.out}: is a directory")
+    _check_writable(out, args.out)
     return Options(
         out=str(out),
         comm=args.comm,
@@ -180,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{argv[1]}: no such script")
     opts = options(args)
     out = Path(opts.out)
-    lock = _lock(out, args.output)
+    lock = _lock(out, args.out)
     try:
         before = _outputs(out)
         code = _run(argv, launcher, opts)
@@ -189,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     after = _outputs(out)
     if not any(before.get(p) != st for p, st in after.items()):
         print(
-            f"pytimings record: no recording written to {args.output}: {argv[0]} started no "
+            f"pytimings record: no recording written to {args.out}: {argv[0]} started no "
             "Python process that ran to a save (exit status "
             f"{code if code >= 0 else 128 - code})",
             file=sys.stderr,

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from pytimings.analysis.finding import plural
-from pytimings.console.args import finite_float
+from pytimings.console import options
 from pytimings.errors import UsageError
 from pytimings.serving import cost
 from pytimings.serving.metrics import DEFINITIONS
@@ -21,14 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="`pytimings loadgen` run files (JSON) or recordings (.pyt) with request timelines; "
         "a recording right after a run file is joined with it (as `pytimings join`)",
     )
-    p.add_argument("--html", metavar="OUT", help="write the HTML report here (default: text)")
-    p.add_argument("--labels", default=None, help="comma-separated names, one per file")
+    options.add_html(p, "without it, the report is text")
+    options.add_labels(p)
     p.add_argument(
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )
-    p.add_argument(
-        "--knee-pct", type=finite_float, default=10.0, help="TPOT mean rise that marks the knee"
-    )
+    options.add_knee_pct(p)
     p.add_argument("--title", default=None, help="page title (default: the labels)")
     cost.add_arguments(p)
 

@@ -6,13 +6,12 @@ import argparse
 import json
 
 from pytimings.analysis.summary import summary_json, trace_summary
-from pytimings.commands.example import add_example_argument, paths_or_example
-from pytimings.console import progress
-from pytimings.console.args import top_rows
+from pytimings.commands.example import paths_or_example, say_example
+from pytimings.console import options, progress
 from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.ingest.names import trace_vendor
-from pytimings.ingest.processes import add_processes_argument, print_hint
+from pytimings.ingest.processes import print_hint
 from pytimings.report import tables as report_tables
 from pytimings.report.summary_text import render_summary
 
@@ -21,38 +20,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths", nargs="*", metavar="PATH", help="trace files or directories of per-rank traces"
     )
-    add_example_argument(parser, "summarise")
-    parser.add_argument(
-        "--json", metavar="OUT", help="also write the tables as JSON to OUT ('-' for stdout)"
-    )
-    parser.add_argument(
-        "--top",
-        type=top_rows,
-        default=15,
-        metavar="N",
-        help="rows shown per table and rank/device, 0 or 'all' for every row (default 15; "
-        "--json and --out files always hold every row)",
-    )
+    options.add_example(parser)
+    options.add_json(parser, "the tables")
+    options.add_top(parser, 15)
     parser.add_argument(
         "--all-devices",
         action="store_true",
         help="aggregate over ranks and devices, as nsys stats does",
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="files loaded in parallel (threads for nsys exports, else processes)",
-    )
-    add_processes_argument(parser)
+    options.add_workers(parser)
+    options.add_processes_as_ranks(parser)
     report_tables.add_arguments(parser, "the tables (a directory: one file per table)")
-    progress.add_quiet_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     args.paths = paths_or_example(args, list(args.paths), "PATH")
+    say_example(args)
     trace = load(*args.paths, workers=args.workers, processes_as_ranks=args.processes_as_ranks)
     if not args.processes_as_ranks:
         print_hint(trace)

@@ -9,7 +9,6 @@ commands print nothing extra. When stderr is not a terminal nothing is drawn at 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -19,12 +18,6 @@ from typing import Any
 
 DEFAULT_DELAY_S = 1.0
 _quiet = False
-
-
-def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bars (even on a terminal)"
-    )
 
 
 def configure(quiet: bool) -> None:

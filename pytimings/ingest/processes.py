@@ -28,7 +28,6 @@ The rules (``pytimings.load(..., processes_as_ranks=True)`` and ``--processes-as
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
@@ -40,7 +39,6 @@ from pytimings.model.trace import SCHEMAS, TABLES, Trace, conform
 from pytimings.table import Table
 
 __all__ = [
-    "add_processes_argument",
     "gpu_processes",
     "multi_process_hint",
     "print_hint",
@@ -203,17 +201,6 @@ def multi_process_hint(trace: Trace) -> str | None:
                 f"{len(devices)} devices; --processes-as-ranks analyses each process as a rank"
             )
     return None
-
-
-def add_processes_argument(parser: argparse.ArgumentParser) -> None:
-    """``--processes-as-ranks``, for the subcommands that load traces."""
-    parser.add_argument(
-        "--processes-as-ranks",
-        action="store_true",
-        help="each process with GPU ops in a file is a rank (a multi-process capture in one "
-        "file, e.g. nsys profile torchrun); ranks follow the device ids when each process "
-        "used its own GPU, else the pids; with several files, each file's after the last",
-    )
 
 
 def print_hint(trace: Trace) -> None:

@@ -40,7 +40,7 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_ops(t: OpTable, top: int) -> str:
+def render_ops(t: OpTable, top: int | None) -> str:
     total = t.attribution["kernel_ns"] or 1
     gpu = t.gpu["name"] if t.gpu else "unknown GPU (no roofline; --gpu-spec NAME)"
     rows = [
@@ -77,7 +77,7 @@ def render_ops(t: OpTable, top: int) -> str:
     if graphed:
         head.insert(4, "graph µs")
     out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrrlr" if graphed else "llrrrrrrlr")]
-    if len(t.ops) > top:
+    if top is not None and len(t.ops) > top:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution
     out.append(

@@ -11,25 +11,44 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytimings.console.options import DETAIL, add_out
 from pytimings.errors import UsageError
 from pytimings.table import WRITE_FORMATS, Table
 
 
 def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
-        "--format", choices=WRITE_FORMATS, help=f"write {what} in this format (needs --out)"
+        "--format",
+        choices=WRITE_FORMATS,
+        help=f"write the tables in this format to --out{DETAIL}{what}",
     )
-    p.add_argument("--out", metavar="PATH", help=f"where --format writes {what}")
+    add_out(p, f"--format writes {what} there")
+
+
+def check(args: argparse.Namespace) -> None:
+    """Refuse, before any work, ``--format`` without ``--out`` and the other way round, and
+    an ``--out`` that cannot be made: its nearest existing ancestor must be a writable
+    directory (``--out`` is a file, or a directory made with its parents)."""
+    if (args.format is None) != (args.out is None):
+        raise UsageError("--format and --out go together")
+    if args.out is None:
+        return
+    ancestor = Path(os.path.abspath(args.out)).parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"--out {args.out}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {args.out}: directory {ancestor} is not writable")
 
 
 def write(args: argparse.Namespace, tables: Mapping[str, Table]) -> list[str]:
     """Write ``tables`` as ``args.format`` to ``args.out``; the paths written (none when
     no ``--format`` was given)."""
+    check(args)
     fmt, out = args.format, args.out
-    if fmt is None and out is None:
-        return []
     if fmt is None or out is None:
-        raise UsageError("--format and --out go together")
+        return []
     if len(tables) == 1:
         (table,) = tables.values()
         table.write(out, fmt)

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.console.args import SEED, finite_float
+from pytimings.console import options
 from pytimings.errors import UsageError
 from pytimings.fileout import figure_format, save_figure
 from pytimings.ingest.recording_file import load_memory
@@ -314,7 +314,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="loadgen run files, one group per label (a1.json,a2.json pools files); "
         "the first is the baseline",
     )
-    p.add_argument("--labels", default=None, help="comma-separated names, one per group")
+    options.add_labels(p)
     p.add_argument(
         "--run",
         action="append",
@@ -327,12 +327,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap replicates")
-    p.add_argument("--seed", type=SEED, default=0, help="bootstrap seed")
-    p.add_argument(
-        "--knee-pct", type=finite_float, default=10.0, help="TPOT rise that marks the knee"
-    )
-    p.add_argument("--json", default=None, help="write the comparison as JSON here")
-    p.add_argument("--plot", default=None, help="write a PNG of the curves and CDFs here")
+    options.add_seed(p, "the bootstrap's")
+    options.add_knee_pct(p)
+    options.add_json(p, "the comparison")
+    options.add_plot(p, "the curves and CDFs")
     p.add_argument(
         "--memory",
         action="append",

@@ -56,7 +56,6 @@ import itertools
 import json
 import math
 import os
-import re
 import socket
 import sys
 import urllib.parse
@@ -67,7 +66,8 @@ from typing import Any
 import numpy as np
 
 from pytimings._core import now_ns
-from pytimings.console.args import SEED
+from pytimings.console import options
+from pytimings.console.options import DETAIL, duration
 from pytimings.errors import UsageError
 from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.recorder import boot_id
@@ -607,7 +607,7 @@ async def _metrics_url(cfg: Config) -> tuple[str | None, str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--model", required=True, help="model name sent in each request")
+    p.add_argument("--model", required=True, help=f"the model name{DETAIL}sent in each request")
     p.add_argument("--api", default="completions", help="completions (default) or chat")
     p.add_argument("--concurrency", default="1", help="comma-separated levels, e.g. 1,4")
     p.add_argument("--input-len", type=int, default=1080, help="prompt tokens (approximate)")
@@ -618,20 +618,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--warmup",
         type=int,
         default=2,
-        help="unmeasured requests per level (>= the concurrency opens every connection first)",
+        help=f"unmeasured warm-up repetitions first{DETAIL}requests per level (>= the "
+        "concurrency opens every connection first)",
     )
     p.add_argument("--rate", type=float, default=None, help="open-loop Poisson rate (req/s)")
     p.add_argument(
         "--duration",
+        type=duration,
         default=None,
+        metavar="TIME",
         help="soak: run each level this long (e.g. 1h, 30m, 90s) instead of --rounds of "
         "--requests, saving per-interval metrics",
     )
-    p.add_argument("--interval", default="1m", help="soak: length of one interval (default 1m)")
-    p.add_argument("--seed", type=SEED, default=0, help="seed for prompts and arrivals")
-    p.add_argument("--timeout", type=float, default=600.0, help="per-request limit, seconds")
     p.add_argument(
-        "--chunk-timeout", type=float, default=60.0, help="longest silence in a stream, seconds"
+        "--interval", type=duration, default="1m", metavar="TIME", help="soak: an interval's length"
+    )
+    options.add_seed(p, "the prompts' and arrivals'")
+    p.add_argument(
+        "--timeout", type=duration, default="600s", metavar="TIME", help="per-request limit"
+    )
+    p.add_argument(
+        "--chunk-timeout",
+        type=duration,
+        default="60s",
+        metavar="TIME",
+        help="longest silence in a stream",
     )
     p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
     p.add_argument(
@@ -647,7 +658,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-metrics", action="store_true", help="do not scrape engine metrics")
     p.add_argument(
-        "--metrics-interval", default="1s", help="engine metrics scrape period (default 1s)"
+        "--metrics-interval",
+        type=duration,
+        default="1s",
+        metavar="TIME",
+        help="engine metrics scrape period",
     )
     p.add_argument(
         "--stop-at-saturation",
@@ -655,35 +670,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="end the sweep after the first level past saturation (output throughput within "
         "5%% of the previous level's while TTFT p50 doubles)",
     )
-    p.add_argument("--out", required=True, help="output JSON (pytimings.serving/2)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary table")
-    p.add_argument(
-        "--telemetry",
-        action="store_true",
-        help="sample the local GPUs (NVML) during the load into the run file (docs/telemetry.md)",
-    )
+    options.add_out(p, "the run file (JSON, pytimings.serving/2)", required=True)
+    options.add_quiet(p)
+    options.add_no_table(p, "the summary table and its lines (the run file has them)")
+    options.add_telemetry(p, "during the load, into the run file")
     p.add_argument(
         "--telemetry-url",
         default=None,
         metavar="URL",
         help="instead, scrape a DCGM exporter's Prometheus endpoint (http://HOST:9400/metrics)",
     )
-    p.add_argument(
-        "--telemetry-interval", type=float, default=0.1, metavar="S",
-        help="seconds between telemetry samples (default 0.1)",
-    )  # fmt: skip
-
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|m|s|ms)?\s*$")
-_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, None: 1.0}
-
-
-def parse_duration(text: str, name: str) -> float:
-    """``"1h"``, ``"30m"``, ``"90s"``, ``"250ms"``, ``"5"`` (seconds) -> seconds (> 0)."""
-    m = _DURATION.match(text)
-    if m is None or not float(m.group(1)) > 0:
-        raise UsageError(f"{name} {text!r}: expected a positive time like 1h, 30m, 90s")
-    return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -726,23 +722,19 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise UsageError(
             f"--definition {args.definition!r}: expected one of {', '.join(DEFINITIONS)}"
         )
-    duration = interval = None
+    soak_s = interval = None
     if args.duration is not None:
-        duration = parse_duration(args.duration, "--duration")
-        interval = parse_duration(args.interval, "--interval")
-        if interval > duration:
+        soak_s, interval = args.duration, args.interval
+        if interval > soak_s:
+            raise UsageError(f"--interval {interval:g} s is longer than --duration {soak_s:g} s")
+        if soak_s / interval > MAX_INTERVALS:
             raise UsageError(
-                f"--interval {args.interval} is longer than --duration {args.duration}"
-            )
-        if duration / interval > MAX_INTERVALS:
-            raise UsageError(
-                f"--interval {args.interval}: --duration {args.duration} would cut "
-                f"{duration / interval:.3g} intervals, each a round with its own statistics; "
-                f"at most {MAX_INTERVALS:,} (an interval of {duration / MAX_INTERVALS:.3g} s "
+                f"--interval {interval:g} s: --duration {soak_s:g} s would cut "
+                f"{soak_s / interval:.3g} intervals, each a round with its own statistics; "
+                f"at most {MAX_INTERVALS:,} (an interval of {soak_s / MAX_INTERVALS:.3g} s "
                 "or longer)"
             )
     metrics_url, explicit = _metrics_target(args)
-    metrics_interval = parse_duration(args.metrics_interval, "--metrics-interval")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise UsageError(f"--out {args.out!r}: directory {out_dir} does not exist")
@@ -757,8 +749,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
         ignore_eos=not args.no_ignore_eos, definition=args.definition,
         slo_ms=parse_slo(args.slo), api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
-        duration_s=duration, interval_s=interval, metrics_url=metrics_url,
-        metrics_explicit=explicit, metrics_interval_s=metrics_interval,
+        duration_s=soak_s, interval_s=interval, metrics_url=metrics_url,
+        metrics_explicit=explicit, metrics_interval_s=args.metrics_interval,
         stop_at_saturation=args.stop_at_saturation,
     )  # fmt: skip
 
@@ -826,8 +818,6 @@ def run(args: argparse.Namespace) -> int:
     show_bar = (
         not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
     )
-    if not args.telemetry_interval > 0:
-        raise UsageError(f"--telemetry-interval: must be positive, not {args.telemetry_interval}")
     sampling = telemetry.start(args.telemetry, args.telemetry_url, args.telemetry_interval)
     stopped: RunStopped | None = None
     try:
@@ -854,7 +844,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130 if isinstance(stopped.cause, KeyboardInterrupt | asyncio.CancelledError) else 1
-    if not args.quiet:
+    if not args.no_table:
         print(summary_table(doc))
         print(engine_line(doc))
         sat = doc["saturation"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytimings.console.args import bounded_int, finite_float
+from pytimings.console.options import DETAIL
 from pytimings.errors import UsageError
 
 __all__ = ["ToyEngine", "add_arguments", "run"]
@@ -207,7 +208,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--port", type=bounded_int(0, 65535), default=8000, help="port (0: any free one)"
     )
-    p.add_argument("--model", default="toy", help="the model name it answers to")
+    p.add_argument("--model", default="toy", help=f"the model name{DETAIL}the one it answers to")
     p.add_argument(
         "--max-batch", type=bounded_int(1, 1 << 16), default=8,
         help="requests decoded together; more wait in arrival order",

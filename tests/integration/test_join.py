@@ -25,7 +25,7 @@ def _loadgen(url: str, out: Path) -> None:
     rc = main([
         "loadgen", "--url", url, "--model", "tiny", "--input-len", "16", "--output-len", "6",
         "--concurrency", ",".join(map(str, LEVELS)), "--requests", str(REQUESTS),
-        "--rounds", "1", "--warmup", str(WARMUP), "--out", str(out), "--quiet",
+        "--rounds", "1", "--warmup", str(WARMUP), "--out", str(out), "--quiet", "--no-table",
     ])  # fmt: skip
     assert rc == 0
 

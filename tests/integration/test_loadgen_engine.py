@@ -24,7 +24,7 @@ PERIOD_S = 0.05
 def _loadgen(url: str, out: Path, *extra: str, n_out: int = 8) -> int:
     return main([
         "loadgen", "--url", url, "--model", "m", "--input-len", "8",
-        "--output-len", str(n_out), "--out", str(out), "--quiet",
+        "--output-len", str(n_out), "--out", str(out), "--quiet", "--no-table",
         "--metrics-interval", f"{PERIOD_S * 1000:g}ms", *extra,
     ])  # fmt: skip
 

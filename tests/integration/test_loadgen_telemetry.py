@@ -100,7 +100,7 @@ def test_parse_maps_dcgm_names_and_units() -> None:
 def _loadgen(server_url: str, exporter: Exporter, out: Path, rounds: int = 2) -> None:
     assert main([
         "loadgen", "--url", server_url, "--model", "m", "--input-len", "16",
-        "--output-len", "8", "--out", str(out), "--quiet", "--concurrency", "2",
+        "--output-len", "8", "--out", str(out), "--quiet", "--no-table", "--concurrency", "2",
         "--requests", "4", "--rounds", str(rounds), "--warmup", "1",
         "--telemetry-url", exporter.url, "--telemetry-interval", "0.02",
     ]) == 0  # fmt: skip

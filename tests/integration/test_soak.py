@@ -22,7 +22,7 @@ def _soak(url: str, out: Path) -> None:
     rc = main([
         "loadgen", "--url", url, "--model", "m", "--input-len", "8", "--output-len", "4",
         "--concurrency", "2", "--warmup", "0", "--duration", f"{INTERVAL_S * N_INTERVALS}s",
-        "--interval", f"{INTERVAL_S * 1000:g}ms", "--out", str(out), "--quiet",
+        "--interval", f"{INTERVAL_S * 1000:g}ms", "--out", str(out), "--quiet", "--no-table",
     ])  # fmt: skip
     assert rc == 0
 

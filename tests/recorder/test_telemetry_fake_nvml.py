@@ -192,7 +192,7 @@ def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
         [*argv, "--telemetry-interval", "0", "--", str(script)],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
-    assert bad.returncode == 2 and bad.stderr.strip().endswith("not 0.0")
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("got '0'")
 
 
 def test_without_nvidia_ml_py_one_line(

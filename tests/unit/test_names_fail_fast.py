@@ -77,10 +77,10 @@ def test_export_names_the_flag_typed(
     argv = ["export", str(example_path()), "--perfetto", str(tmp_path / "t.json")]
     err = _refused(
         capsys,
-        [*argv, "--critical-path", "nonexist"],
-        "--critical-path 'nonexist' matches no range; closest range names: ",
+        [*argv, "--by", "nonexist", "--critical-path"],
+        "--by 'nonexist' matches no range; closest range names: ",
     )
-    assert "--by" not in err
+    assert "--critical-path" not in err
     assert not (tmp_path / "t.json").exists()
 
 

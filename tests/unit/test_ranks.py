@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.ranks_synth import write_ranks
+from helpers.ranks_synth import rank_recording, write_ranks
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import GLOBAL_RULES
 from pytimings.analysis.ranks import analyze_ranks, rank_findings
 from pytimings.cli import main
+from pytimings.errors import UsageError
 from pytimings.ingest import load
+from pytimings.record import storage
 
 N_RANKS = 8
 
@@ -162,3 +164,22 @@ def test_per_rank_tasks_carry_the_op_table_of_all_ranks_together(rank_files: lis
     assert tasks.doc() == together.doc()
     assert tasks.window_categories == together.window_categories
     assert {c["category"] for c in tasks.categories} >= {"gemm", "attention", "comm"}
+
+
+def test_a_device_is_looked_for_on_every_rank(tmp_path: Path) -> None:
+    """Each rank on its own GPU (rank r on device r): ``devices=[2]`` is rank 2's device, as
+    one trace of all ranks selects it; it failed on rank 0 ('device 2 not in the trace'). A
+    device no rank has is refused, naming the ranks' devices."""
+    files = []
+    for rank in range(4):
+        recording = rank_recording(rank, 4, ops=90)
+        recording.meta["device"] = rank
+        files.append(storage.save(tmp_path / f"rank{rank}.pyt", recording))
+    tasks = analyze_ranks(*files, devices=[2], workers=1)
+    together = attribute(load(*files), devices=[2])
+    assert _no_findings(tasks.to_dict()) == _no_findings(together.to_dict())
+    assert set(tasks.windows["device"].tolist()) == {2}
+    with pytest.raises(
+        UsageError, match="device 9 not in the traces; they have devices 0, 1, 2, 3"
+    ):
+        analyze_ranks(*files, devices=[9], workers=1)
