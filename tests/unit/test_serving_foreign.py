@@ -145,3 +145,17 @@ def test_values_past_int64_give_one_line_not_an_overflow_traceback(
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err and str(bad) in err, err
+
+
+def test_a_file_name_that_is_not_utf8_shows_with_replacement_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The HTML writers failed with UnicodeEncodeError on the page title (issue 47 #28)."""
+    import os
+
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/run\xfd.json"))
+    odd.write_bytes(VLLM_FILE.read_bytes())
+    out = tmp_path / "r.html"
+    assert main(["report", str(odd), "--html", str(out)]) == 0
+    capsys.readouterr()
+    assert "<title>Serving: run\ufffd.json</title>" in out.read_text(encoding="utf-8")
