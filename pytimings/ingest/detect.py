@@ -120,23 +120,39 @@ def export_report(path: str) -> str:
     stale = f" ({beside.name} beside it is older than the report: left as it is)"
     note = stale if beside.exists() else ""
     print(f"pytimings: exporting {path} to {out} with nsys (once; cached){note}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".pytimings-export-") as work:
-        exported = Path(work) / out.name
-        cmd = [nsys, "export", "--type", "sqlite", "-o", str(exported), path]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not exported.is_file():
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise TraceFormatError(path, f"nsys export failed (exit {done.returncode}): {last}")
-        if out == cached:
-            os.replace(exported, out)  # our private cache: a stale export of ours goes
-        else:
-            try:
-                os.link(exported, out)  # never over a file that appeared meanwhile
-            except FileExistsError:
-                raise TraceFormatError(
-                    path, f"{out} appeared while nsys exported the report; load it or remove it"
-                ) from None
+    try:
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix=".pytimings-export-") as work:
+            exported = Path(work) / out.name
+            cmd = [nsys, "export", "--type", "sqlite", "-o", str(exported), path]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0 or not exported.is_file():
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                problem = f"nsys export failed (exit {done.returncode}): {last}"
+                raise TraceFormatError(path, problem)
+            _put(exported, out, replace=out == cached)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot export to {out} ({exc.strerror or exc})") from None
     return str(out)
+
+
+def _put(exported: Path, out: Path, *, replace: bool) -> None:
+    """Move a finished export into place: over a stale export of ours in the private cache,
+    never over a file beside the report (one that appeared meanwhile is the user's)."""
+    if replace:
+        os.replace(exported, out)
+        return
+    try:
+        os.link(exported, out)
+        return
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: renamed, unless one appeared
+        if not out.exists():
+            os.rename(exported, out)
+            return
+    raise TraceFormatError(
+        str(out), "appeared while nsys exported the report; load it or remove it"
+    )
 
 
 def is_trace(path: str) -> bool:
