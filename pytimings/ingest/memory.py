@@ -291,7 +291,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Trace:
     for d, actions in enumerate(traces):
         if not isinstance(actions, list):
             raise TraceFormatError(p, f"device_traces[{d}] is not a list")
-        budget.take(len(actions))
+        budget.take(1 + len(actions))
         rows: list[tuple[int, int, int, int, int, int]] = []  # time, kind, bytes, addr, dA, dR
         for i, a in enumerate(actions):
             try:

@@ -237,7 +237,7 @@ def _aiperf_record(rec: dict[str, Any], i: int) -> RequestRecord:
     gaps = _value_ns(metrics, "inter_chunk_latency", what)
     for g in gaps or []:
         times.append(times[-1] + g)
-    out.chunk_ns = [_ns(start + round(t), f"{what}: a token's time") for t in times]
+    out.chunk_ns = [_ns(start + _ns(t, f"{what}: a token's time"), what) for t in times]
     out.chunk_tokens = [1] * len(times)
     osl = _value_ns(metrics, "output_sequence_length", what)  # unit "tokens": scale 1
     out.output_tokens = None if osl is None else _count(round(osl), f"{what}: output tokens")
@@ -245,7 +245,7 @@ def _aiperf_record(rec: dict[str, Any], i: int) -> RequestRecord:
     out.input_tokens = None if isl is None else _count(round(isl), f"{what}: input tokens")
     if out.end_ns is None:
         lat = _value_ns(metrics, "request_latency", what)
-        end = out.chunk_ns[-1] if lat is None else _ns(start + round(lat), f"{what}: end")
+        end = out.chunk_ns[-1] if lat is None else _ns(start + _ns(lat, f"{what}: latency"), what)
         out.end_ns = end
     return out
 

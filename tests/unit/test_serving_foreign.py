@@ -159,3 +159,16 @@ def test_a_file_name_that_is_not_utf8_shows_with_replacement_characters(
     assert main(["report", str(odd), "--html", str(out)]) == 0
     capsys.readouterr()
     assert "<title>Serving: run\ufffd.json</title>" in out.read_text(encoding="utf-8")
+
+
+def test_token_counts_near_int64_sum_exactly(tmp_path: Path) -> None:
+    """Three requests of 2**62 output tokens each: the int64 sum wrapped to a negative
+    throughput (found in the adversarial pass of issue 47)."""
+    doc = json.loads(VLLM_FILE.read_text())
+    doc["output_lens"] = [2**62] * len(doc["output_lens"])
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    (rd,) = load_any(path).levels[0].rounds
+    m = serving_metrics(rd.records, windows=[(rd.start_ns, rd.end_ns)])
+    assert m.output_tokens == 3 * 2**62
+    assert m.output_throughput == pytest.approx(3 * 2**62 / doc["duration"])
