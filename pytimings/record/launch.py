@@ -352,8 +352,9 @@ class Session:
         # the telemetry's last sample before the handler came in: the signal waits for its
         # file (the handler used to re-raise at once: no recording).
         self.finish(f"signal {signal.Signals(signum).name}")
-        with self._signals_deferred(last=True), self._finishing:
-            pass
+        if os.getpid() == self.pid:  # (a forked child saves nothing: nothing to wait for)
+            with self._signals_deferred(last=True), self._finishing:
+                pass
         self._reraise(signum)
 
     def _reraise(self, signum: int) -> None:
