@@ -13,6 +13,9 @@
   to stderr (:func:`stdout_reserved`), so the document arrives alone;
 * any OS error: one-line :class:`~pytimings.errors.UsageError` naming the path and the reason.
 
+Caches and locks go to :func:`private_dir` (per user, mode 0700, owner checked), never to a
+predictable name in a shared ``/tmp``.
+
 A leaf: imports nothing of pytimings but its errors.
 """
 
@@ -27,6 +30,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 from pytimings.errors import UsageError
@@ -204,3 +208,33 @@ def save_figure(fig: Any, path: str | os.PathLike[str], label: str = "", **kwarg
     fmt = figure_format(path, label)
     with writing(path, label) as f:
         fig.savefig(f, format=fmt, **kwargs)
+
+
+def private_dir(purpose: str) -> Path:
+    """This user's directory for pytimings' caches and locks (``purpose`` names a
+    subdirectory): ``{tmp}/pytimings-{uid}/{purpose}``, made with mode 0700. A predictable
+    name in a shared ``/tmp`` is only safe once checked: each level must be a directory (not
+    a link) owned by this user with no access for anyone else, or another local user could
+    have made it first to plant an nsys "export" or hold a lock; such a directory is refused
+    (:class:`~pytimings.errors.UsageError`), never used."""
+    uid = os.geteuid()
+    base = Path(tempfile.gettempdir()) / f"pytimings-{uid}"
+    for level in (base, base / purpose):
+        try:
+            os.mkdir(level, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            problem = f"cannot make pytimings' private directory ({exc.strerror})"
+            raise _fail("", str(level), problem) from None
+        st = os.lstat(level)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a directory"
+            raise _fail(
+                "",
+                str(level),
+                f"{kind} of uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}: not this "
+                f"user's private directory (uid {uid}, 0700), so pytimings will not keep its "
+                "caches and locks there; remove it or point TMPDIR elsewhere",
+            )
+    return base / purpose

@@ -55,7 +55,7 @@ void register_recorder(py::module_& m) {
   m.def(
       "names_over_limit", [] { return pytimings::names_over_limit(); },
       "Uses of region names and kinds recorded as '<names beyond the limit>': the "
-      "process-wide name table holds at most 1,048,576 distinct strings and 64 MiB of text.");
+      "process-wide name table holds at most 65,536 distinct strings and 64 MiB of text.");
   m.def("_fail_allocation_after", &pytimings::fail_allocation_after, py::arg("n"),
         "Testing only: the n-th allocation point of a drain from now (0 = the next) fails "
         "as out of memory would; n < 0 turns it off.");

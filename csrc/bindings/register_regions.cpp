@@ -257,7 +257,21 @@ int64_t string_id(PyObject* ids, PyObject* s, bool is_kind) {
     PyErr_SetString(PyExc_MemoryError, e.what());
     return -1;
   }
-  if (over_limit) return id;
+  if (over_limit) {
+    static bool warned = false;  // GIL held
+    if (!warned) {
+      warned = true;
+      if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                           "pytimings: more than %zu distinct region names and kinds in this "
+                           "process; %R and every new name after it are recorded as '%s' and "
+                           "counted (meta['names_over_limit']). A name that changes per call "
+                           "(f\"decode {request_id}\") belongs in payload=, not in the name. "
+                           "This notice is shown once.",
+                           kMaxNames, s, kOverLimitName) < 0)
+        return -1;
+    }
+    return id;
+  }
   PyObject* idobj = PyLong_FromUnsignedLong(id);
   if (idobj == nullptr || PyDict_SetItem(ids, s, idobj) < 0) {
     Py_XDECREF(idobj);

@@ -413,19 +413,30 @@ bool Recorder::abandon_elsewhere(const ThreadState* caller, const void* owner) {
   if (caller != nullptr && std::any_of(caller->frames.begin(), caller->frames.end(),
                                        [owner](const Frame& f) { return f.owner == owner; }))
     return false;
+  // The most recently entered instance, not the first thread's: a thread that Python has
+  // already joined keeps its open frames until its pthread key destructor marks it exited,
+  // a moment later, and the OS may already run a new thread (often with the same id) that
+  // entered the same region since. The dead thread's frames are the older ones.
   std::lock_guard<std::mutex> lock(mu_);
+  ThreadState* found_thread = nullptr;
+  Frame* found = nullptr;
   for (auto& ts : threads_) {
     if (ts.get() == caller || ts->released || ts->exited.load(std::memory_order_acquire))
       continue;
     for (auto f = ts->frames.rbegin(); f != ts->frames.rend(); ++f) {
       if (f->owner == owner && !f->abandoned) {
-        f->abandoned = true;
-        ts->abandoned.fetch_add(1, std::memory_order_relaxed);
-        return true;
+        if (found == nullptr || f->start_ns >= found->start_ns) {
+          found = &*f;
+          found_thread = ts.get();
+        }
+        break;  // this thread's innermost instance
       }
     }
   }
-  return false;
+  if (found == nullptr) return false;
+  found->abandoned = true;
+  found_thread->abandoned.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 cuda::Event Recorder::take_event(ThreadState& ts, int device) noexcept {

@@ -37,6 +37,7 @@ from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.host import HostActivities, interval_charges
 from pytimings.analysis.launches import link_launches
 from pytimings.analysis.windows import range_windows
+from pytimings.errors import TraceFormatError
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, MemEventKind, Trace
 from pytimings.stats import mann_kendall, sen_slope
 from pytimings.table import Table
@@ -309,6 +310,13 @@ def levels(trace: Trace, rows: I64, device_type: int) -> tuple[I64, bool, I64 | 
     me = trace.mem_events
     alloc, resv = me["allocated"][rows], me["reserved"][rows]
     from_trace = bool((alloc >= 0).all())
+    if not from_trace and np.abs(me["bytes"][rows].astype(np.float64)).sum() >= 2.0**63:
+        # the running sum would wrap (a peak of 2**62 for a true 3 * 2**62, a level of -2**63)
+        raise TraceFormatError(
+            str(trace.meta.get("path", "the trace")),
+            "its memory events' bytes, with no Total Allocated to go by, add up past int64 "
+            "(9.2 EB): no real device's",
+        )
     level = alloc if from_trace else np.cumsum(me["bytes"][rows])
     known = device_type != 0 and bool((resv >= 0).all()) and rows.size > 0
     return level, from_trace, resv if known else None

@@ -19,11 +19,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import FrameType
 
 from pytimings.console.options import add_out, add_telemetry, duration
 from pytimings.errors import UsageError
+from pytimings.fileout import private_dir
 from pytimings.record.kineto import StepRange
 from pytimings.record.launch import Options, hook_environment, write_hook
 
@@ -90,6 +92,12 @@ def command_line(cmd: list[str]) -> tuple[list[str], bool]:
 
 
 def options(args: argparse.Namespace) -> Options:
+    if args.flush_every is not None and not 0 < args.flush_every <= threading.TIMEOUT_MAX:
+        # (past TIMEOUT_MAX the flush thread's wait raised OverflowError: no flush, exit 0)
+        raise UsageError(
+            f"--flush-every: must be a positive number of seconds up to "
+            f"{threading.TIMEOUT_MAX:.0f}, not {args.flush_every}"
+        )
     if args.modules is not None and not args.modules.strip(" ,"):
         raise UsageError("--modules: empty pattern")
     if args.kineto is not None:
@@ -132,10 +140,16 @@ def _check_writable(out: Path, given: str) -> None:
 def _lock(out: Path, given: str) -> int:
     """Hold a lock on OUT for the whole run: a second ``record -o`` of the same file at once
     would overwrite the first's recording, both reporting success. The lock file lives in
-    the temporary directory, named by OUT's path, so nothing is left beside OUT."""
+    this user's private directory (:func:`~pytimings.fileout.private_dir`), named by OUT's
+    path, so nothing is left beside OUT and no other user can hold or plant it."""
     key = hashlib.sha256(str(out).encode()).hexdigest()[:32]
-    lock_path = Path(tempfile.gettempdir()) / f"pytimings-record-{key}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    lock_path = private_dir("record-locks") / f"{key}.lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise UsageError(
+            f"-o {given}: cannot take the lock {lock_path} ({exc.strerror or exc})"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

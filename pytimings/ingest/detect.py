@@ -4,6 +4,7 @@ its name; and Nsight Systems reports exported to SQLite with ``nsys`` when it is
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import shutil
@@ -14,6 +15,7 @@ import zlib
 from pathlib import Path
 
 from pytimings.errors import TraceFormatError
+from pytimings.fileout import private_dir
 
 __all__ = ["FORMATS", "SQLITE_MAGIC", "detect_format", "export_report", "is_trace"]
 
@@ -86,7 +88,15 @@ def _gunzip_head(path: str, head: bytes) -> bytes:
 
 
 def export_report(path: str) -> str:
-    """An Nsight Systems report exported to SQLite (cached), or a clear error without nsys."""
+    """An Nsight Systems report exported to SQLite (cached), or a clear error without nsys.
+
+    ``X.sqlite`` beside ``X.nsys-rep`` is used when it is at least as new as the report, and
+    written there when no file of that name exists and the directory is writable. Otherwise
+    (it exists but is older, or the directory is read-only) the export goes to this user's
+    private cache (:func:`~pytimings.fileout.private_dir`): a file pytimings did not write is
+    never deleted or replaced, and nothing in a shared ``/tmp`` another user could plant is
+    read. nsys writes into a new temporary directory; the export is moved into place only
+    once it succeeded, so a failed export leaves nothing behind."""
     nsys = shutil.which("nsys")
     stem = Path(path).name
     for suffix in NSYS_REPORT_SUFFIXES:
@@ -98,24 +108,51 @@ def export_report(path: str) -> str:
             "is an Nsight Systems report and nsys is not on PATH to export it; run "
             f"`nsys export --type sqlite -o {stem}.sqlite {path}` and load {stem}.sqlite",
         )
+    report_mtime = Path(path).stat().st_mtime
     beside = Path(path).with_name(stem + ".sqlite")
-    if os.access(beside.parent, os.W_OK):
-        out = beside
-    else:
-        cache = Path(tempfile.gettempdir()) / "pytimings-nsys-export"
-        cache.mkdir(exist_ok=True)
-        out = cache / f"{stem}-{zlib.crc32(os.path.abspath(path).encode()):08x}.sqlite"
-    if out.exists() and out.stat().st_mtime >= Path(path).stat().st_mtime:
-        return str(out)
-    if out.exists():
-        out.unlink()  # stale: the report is newer
-    print(f"pytimings: exporting {path} to {out} with nsys (once; cached)", file=sys.stderr)
-    cmd = [nsys, "export", "--type", "sqlite", "-o", str(out), path]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not out.exists():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TraceFormatError(path, f"nsys export failed (exit {done.returncode}): {last}")
+    if beside.exists() and beside.stat().st_mtime >= report_mtime:
+        return str(beside)
+    key = hashlib.sha256(os.path.abspath(path).encode(errors="surrogateescape")).hexdigest()
+    cached = private_dir("nsys-export") / f"{stem}-{key[:16]}.sqlite"
+    if cached.exists() and cached.stat().st_mtime >= report_mtime:
+        return str(cached)
+    out = beside if not beside.exists() and os.access(beside.parent, os.W_OK) else cached
+    stale = f" ({beside.name} beside it is older than the report: left as it is)"
+    note = stale if beside.exists() else ""
+    print(f"pytimings: exporting {path} to {out} with nsys (once; cached){note}", file=sys.stderr)
+    try:
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix=".pytimings-export-") as work:
+            exported = Path(work) / out.name
+            cmd = [nsys, "export", "--type", "sqlite", "-o", str(exported), path]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0 or not exported.is_file():
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                problem = f"nsys export failed (exit {done.returncode}): {last}"
+                raise TraceFormatError(path, problem)
+            _put(exported, out, replace=out == cached)
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot export to {out} ({exc.strerror or exc})") from None
     return str(out)
+
+
+def _put(exported: Path, out: Path, *, replace: bool) -> None:
+    """Move a finished export into place: over a stale export of ours in the private cache,
+    never over a file beside the report (one that appeared meanwhile is the user's)."""
+    if replace:
+        os.replace(exported, out)
+        return
+    try:
+        os.link(exported, out)
+        return
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: renamed, unless one appeared
+        if not out.exists():
+            os.rename(exported, out)
+            return
+    raise TraceFormatError(
+        str(out), "appeared while nsys exported the report; load it or remove it"
+    )
 
 
 def is_trace(path: str) -> bool:

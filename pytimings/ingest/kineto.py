@@ -1017,9 +1017,25 @@ class _Loader:
 def _intern(s: str, ids: dict[str, int], strings: list[str]) -> int:
     i = ids.get(s)
     if i is None:
-        i = ids[s] = len(strings)
-        strings.append(s)
+        text = _unicode(s)
+        i = ids.get(text)
+        if i is None:
+            i = ids[text] = len(strings)
+            strings.append(text)
+        ids[s] = i
     return i
+
+
+def _unicode(s: str) -> str:
+    """``s`` with each lone surrogate (JSON allows ``"gemm\\ud800"``; no UTF-8 writer does)
+    replaced by U+FFFD, so every writer can write the name (they all failed)."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in s)
+    return s
 
 
 def _key(text: str | None, keys: dict[Any, int], new: bool) -> int:

@@ -169,7 +169,9 @@ class _PlainData(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it names {module}.{name}")
 
 
-def _snapshot_dict(path: str) -> dict[str, Any]:
+def _snapshot_dict(path: str) -> tuple[dict[str, Any], int]:
+    """The snapshot's dict and the pickle's size in bytes (the budget of what may be read
+    from it, :class:`_Budget`)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -189,19 +191,63 @@ def _snapshot_dict(path: str) -> dict[str, Any]:
         raise TraceFormatError(
             path, "a pickle, but not a torch.cuda.memory._snapshot() (no 'segments')"
         )
-    return snap
+    return snap, len(data)
+
+
+class _Budget:
+    """What a snapshot may make its reader visit: one container (segment, block, action,
+    frame list) per byte of the pickle. Without shared references each needs at least a byte
+    of its own; with them (a memo reference repeated, each a list of references) a 26 KB
+    file expanded to 592 MB and 13 s, 32 KB to 1.46 GB and 139 s. Frame lists, which torch
+    does share between actions, are read once each (:func:`_site` by identity)."""
+
+    def __init__(self, path: str, nbytes: int) -> None:
+        self.path, self.left = path, nbytes
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TraceFormatError(
+                self.path,
+                "refused: its shared references expand to more segments, blocks and actions "
+                "than a pickle of its size holds (not a torch.cuda.memory._snapshot())",
+            )
+
+
+# numbers as the file states them, bounded where they enter: a byte count within 2**50
+# (1 PiB), microseconds whose ns fit int64, a device index below 4096; a device's byte counts
+# together within 2**62 (so every level computed from them fits int64)
+_MAX_SNAPSHOT_BYTES = 1 << 50
+_MAX_SNAPSHOT_US = (1 << 63) // 1000 - 1
+_MAX_SNAPSHOT_DEVICE = 4095
+_MAX_DEVICE_BYTES = 1 << 62
+
+
+def _bounded_int(value: Any, limit: int) -> int:
+    """An int field of the snapshot within [-limit, limit]; ValueError (caught as a bad
+    field) for anything else: a float, an infinity, 2**70, a bool."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -limit <= value <= limit:
+        raise ValueError(f"{value!r:.40} is not an integer within ±{limit}")
+    return value
 
 
 def _site(frames: Any) -> str:
-    """The innermost Python frame of a snapshot stack (else its innermost frame)."""
+    """The innermost Python frame of a snapshot stack (else its innermost frame); only
+    str names and files and int lines are shown (str() of a nested object could expand)."""
     if not isinstance(frames, list) or not frames:
         return ""
     good = [f for f in frames if isinstance(f, dict)]
-    py = [f for f in good if str(f.get("filename", "")).endswith(".py")]
+    py = [f for f in good if _text(f.get("filename")).endswith(".py")]
     f = (py or good or [{}])[0]
     if not f:
         return ""
-    return f"{f.get('name', '?')} ({f.get('filename', '?')}:{f.get('line', '?')})"
+    line = f.get("line")
+    line_text = str(line) if isinstance(line, int) and not isinstance(line, bool) else "?"
+    return f"{_text(f.get('name')) or '?'} ({_text(f.get('filename')) or '?'}:{line_text})"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 _SEGMENT_UP = ("segment_alloc", "segment_map")
@@ -214,7 +260,8 @@ def load_snapshot(path: str | os.PathLike[str]) -> Trace:
     after it, counted back from the state at the snapshot (allocated: the blocks in use;
     reserved: the segments' sizes); segment actions move reserved only. Capacity unknown."""
     p = os.fspath(path)
-    snap = _snapshot_dict(p)
+    snap, nbytes = _snapshot_dict(p)
+    budget = _Budget(p, nbytes)
     segments = snap.get("segments")
     traces = snap.get("device_traces") or []
     if not isinstance(segments, list) or not isinstance(traces, list):
@@ -222,34 +269,48 @@ def load_snapshot(path: str | os.PathLike[str]) -> Trace:
     end_alloc: dict[int, int] = {}
     end_resv: dict[int, int] = {}
     try:
+        budget.take(len(segments))
         for s in segments:
-            d = int(s["device"])
-            end_resv[d] = end_resv.get(d, 0) + int(s["total_size"])
-            for b in s.get("blocks", []):
-                if str(b.get("state", "")).startswith("active"):
-                    end_alloc[d] = end_alloc.get(d, 0) + int(b["size"])
-    except (KeyError, TypeError, ValueError) as e:
+            d = _bounded_int(s["device"], _MAX_SNAPSHOT_DEVICE)
+            if d < 0:
+                raise ValueError(f"device {d}")
+            end_resv[d] = end_resv.get(d, 0) + _bounded_int(s["total_size"], _MAX_SNAPSHOT_BYTES)
+            blocks = s.get("blocks", [])
+            budget.take(len(blocks))
+            for b in blocks:
+                if _text(b.get("state")).startswith("active"):
+                    size = _bounded_int(b["size"], _MAX_SNAPSHOT_BYTES)
+                    end_alloc[d] = end_alloc.get(d, 0) + size
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise TraceFormatError(
             p, f"a segment or block lacks a field or has a bad one ({e})"
         ) from None
     st = StringTable()
+    sites: dict[int, int] = {}  # id(frames) -> site string id: torch shares frame lists
     cols: dict[str, list[int]] = {c: [] for c in MEM_EVENT_SCHEMA}
     ignored = 0
     for d, actions in enumerate(traces):
         if not isinstance(actions, list):
             raise TraceFormatError(p, f"device_traces[{d}] is not a list")
+        budget.take(1 + len(actions))
         rows: list[tuple[int, int, int, int, int, int]] = []  # time, kind, bytes, addr, dA, dR
         for i, a in enumerate(actions):
             try:
-                act, size, addr = a["action"], int(a["size"]), int(a["addr"])
-                t = int(a["time_us"]) * 1000
+                act = a["action"]
+                size = _bounded_int(a["size"], _MAX_SNAPSHOT_BYTES)
+                addr = _bounded_int(a["addr"], (1 << 63) - 1)
+                t = _bounded_int(a["time_us"], _MAX_SNAPSHOT_US) * 1000
             except (KeyError, TypeError, ValueError) as e:
                 raise TraceFormatError(
                     p, f"device_traces[{d}][{i}] lacks action/addr/size/time_us ({e})"
                 ) from None
             if act == "alloc":
                 rows.append((t, MemEventKind.ALLOC, size, addr, size, 0))
-                cols["site"].append(st.intern(_site(a.get("frames"))))
+                frames = a.get("frames")
+                if id(frames) not in sites:
+                    budget.take(1)
+                    sites[id(frames)] = st.intern(_site(frames))
+                cols["site"].append(sites[id(frames)])
             elif act == "free_completed":
                 rows.append((t, MemEventKind.FREE, -size, addr, -size, 0))
                 cols["site"].append(0)
@@ -261,6 +322,11 @@ def load_snapshot(path: str | os.PathLike[str]) -> Trace:
                 ignored += 1  # free_requested (completion follows), snapshot, oom markers
         if not rows:
             continue
+        moved = sum(abs(r[4]) + abs(r[5]) for r in rows)
+        if moved + end_alloc.get(d, 0) + end_resv.get(d, 0) > _MAX_DEVICE_BYTES:
+            raise TraceFormatError(
+                p, f"device {d}'s allocations and segments add up past 2**62 bytes"
+            )
         arr = np.asarray(rows, np.int64)
         # totals after each event = the state at the snapshot less what came later
         later_a = np.cumsum(arr[::-1, 4])[::-1] - arr[:, 4]

@@ -37,8 +37,12 @@ _CAST_BOOL = re.compile(r"\(bool\)([01])")
 _LITERAL_SUFFIX = re.compile(r"\b(\d+)(?:ull|ul|ll|u|l)\b", re.IGNORECASE)
 _NSYS_LAMBDA = re.compile(r"\[lambda\([^()]*\) \(instance (\d+)\)\]")
 _KINETO_LAMBDA = re.compile(r"\{lambda\([^()]*\)#(\d+)\}")
-_CONST = re.compile(r"\s*\bconst\b")
-_SPACE_AROUND = re.compile(r"\s*(::|[<>*&])\s*")
+# Each pattern below anchors on something other than a run of a repeated character (no
+# leading `\s*`, no `\w*` from inside a word): `\s*\bconst\b` tried at every space of a run
+# scanned the rest of the run, so a name with 32 KB of spaces took seconds, 256 KB minutes.
+# Whitespace is collapsed to single spaces before the patterns that allow one around a token.
+_CONST = re.compile(r" ?\bconst\b")
+_SPACE_AROUND = re.compile(r" ?(::|[<>*&]) ?")
 _VOID_RETURN = re.compile(r"(?:^|(?<=[<,\s]))void\s+(?=[\w:])")
 _SPACES = re.compile(r"\s+")
 
@@ -55,6 +59,7 @@ def normalize_kernel_name(name: str) -> str:
     s = _CAST_INT.sub(r"\1", s)
     s = _LITERAL_SUFFIX.sub(r"\1", s)
     s = _strip_parameter_lists(s)
+    s = _SPACES.sub(" ", s)
     s = _CONST.sub("", s)
     s = _VOID_RETURN.sub("", s)
     s = _SPACE_AROUND.sub(r"\1", s)
@@ -76,7 +81,7 @@ def _strip_parameter_lists(s: str) -> str:
     return "".join(out)
 
 
-_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::(?=[A-Za-z_(])")
+_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|(?<!\w)[A-Za-z_]\w*)::(?=[A-Za-z_(])")
 
 
 @lru_cache(maxsize=1 << 16)

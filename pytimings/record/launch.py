@@ -27,6 +27,10 @@ never half of one). Saved:
 * on SIGTERM: the handler saves, then restores the default action and re-raises the signal
   (the process dies of SIGTERM as it would have). Python runs handlers between bytecodes,
   so a main thread blocked in a long C call saves when that call returns;
+* a SIGINT or SIGTERM that arrives during a save (a second Ctrl-C during the exit save, a
+  SIGTERM while it waits for the telemetry's last sample) waits until the file is written;
+  after the last save it then takes its default action, after another it reaches the
+  handler it would have reached;
 * every ``flush_every`` seconds (a daemon thread): the recording so far is saved to the same
   file. That resolves outstanding GPU events and re-anchors the GPU clock, frees the native
   buffers (the records stay in the process, 72 bytes each) and bounds what a SIGKILL or an
@@ -52,12 +56,13 @@ and, with ``--kineto``, which steps the profiler trace beside it holds
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -77,6 +82,7 @@ ENV_LAUNCHER = "PYTIMINGS_RECORD_LAUNCHER"  # "1": that child is a launcher; its
 ENV_EXEC_COUNT = "PYTIMINGS_RECORD_EXEC"  # execs so far in this process (names .exec{N})
 
 SUMMARY_ROWS = 10
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 SITECUSTOMIZE = '''\
 """Written by `pytimings record`: switch recording on, then run the sitecustomize the
@@ -209,7 +215,8 @@ class Session:
         self.pid = os.getpid()
         self.exception: dict[str, str] | None = None
         self._lock = threading.Lock()
-        self._saving_thread: int | None = None
+        self._finishing = threading.RLock()  # held by the last save until it is written
+        self._deferring = False  # _signals_deferred() is active (main thread)
         self._pending_signal: int | None = None
         self._written: Path | None = None
         self._finished = False
@@ -250,14 +257,10 @@ class Session:
         interpreter stops its daemon thread, leave a temporary file behind."""
         if os.getpid() != self.pid:
             return None
-        with self._lock:
+        with self._signals_deferred(), self._lock:
             if reason == "flush" and self._finished:
                 return None
-            self._saving_thread = threading.get_ident()
-            try:
-                return self._save_locked(reason)
-            finally:
-                self._saving_thread = None
+            return self._save_locked(reason)
 
     def _save_locked(self, reason: str) -> Path:
         from pytimings import _core
@@ -288,21 +291,50 @@ class Session:
         """The last save (once), then the summary on stderr."""
         if self._finished or os.getpid() != self.pid:
             return
-        self._finished = True
-        self._stop.set()
-        try:
-            if self.telemetry is not None:
-                self.telemetry()  # its last sample is in the save
-            if self.capture is not None:
-                self.capture.close()
-            path = self.save(reason)
-        except Exception as exc:  # never mask the program's own exit status with ours
-            print(f"pytimings record: could not save the recording: {exc}", file=sys.stderr)
+        with self._finishing, self._signals_deferred(last=True):
+            self._finished = True
+            self._stop.set()
+            try:
+                if self.telemetry is not None:
+                    self.telemetry()  # its last sample is in the save
+                if self.capture is not None:
+                    self.capture.close()
+                path = self.save(reason)
+            except Exception as exc:  # never mask the program's own exit status with ours
+                print(f"pytimings record: could not save the recording: {exc}", file=sys.stderr)
+                return
+            if path is not None:
+                _print_summary(path, reason)
+
+    @contextlib.contextmanager
+    def _signals_deferred(self, *, last: bool = False) -> Iterator[None]:
+        """SIGINT and SIGTERM that arrive inside wait until the block is done (the file is
+        written): a second Ctrl-C during the exit save raised KeyboardInterrupt inside it
+        (nothing saved, exit 0). After the last save the signal takes its default action (the
+        process dies of it); after another it goes to the handler it would have reached.
+        Python runs signal handlers on the main thread only: elsewhere nothing is deferred."""
+        if threading.current_thread() is not threading.main_thread() or self._deferring:
+            yield
             return
-        if path is not None:
-            _print_summary(path, reason)
-        if self._pending_signal is not None:  # a signal arrived during this save
-            self._reraise(self._pending_signal)
+        previous = {signum: signal.getsignal(signum) for signum in _DEFERRED_SIGNALS}
+        self._deferring = True
+        try:
+            for signum in _DEFERRED_SIGNALS:
+                signal.signal(signum, self._defer)
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            self._deferring = False
+        pending, self._pending_signal = self._pending_signal, None
+        if pending is not None and last:
+            self._reraise(pending)
+        elif pending is not None:
+            signal.raise_signal(pending)
+
+    def _defer(self, signum: int, frame: FrameType | None) -> None:
+        if self._pending_signal is None:
+            self._pending_signal = signum
 
     # -- handlers
     def _excepthook(
@@ -316,10 +348,13 @@ class Session:
         self._previous_excepthook(typ, value, tb)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._saving_thread == threading.get_ident():  # interrupted our own save: finish it
-            self._pending_signal = signum
-            return
+        # A finish under way on another thread (an exec there), or waiting in this one for
+        # the telemetry's last sample before the handler came in: the signal waits for its
+        # file (the handler used to re-raise at once: no recording).
         self.finish(f"signal {signal.Signals(signum).name}")
+        if os.getpid() == self.pid:  # (a forked child saves nothing: nothing to wait for)
+            with self._signals_deferred(last=True), self._finishing:
+                pass
         self._reraise(signum)
 
     def _reraise(self, signum: int) -> None:

@@ -70,9 +70,11 @@ class Recorder:
     for a deeper stack, or on a thread with no memory left for its first region's state, is
     not recorded and counted as dropped, under that name for the latter). The cap covers
     records only: region names and kinds live in one process-wide table that no recorder frees
-    (NVTX handles point into it), bounded at 2**20 distinct strings and 64 MiB of their text;
-    names beyond are recorded as ``<names beyond the limit>`` and counted at each use
-    (``meta["names_over_limit"]``), none of them kept, and a save writes
+    (NVTX handles point into it), bounded at 65,536 distinct strings (about 24 MB) and 64 MiB
+    of their text; names beyond are recorded as ``<names beyond the limit>`` and counted at
+    each use (``meta["names_over_limit"]``, with a one-time ``RuntimeWarning``), none of them
+    kept. A name that changes per call (``region(f"decode {request_id}")``) reaches the limit:
+    give the varying part as ``payload=`` instead. A save writes
     only the names its records use. ``anchor_interval_s`` is the least time between two
     GPU-clock anchors (retaken at :meth:`flush`).
     """

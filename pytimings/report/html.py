@@ -388,5 +388,21 @@ def write_html(
 
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:
-    """Write an HTML document; a path that cannot be written is a UsageError naming it."""
-    write_text(path, doc, "--html")
+    """Write an HTML document; a path that cannot be written is a UsageError naming it.
+    A file name that is not UTF-8 (Python keeps its bytes as lone surrogates) is shown with
+    replacement characters: writing it failed with UnicodeEncodeError."""
+    write_text(path, _utf8(doc), "--html")
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold as U+FFFD: the bytes of a non-UTF-8 file name
+    are decoded as well as they go, any other lone surrogate replaced."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")  # the name's own bytes back
+        except UnicodeEncodeError:
+            raw = text.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "replace")
+    return text

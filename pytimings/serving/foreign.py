@@ -117,9 +117,20 @@ def _number(v: Any, what: str) -> float:
 
 
 def _count(v: Any, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"{what} must be a count, got {v!r:.40}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _MAX_INT64:
+        raise ValueError(f"{what} must be a count within int64, got {v!r:.40}")
     return v
+
+
+_MAX_INT64 = 2**63 - 1
+
+
+def _ns(value_ns: float | int, what: str) -> int:
+    """A time in ns as the run stores it (int64); ValueError past that (ttfts of 1e300 s were
+    an OverflowError in report/compare)."""
+    if not 0 <= value_ns < 2.0**63:
+        raise ValueError(f"{what} is past int64 nanoseconds (292 years), got {value_ns!r:.40}")
+    return round(value_ns)
 
 
 def _bench_round(where: str, obj: dict[str, Any], fmt: str, index: int) -> Round:
@@ -136,7 +147,7 @@ def _bench_round(where: str, obj: dict[str, Any], fmt: str, index: int) -> Round
     for name, v in (("itls", itls), ("output_lens", outs), ("input_lens", ins), ("errors", errors)):
         if v is not None and len(v) != n:
             raise ValueError(f"{name} has {len(v)} entries for {n} ttfts")
-    window = round(_number(obj["duration"], "duration") * 1e9)
+    window = _ns(_number(obj["duration"], "duration") * 1e9, "duration")
     records = []
     for i in range(n):
         rec = RequestRecord(req_id=f"r{index}-{i}", start_ns=0)
@@ -150,7 +161,7 @@ def _bench_round(where: str, obj: dict[str, Any], fmt: str, index: int) -> Round
         for j, gap in enumerate(itls[i]):
             t += _number(gap, f"itls[{i}][{j}]") * 1e9
             times.append(t)
-        rec.chunk_ns = [round(x) for x in times]
+        rec.chunk_ns = [_ns(x, f"ttfts[{i}] + itls[{i}]") for x in times]
         rec.chunk_tokens = [1] * len(times)
         rec.output_tokens = _count(outs[i], f"output_lens[{i}]")
         rec.input_tokens = None if ins is None else _count(ins[i], f"input_lens[{i}]")
@@ -226,15 +237,16 @@ def _aiperf_record(rec: dict[str, Any], i: int) -> RequestRecord:
     gaps = _value_ns(metrics, "inter_chunk_latency", what)
     for g in gaps or []:
         times.append(times[-1] + g)
-    out.chunk_ns = [start + round(t) for t in times]
+    out.chunk_ns = [_ns(start + _ns(t, f"{what}: a token's time"), what) for t in times]
     out.chunk_tokens = [1] * len(times)
     osl = _value_ns(metrics, "output_sequence_length", what)  # unit "tokens": scale 1
-    out.output_tokens = None if osl is None else round(osl)
+    out.output_tokens = None if osl is None else _count(round(osl), f"{what}: output tokens")
     isl = _value_ns(metrics, "input_sequence_length", what)
-    out.input_tokens = None if isl is None else round(isl)
+    out.input_tokens = None if isl is None else _count(round(isl), f"{what}: input tokens")
     if out.end_ns is None:
         lat = _value_ns(metrics, "request_latency", what)
-        out.end_ns = out.chunk_ns[-1] if lat is None else start + round(lat)
+        end = out.chunk_ns[-1] if lat is None else _ns(start + _ns(lat, f"{what}: latency"), what)
+        out.end_ns = end
     return out
 
 

@@ -354,8 +354,8 @@ def serving_metrics(
             },
         }
     )
-    total_out = int(n_out.sum())
-    total_in = int(n_in.sum())
+    total_out = sum(n_out.tolist())  # Python ints: counts near int64 summed in int64 wrapped
+    total_in = sum(n_in.tolist())
     return ServingMetrics(
         definition=definition,
         completed=len(ok),

@@ -221,6 +221,80 @@ def test_a_snapshot_pickle_loads_with_its_peak_and_sites(tmp_path: Path) -> None
     assert d.live_at_end_bytes == 4 * mb
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("size", 2**70), ("size", float("inf")), ("time_us", 2**62), ("time_us", float("nan")),
+     ("addr", -(2**64)), ("size", True)],
+)  # fmt: skip
+def test_snapshot_numbers_past_int64_or_not_integers_are_one_line(
+    tmp_path: Path, field: str, value: Any
+) -> None:
+    """2**70 or an infinite size or time was an OverflowError traceback (issue 47 #25)."""
+    snap = _snapshot()
+    snap["device_traces"][0][2][field] = value
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    with pytest.raises(TraceFormatError, match=r"device_traces\[0\]\[2\] lacks .* not an int"):
+        pt.load(path)
+
+
+def test_snapshot_sizes_that_add_up_past_int64_are_one_line(tmp_path: Path) -> None:
+    snap = _snapshot()
+    huge = 1 << 50
+    snap["device_traces"][0] += [_act("alloc", i, 0, 20 + i) for i in range(1 << 13)]
+    for a in snap["device_traces"][0][8:]:
+        a["size"] = huge
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    with pytest.raises(TraceFormatError, match=r"device 0's allocations .* past 2\*\*62"):
+        pt.load(path)
+
+
+def test_a_snapshot_of_shared_references_is_refused_before_it_expands(tmp_path: Path) -> None:
+    """A 26 KB pickle of repeated memo references expanded to 592 MB and 13 s (issue 47
+    #21); a read visits at most one container per byte of the file."""
+    block = {"address": 0, "size": 1, "state": "active_allocated"}
+    segment = {"device": 0, "total_size": 1, "blocks": [block] * 3000}
+    snap = {"segments": [segment] * 3000, "device_traces": [[_act("alloc", 0, 1, 1)]]}
+    path = tmp_path / "bomb.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(TraceFormatError, match="shared references expand"):
+        pt.load(path)
+
+
+def test_frame_lists_torch_shares_between_actions_are_read_once(tmp_path: Path) -> None:
+    snap = _snapshot()
+    shared = _frames("step")
+    snap["device_traces"][0] += [
+        {**_act("alloc", 2000 + i, 1, 100 + i), "frames": shared} for i in range(20_000)
+    ]
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    (d,) = analyze_memory(pt.load(path)).devices
+    assert d.allocs == 3 + 20_000
+
+
+def test_kineto_bytes_that_would_wrap_the_running_sum_are_one_line(tmp_path: Path) -> None:
+    """Without Total Allocated the level is a running sum of int64 bytes: three allocations
+    of 2**62 showed a peak of 2**62 and never-freed -2**63, silently (issue 47 #16)."""
+    events: list[dict[str, Any]] = [
+        {"name": "[memory]", "ph": "i", "s": "t", "ts": 1 + i, "pid": 1, "tid": 1,
+         "args": {"Bytes": 2**62, "Addr": 4096 * (i + 1), "Device Type": 1, "Device Id": 0}}
+        for i in range(3)
+    ]  # fmt: skip
+    events.append({"ph": "X", "cat": "cpu_op", "name": "op", "ts": 0, "dur": 10, "pid": 1,
+                   "tid": 1})  # fmt: skip
+    path = tmp_path / "wrap.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with pytest.raises(TraceFormatError, match="add up past int64"):
+        analyze_memory(pt.load(path))
+    events[1]["args"]["Bytes"] = events[2]["args"]["Bytes"] = 2**60  # within int64: exact
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    (d,) = analyze_memory(pt.load(path)).devices
+    assert d.peak_allocated_bytes == 2**62 + 2**61
+
+
 class _Evil:
     def __init__(self, marker: str) -> None:
         self.marker = marker

@@ -4,14 +4,16 @@ are replaced atomically under a unique temporary name, errors are one line."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from pytimings.errors import UsageError
-from pytimings.fileout import write_text, writing
+from pytimings.fileout import private_dir, write_text, writing
 
 needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 
@@ -120,3 +122,29 @@ def test_concurrent_writers_to_one_path_all_succeed_with_one_whole_file(tmp_path
     assert errors == []
     assert p.read_text() in docs  # one writer's whole document, never a mix
     assert sorted(x.name for x in tmp_path.iterdir()) == ["shared.json"]
+
+
+@pytest.mark.parametrize("planted", ["open to others", "another user's", "a link", "a file"])
+def test_the_private_directory_refuses_what_another_user_could_have_planted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = tmp_path / f"pytimings-{os.geteuid()}"
+    assert private_dir("cache") == base / "cache"
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (base, base / "cache")} == {0o700}
+    shutil.rmtree(base)
+    if planted == "open to others":
+        base.mkdir(mode=0o777)
+        base.chmod(0o777)
+    elif planted == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        base.mkdir(mode=0o700)
+        os.chown(base, os.geteuid() + 1, -1)
+    elif planted == "a link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        base.symlink_to(tmp_path / "elsewhere")
+    else:
+        base.write_text("")
+    with pytest.raises(UsageError, match="not this user's private directory"):
+        private_dir("cache")

@@ -1062,3 +1062,41 @@ def test_string_pids_and_tids_keep_their_threads_and_names(tmp_path: Path) -> No
     assert list(tr.api_calls["correlation"]) == [3]
     assert tr.meta["processes"] == {host: "server"}
     assert int(tr.host_ops["thread"][0]) == int(tr.api_calls["thread"][0])  # tid "7" is 7
+
+
+_SURROGATES = r"""{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU\ud801"}],
+"traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "aten::mm\ud800", "ts": 0, "dur": 10, "pid": 1, "tid": 1,
+ "args": {"External id": 1, "Input Dims": [[2, 2]], "Concrete Inputs": ["\udc00"]}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 2, "pid": 1,
+ "tid": 1, "args": {"correlation": 7}},
+{"ph": "X", "cat": "kernel", "name": "gemm\ud800", "ts": 5, "dur": 3, "pid": 0, "tid": 7,
+ "args": {"correlation": 7, "device": 0, "stream": 7}},
+{"ph": "X", "cat": "user_annotation", "name": "step\udfff", "ts": 0, "dur": 12, "pid": 1,
+ "tid": 1},
+{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main\ud800"}},
+{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "proc\ud800"}}
+]}"""
+
+
+def test_names_with_lone_surrogates_are_replaced_at_load_so_every_writer_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON may escape a lone surrogate ("gemm\\ud800"): every writer failed with
+    UnicodeEncodeError (issue 47 #27). Each is U+FFFD from the load on."""
+    from pytimings.cli import main
+
+    path = tmp_path / "odd.json"
+    path.write_text(_SURROGATES)
+    trace = kineto.load_kineto(path)
+    for s in trace.strings:
+        s.encode("utf-8")
+    assert "gemm\ufffd" in trace.strings and "aten::mm\ufffd" in trace.strings
+    for argv in (
+        ["summary", str(path), "--json", str(tmp_path / "s.json")],
+        ["export", str(path), "--perfetto", str(tmp_path / "p.json")],
+        ["analyze", str(path), "--html", str(tmp_path / "a.html")],
+        ["summary", str(path)],
+    ):
+        assert main(argv) == 0, argv
+    assert "aten::mm\ufffd" in capsys.readouterr().out

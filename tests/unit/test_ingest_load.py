@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -232,3 +234,57 @@ def test_parallel_loads_equal_one_at_a_time(tmp_path: Path, export: Path) -> Non
             assert list(a.columns) == list(b.columns)
             for col in a.columns:
                 assert np.array_equal(a[col], b[col], equal_nan=a[col].dtype.kind == "f"), col
+
+
+_FAKE_NSYS = """#!/bin/sh
+# nsys export --type sqlite -o OUT REPORT: fails when NSYS_FAIL is set
+[ -n "$NSYS_FAIL" ] && { echo "fake nsys: cannot read the report" >&2; exit 1; }
+printf 'SQLite format 3\\000exported' > "$5"
+"""
+
+
+@pytest.fixture
+def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(_FAKE_NSYS)
+    (bin_dir / "nsys").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"NVIDIA Tegra Profiler Report")
+    return report
+
+
+@pytest.mark.parametrize("nsys_fails", [True, False], ids=["export fails", "export works"])
+def test_an_older_sqlite_of_the_users_beside_the_report_is_never_deleted(
+    fake_nsys: Path, monkeypatch: pytest.MonkeyPatch, nsys_fails: bool
+) -> None:
+    """summary X.nsys-rep deleted the user's own older X.sqlite before running nsys: when
+    the export failed, the file was gone."""
+    from pytimings.ingest.detect import export_report
+
+    users = fake_nsys.with_suffix(".sqlite")
+    users.write_bytes(b"the user's own export")
+    os.utime(users, (1, 1))  # older than the report
+    if nsys_fails:
+        monkeypatch.setenv("NSYS_FAIL", "1")
+        with pytest.raises(TraceFormatError, match=r"nsys export failed.*cannot read the report"):
+            export_report(str(fake_nsys))
+    else:
+        out = Path(export_report(str(fake_nsys)))
+        assert out.parent.name == "nsys-export" and out.read_bytes().endswith(b"exported")
+        assert export_report(str(fake_nsys)) == str(out)  # cached
+    assert users.read_bytes() == b"the user's own export"
+    assert sorted(p.name for p in fake_nsys.parent.iterdir()) == [
+        "bin", "run.nsys-rep", "run.sqlite", "tmp"
+    ]  # fmt: skip
+
+
+def test_a_report_exports_beside_itself_when_nothing_is_there(fake_nsys: Path) -> None:
+    from pytimings.ingest.detect import export_report
+
+    assert export_report(str(fake_nsys)) == str(fake_nsys.with_suffix(".sqlite"))
+    assert fake_nsys.with_suffix(".sqlite").read_bytes().endswith(b"exported")
+    assert not list(fake_nsys.parent.glob(".pytimings-export-*"))

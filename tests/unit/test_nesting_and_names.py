@@ -122,3 +122,29 @@ def test_h200_captures_give_the_same_kernel_multiset(shared_dir: Path) -> None:
     assert nsys == kineto
     raw_kineto = Counter(e["name"] for e in events if e.get("cat") == "kernel")
     assert len(raw_kineto) == len(kineto)  # normalising merged no distinct kernels
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gemm<" + " " * (64 << 10) + "float>",  # `\s*(::|[<>*&])\s*`, `\s*\bconst\b`
+        "k" + " " * (64 << 10) + "const",
+        "a" * (64 << 10) + "::f",  # `[A-Za-z_]\w*::` from every letter
+    ],
+)
+def test_normalising_a_hostile_name_takes_linear_time(name: str) -> None:
+    """One kernel named with 64 KB of spaces held summary/analyze/diff about 2 minutes
+    (quadratic patterns); it is now a few milliseconds of work per 64 KB."""
+    import time
+
+    normalize_kernel_name.cache_clear()
+    short_kernel_name.cache_clear()
+    began = time.perf_counter()
+    short = short_kernel_name(name)
+    assert time.perf_counter() - began < 2.0
+    assert "  " not in normalize_kernel_name(name) and short
+
+
+def test_whitespace_inside_a_name_normalises_as_one_space() -> None:
+    assert normalize_kernel_name("void f<int  const\t*>(int)") == "f<int*>"
+    assert normalize_kernel_name("a ::  b <  c  >") == "a::b<c>"

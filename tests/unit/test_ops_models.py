@@ -599,3 +599,21 @@ def test_roofline_says_nothing_it_cannot_know() -> None:
     assert (untimed.tflops_s, untimed.bound) == (None, None)
     assert untimed.intensity == pytest.approx(1000.0)
     assert roofline(1.0, 1e6, 1000, "bf16", None).bound is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        OpCall("aten::mm", ((10**330, 4), (4, 10**330)), ("float", "float")),  # OverflowError
+        OpCall("aten::mm", ((10**200, 10**200), (10**200, 4)), ("float", "float")),  # inf
+        OpCall("aten::sum", ((4, 4), ()), ("float", "ScalarList"), ("", "1.5")),  # TypeError
+        OpCall("aten::sum", ((4, 4), ()), ("float", "ScalarList"), ("", "1j")),
+        OpCall("aten::sum", ((4, 4), ()), ("float", "ScalarList"), ("", "'x'")),
+        OpCall("aten::sum", ((4, 4), ()), ("float", "ScalarList"), ("", "True")),
+    ],
+)
+def test_hostile_dims_leave_an_op_without_a_cost_never_raise(call: OpCall) -> None:
+    """Dims whose FLOPs pass a double and a reduction dim given as a float or complex raised
+    in every command that builds the op table (issue 47 #23, #24)."""
+    cost = model_op(call)
+    assert cost.family is not None and cost.gflops is None and cost.bytes is None

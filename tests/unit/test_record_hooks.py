@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +146,38 @@ def test_options_round_trip_the_environment_and_reject_bad_values(tmp_path: Path
         record_cmd.options(_args(out=str(tmp_path / "nope" / "o.pyt")))
     with pytest.raises(UsageError, match="--modules"):
         record_cmd.options(_args(out=str(tmp_path / "o.pyt"), modules=" , "))
+
+
+def test_a_flush_interval_past_what_a_wait_takes_is_refused(tmp_path: Path) -> None:
+    """--flush-every 1e300 passed (finite, positive) and the flush thread died at its first
+    wait (OverflowError): no periodic save, exit 0."""
+    with pytest.raises(UsageError, match="--flush-every: must be a positive number of seconds up"):
+        record_cmd.options(_args(out=str(tmp_path / "o.pyt"), flush_every=1e300))
+    assert record_cmd.options(_args(out=str(tmp_path / "o.pyt"), flush_every=86400.0))
+
+
+def test_the_record_lock_is_private_and_a_directory_there_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock was $TMPDIR/pytimings-record-{sha}.lock: another user could hold it (or plant
+    a directory there: IsADirectoryError). It lives in this user's 0700 directory now."""
+    import stat
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    out = tmp_path / "o.pyt"
+    fd = record_cmd._lock(out, "o.pyt")
+    try:
+        locks = tmp_path / "tmp" / f"pytimings-{os.geteuid()}" / "record-locks"
+        (lock,) = locks.iterdir()
+        assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+        assert stat.S_IMODE(locks.parent.stat().st_mode) == 0o700
+        with pytest.raises(UsageError, match="another pytimings record is writing it"):
+            record_cmd._lock(out, "o.pyt")
+    finally:
+        os.close(fd)
+    lock.unlink()
+    lock.mkdir()
+    with pytest.raises(UsageError, match=r"-o o.pyt: cannot take the lock .*directory"):
+        record_cmd._lock(out, "o.pyt")

@@ -101,3 +101,74 @@ def test_a_truncated_or_foreign_file_gives_one_line_and_exit_2(
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err and str(bad) in err
+
+
+def _vllm_with(key: str, index: int, value: object) -> str:
+    doc = json.loads(VLLM_FILE.read_text())
+    if index < 0:
+        doc[key] = value
+    else:
+        doc[key][index] = value
+    return json.dumps(doc)
+
+
+def _aiperf_with(where: str, key: str, value: object) -> str:
+    lines = AIPERF_FILE.read_text().splitlines()
+    first = json.loads(lines[0])
+    if where == "metadata":
+        first["metadata"][key] = value
+    else:
+        first["metrics"][key]["value"] = value
+    return "\n".join([json.dumps(first), *lines[1:]])
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (lambda: _vllm_with("ttfts", 0, 1e300), "ttfts[0] + itls[0] is past int64"),
+        (lambda: _vllm_with("output_lens", 0, 2**63), "output_lens[0] must be a count within"),
+        (lambda: _vllm_with("duration", -1, 1e300), "duration is past int64"),
+        (lambda: _aiperf_with("metadata", "request_start_ns", 2**70), "request_start_ns"),
+        (lambda: _aiperf_with("metadata", "request_end_ns", 2**64), "request_end_ns"),
+        (lambda: _aiperf_with("metrics", "time_to_first_token", 1e300), "token's time"),
+    ],
+    ids=["ttfts", "output_lens", "duration", "request_start_ns", "request_end_ns", "ttft"],
+)
+def test_values_past_int64_give_one_line_not_an_overflow_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: object, message: str
+) -> None:
+    """vLLM ttfts 1e300, output_lens 2**63, AIPerf request_start_ns 2**70 were OverflowError
+    tracebacks in report and compare (issue 47 #26)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(text())  # type: ignore[operator]
+    for argv in (["compare", str(bad), str(VLLM_FILE)], ["report", str(bad)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err and str(bad) in err, err
+
+
+def test_a_file_name_that_is_not_utf8_shows_with_replacement_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The HTML writers failed with UnicodeEncodeError on the page title (issue 47 #28)."""
+    import os
+
+    odd = Path(os.fsdecode(os.fsencode(tmp_path) + b"/run\xfd.json"))
+    odd.write_bytes(VLLM_FILE.read_bytes())
+    out = tmp_path / "r.html"
+    assert main(["report", str(odd), "--html", str(out)]) == 0
+    capsys.readouterr()
+    assert "<title>Serving: run\ufffd.json</title>" in out.read_text(encoding="utf-8")
+
+
+def test_token_counts_near_int64_sum_exactly(tmp_path: Path) -> None:
+    """Three requests of 2**62 output tokens each: the int64 sum wrapped to a negative
+    throughput (found in the adversarial pass of issue 47)."""
+    doc = json.loads(VLLM_FILE.read_text())
+    doc["output_lens"] = [2**62] * len(doc["output_lens"])
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    (rd,) = load_any(path).levels[0].rounds
+    m = serving_metrics(rd.records, windows=[(rd.start_ns, rd.end_ns)])
+    assert m.output_tokens == 3 * 2**62
+    assert m.output_throughput == pytest.approx(3 * 2**62 / doc["duration"])

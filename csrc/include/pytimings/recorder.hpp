@@ -25,8 +25,9 @@ uint32_t intern(const std::string& s, bool is_kind, bool* over_limit = nullptr);
 std::vector<std::string> interned_strings();
 // The table never shrinks, so its size is bounded: a name beyond the first kMaxNames
 // distinct ones, or one that would take the table past kMaxNameBytes of text, is recorded
-// as kOverLimitName, and counted at each intern (names_over_limit).
-constexpr size_t kMaxNames = size_t{1} << 20;
+// as kOverLimitName, and counted at each intern (names_over_limit). 65,536 names cost about
+// 24 MB (a name that varies per call, f"decode {request_id}", is the usual way to reach it).
+constexpr size_t kMaxNames = size_t{1} << 16;
 constexpr size_t kMaxNameBytes = size_t{64} << 20;
 constexpr const char* kOverLimitName = "<names beyond the limit>";
 uint64_t names_over_limit();
@@ -145,7 +146,8 @@ class Recorder {
   void mark(ThreadState& ts, uint32_t name, uint32_t kind, bool has_payload,
             int64_t payload) noexcept;
   // A refused exit of `owner` on thread `caller` (null: one that never recorded) where it is
-  // not open: mark the innermost frame of `owner` on another live thread abandoned (its
+  // not open: mark the most recently entered frame of `owner` on another live thread
+  // abandoned (its
   // owner thread pops it). True when one was found (the caller then drops the frame's
   // reference to `owner`). GIL held.
   bool abandon_elsewhere(const ThreadState* caller, const void* owner);

@@ -57,6 +57,8 @@ def _kept(call: OpCall, shape: tuple[int, ...], i: int) -> int:
         if type_of(call, i) in ("Scalar", "ScalarList", "int[]"):
             raise NoModel("the reduced dims are not in the trace")
         return 1
+    if isinstance(value, bool) or not isinstance(value, (int, list, tuple)):
+        raise NoModel("the reduced dims are not ints")  # 1.5, 1j, "x": list() raised
     axes = [value] if isinstance(value, int) else list(value)
     if not axes:
         return 1

@@ -8,6 +8,7 @@ else the one category of the kernels it launched, else its name read as a kernel
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 
@@ -198,6 +199,8 @@ def model_op(call: OpCall) -> OpCost:
         category = launched
     try:
         cost = family.cost(call)
-    except NoModel:
+    except (NoModel, OverflowError):  # dims whose FLOPs or bytes pass a double (10**330)
+        return OpCost(category, family.family, None, None, None)
+    if not (math.isfinite(cost.flops) and math.isfinite(cost.nbytes)):
         return OpCost(category, family.family, None, None, None)
     return OpCost(category, family.family, cost.flops / 1e9, cost.nbytes, cost.dtype)
