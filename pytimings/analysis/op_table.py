@@ -12,7 +12,7 @@ sums exactly to the busy time (integer ns).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +71,8 @@ class OpTable:
     op_row: npt.NDArray[np.int32] | I64
     # per GPU op: its index in CATEGORIES (an op no window reports: by its kernel name)
     category: npt.NDArray[np.int8]
+    # the GPU names the trace's devices report, in device order ("" each: none reported)
+    trace_gpus: list[str] = field(default_factory=list)
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -78,14 +80,21 @@ class OpTable:
             "categories": self.categories,
             "op_attribution": self.attribution,
             "gpu": self.gpu,
+            "trace_gpus": self.trace_gpus,
         }
+
+
+def trace_gpu_names(a: Attribution) -> list[str]:
+    """The distinct GPU names the trace's devices report, in device order (none empty)."""
+    dev = a.trace.devices
+    names = (a.trace.strings[int(dev["name"][i])] for i in range(len(dev)))
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def trace_gpu(a: Attribution) -> GpuSpec | None:
     """The table's GPU the reported devices name (the first device whose name is known)."""
-    dev = a.trace.devices
-    for i in range(len(dev)):
-        spec = gpu_from_trace(a.trace.strings[int(dev["name"][i])])
+    for name in trace_gpu_names(a):
+        spec = gpu_from_trace(name)
         if spec is not None:
             return spec
     return None
@@ -441,6 +450,7 @@ def op_table(
         gpu_doc,
         row_of,
         cat,
+        trace_gpu_names(a),
     )
 
 
@@ -497,6 +507,7 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         gpu_doc,
         np.full(n_gpu_ops, -1, dtype=np.int64),
         np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
+        list(dict.fromkeys(n for t in tables for n in t.trace_gpus)),
     )
 
 

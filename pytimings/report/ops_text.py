@@ -40,9 +40,15 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
     return out
 
 
+def unknown_gpu(trace_gpus: list[str]) -> str:
+    """The GPU line when the table knows no peaks: the names the trace reported, if any."""
+    named = ", ".join(repr(n) for n in trace_gpus) if trace_gpus else "none named by the trace"
+    return f"unknown GPU ({named}; no roofline; --gpu-spec NAME or FILE)"
+
+
 def render_ops(t: OpTable, top: int) -> str:
     total = t.attribution["kernel_ns"] or 1
-    gpu = t.gpu["name"] if t.gpu else "unknown GPU (no roofline; --gpu-spec NAME)"
+    gpu = t.gpu["name"] if t.gpu else unknown_gpu(t.trace_gpus)
     rows = [
         [
             r["name"],
