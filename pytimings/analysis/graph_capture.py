@@ -130,25 +130,18 @@ class Captures:
         src = CaptureSource(label)
         self.sources.append(src)
         api = trace.api_calls
-        if not len(api):
+        spans = capture_spans(trace, src)
+        if not spans:
             return src
         names = api["name"]
         ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
         kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
-        role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
         is_wait = np.zeros(int(ids.max()) + 1, dtype=bool)
         for i in ids.tolist():
-            stem = api_stem(trace.strings[i])
             concept = api_concept(trace.strings[i])
             if concept in _KIND_OF_CONCEPT:
                 kind_of[i] = _KIND_OF_CONCEPT[concept]
-            role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
             is_wait[i] = concept == "stream_wait_event"
-        if not role.any():
-            return src
-        spans = _spans(api, role, src)
-        if not spans:
-            return src
         thread, start, end = api["thread"], api["start"], api["end"]
         launch_rows = _by_thread_then_start(np.flatnonzero(kind_of[names] >= 0), thread, start)
         wait_rows = _by_thread_then_start(np.flatnonzero(is_wait[names]), thread, start)
@@ -183,6 +176,36 @@ class Captures:
             src.nodes += int(inside.size)
             src.named += sum(n is not None for n in graph_names)
         return src
+
+
+def capture_spans(trace: Trace, src: CaptureSource | None = None) -> list[tuple[int, int, int]]:
+    """(thread, from, to) of each stream capture in ``trace``: from a begin-capture call's
+    end to the next end-capture call's start on its thread, in the order :class:`Captures`
+    numbers the trace's graphs; ``src`` counts the begins that no end follows."""
+    api = trace.api_calls
+    if not len(api):
+        return []
+    names = api["name"]
+    ids = np.flatnonzero(np.bincount(names))
+    role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
+    for i in ids.tolist():
+        stem = api_stem(trace.strings[i])
+        role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
+    if not role.any():
+        return []
+    return _spans(api, role, src if src is not None else CaptureSource(""))
+
+
+def captured_into(trace: Trace, rows: I64, table: str = "host_ops") -> I64:
+    """Per row of ``table`` (host_ops or api_calls): the index among the trace's own
+    captures (:func:`capture_spans`) of the stream capture it overlaps on its thread, or -1.
+    A launch made there recorded a graph node; nothing ran then."""
+    out = np.full(rows.size, -1, dtype=np.int64)
+    t = trace.host_ops if table == "host_ops" else trace.api_calls
+    for graph, (thread, lo, hi) in enumerate(capture_spans(trace)):
+        hit = (t["thread"][rows] == thread) & (t["start"][rows] < hi) & (t["end"][rows] > lo)
+        out[hit & (out < 0)] = graph
+    return out
 
 
 def _by_thread_then_start(rows: I64, thread: npt.NDArray[np.int32], start: I64) -> I64:
