@@ -36,6 +36,12 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
         )
         out[0] += f" ({g['matched_launches']} of {g['launches']} launches matched"
         out[0] += f": {caps})" if caps else "; no captures)"
+        out += [
+            f"  {c['source']}: {c['aligned_launches']} launches matched by alignment, not "
+            f"exactly; unpaired: {'; '.join(c['differences'])}"
+            for c in g["captures"]
+            if c.get("aligned_launches")
+        ]
         out += [f"  {r}" for r in g["refused"]]
     return out
 
