@@ -28,6 +28,7 @@ from pytimings.analysis.graph_capture import (
     match_replays,
 )
 from pytimings.analysis.op_launch import (
+    NO_OP,
     REASON_CODES,
     REASONS,
     OpText,
@@ -48,7 +49,8 @@ from pytimings.analysis.ops import (
 )
 from pytimings.analysis.partition import device_order
 from pytimings.analysis.selection import per_window
-from pytimings.model.trace import CopyKind, OpKind
+from pytimings.ingest.names import short_kernel_name
+from pytimings.model.trace import CopyKind, OpKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -186,6 +188,8 @@ class _Charged:
     calls: I64
     over_link: npt.NDArray[np.bool_]
     pairs: I64
+    # the texts [first, end) that are kernels' own names (GPU ops with no op range around)
+    by_kernel: tuple[int, int] = (0, 0)
 
 
 def _charged(
@@ -195,7 +199,10 @@ def _charged(
     table: str,
     gm: GraphMatch | None,
     caps: Captures,
+    fallback: I64 | None = None,
 ) -> _Charged:
+    """The charged GPU ops (:class:`_Charged`); ``fallback``: GPU ops with no op around
+    their launch charged to their kernel's name (:data:`KERNEL_ROW`)."""
     tr = a.trace
     ops, strings = tr.gpu_ops, tr.strings
     src = tr.host_ops if table == "host_ops" else tr.ranges
@@ -219,11 +226,27 @@ def _charged(
         else nvtx_op(strings[key >> 32])
         for key in uniq.tolist()
     ]
+    by_kernel = (len(texts), len(texts))
+    if fallback is not None and fallback.size:
+        # a GPU op with no op range around its launch: its kernel's own name is its op
+        short = short_names(tr, fallback)
+        names, idx = np.unique(short, return_inverse=True)
+        text[fallback] = len(texts) + idx.reshape(-1).astype(np.int32)
+        fb_texts = [OpText(KERNEL_ROW.format(n), [], [], [], []) for n in names.tolist()]
+        total = len(texts) + len(fb_texts)
+        fb_ns, fb_link, fb_pairs = _optable.text_totals(fallback, text, total, *gpu_cols)
+        zeros = np.zeros(len(fb_texts), dtype=np.int64)
+        kernel_ns = np.concatenate([kernel_ns, zeros]) + fb_ns
+        calls = np.concatenate([calls, np.bincount(idx.reshape(-1), minlength=len(fb_texts))])
+        over_link = np.concatenate([over_link, zeros.astype(bool)]) | fb_link
+        pairs = np.concatenate([pairs, fb_pairs])
+        texts += fb_texts
+        by_kernel = (by_kernel[0], len(texts))
     none = np.empty(0, dtype=np.int64)
     if gm is None or not (gm.ref[sel] >= 0).any():
         return _Charged(
             text, texts, len(texts), none, none, kernel_ns, np.zeros_like(kernel_ns), calls,
-            over_link, pairs,
+            over_link, pairs, by_kernel,
         )  # fmt: skip
     replayed = np.flatnonzero(sel & (gm.ref >= 0))
     ref = gm.ref[replayed]
@@ -246,7 +269,39 @@ def _charged(
         np.concatenate([calls, captured]),
         np.concatenate([over_link, captured.astype(bool)]) | graph_link,
         np.concatenate([pairs, graph_pairs]),
+        by_kernel,
     )
+
+
+# the op row of a GPU op charged to its own name (no op range around its launch): its
+# short kernel name (or copy's, memset's), whose category its kernels' names give
+KERNEL_ROW = "(no op) {}"
+
+
+def short_names(trace: Trace, rows: I64) -> npt.NDArray[np.object_]:
+    """The short kernel names (no template or argument lists) of GPU op ``rows``."""
+    ids = trace.gpu_ops["name"][rows]
+    uniq, inv = np.unique(ids, return_inverse=True)
+    short = [short_kernel_name(trace.strings[int(i)]) for i in uniq.tolist()]
+    return np.asarray(short, dtype=object)[inv.reshape(-1)]
+
+
+def _charged_by(a: Attribution, ch: _Charged, sel: npt.NDArray[np.bool_]) -> dict[str, int]:
+    """Attributed kernel ns by how: ``op`` (the op around the launch), ``graph_capture``
+    (a capture's op), ``kernel_name`` (the kernel's own name: no op range around it)."""
+    ops = a.trace.gpu_ops
+    dur = (ops["end"] - ops["start"]).astype(np.int64)
+    text = ch.text
+    graph = np.zeros(len(ops), dtype=bool)
+    graph[ch.replayed] = True
+    first, end = ch.by_kernel
+    named = sel & (text >= first) & (text < end) & ~graph
+    direct = sel & (text >= 0) & ~named & ~graph
+    return {
+        "op": int(dur[direct].sum()),
+        "graph_capture": int(dur[sel & graph].sum()),
+        "kernel_name": int(dur[named].sum()),
+    }
 
 
 def _ops_rows(
@@ -391,7 +446,13 @@ def op_table(
         gm = match_replays(tr, a.launches, launch.graph, caps)
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
-    charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
+    fallback = None
+    if launch.table == "ranges":  # Nsight: NVTX ranges are the ops, where there are any
+        fallback = np.flatnonzero(sel & (reason == REASONS.index(NO_OP)))
+        if fallback.size:
+            reason = reason.copy()
+            reason[fallback] = -1
+    charged = _charged(a, sel, launch.op_row, launch.table, gm, caps, fallback)
     rows, text_cat, text_place = _ops_rows(a, charged, gpu)
     n_cat = len(CATEGORIES)
     c = np.ascontiguousarray
@@ -432,6 +493,9 @@ def op_table(
         "graph_attributed_ns": int(sums[3]),
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
+        # the attributed kernel time by what charged it: the op around the launch, a graph
+        # capture's op, the kernel's own name (Nsight, no op range around the launch)
+        "charged_by": _charged_by(a, charged, sel),
     }
     if gm is not None or captures is not None:
         attribution["graph_replays"] = capture_doc(caps, gm)
@@ -512,8 +576,8 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
 
 
 def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The ``op_attribution`` of several tables' (ranks', files'): sums, the unattributed
-    counts summed per reason (``graph_replays``: the caller's, it depends on the captures)."""
+    """The ``op_attribution`` of several tables' (ranks', files'): sums (``charged_by`` per
+    way), the unattributed counts summed per reason (``graph_replays``: the caller's, it depends on the captures)."""
     out: dict[str, Any] = {
         "source": "/".join(sorted({d["source"] for d in docs})),
         **{
@@ -521,6 +585,10 @@ def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
         },
         "busy_ns": sum(int(d["busy_ns"]) for d in docs),
+        "charged_by": {
+            k: sum(int(d["charged_by"][k]) for d in docs)
+            for k in ("op", "graph_capture", "kernel_name")
+        },
     }
     why: dict[str, list[int]] = {}
     for d in docs:

@@ -96,6 +96,13 @@ def render_ops(t: OpTable, top: int) -> str:
         f"attributed {a['attributed_ns'] / 1e3:.1f} of {a['kernel_ns'] / 1e3:.1f} µs of GPU "
         f"time to launching ops ({a['source']})"
     )
+    by = a.get("charged_by") or {}
+    if by.get("kernel_name") or by.get("graph_capture"):
+        out.append(
+            f"  charged by: the op around the launch {by['op'] / 1e3:.1f} µs, a graph capture's "
+            f"op {by['graph_capture'] / 1e3:.1f} µs, the kernel's own name (no op range "
+            f"around the launch: '(no op) NAME' rows) {by['kernel_name'] / 1e3:.1f} µs"
+        )
     for u in a["unattributed"]:
         out.append(
             f"  unattributed: {u['kernel_ns'] / 1e3:.1f} µs in {u['ops']} ops: {u['reason']}"

@@ -18,7 +18,9 @@ from pytimings.analysis.launches import link_launches
 from pytimings.analysis.op_launch import GRAPH, NO_OP, id_spaces, launching_ops, nvtx_op, op_ids
 from pytimings.analysis.op_table import op_table
 from pytimings.analysis.partition import BUSY_LABELS
-from pytimings.model.trace import ActivityKind
+from pytimings.ingest.names import short_kernel_name
+from pytimings.model.trace import ActivityKind, RangeKind
+from pytimings.report.ops_text import render_ops
 
 MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
 
@@ -577,11 +579,62 @@ def test_nvtx_emit_text():
     assert nvtx_op("decode_step").name == "decode_step"
 
 
-def test_host_ops_without_cpu_ops_fall_back_to_nothing():
+def test_without_cpu_ops_or_op_ranges_each_gpu_op_is_charged_to_its_own_name():
     tr = _trace()
     tr.host_ops["kind"][:] = ActivityKind.PYTHON  # no cpu_op: NVTX ranges (none here)
-    a = op_table(attribute(tr)).attribution
-    assert a["attributed_ns"] == 0 and a["source"] == "nvtx"
+    t = op_table(attribute(tr))
+    a = t.attribution
+    # all but the graph-replayed ops (no capture to match: those stay unattributed)
+    assert a["source"] == "nvtx" and [u["code"] for u in a["unattributed"]] == ["graph_no_capture"]
+    graph_ns = a["unattributed"][0]["kernel_ns"]
+    assert a["attributed_ns"] == a["kernel_ns"] - graph_ns > 0
+    assert a["charged_by"] == {"op": 0, "graph_capture": 0, "kernel_name": a["attributed_ns"]}
+    ops = tr.gpu_ops
+    want: dict[str, int] = {}
+    graph = link_launches(tr).graph
+    for n, s, e, g in zip(ops["name"], ops["start"], ops["end"], graph, strict=True):
+        if g:
+            continue
+        key = f"(no op) {short_kernel_name(tr.strings[int(n)])}"
+        want[key] = want.get(key, 0) + int(e - s)
+    assert {r["name"]: r["kernel_ns"] for r in t.ops} == want
+
+
+def test_nsight_ops_outside_every_op_range_are_charged_to_their_kernels_name():
+    # Nsight: one NVTX range around the first launch; the second launch has none around it
+    ops = [
+        {
+            "name": "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT",
+            "start": 100,
+            "end": 300,
+            "correlation": 1,
+        },
+        {
+            "name": "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT",
+            "start": 300,
+            "end": 450,
+            "correlation": 2,
+        },
+        {"name": "elementwise_kernel", "start": 450, "end": 500, "correlation": 3},
+    ]
+    api = [
+        {"start": 10, "end": 12, "correlation": 1},
+        {"start": 40, "end": 42, "correlation": 2},
+        {"start": 50, "end": 52, "correlation": 3},
+    ]
+    ranges = [{"name": "bench_iter", "start": 5, "end": 20, "kind": RangeKind.NVTX_PUSHPOP}]
+    t = op_table(attribute(make_trace(ops, api, ranges=ranges)))
+    a = t.attribution
+    assert a["charged_by"] == {"op": 200, "graph_capture": 0, "kernel_name": 150 + 50}
+    rows = {r["name"]: r for r in t.ops}
+    assert rows["bench_iter"]["kernel_ns"] == 200
+    assert rows["(no op) nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT"]["kernel_ns"] == 150
+    assert (
+        rows["(no op) nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT"]["category"] == "gemm"
+    )  # its kernel's category
+    assert a["unattributed"] == []
+    text = render_ops(t, 10)
+    assert "the kernel's own name (no op range around the launch" in text
 
 
 def test_kineto_record_shapes_args_load_interned(tmp_path):
