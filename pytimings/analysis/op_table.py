@@ -45,12 +45,13 @@ from pytimings.analysis.ops import (
     category_of_kernel,
     gpu_from_trace,
     model_op,
+    of_interest,
     roofline,
 )
 from pytimings.analysis.partition import device_order
 from pytimings.analysis.selection import per_window
 from pytimings.ingest.names import short_kernel_name
-from pytimings.model.trace import CopyKind, OpKind, Trace
+from pytimings.model.trace import ActivityKind, CopyKind, OpKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -273,6 +274,71 @@ def _charged(
     )
 
 
+def outer_ops(trace: Trace, op_row: npt.NDArray[np.int32] | I64) -> I64:
+    """Per GPU op, the host_ops row of the op it is charged to: the outermost cpu_op with a
+    perf model of interest (:func:`~pytimings.analysis.ops.of_interest`) around its
+    launching op ``op_row`` on its thread, else the launching op itself (-1 stays -1)."""
+    host, strings = trace.host_ops, trace.strings
+    out = np.asarray(op_row, dtype=np.int64)
+    launching = np.unique(out[out >= 0])
+    if not launching.size:
+        return out
+    names = np.unique(host["name"][host["kind"] == ActivityKind.CPU_OP])
+    wanted = np.zeros(len(strings) + 1, dtype=bool)
+    wanted[[int(n) for n in names.tolist() if of_interest(strings[int(n)])]] = True
+    rows = np.flatnonzero(wanted[host["name"]] & (host["kind"] == ActivityKind.CPU_OP))
+    if not rows.size:
+        return out
+    thread, start, end = host["thread"], host["start"], host["end"]
+    rows = rows[np.lexsort((-end[rows], start[rows], thread[rows]))]
+    # the outermost: not inside an earlier one of its thread (ops of a thread nest)
+    reach = np.empty(rows.size, dtype=np.int64)
+    top = np.ones(rows.size, dtype=bool)
+    for t in np.unique(thread[rows]).tolist():
+        at = np.flatnonzero(thread[rows] == t)
+        reach[at] = np.maximum.accumulate(end[rows[at]])
+        top[at[1:]] = start[rows[at[1:]]] >= reach[at[:-1]]
+    tops = rows[top]
+    outer = np.arange(len(host), dtype=np.int64)
+    for t in np.unique(thread[launching]).tolist():
+        mine = launching[thread[launching] == t]
+        cand = tops[thread[tops] == t]
+        if not cand.size:
+            continue
+        i = np.searchsorted(start[cand], start[mine], side="right") - 1
+        ok = i >= 0
+        ok[ok] = end[cand[i[ok]]] >= end[mine[ok]]
+        outer[mine[ok]] = cand[i[ok]]
+    return np.where(out >= 0, outer[np.maximum(out, 0)], -1)
+
+
+def _launchers(
+    a: Attribution, sel: npt.NDArray[np.bool_], inner: I64, row_of: I64, n_rows: int
+) -> list[list[dict[str, Any]]]:
+    """Per ``ops`` row, the innermost launching ops of its directly charged GPU ops by name:
+    their kernel ns and calls (distinct launching ops), most kernel time first."""
+    ops, host, strings = a.trace.gpu_ops, a.trace.host_ops, a.trace.strings
+    mine = np.flatnonzero(sel & (inner >= 0) & (row_of >= 0))
+    out: list[list[dict[str, Any]]] = [[] for _ in range(n_rows)]
+    if not mine.size:
+        return out
+    key = row_of[mine].astype(np.int64) << 32 | host["name"][inner[mine]].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    ns = np.bincount(inv, weights=(ops["end"] - ops["start"])[mine]).astype(np.int64)
+    pairs = np.unique(np.stack([inv.astype(np.int64), inner[mine]]), axis=1)
+    calls = np.bincount(pairs[0], minlength=uniq.size)
+    for k in range(uniq.size):
+        out[int(uniq[k] >> 32)].append(
+            {
+                "name": strings[int(uniq[k] & 0xFFFFFFFF)],
+                "kernel_ns": int(ns[k]),
+                "calls": int(calls[k]),
+            }
+        )
+    return [sorted(x, key=lambda e: (-e["kernel_ns"], e["name"])) for x in out]
+
+
 # the op row of a GPU op charged to its own name (no op range around its launch): its
 # short kernel name (or copy's, memset's), whose category its kernels' names give
 KERNEL_ROW = "(no op) {}"
@@ -452,7 +518,10 @@ def op_table(
         if fallback.size:
             reason = reason.copy()
             reason[fallback] = -1
-    charged = _charged(a, sel, launch.op_row, launch.table, gm, caps, fallback)
+    op_row = launch.op_row
+    if launch.table == "host_ops":  # the op of interest around the launching op
+        op_row = outer_ops(tr, op_row)
+    charged = _charged(a, sel, op_row, launch.table, gm, caps, fallback)
     rows, text_cat, text_place = _ops_rows(a, charged, gpu)
     n_cat = len(CATEGORIES)
     c = np.ascontiguousarray
@@ -466,6 +535,16 @@ def op_table(
         CATEGORIES.index("memcpy"), CATEGORIES.index("memset"), n_cat, parts=cores(),
     )  # fmt: skip
     busy, split = _busy_split(a, cat, pairs)
+    # per row the innermost launching ops of its kernels (Kineto's cpu_ops; beneath the
+    # op of interest: the ops that launched them)
+    direct = sel & ~launch.graph & (charged.text >= 0) & (charged.text < charged.by_kernel[0])
+    if launch.table == "host_ops":
+        inner = np.asarray(launch.op_row, dtype=np.int64)
+        names = _launchers(a, direct, inner, np.asarray(row_of, dtype=np.int64), len(rows))
+    else:  # an NVTX range launches what it charges
+        names = [[] for _ in rows]
+    for r, launched_by in zip(rows, names, strict=True):
+        r["launcher"] = launched_by
     if win is None:
         win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
         if parts:
@@ -527,6 +606,18 @@ def ops_of(a: Attribution) -> OpTable:
     return table
 
 
+def _merged_launchers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two rows' launchers summed per name, most kernel time first."""
+    out: dict[str, dict[str, Any]] = {x["name"]: dict(x) for x in a}
+    for x in b:
+        if x["name"] in out:
+            out[x["name"]]["kernel_ns"] += x["kernel_ns"]
+            out[x["name"]]["calls"] += x["calls"]
+        else:
+            out[x["name"]] = dict(x)
+    return sorted(out.values(), key=lambda x: (-x["kernel_ns"], x["name"]))
+
+
 def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -> OpTable:
     """The op table of several ranks from each rank's (per-rank tasks: the ranks' tables in
     rank order, their windows concatenated then put in ``window_order``): rows of one op,
@@ -544,10 +635,11 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         for r in t.ops:
             key = (r["name"], repr(r["input_dims"]), repr(r["input_types"]))
             if key not in merged:
-                merged[key] = dict(r)
+                merged[key] = {**r, "launcher": [dict(x) for x in r["launcher"]]}
             else:
                 merged[key]["calls"] += r["calls"]
                 merged[key]["kernel_ns"] += r["kernel_ns"]
+                merged[key]["launcher"] = _merged_launchers(merged[key]["launcher"], r["launcher"])
     rows = []
     for r in merged.values():
         rl = roofline(r["gflops"], r["bytes"], r["kernel_ns"] / r["calls"], r["dtype"], gpu)
@@ -577,7 +669,8 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
 
 def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The ``op_attribution`` of several tables' (ranks', files'): sums (``charged_by`` per
-    way), the unattributed counts summed per reason (``graph_replays``: the caller's, it depends on the captures)."""
+    way), the unattributed counts summed per reason (``graph_replays``: the caller's, it
+    depends on the captures)."""
     out: dict[str, Any] = {
         "source": "/".join(sorted({d["source"] for d in docs})),
         **{

@@ -52,6 +52,11 @@ def unknown_gpu(trace_gpus: list[str]) -> str:
     return f"unknown GPU ({named}; no roofline; --gpu-spec NAME or FILE)"
 
 
+def _beneath(r: dict[str, Any]) -> list[str]:
+    """The launchers of a row other than its own op (most kernel time first)."""
+    return [x["name"] for x in r.get("launcher", []) if x["name"] != r["name"]]
+
+
 def render_ops(t: OpTable, top: int) -> str:
     total = t.attribution["kernel_ns"] or 1
     gpu = t.gpu["name"] if t.gpu else unknown_gpu(t.trace_gpus)
@@ -88,7 +93,14 @@ def render_ops(t: OpTable, top: int) -> str:
     ]
     if graphed:
         head.insert(4, "graph µs")
-    out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrrlr" if graphed else "llrrrrrrlr")]
+    align = "llrrrrrrrlr" if graphed else "llrrrrrrlr"
+    # the ops beneath an op of interest that launched its kernels, where any row has them
+    if any(_beneath(r) for r in t.ops[:top]):
+        for row, r in zip(rows, t.ops[:top], strict=True):
+            row.append(", ".join(_beneath(r)) or "-")
+        head.append("launcher")
+        align += "l"
+    out = [f"GPU: {gpu}", *table(head, rows, align)]
     if len(t.ops) > top:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution

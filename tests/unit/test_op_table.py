@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -893,3 +894,62 @@ def test_window_index_matches_searchsorted(in_order):
     at = np.searchsorted(ws, start, side="right") - 1
     inside = (keep == 1) & (at >= 0) & (start < we[np.maximum(at, 0)])
     assert out.tolist() == np.where(inside, wid[np.maximum(at, 0)], -7).tolist()
+
+
+def _args(dims: list[Any], types: list[str]) -> str:
+    return json.dumps([dims, types, [""] * len(dims), None])
+
+
+def test_kernels_are_charged_to_the_op_of_interest_around_their_launcher():
+    # ROCm-style: SDPA dispatches to _flash_attention_forward (dims in another layout);
+    # convolution calls miopen_convolution and adds the bias outside it; linear > addmm and
+    # matmul > bmm keep their GEMM op (matmul's layout copy is an op of its own)
+    q = [2, 8, 128, 64]
+    bf = ["c10::BFloat16"] * 3
+    host = [
+        {"name": "aten::_scaled_dot_product_flash_attention", "start": 0, "end": 100,
+         "args": _args([q, q, q], bf)},
+        {"name": "aten::_flash_attention_forward", "start": 10, "end": 90,
+         "args": _args([[2, 128, 8, 64]] * 3, bf)},
+        {"name": "aten::convolution", "start": 200, "end": 300,
+         "args": _args([[1, 3, 64, 64], [16, 3, 3, 3], [16]], ["float"] * 3)},
+        {"name": "aten::miopen_convolution", "start": 210, "end": 250,
+         "args": _args([[1, 3, 64, 64], [16, 3, 3, 3]], ["float"] * 2)},
+        {"name": "aten::add_", "start": 260, "end": 290,
+         "args": _args([[1, 16, 62, 62], [1, 16, 1, 1]], ["float"] * 2)},
+        {"name": "aten::linear", "start": 400, "end": 500,
+         "args": _args([[8, 64], [32, 64], [32]], ["float"] * 3)},
+        {"name": "aten::addmm", "start": 410, "end": 490,
+         "args": _args([[32], [8, 64], [64, 32]], ["float"] * 3)},
+        {"name": "aten::matmul", "start": 600, "end": 700,
+         "args": _args([[4, 8, 16], [16, 8]], ["float"] * 2)},
+        {"name": "aten::copy_", "start": 610, "end": 640, "args": _args([[4, 8, 16]], ["float"])},
+        {"name": "aten::bmm", "start": 650, "end": 690,
+         "args": _args([[4, 8, 16], [4, 16, 8]], ["float"] * 2)},
+    ]  # fmt: skip
+    launches = [20, 220, 270, 420, 620, 660]  # in flash fwd, miopen, add_, addmm, copy_, bmm
+    names = ["flash_fwd", "miopen_conv", "add_bias", "gemm_addmm", "copy_kernel", "gemm_bmm"]
+    api = [{"start": t, "end": t + 5, "correlation": i + 1} for i, t in enumerate(launches)]
+    ops = [
+        {"name": n, "start": 1000 + 100 * i, "end": 1000 + 100 * i + 10 * (i + 1),
+         "correlation": i + 1}
+        for i, n in enumerate(names)
+    ]  # fmt: skip
+    t = op_table(attribute(make_trace(ops, api, host_ops=host)))
+    rows = {r["name"]: r for r in t.ops}
+    assert set(rows) == {
+        "aten::_scaled_dot_product_flash_attention", "aten::convolution", "aten::addmm",
+        "aten::copy_", "aten::bmm",
+    }  # fmt: skip
+    sdpa, conv = rows["aten::_scaled_dot_product_flash_attention"], rows["aten::convolution"]
+    assert (sdpa["kernel_ns"], sdpa["input_dims"]) == (10, [q, q, q])  # the outer op's shapes
+    assert sdpa["launcher"] == [
+        {"name": "aten::_flash_attention_forward", "kernel_ns": 10, "calls": 1}
+    ]
+    assert sdpa["gflops"] == pytest.approx(4 * 2 * 8 * 128 * 128 * 64 / 1e9)
+    assert conv["kernel_ns"] == 20 + 30 and conv["calls"] == 1
+    assert [x["name"] for x in conv["launcher"]] == ["aten::add_", "aten::miopen_convolution"]
+    assert rows["aten::addmm"]["kernel_ns"] == 40 and rows["aten::bmm"]["kernel_ns"] == 60
+    assert rows["aten::copy_"]["kernel_ns"] == 50
+    text = render_ops(t, 10)
+    assert "launcher" in text and "aten::add_, aten::miopen_convolution" in text
