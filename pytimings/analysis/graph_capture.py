@@ -494,11 +494,12 @@ def _describe(names: Sequence[str | None], kinds: bytes, index: int) -> str:
 
 
 def _divergence(names: Sequence[str], kinds: bytes, g: CapturedGraph) -> str:
-    """Where a named captured graph and a replay first part (by position)."""
+    """Where a captured graph and a replay first part (by position: the kind, and the
+    kernel name where the capture names it)."""
     n, m = len(kinds), len(g.kinds)
     for i in range(min(n, m)):
-        same_kind = kinds[i] == g.kinds[i]
-        if not same_kind or (kinds[i] == OpKind.KERNEL and names[i] != g.names[i]):
+        named = kinds[i] == OpKind.KERNEL and g.names[i] is not None
+        if kinds[i] != g.kinds[i] or (named and names[i] != g.names[i]):
             return (
                 f"node {i} of {n}: replayed {_describe(names, kinds, i)}, captured "
                 f"{_describe(g.names, g.kinds, i)} (captured graph of {m} nodes)"
@@ -678,16 +679,23 @@ def _resolve(
                 return _Resolved(REASONS.index(GRAPH_AMBIGUOUS))
         return _Resolved(-1, first)
     best: list[tuple[int, CapturedGraph, list[tuple[int, int]], list[str]]] = []
+    parted: list[CapturedGraph] = []  # neither of the replay's kinds nor aligned to it
     for g in graphs:
-        if not _named(g):
-            continue
-        found = _alignment(names, kinds, g)
+        found = _alignment(names, kinds, g) if _named(g) else None
         if found is None:
             if g not in candidates:
-                near.append((g.source, _divergence(names, kinds, g)))
+                parted.append(g)
             continue
         pairs, diffs = found
         best.append((len(pairs), g, pairs, diffs))
+    # per source without a first difference yet: where its graph closest in length parts
+    for source in dict.fromkeys(g.source for g in parted):
+        if all(src != source for src, _ in near):
+            closest = min(
+                (g for g in parted if g.source == source),
+                key=lambda g: abs(len(g.kinds) - len(kinds)),
+            )
+            near.append((source, _divergence(names, kinds, closest)))
     if not best:
         why = KERNEL_MISMATCH if candidates else GRAPH_UNMATCHED
         return _Resolved(REASONS.index(why), near=near)

@@ -317,3 +317,20 @@ def test_align_stays_fast_for_thousands_of_kernels():
     pairs = align(names, other, 250)
     assert pairs is not None and len(pairs) == 4998
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_refused_capture_without_kernel_names_still_says_where_it_parts():
+    # the capture recorded one more launch than the replayed graph has, and names no
+    # kernel: no alignment (kinds alone would align anything), but the first difference
+    t = op_table(attribute(_trace([[*CAPTURED, ("aten::mm", "cudaLaunchKernel")]])))
+    assert _by_code(t) == {"graph_unmatched": 2 * 137}
+    (own,) = t.attribution["graph_replays"]["captures"]
+    assert own["first_difference"] == "the first 3 nodes agree; replayed 3 ops, captured 4 nodes"
+    # a copy where the replay ran a memset: parts at node 1, by kind
+    t = op_table(
+        attribute(_trace([[CAPTURED[0], ("x", "cudaMemcpyAsync"), CAPTURED[2], CAPTURED[2]]]))
+    )
+    (own,) = t.attribution["graph_replays"]["captures"]
+    assert own["first_difference"] == (
+        "node 1 of 3: replayed memset, captured copy (captured graph of 4 nodes)"
+    )
