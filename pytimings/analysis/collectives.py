@@ -14,7 +14,7 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings.analysis.classes import COMM, COMPUTE
 from pytimings.model.comm import COLLECTIVES, bus_factor, collective_index
-from pytimings.model.trace import Trace
+from pytimings.model.trace import OpKind, Trace
 from pytimings.table import Table
 
 I64 = npt.NDArray[np.int64]
@@ -65,6 +65,22 @@ def op_collectives(trace: Trace, rows: I64) -> npt.NDArray[np.int8]:
     return coll
 
 
+def collective_mask(trace: Trace, classes: npt.NDArray[np.int8]) -> npt.NDArray[np.bool_]:
+    """The communication ops that can be collectives: comm ops that are not copies. A copy
+    (a memcpy or memset record, or a kernel whose name says copy and names no collective,
+    e.g. a ``direct_copy_kernel`` launched inside a comm range) moves data between two
+    buffers; it is comm time, never a collective with an nccl-tests size."""
+    ops = trace.gpu_ops
+    copy_name = np.zeros(len(trace.strings) + 1, dtype=bool)
+    names = ops["name"]
+    for nid in np.unique(names[classes == COMM]).tolist():
+        text = trace.strings[nid]
+        copy_name[nid] = "copy" in text.lower() and collective_index(text) < 0
+    is_copy = (ops["kind"] != OpKind.KERNEL) | copy_name[names]
+    mask: npt.NDArray[np.bool_] = (classes == COMM) & ~is_copy
+    return mask
+
+
 def bus_factors(collective: npt.NDArray[np.int8], group: npt.NDArray[np.int16]) -> F64:
     """nccl-tests' busbw / algbw factor per op, NaN where the collective or the group size
     is unknown."""
@@ -80,12 +96,13 @@ def bus_factors(collective: npt.NDArray[np.int8], group: npt.NDArray[np.int16]) 
 def bandwidth(
     trace: Trace, classes: npt.NDArray[np.int8], scope: Table | None = None
 ) -> CommBandwidth:
-    """Bytes, algbw and busbw of every communication op (of the (rank, device) pairs of the
-    table ``scope``: the analysed windows), and their sums per (rank, collective): algbw =
-    sum(bytes) / sum(duration) over the ops with bytes, busbw the same with each op's bytes
-    times its bus factor over the ops with a known factor."""
+    """Bytes, algbw and busbw of every collective (:func:`collective_mask`: the comm ops but
+    copies) of the (rank, device) pairs of the table ``scope`` (the analysed windows), and
+    their sums per (rank, collective): algbw = sum(bytes) / sum(duration) over the ops with
+    bytes, busbw the same with each op's bytes times its bus factor over the ops with a known
+    factor."""
     ops = trace.gpu_ops
-    mask = classes == COMM
+    mask = collective_mask(trace, classes)
     if scope is not None:
         pairs = (scope["rank"].astype(np.int64) << 16) | (scope["device"].astype(np.int64) & 0xFFFF)
         mine = (ops["rank"].astype(np.int64) << 16) | (ops["device"].astype(np.int64) & 0xFFFF)
@@ -266,7 +283,7 @@ def collectives(
     ops = trace.gpu_ops
     if len(ranks) < 2:
         return None
-    comm = np.flatnonzero((classes == COMM) & np.isin(ops["rank"], ranks))
+    comm = np.flatnonzero(collective_mask(trace, classes) & np.isin(ops["rank"], ranks))
     if comm.size == 0:
         return None
     # n-th op of each name on each rank, in start order (ties: end, correlation)

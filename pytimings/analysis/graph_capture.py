@@ -13,12 +13,21 @@ only where the capture trace also holds the launched kernel, its name.
 A replay is the GPU ops of one graph launch (one correlation id), in start order. It matches
 a captured graph when the two sequences are equal: the same length, the same kind (kernel,
 copy, memset) at each position and, where the capture names the kernel, the same name (after
-demangler normalisation). Exact equality, not a best alignment: a graph replays exactly the
-nodes it captured, so a replay that differs anywhere is another graph, and a partial
-alignment would be a guess. Its i-th op is then charged to the op of the i-th captured
-launch. Several captured graphs may fit one replay (graphs captured per batch size often
-have one structure); the replay is charged only when they charge every position to the same
-op (name, input dims, input types), else it stays unattributed (``graph_ambiguous``); so do
+demangler normalisation); its i-th op is then charged to the op of the i-th captured launch.
+Real captures differ from their replays at a few nodes (a trailing GEMM a capture recorded
+and the replay's graph lacks, a node the replay skips, a kernel another build renamed): with
+no exact fit, a replay is aligned to each captured graph that names all its kernels
+(:func:`align`: names in order, the fewest insertions and deletions; time linear in the
+length times the edits, memory in the edits squared), and the alignment covering the most
+of it, at least ``ALIGN_MIN_SHARE`` of its ops on both sides, is charged: each aligned op
+to its node's op;
+an op left unaligned stays unattributed (``graph_unaligned``), and the unaligned nodes of
+both sides are reported by name and position (``differences``). A graph whose nodes the
+capture does not name is matched exactly or not at all (by kinds alone any graph of the
+length would align). Several captured graphs may fit one replay (graphs captured per batch
+size often have one structure); the replay is charged only when they charge every position
+to the same op (name, input dims, input types), else it stays unattributed
+(``graph_ambiguous``); so do
 replays charged to one captured graph that ran different kernels (a graph replays the same
 kernels every time: they are other graphs, or its nodes in another order). A capture that
 forked streams is not matched by sequence (``graph_branches``): its branches may replay in
@@ -30,6 +39,7 @@ replayed op not charged is counted by reason, never guessed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +53,7 @@ from pytimings.analysis.op_launch import (
     GRAPH,
     GRAPH_AMBIGUOUS,
     GRAPH_BRANCHES,
+    GRAPH_UNALIGNED,
     GRAPH_UNMATCHED,
     KERNEL_MISMATCH,
     REASONS,
@@ -60,6 +71,10 @@ from pytimings.table import Table
 I64 = npt.NDArray[np.int64]
 
 OWN = "the trace"  # the label of the analysed trace's own captures
+# an alignment is charged when it pairs at least this share of the replay's ops and of the
+# captured graph's nodes
+ALIGN_MIN_SHARE = 0.95
+MAX_DIFFERENCES = 8  # unaligned nodes listed per capture source
 
 _BEGIN = ("StreamBeginCapture", "StreamBeginCaptureToGraph")
 _END = ("StreamEndCapture",)
@@ -96,6 +111,9 @@ class CaptureSource:
     incomplete: int = 0  # begin-capture calls with no end-capture call on their thread
     matched_launches: int = 0
     first_difference: str | None = None  # where its graphs first name another kernel
+    aligned_launches: int = 0  # matched by an alignment, not exactly
+    # the unaligned nodes of its aligned replays, both sides, by name and position
+    differences: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -130,25 +148,18 @@ class Captures:
         src = CaptureSource(label)
         self.sources.append(src)
         api = trace.api_calls
-        if not len(api):
+        spans = capture_spans(trace, src)
+        if not spans:
             return src
         names = api["name"]
         ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
         kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
-        role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
         is_wait = np.zeros(int(ids.max()) + 1, dtype=bool)
         for i in ids.tolist():
-            stem = api_stem(trace.strings[i])
             concept = api_concept(trace.strings[i])
             if concept in _KIND_OF_CONCEPT:
                 kind_of[i] = _KIND_OF_CONCEPT[concept]
-            role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
             is_wait[i] = concept == "stream_wait_event"
-        if not role.any():
-            return src
-        spans = _spans(api, role, src)
-        if not spans:
-            return src
         thread, start, end = api["thread"], api["start"], api["end"]
         launch_rows = _by_thread_then_start(np.flatnonzero(kind_of[names] >= 0), thread, start)
         wait_rows = _by_thread_then_start(np.flatnonzero(is_wait[names]), thread, start)
@@ -183,6 +194,36 @@ class Captures:
             src.nodes += int(inside.size)
             src.named += sum(n is not None for n in graph_names)
         return src
+
+
+def capture_spans(trace: Trace, src: CaptureSource | None = None) -> list[tuple[int, int, int]]:
+    """(thread, from, to) of each stream capture in ``trace``: from a begin-capture call's
+    end to the next end-capture call's start on its thread, in the order :class:`Captures`
+    numbers the trace's graphs; ``src`` counts the begins that no end follows."""
+    api = trace.api_calls
+    if not len(api):
+        return []
+    names = api["name"]
+    ids = np.flatnonzero(np.bincount(names))
+    role = np.zeros(int(ids.max()) + 1, dtype=np.int8)  # 1 begin, 2 end
+    for i in ids.tolist():
+        stem = api_stem(trace.strings[i])
+        role[i] = 1 if stem in _BEGIN else 2 if stem in _END else 0
+    if not role.any():
+        return []
+    return _spans(api, role, src if src is not None else CaptureSource(""))
+
+
+def captured_into(trace: Trace, rows: I64, table: str = "host_ops") -> I64:
+    """Per row of ``table`` (host_ops or api_calls): the index among the trace's own
+    captures (:func:`capture_spans`) of the stream capture it overlaps on its thread, or -1.
+    A launch made there recorded a graph node; nothing ran then."""
+    out = np.full(rows.size, -1, dtype=np.int64)
+    t = trace.host_ops if table == "host_ops" else trace.api_calls
+    for graph, (thread, lo, hi) in enumerate(capture_spans(trace)):
+        hit = (t["thread"][rows] == thread) & (t["start"][rows] < hi) & (t["end"][rows] > lo)
+        out[hit & (out < 0)] = graph
+    return out
 
 
 def _by_thread_then_start(rows: I64, thread: npt.NDArray[np.int32], start: I64) -> I64:
@@ -336,6 +377,7 @@ class GraphMatch:
     matched: int
     refusals: list[str]
     by_nodes: int = 0  # replays charged through graph node ids
+    aligned: int = 0  # replays charged through an alignment (not an exact match)
 
 
 def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
@@ -344,6 +386,152 @@ def _first_difference(names: Sequence[str], g: CapturedGraph) -> str:
         if cn is not None and cn != rn:
             return f"node {i} of {len(names)}: replayed {rn!r}, captured {cn!r}"
     return ""
+
+
+def align(a: Sequence[int], b: Sequence[int], max_edits: int) -> list[tuple[int, int]] | None:
+    """The pairs (i, j) of equal tokens ``a[i] == b[j]``, in order, of an alignment of ``a``
+    and ``b`` with the fewest insertions and deletions (a longest common subsequence), or
+    None when it needs more than ``max_edits``. The common prefix and suffix are paired
+    first; the rest by Myers' greedy O((n + m) D) walk, which keeps per edit step only the
+    furthest point of each diagonal (O(D^2) memory for D edits, not O(n m))."""
+    n, m = len(a), len(b)
+    pre = 0
+    while pre < n and pre < m and a[pre] == b[pre]:
+        pre += 1
+    suf = 0
+    while suf < n - pre and suf < m - pre and a[n - 1 - suf] == b[m - 1 - suf]:
+        suf += 1
+    middle = _myers(a[pre : n - suf], b[pre : m - suf], max_edits)
+    if middle is None:
+        return None
+    return [
+        *((i, i) for i in range(pre)),
+        *((i + pre, j + pre) for i, j in middle),
+        *((n - suf + k, m - suf + k) for k in range(suf)),
+    ]
+
+
+def _myers(a: Sequence[int], b: Sequence[int], max_edits: int) -> list[tuple[int, int]] | None:
+    """Myers' greedy shortest edit script of ``a`` into ``b`` (insertions and deletions),
+    as the pairs of equal tokens it keeps; None beyond ``max_edits`` edits."""
+    n, m = len(a), len(b)
+    if n + m == 0:
+        return []
+    if abs(n - m) > max_edits:
+        return None
+    reach: dict[int, int] = {1: 0}  # diagonal k = x - y -> the furthest x reached
+    history: list[dict[int, int]] = []
+    for d in range(max_edits + 1):
+        history.append(dict(reach))
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and reach[k - 1] < reach[k + 1]):
+                x = reach[k + 1]  # down: b[y] inserted
+            else:
+                x = reach[k - 1] + 1  # right: a[x] deleted
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            reach[k] = x
+            if x >= n and y >= m:
+                return _walk_back(history, n, m, d)
+    return None
+
+
+def _walk_back(history: list[dict[int, int]], n: int, m: int, edits: int) -> list[tuple[int, int]]:
+    """The kept pairs of the edit path ``_myers`` found, walked back from (n, m)."""
+    pairs: list[tuple[int, int]] = []
+    x, y = n, m
+    for d in range(edits, 0, -1):
+        before = history[d]  # the furthest points after d - 1 edits
+        k = x - y
+        down = k == -d or (k != d and before[k - 1] < before[k + 1])
+        prev_k = k + 1 if down else k - 1
+        prev_x = before[prev_k]
+        mid_x = prev_x if down else prev_x + 1
+        while x > mid_x:
+            x, y = x - 1, y - 1
+            pairs.append((x, y))
+        x, y = prev_x, prev_x - prev_k
+    while x > 0 and y > 0:
+        x, y = x - 1, y - 1
+        pairs.append((x, y))
+    pairs.reverse()
+    return pairs
+
+
+@dataclass
+class _Resolved:
+    """One replay sequence's outcome: ``why`` (a REASONS index, -1 charged), the captured
+    graph charged, per replay op its node in that graph (None: the i-th, an exact match; -1
+    unaligned), the differences of an alignment, and per source its first difference."""
+
+    why: int
+    chosen: CapturedGraph | None = None
+    node_of: I64 | None = None
+    differences: list[str] = field(default_factory=list)
+    near: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _tokens(
+    kinds: bytes, names: Sequence[str | None], ids: dict[tuple[int, str | None], int]
+) -> list[int]:
+    """One int per node: its kind and, for a kernel, its name (copies and memsets compare by
+    kind: formats name them differently)."""
+    return [
+        ids.setdefault((k, n if k == OpKind.KERNEL else None), len(ids))
+        for k, n in zip(kinds, names, strict=True)
+    ]
+
+
+def _named(g: CapturedGraph) -> bool:
+    return all(n is not None for k, n in zip(g.kinds, g.names, strict=True) if k == OpKind.KERNEL)
+
+
+def _describe(names: Sequence[str | None], kinds: bytes, index: int) -> str:
+    kind: dict[int, str] = {OpKind.KERNEL: "kernel", OpKind.MEMCPY: "copy", OpKind.MEMSET: "memset"}
+    name = names[index] if kinds[index] == OpKind.KERNEL else None
+    return repr(name) if name is not None else kind.get(kinds[index], "op")
+
+
+def _divergence(names: Sequence[str], kinds: bytes, g: CapturedGraph) -> str:
+    """Where a captured graph and a replay first part (by position: the kind, and the
+    kernel name where the capture names it)."""
+    n, m = len(kinds), len(g.kinds)
+    for i in range(min(n, m)):
+        named = kinds[i] == OpKind.KERNEL and g.names[i] is not None
+        if kinds[i] != g.kinds[i] or (named and names[i] != g.names[i]):
+            return (
+                f"node {i} of {n}: replayed {_describe(names, kinds, i)}, captured "
+                f"{_describe(g.names, g.kinds, i)} (captured graph of {m} nodes)"
+            )
+    return f"the first {min(n, m)} nodes agree; replayed {n} ops, captured {m} nodes"
+
+
+def _alignment(
+    names: Sequence[str], kinds: bytes, g: CapturedGraph
+) -> tuple[list[tuple[int, int]], list[str]] | None:
+    """The alignment of a replay to a named captured graph covering at least
+    ``ALIGN_MIN_SHARE`` of both, with its unaligned nodes described; None without one."""
+    n, m = len(kinds), len(g.kinds)
+    need = math.ceil(ALIGN_MIN_SHARE * max(n, m))
+    if min(n, m) < need:
+        return None
+    ids: dict[tuple[int, str | None], int] = {}
+    pairs = align(_tokens(kinds, names, ids), _tokens(g.kinds, g.names, ids), n + m - 2 * need)
+    if pairs is None or len(pairs) < need:
+        return None
+    on_replay = {i for i, _ in pairs}
+    on_graph = {j for _, j in pairs}
+    diffs = [
+        f"replayed node {i} of {n} ({_describe(names, kinds, i)}) not in the capture"
+        for i in range(n)
+        if i not in on_replay
+    ] + [
+        f"captured node {j} of {m} ({_describe(g.names, g.kinds, j)}) not replayed"
+        for j in range(m)
+        if j not in on_graph
+    ]
+    return pairs, diffs
 
 
 def match_replays(
@@ -374,11 +562,13 @@ def match_replays(
     cut = np.flatnonzero(np.concatenate(([True], (key[:, 1:] != key[:, :-1]).any(axis=0))))
     bounds = np.append(cut, order.size)
     name_norm: dict[int, str] = {}
-    memo: dict[tuple[bytes, bytes], tuple[int, CapturedGraph | None, list[tuple[int, str]]]] = {}
+    memo: dict[tuple[bytes, bytes], _Resolved] = {}
     matched_src: list[int] = [0] * len(captures.sources)
     mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
-    matched = by_nodes = 0
-    charged: dict[int, tuple[CapturedGraph, dict[bytes, list[I64]]]] = {}
+    matched = by_nodes = aligned = 0
+    differences: dict[int, list[str]] = {}  # per source: its aligned replays' differences
+    aligned_src: list[int] = [0] * len(captures.sources)
+    charged: dict[int, tuple[CapturedGraph, dict[bytes, list[tuple[I64, _Resolved]]]]] = {}
     n_replays = bounds.size - 1
     for r, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
         g_rows = order[a:b]
@@ -404,36 +594,49 @@ def match_replays(
                 name_norm.setdefault(i, normalize_kernel_name(trace.strings[i]))
                 for i in name_ids.tolist()
             ]
-            memo[mk] = _resolve(names, by_kinds.get(kinds, []), op_key)
-        why, chosen, near = memo[mk]
-        if chosen is None:
-            reason[g_rows] = why
-            for source, detail in near:
-                mismatch_detail.setdefault(source, detail)
+            memo[mk] = _resolve(names, kinds, by_kinds.get(kinds, []), captures.graphs, op_key)
+        res = memo[mk]
+        for source, detail in res.near:
+            mismatch_detail.setdefault(source, detail)
+        if res.chosen is None:
+            reason[g_rows] = res.why
             continue
-        charged.setdefault(id(chosen), (chosen, {}))[1].setdefault(mk[1], []).append(g_rows)
+        entry = charged.setdefault(id(res.chosen), (res.chosen, {}))
+        entry[1].setdefault(mk[1], []).append((g_rows, res))
     # a captured graph replays the same kernels every time: replays charged to one captured
     # graph that ran different kernels (possible where the capture names none) are other
     # graphs, or its nodes in another order; which is which cannot be told
     for chosen, by_names in charged.values():
         if len(by_names) > 1:
             for runs in by_names.values():
-                for g_rows in runs:
+                for g_rows, _ in runs:
                     reason[g_rows] = REASONS.index(GRAPH_AMBIGUOUS)
             continue
-        refs = np.asarray(chosen.ops, dtype=np.int64)
-        for g_rows in next(iter(by_names.values())):
+        nodes = np.asarray(chosen.ops, dtype=np.int64)
+        for g_rows, res in next(iter(by_names.values())):
             matched += 1
             matched_src[chosen.source] += 1
+            if res.node_of is None:  # an exact match: the i-th op is the i-th node's
+                refs = nodes
+            else:
+                aligned += 1
+                aligned_src[chosen.source] += 1
+                refs = np.where(res.node_of >= 0, nodes[np.maximum(res.node_of, 0)], -1)
+                reason[g_rows[res.node_of < 0]] = REASONS.index(GRAPH_UNALIGNED)
+                listed = differences.setdefault(chosen.source, [])
+                listed += [d for d in res.differences if d not in listed]
             ref[g_rows] = refs
-            reason[g_rows[refs < 0]] = REASONS.index(CAPTURE_NO_OP)
+            no_op = refs < 0 if res.node_of is None else (refs < 0) & (res.node_of >= 0)
+            reason[g_rows[no_op]] = REASONS.index(CAPTURE_NO_OP)
     refusals = []
     for k, (src, m) in enumerate(zip(captures.sources, matched_src, strict=True)):
         src.matched_launches = m
+        src.aligned_launches = aligned_src[k]
+        src.differences = differences.get(k, [])[:MAX_DIFFERENCES]
         src.first_difference = mismatch_detail.get(k)
         if src.graphs and not m:
             refusals.append(refusal(src.label, src.graphs, n_replays, src.first_difference))
-    return GraphMatch(ref, reason, replay, n_replays, matched, refusals, by_nodes)
+    return GraphMatch(ref, reason, replay, n_replays, matched, refusals, by_nodes, aligned)
 
 
 def refusal(label: str, graphs: int, launches: int, first_difference: str | None) -> str:
@@ -451,12 +654,14 @@ def refusal(label: str, graphs: int, launches: int, first_difference: str | None
 
 def _resolve(
     names: Sequence[str],
+    kinds: bytes,
     candidates: Sequence[CapturedGraph],
+    graphs: Sequence[CapturedGraph],
     op_key: Sequence[tuple[str, str, str]],
-) -> tuple[int, CapturedGraph | None, list[tuple[int, str]]]:
-    """For one replay's sequence (its candidates: the captured graphs with its kinds): the
-    reason it is not charged (-1 when it is), the captured graph charged, and per source
-    whose graphs name other kernels the first difference."""
+) -> _Resolved:
+    """For one replay's sequence (``candidates``: the captured graphs with its kinds;
+    ``graphs``: all): the exact match, else the best alignment to a named graph (module
+    docstring), else the reason none is charged with each source's first difference."""
     fits, near = [], []
     for g in candidates:
         detail = _first_difference(names, g)
@@ -464,17 +669,50 @@ def _resolve(
             near.append((g.source, detail))
         else:
             fits.append(g)
-    if not fits:
+    if fits:
+        if any(g.forked for g in fits):
+            return _Resolved(REASONS.index(GRAPH_BRANCHES))
+        first = fits[0]
+        want = [op_key[i] if i >= 0 else None for i in first.ops]
+        for g in fits[1:]:
+            if [op_key[i] if i >= 0 else None for i in g.ops] != want:
+                return _Resolved(REASONS.index(GRAPH_AMBIGUOUS))
+        return _Resolved(-1, first)
+    best: list[tuple[int, CapturedGraph, list[tuple[int, int]], list[str]]] = []
+    parted: list[CapturedGraph] = []  # neither of the replay's kinds nor aligned to it
+    for g in graphs:
+        found = _alignment(names, kinds, g) if _named(g) else None
+        if found is None:
+            if g not in candidates:
+                parted.append(g)
+            continue
+        pairs, diffs = found
+        best.append((len(pairs), g, pairs, diffs))
+    # per source without a first difference yet: where its graph closest in length parts
+    for source in dict.fromkeys(g.source for g in parted):
+        if all(src != source for src, _ in near):
+            closest = min(
+                (g for g in parted if g.source == source),
+                key=lambda g: abs(len(g.kinds) - len(kinds)),
+            )
+            near.append((source, _divergence(names, kinds, closest)))
+    if not best:
         why = KERNEL_MISMATCH if candidates else GRAPH_UNMATCHED
-        return REASONS.index(why), None, near
-    if any(g.forked for g in fits):
-        return REASONS.index(GRAPH_BRANCHES), None, []
-    first = fits[0]
-    want = [op_key[i] if i >= 0 else None for i in first.ops]
-    for g in fits[1:]:
-        if [op_key[i] if i >= 0 else None for i in g.ops] != want:
-            return REASONS.index(GRAPH_AMBIGUOUS), None, []
-    return -1, first, []
+        return _Resolved(REASONS.index(why), near=near)
+    top = max(b[0] for b in best)
+    best = [b for b in best if b[0] == top]
+    _, g, pairs, diffs = best[0]
+    if any(b[1].forked for b in best):
+        return _Resolved(REASONS.index(GRAPH_BRANCHES))
+    node_of = np.full(len(kinds), -1, dtype=np.int64)
+    for i, j in pairs:
+        node_of[i] = j
+    charged = [op_key[g.ops[j]] if g.ops[j] >= 0 else None for _, j in pairs]
+    for _, other, other_pairs, _ in best[1:]:
+        if [op_key[other.ops[j]] if other.ops[j] >= 0 else None for _, j in other_pairs] != charged:
+            return _Resolved(REASONS.index(GRAPH_AMBIGUOUS))
+    near = [(g.source, diffs[0])] if diffs else []
+    return _Resolved(-1, g, node_of, diffs, near)
 
 
 def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
@@ -484,6 +722,7 @@ def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
         "launches": match.replays if match else 0,
         "matched_launches": match.matched if match else 0,
         "matched_by_node_ids": match.by_nodes if match else 0,
+        "matched_by_alignment": match.aligned if match else 0,
         "captures": [
             {
                 "source": s.label,
@@ -492,7 +731,9 @@ def capture_doc(captures: Captures, match: GraphMatch | None) -> dict[str, Any]:
                 "named_nodes": s.named,
                 "incomplete": s.incomplete,
                 "matched_launches": s.matched_launches,
+                "aligned_launches": s.aligned_launches,
                 "first_difference": s.first_difference,
+                "differences": s.differences,
             }
             for s in captures.sources
         ],
@@ -510,7 +751,7 @@ def merge_replay_docs(
     of every trace, unless its label is in ``exempt`` (a capture that matched elsewhere)."""
     out: dict[str, Any] = {
         k: sum(int(d[k]) for _, d in docs)
-        for k in ("launches", "matched_launches", "matched_by_node_ids")
+        for k in ("launches", "matched_launches", "matched_by_node_ids", "matched_by_alignment")
     }
     sources: dict[str, dict[str, Any]] = {}
     for name, d in docs:
@@ -521,7 +762,11 @@ def merge_replay_docs(
             else:
                 s = sources[label]
                 s["matched_launches"] += c["matched_launches"]
+                s["aligned_launches"] += c["aligned_launches"]
                 s["first_difference"] = s["first_difference"] or c["first_difference"]
+                s["differences"] = list(dict.fromkeys([*s["differences"], *c["differences"]]))[
+                    :MAX_DIFFERENCES
+                ]
     out["captures"] = list(sources.values())
     out["refused"] = [
         refusal(s["source"], s["graphs"], out["launches"], s["first_difference"])

@@ -12,6 +12,7 @@ says what shortening them shortens the windows by).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,11 +21,13 @@ import numpy.typing as npt
 from pytimings._native import _intervals as iv
 from pytimings._native import _optable
 from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, ms, pct, plural, scope
+from pytimings.analysis.graph_capture import captured_into
 from pytimings.analysis.op_launch import kineto_op
 from pytimings.analysis.op_table import OpTable, ops_of, trace_gpu
 from pytimings.analysis.ops import FAMILIES, OpCall, model_op
 from pytimings.analysis.partition import BUSY_LABELS
-from pytimings.model.trace import ActivityKind, RangeKind
+from pytimings.ingest.names import api_concept, api_stem
+from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -37,6 +40,14 @@ MAX_CATEGORIES = 4
 MAX_OPS = 3  # ops under the roofline reported (largest saving first)
 # ops whose perf model counts arithmetic: one that launches no GPU work computes on the host
 _COMPUTE_OPS = frozenset(n for f in FAMILIES if f.category in COMPUTE_CATEGORIES for n in f.names)
+# the most a host op's shapes may claim per second of its host time and still be computed on
+# a CPU: a few TFLOP/s (a whole server CPU's vector/matrix units on large GEMMs); a call
+# claiming more did its work elsewhere (a graph capture, a launch the trace lost)
+CPU_PLAUSIBLE_TFLOPS = 5.0
+# API calls that launch GPU work, whether or not a GPU op followed (a launch inside a stream
+# capture records a graph node and runs nothing then)
+_LAUNCH_CONCEPTS = frozenset({"kernel_launch", "memcpy_async", "memset_async", "graph_launch"})
+_CAPTURE_QUERIES = ("StreamGetCaptureInfo",)  # its stem: _v2/_v3 and ptsz spellings too
 
 
 def _device_shares(a: Attribution) -> list[float]:
@@ -228,10 +239,25 @@ def _innermost(start: I64, end: I64, thread: I64) -> npt.NDArray[np.bool_]:
     return out
 
 
+def _api_names(trace: Trace, keep: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+    """Per API call, whether ``keep`` holds for its name (each distinct name tested once)."""
+    api, strings = trace.api_calls, trace.strings
+    ids = np.flatnonzero(np.bincount(api["name"], minlength=1))
+    hit = np.zeros(len(strings) + 1, dtype=bool)
+    for i in ids.tolist():
+        hit[i] = keep(strings[i])
+    out: npt.NDArray[np.bool_] = hit[api["name"]]
+    return out
+
+
 def cpu_compute(a: Attribution) -> list[Finding]:
     """Compute ops (a GEMM, attention or convolution model with FLOPs) that launch no GPU
     work while every GPU of their rank idles: per op name, the calls, their host time,
-    their FLOPs by their shapes, and the time the rank's GPUs idle meanwhile (the loss)."""
+    their FLOPs by their shapes, and the time the rank's GPUs idle meanwhile (the loss).
+    A call is host compute only on all the evidence: no launch call inside it (a launch
+    inside a stream capture is a launch: it was captured into a graph), not overlapping a
+    stream capture on its thread nor querying one (``…GetCaptureInfo``), and a FLOP rate a
+    CPU reaches (``CPU_PLAUSIBLE_TFLOPS``)."""
     tr = a.trace
     host, strings = tr.host_ops, tr.strings
     names = _optable.names_present(np.ascontiguousarray(host["name"], np.int32), len(strings))
@@ -243,9 +269,10 @@ def cpu_compute(a: Attribution) -> list[Finding]:
     mask = wanted[host["name"]] & (host["kind"] == ActivityKind.CPU_OP)
     if not mask.any():
         return []
-    # those with no launch call inside on their thread
+    # those with no launch call inside on their thread: a call linked to a GPU op, or any
+    # call that launches (its GPU op may not have run then: a capture records it)
     api = tr.api_calls
-    is_call = np.zeros(len(api), dtype=bool)
+    is_call = _api_names(tr, lambda n: api_concept(n) in _LAUNCH_CONCEPTS)
     is_call[a.launches.api_row[a.launches.api_row >= 0]] = True
     c = np.ascontiguousarray
     launched = _optable.contains_point(
@@ -257,6 +284,18 @@ def cpu_compute(a: Attribution) -> list[Finding]:
     if rows.size == 0:
         return []
     rows = rows[_innermost(host["start"][rows], host["end"][rows], host["thread"][rows])]
+    # nor inside a stream capture (its launches recorded graph nodes), nor querying one
+    rows = rows[captured_into(tr, rows) < 0]
+    queries = _api_names(tr, lambda n: api_stem(n) in _CAPTURE_QUERIES)
+    if queries.any() and rows.size:
+        in_query = _optable.contains_point(
+            c(host["start"], np.int64), c(host["end"], np.int64), c(host["thread"], np.int32),
+            np.isin(np.arange(len(host)), rows).view(np.uint8), c(api["start"], np.int64),
+            c(api["thread"], np.int32), queries.view(np.uint8),
+        )  # fmt: skip
+        rows = rows[in_query[rows] == 0]
+    if rows.size == 0:
+        return []
     # the FLOPs of each by its shapes; only ops with arithmetic count
     keys = (host["name"][rows].astype(np.int64) << 32) | host["args"][rows].astype(np.int64)
     uniq, inv = np.unique(keys, return_inverse=True)
@@ -266,7 +305,9 @@ def cpu_compute(a: Attribution) -> list[Finding]:
         call = OpCall(t.name, tuple(t.input_dims), tuple(t.input_types), tuple(t.concrete_inputs))
         per_key.append(model_op(call).gflops or 0.0)
     flops = np.asarray(per_key, dtype=np.float64)[inv.reshape(-1)]
-    keep = flops > 0
+    # a rate a CPU can reach (GFLOP per ns x 1e6 = TFLOP/s)
+    host_ns = np.maximum(host["end"][rows] - host["start"][rows], 1).astype(np.float64)
+    keep = (flops > 0) & (flops / host_ns * 1e6 <= CPU_PLAUSIBLE_TFLOPS)
     rows, flops = rows[keep], flops[keep]
     if rows.size == 0:
         return []
@@ -280,10 +321,12 @@ def cpu_compute(a: Attribution) -> list[Finding]:
         op_ns = int((host["end"][mine] - host["start"][mine]).sum())
         name = strings[int(nid)]
         gflop = float(flops[m].sum())
+        tflops_s = gflop / max(op_ns, 1) * 1e6
         title = (
             f"cpu_op '{name}' launches no GPU work in {plural(int(mine.size), 'call')} "
-            f"({ms(op_ns)} of host time, {gflop:.3g} GFLOP by its shapes): it computes on "
-            f"the host while its rank's GPUs idle {ms(int(lost.sum()))} of it"
+            f"({ms(op_ns)} of host time, {gflop:.3g} GFLOP by its shapes, "
+            f"{tflops_s:.3g} TFLOP/s): it computes on the host while its rank's GPUs idle "
+            f"{ms(int(lost.sum()))} of it"
         )
         out.append(
             Finding(
@@ -296,6 +339,12 @@ def cpu_compute(a: Attribution) -> list[Finding]:
                     "op_ns": op_ns,
                     "gflop": gflop,
                     "launches": 0,
+                    "tflops_s": tflops_s,
+                    "evidence": (
+                        "no launch call (kernel, copy, memset, graph) inside it on its thread, "
+                        "not in a stream capture, no capture query; a rate a CPU reaches (at "
+                        f"most {CPU_PLAUSIBLE_TFLOPS:g} TFLOP/s)"
+                    ),
                     "gpu_idle_ns": int(lost.sum()),
                     "ranks": sorted(set(host["rank"][mine].tolist())),
                 },

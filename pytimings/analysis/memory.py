@@ -68,7 +68,7 @@ class DeviceMemory:
     """One device's memory over the capture (see the module docstring)."""
 
     rank: int
-    device_type: int  # 0 CPU, 1 CUDA, ... (c10 DeviceType)
+    device_type: int  # 0 CPU, 1 CUDA, 6 HIP, ... (c10 DeviceType)
     device: int  # -1: the host, or a device the source does not name
     label: str
     capacity_bytes: int | None
@@ -89,6 +89,9 @@ class DeviceMemory:
     never_freed_by_op: list[OpBytes]
     windows: list[dict[str, Any]] = field(default_factory=list)
     growth: dict[str, Any] | None = None
+    # the device number the GPU ops give this GPU (ROCm: its agent number, not the HIP
+    # ordinal the memory events name); None: no GPU op runs there, or not a GPU
+    kernel_device: int | None = None
 
     @property
     def fragmentation_bytes(self) -> int | None:
@@ -117,6 +120,7 @@ class DeviceMemory:
         return {
             **self.to_dict(),
             "rank": self.rank,
+            "kernel_device": self.kernel_device,
             "level_from": self.level_from,
             "reserved_at_peak_bytes": self.reserved_at_peak_bytes,
             "fragmentation_bytes": self.fragmentation_bytes,
@@ -159,11 +163,45 @@ def capacities(trace: Trace) -> dict[tuple[int, int], int]:
     return out
 
 
-def _label(device_type: int, device: int, rank: int, ranks: int) -> str:
+# c10 DeviceTypes that are a GPU: CUDA, and HIP (what PyTorch's ROCm builds write on
+# Kineto's [memory] events)
+CUDA, HIP = 1, 6
+_GPU_NAMES = {CUDA: "cuda", HIP: "hip"}
+
+
+def is_gpu(device_type: int) -> bool:
+    return device_type in _GPU_NAMES
+
+
+def kernel_devices(
+    trace: Trace, rank: int, device_type: int, ordinals: list[int]
+) -> dict[int, int]:
+    """Per GPU ordinal the memory events of ``rank`` name: the device its GPU ops carry.
+    CUDA numbers both alike. ROCm's kernel records number the HSA agents, CPU agents first
+    (the first GPU is 2 on a two-socket host): the ordinals map onto the agents in order,
+    by the offset from the first ordinal to the first GPU-op device, where every ordinal
+    then lands on a device that ran GPU ops; else none is tied."""
+    ops = trace.gpu_ops
+    ran = sorted(set(ops["device"][ops["rank"] == rank].tolist()))
+    mine = [o for o in ordinals if o >= 0]
+    if not ran or not mine:
+        return {}
+    if set(mine) <= set(ran) or device_type != HIP:
+        return {o: o for o in mine if o in ran}
+    offset = ran[0] - min(mine)
+    if all(o + offset in ran for o in mine):
+        return {o: o + offset for o in mine}
+    return {}
+
+
+def _label(device_type: int, device: int, rank: int, ranks: int, kernel_device: int | None) -> str:
     if device_type == 0:
         base = "cpu"
-    elif device_type == 1:
-        base = f"cuda:{device}" if device >= 0 else "cuda (current device)"
+    elif is_gpu(device_type):
+        name = _GPU_NAMES[device_type]
+        base = f"{name}:{device}" if device >= 0 else f"{name} (current device)"
+        if kernel_device is not None and kernel_device != device:
+            base += f" (device {kernel_device} of the GPU ops)"
     else:
         base = f"device type {device_type}:{device}"
     return f"rank {rank} {base}" if ranks > 1 else base
@@ -278,15 +316,22 @@ def analyze_memory(
     if by is not None and len(me):
         windows = range_windows(trace, link_launches(trace), by, ranks.astype(np.int16))
     devices = []
-    for rank, dtype, dev, rows in device_groups(trace):
+    groups = device_groups(trace)
+    for rank, dtype, dev, rows in groups:
+        ordinals = [d for r, t, d, _ in groups if r == rank and t == dtype]
+        kernel_dev = (
+            kernel_devices(trace, rank, dtype, ordinals).get(dev) if is_gpu(dtype) else None
+        )
         bound = None
-        if native_bound is not None and dtype == 1:
+        if native_bound is not None and is_gpu(dtype):
             on_rank = sorted(k for k in native_bound if k[0] == rank)
-            if (rank, dev) in native_bound:
-                bound = native_bound[(rank, dev)]
+            if kernel_dev is not None and (rank, kernel_dev) in native_bound:
+                bound = native_bound[(rank, kernel_dev)]
             elif on_rank:  # a device the events do not name: the rank's first
                 bound = native_bound[on_rank[0]]
-        devices.append(_device(trace, rows, rank, dtype, dev, len(ranks), caps, windows, bound))
+        devices.append(
+            _device(trace, rows, (rank, dtype, dev, kernel_dev), len(ranks), caps, windows, bound)
+        )
     return MemoryResult(by=by, devices=devices)
 
 
@@ -325,14 +370,14 @@ def levels(trace: Trace, rows: I64, device_type: int) -> tuple[I64, bool, I64 | 
 def _device(
     trace: Trace,
     rows: I64,
-    rank: int,
-    dtype: int,
-    dev: int,
+    where: tuple[int, int, int, int | None],
     n_ranks: int,
     caps: dict[tuple[int, int], int],
     windows: Any,
     bound: I64 | None = None,
 ) -> DeviceMemory:
+    """One device's memory; ``where``: (rank, device type, device, its GPU ops' device)."""
+    rank, dtype, dev, kernel_dev = where
     me = trace.mem_events
     t, kind, nbytes = me["time"][rows], me["kind"][rows], me["bytes"][rows]
     addr = me["addr"][rows]
@@ -347,14 +392,17 @@ def _device(
     live_peak = np.flatnonzero(is_alloc & (idx <= peak) & ((freed_by < 0) | (freed_by > peak)))
     live_peak = live_peak[addr[live_peak] >= 0]
     never = np.flatnonzero(is_alloc & (freed_by < 0) & (addr >= 0))
-    calls = _native_calls(trace, rank) if dtype == 1 else None
+    calls = _native_calls(trace, rank) if is_gpu(dtype) else None
     api = trace.api_calls
+    capacity = None
+    if is_gpu(dtype):  # deviceProperties' ids: the ordinals; else the GPU ops' number
+        capacity = caps.get((rank, dev), caps.get((rank, -1 if kernel_dev is None else kernel_dev)))
     d = DeviceMemory(
         rank=rank,
         device_type=dtype,
         device=dev,
-        label=_label(dtype, dev, rank, n_ranks),
-        capacity_bytes=caps.get((rank, dev)) if dtype == 1 else None,
+        label=_label(dtype, dev, rank, n_ranks, kernel_dev),
+        capacity_bytes=capacity,
         level_from="trace" if from_trace else "running_sum",
         peak_allocated_bytes=int(level[peak]),
         peak_at_ns=int(t[peak]),
@@ -372,6 +420,7 @@ def _device(
         else int((api["end"][calls] - api["start"][calls]).sum()),
         live_at_end_bytes=int(nbytes[never].sum()) if (addr >= 0).any() else int(nbytes.sum()),
         never_freed_by_op=_grouped(kinds, names, nbytes, never),
+        kernel_device=kernel_dev,
     )
     if windows is not None:
         _per_window(d, trace, rows, level, is_alloc & (freed_by < 0), kinds, names, windows, bound)
@@ -396,7 +445,7 @@ def _per_window(
     t = me["time"][rows]
     mine = np.flatnonzero(windows.rank == d.rank)
     mine = mine[np.argsort(windows.start[mine], kind="stable")]
-    calls = _native_calls(trace, d.rank) if d.device_type == 1 else np.empty(0, np.int64)
+    calls = _native_calls(trace, d.rank) if is_gpu(d.device_type) else np.empty(0, np.int64)
     if bound is not None and bound.size != mine.size:
         bound = None  # windows the attribution has not (no GPU op): no share to read
     ends = []
@@ -414,9 +463,9 @@ def _per_window(
                 "peak_allocated_bytes": int(inside.max()) if inside.size else before,
                 "live_at_end_bytes": before,
                 "allocs": int((me["kind"][rows[lo:hi]] == MemEventKind.ALLOC).sum()),
-                "native_alloc_calls": int(c.size) if d.device_type == 1 else None,
+                "native_alloc_calls": int(c.size) if is_gpu(d.device_type) else None,
                 "native_alloc_ns": int((api["end"][c] - api["start"][c]).sum())
-                if d.device_type == 1
+                if is_gpu(d.device_type)
                 else None,
                 "native_alloc_host_bound_ns": None if bound is None else int(bound[k]),
             }
@@ -491,7 +540,7 @@ def memory_findings(r: MemoryResult) -> list[Finding]:
     out: list[Finding] = []
     for d in r.devices:
         ev: dict[str, Any] = {"device": d.label, "space": True, "peak_at_ns": d.peak_at_ns}
-        if d.allocs and d.device_type == 1:
+        if d.allocs and is_gpu(d.device_type):
             held = d.live_at_peak_by_op[0] if d.live_at_peak_by_op else None
             of = ""
             if d.capacity_bytes:

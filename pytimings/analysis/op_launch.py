@@ -40,6 +40,7 @@ GRAPH_BRANCHES = (
     "replayed by a graph captured across forked streams (its replay order need not be its "
     "capture order)"
 )
+GRAPH_UNALIGNED = "replayed by a graph aligned to a captured one, at a node the capture lacks"
 REASONS = (
     NO_LAUNCH,
     NO_OP,
@@ -49,6 +50,7 @@ REASONS = (
     GRAPH_AMBIGUOUS,
     CAPTURE_NO_OP,
     GRAPH_BRANCHES,
+    GRAPH_UNALIGNED,
 )
 # the reasons' keys in JSON (``op_attribution.unattributed[].code``)
 REASON_CODES = (
@@ -60,6 +62,7 @@ REASON_CODES = (
     "graph_ambiguous",
     "capture_no_op",
     "graph_branches",
+    "graph_unaligned",
 )
 
 # PyTorch emit_nvtx / autograd-nvtx range text (torch profiler getNvtxStr)

@@ -12,7 +12,7 @@ sums exactly to the busy time (integer ns).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from pytimings.analysis.graph_capture import (
     match_replays,
 )
 from pytimings.analysis.op_launch import (
+    NO_OP,
     REASON_CODES,
     REASONS,
     OpText,
@@ -44,11 +45,13 @@ from pytimings.analysis.ops import (
     category_of_kernel,
     gpu_from_trace,
     model_op,
+    of_interest,
     roofline,
 )
 from pytimings.analysis.partition import device_order
 from pytimings.analysis.selection import per_window
-from pytimings.model.trace import CopyKind, OpKind
+from pytimings.ingest.names import short_kernel_name
+from pytimings.model.trace import ActivityKind, CopyKind, OpKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -71,6 +74,8 @@ class OpTable:
     op_row: npt.NDArray[np.int32] | I64
     # per GPU op: its index in CATEGORIES (an op no window reports: by its kernel name)
     category: npt.NDArray[np.int8]
+    # the GPU names the trace's devices report, in device order ("" each: none reported)
+    trace_gpus: list[str] = field(default_factory=list)
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -78,14 +83,21 @@ class OpTable:
             "categories": self.categories,
             "op_attribution": self.attribution,
             "gpu": self.gpu,
+            "trace_gpus": self.trace_gpus,
         }
+
+
+def trace_gpu_names(a: Attribution) -> list[str]:
+    """The distinct GPU names the trace's devices report, in device order (none empty)."""
+    dev = a.trace.devices
+    names = (a.trace.strings[int(dev["name"][i])] for i in range(len(dev)))
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def trace_gpu(a: Attribution) -> GpuSpec | None:
     """The table's GPU the reported devices name (the first device whose name is known)."""
-    dev = a.trace.devices
-    for i in range(len(dev)):
-        spec = gpu_from_trace(a.trace.strings[int(dev["name"][i])])
+    for name in trace_gpu_names(a):
+        spec = gpu_from_trace(name)
         if spec is not None:
             return spec
     return None
@@ -177,6 +189,8 @@ class _Charged:
     calls: I64
     over_link: npt.NDArray[np.bool_]
     pairs: I64
+    # the texts [first, end) that are kernels' own names (GPU ops with no op range around)
+    by_kernel: tuple[int, int] = (0, 0)
 
 
 def _charged(
@@ -186,7 +200,10 @@ def _charged(
     table: str,
     gm: GraphMatch | None,
     caps: Captures,
+    fallback: I64 | None = None,
 ) -> _Charged:
+    """The charged GPU ops (:class:`_Charged`); ``fallback``: GPU ops with no op around
+    their launch charged to their kernel's name (:data:`KERNEL_ROW`)."""
     tr = a.trace
     ops, strings = tr.gpu_ops, tr.strings
     src = tr.host_ops if table == "host_ops" else tr.ranges
@@ -210,11 +227,27 @@ def _charged(
         else nvtx_op(strings[key >> 32])
         for key in uniq.tolist()
     ]
+    by_kernel = (len(texts), len(texts))
+    if fallback is not None and fallback.size:
+        # a GPU op with no op range around its launch: its kernel's own name is its op
+        short = short_names(tr, fallback)
+        names, idx = np.unique(short, return_inverse=True)
+        text[fallback] = len(texts) + idx.reshape(-1).astype(np.int32)
+        fb_texts = [OpText(KERNEL_ROW.format(n), [], [], [], []) for n in names.tolist()]
+        total = len(texts) + len(fb_texts)
+        fb_ns, fb_link, fb_pairs = _optable.text_totals(fallback, text, total, *gpu_cols)
+        zeros = np.zeros(len(fb_texts), dtype=np.int64)
+        kernel_ns = np.concatenate([kernel_ns, zeros]) + fb_ns
+        calls = np.concatenate([calls, np.bincount(idx.reshape(-1), minlength=len(fb_texts))])
+        over_link = np.concatenate([over_link, zeros.astype(bool)]) | fb_link
+        pairs = np.concatenate([pairs, fb_pairs])
+        texts += fb_texts
+        by_kernel = (by_kernel[0], len(texts))
     none = np.empty(0, dtype=np.int64)
     if gm is None or not (gm.ref[sel] >= 0).any():
         return _Charged(
             text, texts, len(texts), none, none, kernel_ns, np.zeros_like(kernel_ns), calls,
-            over_link, pairs,
+            over_link, pairs, by_kernel,
         )  # fmt: skip
     replayed = np.flatnonzero(sel & (gm.ref >= 0))
     ref = gm.ref[replayed]
@@ -237,7 +270,104 @@ def _charged(
         np.concatenate([calls, captured]),
         np.concatenate([over_link, captured.astype(bool)]) | graph_link,
         np.concatenate([pairs, graph_pairs]),
+        by_kernel,
     )
+
+
+def outer_ops(trace: Trace, op_row: npt.NDArray[np.int32] | I64) -> I64:
+    """Per GPU op, the host_ops row of the op it is charged to: the outermost cpu_op with a
+    perf model of interest (:func:`~pytimings.analysis.ops.of_interest`) around its
+    launching op ``op_row`` on its thread, else the launching op itself (-1 stays -1)."""
+    host, strings = trace.host_ops, trace.strings
+    out = np.asarray(op_row, dtype=np.int64)
+    launching = np.unique(out[out >= 0])
+    if not launching.size:
+        return out
+    names = np.unique(host["name"][host["kind"] == ActivityKind.CPU_OP])
+    wanted = np.zeros(len(strings) + 1, dtype=bool)
+    wanted[[int(n) for n in names.tolist() if of_interest(strings[int(n)])]] = True
+    rows = np.flatnonzero(wanted[host["name"]] & (host["kind"] == ActivityKind.CPU_OP))
+    if not rows.size:
+        return out
+    thread, start, end = host["thread"], host["start"], host["end"]
+    rows = rows[np.lexsort((-end[rows], start[rows], thread[rows]))]
+    # the outermost: not inside an earlier one of its thread (ops of a thread nest)
+    reach = np.empty(rows.size, dtype=np.int64)
+    top = np.ones(rows.size, dtype=bool)
+    for t in np.unique(thread[rows]).tolist():
+        at = np.flatnonzero(thread[rows] == t)
+        reach[at] = np.maximum.accumulate(end[rows[at]])
+        top[at[1:]] = start[rows[at[1:]]] >= reach[at[:-1]]
+    tops = rows[top]
+    outer = np.arange(len(host), dtype=np.int64)
+    for t in np.unique(thread[launching]).tolist():
+        mine = launching[thread[launching] == t]
+        cand = tops[thread[tops] == t]
+        if not cand.size:
+            continue
+        i = np.searchsorted(start[cand], start[mine], side="right") - 1
+        ok = i >= 0
+        ok[ok] = end[cand[i[ok]]] >= end[mine[ok]]
+        outer[mine[ok]] = cand[i[ok]]
+    return np.where(out >= 0, outer[np.maximum(out, 0)], -1)
+
+
+def _launchers(
+    a: Attribution, sel: npt.NDArray[np.bool_], inner: I64, row_of: I64, n_rows: int
+) -> list[list[dict[str, Any]]]:
+    """Per ``ops`` row, the innermost launching ops of its directly charged GPU ops by name:
+    their kernel ns and calls (distinct launching ops), most kernel time first."""
+    ops, host, strings = a.trace.gpu_ops, a.trace.host_ops, a.trace.strings
+    mine = np.flatnonzero(sel & (inner >= 0) & (row_of >= 0))
+    out: list[list[dict[str, Any]]] = [[] for _ in range(n_rows)]
+    if not mine.size:
+        return out
+    key = row_of[mine].astype(np.int64) << 32 | host["name"][inner[mine]].astype(np.int64)
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    ns = np.bincount(inv, weights=(ops["end"] - ops["start"])[mine]).astype(np.int64)
+    pairs = np.unique(np.stack([inv.astype(np.int64), inner[mine]]), axis=1)
+    calls = np.bincount(pairs[0], minlength=uniq.size)
+    for k in range(uniq.size):
+        out[int(uniq[k] >> 32)].append(
+            {
+                "name": strings[int(uniq[k] & 0xFFFFFFFF)],
+                "kernel_ns": int(ns[k]),
+                "calls": int(calls[k]),
+            }
+        )
+    return [sorted(x, key=lambda e: (-e["kernel_ns"], e["name"])) for x in out]
+
+
+# the op row of a GPU op charged to its own name (no op range around its launch): its
+# short kernel name (or copy's, memset's), whose category its kernels' names give
+KERNEL_ROW = "(no op) {}"
+
+
+def short_names(trace: Trace, rows: I64) -> npt.NDArray[np.object_]:
+    """The short kernel names (no template or argument lists) of GPU op ``rows``."""
+    ids = trace.gpu_ops["name"][rows]
+    uniq, inv = np.unique(ids, return_inverse=True)
+    short = [short_kernel_name(trace.strings[int(i)]) for i in uniq.tolist()]
+    return np.asarray(short, dtype=object)[inv.reshape(-1)]
+
+
+def _charged_by(a: Attribution, ch: _Charged, sel: npt.NDArray[np.bool_]) -> dict[str, int]:
+    """Attributed kernel ns by how: ``op`` (the op around the launch), ``graph_capture``
+    (a capture's op), ``kernel_name`` (the kernel's own name: no op range around it)."""
+    ops = a.trace.gpu_ops
+    dur = (ops["end"] - ops["start"]).astype(np.int64)
+    text = ch.text
+    graph = np.zeros(len(ops), dtype=bool)
+    graph[ch.replayed] = True
+    first, end = ch.by_kernel
+    named = sel & (text >= first) & (text < end) & ~graph
+    direct = sel & (text >= 0) & ~named & ~graph
+    return {
+        "op": int(dur[direct].sum()),
+        "graph_capture": int(dur[sel & graph].sum()),
+        "kernel_name": int(dur[named].sum()),
+    }
 
 
 def _ops_rows(
@@ -382,7 +512,16 @@ def op_table(
         gm = match_replays(tr, a.launches, launch.graph, caps)
         reason = reason.copy()
         reason[launch.graph] = gm.reason[launch.graph]
-    charged = _charged(a, sel, launch.op_row, launch.table, gm, caps)
+    fallback = None
+    if launch.table == "ranges":  # Nsight: NVTX ranges are the ops, where there are any
+        fallback = np.flatnonzero(sel & (reason == REASONS.index(NO_OP)))
+        if fallback.size:
+            reason = reason.copy()
+            reason[fallback] = -1
+    op_row = launch.op_row
+    if launch.table == "host_ops":  # the op of interest around the launching op
+        op_row = outer_ops(tr, op_row)
+    charged = _charged(a, sel, op_row, launch.table, gm, caps, fallback)
     rows, text_cat, text_place = _ops_rows(a, charged, gpu)
     n_cat = len(CATEGORIES)
     c = np.ascontiguousarray
@@ -396,6 +535,16 @@ def op_table(
         CATEGORIES.index("memcpy"), CATEGORIES.index("memset"), n_cat, parts=cores(),
     )  # fmt: skip
     busy, split = _busy_split(a, cat, pairs)
+    # per row the innermost launching ops of its kernels (Kineto's cpu_ops; beneath the
+    # op of interest: the ops that launched them)
+    direct = sel & ~launch.graph & (charged.text >= 0) & (charged.text < charged.by_kernel[0])
+    if launch.table == "host_ops":
+        inner = np.asarray(launch.op_row, dtype=np.int64)
+        names = _launchers(a, direct, inner, np.asarray(row_of, dtype=np.int64), len(rows))
+    else:  # an NVTX range launches what it charges
+        names = [[] for _ in rows]
+    for r, launched_by in zip(rows, names, strict=True):
+        r["launcher"] = launched_by
     if win is None:
         win_kernel = np.zeros((len(parts), n_cat), dtype=np.int64)
         if parts:
@@ -423,6 +572,9 @@ def op_table(
         "graph_attributed_ns": int(sums[3]),
         "busy_ns": int(busy.sum()),
         "unattributed": unattributed,
+        # the attributed kernel time by what charged it: the op around the launch, a graph
+        # capture's op, the kernel's own name (Nsight, no op range around the launch)
+        "charged_by": _charged_by(a, charged, sel),
     }
     if gm is not None or captures is not None:
         attribution["graph_replays"] = capture_doc(caps, gm)
@@ -441,6 +593,7 @@ def op_table(
         gpu_doc,
         row_of,
         cat,
+        trace_gpu_names(a),
     )
 
 
@@ -451,6 +604,18 @@ def ops_of(a: Attribution) -> OpTable:
         a._op_table = op_table(a, a.gpu, a.captures)
     table: OpTable = a._op_table
     return table
+
+
+def _merged_launchers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two rows' launchers summed per name, most kernel time first."""
+    out: dict[str, dict[str, Any]] = {x["name"]: dict(x) for x in a}
+    for x in b:
+        if x["name"] in out:
+            out[x["name"]]["kernel_ns"] += x["kernel_ns"]
+            out[x["name"]]["calls"] += x["calls"]
+        else:
+            out[x["name"]] = dict(x)
+    return sorted(out.values(), key=lambda x: (-x["kernel_ns"], x["name"]))
 
 
 def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -> OpTable:
@@ -470,10 +635,11 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         for r in t.ops:
             key = (r["name"], repr(r["input_dims"]), repr(r["input_types"]))
             if key not in merged:
-                merged[key] = dict(r)
+                merged[key] = {**r, "launcher": [dict(x) for x in r["launcher"]]}
             else:
                 merged[key]["calls"] += r["calls"]
                 merged[key]["kernel_ns"] += r["kernel_ns"]
+                merged[key]["launcher"] = _merged_launchers(merged[key]["launcher"], r["launcher"])
     rows = []
     for r in merged.values():
         rl = roofline(r["gflops"], r["bytes"], r["kernel_ns"] / r["calls"], r["dtype"], gpu)
@@ -497,12 +663,14 @@ def merge_tables(tables: Sequence[OpTable], window_order: I64, n_gpu_ops: int) -
         gpu_doc,
         np.full(n_gpu_ops, -1, dtype=np.int64),
         np.full(n_gpu_ops, _UNKNOWN, dtype=np.int8),
+        list(dict.fromkeys(n for t in tables for n in t.trace_gpus)),
     )
 
 
 def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The ``op_attribution`` of several tables' (ranks', files'): sums, the unattributed
-    counts summed per reason (``graph_replays``: the caller's, it depends on the captures)."""
+    """The ``op_attribution`` of several tables' (ranks', files'): sums (``charged_by`` per
+    way), the unattributed counts summed per reason (``graph_replays``: the caller's, it
+    depends on the captures)."""
     out: dict[str, Any] = {
         "source": "/".join(sorted({d["source"] for d in docs})),
         **{
@@ -510,6 +678,10 @@ def merge_attribution(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for k in ("kernel_ns", "attributed_ns", "graph_kernel_ns", "graph_attributed_ns")
         },
         "busy_ns": sum(int(d["busy_ns"]) for d in docs),
+        "charged_by": {
+            k: sum(int(d["charged_by"][k]) for d in docs)
+            for k in ("op", "graph_capture", "kernel_name")
+        },
     }
     why: dict[str, list[int]] = {}
     for d in docs:

@@ -66,6 +66,12 @@ CROSS_THREAD_NOTE = (
     "what one thread waits for on another is not in the trace, so work another thread did "
     "later stays where it was"
 )
+GRAPH_EDGES_NOTE = (
+    "a lower bound for graph windows: a replayed graph's nodes wait on edges inside the graph "
+    "the trace does not show; a node that started later than its stream and launch explain "
+    "keeps its measured latency after them (as soon as possible: a change to another node "
+    "of its graph does not move it, though it may in the graph)"
+)
 COMM_WAIT_NOTE = (
     "an upper bound for comm changes: with one rank loaded, the wait for peers inside each "
     "collective is unknown and scaled as if it were transfer; load every rank's trace to "
@@ -101,6 +107,10 @@ class Graph:
     pos: I64  # each op's place in an order independent of the rows' order
     dep_read: npt.NDArray[np.bool_]  # per op: its dep is a recorded stream wait (else inferred)
     s_source: npt.NDArray[np.int8]  # per sync: index in DEPENDENCY_SOURCES, -1 waited for none
+    # per op: a graph-replayed op that started later after everything the trace shows it
+    # depends on than an op may (CAP_NS): it waited on an edge inside its graph the trace
+    # does not show; it keeps that measured latency (GRAPH_EDGES_NOTE), not excluded
+    graph_unread: npt.NDArray[np.bool_]
 
 
 # what each dependency of a replayed window comes from (replay JSON ``dependencies``):
@@ -182,7 +192,11 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     v_dep = np.where(dep >= 0, end[np.maximum(dep, 0)] + dep_lat, NONE)
     best = np.maximum(best, v_dep)
     lat = np.where(best == NONE, 0, start - best)
-    unexplained = (best != NONE) & (lat > CAP_NS)
+    late_start = (best != NONE) & (lat > CAP_NS)
+    # a graph's nodes wait on edges inside it that the replay cannot see (the capture's
+    # event waits ran at capture time): such a node is bounded, not its window excluded
+    graph_unread = late_start & (ops["graph"] >= 0)
+    unexplained = late_start & ~graph_unread
     # host calls that waited for the GPU, and the op each waited for
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
@@ -230,7 +244,7 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
         trace, launch_row, l_start, l_end, thread, pred, dep, dep_lat, lat, unexplained,
         s_row, api["thread"][s_row].astype(np.int32), s_start, s_end, s_wait, s_tail,
         by_launch, thread[by_launch].astype(np.int64) << 1, l_start[by_launch], pos, read,
-        s_source.astype(np.int8),
+        s_source.astype(np.int8), graph_unread,
     )  # fmt: skip
 
 
@@ -389,6 +403,7 @@ class WindowReplay:
     range_row: int = -1  # row in trace.ranges of a --by window's range
     threads: int = 1  # host threads in the replay (launching its ops, or ending it)
     guessed: bool = False  # a comm change on ops whose wait for peers is unknown
+    graph_bound: bool = False  # graph nodes whose edges the trace does not show
     dependencies: dict[str, int] = field(default_factory=dict)  # by DEPENDENCY_SOURCES
     # for the critical path
     ops: I64 = field(default_factory=lambda: np.empty(0, np.int64))
@@ -545,6 +560,7 @@ def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
     rr = int(w.range_row[i])
     out = WindowReplay(w.name[i], int(w.rank[i]), w_s, w_e, None, range_row=rr)
     rows = _window_ops(g, w, i)
+    out.graph_bound = bool(np.any(g.graph_unread[rows]))
     if np.any(g.launch_row[rows] < 0):
         out.excluded = f"{int(np.sum(g.launch_row[rows] < 0))} GPU ops without a launch call"
     elif np.any(g.unexplained[rows]):
@@ -870,9 +886,11 @@ def replay(
 
 def _bound(w: WindowReplay) -> str:
     """How far a window's replayed saving can be trusted: ``exact``, a ``lower bound``
-    (several host threads, CROSS_THREAD_NOTE), an ``upper bound`` (a comm change whose
-    wait for peers is unknown, COMM_WAIT_NOTE), or an ``estimate`` (both)."""
-    return ("exact", "lower bound", "upper bound", "estimate")[(w.threads > 1) + 2 * w.guessed]
+    (several host threads, CROSS_THREAD_NOTE; graph nodes whose edges the trace does not
+    show, GRAPH_EDGES_NOTE), an ``upper bound`` (a comm change whose wait for peers is
+    unknown, COMM_WAIT_NOTE), or an ``estimate`` (both)."""
+    lower = w.threads > 1 or w.graph_bound
+    return ("exact", "lower bound", "upper bound", "estimate")[lower + 2 * w.guessed]
 
 
 def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
@@ -897,6 +915,7 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
         for note, hit in (
             (CROSS_THREAD_NOTE, any(w.threads > 1 for w in new.windows if w.after_ns is not None)),
             (COMM_WAIT_NOTE, any(w.guessed for w in new.windows if w.after_ns is not None)),
+            (GRAPH_EDGES_NOTE, any(w.graph_bound for w in new.windows if w.after_ns is not None)),
         )
         if hit
     ]

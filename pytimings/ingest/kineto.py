@@ -85,7 +85,7 @@ from pytimings.arrays import first_of_runs, unique
 from pytimings.errors import TraceFormatError
 from pytimings.ingest._nesting import nesting_depth
 from pytimings.ingest._times import TIME_LIMIT_NS, implausible_time
-from pytimings.ingest.kineto_comm import comm_columns
+from pytimings.ingest.kineto_comm import comm_columns, sizes_from_launching_ops
 from pytimings.ingest.memory import kineto_mem_events
 from pytimings.ingest.names import is_graph_launch
 from pytimings.model.trace import (
@@ -699,6 +699,7 @@ class _Loader:
         del rng
         host_ops = self._host_ops(host, thread_of, r)
         del host
+        sizes_from_launching_ops(gpu_ops, api_calls, host_ops, self.strings)
         devices = self._devices(doc.get("deviceProperties"), r)
         mem = self._rows(_jsonscan.GROUP_MEM, _MEM_COLS, False)
         mem_events = kineto_mem_events(mem, thread_of, r)

@@ -21,8 +21,16 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.arrays import unique
-from pytimings.model.comm import collective_index, message_bytes
+from pytimings.model.comm import (
+    COLLECTIVES,
+    collective_index,
+    input_message_bytes,
+    message_bytes,
+)
+from pytimings.model.trace import ActivityKind, OpKind
+from pytimings.table import Table
 
+I64 = npt.NDArray[np.int64]
 _GROUP_MAX = np.iinfo(np.int16).max  # ranks are int16 in the model
 
 
@@ -61,3 +69,97 @@ def comm_columns(args: npt.NDArray[np.int32], texts: Sequence[str]) -> dict[str,
         "collective": table[1][args].astype(np.int8),
         "group_size": table[2][args].astype(np.int16),
     }
+
+
+_PARAM_COMMS = "record_param_comms"
+# the c10d ops around record_param_comms: their names name the collective the call ran
+# (``c10d::alltoall_base_`` on a ``SendRecv`` kernel is all_to_all)
+_C10D_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
+
+
+def _enclosing(rows: I64, host: Table, row: int) -> int:
+    """The innermost of ``rows`` (host rows on ``row``'s thread) around host row ``row``,
+    or -1."""
+    start, end = host["start"], host["end"]
+    around = rows[(start[rows] <= start[row]) & (end[rows] >= end[row]) & (rows != row)]
+    return int(around[np.argmax(start[around])]) if around.size else -1
+
+
+def sizes_from_launching_ops(
+    gpu_ops: Table, api_calls: Table, host_ops: Table, strings: Sequence[str]
+) -> int:
+    """Size (``gpu_ops.bytes``, in place) each kernel that names a collective, has no size
+    and is the one such kernel launched from inside a ``record_param_comms`` cpu_op on that
+    op's thread, from the op's first input (its dims and type; the collective: the kernel's
+    as recorded, else the enclosing c10d op's, else the kernel name's); a kernel without
+    a recorded collective takes the c10d op's. Several collective kernels under one op
+    (coalesced calls) are left unsized: one input does not say how the bytes split. The
+    number of kernels sized."""
+    ids = [i for i, text in enumerate(strings) if text == _PARAM_COMMS]
+    c10d = [i for i, text in enumerate(strings) if text.startswith(_C10D_PREFIXES)]
+    cpu_op = host_ops["kind"] == ActivityKind.CPU_OP
+    params = np.flatnonzero(cpu_op & np.isin(host_ops["name"], ids))
+    if params.size == 0 or len(api_calls) == 0:
+        return 0
+    parents = np.flatnonzero(cpu_op & np.isin(host_ops["name"], c10d))
+    api_order = np.lexsort((api_calls["start"], api_calls["thread"]))
+    api_thread = api_calls["thread"][api_order]
+    api_start = api_calls["start"][api_order]
+    # GPU ops by (pid, correlation): the kernels a call launched
+    ops = gpu_ops
+    key = (ops["pid"].astype(np.int64) << 40) | (ops["correlation"] & ((1 << 40) - 1))
+    op_order = np.argsort(key, kind="stable")
+    op_key = key[op_order]
+    sized = 0
+    for row in params.tolist():
+        thread = host_ops["thread"][row]
+        lo = np.searchsorted(api_thread, thread, side="left")
+        hi = np.searchsorted(api_thread, thread, side="right")
+        first = lo + np.searchsorted(api_start[lo:hi], host_ops["start"][row], side="left")
+        last = lo + np.searchsorted(api_start[lo:hi], host_ops["end"][row], side="right")
+        calls = api_order[first:last]
+        calls = calls[(api_calls["end"][calls] <= host_ops["end"][row])]
+        calls = calls[api_calls["correlation"][calls] >= 0]
+        if calls.size == 0:
+            continue
+        call_key = (api_calls["pid"][calls].astype(np.int64) << 40) | (
+            api_calls["correlation"][calls] & ((1 << 40) - 1)
+        )
+        at = np.searchsorted(op_key, call_key, side="left")
+        to = np.searchsorted(op_key, call_key, side="right")
+        launched = np.concatenate([op_order[a:b] for a, b in zip(at, to, strict=True)])
+        names_coll = [
+            k
+            for k in launched.tolist()
+            if ops["kind"][k] == OpKind.KERNEL
+            and (ops["collective"][k] >= 0 or collective_index(strings[ops["name"][k]]) >= 0)
+        ]
+        if len(names_coll) != 1 or ops["bytes"][names_coll[0]] > 0:
+            continue
+        kernel = names_coll[0]
+        coll = int(ops["collective"][kernel])
+        if coll < 0:
+            same_thread = parents[host_ops["thread"][parents] == thread]
+            parent = _enclosing(same_thread, host_ops, row)
+            if parent >= 0:
+                coll = collective_index(strings[host_ops["name"][parent]])
+            if coll >= 0:
+                ops["collective"][kernel] = coll
+            else:
+                coll = collective_index(strings[ops["name"][kernel]])
+        nbytes = _first_input_bytes(strings[host_ops["args"][row]], COLLECTIVES[coll])
+        if nbytes > 0:
+            ops["bytes"][kernel] = nbytes
+            sized += 1
+    return sized
+
+
+def _first_input_bytes(args_text: str, collective: str) -> int:
+    """The bytes of a cpu_op's first input (its args text: [Input Dims, Input type, ...]) as
+    the size of ``collective``; 0 when unknown."""
+    if not args_text:
+        return 0
+    dims, types = json.loads(args_text)[:2]
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
+        return 0
+    return input_message_bytes(dims[0], types[0], collective)

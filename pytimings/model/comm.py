@@ -124,6 +124,54 @@ def message_bytes(in_nelems: int | None, out_nelems: int | None, dtype: str | No
     return max(counts) * size
 
 
+# Kineto's "Input type" (C++ type names) where they are not c10 ScalarType names ("c10::Half"
+# is Half: the "c10::" prefix goes)
+_CPP_TYPES = {
+    "double": "Double",
+    "float": "Float",
+    "bool": "Bool",
+    "unsigned char": "Byte",
+    "signed char": "Char",
+    "short int": "Short",
+    "int": "Int",
+    "unsigned int": "UInt32",
+    "long int": "Long",
+    "long long int": "Long",
+    "long": "Long",
+    "c10::complex<float>": "ComplexFloat",
+    "c10::complex<double>": "ComplexDouble",
+    "c10::complex<c10::Half>": "ComplexHalf",
+}
+# the collectives whose nccl-tests size is the call's input buffer (all_gather and gather
+# size their larger output, which one input tensor does not give)
+_INPUT_SIZED = frozenset(COLLECTIVES) - {"all_gather", "gather"}
+
+
+def input_type_bytes(input_type: str) -> int | None:
+    """Bytes per element of a Kineto ``Input type`` (``float``, ``c10::BFloat16``), None
+    for what is not one tensor's dtype (``TensorList``, ``Scalar``, unknown names)."""
+    dtype = _CPP_TYPES.get(input_type, input_type.removeprefix("c10::"))
+    return DTYPE_BYTES.get(dtype)
+
+
+def input_message_bytes(dims: object, input_type: object, collective: str | None) -> int:
+    """nccl-tests' size of a call from its first input tensor's dims and type (Kineto's
+    ``record_param_comms`` ``Input Dims[0]``/``Input type[0]``), for a collective whose size
+    is its input buffer (dims ``[]``: a 0-d tensor); 0 when unknown (a tensor list, no
+    dims, all_gather/gather, no collective)."""
+    if collective not in _INPUT_SIZED or not isinstance(input_type, str):
+        return 0
+    size = input_type_bytes(input_type)
+    if size is None or not isinstance(dims, list):
+        return 0
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        return 0
+    count = 1
+    for d in dims:
+        count *= d
+    return count * size
+
+
 def algbw_gbps(size_bytes: int | float, time_us: float) -> float:
     """Algorithm bandwidth in GB/s (1e9 bytes per second): ``size / time``."""
     return size_bytes / (time_us * 1e3) if time_us > 0 else 0.0

@@ -36,13 +36,30 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
         )
         out[0] += f" ({g['matched_launches']} of {g['launches']} launches matched"
         out[0] += f": {caps})" if caps else "; no captures)"
+        out += [
+            f"  {c['source']}: {c['aligned_launches']} launches matched by alignment, not "
+            f"exactly; unpaired: {'; '.join(c['differences'])}"
+            for c in g["captures"]
+            if c.get("aligned_launches")
+        ]
         out += [f"  {r}" for r in g["refused"]]
     return out
 
 
+def unknown_gpu(trace_gpus: list[str]) -> str:
+    """The GPU line when the table knows no peaks: the names the trace reported, if any."""
+    named = ", ".join(repr(n) for n in trace_gpus) if trace_gpus else "none named by the trace"
+    return f"unknown GPU ({named}; no roofline; --gpu-spec NAME or FILE)"
+
+
+def _beneath(r: dict[str, Any]) -> list[str]:
+    """The launchers of a row other than its own op (most kernel time first)."""
+    return [x["name"] for x in r.get("launcher", []) if x["name"] != r["name"]]
+
+
 def render_ops(t: OpTable, top: int | None) -> str:
     total = t.attribution["kernel_ns"] or 1
-    gpu = t.gpu["name"] if t.gpu else "unknown GPU (no roofline; --gpu-spec NAME)"
+    gpu = t.gpu["name"] if t.gpu else unknown_gpu(t.trace_gpus)
     rows = [
         [
             r["name"],
@@ -76,7 +93,14 @@ def render_ops(t: OpTable, top: int | None) -> str:
     ]
     if graphed:
         head.insert(4, "graph µs")
-    out = [f"GPU: {gpu}", *table(head, rows, "llrrrrrrrlr" if graphed else "llrrrrrrlr")]
+    align = "llrrrrrrrlr" if graphed else "llrrrrrrlr"
+    # the ops beneath an op of interest that launched its kernels, where any row has them
+    if any(_beneath(r) for r in t.ops[:top]):
+        for row, r in zip(rows, t.ops[:top], strict=True):
+            row.append(", ".join(_beneath(r)) or "-")
+        head.append("launcher")
+        align += "l"
+    out = [f"GPU: {gpu}", *table(head, rows, align)]
     if top is not None and len(t.ops) > top:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution
@@ -84,6 +108,13 @@ def render_ops(t: OpTable, top: int | None) -> str:
         f"attributed {a['attributed_ns'] / 1e3:.1f} of {a['kernel_ns'] / 1e3:.1f} µs of GPU "
         f"time to launching ops ({a['source']})"
     )
+    by = a.get("charged_by") or {}
+    if by.get("kernel_name") or by.get("graph_capture"):
+        out.append(
+            f"  charged by: the op around the launch {by['op'] / 1e3:.1f} µs, a graph capture's "
+            f"op {by['graph_capture'] / 1e3:.1f} µs, the kernel's own name (no op range "
+            f"around the launch: '(no op) NAME' rows) {by['kernel_name'] / 1e3:.1f} µs"
+        )
     for u in a["unattributed"]:
         out.append(
             f"  unattributed: {u['kernel_ns'] / 1e3:.1f} µs in {u['ops']} ops: {u['reason']}"

@@ -24,6 +24,7 @@ from pytimings.analysis.classes import COMM_KERNEL_NAMES
 from pytimings.analysis.comm_hints import HINTS
 from pytimings.analysis.finding import Finding, ms
 from pytimings.analysis.findings import GPU_BOUND_SHARE, HOST_WINDOW_SHARE, TINY_BLAME_SHARE
+from pytimings.analysis.kernel_findings import CPU_PLAUSIBLE_TFLOPS
 from pytimings.analysis.memory import FRAGMENTATION_SHARE, GROWTH_ALPHA, gib
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
@@ -139,14 +140,17 @@ CLAIMS: list[tuple[str, Check]] = [
     ),
     (
         r"cpu_op '([^']+)' launches no GPU work in (\d+) calls? \(([\d.]+ \S+) of host time, "
-        r"(\S+) GFLOP by its shapes\): it computes on the host while its rank's GPUs idle "
-        r"([\d.]+ \S+) of it$",
+        r"(\S+) GFLOP by its shapes, (\S+) TFLOP/s\): it computes on the host while its "
+        r"rank's GPUs idle ([\d.]+ \S+) of it$",
         lambda e, m: (
             (e["name"], e["calls"], e["launches"]) == (m.group(1), int(m.group(2)), 0)
             and ms(e["op_ns"]) == m.group(3)
             and f"{e['gflop']:.3g}" == m.group(4)
             and e["gflop"] > 0
-            and ms(e["gpu_idle_ns"]) == m.group(5)
+            and f"{e['tflops_s']:.3g}" == m.group(5)
+            and e["tflops_s"] == pytest.approx(e["gflop"] / e["op_ns"] * 1e6)
+            and e["tflops_s"] <= CPU_PLAUSIBLE_TFLOPS
+            and ms(e["gpu_idle_ns"]) == m.group(6)
             and 0 < e["gpu_idle_ns"] <= e["op_ns"]
         ),
     ),
@@ -582,10 +586,11 @@ def test_the_checker_rejects_unbacked_kernel_claims() -> None:
     assert check(Finding("kernel", "rank 0: " + said.replace("4 calls", "5 calls"), 1, op))
     assert not check(Finding("kernel", "rank 0: " + said, 1, op))
     host = {"name": "aten::bmm", "calls": 2, "launches": 0, "op_ns": 5000, "gflop": 0.0168,
-            "gpu_idle_ns": 4000}  # fmt: skip
+            "tflops_s": 3.36, "gpu_idle_ns": 4000}  # fmt: skip
     said = (
         "cpu_op 'aten::bmm' launches no GPU work in 2 calls (5.0 µs of host time, 0.0168 GFLOP "
-        "by its shapes): it computes on the host while its rank's GPUs idle 4.0 µs of it"
+        "by its shapes, 3.36 TFLOP/s): it computes on the host while its rank's GPUs idle "
+        "4.0 µs of it"
     )
     assert not check(Finding("kernel", said, 1, host))
     assert check(Finding("kernel", said, 1, {**host, "launches": 1}))

@@ -18,6 +18,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -218,12 +219,6 @@ def test_gpu_named_by_real_traces(shared_dir: Path) -> None:
 # --------------------------------------------------------------------------- kernel time
 # TraceLens names an op by the outermost op its perf model knows; pytimings charges the op
 # that launched the kernels, nested inside it (docs/ops.md, "Against TraceLens")
-LAUNCHED_BY = {
-    "aten::layer_norm": "aten::native_layer_norm",
-    "aten::convolution": "aten::cudnn_convolution",
-    "aten::_scaled_dot_product_flash_attention": "aten::_flash_attention_forward",
-    "aten::linalg_norm": "aten::linalg_vector_norm",
-}
 
 
 def _csv(path: Path) -> list[dict[str, str]]:
@@ -253,13 +248,15 @@ def ours(shared_dir: Path) -> list[tuple[Path, dict[tuple[str, str, str], dict[s
 
 def test_kernel_time_and_calls_per_op_agree_with_tracelens(ours: list[Any]) -> None:
     """ops_summary.csv: per op name, the kernel time of the kernels it launched itself
-    (``total_direct_kernel_time_sum``) and its calls, against the sum of our rows."""
+    (``total_direct_kernel_time_sum``) and its calls, against our rows' launchers (the
+    innermost launching ops beneath each op of interest) summed per name."""
     for d, rows in ours:
         per_name: dict[str, list[int]] = {}
-        for (name, _, _), r in rows.items():
-            got = per_name.setdefault(name, [0, 0])
-            got[0] += r["kernel_ns"]
-            got[1] += r["calls"]
+        for r in rows.values():
+            for x in r["launcher"]:
+                got = per_name.setdefault(x["name"], [0, 0])
+                got[0] += x["kernel_ns"]
+                got[1] += x["calls"]
         summary = _csv(d / "ops_summary.csv")
         assert summary
         for row in summary:
@@ -274,13 +271,15 @@ def test_kernel_time_and_calls_per_op_agree_with_tracelens(ours: list[Any]) -> N
 def test_kernel_time_per_op_and_shape_agrees_with_tracelens(ours: list[Any]) -> None:
     """unified_perf_summary.csv: per op and shape, its kernel time sum and calls. TraceLens
     splits a shape further by strides and concrete inputs (summed here: we group by name,
-    dims and types, as the JSON key says), charges an op its subtree's kernels (where the
-    subtree launches its own, the per-name direct time above is the check) and names the
-    outer op of LAUNCHED_BY (checked per name: as many calls as the op launching its
-    kernels, and at least that op's time)."""
+    dims and types, as the JSON key says) and charges an op its subtree's kernels: an op
+    whose subtree launches kernels of other ops, or that launches beneath an op of interest
+    (which holds its time: checked by the next test), is left out here."""
     checked = 0
     for d, rows in ours:
         summary = {r["name"]: r for r in _csv(d / "ops_summary.csv")}
+        beneath = {
+            x["name"] for r in rows.values() for x in r["launcher"] if x["name"] != r["name"]
+        }
         tl: dict[tuple[str, str, str], list[float]] = {}
         for row in _csv(d / "unified_perf_summary.csv"):
             dims = _nested_list(ast.literal_eval(row["Input Dims"]))
@@ -288,64 +287,88 @@ def test_kernel_time_per_op_and_shape_agrees_with_tracelens(ours: list[Any]) -> 
             got = tl.setdefault((row["name"], repr(dims), repr(types)), [0.0, 0])
             got[0] += float(row["Kernel Time (µs)_sum"]) * 1e3
             got[1] += int(row["operation_count"])
-        outer: dict[str, list[float]] = {}
         for (name, dims, types), (want_ns, want_calls) in tl.items():
-            if name in LAUNCHED_BY:
-                got = outer.setdefault(name, [0.0, 0])
-                got[0] += want_ns
-                got[1] += want_calls
-                continue
-            s = summary[name]
+            s = summary.get(name)
+            if s is None or name in beneath:
+                continue  # an op of interest above its launcher, or a launcher beneath one
             if float(s["total_direct_kernel_time_sum"]) < float(s["total_subtree_kernel_time_sum"]):
                 continue  # its subtree launches kernels of other ops
             r = rows[(name, dims, types)]
             assert r["kernel_ns"] == pytest.approx(want_ns, rel=0.02), (d.name, name, dims)
             assert r["calls"] == want_calls, (d.name, name, dims)
             checked += 1
-        for name, (want_ns, want_calls) in outer.items():
-            # one launching op per outer call; the outer op's subtree may hold more (a
-            # convolution's bias add_ is an op of its own), so it holds at least its time
-            inner = [r for (n, _, _), r in rows.items() if n == LAUNCHED_BY[name]]
-            assert sum(r["calls"] for r in inner) == want_calls, (d.name, name)
-            assert sum(r["kernel_ns"] for r in inner) <= want_ns * 1.02, (d.name, name)
-            assert sum(r["kernel_ns"] for r in inner) >= want_ns * 0.9, (d.name, name)
     assert checked >= 150, checked
 
 
-def test_gemm_category_within_3pct_of_tracelens(ours: list[Any]) -> None:
-    for d, rows in ours:
-        (want,) = [
-            float(r["total_direct_kernel_time_ms"]) * 1e6
-            for r in _csv(d / "ops_summary_by_category.csv")
-            if r["op category"] == "GEMM"
-        ]
-        got = sum(r["kernel_ns"] for r in rows.values() if r["category"] == "gemm")
-        assert got == pytest.approx(want, rel=0.03), d.name
-
-
-def test_per_rank_tasks_merge_the_op_tables_of_real_traces(
-    shared_dir: Path, tmp_path: Path
+def test_ops_of_interest_hold_what_tracelens_charges_its_gemm_sdpa_and_conv_rows(
+    shared_dir: Path,
 ) -> None:
-    """Two ranks of one H100 capture as per-rank tasks: the same ops rows (calls and kernel
-    time summed, the roofline of the summed mean), categories and attribution as both
-    loaded together, and each row twice the one rank's."""
-    import shutil
-
+    """Each GEMM, SDPA and convolution row of TraceLens's perf tables, its op's calls
+    (name and dims) in the trace mapped to the op of interest our table charges them to
+    (the outermost modelled op around them, found here by walking the trace's cpu_ops,
+    not by pytimings): that row's kernel time within 2% of TraceLens's (its subtree kernel
+    time), the SDPA and conv rows charged above the op that launched their kernels."""
     import pytimings as pt
-    from pytimings.analysis.op_table import ops_of
-    from pytimings.analysis.ranks import analyze_ranks
+    from pytimings.analysis.op_table import op_table
 
-    src = _report_dirs(shared_dir)[3].name.replace("_perf_report_csvs", ".json.gz")
-    files = []
-    for r in range(2):
-        files.append(tmp_path / f"rank{r}.json.gz")
-        shutil.copy(shared_dir / "data/external/tracelens/h100" / src, files[-1])
-    tasks = ops_of(analyze_ranks(*files, workers=1))
-    together = ops_of(pt.attribute(pt.load(*files)))
-    one = ops_of(pt.attribute(pt.load(files[0])))
-    assert tasks.doc() == together.doc()
-    assert tasks.gpu is not None and tasks.gpu["name"] == "H100-SXM"
-    assert [(r["calls"], r["kernel_ns"]) for r in tasks.ops] == [
-        (2 * r["calls"], 2 * r["kernel_ns"]) for r in one.ops
-    ]
-    assert [r["roofline_fraction"] for r in tasks.ops] == [r["roofline_fraction"] for r in one.ops]
+    compared = outer_named = 0
+    for d in _report_dirs(shared_dir):
+        path = d.parent / d.name.replace("_perf_report_csvs", ".json.gz")
+        rows = op_table(pt.attribute(pt.load(path))).ops
+        ours = {(r["name"], json.dumps(r["input_dims"])): r for r in rows}
+        ops = _cpu_ops(path)
+        want: dict[tuple[str, str], float] = {}
+        for table in ("GEMM", "SDPA_fwd", "CONV_fwd"):
+            if not (d / f"{table}.csv").exists():
+                continue
+            for row in _csv(d / f"{table}.csv"):
+                key = (row["name"], json.dumps(ast.literal_eval(row["Input Dims_first"])))
+                outer = {ops["key"][_outer_of_interest(ops, i)] for i in ops["by_key"][key]}
+                for o in outer:  # TraceLens's row may span ops of interest of two shapes
+                    want.setdefault(o, 0.0)
+                if len(outer) == 1:
+                    (o,) = outer
+                    want[o] += float(row["Kernel Time (µs)_sum"]) * 1e3
+                    outer_named += o[0] != row["name"]
+        for key, ns in want.items():
+            if ns:
+                assert ours[key]["kernel_ns"] == pytest.approx(ns, rel=0.02), (d.name, key)
+                compared += 1
+    assert compared >= 48 and outer_named >= 6, (compared, outer_named)
+
+
+def _cpu_ops(path: Path) -> dict[str, Any]:
+    """The trace's cpu_ops: their (name, dims) keys, the indices of each key, and per
+    (pid, tid) the (start, end, index) of the ops of interest."""
+    with gzip.open(path, "rt") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "cpu_op"]
+    key = [(e["name"], json.dumps(e.get("args", {}).get("Input Dims", []))) for e in events]
+    by_key: dict[tuple[str, str], list[int]] = {}
+    interest: dict[tuple[Any, Any], list[tuple[Decimal, Decimal, int]]] = {}
+    for i, (k, e) in enumerate(zip(key, events, strict=True)):
+        by_key.setdefault(k, []).append(i)
+        if e["name"] in OF_INTEREST_NAMES:
+            start = Decimal(str(e["ts"]))
+            interest.setdefault((e["pid"], e["tid"]), []).append(
+                (start, start + Decimal(str(e["dur"])), i)
+            )
+    return {"events": events, "key": key, "by_key": by_key, "interest": interest}
+
+
+OF_INTEREST_NAMES = (  # SDPA, convolution, GEMM ops and norms, as docs/ops.md lists them
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
+    "aten::cudnn_convolution", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+    "aten::layer_norm", "aten::native_layer_norm", "aten::rms_norm",
+)  # fmt: skip
+
+
+def _outer_of_interest(ops: dict[str, Any], i: int) -> int:
+    """The outermost op of interest around cpu_op ``i`` on its thread (itself if none)."""
+    e = ops["events"][i]
+    t0 = Decimal(str(e["ts"]))
+    t1 = t0 + Decimal(str(e["dur"]))
+    around = [(s, j) for s, end, j in ops["interest"].get((e["pid"], e["tid"]), [])
+              if s <= t0 and end >= t1]  # fmt: skip
+    return min(around)[1] if around else i

@@ -17,7 +17,8 @@ from helpers.recording_factory import make_recording
 from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.collectives import bandwidth
+from pytimings.analysis.classes import COMM
+from pytimings.analysis.collectives import bandwidth, collective_mask
 from pytimings.ingest import load
 from pytimings.ingest.recording import load_recording_trace
 from pytimings.model.comm import COLLECTIVES, bus_factor, collective_of, message_bytes
@@ -205,6 +206,117 @@ def test_real_kineto_nccl_sizes(shared_dir: Path, rel: str) -> None:
     assert total == sum(
         n * ELEMENT[k["args"]["dtype"]] for n, k in zip(sizes, kernels, strict=True)
     )
+
+
+def _old_kineto(tmp_path: Path, calls: list[dict[str, Any]]) -> Path:
+    """PyTorch 2.0-era Kineto: each call a c10d op around record_param_comms (Input Dims,
+    Input type only) around the launches of its kernels; nothing on the kernels."""
+    events: list[dict[str, Any]] = []
+    corr = 10
+    for i, c in enumerate(calls):
+        t0 = 1000.0 + 1000 * i
+        events.append({"ph": "X", "cat": "cpu_op", "name": c["op"], "pid": 1, "tid": 2,
+                       "ts": t0, "dur": 500.0, "args": {}})  # fmt: skip
+        events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
+                       "tid": 2, "ts": t0 + 10, "dur": 400.0,
+                       "args": {"Input Dims": c["dims"], "Input type": c["types"]}})  # fmt: skip
+        for j, kernel in enumerate(c["kernels"]):
+            corr += 1
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                           "pid": 1, "tid": 2, "ts": t0 + 20 + 10 * j, "dur": 5.0,
+                           "args": {"correlation": corr}})  # fmt: skip
+            events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7,
+                           "ts": t0 + 100 + 100 * j, "dur": 50.0,
+                           "args": {"correlation": corr, "device": 0, "stream": 7}})  # fmt: skip
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}))
+    return path
+
+
+def test_old_kineto_sizes_from_record_param_comms(tmp_path: Path) -> None:
+    send = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8"
+    path = _old_kineto(
+        tmp_path,
+        [
+            {"op": "c10d::alltoall_base_", "dims": [[6144], []], "types": ["float", "Scalar"],
+             "kernels": [send]},
+            {"op": "c10d::allreduce_", "dims": [[], []], "types": ["TensorList", "Scalar"],
+             "kernels": ["ncclKernel_AllReduce_RING_LL_Sum_float"]},
+            {"op": "c10d::broadcast_", "dims": [[3, 5], []], "types": ["long", "Scalar"],
+             "kernels": ["ncclKernel_Broadcast_RING_LL_Sum_int8"]},
+            # all_gather's size is its output: one input does not give it
+            {"op": "c10d::_allgather_base_", "dims": [[100]], "types": ["c10::BFloat16"],
+             "kernels": ["ncclDevKernel_AllGather_RING_LL"]},
+            # two collective kernels under one op: how the bytes split is unknown
+            {"op": "c10d::allreduce_", "dims": [[64]], "types": ["float"],
+             "kernels": ["ncclKernel_AllReduce_A", "ncclKernel_AllReduce_B"]},
+        ],
+    )  # fmt: skip
+    t = load(path)
+    g = t.gpu_ops
+    got = [
+        (t.strings[n], int(b), COLLECTIVES[c] if c >= 0 else None)
+        for n, b, c in zip(g["name"], g["bytes"], g["collective"], strict=True)
+    ]
+    assert got == [
+        (send, 6144 * 4, "all_to_all"),  # the c10d op names it, not the SendRecv kernel
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", 0, "all_reduce"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8", 15 * 8, "broadcast"),
+        ("ncclDevKernel_AllGather_RING_LL", 0, "all_gather"),
+        ("ncclKernel_AllReduce_A", 0, None),
+        ("ncclKernel_AllReduce_B", 0, None),
+    ]
+    rows = {r["collective"]: r for r in bandwidth(t, attribute(t).classes).to_dicts()}
+    assert rows["all_to_all"]["algbw_gbps"] == pytest.approx(6144 * 4 / 50_000)
+
+
+def _param_comms_sizes(path: Path) -> tuple[int, int]:
+    """(sized calls, their bytes) of a Kineto trace computed here from its JSON: each NCCL
+    kernel whose launch lies inside one record_param_comms on its thread with one typed
+    input, of a collective sized by its input (an all_to_all's c10d op)."""
+    doc = json.loads(gzip.open(path).read())
+    ev = doc["traceEvents"]
+    size = {"float": 4, "int": 4, "long int": 8, "long": 8, "unsigned char": 1}
+    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime"}
+    params = [e for e in ev if e.get("name") == "record_param_comms"]
+    n = total = 0
+    for k in (e for e in ev if e.get("cat") == "kernel" and "nccl" in e["name"]):
+        c = launch[k["args"]["correlation"]]
+        around = [p for p in params if p["tid"] == c["tid"] and p["ts"] <= c["ts"]
+                  and c["ts"] + c["dur"] <= p["ts"] + p["dur"]]  # fmt: skip
+        if len(around) != 1 or "AllReduce" in k["name"]:  # DLRM's all-reduces: tensor lists
+            continue
+        dims, types = around[0]["args"]["Input Dims"][0], around[0]["args"]["Input type"][0]
+        assert types in size, types
+        n += 1
+        total += int(np.prod(dims)) * size[types]
+    return n, total
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("rank", range(8))
+def test_param_dlrm_collectives_have_sizes(shared_dir: Path, rank: int) -> None:
+    path = next((shared_dir / "data/external/param/dlrm_kineto").glob(f"worker{rank}_*.json.gz"))
+    n, total = _param_comms_sizes(path)
+    rows = attribute(load(path)).to_dict()["comm_bandwidth"]
+    a2a = next(r for r in rows if r["collective"] == "all_to_all")
+    assert n == 5 and (a2a["sized_calls"], a2a["bytes"]) == (n, total)
+    assert a2a["algbw_gbps"] > 0
+
+
+def test_copies_are_never_collectives(tmp_path: Path) -> None:
+    # a copy kernel launched inside a comm range is comm time, not a collective
+    path = _kineto(
+        tmp_path,
+        [
+            {"name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "dur": 50.0, "args": {}},
+            {"name": "direct_copy_kernel_cuda", "dur": 20.0, "args": {}},
+        ],
+    )
+    t = load(path)
+    classes = np.full(len(t.gpu_ops), COMM, dtype=np.int8)
+    assert collective_mask(t, classes).tolist() == [True, False]
+    assert bandwidth(t, classes).calls["collective"].tolist() == ["all_reduce"]
 
 
 # -- the analysis: algbw, busbw, and the single-rank finding -----------------------------

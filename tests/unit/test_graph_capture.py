@@ -1,15 +1,19 @@
 """Graph-replayed GPU ops charged through the graph's capture: the captured launch calls
 between begin and end capture, matched to a replay's GPU ops by exact sequence (kinds, and
-kernel names where the capture holds them); everything not charged counted by reason."""
+kernel names where the capture holds them) or, for named captures, by an alignment covering
+95% of both; everything not charged counted by reason."""
 
 from __future__ import annotations
 
+import itertools
+import random
+import time
 from typing import Any
 
 from helpers.synth import make_trace, shuffled
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.graph_capture import Captures
+from pytimings.analysis.graph_capture import Captures, align
 from pytimings.analysis.op_table import op_table
 from pytimings.cli import main
 from pytimings.commands.example import example_path
@@ -218,4 +222,115 @@ def test_a_capture_file_without_a_capture_is_refused_in_one_line(tmp_path, capsy
         capsys,
         ["analyze", str(trace), "--executor", "dask", "--capture", str(trace), "--quiet"],
         "--capture goes with one trace file",
+    )
+
+
+def _named_capture(names: list[str], corr0: int) -> tuple[list, list, list]:
+    """A capture whose trace also holds each captured launch's kernel (its name known):
+    op ``op_<name>`` around each launch; returns (host_ops, api rows, GPU ops)."""
+    host, api = _capture(0, [(f"op_{n}", "cudaLaunchKernel") for n in names], corr0)
+    ops = [
+        {"name": n, "start": 20_000 + 10 * i, "end": 20_005 + 10 * i, "correlation": corr0 + 1 + i}
+        for i, n in enumerate(names)
+    ]
+    return host, api, ops
+
+
+def test_a_replay_aligned_to_its_capture_despite_three_differences():
+    # the capture recorded 101 launches; the replay's graph lacks the trailing one, skips
+    # node 50 and runs a renamed kernel at node 20: 98 of its 99 ops align
+    captured = [f"kernel_{i % 7}_{i}" for i in range(100)] + ["trailing_gemm"]
+    replayed = [n for i, n in enumerate(captured[:100]) if i != 50]
+    replayed[20] = "kernel_6_20_v2"
+    host, api, ops = _named_capture(captured, 100)
+    r_ops, r_api = _replay(10_000, 50_000, [(n, K, 10) for n in replayed])
+    t = op_table(attribute(make_trace(ops + r_ops, api + r_api, host_ops=host)))
+    a = t.attribution
+    assert a["graph_kernel_ns"] == 990 and a["graph_attributed_ns"] == 980  # 98 of 99 ops
+    assert _by_code(t) == {"graph_unaligned": 10}
+    rows = {r["name"]: r for r in t.ops}
+    assert rows["op_kernel_0_49"]["graph_kernel_ns"] == 10  # before the gap
+    assert rows["op_kernel_2_51"]["graph_kernel_ns"] == 10  # after it: shifted by one
+    assert "op_kernel_6_20" not in rows or rows["op_kernel_6_20"]["graph_kernel_ns"] == 0
+    g = a["graph_replays"]
+    assert (g["matched_launches"], g["matched_by_alignment"]) == (1, 1)
+    (own,) = g["captures"]
+    assert own["aligned_launches"] == 1 and g["refused"] == []
+    assert own["differences"] == [
+        "replayed node 20 of 99 ('kernel_6_20_v2') not in the capture",
+        "captured node 20 of 101 ('kernel_6_20') not replayed",
+        "captured node 50 of 101 ('kernel_1_50') not replayed",
+        "captured node 100 of 101 ('trailing_gemm') not replayed",
+    ]
+    assert own["first_difference"] == own["differences"][0]
+    text = "\n".join(render_graph_replays(t.attribution))
+    assert "the trace: 1 launches matched by alignment, not exactly; unpaired: replayed" in text
+    _check_sums(t)
+
+
+def test_a_replay_too_far_from_every_capture_is_refused_with_its_first_difference():
+    captured = [f"kernel_{i}" for i in range(40)]
+    replayed = captured[:30] + [f"other_{i}" for i in range(10)]  # 75% alike: no match
+    host, api, ops = _named_capture(captured, 100)
+    r_ops, r_api = _replay(10_000, 50_000, [(n, K, 10) for n in replayed])
+    t = op_table(attribute(make_trace(ops + r_ops, api + r_api, host_ops=host)))
+    assert _by_code(t) == {"kernel_mismatch": 400}
+    (own,) = t.attribution["graph_replays"]["captures"]
+    assert own["first_difference"] == "node 30 of 40: replayed 'other_0', captured 'kernel_30'"
+
+
+def _lcs_length(a: list[int], b: list[int]) -> int:
+    """The longest common subsequence's length by the textbook O(n m) table."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        row = [0]
+        for j, y in enumerate(b):
+            row.append(prev[j] + 1 if x == y else max(prev[j + 1], row[j]))
+        prev = row
+    return prev[-1]
+
+
+def test_align_is_a_longest_common_subsequence():
+    rng = random.Random(7)
+    for _ in range(200):
+        a = [rng.randrange(4) for _ in range(rng.randrange(0, 40))]
+        b = list(a)
+        for _ in range(rng.randrange(0, 6)):  # a few edits of each kind
+            op, at = rng.randrange(3), rng.randrange(len(b) + 1)
+            if op == 0:
+                b.insert(at, rng.randrange(6))
+            elif at < len(b) and op == 1:
+                b[at] = rng.randrange(6)
+            elif at < len(b):
+                del b[at]
+        pairs = align(a, b, len(a) + len(b))
+        assert pairs is not None and len(pairs) == _lcs_length(a, b)
+        assert all(a[i] == b[j] for i, j in pairs)
+        assert all(p[0] < q[0] and p[1] < q[1] for p, q in itertools.pairwise(pairs))
+    assert align([1, 2, 3], [4, 5, 6], 5) is None  # 6 edits needed
+
+
+def test_align_stays_fast_for_thousands_of_kernels():
+    names = [i % 50 for i in range(5000)]
+    other = [*names[:2500], 999, *names[2501:4000], *names[4001:], 7, 7]
+    start = time.perf_counter()
+    pairs = align(names, other, 250)
+    assert pairs is not None and len(pairs) == 4998
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_refused_capture_without_kernel_names_still_says_where_it_parts():
+    # the capture recorded one more launch than the replayed graph has, and names no
+    # kernel: no alignment (kinds alone would align anything), but the first difference
+    t = op_table(attribute(_trace([[*CAPTURED, ("aten::mm", "cudaLaunchKernel")]])))
+    assert _by_code(t) == {"graph_unmatched": 2 * 137}
+    (own,) = t.attribution["graph_replays"]["captures"]
+    assert own["first_difference"] == "the first 3 nodes agree; replayed 3 ops, captured 4 nodes"
+    # a copy where the replay ran a memset: parts at node 1, by kind
+    t = op_table(
+        attribute(_trace([[CAPTURED[0], ("x", "cudaMemcpyAsync"), CAPTURED[2], CAPTURED[2]]]))
+    )
+    (own,) = t.attribution["graph_replays"]["captures"]
+    assert own["first_difference"] == (
+        "node 1 of 3: replayed memset, captured copy (captured graph of 4 nodes)"
     )

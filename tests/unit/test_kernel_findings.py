@@ -4,6 +4,7 @@ shapes, the kernel times and the hand GPU's peaks (docs/ops.md "Findings")."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -134,9 +135,53 @@ def test_a_compute_op_that_launches_nothing_while_the_gpu_idles():
     assert e["gpu_idle_ns"] == f.loss_ns == 4000  # [5000, 9000) in the idle [4000, 10000)
     assert f.title == (
         "cpu_op 'aten::bmm' launches no GPU work in 2 calls (5.0 µs of host time, "
-        f"{e['gflop']:.3g} GFLOP by its shapes): it computes on the host while its rank's "
-        "GPUs idle 4.0 µs of it"
+        f"{e['gflop']:.3g} GFLOP by its shapes, 1.68 TFLOP/s): it computes on the host while "
+        "its rank's GPUs idle 4.0 µs of it"
     )
+    assert e["tflops_s"] == pytest.approx(e["gflop"] / 5000 * 1e6)
+
+
+def _captured(launch_name: str, begin: bool, bmm_ns: int = 4000) -> Any:
+    """A bmm [5000, 5000 + bmm_ns) while the GPU idles (busy [1000, 2000) and [10000,
+    12000)), with a call ``launch_name`` inside that no GPU op follows, inside a stream
+    capture on its thread when ``begin``."""
+    host_ops = [{"name": "aten::bmm", "start": 5000, "end": 5000 + bmm_ns, "args": BMM}]
+    api = [
+        {"start": 110, "end": 120, "correlation": 1},
+        {"start": 9900, "end": 9910, "correlation": 2},
+        {"name": launch_name, "start": 5100, "end": 5110, "correlation": 7},
+    ]
+    if begin:
+        api += [
+            {"name": "cudaStreamBeginCapture", "start": 4000, "end": 4010, "correlation": 5},
+            {"name": "cudaStreamEndCapture", "start": 9800, "end": 9810, "correlation": 6},
+        ]
+    ops = [
+        {"name": "elementwise_kernel", "start": 1000, "end": 2000, "correlation": 1},
+        {"name": "sm90_gemm", "start": 10000, "end": 12000, "correlation": 2},
+    ]
+    return attribute(make_trace(ops, api, host_ops=host_ops))
+
+
+@pytest.mark.parametrize(
+    ("launch_name", "begin"),
+    [
+        ("cudaLaunchKernel", False),  # a launch whose kernel is not in the trace: a launch
+        ("hipLaunchKernel", True),
+        ("cudaStreamGetCaptureInfo_v2", False),  # queries a capture: its launches recorded
+        ("cudaStreamIsCapturing", True),  # no launch, but inside a capture: graph 0
+    ],
+)
+def test_work_captured_into_a_graph_is_not_host_compute(launch_name: str, begin: bool) -> None:
+    assert cpu_compute(_captured(launch_name, begin)) == []
+
+
+def test_host_compute_needs_a_rate_a_cpu_reaches() -> None:
+    # the same bmm with no evidence of a launch or a capture: host compute at 1.05 TFLOP/s
+    (f,) = cpu_compute(_captured("cudaStreamIsCapturing", begin=False))
+    assert f.evidence["tflops_s"] == pytest.approx(2 * 8 * 64**3 / 4000 / 1e3)
+    # the same FLOPs in 40 ns claim 105 TFLOP/s: no CPU does that
+    assert cpu_compute(_captured("cudaStreamIsCapturing", begin=False, bmm_ns=40)) == []
 
 
 def test_findings_carry_the_kernel_layer():

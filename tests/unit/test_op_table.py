@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,9 @@ from pytimings.analysis.launches import link_launches
 from pytimings.analysis.op_launch import GRAPH, NO_OP, id_spaces, launching_ops, nvtx_op, op_ids
 from pytimings.analysis.op_table import op_table
 from pytimings.analysis.partition import BUSY_LABELS
-from pytimings.model.trace import ActivityKind
+from pytimings.ingest.names import short_kernel_name
+from pytimings.model.trace import ActivityKind, RangeKind
+from pytimings.report.ops_text import render_ops
 
 MM = json.dumps([[[8, 4], [4, 2]], ["float", "float"], ["", ""], [[4, 1], [2, 1]]])
 
@@ -577,11 +580,62 @@ def test_nvtx_emit_text():
     assert nvtx_op("decode_step").name == "decode_step"
 
 
-def test_host_ops_without_cpu_ops_fall_back_to_nothing():
+def test_without_cpu_ops_or_op_ranges_each_gpu_op_is_charged_to_its_own_name():
     tr = _trace()
     tr.host_ops["kind"][:] = ActivityKind.PYTHON  # no cpu_op: NVTX ranges (none here)
-    a = op_table(attribute(tr)).attribution
-    assert a["attributed_ns"] == 0 and a["source"] == "nvtx"
+    t = op_table(attribute(tr))
+    a = t.attribution
+    # all but the graph-replayed ops (no capture to match: those stay unattributed)
+    assert a["source"] == "nvtx" and [u["code"] for u in a["unattributed"]] == ["graph_no_capture"]
+    graph_ns = a["unattributed"][0]["kernel_ns"]
+    assert a["attributed_ns"] == a["kernel_ns"] - graph_ns > 0
+    assert a["charged_by"] == {"op": 0, "graph_capture": 0, "kernel_name": a["attributed_ns"]}
+    ops = tr.gpu_ops
+    want: dict[str, int] = {}
+    graph = link_launches(tr).graph
+    for n, s, e, g in zip(ops["name"], ops["start"], ops["end"], graph, strict=True):
+        if g:
+            continue
+        key = f"(no op) {short_kernel_name(tr.strings[int(n)])}"
+        want[key] = want.get(key, 0) + int(e - s)
+    assert {r["name"]: r["kernel_ns"] for r in t.ops} == want
+
+
+def test_nsight_ops_outside_every_op_range_are_charged_to_their_kernels_name():
+    # Nsight: one NVTX range around the first launch; the second launch has none around it
+    ops = [
+        {
+            "name": "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT",
+            "start": 100,
+            "end": 300,
+            "correlation": 1,
+        },
+        {
+            "name": "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT",
+            "start": 300,
+            "end": 450,
+            "correlation": 2,
+        },
+        {"name": "elementwise_kernel", "start": 450, "end": 500, "correlation": 3},
+    ]
+    api = [
+        {"start": 10, "end": 12, "correlation": 1},
+        {"start": 40, "end": 42, "correlation": 2},
+        {"start": 50, "end": 52, "correlation": 3},
+    ]
+    ranges = [{"name": "bench_iter", "start": 5, "end": 20, "kind": RangeKind.NVTX_PUSHPOP}]
+    t = op_table(attribute(make_trace(ops, api, ranges=ranges)))
+    a = t.attribution
+    assert a["charged_by"] == {"op": 200, "graph_capture": 0, "kernel_name": 150 + 50}
+    rows = {r["name"]: r for r in t.ops}
+    assert rows["bench_iter"]["kernel_ns"] == 200
+    assert rows["(no op) nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT"]["kernel_ns"] == 150
+    assert (
+        rows["(no op) nvjet_sm90_tst_128x64_64x4_1x2_h_bz_NNT"]["category"] == "gemm"
+    )  # its kernel's category
+    assert a["unattributed"] == []
+    text = render_ops(t, 10)
+    assert "the kernel's own name (no op range around the launch" in text
 
 
 def test_kineto_record_shapes_args_load_interned(tmp_path):
@@ -840,3 +894,62 @@ def test_window_index_matches_searchsorted(in_order):
     at = np.searchsorted(ws, start, side="right") - 1
     inside = (keep == 1) & (at >= 0) & (start < we[np.maximum(at, 0)])
     assert out.tolist() == np.where(inside, wid[np.maximum(at, 0)], -7).tolist()
+
+
+def _args(dims: list[Any], types: list[str]) -> str:
+    return json.dumps([dims, types, [""] * len(dims), None])
+
+
+def test_kernels_are_charged_to_the_op_of_interest_around_their_launcher():
+    # ROCm-style: SDPA dispatches to _flash_attention_forward (dims in another layout);
+    # convolution calls miopen_convolution and adds the bias outside it; linear > addmm and
+    # matmul > bmm keep their GEMM op (matmul's layout copy is an op of its own)
+    q = [2, 8, 128, 64]
+    bf = ["c10::BFloat16"] * 3
+    host = [
+        {"name": "aten::_scaled_dot_product_flash_attention", "start": 0, "end": 100,
+         "args": _args([q, q, q], bf)},
+        {"name": "aten::_flash_attention_forward", "start": 10, "end": 90,
+         "args": _args([[2, 128, 8, 64]] * 3, bf)},
+        {"name": "aten::convolution", "start": 200, "end": 300,
+         "args": _args([[1, 3, 64, 64], [16, 3, 3, 3], [16]], ["float"] * 3)},
+        {"name": "aten::miopen_convolution", "start": 210, "end": 250,
+         "args": _args([[1, 3, 64, 64], [16, 3, 3, 3]], ["float"] * 2)},
+        {"name": "aten::add_", "start": 260, "end": 290,
+         "args": _args([[1, 16, 62, 62], [1, 16, 1, 1]], ["float"] * 2)},
+        {"name": "aten::linear", "start": 400, "end": 500,
+         "args": _args([[8, 64], [32, 64], [32]], ["float"] * 3)},
+        {"name": "aten::addmm", "start": 410, "end": 490,
+         "args": _args([[32], [8, 64], [64, 32]], ["float"] * 3)},
+        {"name": "aten::matmul", "start": 600, "end": 700,
+         "args": _args([[4, 8, 16], [16, 8]], ["float"] * 2)},
+        {"name": "aten::copy_", "start": 610, "end": 640, "args": _args([[4, 8, 16]], ["float"])},
+        {"name": "aten::bmm", "start": 650, "end": 690,
+         "args": _args([[4, 8, 16], [4, 16, 8]], ["float"] * 2)},
+    ]  # fmt: skip
+    launches = [20, 220, 270, 420, 620, 660]  # in flash fwd, miopen, add_, addmm, copy_, bmm
+    names = ["flash_fwd", "miopen_conv", "add_bias", "gemm_addmm", "copy_kernel", "gemm_bmm"]
+    api = [{"start": t, "end": t + 5, "correlation": i + 1} for i, t in enumerate(launches)]
+    ops = [
+        {"name": n, "start": 1000 + 100 * i, "end": 1000 + 100 * i + 10 * (i + 1),
+         "correlation": i + 1}
+        for i, n in enumerate(names)
+    ]  # fmt: skip
+    t = op_table(attribute(make_trace(ops, api, host_ops=host)))
+    rows = {r["name"]: r for r in t.ops}
+    assert set(rows) == {
+        "aten::_scaled_dot_product_flash_attention", "aten::convolution", "aten::addmm",
+        "aten::copy_", "aten::bmm",
+    }  # fmt: skip
+    sdpa, conv = rows["aten::_scaled_dot_product_flash_attention"], rows["aten::convolution"]
+    assert (sdpa["kernel_ns"], sdpa["input_dims"]) == (10, [q, q, q])  # the outer op's shapes
+    assert sdpa["launcher"] == [
+        {"name": "aten::_flash_attention_forward", "kernel_ns": 10, "calls": 1}
+    ]
+    assert sdpa["gflops"] == pytest.approx(4 * 2 * 8 * 128 * 128 * 64 / 1e9)
+    assert conv["kernel_ns"] == 20 + 30 and conv["calls"] == 1
+    assert [x["name"] for x in conv["launcher"]] == ["aten::add_", "aten::miopen_convolution"]
+    assert rows["aten::addmm"]["kernel_ns"] == 40 and rows["aten::bmm"]["kernel_ns"] == 60
+    assert rows["aten::copy_"]["kernel_ns"] == 50
+    text = render_ops(t, 10)
+    assert "launcher" in text and "aten::add_, aten::miopen_convolution" in text

@@ -688,3 +688,37 @@ def test_the_nth_step_of_each_rank_is_replayed_with_the_others():
     }  # fmt: skip
     links = critical_path(a, window=1)["links"]
     assert links[0]["name"] == "[rank 1] stall"
+
+
+def _forked_graph_replay():
+    """One graph launch (0-10 µs) whose graph forks a side stream for a collective and joins
+    it: 'a' then 'b' (60-300 µs) on the main stream, 'ncclDevKernel_AllReduce' on the side
+    stream starting 130 µs after 'a' ends, while 'b' runs (its node waited on 'a' and then
+    for SMs 'b' held: an edge inside the graph the trace does not show), 'c' on the main
+    stream joined after the collective."""
+    ops, api = [], []
+    api.append({"start": 0, "end": 10 * US, "correlation": 1, "name": "cudaGraphLaunch"})
+    nodes = (("a", 1, 12, 60), ("b", 1, 60, 300), ("ncclDevKernel_AllReduce", 2, 190, 400),
+             ("c", 1, 402, 450))  # fmt: skip
+    for name, stream, s, e in nodes:
+        ops.append({"start": s * US, "end": e * US, "name": name, "correlation": 1,
+                    "graph": 3, "stream": stream})  # fmt: skip
+    return make_trace(ops, api, [{"start": 0, "end": 11 * US, "name": "step"}])
+
+
+def test_a_graph_forking_a_side_stream_is_replayed_with_its_unread_edges_bounded():
+    a = attribute(_forked_graph_replay(), by="step")
+    fid = replay(a).fidelity()
+    assert fid["windows"] == 1 and fid["excluded"] == []
+    (w,) = replay(a).windows
+    assert w.after_ns == w.before_ns  # the unchanged replay is the measured window
+    doc = what_if(a, "comm:*=0.5")
+    (row,) = doc["windows"]
+    # the collective's 210 µs halve (one rank: all of it scaled as transfer) to end at 295
+    # µs; 'c' starts 2 µs after it (the inferred join's gap) but not before 'b' ends (300
+    # µs): it runs 300-348 µs, the window ends 102 µs earlier
+    assert row["before_ns"] - row["after_ns"] == 102 * US
+    assert row["bound"] == "estimate" and "graph windows" in doc["note"]
+    # 'a' is not known to be the collective's edge: halving it moves only 'b' and the
+    # stream after it ('c' still waits for the collective), a lower bound
+    assert _saving(_forked_graph_replay(), "kernel:a=0.5") == 0

@@ -8,7 +8,7 @@ formulas and their sources are in docs/ops.md.
 
 from pytimings.analysis.ops.calls import CATEGORIES, OpCall, OpCost
 from pytimings.analysis.ops.gpus import TABLE, GpuSpec, gpu_from_trace, gpu_spec
-from pytimings.analysis.ops.registry import FAMILIES, category_of_kernel, model_op
+from pytimings.analysis.ops.registry import FAMILIES, category_of_kernel, model_op, of_interest
 from pytimings.analysis.ops.roofline import Roofline, roofline
 
 __all__ = [
@@ -23,5 +23,6 @@ __all__ = [
     "gpu_from_trace",
     "gpu_spec",
     "model_op",
+    "of_interest",
     "roofline",
 ]

@@ -37,19 +37,23 @@ class GpuSpec:
 
 
 def _peaks(
-    fp64: float,
-    fp32: float,
+    fp64: float | None,
+    fp32: float | None,
     tf32: float | None,
-    half: float,
+    half: float | None,
     fp8: float | None,
     fp4: float | None,
     int8: float | None,
+    *,
+    bf16: bool = True,
 ) -> dict[str, float]:
+    """The peaks by dtype; ``half`` is the fp16 rate, and the bf16 one where ``bf16`` (a GPU
+    without bf16 tensor cores, before Ampere, has none)."""
     out = {
         "fp64": fp64,
         "fp32": fp32,
         "tf32": tf32,
-        "bf16": half,
+        "bf16": half if bf16 else None,
         "fp16": half,
         "fp8": fp8,
         "fp4": fp4,
@@ -58,9 +62,20 @@ def _peaks(
     return {k: v for k, v in out.items() if v is not None}
 
 
+_V100 = "NVIDIA V100 Tensor Core GPU datasheet (2020): FP64, FP32, Tensor Performance; no bf16"
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021): dense rates; bandwidth per model"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet: sparsity rates halved"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet: sparsity rates halved"
+_ADA = (
+    "NVIDIA Ada GPU architecture whitepaper, appendix A ({}): tensor rates with FP32 "
+    "accumulate (what PyTorch's GEMMs use; GeForce runs them at half the FP16-accumulate "
+    "rate), sparsity halved; fp64 1/64 of fp32"
+)
+_ADA_LAPTOP = (
+    "NVIDIA GeForce RTX {} Laptop GPU specifications: {} SMs, boost up to {} MHz at the highest "
+    "TGP (laptops vary), {}-bit GDDR6 at 18 Gbps; rates are the Ada whitepaper's per-SM rates "
+    "(128 FP32, 512 FP16-tensor FLOP/clk with FP32 accumulate) at that clock, an upper bound"
+)
 _BLACKWELL = (
     "NVIDIA Blackwell datasheets ({}): dense rates per GPU (as tabulated at "
     "glennklockwood.com/garden/processors/B200)"
@@ -68,11 +83,35 @@ _BLACKWELL = (
 
 TABLE: tuple[GpuSpec, ...] = (
     GpuSpec(
+        "V100-SXM2",
+        _peaks(7.8, 15.7, None, 125, None, None, None, bf16=False),
+        0.9,
+        _V100 + " (V100 for NVLink: 7.8, 15.7, 125 TFLOPS; 900 GB/s)",
+        # the DGX Station's V100 is the NVLink module
+        ("v100sxm216gb", "v100sxm232gb", "v100sxm2", "v100dgxs32gb", "v100dgxs16gb"),
+    ),
+    GpuSpec(
+        "V100-PCIe",
+        _peaks(7, 14, None, 112, None, None, None, bf16=False),
+        0.9,
+        _V100 + " (V100 for PCIe: 7, 14, 112 TFLOPS; 900 GB/s)",
+        ("v100pcie16gb", "v100pcie32gb", "v100pcie"),
+    ),
+    GpuSpec(
+        "V100S-PCIe",
+        _peaks(8.2, 16.4, None, 130, None, None, None, bf16=False),
+        1.134,
+        _V100 + " (V100S for PCIe: 8.2, 16.4, 130 TFLOPS; 1134 GB/s)",
+        ("v100spcie32gb", "v100s"),
+    ),
+    GpuSpec(
         "A100-SXM-40GB",
         _peaks(19.5, 19.5, 156, 312, None, None, 624),
         1.555,
         _A100,
-        ("a100sxm440gb", "a100sxm4"),
+        # PG509-200: the SXM4 40 GB board as Meta's fleet reports it (HTA's traces: 108 SMs,
+        # totalGlobalMem 42.5e9 bytes)
+        ("a100sxm440gb", "a100sxm4", "a100pg509200"),
     ),
     GpuSpec(
         "A100-SXM-80GB",
@@ -135,6 +174,63 @@ TABLE: tuple[GpuSpec, ...] = (
         (),
     ),
     GpuSpec(
+        "L4",
+        _peaks(0.47, 30.3, 60, 121, 242.5, None, 242.5),
+        0.3,
+        "NVIDIA L4 datasheet: FP32 30.3, TF32 120*, BF16/FP16 242*, FP8/INT8 485* (* sparse, "
+        "halved); 300 GB/s; fp64 1/64 of fp32",
+        (),
+    ),
+    GpuSpec(
+        "L40",
+        _peaks(1.41, 90.5, 90.5, 181.05, 362, None, 362),
+        0.864,
+        "NVIDIA L40 datasheet: FP32 90.5, TF32 90.5, BF16/FP16 181.05, FP8/INT8 362 (dense "
+        "column); 864 GB/s; fp64 1/64 of fp32",
+        (),
+    ),
+    GpuSpec(
+        "RTX-4090",
+        _peaks(1.29, 82.6, 82.6, 165.2, 330.3, None, 660.6),
+        1.008,
+        _ADA.format(
+            "GeForce RTX 4090: FP32 82.6, TF32 82.6, FP16/BF16 165.2, FP8 330.3, "
+            "INT8 660.6; 1008 GB/s"
+        ),
+        ("geforcertx4090", "rtx4090"),
+    ),
+    GpuSpec(
+        "RTX-4080",
+        _peaks(0.76, 48.7, 48.7, 97.5, 194.9, None, 389.9),
+        0.7168,
+        _ADA.format(
+            "GeForce RTX 4080: FP32 48.7, TF32 48.7, FP16/BF16 97.5, FP8 194.9, "
+            "INT8 389.9; 716.8 GB/s"
+        ),
+        ("geforcertx4080", "rtx4080"),
+    ),
+    GpuSpec(
+        "RTX-4090-Laptop",
+        _peaks(0.62, 39.7, 39.7, 79.4, 158.8, None, 317.6),
+        0.576,
+        _ADA_LAPTOP.format("4090", 76, 2040, 256),
+        ("geforcertx4090laptop", "rtx4090laptop"),
+    ),
+    GpuSpec(
+        "RTX-4080-Laptop",
+        _peaks(0.53, 33.9, 33.9, 67.7, 135.4, None, 270.8),
+        0.432,
+        _ADA_LAPTOP.format("4080", 58, 2280, 192),
+        ("geforcertx4080laptop", "rtx4080laptop"),
+    ),
+    GpuSpec(
+        "B100",
+        _peaks(30, 60, 900, 1750, 3500, 7000, 3500),
+        8.0,
+        _BLACKWELL.format("HGX B100, 700 W"),
+        (),
+    ),
+    GpuSpec(
         "B200",
         _peaks(40, 80, 1100, 2250, 4500, 9000, 4500),
         8.0,
@@ -146,6 +242,30 @@ TABLE: tuple[GpuSpec, ...] = (
         _peaks(45, 90, 1250, 2500, 5000, 10000, 5000),
         8.0,
         _BLACKWELL.format("GB200 NVL72, 1200 W"),
+        (),
+    ),
+    GpuSpec(
+        # sm_103. int8: the tabulation gives the B200's rate, while NVIDIA cut Blackwell
+        # Ultra's int8 tensor rate; no figure is claimed
+        "B300",
+        _peaks(1.25, 75, 1125, 2250, 4500, 13125, None),
+        8.0,
+        _BLACKWELL.format("HGX B300, Blackwell Ultra; glennklockwood.com/garden/processors/B300"),
+        ("b300sxm6ac", "b300sxm6"),
+    ),
+    GpuSpec(
+        "GB300",
+        _peaks(None, None, None, None, 5000, 15300, None),
+        8.0,
+        "NVIDIA GB300 NVL72 (72 GPUs): 1.1 EF dense FP4, 360 PF dense FP8, 576 TB/s, per GPU "
+        "(glennklockwood.com/garden/processors/B300); other dtypes unpublished, none claimed",
+        (),
+    ),
+    GpuSpec(
+        "MI210",
+        _peaks(45.3, 45.3, None, 181, None, None, 181),
+        1.6384,
+        "AMD Instinct MI210 datasheet: matrix rates (FP64/FP32 45.3, FP16/BF16/INT8 181); 1.6 TB/s",
         (),
     ),
     GpuSpec(
@@ -181,7 +301,7 @@ TABLE: tuple[GpuSpec, ...] = (
 
 def _key(name: str) -> str:
     """A name as compared: lower case, vendor words and punctuation dropped."""
-    text = re.sub(r"\b(nvidia|amd|instinct|tesla|gpu)\b", "", name.lower())
+    text = re.sub(r"\b(nvidia|amd|instinct|tesla|geforce|gpu)\b", "", name.lower())
     return re.sub(r"[^a-z0-9]", "", text)
 
 

@@ -169,6 +169,22 @@ def _family(name: str) -> Family | None:
     return family
 
 
+# the categories whose modelled op is the op a user wrote: a kernel launched anywhere beneath
+# the outermost such op is charged to it (docs/ops.md, "The op of interest")
+OF_INTEREST = ("gemm", "attention", "conv", "norm", "moe")
+# GEMM front ends that dispatch to a GEMM op (mm, addmm, bmm) and make layout copies around
+# it (aten::matmul's contiguous copies: 3-52% of its time on TraceLens's TimeSformer trace):
+# the GEMM op beneath them is the op of interest, as in TraceLens
+_GEMM_FRONT_ENDS = frozenset({"aten::matmul", "aten::linear"})
+
+
+def of_interest(name: str) -> bool:
+    """Whether an op named so has a perf model of :data:`OF_INTEREST` (SDPA in every form,
+    convolution, the GEMM ops beneath linear/matmul, norms, MoE, engine GEMMs)."""
+    family = _family(name)
+    return family is not None and family.category in OF_INTEREST and name not in _GEMM_FRONT_ENDS
+
+
 @lru_cache(maxsize=1 << 12)
 def _name_category(name: str) -> str | None:
     """The category an op's name rules give it, if one does."""
