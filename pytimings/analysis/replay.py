@@ -223,7 +223,9 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
         named = np.where(kind_of[s_row] == SyncKind.EVENT_SYNC, "event_sync", "stream_sync")
         src = np.asarray([DEPENDENCY_SOURCES.index(x) for x in named.tolist()], dtype=np.int64)
         s_source = np.where(recorded, np.where(s_wait >= 0, src, -1), s_source)
-    s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
+    # a trace with syncs but no GPU op (a CUPTI range-profiler capture) awaits nothing
+    awaited_end = end[np.maximum(s_wait, 0)] if n else np.zeros(s_wait.size, dtype=np.int64)
+    s_tail = np.where(s_wait >= 0, s_end - awaited_end, 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
     return Graph(
