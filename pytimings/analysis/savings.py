@@ -20,6 +20,7 @@ from pytimings.analysis.replay import (
     rendezvous,
     replay_all,
     replay_windows,
+    thread_handoffs,
 )
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class Savings:
         # several ranks in one trace are replayed together, meeting at their collectives,
         # so a fix on one rank moves (or is held back by) the ranks it meets, as in what-if
         self.rv = rendezvous(a)
+        self.handoffs = thread_handoffs(a.trace)
         # each fix's replay reuses what the unchanged one computed from the graph alone
         self.memo: ReplayMemo = {}
         self.base = replay_all(
@@ -91,7 +93,7 @@ class Savings:
             for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
                 if th >= 0 and y > x:
                     per.setdefault(th, []).append((x, y))
-        host = HostChanges()
+        host = HostChanges(handoffs=self.handoffs)
         for th, ivs in per.items():
             a, b = np.asarray(ivs, dtype=np.int64).reshape(-1, 2).T
             host.add(th, [(a, b, 0.0)])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.finding import ms
-from pytimings.analysis.replay import parse_changes, replay, what_if
+from pytimings.analysis.replay import parse_changes, replay, thread_handoffs, what_if
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, launch_index, sync_waits
 from pytimings.model.trace import ActivityKind, SyncKind
@@ -379,15 +379,19 @@ def test_replay_and_savings_do_not_depend_on_row_order(tr, seed):
 
 
 def test_work_of_several_threads_makes_savings_lower_bounds():
-    """A stall on one thread while another thread's later launch ends the window: the
-    replay keeps the other thread's work where it was, and says the saving is a floor."""
+    """A stall on one thread while another thread, busy meanwhile (it never falls quiet
+    across the stall's end: no handoff), launches later and ends the window: the replay
+    keeps the other thread's work where it was, and says the saving is a floor."""
     ops, api = [], []
     _launch(api, ops, 1, 40, 45, 46, 60, name="mine")  # after a 40 µs stall on thread 0
     api.append({"start": 50 * US, "end": 55 * US, "correlation": 2, "thread": 1})
     ops.append({"start": 56 * US, "end": 90 * US, "name": "theirs", "correlation": 2, "stream": 8})
     threads = ({"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bg"})
     ranges = [{"start": 0, "end": 40 * US, "name": "stall"}]
-    tr = make_trace(ops, api, ranges, threads=threads)
+    bg = [{"start": 10 * US, "end": 20 * US, "name": "poll", "thread": 1,
+           "kind": ActivityKind.CPU_OP}]  # fmt: skip
+    tr = make_trace(ops, api, ranges, threads=threads, host_ops=bg)
+    assert thread_handoffs(tr).at.size == 0
     a = attribute(tr)
     doc = what_if(a, "stall=0")
     assert doc["note"] and "lower bound" in doc["note"]
@@ -688,3 +692,42 @@ def test_the_nth_step_of_each_rank_is_replayed_with_the_others():
     }  # fmt: skip
     links = critical_path(a, window=1)["links"]
     assert links[0]["name"] == "[rank 1] stall"
+
+
+def _handed_off(b_also_busy: bool = False):
+    """Thread 0 launches k0 (0-5 µs), loads (20-120), launches k1 (120-125) and falls
+    quiet; thread 1, quiet until then, launches k2 (320-325), the trace's last op, on the
+    same stream: thread 1 waited for thread 0 (PyTorch's main thread handing the backward
+    pass to its autograd thread). ``b_also_busy``: thread 1 also works while thread 0
+    loads, so it never falls quiet across thread 0's act and nothing is handed off."""
+    threads = [{"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bw"}]
+    ops: list[dict] = []
+    api: list[dict] = []
+    _launch(api, ops, 1, 0, 5, 10, 20, name="k0")
+    _launch(api, ops, 2, 120, 125, 130, 170, name="k1")
+    _launch(api, ops, 3, 320, 325, 330, 370, name="k2")
+    api[-1]["thread"] = 1
+    host_ops = [{"start": 20 * US, "end": 120 * US, "name": "load", "thread": 0,
+                 "kind": ActivityKind.CPU_OP}]  # fmt: skip
+    if b_also_busy:
+        host_ops += [{"start": s * US, "end": (s + 10) * US, "name": "poll", "thread": 1,
+                      "kind": ActivityKind.CPU_OP} for s in range(0, 320, 40)]  # fmt: skip
+    return make_trace(ops, api, threads=threads, host_ops=host_ops)
+
+
+def test_a_thread_that_waited_for_another_moves_with_it():
+    """Removing thread 0's load moves its launch 100 µs earlier; thread 1, which waited for
+    it, moves with it, and so does the last op (before: thread 1 stayed, saving 0)."""
+    tr = _handed_off()
+    h = thread_handoffs(tr)
+    assert list(zip(h.thread, h.at, h.src, h.src_at, strict=True)) == [(1, 320 * US, 0, 125 * US)]
+    a = attribute(tr)
+    assert replay(a).fidelity()["max_error"] == 0.0  # a handoff alone moves nothing
+    assert _saving(tr, "load=0", by=None) == 100 * US
+    assert _saving(tr, "load=0.5", by=None) == 50 * US
+
+
+def test_threads_working_side_by_side_hand_nothing_off():
+    tr = _handed_off(b_also_busy=True)
+    assert thread_handoffs(tr).at.size == 0
+    assert _saving(tr, "load=0", by=None) == 0  # thread 1's launch stays where it was
