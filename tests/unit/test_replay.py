@@ -731,3 +731,23 @@ def test_threads_working_side_by_side_hand_nothing_off():
     tr = _handed_off(b_also_busy=True)
     assert thread_handoffs(tr).at.size == 0
     assert _saving(tr, "load=0", by=None) == 0  # thread 1's launch stays where it was
+
+
+def test_a_wait_for_device_work_the_trace_does_not_show_offers_no_saving():
+    """The host sits 1 ms in cudaDeviceSynchronize while the GPU runs nothing the trace
+    shows (work of another process, a graph the capture missed), then launches k1: the
+    host_bound before k1 is that wait, which no host-side change shortens. Before, the
+    finding offered all of it as a saving."""
+    ops, api = [], []
+    _launch(api, ops, 1, 0, 2, 3, 10, name="k0")
+    api.append({"start": 20 * US, "end": 1020 * US, "correlation": 9,
+                "name": "cudaDeviceSynchronize"})  # fmt: skip
+    _launch(api, ops, 2, 1020, 1025, 1030, 1040, name="k1")
+    tr = make_trace(ops, api, [{"start": 0, "end": 1100 * US, "name": "step"}])
+    a = attribute(tr, by="step")
+    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    assert f.evidence["sync_wait"]["gpu_busy_ns"] == 0
+    assert f.saving_ns is None
+    assert f.evidence["saving_note"].startswith("no saving offered: the host waits in")
+    text = " ".join(render_attribution(a, ["t"]).split())
+    assert f"No saving shown: {f.evidence['saving_note']}" in text  # no finding has one
