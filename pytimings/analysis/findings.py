@@ -37,7 +37,12 @@ from pytimings.analysis.kernel_findings import KERNEL_RULES
 from pytimings.analysis.memory import memory_findings
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
-from pytimings.ingest.names import is_synchronizing, short_kernel_name, trace_vendor
+from pytimings.ingest.names import (
+    is_synchronizing,
+    op_name_ids,
+    short_kernel_name,
+    trace_vendor,
+)
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, CopyKind, MemKind, OpKind
 
 if TYPE_CHECKING:
@@ -922,13 +927,14 @@ def _waiting(
     holds them back by at most ``gpu_idle_ns`` (it runs ahead, or waits); ``waiting``:
     that, and it launches nothing meanwhile."""
     tr = a.trace
+    canon = op_name_ids(tr.strings)  # ``nid`` is a name by the one rule, as charged
     if kind == ActivityKind.RANGE:
-        table, mine = tr.ranges, tr.ranges["name"] == nid
+        table, mine = tr.ranges, canon[tr.ranges["name"]] == nid
     elif kind == ActivityKind.CUDA_API:
-        table, mine = tr.api_calls, tr.api_calls["name"] == nid
+        table, mine = tr.api_calls, canon[tr.api_calls["name"]] == nid
     else:
         table = tr.host_ops
-        mine = (table["name"] == nid) & (table["kind"] == kind)
+        mine = (canon[table["name"]] == nid) & (table["kind"] == kind)
     launch_rows = np.unique(a.launches.api_row[a.launches.api_row >= 0])
     api = tr.api_calls
     ops = tr.gpu_ops
