@@ -42,7 +42,13 @@ from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import level_data, sweep
 from pytimings.serving.cost import cost_per_mtok_usd
-from pytimings.serving.findings import Finding, run_findings, saturation, speculative_ab
+from pytimings.serving.findings import (
+    Finding,
+    missing_evidence,
+    run_findings,
+    saturation,
+    speculative_ab,
+)
 from pytimings.serving.findings import render as render_findings
 from pytimings.serving.foreign import load_any
 from pytimings.serving.join import (
@@ -512,7 +518,9 @@ def _engine_figure(results: Sequence[SourceResult]) -> Any:
 
 def findings_lines(results: Sequence[SourceResult]) -> list[str]:
     """The serving findings of every run (text lines)."""
-    return render_findings([f for r in results for f in r.findings])
+    found = [f for r in results for f in r.findings]
+    runs = [r.source.run for r in results if not r.source.recorded]
+    return render_findings(found, None if found else missing_evidence(runs))
 
 
 SLOWEST = 6  # requests drawn per level in the phase timelines
