@@ -55,11 +55,13 @@ from pytimings.serving.join import (
     Clock,
     auto_clock,
     join,
+    render_slowest,
     shares_ids,
     slowest,
     split_engine,
     timeline,
 )
+from pytimings.serving.join import render as render_join
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
 from pytimings.serving.runfile import Level, Round, Run
 from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, memory_drift, run_drift
@@ -729,9 +731,21 @@ def render(
         f'<p class="note">{html.escape(n)}</p>' for n in notes(results, definition, price)
     )
     parts.append(f"<h2>Serving metrics</h2>{_table(results, price)}{notes_html}")
-    found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in findings_lines(results)[1:])
-    if found:
+    lines = findings_lines(results)
+    if len(lines) > 1:
+        found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
         parts.append(f"<h2>Serving findings</h2><ul>{found}</ul>")
+    else:  # none: the line says which evidence was missing
+        parts.append(f'<h2>Serving findings</h2><p class="note">{html.escape(lines[0])}</p>')
+    for r in results:  # a joined recording: client TTFT decomposed, as the text gives it
+        j = r.source.joined
+        if j is not None:
+            parts.append(
+                f"<h2>TTFT breakdown: {html.escape(r.source.label)} joined with "
+                f"{html.escape(j.run_label)}</h2>"
+                f"<pre>{html.escape(render_join(j.doc, j.clock))}</pre>"
+                f"<pre>{html.escape(render_slowest(j.doc, SLOWEST))}</pre>"
+            )
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
         parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
