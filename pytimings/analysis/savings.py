@@ -182,8 +182,8 @@ def unseen_wait(f: Finding) -> str | None:
 
 def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
     """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
-    None (no single fix, a wait for device work the trace does not show, or no window the
-    replay includes: ``saving_note`` says which)."""
+    None (no single fix, a wait for device work the trace does not show, no window the
+    replay includes, or a lower bound of zero: ``saving_note`` says which)."""
     savings: Savings | None = None
     for f in found:
         unseen = unseen_wait(f)
@@ -207,3 +207,8 @@ def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
             )
         elif savings.threads > 1:
             f.evidence["saving_note"] = CROSS_THREAD_NOTE
+        if v == 0 and share > 0 and f.evidence.get("saving_note", "").startswith("a lower bound"):
+            # a lower bound of nothing says nothing: the saving is unknown (ranked by its
+            # loss, the reason shown), not zero
+            f.evidence["saving_ns"] = None
+            f.evidence["saving_note"] = "the replay shows 0.0 µs, " + f.evidence["saving_note"]
