@@ -486,10 +486,12 @@ def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> tuple[I
     return np.concatenate([[a], ce]).astype(np.int64), np.concatenate([cs, [b]]).astype(np.int64)
 
 
-def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
+def _host_changes(trace: Trace, changes: Sequence[Change], across: bool) -> HostChanges:
     """Per thread, the intervals each host change scales: the whole extent of the
     activities it names (``inclusive``) or their self time (``self``); within one change
-    the union of its activities' intervals, across changes the factors multiply."""
+    the union of its activities' intervals, across changes the factors multiply.
+    ``across``: whole-trace windows, whose threads may hand off to each other
+    (:class:`Handoffs`)."""
     per: dict[int, list[tuple[I64, I64, float]]] = {}
     s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
@@ -511,7 +513,7 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
                 a = np.concatenate([p[0] for p in pieces])
                 b = np.concatenate([p[1] for p in pieces])
             per.setdefault(th, []).append((a, b, ch.factor))
-    hc = HostChanges(handoffs=thread_handoffs(trace) if per else None)
+    hc = HostChanges(handoffs=thread_handoffs(trace) if per and across else None)
     for th, parts in per.items():
         hc.add(th, parts)
     return hc
@@ -1004,7 +1006,7 @@ def replay(
         check_factors(trace, changes)
     g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
     dur, guessed = changed_durations(a, changes)
-    host = _host_changes(trace, changes)
+    host = _host_changes(trace, changes, a.by is None)
     w = replay_windows(a)
     done = replay_all(g, w, dur, host, keep_ops, rv=rendezvous(a))
     out = Replay(done, list(changes), g)

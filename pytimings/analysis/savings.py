@@ -46,7 +46,6 @@ class Savings:
         # several ranks in one trace are replayed together, meeting at their collectives,
         # so a fix on one rank moves (or is held back by) the ranks it meets, as in what-if
         self.rv = rendezvous(a)
-        self.handoffs = thread_handoffs(a.trace)
         # each fix's replay reuses what the unchanged one computed from the graph alone
         self.memo: ReplayMemo = {}
         self.base = replay_all(
@@ -58,6 +57,8 @@ class Savings:
         for b in self.base:
             if b.after_ns is not None:
                 self.replayed[b.ops] = True
+        # only whole-trace windows replay several threads that may hand off to each other
+        self.handoffs = thread_handoffs(a.trace) if a.by is None and self.threads > 1 else None
 
     def covered(self, fix: Fix) -> float:
         """The share of the fix's loss (by time) that lies before or on ops the included
