@@ -63,7 +63,6 @@ REASON_CODES = (
 )
 
 
-
 @dataclass
 class OpLaunch:
     """Per GPU op: the row of its launching op in ``table`` (``host_ops`` or ``ranges``;
