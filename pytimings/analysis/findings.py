@@ -37,7 +37,12 @@ from pytimings.analysis.kernel_findings import KERNEL_RULES
 from pytimings.analysis.memory import memory_findings
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
-from pytimings.ingest.names import is_synchronizing, short_kernel_name, trace_vendor
+from pytimings.ingest.names import (
+    is_synchronizing,
+    op_name_ids,
+    short_kernel_name,
+    trace_vendor,
+)
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, CopyKind, MemKind, OpKind
 
 if TYPE_CHECKING:
@@ -64,24 +69,47 @@ def find(a: Attribution) -> list[Finding]:
     return ranked([f for rule in RULES for f in rule(a)], a.totals["window_ns"])
 
 
+HOST_SIDE_LAYERS = ("host", "scheduling")  # what a host-side change fixes
+# the GPUs busy at least this share of the windows: a host-side finding ranks by its
+# saving alone (the host is seldom what holds such windows back; the ``gpu_bound`` finding
+# itself asks for GPU_BOUND_SHARE, a stricter bar, before it names the GPU the bottleneck)
+HOST_RANK_BUSY_SHARE = 0.8
+
+
+def _gpu_bound_set(found: Sequence[Finding]) -> bool:
+    """Whether the windows' GPUs are busy at least ``HOST_RANK_BUSY_SHARE`` of them, as
+    the hardware finding measures it (none: not known to be)."""
+    for f in found:
+        if f.layer == "hardware" and "busy_ns" in f.evidence and f.evidence.get("window_ns"):
+            return bool(f.evidence["busy_ns"] >= HOST_RANK_BUSY_SHARE * f.evidence["window_ns"])
+    return False
+
+
 def ranked(found: Sequence[Finding], total_ns: int) -> list[Finding]:
     """The findings worth reporting (at least ``MIN_SHARE`` of ``total_ns``, or of the
     hardware layer): capture findings first (they say how far to trust the rest), then
     by what fixing them saves (``evidence.saving_ns``, the replay's; the loss where the
-    replay cannot say), biggest first (ties: loss, layer, title)."""
+    replay cannot say), biggest first (ties: loss, layer, title). On a GPU-bound window
+    set (``HOST_RANK_BUSY_SHARE``) a host-side finding counts only its saving (none where the
+    replay cannot say), so it ranks below the GPU-side findings unless it saves more."""
     total = max(1, total_ns)
     out = [
         f
         for f in found
         if f.loss_ns >= MIN_SHARE * total or f.layer == "hardware" or f.evidence.get("space")
     ]
+    gpu_bound = _gpu_bound_set(found)
+
+    def worth(f: Finding) -> int:
+        saving = f.saving_ns
+        if gpu_bound and f.layer in HOST_SIDE_LAYERS:
+            return saving or 0
+        return f.loss_ns if saving is None else saving
 
     def key(f: Finding) -> tuple[bool, bool, int, int, str, str]:
-        saving = f.saving_ns
         # a host thread inside which the GPUs are busy holds nothing back: after the rest
-        return (f.layer != "capture", bool(f.evidence.get("gpu_bound")),
-                -(f.loss_ns if saving is None else saving), -f.loss_ns, f.layer,
-                f.title)  # fmt: skip
+        return (f.layer != "capture", bool(f.evidence.get("gpu_bound")), -worth(f),
+                -f.loss_ns, f.layer, f.title)  # fmt: skip
 
     out.sort(key=key)
     return out
@@ -899,13 +927,14 @@ def _waiting(
     holds them back by at most ``gpu_idle_ns`` (it runs ahead, or waits); ``waiting``:
     that, and it launches nothing meanwhile."""
     tr = a.trace
+    canon = op_name_ids(tr.strings)  # ``nid`` is a name by the one rule, as charged
     if kind == ActivityKind.RANGE:
-        table, mine = tr.ranges, tr.ranges["name"] == nid
+        table, mine = tr.ranges, canon[tr.ranges["name"]] == nid
     elif kind == ActivityKind.CUDA_API:
-        table, mine = tr.api_calls, tr.api_calls["name"] == nid
+        table, mine = tr.api_calls, canon[tr.api_calls["name"]] == nid
     else:
         table = tr.host_ops
-        mine = (table["name"] == nid) & (table["kind"] == kind)
+        mine = (canon[table["name"]] == nid) & (table["kind"] == kind)
     launch_rows = np.unique(a.launches.api_row[a.launches.api_row >= 0])
     api = tr.api_calls
     ops = tr.gpu_ops

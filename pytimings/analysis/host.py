@@ -22,6 +22,7 @@ from pytimings.analysis.launches import Launches
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.windows import Windows
 from pytimings.arrays import unique
+from pytimings.ingest.names import op_name_ids
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, StringTable, Trace
 from pytimings.table import Table
 
@@ -42,6 +43,9 @@ class HostActivities:
     thread: int
     name_rank: I32
     n_names: int
+    # per table, each row's name id by the one name rule (op_range_parts: an emit_nvtx
+    # range is charged to its op's name)
+    names: tuple[I32, ...]
 
     @classmethod
     def per_thread(
@@ -55,14 +59,16 @@ class HostActivities:
             (trace.api_calls, int(ActivityKind.CUDA_API)),
             (trace.host_ops, None),  # kind per row
         )
+        canon = op_name_ids(trace.strings)
+        names = tuple(np.ascontiguousarray(canon[t["name"]]) for t, _ in parts)
         n_names = len(trace.strings)
-        seen = _host.names_used([np.ascontiguousarray(t["name"]) for t, _ in parts], n_names)
+        seen = _host.names_used(list(names), n_names)
         by_text = sorted(np.flatnonzero(seen).tolist(), key=trace.strings.__getitem__)
         rank = np.zeros(n_names, dtype=np.int32)
         rank[by_text] = np.arange(len(by_text), dtype=np.int32)
         threads = unique(q_thread).tolist()
         if len(threads) == 1:
-            yield threads[0], cls(parts, (None,) * len(parts), threads[0], rank, n_names)
+            yield threads[0], cls(parts, (None,) * len(parts), threads[0], rank, n_names, names)
             return
         groups = []
         for table, _ in parts:
@@ -71,7 +77,7 @@ class HostActivities:
             groups.append((by_th, cut))
         for i, t in enumerate(threads):
             rows = tuple(o[c[i] : c[i + 1]] for o, c in groups)
-            yield t, cls(parts, rows, t, rank, n_names)
+            yield t, cls(parts, rows, t, rank, n_names, names)
 
     def charge(self, q_s: I64, q_e: I64, q_row: I64, ranges_only: bool = False) -> Table:
         """Each query ``[q_s, q_e)`` of this thread charged to the innermost activity
@@ -82,7 +88,7 @@ class HostActivities:
             [c(t["start"]) for t, _ in self.parts],
             [c(t["end"]) for t, _ in self.parts],
             [c(t["kind"]) if k is None else None for t, k in self.parts],
-            [c(t["name"]) for t, _ in self.parts],
+            list(self.names),
             [c(t["thread"]) for t, _ in self.parts],
             np.array([-1 if k is None else k for _, k in self.parts], dtype=np.int8),
             self.thread,

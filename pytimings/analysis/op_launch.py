@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy.typing as npt
 
 from pytimings._native import _optable
 from pytimings.analysis.launches import Launches
+from pytimings.ingest.names import NVTX_OP_TEXT
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
 I64 = npt.NDArray[np.int64]
@@ -63,12 +63,6 @@ REASON_CODES = (
     "capture_no_op",
     "graph_branches",
     "graph_unaligned",
-)
-
-# PyTorch emit_nvtx / autograd-nvtx range text (torch profiler getNvtxStr)
-_NVTX_OP = re.compile(
-    r"^(?P<name>.+?)(?:, seq = -?\d+)?(?:, op_id = \d+)?(?:, sizes = (?P<sizes>\[.*?\]))?"
-    r"(?:, input_op_ids = .*)?$"
 )
 
 
@@ -236,7 +230,7 @@ def kineto_op(name: str, args_text: str) -> OpText:
 
 def nvtx_op(text: str) -> OpText:
     """An emit_nvtx range text's op name and sizes (other NVTX texts: the text, no shapes)."""
-    m = _NVTX_OP.match(text)
+    m = NVTX_OP_TEXT.match(text)
     if m is None:
         return OpText(text, [], [], [], [])
     sizes: list[Any] = []

@@ -455,9 +455,14 @@ def reduce_ranks(
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+# the launching threads a title names: each rank's process has its own thread ids
+_THREADS = re.compile(r"thread '[^']*'|threads \('[^)]*\)")
+
+
 def _shape(title: str) -> str:
-    """A finding's title with its numbers masked (quoted names, e.g. kernels, kept)."""
-    parts = title.split("'")
+    """A finding's title with its numbers and launching threads masked (other quoted
+    names, e.g. kernels, kept): one rule's finding about the same thing on each rank."""
+    parts = _THREADS.sub("thread #", title).split("'")
     return "'".join(p if i % 2 else _NUMBER.sub("#", p) for i, p in enumerate(parts))
 
 

@@ -13,7 +13,9 @@ re-derives start times (docs/replay.md):
 - a host thread keeps the order and durations of what it did, except that a call that
   waited for the GPU (stream/event/device synchronize, a blocking memcpy) ends when the
   awaited op ends in the replay, plus its own measured tail, and everything after it on
-  that thread moves with it;
+  that thread moves with it; in a whole-trace window, a thread that fell quiet while
+  another thread of its process worked resumes no earlier than that thread's last act,
+  replayed (:class:`Handoffs`: the wait is inferred by its effect);
 - a what-if change scales durations: ``NAME=F`` the host activities (ranges, CUDA API
   calls, cpu_ops, ...) of that name with everything nested in them on their thread (GPU
   work keeps its durations), ``self:NAME=F`` only their self time (the instants where
@@ -63,8 +65,8 @@ NONE = np.iinfo(np.int64).min
 CAP_NS = iv.LAUNCH_PICKUP_NS  # the contract's 50 µs bound: the latency a replay keeps
 CROSS_THREAD_NOTE = (
     "a lower bound: several host threads launch the work, each kept in its measured order; "
-    "what one thread waits for on another is not in the trace, so work another thread did "
-    "later stays where it was"
+    "a thread that falls quiet while another works is replayed as waiting for it, other "
+    "waits between threads are not in the trace"
 )
 GRAPH_EDGES_NOTE = (
     "a lower bound for graph windows: a replayed graph's nodes wait on edges inside the graph "
@@ -237,7 +239,9 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
         named = np.where(kind_of[s_row] == SyncKind.EVENT_SYNC, "event_sync", "stream_sync")
         src = np.asarray([DEPENDENCY_SOURCES.index(x) for x in named.tolist()], dtype=np.int64)
         s_source = np.where(recorded, np.where(s_wait >= 0, src, -1), s_source)
-    s_tail = np.where(s_wait >= 0, s_end - end[np.maximum(s_wait, 0)], 0)
+    # a trace with syncs but no GPU op (a CUPTI range-profiler capture) awaits nothing
+    awaited_end = end[np.maximum(s_wait, 0)] if n else np.zeros(s_wait.size, dtype=np.int64)
+    s_tail = np.where(s_wait >= 0, s_end - awaited_end, 0)
     linked = np.flatnonzero(has)
     by_launch = linked[np.lexsort((l_start[linked], thread[linked]))]
     return Graph(
@@ -252,14 +256,100 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
 
 
 @dataclass
+class Handoffs:
+    """Where one host thread waited for another, inferred by effect (the capture records no
+    such wait): thread X falls quiet (no activity begins or ends for ``CAP_NS`` or more, from
+    ``quiet_from``), another thread Y of its process acts and falls quiet in turn (its last
+    boundary ``src_at`` inside X's quiet time, its own quiet time reaching past ``at``),
+    and X resumes at ``at``: X waited for Y (PyTorch's main thread and its autograd thread,
+    say). One row per handoff, by ``at``."""
+
+    thread: npt.NDArray[np.int32]
+    at: I64
+    quiet_from: I64
+    src: npt.NDArray[np.int32]
+    src_at: I64
+
+    def of(self, thread: int) -> I64:
+        """The rows of the handoffs into ``thread``, by time."""
+        return np.flatnonzero(self.thread == thread)
+
+
+def thread_handoffs(trace: Trace) -> Handoffs:
+    """Every handoff (:class:`Handoffs`) between the host threads of each process."""
+    s, e, _, t = host_activities(trace)
+    keep = t >= 0
+    times = np.concatenate([s[keep], e[keep]])
+    owner = np.concatenate([t[keep], t[keep]]).astype(np.int64)
+    order = np.lexsort((times, owner))
+    times, owner = times[order], owner[order]
+    # each boundary's process (a thread the threads table lacks is one of its own)
+    th = trace.threads
+    known = owner < len(th)
+    at_row = np.minimum(owner, max(len(th) - 1, 0))
+    proc = np.where(
+        known,
+        (th["pid"][at_row].astype(np.int64) << 16) ^ th["rank"][at_row].astype(np.int64)
+        if len(th)
+        else 0,
+        -1 - owner,
+    )
+    # each thread's boundaries, framed by its process's first and last (a thread is quiet
+    # before it first acts and after it last acts)
+    first = np.r_[True, owner[1:] != owner[:-1]] if owner.size else np.empty(0, dtype=bool)
+    last = np.r_[owner[1:] != owner[:-1], True] if owner.size else np.empty(0, dtype=bool)
+    p_ids, p_at = np.unique(proc, return_inverse=True)
+    p_lo = np.full(p_ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    p_hi = np.full(p_ids.size, NONE, dtype=np.int64)
+    np.minimum.at(p_lo, p_at, times)
+    np.maximum.at(p_hi, p_at, times)
+    times = np.concatenate([times, p_lo[p_at[first]], p_hi[p_at[last]] + CAP_NS])
+    owner = np.concatenate([owner, owner[first], owner[last]])
+    proc = np.concatenate([proc, proc[first], proc[last]])
+    order = np.lexsort((times, owner))
+    times, owner, proc = times[order], owner[order], proc[order]
+    # per thread, its quiet spans: consecutive boundaries CAP_NS or more apart
+    same = owner[1:] == owner[:-1]
+    long = same & (times[1:] - times[:-1] >= CAP_NS)
+    q_thread, q_from, q_to = owner[:-1][long], times[:-1][long], times[1:][long]
+    q_proc = proc[:-1][long]
+    parts: list[tuple[I64, ...]] = []
+    for x in np.unique(q_thread).tolist():
+        mine = np.flatnonzero(q_thread == x)
+        other = np.flatnonzero((q_thread != x) & (q_proc == q_proc[mine[0]]))
+        if other.size == 0:
+            continue
+        other = other[np.argsort(q_from[other], kind="stable")]
+        p, d = q_from[mine], q_to[mine]
+        # the other threads' quiet span that began last inside X's, if it lasts past X's
+        # resumption (that thread acted last before X resumed, then waited)
+        last_in = np.searchsorted(q_from[other], d, side="left") - 1
+        y = other[np.maximum(last_in, 0)]
+        ok = (last_in >= 0) & (q_from[y] > p) & (q_to[y] > d)
+        parts.append((q_thread[mine][ok], d[ok], p[ok], q_thread[y][ok], q_from[y][ok]))
+    thread, at, quiet_from, src, src_at = (
+        np.concatenate([pt[c] for pt in parts]) if parts else np.empty(0, dtype=np.int64)
+        for c in range(5)
+    )
+    by_at = np.argsort(at, kind="stable")
+    thread, at, quiet_from, src, src_at = (c[by_at] for c in (thread, at, quiet_from, src, src_at))
+    return Handoffs(thread.astype(np.int32), at, quiet_from, src.astype(np.int32), src_at)
+
+
+@dataclass
 class HostChanges:
     """Per thread, disjoint intervals whose time is scaled by ``keep`` (< 1 removes time),
-    with the time removed before each interval's start (``before``)."""
+    with the time removed before each interval's start (``before``). With ``handoffs``,
+    a thread that waited for another (:class:`Handoffs`) resumes no earlier than the
+    other's replayed hand-off and no earlier than its own replayed quiet start."""
 
     start: dict[int, I64] = field(default_factory=dict)
     end: dict[int, I64] = field(default_factory=dict)
     keep: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
     before: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
+    handoffs: Handoffs | None = None
+    # per origin: each handoff's time removed at its resumption (NONE before the origin)
+    _shift: dict[int, I64] = field(default_factory=dict)
 
     def add(self, thread: int, changes: Sequence[tuple[I64, I64, float]]) -> None:
         """Intervals of one thread, per change (starts, ends, factor): a change scales the
@@ -283,6 +373,7 @@ class HostChanges:
         self.keep[thread] = keep[sel]
         lost = (self.end[thread] - self.start[thread]) * (1.0 - self.keep[thread])
         self.before[thread] = np.concatenate([[0.0], np.cumsum(lost)[:-1]])
+        self._shift.clear()
 
     def _cum(self, thread: int, t: I64) -> npt.NDArray[np.float64]:
         s, e, f = self.start[thread], self.end[thread], self.keep[thread]
@@ -292,13 +383,64 @@ class HostChanges:
         out: npt.NDArray[np.float64] = np.where(at >= 0, self.before[thread][j] + inside, 0.0)
         return out
 
-    def removed(self, thread: int, t: I64, origin: int) -> I64:
-        """Time removed on ``thread`` between ``origin`` and each ``t``."""
+    def _own(self, thread: int, t: I64, origin: int) -> I64:
+        """Time removed on ``thread`` itself between ``origin`` and each ``t``."""
         if thread not in self.start or self.start[thread].size == 0:
             return np.zeros(t.shape, dtype=np.int64)
+        t = np.maximum(t, origin)
         r = self._cum(thread, t) - self._cum(thread, np.asarray([origin], dtype=np.int64))[0]
         out: I64 = np.rint(r).astype(np.int64)
         return out
+
+    def removed(self, thread: int, t: I64, origin: int, across: bool = False) -> I64:
+        """Time removed on ``thread`` between ``origin`` and each ``t``; ``across``: with
+        what the threads it waited for (``handoffs`` after ``origin``) gained or lost."""
+        own = self._own(thread, t, origin)
+        h = self.handoffs
+        if not across or h is None or not self.start:
+            return own
+        shift = self._shifts(origin)
+        mine = h.of(thread)
+        mine = mine[h.at[mine] > origin]
+        k = np.searchsorted(h.at[mine], t, side="right") - 1
+        sel = np.flatnonzero(k >= 0)
+        if sel.size:
+            e = mine[k[sel]]
+            own[sel] = shift[e] + own[sel] - self._own(thread, h.at[e], origin)
+        return own
+
+    def _shifts(self, origin: int) -> I64:
+        """Per handoff after ``origin``, the time removed at its resumption: the least of
+        what its source thread had removed when it handed off and what the waiting thread
+        had removed when it fell quiet plus its quiet time (it resumes no earlier than
+        either, replayed)."""
+        if origin in self._shift:
+            return self._shift[origin]
+        h = self.handoffs
+        assert h is not None
+        shift = np.full(h.at.size, NONE, dtype=np.int64)
+        latest: dict[int, int] = {}  # per thread, its latest handoff done so far
+        prev = np.full(h.at.size, -1, dtype=np.int64)  # the one into its thread before it
+
+        def at_time(thread: int, t: int) -> int:
+            j = latest.get(thread, -1)
+            while j >= 0 and h.at[j] > t:  # rows by time: step back to one at or before t
+                j = int(prev[j])
+            one = np.asarray([t], dtype=np.int64)
+            own = int(self._own(thread, one, origin)[0])
+            if j < 0:
+                return own
+            return int(shift[j]) + own - int(self._own(thread, h.at[j : j + 1], origin)[0])
+
+        for j in np.flatnonzero(h.at > origin).tolist():
+            x = int(h.thread[j])
+            prev[j] = latest.get(x, -1)
+            waited = at_time(int(h.src[j]), int(h.src_at[j]))
+            quiet = at_time(x, int(h.quiet_from[j])) + int(h.at[j] - h.quiet_from[j])
+            shift[j] = min(waited, quiet)
+            latest[x] = j
+        self._shift[origin] = shift
+        return shift
 
 
 def host_activities(trace: Trace) -> tuple[I64, I64, I64, I64]:
@@ -358,10 +500,12 @@ def _self_time(on_s: I64, on_e: I64, on: I64, h: int, a: int, b: int) -> tuple[I
     return np.concatenate([[a], ce]).astype(np.int64), np.concatenate([cs, [b]]).astype(np.int64)
 
 
-def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
+def _host_changes(trace: Trace, changes: Sequence[Change], across: bool) -> HostChanges:
     """Per thread, the intervals each host change scales: the whole extent of the
     activities it names (``inclusive``) or their self time (``self``); within one change
-    the union of its activities' intervals, across changes the factors multiply."""
+    the union of its activities' intervals, across changes the factors multiply.
+    ``across``: whole-trace windows, whose threads may hand off to each other
+    (:class:`Handoffs`)."""
     per: dict[int, list[tuple[I64, I64, float]]] = {}
     s_all, e_all, n_all, t_all = host_activities(trace)
     for ch in changes:
@@ -383,7 +527,7 @@ def _host_changes(trace: Trace, changes: Sequence[Change]) -> HostChanges:
                 a = np.concatenate([p[0] for p in pieces])
                 b = np.concatenate([p[1] for p in pieces])
             per.setdefault(th, []).append((a, b, ch.factor))
-    hc = HostChanges()
+    hc = HostChanges(handoffs=thread_handoffs(trace) if per and across else None)
     for th, parts in per.items():
         hc.add(th, parts)
     return hc
@@ -613,12 +757,16 @@ def replay_group(
     s_local = np.full(g.s_row.size, -1, dtype=np.int64)
     s_local[srows] = np.arange(m)
 
+    # whole-trace windows replay every thread of their rank: one that waited for another
+    # moves with it (HostChanges.handoffs)
+    across = all(w.thread[i] < 0 for i in idx)
+
     def warp(thread: npt.NDArray[np.int32], t: I64) -> I64:
         """Host times with the changed host time taken out (before sync gains)."""
         outw: I64 = t.copy()
         for th in _ids(thread).tolist():
             sel = thread == th
-            outw[sel] = t[sel] - host.removed(th, t[sel], origin.get(th, 0))
+            outw[sel] = t[sel] - host.removed(th, t[sel], origin.get(th, 0), across)
         return outw
 
     # the sync each launch (and each sync) comes after on its thread
@@ -874,7 +1022,7 @@ def replay(
         check_factors(trace, changes)
     g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
     dur, guessed = changed_durations(a, changes)
-    host = _host_changes(trace, changes)
+    host = _host_changes(trace, changes, a.by is None)
     w = replay_windows(a)
     done = replay_all(g, w, dur, host, keep_ops, rv=rendezvous(a))
     out = Replay(done, list(changes), g)

@@ -5,13 +5,15 @@ includes (docs/replay.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.finding import Finding, Fix
+from pytimings._native import _intervals as iv
+from pytimings.analysis.finding import Finding, Fix, plural
 from pytimings.analysis.replay import (
     CROSS_THREAD_NOTE,
     HostChanges,
@@ -20,12 +22,15 @@ from pytimings.analysis.replay import (
     rendezvous,
     replay_all,
     replay_windows,
+    thread_handoffs,
 )
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
 
 __all__ = ["Savings", "add_savings"]
+
+I64 = npt.NDArray[np.int64]
 
 
 class Savings:
@@ -52,6 +57,8 @@ class Savings:
         for b in self.base:
             if b.after_ns is not None:
                 self.replayed[b.ops] = True
+        # only whole-trace windows replay several threads that may hand off to each other
+        self.handoffs = thread_handoffs(a.trace) if a.by is None and self.threads > 1 else None
 
     def covered(self, fix: Fix) -> float:
         """The share of the fix's loss (by time) that lies before or on ops the included
@@ -91,9 +98,17 @@ class Savings:
             for th, x, y in zip(thread.tolist(), s.tolist(), e.tolist(), strict=True):
                 if th >= 0 and y > x:
                     per.setdefault(th, []).append((x, y))
-        host = HostChanges()
+        host = HostChanges(handoffs=self.handoffs)
+        g = self.g
         for th, ivs in per.items():
             a, b = np.asarray(ivs, dtype=np.int64).reshape(-1, 2).T
+            order = np.argsort(a, kind="stable")
+            a, b = iv.union(a[order], b[order])
+            # time inside a synchronizing call waits for the GPU: no host-side fix removes
+            # it (the replay ends such a call when the op it awaits ends)
+            mine = np.flatnonzero(g.s_thread == th)
+            mine = mine[np.argsort(g.s_start[mine], kind="stable")]
+            a, b = _minus(a, b, *iv.union(g.s_start[mine], g.s_end[mine]))
             host.add(th, [(a, b, 0.0)])
         return host
 
@@ -125,20 +140,57 @@ class Savings:
         return total
 
 
+def _minus(a: I64, b: I64, c: I64, d: I64) -> tuple[I64, I64]:
+    """The disjoint sorted intervals ``[a, b)`` less the disjoint sorted ``[c, d)``."""
+    if c.size == 0 or a.size == 0:
+        return a, b
+    lo, hi = min(int(a[0]), int(c[0])), max(int(b[-1]), int(d[-1]))
+    gaps_s = np.concatenate([[lo], d]).astype(np.int64)
+    gaps_e = np.concatenate([c, [hi]]).astype(np.int64)
+    keep = gaps_e > gaps_s
+    return iv.intersect(a, b, gaps_s[keep], gaps_e[keep])
+
+
+NO_FIX_NOTE = "no single fix to replay"
 OUTSIDE_NOTE = (
     "it is before ops launched from threads other than the windows' ranges, which a "
     "window's replay does not hold (the contract's GPU projection)"
 )
 
 
+def unreplayed_reason(savings: Savings) -> str:
+    """Why no window could be replayed: the replay's most common reason, with its count."""
+    reasons = Counter(b.excluded for b in savings.base if b.excluded is not None)
+    if not reasons:
+        return "the analysis has no window to replay"
+    reason, n = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    total = len(savings.base)
+    which = f"all {plural(total, 'window')}" if n == total else f"{n} of {total} windows, e.g."
+    return f"no window can be replayed ({which}: {reason})"
+
+
+def unseen_wait(f: Finding) -> str | None:
+    """Where a finding's host time is a wait in a synchronizing call for device work the
+    trace does not show: the note that says so (no host-side change is known to help)."""
+    sync = f.evidence.get("sync_wait")
+    if not sync or sync["gpu_busy_ns"] > 0:
+        return None
+    return (
+        f"no saving offered: the host waits in {sync['name']} for device work the trace "
+        "does not show, which no host-side change is known to shorten"
+    )
+
+
 def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
     """Set ``evidence["saving_ns"]`` of each finding: the replayed saving of its fix, or
-    None (no single fix, or no window the replay includes: ``saving_note`` says which)."""
+    None (no single fix, a wait for device work the trace does not show, no window the
+    replay includes, or a lower bound of zero: ``saving_note`` says which)."""
     savings: Savings | None = None
     for f in found:
-        if f.fix is None:
+        unseen = unseen_wait(f)
+        if f.fix is None or unseen is not None:
             f.evidence["saving_ns"] = None
-            f.evidence["saving_note"] = "no single fix to replay"
+            f.evidence["saving_note"] = unseen or NO_FIX_NOTE
             continue
         if savings is None:
             savings = Savings(a)
@@ -146,7 +198,7 @@ def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
         share = savings.covered(f.fix) if v is not None else 0.0
         f.evidence["saving_ns"] = v if share > 0 else None
         if v is None:
-            f.evidence["saving_note"] = "no window has what the replay needs"
+            f.evidence["saving_note"] = unreplayed_reason(savings)
         elif share == 0:
             f.evidence["saving_note"] = "nothing to replay: " + OUTSIDE_NOTE
         elif share < 1:
@@ -156,3 +208,8 @@ def add_savings(a: Attribution, found: Sequence[Finding]) -> None:
             )
         elif savings.threads > 1:
             f.evidence["saving_note"] = CROSS_THREAD_NOTE
+        if v == 0 and share > 0 and f.evidence.get("saving_note", "").startswith("a lower bound"):
+            # a lower bound of nothing says nothing: the saving is unknown (ranked by its
+            # loss, the reason shown), not zero
+            f.evidence["saving_ns"] = None
+            f.evidence["saving_note"] = "the replay shows 0.0 µs, " + f.evidence["saving_note"]

@@ -212,3 +212,50 @@ def trace_vendor(trace: Trace) -> str:
         (strings[i] for i in np.unique(trace.api_calls["name"]).tolist()),
         (strings[i] for i in np.unique(trace.devices["name"]).tolist()),
     )
+
+
+# PyTorch's emit_nvtx / nsys --pytorch=autograd-nvtx range text (the profiler's
+# getNvtxStr): the op name, then ", seq = N", ", op_id = N", ", sizes = [...]",
+# ", input_op_ids = ..." as the options ask
+NVTX_OP_TEXT = re.compile(
+    r"^(?P<name>.+?)(?:, seq = (?P<seq>-?\d+))?(?:, op_id = (?P<op_id>\d+))?"
+    r"(?:, sizes = (?P<sizes>\[.*?\]))?(?:, input_op_ids = (?P<input_op_ids>.*))?$"
+)
+
+
+def op_range_parts(text: str) -> tuple[str, dict[str, int | str]]:
+    """An emit_nvtx range text's op name and its attributes (``seq``, ``op_id`` as
+    integers; ``sizes``, ``input_op_ids`` as written); any other text: itself, none. The
+    one rule every table, finding, diff and export names such ranges by."""
+    if ", seq = " not in text and ", op_id = " not in text:
+        return text, {}
+    m = NVTX_OP_TEXT.match(text)
+    if m is None:
+        return text, {}
+    attrs: dict[str, int | str] = {
+        k: int(v) if k in ("seq", "op_id") else v
+        for k, v in m.groupdict().items()
+        if k != "name" and v is not None
+    }
+    return (m["name"], attrs) if attrs else (text, {})
+
+
+def op_name_ids(strings: list[str]) -> npt.NDArray[np.int32]:
+    """Per string id, the id of its name by :func:`op_range_parts` (itself where the text
+    is no emit_nvtx range's); a name not yet in ``strings`` is appended to it."""
+    out = np.arange(len(strings), dtype=np.int32)
+    index: dict[str, int] | None = None
+    for i in range(len(strings)):
+        text = strings[i]
+        if ", seq = " not in text and ", op_id = " not in text:
+            continue
+        name, attrs = op_range_parts(text)
+        if not attrs:
+            continue
+        if index is None:
+            index = {s: j for j, s in enumerate(strings)}
+        if name not in index:
+            index[name] = len(strings)
+            strings.append(name)
+        out[i] = index[name]
+    return out

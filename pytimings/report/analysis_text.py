@@ -4,14 +4,16 @@ statistics, the slowest windows, launch latency, collectives and the findings.""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, pct, plural
+from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
+from pytimings.analysis.savings import NO_FIX_NOTE
 from pytimings.console.text import table
 from pytimings.report.host_text import host_bound_lines, host_window_lines
 
@@ -195,18 +197,43 @@ def _bandwidth_lines(a: Attribution) -> list[str]:
     ]
 
 
+def savings_head(found: Sequence[Finding]) -> tuple[str, str | None]:
+    """The findings' heading, and the one line that says why no saving is shown when the
+    replay gives none (its reasons; None when some finding has a saving)."""
+    if any(f.saving_ns is not None for f in found):
+        return "capture findings first, then by what fixing each saves, else by loss", None
+    why = sorted(
+        {str(f.evidence["saving_note"]) for f in found if f.evidence.get("saving_note")}
+        - {NO_FIX_NOTE}
+    )
+    return "capture findings first, then by loss", (
+        "No saving shown: " + ("; ".join(why) if why else f"{NO_FIX_NOTE} for any finding")
+    )
+
+
+def saving_text(f: Finding, none_line: str | None) -> str:
+    """What a finding's line adds about its saving: the replayed saving with its caveat, or
+    why there is none (unless the one line above says it for all)."""
+    note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
+    if f.saving_ns is not None:
+        return f" (fixing it saves {ms(f.saving_ns)}{f'; {note}' if note else ''})"
+    if none_line is not None or not note or note == NO_FIX_NOTE:
+        return ""
+    return f" ({note})" if note.startswith("no saving") else f" (saving unknown: {note})"
+
+
 def _finding_lines(a: Attribution) -> list[str]:
-    if not a.findings():  # a line that says so, not a header over nothing
+    found = a.findings()
+    if not found:  # a line that says so, not a header over nothing
         return ["", "Findings: none (no loss the rules look for is large enough to name)"]
-    out = ["", "Findings (capture findings first, then by what fixing each saves)"]
-    for i, f in enumerate(a.findings(), 1):
-        note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
-        saves = (
-            ""
-            if f.saving_ns is None
-            else f" (fixing it saves {ms(f.saving_ns)}{f'; {note}' if note else ''})"
-        )
+    head, none_line = savings_head(found)
+    out = ["", f"Findings ({head})"]
+    if none_line is not None:
+        out += textwrap.wrap(none_line, width=100, subsequent_indent="   ")
+    for i, f in enumerate(found, 1):
         out += textwrap.wrap(
-            f"{i}. [{f.layer}] {f.title}{saves}", width=100, subsequent_indent="   "
+            f"{i}. [{f.layer}] {f.title}{saving_text(f, none_line)}",
+            width=100,
+            subsequent_indent="   ",
         )
     return out

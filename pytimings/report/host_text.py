@@ -1,8 +1,10 @@
-"""The host sections of ``pytimings analyze``'s text: what the launching thread was inside
-during each device's host_bound time, and with ``--by`` the self time per host activity
-over each kind of window."""
+"""The host sections of ``pytimings analyze``'s text (and its HTML page): what the
+launching thread was inside during each device's host_bound time, and with ``--by`` the
+self time per host activity over each kind of window."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,9 +22,34 @@ def _name(s: str) -> str:
     return s if len(s) <= NAME_WIDTH else s[: NAME_WIDTH - 3] + "..."
 
 
+@dataclass
+class HostSection:
+    """One host table: its heading, column names, alignment (``l``/``r`` per column) and
+    rows of text cells."""
+
+    heading: str
+    head: list[str]
+    align: str
+    rows: list[list[str]]
+
+    def lines(self) -> list[str]:
+        return ["", self.heading, *table(self.head, self.rows, self.align)]
+
+
 def host_bound_lines(a: Attribution) -> list[str]:
+    """:func:`host_bound_section` as text lines (none when it is empty)."""
+    section = host_bound_section(a)
+    return section.lines() if section else []
+
+
+def host_window_lines(a: Attribution) -> list[str]:
+    """:func:`host_window_sections` as text lines."""
+    return [line for section in host_window_sections(a) for line in section.lines()]
+
+
+def host_bound_section(a: Attribution) -> HostSection | None:
     """Per device: the top host activities of its host_bound time (kind, name, time,
-    share of that device's host_bound)."""
+    share of that device's host_bound); None when no device has host_bound time."""
     w, strings = a.windows, a.trace.strings
     charges = a.host.bound_by_activity
     keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
@@ -38,21 +65,22 @@ def host_bound_lines(a: Attribution) -> list[str]:
         for k, n, ns in zip(*cols, strict=True):
             rows.append([tag, ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(ns), pct(ns / hb)])
     if not rows:
-        return []
-    return [
-        "",
+        return None
+    return HostSection(
         "What the launching thread was inside during host_bound (innermost activity)",
-        *table(["device", "kind", "name", "time", "share"], rows, "lllrr"),
-    ]
+        ["device", "kind", "name", "time", "share"],
+        "lllrr",
+        rows,
+    )
 
 
-def host_window_lines(a: Attribution) -> list[str]:
+def host_window_sections(a: Attribution) -> list[HostSection]:
     """With ``--by``: per window name, self time per host activity over its host windows
     (mean, p50, p99; a window without the activity counts 0), the largest means first.
     Without (a trace with no GPU ops): the same per thread, over its whole extent."""
     hw, strings = a.host.windows, a.trace.strings
     charges = a.host.by_activity
-    out: list[str] = []
+    out: list[HostSection] = []
     if a.by is None:
         groups = [(str(n), np.array([i])) for i, n in enumerate(hw["name"].tolist())]
     else:
@@ -78,9 +106,5 @@ def host_window_lines(a: Attribution) -> list[str]:
             else f"Host time per {wname} window ({mine.size} windows, mean "
             f"{ms(length['mean'])}; self time per innermost activity)"
         )
-        out += [
-            "",
-            head,
-            *table(["kind", "name", "mean", "p50", "p99"], rows, "llrrr"),
-        ]
+        out.append(HostSection(head, ["kind", "name", "mean", "p50", "p99"], "llrrr", rows))
     return out

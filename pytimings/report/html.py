@@ -4,7 +4,9 @@ opens with no network).
 Sections: the totals; per-window stacked breakdown of the eight labels (windows in time
 order); the GPU time by op category (docs/ops.md), in all and per window; timeline lanes
 of the labels per device for one window (the slowest by default); per-rank arrival skew at
-collectives; the launch-latency histogram; the findings.
+collectives; the launch-latency histogram; the host tables (what the launching thread was
+inside during host_bound, the host windows' self time per activity); the findings with
+their savings and caveats, as the text gives them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, plural
+from pytimings.analysis.finding import plural
 from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.op_table import OpTable, ops_of
 from pytimings.analysis.partition import LABELS
@@ -23,6 +25,8 @@ from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.model.samples import TelemetrySamples
+from pytimings.report.analysis_text import saving_text, savings_head
+from pytimings.report.host_text import HostSection, host_bound_section, host_window_sections
 from pytimings.report.segments import label_segments
 
 if TYPE_CHECKING:
@@ -349,23 +353,53 @@ def render(
         figure(_memory(a), "No memory events (profile_memory=True, nsys --cuda-memory-usage).")
     if telemetry is not None:
         figure(_telemetry(a, telemetry), "")
-    items = "".join(  # as the text names them: what fixing each saves
+    for section in _host_sections(a):
+        parts.append(section)
+    found = a.findings()
+    head, none_line = savings_head(found)
+    items = "".join(  # as the text names them: what fixing each saves, or why not
         f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)}"
         + (
-            ""
-            if f.saving_ns is None
-            else f' <span class="note">(fixing it saves {html.escape(ms(f.saving_ns))})</span>'
+            f' <span class="note">{html.escape(saving.strip())}</span>'
+            if (saving := saving_text(f, none_line))
+            else ""
         )
         + "</li>"
-        for f in a.findings()
+        for f in found
     )
     parts.append(
-        "<h2>Findings (capture findings first, then by what fixing each saves)</h2>"
-        f"<ol>{items}</ol>"
+        f"<h2>Findings ({html.escape(head)})</h2>"
+        + (f'<p class="note">{html.escape(none_line)}</p>' if none_line else "")
+        + f"<ol>{items}</ol>"
         if items
         else "<h2>Findings: none</h2><p>No loss the rules look for is large enough to name.</p>"
     )
     return page(title, "\n".join(parts))
+
+
+def _html_table(section: HostSection) -> str:
+    """A host table (:mod:`pytimings.report.host_text`) as an HTML section."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in section.head)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td style="text-align:{"left" if al == "l" else "right"}">{html.escape(c)}</td>'
+            for c, al in zip(row, section.align, strict=True)
+        )
+        + "</tr>"
+        for row in section.rows
+    )
+    return (
+        f"<h2>{html.escape(section.heading)}</h2>"
+        f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+    )
+
+
+def _host_sections(a: Attribution) -> list[str]:
+    """The text's host tables: what the launching thread was inside during host_bound, and
+    the host windows' self time per activity."""
+    bound = host_bound_section(a)
+    return [_html_table(s) for s in ([bound] if bound else []) + host_window_sections(a)]
 
 
 def page(title: str, body: str) -> str:

@@ -52,6 +52,7 @@ from pytimings.analysis.result import Attribution
 from pytimings.console.progress import task
 from pytimings.errors import UsageError
 from pytimings.fileout import writing_text
+from pytimings.ingest.names import op_name_ids, op_range_parts
 from pytimings.model.requests import RequestRecord
 from pytimings.model.samples import TelemetrySamples
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, OpKind, Trace
@@ -294,6 +295,9 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
     for events that name no known thread (e.g. synchronisation rows). Returns where API
     calls went."""
     th, rg, api, ho = trace.threads, trace.ranges, trace.api_calls, trace.host_ops
+    # ranges by the one name rule (an emit_nvtx range: its op's name; the rest in its args)
+    canon = op_name_ids(trace.strings)
+    range_names = [names[i] if i < len(names) else _json(trace.strings[i]) for i in canon]
     api_at = Placed.none(api["start"])
     n_th = len(th)
     host_rg = np.flatnonzero(rg["device"] < 0)
@@ -350,7 +354,7 @@ def _host(w: _Writer, trace: Trace, names: list[str]) -> Placed:
                     1000 * si,
                     np.concatenate([rg["start"][r_sel], api["start"][a_sel], ho["start"][h_sel]]),
                     np.concatenate([rg_end[r_sel], api_end[a_sel], ho_end[h_sel]]),
-                    [names[i] for i in rg["name"][r_sel].tolist()]
+                    [range_names[i] for i in rg["name"][r_sel].tolist()]
                     + [names[i] for i in api["name"][a_sel].tolist()]
                     + [names[i] for i in ho["name"][h_sel].tolist()],
                     ['"range"'] * r_sel.size
@@ -405,6 +409,7 @@ def _telemetry_counters(w: _Writer, name: str, s: TelemetrySamples, sort_index: 
 def _range_args(trace: Trace, i: int) -> str:
     rg = trace.ranges
     out: dict[str, Any] = {"depth": int(rg["depth"][i])}
+    out |= op_range_parts(trace.strings[int(rg["name"][i])])[1]  # seq, op_id, ...
     for col in ("domain", "category"):
         s = trace.strings[int(rg[col][i])]
         if s:

@@ -30,10 +30,12 @@ from pytimings.errors import UsageError
 from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.cost import cost_per_mtok_usd
+from pytimings.serving.findings import missing_evidence
 from pytimings.serving.findings import render as render_findings
-from pytimings.serving.join import timeline
+from pytimings.serving.join import render as render_join
+from pytimings.serving.join import render_slowest, timeline
 from pytimings.serving.metrics import ServingMetrics, measured
-from pytimings.serving.sources import LevelResult, SourceResult, run_cost
+from pytimings.serving.sources import SLOWEST, LevelResult, SourceResult, run_cost
 from pytimings.serving.trend import DRIFT_HEADERS, drift_cells
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
@@ -370,7 +372,9 @@ def _engine_figure(results: Sequence[SourceResult]) -> Any:
 
 def findings_lines(results: Sequence[SourceResult]) -> list[str]:
     """The serving findings of every run (text lines)."""
-    return render_findings([f for r in results for f in r.findings])
+    found = [f for r in results for f in r.findings]
+    runs = [r.source.run for r in results if not r.source.recorded]
+    return render_findings(found, None if found else missing_evidence(runs))
 
 
 PART_COLORS = {"send": "#7f7f7f", "first_token_delivery": "#17becf", "to_last_chunk": "#c7c7c7"}
@@ -565,9 +569,21 @@ def render(
         f'<p class="note">{html.escape(n)}</p>' for n in notes(results, definition, price)
     )
     parts.append(f"<h2>Serving metrics</h2>{_table(results, price)}{notes_html}")
-    found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in findings_lines(results)[1:])
-    if found:
+    lines = findings_lines(results)
+    if len(lines) > 1:
+        found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines[1:])
         parts.append(f"<h2>Serving findings</h2><ul>{found}</ul>")
+    else:  # none: the line says which evidence was missing
+        parts.append(f'<h2>Serving findings</h2><p class="note">{html.escape(lines[0])}</p>')
+    for r in results:  # a joined recording: client TTFT decomposed, as the text gives it
+        j = r.source.joined
+        if j is not None:
+            parts.append(
+                f"<h2>TTFT breakdown: {html.escape(r.source.label)} joined with "
+                f"{html.escape(j.run_label)}</h2>"
+                f"<pre>{html.escape(render_join(j.doc, j.clock))}</pre>"
+                f"<pre>{html.escape(render_slowest(j.doc, SLOWEST))}</pre>"
+            )
     drift = [row for r in results for row in r.drift]
     if drift:
         parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")

@@ -63,7 +63,13 @@ from pytimings.serving import cost, energy
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.engine import merge_engines
-from pytimings.serving.findings import Finding, run_findings, saturation, speculative_ab
+from pytimings.serving.findings import (
+    Finding,
+    missing_evidence,
+    run_findings,
+    saturation,
+    speculative_ab,
+)
 from pytimings.serving.findings import render as render_findings
 from pytimings.serving.foreign import load_any
 from pytimings.serving.metrics import DEFINITIONS, measured, serving_metrics
@@ -470,6 +476,8 @@ def run(args: argparse.Namespace) -> int:
         [f for label, rs in loaded.items() for r in rs for f in energy.run_findings(label, r)]
         + energy.regression_findings(comparisons)
     )
+    if not doc["findings"]:  # which evidence was missing, and how to get it
+        doc["findings_note"] = missing_evidence(runs)
     print(_render(doc))
     if args.json:
         write_json(doc, args.json)
@@ -535,7 +543,7 @@ def _render(doc: dict[str, Any]) -> str:
     out.append("\ninputs: " + "; ".join(f"{label}: {', '.join(f)}"
                                           for label, f in doc["formats"].items()))  # fmt: skip
     out.append("")
-    out += render_findings([Finding(**f) for f in doc["findings"]])
+    out += render_findings([Finding(**f) for f in doc["findings"]], doc.get("findings_note"))
     if doc["drift"]:
         out.append("\n" + drift_table(doc["drift"]))
     if doc["memory_drift"]:

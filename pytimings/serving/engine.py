@@ -57,6 +57,8 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
         "vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size",
     ),
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
+    # the engine's own batch limit (the toy engine's; the others publish none known here)
+    "batch_limit": ("pytimings_toy:max_batch",),
     "kv_cache_usage": (
         "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
     ),

@@ -7,8 +7,9 @@ Each finding names its ``layer`` (``queueing``, ``kv_cache``, ``prefix_cache``,
 * queueing (per run): Spearman's rho between each measured request's TTFT and the engine's
   ``waiting`` gauge during its wait for the first token (the scrapes between its send and
   its first token; without one, the scrape nearest the middle), over all levels; at rho >=
-  0.5, a finding for each level where ``waiting`` reached 1: the requests queue, the engine
-  is at its batch limit (``running`` peak in the evidence).
+  0.5, a finding for each level where ``waiting`` reached 1: the requests queue (``running``
+  peak in the evidence). Whether the engine is at its batch limit is said only from the
+  limit the engine reports (its ``batch_limit`` metric), never from the load's concurrency.
 * kv_cache (per level): KV-cache usage >= 95% in at least 10% of the level's scrapes, or any
   preemption counted: the batch size is bounded by memory.
 * prefix_cache (per level): the engine's prefix-cache hit rate (its gauge, or vLLM V1's
@@ -127,18 +128,38 @@ def queueing(label: str, run: Run, definition: str) -> list[Finding]:
             continue
         running = _series(lv, "running")
         peak = float(running[:, 1].max()) if running.size else None
+        limits = _series(lv, "batch_limit")
+        limit = float(limits[:, 1].max()) if limits.size else None
         p99 = float(np.percentile(t, 99))
         out.append(_at(
             "queueing", lv,
             f"TTFT p99 {p99:.1f} ms rises with `waiting` (Spearman rho {rho:.2f}): requests "
-            "queue; the engine is at its batch limit"
-            + (f" ({peak:g} running)" if peak is not None else ""),
+            f"queue (up to {pts[:, 1].max():g} waiting"
+            + (f", at most {peak:g} running)" if peak is not None else ")")
+            + _limit_text(peak, limit),
             {"spearman_rho": rho, "waiting_max": float(pts[:, 1].max()),
              "waiting_mean": float(pts[:, 1].mean()), "running_max": peak,
+             "batch_limit": limit, "at_batch_limit": _at_limit(peak, limit),
              "ttft_p99_ms": p99, "requests": len(t), "pairs_over_run": len(ttft)},
             label,
         ))  # fmt: skip
     return out
+
+
+def _at_limit(peak: float | None, limit: float | None) -> bool | None:
+    """Whether the running peak reached the engine's own batch limit (its metric); None
+    where either is unknown (the concurrency is no limit of the engine's)."""
+    return None if peak is None or limit is None else peak >= limit
+
+
+def _limit_text(peak: float | None, limit: float | None) -> str:
+    """What a queueing title says of the batch limit: only what the engine reports."""
+    at = _at_limit(peak, limit)
+    if at is None:
+        return "; the engine reports no batch limit, so none is claimed"
+    if at:
+        return f"; the engine is at its batch limit ({limit:g})"
+    return f"; below the engine's batch limit ({limit:g}): the queue is not the batch's"
 
 
 def kv_cache(label: str, run: Run, definition: str) -> list[Finding]:
@@ -261,10 +282,40 @@ def speculative_ab(
     return out
 
 
-def render(findings: Sequence[Finding]) -> list[str]:
-    """Text lines: one per finding, its evidence's numbers after it."""
+MIN_SCRAPES = 5  # scrapes of a level below which its engine metrics say too little
+
+
+def missing_evidence(runs: Sequence[Run]) -> str:
+    """Why the rules found nothing, by the evidence the runs hold: no engine metrics at
+    all, too few scrapes per level (and how to get more), or metrics that explain
+    nothing the rules look for."""
+    levels = [lv for r in runs for lv in r.levels]
+    scrapes = [int(_engine(lv, "scrapes", 0) or 0) for lv in levels if lv.engine]
+    if not scrapes:
+        return (
+            "no engine metrics in the run files: run loadgen with --metrics-url (vLLM, "
+            "SGLang, TGI /metrics) to record them"
+        )
+    few = sum(n < MIN_SCRAPES for n in scrapes)
+    if few:
+        return (
+            f"{sum(scrapes)} engine metric scrapes over {len(scrapes)} levels, {few} of them "
+            f"with fewer than {MIN_SCRAPES} (fewest {min(scrapes)}): too few to judge; scrape "
+            "more often with loadgen --metrics-interval (e.g. 200ms)"
+        )
+    return (
+        f"{sum(scrapes)} engine metric scrapes over {len(scrapes)} levels show no queueing "
+        "with TTFT, full KV cache, preemption, prefix-cache or speculative decoding"
+    )
+
+
+def render(findings: Sequence[Finding], none_note: str | None = None) -> list[str]:
+    """Text lines: one per finding, its evidence's numbers after it; with none, why
+    (``none_note``: :func:`missing_evidence` of the runs)."""
     if not findings:
-        return ["serving findings: none (no engine metrics, or nothing they explain)"]
+        return [
+            f"serving findings: none ({none_note or 'no engine metrics, or nothing they explain'})"
+        ]
     lines = ["serving findings"]
     for f in findings:
         who = f"{f.label}: " if f.label else ""

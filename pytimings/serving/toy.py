@@ -192,8 +192,11 @@ def _metrics_handler(engine: ToyEngine) -> Any:
     running = Gauge("vllm:num_requests_running", "requests in the batch", registry=registry)
     waiting = Gauge("vllm:num_requests_waiting", "requests queued", registry=registry)
     kv = Gauge("vllm:kv_cache_usage_perc", "KV cache usage (0-1)", registry=registry)
+    # the engine's own batch limit (vLLM publishes none): what a queueing finding may name
+    limit = Gauge("pytimings_toy:max_batch", "requests the batch holds at most", registry=registry)
 
     async def metrics(_: web.Request) -> web.Response:
+        limit.set(engine.max_batch)
         running.set(len(engine.running))
         waiting.set(len(engine.waiting))
         kv.set(engine.kv_usage())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -15,6 +16,8 @@ from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
+from pytimings.report.analysis_text import saving_text, savings_head
+from pytimings.report.host_text import host_bound_section, host_window_sections
 from pytimings.report.html import CATEGORY_COLORS, render, write_html
 
 EXAMPLE = (
@@ -105,3 +108,42 @@ def test_cli_html(tmp_path: Path) -> None:
     assert main(["analyze", "--example", "--html", str(out), "-q"]) == 0
     dom = _dom(out)
     assert dom.count('class="main-svg"') >= 6
+
+
+def test_the_page_carries_what_the_text_says(tmp_path: Path) -> None:
+    """``analyze --example --html``: the host table the text prints ("what the launching
+    thread was inside"), its host windows' table, and each finding's saving with its caveat
+    (or why there is none), as the text words them (issue 45 item 9)."""
+    out = tmp_path / "r.html"
+    assert main(["analyze", "--example", "--html", str(out), "-q"]) == 0
+    doc = out.read_text()
+    a = attribute(load(EXAMPLE), by="decode_step")
+    bound = host_bound_section(a)
+    assert bound is not None
+    for section in [bound, *host_window_sections(a)]:
+        assert f"<h2>{html.escape(section.heading)}</h2>" in doc
+        for row in section.rows:  # every cell, in order, in one table row
+            assert re.search(".*".join(re.escape(html.escape(c)) for c in row), doc), row
+    head, none_line = savings_head(a.findings())
+    assert f"<h2>Findings ({html.escape(head)})</h2>" in doc
+    for f in a.findings():
+        saving = saving_text(f, none_line).strip()
+        assert html.escape(saving) in doc
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_the_host_table_renders_in_chromium(tmp_path: Path) -> None:
+    """The host table's section renders: in the DOM after the scripts ran, and in a
+    screenshot that is not blank."""
+    out = tmp_path / "r.html"
+    assert main(["analyze", "--example", "--html", str(out), "-q"]) == 0
+    assert "What the launching thread was inside during host_bound" in _dom(out)
+    shot = tmp_path / "shot.png"
+    assert CHROMIUM is not None
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+         "--window-size=1200,4000", "--virtual-time-budget=20000", out.as_uri()],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert shot.stat().st_size > 10_000  # a drawn page, not an empty canvas

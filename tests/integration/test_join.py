@@ -3,6 +3,7 @@ records pytimings.request phases, driven by ``pytimings loadgen`` at concurrency
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from torch_server import serve_torch
 import pytimings
 from pytimings.cli import main
 from pytimings.record.requests import default_log
+from pytimings.report.serving_html import render
+from pytimings.serving.join import render as render_join
 from pytimings.serving.runfile import load_run
-from pytimings.serving.sources import join_recordings, load_source
+from pytimings.serving.sources import analyse, join_recordings, load_source
 
 MS = 1e6
 DELAY_MS = 40.0  # planted: the scheduler holds each request this long in "queue"
@@ -71,9 +74,13 @@ def test_join_decomposes_client_ttft_of_a_torch_server(
         }
         # report does this join itself: the engine's requests split as the run's levels
         # and rounds, the engine's warm-up requests apart, per level
-        _, eng = join_recordings([load_source(tmp_path / f"{name}.json", "run"),
-                                  load_source(tmp_path / f"{name}.pyt", "eng")])  # fmt: skip
+        sources = join_recordings([load_source(tmp_path / f"{name}.json", "run"),
+                                   load_source(tmp_path / f"{name}.pyt", "eng")])  # fmt: skip
+        eng = sources[1]
         assert eng.joined is not None and eng.joined.outside == 0
+        # the HTML page carries the TTFT breakdown the text prints (issue 45 item 9)
+        page = render(analyse(sources, "vllm", 10.0), "t", "vllm")
+        assert html.escape(render_join(eng.joined.doc, eng.joined.clock)) in page
         assert [lv.concurrency for lv in eng.run.levels] == list(LEVELS)
         for lv in eng.run.levels:
             assert [len(rd.records) for rd in lv.rounds] == [REQUESTS]

@@ -83,6 +83,8 @@ def test_series_follow_the_engine_and_a_planted_queue(tmp_path: Path) -> None:
     (f,) = [f for f in run_findings("x", run, "vllm") if f.layer == "queueing"]
     assert f.concurrency == 4 and f.evidence["spearman_rho"] > 0.5
     assert f.evidence["waiting_max"] >= 1 and f.evidence["running_max"] == 2
+    # the engine publishes vLLM's metrics, which hold no batch limit: none is claimed
+    assert f.evidence["batch_limit"] is None and "reports no batch limit" in f.title
 
 
 @pytest.mark.parametrize("mode", ["stall", "garbage"])

@@ -9,7 +9,16 @@ import pytest
 
 from pytimings.cli import main
 from pytimings.model.requests import RequestRecord
-from pytimings.serving.findings import RUN_RULES, kv_cache, prefix_cache, run_findings, saturation
+from pytimings.serving.findings import (
+    RUN_RULES,
+    kv_cache,
+    missing_evidence,
+    prefix_cache,
+    queueing,
+    render,
+    run_findings,
+    saturation,
+)
 from pytimings.serving.runfile import Level, Round, Run
 
 
@@ -67,3 +76,40 @@ def test_loadgen_refuses_metrics_url_with_no_metrics(capsys: pytest.CaptureFixtu
             "--metrics-url", "http://127.0.0.1:9/metrics", "--no-metrics", "--quiet"]  # fmt: skip
     assert main(argv) == 2
     assert "contradict" in capsys.readouterr().err
+
+
+def _queued(c: int, **series: list[list[float]]) -> Level:
+    """Four requests whose TTFT (1-4 ms) rises with the engine's `waiting` (0-3) during
+    their wait for the first token, and 4 running throughout."""
+    ms = 10**6
+    recs = [RequestRecord(f"r{i}", 10 * i * ms, 10 * i * ms + 9 * ms,
+                          [10 * i * ms + (1 + i) * ms, 10 * i * ms + 8 * ms], [1, 1])
+            for i in range(4)]  # fmt: skip
+    waiting = [[10 * i * ms + ms // 2, float(i)] for i in range(4)]
+    running = [[10 * i * ms + ms // 2, 4.0] for i in range(4)]
+    eng = _engine(series={"waiting": waiting, "running": running, **series})
+    return Level(c, None, [Round(0, 0, 10**8, recs, {}, {})], {}, {}, engine=eng)
+
+
+def test_the_batch_limit_is_claimed_only_from_the_engine_s_own_limit() -> None:
+    """4 running at c=4 says nothing of the engine's limit: the claim comes from the
+    engine's batch_limit metric alone (issue 45 item 8: 'at its batch limit (4 running)'
+    when the limit was 8)."""
+    (f,) = queueing("x", Run("x", {}, [_queued(4)]), "vllm")
+    assert f.evidence["batch_limit"] is None and f.evidence["at_batch_limit"] is None
+    assert "at its batch limit" not in f.title and "reports no batch limit" in f.title
+    limit8 = [[0.0, 8.0]]
+    (f,) = queueing("x", Run("x", {}, [_queued(4, batch_limit=limit8)]), "vllm")
+    assert f.evidence["at_batch_limit"] is False and "below the engine's batch limit (8)" in f.title
+    (f,) = queueing("x", Run("x", {}, [_queued(4, batch_limit=[[0.0, 4.0]])]), "vllm")
+    assert f.evidence["at_batch_limit"] is True and "at its batch limit (4)" in f.title
+
+
+def test_none_says_which_evidence_was_missing() -> None:
+    no_metrics = Run("x", {}, [_level(1, None)])
+    assert "--metrics-url" in missing_evidence([no_metrics])
+    sparse = Run("x", {}, [_level(1, _engine(scrapes=3)), _level(2, _engine(scrapes=24))])
+    note = missing_evidence([sparse])
+    assert "27 engine metric scrapes over 2 levels, 1 of them with fewer than 5" in note
+    assert "--metrics-interval" in note
+    assert render([], note) == [f"serving findings: none ({note})"]
