@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pytimings.console import progress
 from pytimings.console.args import HelpFormatter
-from pytimings.errors import PytimingsError, UsageError
+from pytimings.errors import PytimingsError, UsageError, install_hint
 from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
 # the options that name a file a command writes (every command spells them alike); --out
@@ -146,7 +146,7 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
             check_writable(f"--{key}", value)
             needs = OUTPUT_NEEDS.get((args.command, key))
             if needs is not None and importlib.util.find_spec(needs[0]) is None:
-                raise UsageError(f"--{key} needs {needs[0]}: pip install 'pytimings[{needs[1]}]'")
+                raise UsageError(f"--{key} needs {needs[0]}: {install_hint(needs[1])}")
     return outputs
 
 

@@ -16,7 +16,7 @@ from pytimings.bench.report import (
     write_plot,
 )
 from pytimings.bench.sizes import parse_size, parse_sweep
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import check_writable
 
 
@@ -25,7 +25,7 @@ def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plot",
         metavar="OUT.png",
-        help="plot bandwidth against size (needs matplotlib: pip install 'pytimings[plot]')",
+        help=f"plot bandwidth against size (needs matplotlib: {install_hint('plot')})",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
@@ -195,7 +195,7 @@ def _collective(args: argparse.Namespace) -> int:
     if system.torch_or_none() is None:
         raise UsageError(
             "collective runs on torch.distributed, and torch is not installed "
-            "(pip install 'pytimings[torch]')"
+            f"({install_hint('torch')})"
         )
     variants: list[tuple[str, dict[str, str]]] = [(envab.BASELINE, {})]
     variants += [(text, envab.parse_variant(text)) for text in args.env_ab]

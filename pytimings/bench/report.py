@@ -20,7 +20,7 @@ from typing import Any
 
 from pytimings.bench.fit import fit_alpha_beta
 from pytimings.console import text
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import save_figure, write_text
 
 SCHEMA = "pytimings.bench/1"
@@ -181,7 +181,7 @@ def write_plot(
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise UsageError(
-            "--plot needs matplotlib, which is not installed: pip install 'pytimings[plot]'"
+            f"--plot needs matplotlib, which is not installed: {install_hint('plot')}"
         ) from exc
     groups: dict[str, list[tuple[int, float]]] = {}
     for row in report.rows:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytimings.errors import TraceFormatError
+from pytimings.errors import TraceFormatError, install_hint
 from pytimings.ingest.recording_file import load_tables
 from pytimings.record.gpu_source import GpuSource, NotSupported, Row
 from pytimings.record.memory import RowLog, Sampler
@@ -130,7 +130,7 @@ def _open_nvml() -> GpuSource | str:
     try:
         import pynvml
     except ImportError:
-        return "nvidia-ml-py is not installed (pip install 'pytimings[telemetry]')"
+        return f"nvidia-ml-py is not installed ({install_hint('telemetry')})"
     try:
         nvml = _Nvml()
     except (pynvml.NVMLError, OSError) as exc:

@@ -20,7 +20,7 @@ from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.op_table import OpTable, ops_of
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import write_text
 from pytimings.record.telemetry import TelemetrySamples
 from pytimings.report.segments import label_segments
@@ -70,7 +70,7 @@ def _go() -> Any:
     try:
         import plotly.graph_objects as go
     except ImportError:
-        raise UsageError("--html needs plotly: pip install 'pytimings[html]'") from None
+        raise UsageError(f"--html needs plotly: {install_hint('html')}") from None
     return go
 
 

@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.console.args import SEED, finite_float
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import figure_format, save_figure
 from pytimings.record.memory import MemorySamples, load_memory
 from pytimings.serving import cost, energy
@@ -556,7 +556,7 @@ def _plotter() -> Callable[[Sequence[Run], Sequence[str], dict[str, Any], str, s
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'pytimings[plot]'") from None
+        raise UsageError(f"--plot needs matplotlib: {install_hint('plot')}") from None
     return _plot
 
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from pytimings._core import now_ns
 from pytimings.console.args import SEED
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
@@ -596,7 +596,7 @@ async def _metrics_url(cfg: Config) -> tuple[str | None, str]:
     if cfg.metrics_explicit:
         return cfg.metrics_url, "--metrics-url"
     if importlib.util.find_spec("prometheus_client") is None:
-        return None, "off: prometheus_client is not installed (pip install 'pytimings[serving]')"
+        return None, f"off: prometheus_client is not installed ({install_hint('serving')})"
     if await engine_metrics.probe(cfg.metrics_url, cfg.metrics_interval_s):
         return cfg.metrics_url, "the server's /metrics (answered in Prometheus text format)"
     return None, f"off: {cfg.metrics_url} gave no Prometheus text exposition"
@@ -776,7 +776,7 @@ def _metrics_target(args: argparse.Namespace) -> tuple[str | None, bool]:
             f"--metrics-url {args.metrics_url!r}: expected http(s)://HOST:PORT/metrics"
         )
     if importlib.util.find_spec("prometheus_client") is None:
-        raise UsageError("--metrics-url needs prometheus_client: pip install 'pytimings[serving]'")
+        raise UsageError(f"--metrics-url needs prometheus_client: {install_hint('serving')}")
     return args.metrics_url, True
 
 
@@ -814,7 +814,7 @@ def summary_table(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if importlib.util.find_spec("aiohttp") is None:
-        raise UsageError("loadgen needs aiohttp: pip install 'pytimings[serving]'")
+        raise UsageError(f"loadgen needs aiohttp: {install_hint('serving')}")
     bars: list[Any] = []
 
     def progress(total: int | None) -> Callable[[], None]:

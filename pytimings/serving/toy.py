@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytimings.console.args import bounded_int, finite_float
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 
 __all__ = ["ToyEngine", "add_arguments", "run"]
 
@@ -227,7 +227,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("aiohttp") is None:
-        raise UsageError("serve-toy needs aiohttp: pip install 'pytimings[serving]'")
+        raise UsageError(f"serve-toy needs aiohttp: {install_hint('serving')}")
     for flag, v in (("--step-ms", args.step_ms), ("--per-seq-ms", args.per_seq_ms),
                     ("--prefill-us-per-token", args.prefill_us_per_token)):  # fmt: skip
         if v < 0:
