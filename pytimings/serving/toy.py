@@ -202,6 +202,12 @@ def _metrics_handler(engine: ToyEngine) -> Any:
     return metrics
 
 
+# the suggested loadgen's size: short prompts and streams, one round, every connection
+# opened by the warm-up: about 30 s on 2 cores at the defaults, the knee at 16 > --max-batch
+# (loadgen's own defaults, 1080 prompt and 1020 output tokens in 3 rounds, take an hour here)
+TRY_LOADGEN = "--requests 32 --rounds 1 --warmup 16 --input-len 128 --output-len 32"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument(
@@ -256,7 +262,7 @@ async def _serve(engine: ToyEngine, model: str, host: str, port: int) -> None:
         f"serving a toy OpenAI-compatible engine (model {model!r}, batch {engine.max_batch}) "
         f"at {url}; Ctrl-C stops it. Try:\n"
         f"  pytimings loadgen --url {url} --model {model} --concurrency 1,4,16 "
-        "--requests 32 --out run.json\n  pytimings report run.json",
+        f"{TRY_LOADGEN} --out run.json\n  pytimings report run.json",
         flush=True,
     )
     loop = asyncio.ensure_future(engine.loop())
