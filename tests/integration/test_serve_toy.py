@@ -136,3 +136,21 @@ def test_the_suggested_loadgen_takes_well_under_a_minute() -> None:
         engine_s += waves * (decode_s + batch * args.input_len * prefill_s_per_token)
     assert engine_s < 30, f"{engine_s:.0f} s of engine time"
     assert args.warmup >= max(map(int, args.concurrency.split(",")))
+
+
+def test_sigterm_saves_what_was_measured_as_ctrl_c_does(toy: str, tmp_path: Path) -> None:
+    """``timeout -s TERM`` (as Slurm and Kubernetes stop a job) mid-run: the run file holds
+    the levels done and the stopped level's measured requests under ``interrupted``."""
+    run = tmp_path / "run.json"
+    argv = ["timeout", "--preserve-status", "-s", "TERM", "4",
+            sys.executable, "-m", "pytimings.cli", "loadgen", "--url", toy, "--model", "toy",
+            "--concurrency", "1,2", "--requests", "200",
+            "--rounds", "1", "--warmup", "1", "--input-len", "4", "--output-len", "8",
+            "--out", str(run), "-q"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert "stopped at concurrency 1 (Terminated: SIGTERM)" in proc.stderr, proc.stderr
+    interrupted = json.loads(run.read_text())["interrupted"]
+    assert interrupted["concurrency"] == 1 and interrupted["reason"] == "Terminated: SIGTERM"
+    assert len(interrupted["requests"]) > 0
+    assert all(r["error"] is None and r["output_tokens"] == 8 for r in interrupted["requests"])
