@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     result.captures = captures
     print(render_attribution(result, paths))
     doc = result.to_dict()
+    doc["config_file"] = comm_rules.config_path(args)
     samples = None if per_rank_tasks else recording_telemetry(str(expand_paths(paths)[0]))
     if samples is not None:
         for w, t in zip(doc["windows"], telemetry_per_window(samples, result), strict=True):

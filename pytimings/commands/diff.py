@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     new = _side(args.new, args.by, args.processes_as_ranks, kernels, new_caps)
     doc = diff(base, new, args.resamples, args.seed, shared_captures=args.capture or ())
     doc["base"], doc["new"] = list(args.base), list(args.new)
+    doc["config_file"] = comm_rules.config_path(args)
     hits = crossed(doc, thresholds)
     print(render_text(doc, top=args.top))
     if args.json:
