@@ -109,9 +109,10 @@ def options(args: argparse.Namespace) -> Options:
     if args.modules is not None and not args.modules.strip(" ,"):
         raise UsageError("--modules: empty pattern")
     if args.kineto is not None:
-        StepRange.parse(args.kineto)
+        steps = StepRange.parse(args.kineto)
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
+        steps.check_counted_by([p.strip() for p in args.modules.split(",") if p.strip()])
     if not args.telemetry_interval > 0:
         raise UsageError(
             f"--telemetry-interval: must be a positive number of seconds, not "
