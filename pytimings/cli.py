@@ -64,7 +64,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pytimings.commands.export",
         "Export traces/recordings for Perfetto or chrome://tracing",
     ),
-    "report": ("pytimings.commands.report", "Serving runs as an HTML report: CDFs, knee"),
+    "report": (
+        "pytimings.commands.report",
+        "Serving runs as a report: metrics table as text, --html for the page (CDFs, knee)",
+    ),
     "record": (
         "pytimings.commands.record",
         "Run a Python program recorded without code changes (per rank, clock-aligned)",

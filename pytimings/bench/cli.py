@@ -20,12 +20,13 @@ from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import check_writable
 
 
-def _outputs(p: argparse.ArgumentParser) -> None:
+def _outputs(p: argparse.ArgumentParser, plotted: str) -> None:
+    """--json, --plot (``plotted``: what the plot draws against size) and -q."""
     p.add_argument("--json", metavar="OUT", help="write the result as JSON (pytimings.bench/1)")
     p.add_argument(
         "--plot",
         metavar="OUT.png",
-        help=f"plot bandwidth against size (needs matplotlib: {install_hint('plot')})",
+        help=f"plot {plotted} against size (needs matplotlib: {install_hint('plot')})",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
@@ -61,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     copy.add_argument("--peer-size", help="size of the peer matrices (default: largest size)")
     _sampling(copy, 10, 3)
-    _outputs(copy)
+    _outputs(copy, "bandwidth")
 
     lat = sub.add_parser(
         "latency", help="small-copy and event latency, apart from launch cost", formatter_class=fmt
@@ -70,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lat.add_argument("--factor", type=int, default=4, help="size step factor (default 4)")
     lat.add_argument("--batch", type=int, default=64, help="operations per spin-blocked batch")
     _sampling(lat, 20, 3)
-    _outputs(lat)
+    _outputs(lat, "GPU time per operation")
 
     coll = sub.add_parser(
         "collective", help="nccl-tests-style collective sweep (under torchrun)", formatter_class=fmt
@@ -104,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "report each variant's change against the baseline",
     )
     coll.add_argument("--record-env", action="append", default=[], help=argparse.SUPPRESS)
-    _outputs(coll)
+    _outputs(coll, "busbw")
 
     kv = sub.add_parser(
         "kv", help="KV-cache block transfer patterns (paged vs contiguous)", formatter_class=fmt
@@ -120,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="blocks moved: a count or BEGIN:END swept by factor 2 (default 16:1024)",
     )
     _sampling(kv, 10, 2)
-    _outputs(kv)
+    _outputs(kv, "effective bandwidth")
 
 
 _PLACEMENTS = {"both": (False, True), "out-of-place": (False,), "in-place": (True,)}

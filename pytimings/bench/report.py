@@ -86,6 +86,11 @@ def add_fits(
         if fit is None:
             report.notes.append(f"no alpha-beta fit for {_label(label)}: fewer than two sizes")
             continue
+        if fit.free_alpha_us is not None:
+            report.notes.append(
+                f"{_label(label)}: latency below what this sweep resolves (the free fit's "
+                f"{fit.free_alpha_us:.2f} µs is negative): fitted through 0, alpha 0"
+            )
         if math.isinf(fit.beta_gbps):
             report.notes.append(
                 f"{_label(label)}: time did not grow with size over this sweep, "

@@ -40,7 +40,10 @@ from pytimings.report.telemetry_text import render_window_gpu_metrics, render_wi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "traces", nargs="*", metavar="TRACE", help="trace files (nsys SQLite/report, Kineto JSON)"
+        "traces",
+        nargs="*",
+        metavar="TRACE",
+        help="trace files (nsys SQLite/report, Kineto JSON, pytimings recordings .pyt)",
     )
     p.add_argument("--by", metavar="NAME_OR_GLOB", help="one window per instance of these ranges")
     p.add_argument(
