@@ -56,7 +56,13 @@ from pytimings.serving.join import (
 )
 from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
 from pytimings.serving.runfile import Level, Round, Run
-from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, memory_drift, run_drift
+from pytimings.serving.trend import (
+    DRIFT_HEADERS,
+    DRIFT_RULE,
+    drift_cells,
+    memory_drift,
+    run_drift,
+)
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
 MAX_CDF_POINTS = 2000
@@ -724,12 +730,13 @@ def render(
     found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in findings_lines(results)[1:])
     if found:
         parts.append(f"<h2>Serving findings</h2><ul>{found}</ul>")
+    rule = f'<p class="note">Mann-Kendall test, Sen\'s slope per hour; {DRIFT_RULE}.</p>'
     drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
     if drift:
-        parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
+        parts.append(f"<h2>Drift over the soak intervals</h2>{rule}{_drift_table(drift)}")
     mem = [d for r in results for d in memory_trend(r.source)]
     if mem:
-        parts.append(f"<h2>Memory trend over the recordings' samples</h2>{_drift_table(mem)}")
+        parts.append(f"<h2>Memory trend over the recordings' samples</h2>{rule}{_drift_table(mem)}")
     return page(title, "\n".join(parts))
 
 
