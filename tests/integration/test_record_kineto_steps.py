@@ -47,6 +47,8 @@ def test_the_trace_loads_and_carries_its_steps(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "run.pt.trace.json"
+    # the end-of-run summary says where each file went (issue 46)
+    assert f"saved to {tmp_path / 'run.pyt'} (exit); the Kineto trace in {path};" in done.stderr
     trace = pt.load(path)
     names = np.asarray(trace.strings, dtype=object)
     steps = np.flatnonzero(names[trace.ranges["name"]] == "MyDecoderLayer")
