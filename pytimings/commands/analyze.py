@@ -195,10 +195,13 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from pytimings.report.html import write_html
 
-        title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
+        title = "pytimings analyze " + (
+            Path(files[0]).name if len(files) == 1 else f"({len(files)} files)"
+        )
         with progress.task("Writing the HTML report"):
             write_html(result, args.html, title, has_events=not per_rank_tasks,
-                       telemetry=samples if samples is not None else metrics)  # fmt: skip
+                       telemetry=samples if samples is not None else metrics,
+                       files=[str(f) for f in files])  # fmt: skip
         print(f"\nwrote {args.html}")
     if args.json:
         write_text(args.json, json.dumps(doc, indent=2) + "\n", "--json")

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
@@ -109,6 +110,11 @@ def _captures(args: argparse.Namespace) -> tuple[Captures | None, Captures | Non
     return with_shared(read["--base-capture"]), with_shared(read["--new-capture"])
 
 
+def _short(paths: list[str]) -> str:
+    """A side in a page title: its file's name, or how many files (all listed below it)."""
+    return Path(paths[0]).name if len(paths) == 1 else f"({len(paths)} files)"
+
+
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.resamples < 100:
@@ -126,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_text(args.json, json.dumps(doc, indent=1) + "\n", "--json")
     if args.html:
-        title = f"pytimings diff: {' '.join(args.new)} vs {' '.join(args.base)}"
+        title = f"pytimings diff: base {_short(args.base)} → new {_short(args.new)}"
         write_document(render_html(doc, title), args.html)
     for th, row in hits:
         pct = "-" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"

@@ -168,11 +168,18 @@ def _html_table(section: str, rows: Sequence[dict[str, Any]]) -> str:
 def render_html(doc: dict[str, Any], title: str, top: int = 30) -> str:
     """The label deltas with their intervals and the ``top`` largest kernel deltas."""
     kernels = [r for _, r in _by_size([("kernels", r) for r in doc["kernels"]])][:top]
+    sides = "".join(
+        f"<li>{side}: {html.escape(', '.join(doc[side]))}</li>"
+        for side in ("base", "new")
+        if doc.get(side)
+    )
     body = [
         f"<h1>{html.escape(title)}</h1>",
+        f'<ul class="note">{sides}</ul>' if sides else "",
         f"<p>{html.escape(scope_line(doc))}</p>",
         '<p class="note">Means per window; 95% bootstrap interval of the delta as % of the '
-        "base mean; less time is better.</p>",
+        "base mean (in time where the ratio has none: a base of 0, or a resample without the "
+        "op); less time is better.</p>",
         "<h2>Labels</h2>",
         _html_table("labels", doc["labels"]),
         f"<h2>Kernels and memory ops (largest {len(kernels)} deltas)</h2>",
