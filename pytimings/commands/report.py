@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.html:
         print(render_text(analyse(sources, args.definition, args.knee_pct), args.definition, price))
         return 0
-    title = args.title or "Serving: " + ", ".join(labels)
+    title = args.title or "Serving: " + (
+        ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} runs"
+    )  # the files are listed under it
     results = write_report(sources, args.html, title, args.definition, args.knee_pct, price)
     levels = sum(len(r.levels) for r in results)
     failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)
