@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pytimings.console import progress
 from pytimings.console.args import HelpFormatter
-from pytimings.errors import PytimingsError, UsageError, install_hint
+from pytimings.errors import DISTRIBUTION, PytimingsError, UsageError, install_hint
 from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
 # the options that name a file a command writes (every command spells them alike); --out
@@ -99,7 +99,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("pytimings")
+        return version(DISTRIBUTION)  # not "pytimings": an unrelated project's name
     except PackageNotFoundError:  # a source checkout on PYTHONPATH
         return "(not installed)"
 

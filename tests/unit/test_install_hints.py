@@ -97,3 +97,15 @@ def test_the_check_catches_each_form(text: str) -> None:
 )
 def test_the_check_passes_the_safe_forms(text: str) -> None:
     assert FROM_INDEX.search(text) is None
+
+
+def test_the_version_is_this_distributions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pytimings --version` asked for "pytimings": the unrelated project's version when
+    that is installed."""
+    import importlib.metadata
+
+    from pytimings.cli import _version
+
+    asked: list[str] = []
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: asked.append(name) or "9.9")
+    assert _version() == "9.9" and asked == [DISTRIBUTION]
