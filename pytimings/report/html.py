@@ -226,7 +226,8 @@ def _latency(a: Attribution) -> go.Figure | None:
         return None
     go = _go()
     fig = go.Figure()
-    fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#4d4d4d")  # no label's colour
+    # a grey no label uses: the colours above mean labels
+    fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#4d4d4d")
     fig.update_layout(
         title=f"Launch latency, op start - launch call start ({plural(lat.size, 'op')})",
         xaxis_title="µs",

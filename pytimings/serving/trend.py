@@ -178,7 +178,8 @@ SOAK_HEAD = (
     f"{DRIFT_RULE} and {MIN_POINTS} intervals)"
 )
 MEMORY_HEAD = (
-    f"memory trend over the recordings' samples (Mann-Kendall test, Sen's slope per hour; {DRIFT_RULE})"
+    "memory trend over the recordings' samples (Mann-Kendall test, Sen's slope per hour; "
+    f"{DRIFT_RULE})"
 )
 
 
