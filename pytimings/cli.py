@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pytimings.console import options, progress
 from pytimings.console.args import HelpFormatter
 from pytimings.console.stdin import read_stdin
-from pytimings.errors import PytimingsError, UsageError
+from pytimings.errors import DISTRIBUTION, PytimingsError, UsageError, install_hint
 from pytimings.fileout import check_writable, refuse_overwriting_inputs, stdout_reserved
 
 STDOUT = "-"  # as an output path
@@ -67,7 +67,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pytimings.commands.export",
         "Export traces/recordings for Perfetto or chrome://tracing",
     ),
-    "report": ("pytimings.commands.report", "Serving runs as an HTML report: CDFs, knee"),
+    "report": (
+        "pytimings.commands.report",
+        "Serving runs as a report: metrics table as text, --html for the page (CDFs, knee)",
+    ),
     "record": (
         "pytimings.commands.record",
         "Run a Python program recorded without code changes (per rank, clock-aligned)",
@@ -106,7 +109,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("pytimings")
+        return version(DISTRIBUTION)  # not "pytimings": an unrelated project's name
     except PackageNotFoundError:  # a source checkout on PYTHONPATH
         return "(not installed)"
 
@@ -161,7 +164,7 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
             check_writable(f"--{key}", value)
             needs = OUTPUT_NEEDS.get((args.command, key))
             if needs is not None and importlib.util.find_spec(needs[0]) is None:
-                raise UsageError(f"--{key} needs {needs[0]}: pip install 'pytimings[{needs[1]}]'")
+                raise UsageError(f"--{key} needs {needs[0]}: {install_hint(needs[1])}")
     return outputs
 
 

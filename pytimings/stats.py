@@ -34,10 +34,22 @@ def two_stage_weights(
     return w, group_w
 
 
+def too_few(samples: str) -> str:
+    """The verdict of a change without an interval: too few ``samples`` (windows, rounds)
+    on a side to resample. Never better or worse."""
+    return f"n/a (too few {samples})"
+
+
+NO_INTERVAL = "n/a (no interval)"  # every replicate undefined (e.g. a baseline of 0)
+
+
 def verdict(lo: float, hi: float, higher_is_better: bool) -> str:
-    """``within noise`` when the 95% interval [lo, hi] of a change holds 0 (or is unknown),
-    else ``better`` or ``worse`` by the direction that is an improvement."""
-    if math.isnan(lo) or math.isnan(hi) or lo <= 0 <= hi:
+    """``within noise`` when the 95% interval [lo, hi] of a change holds 0, ``n/a (no
+    interval)`` when it is unknown, else ``better`` or ``worse`` by the direction that is
+    an improvement."""
+    if math.isnan(lo) or math.isnan(hi):
+        return NO_INTERVAL
+    if lo <= 0 <= hi:
         return "within noise"
     return "better" if (lo > 0) == higher_is_better else "worse"
 

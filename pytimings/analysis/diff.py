@@ -21,7 +21,8 @@ unchanged by the log, so this is the log-ratio interval too), given as percent c
 when the whole interval is above 0% (more time), ``better`` when below, else ``within
 noise``; a quantity the base never had (mean 0) is judged by the difference's interval,
 with no percent. A side with fewer than :data:`MIN_WINDOWS` windows (samples) has no
-interval: the CI fields are ``None`` and the verdict is ``1 window`` (never significant).
+interval: the CI fields are ``None`` and the verdict is ``n/a (too few windows)`` (never
+significant).
 
 **Kernels and memory ops** are matched by name across formats: kernels by
 :func:`pytimings.ingest.names.normalize_kernel_name`, memcpys and memsets by the operation
@@ -71,10 +72,10 @@ from pytimings.analysis.summary import MEMSET_CODE, memory_label
 from pytimings.errors import UsageError
 from pytimings.ingest.names import normalize_ids, short_kernel_name, trace_vendor
 from pytimings.model.trace import OpKind
-from pytimings.stats import two_stage_weights, verdict
+from pytimings.stats import too_few, two_stage_weights, verdict
 
 SCHEMA = "pytimings.diff/1"
-ONE_WINDOW = "1 window"
+TOO_FEW_WINDOWS = too_few("windows")
 MIN_WINDOWS = 2  # per side, for an interval and a verdict (one window has no spread)
 SIGNIFICANT = ("better", "worse")
 F64 = npt.NDArray[np.float64]
@@ -174,7 +175,7 @@ def compare(
         no_ci = bool(np.isnan(lo[j]))
         ratio_ci = b > 0 and not no_ci and bool(np.isfinite(r_lo[j]) and np.isfinite(r_hi[j]))
         if no_ci:
-            says = ONE_WINDOW
+            says = TOO_FEW_WINDOWS
         elif ratio_ci:  # the ratio's interval against 1 (the same as the log ratio's vs 0)
             says = verdict(float(r_lo[j]) - 1, float(r_hi[j]) - 1, False)
         else:  # nothing in the base (or a replicate without it): the difference's interval
@@ -184,6 +185,9 @@ def compare(
             "delta_pct": 100 * d / b if b else None,
             "ci_low_pct": 100 * (float(r_lo[j]) - 1) if ratio_ci else None,
             "ci_high_pct": 100 * (float(r_hi[j]) - 1) if ratio_ci else None,
+            # the difference's interval: the verdict's when the ratio has none
+            "ci_low_ns": None if no_ci else float(lo[j]),
+            "ci_high_ns": None if no_ci else float(hi[j]),
             "verdict": says,
         })  # fmt: skip
     return rows

@@ -139,6 +139,7 @@ class MemoryResult:
     by: str | None
     devices: list[DeviceMemory]
     window_names: list[str] = field(default_factory=list)
+    start_ns: int = 0  # the trace's first event: the text gives times from it
 
     def to_dict(self) -> dict[str, Any]:
         return {"devices": [d.to_dict() for d in self.devices]}
@@ -332,7 +333,13 @@ def analyze_memory(
         devices.append(
             _device(trace, rows, (rank, dtype, dev, kernel_dev), len(ranks), caps, windows, bound)
         )
-    return MemoryResult(by=by, devices=devices)
+    firsts = [
+        int(times.min())
+        for times in (me["time"], *(trace.table(t)["start"] for t in ("gpu_ops", "api_calls",
+                                                                      "ranges", "host_ops")))
+        if len(times)
+    ]  # fmt: skip
+    return MemoryResult(by=by, devices=devices, start_ns=min(firsts, default=0))
 
 
 def device_groups(trace: Trace) -> list[tuple[int, int, int, I64]]:

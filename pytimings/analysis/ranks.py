@@ -46,7 +46,7 @@ from pytimings.analysis.result import Attribution, LaunchLatency
 from pytimings.analysis.savings import add_savings
 from pytimings.analysis.windows import window_numbers
 from pytimings.console import progress
-from pytimings.errors import PytimingsError, TraceFormatError, UsageError
+from pytimings.errors import PytimingsError, TraceFormatError, UsageError, install_hint
 from pytimings.ingest import assign_ranks, expand_paths, load_file, set_rank
 from pytimings.ingest.processes import select_rank, split_processes
 from pytimings.model.trace import SCHEMAS, StringTable, Trace
@@ -322,7 +322,7 @@ def _run_dask(
         dd: Any = importlib.import_module("dask.distributed")  # untyped; optional extra
     except ImportError:
         raise UsageError(
-            "--executor dask needs dask.distributed: pip install 'pytimings[dask]'"
+            f"--executor dask needs dask.distributed: {install_hint('dask')}"
         ) from None
     cluster: Any = None
     try:

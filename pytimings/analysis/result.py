@@ -131,10 +131,14 @@ class Attribution:
         """Sum over all window entries of ``window_ns`` and each ``<label>_ns``."""
         return {c: int(self.windows[c].sum()) for c in ("window_ns", *(f"{x}_ns" for x in LABELS))}
 
-    def per_window_stats(self) -> dict[str, dict[str, float]]:
-        """Per label (and window_ns): count, mean, p50, p90, p99, max over window entries."""
+    def per_window_stats(
+        self, rows: npt.NDArray[np.intp] | None = None
+    ) -> dict[str, dict[str, float]]:
+        """Per label (and window_ns): count, mean, p50, p90, p99, max over window entries
+        (``rows``: those rows of ``windows`` only)."""
         return {
-            c: percentiles(self.windows[c]) for c in ("window_ns", *(f"{x}_ns" for x in LABELS))
+            c: percentiles(self.windows[c] if rows is None else self.windows[c][rows])
+            for c in ("window_ns", *(f"{x}_ns" for x in LABELS))
         }
 
     def payloads(self) -> npt.NDArray[np.float64]:

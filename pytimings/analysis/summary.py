@@ -268,6 +268,14 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
     )
     style = np.array([_STYLE.get(RangeKind(k), str(k)) for k in g_kind], dtype=object)
     with_ops = per_group((proj["gpu_ops"] > 0).astype(np.int64))
+    # the bytes the ranges say they moved (a region's nbytes, NCCL's payload), over the time
+    # of those ranges: NaN for a group with none
+    known = rg["bytes"] >= 0
+    moved = per_group(np.where(known, rg["bytes"], 0))
+    moved_ns = per_group(np.where(known, rg["end"] - rg["start"], 0))
+    has_bytes = per_group(known.astype(np.int64)) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gbps = np.where(has_bytes & (moved_ns > 0), moved / np.maximum(moved_ns, 1), np.nan)
     cols = {
         "rank": g_rank,
         "style": style,
@@ -277,6 +285,8 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
         "proj_instances": with_ops,
         "proj_total_ns": per_group(proj["proj_ns"]),
         "gpu_busy_ns": per_group(proj["busy_ns"]),
+        "bytes": np.where(has_bytes, moved, np.nan),
+        "gbps": gbps,
     }
     return _finish(cols, ("rank",), top)
 

@@ -17,15 +17,16 @@ from pytimings.bench.report import (
 )
 from pytimings.bench.sizes import parse_size, parse_sweep
 from pytimings.console import options
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import check_writable
 
 SIZES_HELP = "copy sizes: BEGIN:END (swept by --factor) or one size, K/M/G suffixes"
 
 
-def _outputs(p: argparse.ArgumentParser) -> None:
+def _outputs(p: argparse.ArgumentParser, plotted: str) -> None:
+    """--json, --plot (``plotted``: what the plot draws against size), -q and --no-table."""
     options.add_json(p, "pytimings.bench/1")
-    options.add_plot(p, "bandwidth against size")
+    options.add_plot(p, f"{plotted} against size")
     options.add_quiet(p)
     options.add_no_table(p, "the --json file has it")
 
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     copy.add_argument("--peer-size", help="size of the peer matrices (default: largest size)")
     _sampling(copy, 10, 3)
-    _outputs(copy)
+    _outputs(copy, "bandwidth")
 
     lat = sub.add_parser(
         "latency", help="small-copy and event latency, apart from launch cost", formatter_class=fmt
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lat.add_argument("--factor", type=int, default=4, help="size step factor")
     lat.add_argument("--batch", type=int, default=64, help="operations per spin-blocked batch")
     _sampling(lat, 20, 3)
-    _outputs(lat)
+    _outputs(lat, "GPU time per operation")
 
     coll = sub.add_parser(
         "collective", help="nccl-tests-style collective sweep (under torchrun)", formatter_class=fmt
@@ -105,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "report each variant's change against the baseline",
     )
     coll.add_argument("--record-env", action="append", default=[], help=argparse.SUPPRESS)
-    _outputs(coll)
+    _outputs(coll, "busbw")
 
     kv = sub.add_parser(
         "kv", help="KV-cache block transfer patterns (paged vs contiguous)", formatter_class=fmt
@@ -123,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="blocks moved: a count or BEGIN:END swept by factor 2 (default 16:1024)",
     )
     _sampling(kv, 10, 2)
-    _outputs(kv)
+    _outputs(kv, "effective bandwidth")
 
 
 _PLACEMENTS = {"both": (False, True), "out-of-place": (False,), "in-place": (True,)}
@@ -198,7 +199,7 @@ def _collective(args: argparse.Namespace) -> int:
     if system.torch_or_none() is None:
         raise UsageError(
             "collective runs on torch.distributed, and torch is not installed "
-            "(pip install 'pytimings[torch]')"
+            f"({install_hint('torch')})"
         )
     variants: list[tuple[str, dict[str, str]]] = [(envab.BASELINE, {})]
     variants += [(text, envab.parse_variant(text)) for text in args.env_ab]

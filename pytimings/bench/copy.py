@@ -14,6 +14,7 @@ from pytimings.bench.report import BenchReport, Column, add_fits
 from pytimings.bench.sizes import format_size
 from pytimings.bench.system import system_header, torch_or_none
 from pytimings.bench.timing import GpuTimer, summarize, time_host_batch
+from pytimings.errors import install_hint
 
 SPIN = "spin kernel + CUDA events around a batch"
 NO_SPIN = "CUDA events around a batch, no spin (pageable copies block the host)"
@@ -202,7 +203,7 @@ def copy_report(
         why = (
             "none is visible"
             if torch is not None
-            else "torch is not installed (pip install 'pytimings[torch]')"
+            else f"torch is not installed ({install_hint('torch')})"
         )
         missing = (
             "copy: host rows ran; the GPU rows (h2d, d2h, d2d, peer) need a CUDA GPU and "

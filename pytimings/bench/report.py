@@ -20,7 +20,7 @@ from typing import Any
 
 from pytimings.bench.fit import fit_alpha_beta
 from pytimings.console import text
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import save_figure, write_text
 
 SCHEMA = "pytimings.bench/1"
@@ -86,6 +86,11 @@ def add_fits(
         if fit is None:
             report.notes.append(f"no alpha-beta fit for {_label(label)}: fewer than two sizes")
             continue
+        if fit.free_alpha_us is not None:
+            report.notes.append(
+                f"{_label(label)}: latency below what this sweep resolves (the free fit's "
+                f"{fit.free_alpha_us:.2f} µs is negative): fitted through 0, alpha 0"
+            )
         if math.isinf(fit.beta_gbps):
             report.notes.append(
                 f"{_label(label)}: time did not grow with size over this sweep, "
@@ -181,7 +186,7 @@ def write_plot(
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise UsageError(
-            "--plot needs matplotlib, which is not installed: pip install 'pytimings[plot]'"
+            f"--plot needs matplotlib, which is not installed: {install_hint('plot')}"
         ) from exc
     groups: dict[str, list[tuple[int, float]]] = {}
     for row in report.rows:

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 
 _NO_GPU = "needs a CUDA GPU and torch built with CUDA"
 
@@ -23,9 +23,7 @@ def require_cuda(what: str) -> Any:
     """torch with a visible CUDA device, or a UsageError naming what needed it."""
     torch = torch_or_none()
     if torch is None:
-        raise UsageError(
-            f"{what} {_NO_GPU}; torch is not installed (pip install 'pytimings[torch]')"
-        )
+        raise UsageError(f"{what} {_NO_GPU}; torch is not installed ({install_hint('torch')})")
     if not torch.cuda.is_available():
         raise UsageError(f"{what} {_NO_GPU}; none is visible here (torch {torch.__version__})")
     return torch

@@ -35,7 +35,10 @@ from pytimings.report.telemetry_text import render_window_gpu_metrics, render_wi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "traces", nargs="*", metavar="TRACE", help="trace files (nsys SQLite/report, Kineto JSON)"
+        "traces",
+        nargs="*",
+        metavar="TRACE",
+        help="trace files (nsys SQLite/report, Kineto JSON, pytimings recordings .pyt)",
     )
     options.add_example(p)  # with --by decode_step unless given
     options.add_by(p)
@@ -135,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     say_example(args)
     print(render_attribution(result, paths))
     doc = result.to_dict()
+    doc["config_file"] = comm_rules.config_path(args)
     samples = None if per_rank_tasks else recording_telemetry(str(expand_paths(paths)[0]))
     if samples is not None:
         for w, t in zip(doc["windows"], telemetry_per_window(samples, result), strict=True):
@@ -173,10 +177,13 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from pytimings.report.html import write_html
 
-        title = "pytimings analyze " + ", ".join(Path(p).name for p in paths)
+        title = "pytimings analyze " + (
+            Path(files[0]).name if len(files) == 1 else f"({len(files)} files)"
+        )
         with progress.task("Writing the HTML report"):
             write_html(result, args.html, title, has_events=not per_rank_tasks,
-                       telemetry=samples if samples is not None else metrics)  # fmt: skip
+                       telemetry=samples if samples is not None else metrics,
+                       files=[str(f) for f in files])  # fmt: skip
         print(f"\nwrote {args.html}")
     if args.json:
         write_text(args.json, json.dumps(doc, indent=2) + "\n", "--json")

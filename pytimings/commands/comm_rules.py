@@ -65,12 +65,27 @@ def config_comm_kernels(path: Path, origin: str = "--config") -> list[str]:
     return [check_comm_glob(g, f"{path}: classify.comm_kernels") for g in globs]
 
 
-def comm_kernels(args: argparse.Namespace) -> tuple[str, ...]:
-    """The comm-kernel globs a command runs with: the config file's, then the options'."""
+def _config_file(args: argparse.Namespace) -> Path | None:
+    """The config file a command reads: ``--config``, else ``./pytimings.toml`` when there is
+    one, else none."""
     if args.config is not None:
-        from_file = config_comm_kernels(Path(args.config))
-    elif Path(CONFIG_NAME).is_file():
-        from_file = config_comm_kernels(Path(CONFIG_NAME), CONFIG_NAME)
-    else:
-        from_file = []
+        return Path(args.config)
+    return Path(CONFIG_NAME) if Path(CONFIG_NAME).is_file() else None
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    """The absolute path of the config file read, for the JSON documents' ``config_file``."""
+    path = _config_file(args)
+    return None if path is None else str(path.resolve())
+
+
+def comm_kernels(args: argparse.Namespace) -> tuple[str, ...]:
+    """The comm-kernel globs a command runs with: the config file's, then the options'. A
+    config file read is said on stderr: it changes the classification silently otherwise."""
+    path = _config_file(args)
+    from_file: list[str] = []
+    if path is not None:
+        from_file = config_comm_kernels(path, "--config" if args.config else CONFIG_NAME)
+        globs = ", ".join(from_file) or "none"
+        print(f"pytimings: read {path.resolve()}: comm kernels {globs}", file=sys.stderr)
     return (*from_file, *(check_comm_glob(g, "--comm-kernel") for g in args.comm_kernel))

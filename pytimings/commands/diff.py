@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
@@ -97,6 +98,11 @@ def _captures(args: argparse.Namespace) -> tuple[Captures | None, Captures | Non
     return with_shared(read["--base-capture"]), with_shared(read["--new-capture"])
 
 
+def _short(paths: list[str]) -> str:
+    """A side in a page title: its file's name, or how many files (all listed below it)."""
+    return Path(paths[0]).name if len(paths) == 1 else f"({len(paths)} files)"
+
+
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.resamples < 100:
@@ -108,12 +114,13 @@ def run(args: argparse.Namespace) -> int:
     new = _side(args.new, args.by, args.processes_as_ranks, kernels, new_caps)
     doc = diff(base, new, args.resamples, args.seed, shared_captures=args.capture or ())
     doc["base"], doc["new"] = list(args.base), list(args.new)
+    doc["config_file"] = comm_rules.config_path(args)
     hits = crossed(doc, thresholds)
     print(render_text(doc, top=args.top))
     if args.json:
         write_text(args.json, json.dumps(doc, indent=1) + "\n", "--json")
     if args.html:
-        title = f"pytimings diff: {' '.join(args.new)} vs {' '.join(args.base)}"
+        title = f"pytimings diff: base {_short(args.base)} → new {_short(args.new)}"
         write_document(render_html(doc, title), args.html)
     for th, row in hits:
         pct = "-" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest.recording_file import load_requests
-    from pytimings.serving.join import auto_clock, join, render
+    from pytimings.serving.join import auto_clock, join, render, why_unmatched
     from pytimings.serving.runfile import load_run, write_json
 
     if args.clock not in CLOCKS:
@@ -44,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
     run_ = load_run(args.run_file)
     engine = load_requests(args.engine)
     mode = auto_clock(run_, args.engine) if args.clock == "auto" else args.clock
-    doc, clock = join(run_, engine, args.engine, mode, round(args.tolerance_ms * 1e6))
+    tolerance_ns = round(args.tolerance_ms * 1e6)
+    doc, clock = join(run_, engine, args.engine, mode, tolerance_ns)
+    if doc["matched"] == 0:
+        why = why_unmatched(run_, engine, clock, tolerance_ns)
+        raise UsageError(f"{args.run_file} and {args.engine}: no request matched: {why}")
     if args.json:  # first: output piped into `head` must not lose the file
         write_json(doc, args.json)
     print(render(doc, clock))

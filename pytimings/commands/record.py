@@ -101,9 +101,10 @@ def options(args: argparse.Namespace) -> Options:
     if args.modules is not None and not args.modules.strip(" ,"):
         raise UsageError("--modules: empty pattern")
     if args.kineto is not None:
-        StepRange.parse(args.kineto)
+        steps = StepRange.parse(args.kineto)
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
+        steps.check_counted_by([p.strip() for p in args.modules.split(",") if p.strip()])
     out = Path(args.out).resolve()
     if not out.parent.is_dir():
         raise UsageError(f"-o {args.out}: directory {out.parent} does not exist")

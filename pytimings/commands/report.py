@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.html:
         print(render_text(results, args.definition, price))
         return 0
-    title = args.title or "Serving: " + ", ".join(labels)
+    title = args.title or "Serving: " + (
+        ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} runs"
+    )  # the files are listed under it
     write_report(results, args.html, title, args.definition, price)
     levels = sum(len(r.levels) for r in results)
     failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)

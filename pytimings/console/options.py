@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from pytimings.console.args import SEED, bounded_int, finite_float, nonempty, top_rows
+from pytimings.errors import install_hint
 
 __all__ = [
     "DETAIL",
@@ -102,7 +103,7 @@ def add_plot(parser: argparse.ArgumentParser, detail: str) -> None:
     parser.add_argument(
         "--plot",
         metavar="OUT.png",
-        help=_help("write a plot to OUT (needs matplotlib: pip install 'pytimings[plot]')", detail),
+        help=_help(f"write a plot to OUT (needs matplotlib: {install_hint('plot')})", detail),
     )
 
 

@@ -14,11 +14,14 @@ all_reduce`` included). If torch is already imported, they are applied at once.
   stay on one side (CPU to CPU, a dtype change, device to device) are not recorded.
 * ``modules``: the forward (``Module.__call__``) of every ``torch.nn.Module`` whose qualified
   class name (``module.QualName``) matches one of the comma-separated fnmatch patterns
-  becomes a ``compute`` region named after the class's qualname (an NVTX range too),
-  GPU-timed on the current stream when CUDA is initialised. With ``capture``
-  (``--kineto``), the forwards of its step name also drive the torch.profiler capture, and
-  while it runs each is a ``record_function`` annotation of that name: the trace carries its
-  steps (``analyze TRACE --by NAME``).
+  becomes a ``compute`` region (an NVTX range too), GPU-timed on the current stream when
+  CUDA is initialised. A region is named by the instance's module path under the outermost
+  module whose forward called it, that module's class first (``ToyModel.layers.0``, as
+  ``named_modules()`` spells it: the four layers of a model are four names), else, called
+  from no module's forward, by its class's qualname (:func:`module_path`). With ``capture``
+  (``--kineto``), the forwards of its step name (the class's qualname) also drive the
+  torch.profiler capture, and while it runs each is a ``record_function`` annotation of that
+  name: the trace carries its steps (``analyze TRACE --by NAME``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -209,6 +213,20 @@ def class_matches(cls: type, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(qualified, p) for p in patterns)
 
 
+def module_path(torch: Any, instance: Any, frame: Any) -> str:
+    """``instance``'s name under the outermost ``nn.Module`` whose forward is on the stack
+    from ``frame`` up and holds it (``ToyModel.layers.0``), else its class's qualname."""
+    path = None
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module) and owner is not instance:
+            name = next((n for n, m in owner.named_modules() if m is instance), None)
+            if name is not None:
+                path = f"{type(owner).__name__}.{name}"
+        frame = frame.f_back
+    return path if path is not None else type(instance).__qualname__
+
+
 def _step_annotation(torch: Any, name: str) -> Any:
     """While torch.profiler runs (a --kineto step): the step as a ``record_function``
     annotation, so the trace carries its steps (``analyze --by NAME`` on it); else nothing."""
@@ -226,23 +244,28 @@ def patch_modules(torch: Any, patterns: Sequence[str], capture: StepCapture | No
     if getattr(module_cls, "_pytimings_modules", False):
         return
     orig_call = module_cls.__call__
-    matched: dict[type, str | None] = {}  # class -> region name, None when it does not match
+    matched: dict[type, bool] = {}  # class -> whether a pattern matches it
+    paths: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # region names
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         cls = type(self)
-        name = matched.get(cls, "")
-        if name == "":
-            name = matched[cls] = cls.__qualname__ if class_matches(cls, patterns) else None
-        if name is None:
+        hit = matched.get(cls)
+        if hit is None:
+            hit = matched[cls] = class_matches(cls, patterns)
+        if not hit:
             return orig_call(self, *args, **kwargs)
+        name = paths.get(self)
+        if name is None:
+            name = paths[self] = module_path(torch, self, sys._getframe(1))
         cuda = torch.cuda.is_initialized()
         stream = torch.cuda.current_stream() if cuda else None
-        if capture is None or name != capture.steps.name:
+        step = cls.__qualname__
+        if capture is None or step != capture.steps.name:
             with region(name, kind="compute", stream=stream):
                 return orig_call(self, *args, **kwargs)
         capture.enter()
         try:
-            with region(name, kind="compute", stream=stream), _step_annotation(torch, name):
+            with region(name, kind="compute", stream=stream), _step_annotation(torch, step):
                 return orig_call(self, *args, **kwargs)
         finally:
             capture.exit()

@@ -52,6 +52,28 @@ class StepRange:
     def __str__(self) -> str:
         return f"{self.name}:{self.first}-{self.last}"
 
+    def check_counted_by(self, patterns: list[str]) -> None:
+        """Refuse, before the program runs, a NAME that no ``--modules`` pattern can match:
+        its steps are forwards of a class whose qualified name (``module.NAME``) a pattern
+        matches. Only a certain miss is refused (a pattern's literal end after its last
+        ``*`` is not an end of ``.NAME``); whether steps past the last one ran is known at
+        exit (:meth:`StepCapture.close`)."""
+        if any(_may_match(pattern, "." + self.name) for pattern in patterns):
+            return
+        raise UsageError(
+            f"--kineto {self}: no --modules pattern ({', '.join(patterns)}) can match a class "
+            f"named {self.name!r} (patterns match 'module.ClassName'; NAME is the class name)"
+        )
+
+
+def _may_match(pattern: str, dotted_name: str) -> bool:
+    """Whether fnmatch ``pattern`` may match some ``<module>`` + ``dotted_name``."""
+    if "?" in pattern or "[" in pattern:
+        return True  # not worth deciding: never refused
+    if "*" not in pattern:
+        return pattern.endswith(dotted_name)
+    return dotted_name.endswith(pattern.rsplit("*", 1)[1])
+
 
 def trace_path(recording: Path) -> Path:
     """Where the Kineto trace of the recording at ``recording`` goes."""
@@ -75,6 +97,7 @@ class StepCapture:
         self._abandoned: Any = None  # a profiler its running owner keeps (never stopped)
         self.written: dict[str, Any] | None = None
         self._disarmed = False
+        self._most_steps = 0  # the most steps one thread has begun (said when none is FIRST)
 
     def disarm(self) -> None:
         """In a forked child: never profile, never write (the file is the parent's)."""
@@ -82,7 +105,9 @@ class StepCapture:
         self._profiler = None
 
     def enter(self) -> None:
-        if self._disarmed or getattr(self._local, "step", 0) != self.steps.first:
+        step = getattr(self._local, "step", 0)
+        self._most_steps = max(self._most_steps, step + 1)
+        if self._disarmed or step != self.steps.first:
             return
         with self._lock:
             if self._owner is not None:  # another thread's (or this one's earlier) capture
@@ -119,8 +144,19 @@ class StepCapture:
                 self._write(step)
 
     def close(self) -> None:
-        """At exit: write what a range still running has captured, if this thread owns it."""
-        if self._profiler is None or self._disarmed:
+        """At exit: write what a range still running has captured, if this thread owns it;
+        say why there is no trace when step FIRST never began."""
+        if self._disarmed:
+            return
+        if self._owner is None:
+            ran = (
+                f"no thread began more than {self._most_steps} (steps 0-{self._most_steps - 1})"
+                if self._most_steps
+                else "no forward of a --modules class of that name ran"
+            )
+            self._note(f"step {self.steps.first} of {self.steps.name} never began: {ran}")
+            return
+        if self._profiler is None:
             return
         if self._owner == threading.get_ident():
             self._write(self._owner_last)

@@ -304,7 +304,8 @@ class Session:
                 print(f"pytimings record: could not save the recording: {exc}", file=sys.stderr)
                 return
             if path is not None:
-                _print_summary(path, reason)
+                kineto = None if self.capture is None else self.capture.written
+                _print_summary(path, reason, None if kineto is None else kineto["path"])
 
     @contextlib.contextmanager
     def _signals_deferred(self, *, last: bool = False) -> Iterator[None]:
@@ -427,7 +428,8 @@ class Session:
             self.capture.disarm()
 
 
-def _print_summary(path: Path, reason: str) -> None:
+def _print_summary(path: Path, reason: str, kineto_path: str | None) -> None:
+    """The end-of-run summary on stderr: where each file went, the top regions."""
     from pytimings.record.summary import Summary, summary
     from pytimings.table import Table
 
@@ -436,8 +438,9 @@ def _print_summary(path: Path, reason: str) -> None:
         Table({c: s.table[c][:SUMMARY_ROWS] for c in s.table.columns}), s.dropped_total, s.meta
     )
     where = f"rank {s.meta['rank']}" if "rank" in s.meta else f"pid {os.getpid()}"
+    trace = "" if kineto_path is None else f"; the Kineto trace in {kineto_path}"
     print(
-        f"pytimings record: {where}: {s.total_count} records saved to {path} ({reason}); "
+        f"pytimings record: {where}: {s.total_count} records saved to {path} ({reason}){trace}; "
         f"top {min(SUMMARY_ROWS, len(s))} of {len(s)} regions by host time:\n{top}",
         file=sys.stderr,
     )

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pytimings.errors import install_hint
 from pytimings.model.samples import TelemetryRow, TelemetrySamples
 from pytimings.record.gpu_source import GpuSource, NotSupported
 from pytimings.record.memory import RowLog, Sampler
@@ -121,7 +122,7 @@ def _open_nvml() -> GpuSource | str:
     try:
         import pynvml
     except ImportError:
-        return "nvidia-ml-py is not installed (pip install 'pytimings[telemetry]')"
+        return f"nvidia-ml-py is not installed ({install_hint('telemetry')})"
     try:
         nvml = _Nvml()
     except (pynvml.NVMLError, OSError) as exc:

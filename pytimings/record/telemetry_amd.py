@@ -32,6 +32,7 @@ import contextlib
 import io
 from typing import Any
 
+from pytimings.errors import install_hint
 from pytimings.record.gpu_source import GpuSource, NotSupported
 
 __all__ = ["open_amdsmi"]
@@ -97,7 +98,7 @@ def open_amdsmi() -> GpuSource | str:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             import amdsmi
     except ImportError:
-        return "amdsmi is not installed (AMD GPUs: pip install 'pytimings[telemetry-amd]')"
+        return f"amdsmi is not installed (AMD GPUs: {install_hint('telemetry-amd')})"
     except Exception as exc:  # amdsmi 7 raises KeyError('libamd_smi.so') without ROCm
         return f"amdsmi cannot load its library, ROCm's libamd_smi.so ({type(exc).__name__} {exc})"
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.partition import LABELS
@@ -67,20 +68,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     out += table(header, rows, "l" + "rr" * len(keys))
     out += host_bound_lines(a)
     if a.by is not None:
-        st = a.per_window_stats()
-        rows = [
-            [
-                lab.removesuffix("_ns"),
-                str(s["count"]),
-                ms(s["mean"]),
-                ms(s["p50"]),
-                ms(s["p99"]),
-                ms(s["max"]),
-            ]
-            for lab, s in st.items()
-        ]
-        out += ["", f"Per {a.by} window"]
-        out += table(["label", "n", "mean", "p50", "p99", "max"], rows, "lrrrrr")
+        out += per_window_lines(a)
         out += host_window_lines(a)
     slow = a.slowest(5)
     t0 = int(w["start_ns"].min()) if len(w) else 0
@@ -155,6 +143,41 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
     out += _bandwidth_lines(a)
     out += _finding_lines(a)
     return "\n".join(out)
+
+
+MAX_NAME_TABLES = 8  # more range names under one --by pattern: one pooled table, named
+
+
+def per_window_lines(a: Attribution) -> list[str]:
+    """The label statistics over the --by windows: one table per range name when the
+    pattern matched several (a glob over decode_step, layer and scheduler pools unlike
+    windows), pooled and said so past MAX_NAME_TABLES names (ProfilerStep#1..#N)."""
+    names = np.asarray(a.windows["name"], dtype=object)
+    distinct = sorted(set(names.tolist()))
+    groups: list[tuple[str, npt.NDArray[np.intp] | None]]
+    if len(distinct) == 1:
+        groups = [(f"Per {a.by} window", None)]
+    elif len(distinct) <= MAX_NAME_TABLES:
+        groups = [
+            (f"Per {name} window (one of {len(distinct)} ranges --by {a.by} matches)",
+             np.flatnonzero(names == name))
+            for name in distinct
+        ]  # fmt: skip
+    else:
+        shown = ", ".join(distinct[:3])
+        groups = [
+            (f"Per {a.by} window, pooled over the {len(distinct)} range names it matches "
+             f"({shown}, ...)", None)
+        ]  # fmt: skip
+    out: list[str] = []
+    for title, rows in groups:
+        cells = [
+            [lab.removesuffix("_ns"), str(st["count"]), ms(st["mean"]), ms(st["p50"]),
+             ms(st["p99"]), ms(st["max"])]
+            for lab, st in a.per_window_stats(rows).items()
+        ]  # fmt: skip
+        out += ["", title, *table(["label", "n", "mean", "p50", "p99", "max"], cells, "lrrrrr")]
+    return out
 
 
 def _exposed_cells(exposed: dict[int, dict[str, int]], rank: int) -> list[str]:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pytimings.analysis.diff import ONE_WINDOW, SIGNIFICANT
+from pytimings.analysis.diff import SIGNIFICANT, TOO_FEW_WINDOWS
 from pytimings.analysis.finding import ms
 from pytimings.analysis.memory import gib
 from pytimings.console.text import table
@@ -29,8 +29,13 @@ def _pct(x: float | None) -> str:
 
 
 def _ci(row: dict[str, Any]) -> str:
+    """The ratio's interval in %, else the difference's in time (a base of 0, or a
+    replicate without the op), else none."""
     lo, hi = row["ci_low_pct"], row["ci_high_pct"]
-    return "-" if lo is None or hi is None else f"[{lo:+.1f}%, {hi:+.1f}%]"
+    if lo is not None and hi is not None:
+        return f"[{lo:+.1f}%, {hi:+.1f}%]"
+    lo, hi = row.get("ci_low_ns"), row.get("ci_high_ns")
+    return "-" if lo is None or hi is None else f"[{_signed(lo)}, {_signed(hi)}]"
 
 
 def _name(section: str, row: dict[str, Any]) -> str:
@@ -81,13 +86,13 @@ def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
     top = top if top is not None else len(doc["kernels"]) + len(doc["labels"]) + 1_000_000
     rows = [(s, r) for s in SECTIONS for r in doc.get(s, [])]
     out = [scope_line(doc)]
-    if any(r["verdict"] == ONE_WINDOW for _, r in rows):
+    if any(r["verdict"] == TOO_FEW_WINDOWS for _, r in rows):
         out.append(
             "A side has a single window: no confidence interval, nothing can be called "
-            f"better or worse (verdict '{ONE_WINDOW}'). Use --by NAME for one window per "
+            f"better or worse (verdict '{TOO_FEW_WINDOWS}'). Use --by NAME for one window per "
             "range instance, or give several captures per side."
         )
-    shown = _by_size([sr for sr in rows if sr[1]["verdict"] in (*SIGNIFICANT, ONE_WINDOW)])
+    shown = _by_size([sr for sr in rows if sr[1]["verdict"] in (*SIGNIFICANT, TOO_FEW_WINDOWS)])
     changed = _by_size([sr for sr in rows if sr[1]["verdict"] in ("added", "removed")])
     noise = [sr for sr in rows if sr[1]["verdict"] == "within noise"]
     title = (
@@ -163,11 +168,18 @@ def _html_table(section: str, rows: Sequence[dict[str, Any]]) -> str:
 def render_html(doc: dict[str, Any], title: str, top: int = 30) -> str:
     """The label deltas with their intervals and the ``top`` largest kernel deltas."""
     kernels = [r for _, r in _by_size([("kernels", r) for r in doc["kernels"]])][:top]
+    sides = "".join(
+        f"<li>{side}: {html.escape(', '.join(doc[side]))}</li>"
+        for side in ("base", "new")
+        if doc.get(side)
+    )
     body = [
         f"<h1>{html.escape(title)}</h1>",
+        f'<ul class="note">{sides}</ul>' if sides else "",
         f"<p>{html.escape(scope_line(doc))}</p>",
         '<p class="note">Means per window; 95% bootstrap interval of the delta as % of the '
-        "base mean; less time is better.</p>",
+        "base mean (in time where the ratio has none: a base of 0, or a resample without the "
+        "op); less time is better.</p>",
         "<h2>Labels</h2>",
         _html_table("labels", doc["labels"]),
         f"<h2>Kernels and memory ops (largest {len(kernels)} deltas)</h2>",

@@ -81,8 +81,13 @@ def host_window_sections(a: Attribution) -> list[HostSection]:
     hw, strings = a.host.windows, a.trace.strings
     charges = a.host.by_activity
     out: list[HostSection] = []
-    if a.by is None:
-        groups = [(str(n), np.array([i])) for i, n in enumerate(hw["name"].tolist())]
+    if a.by is None:  # a thread per host window; its rank too where there are several
+        ranks = hw["rank"].tolist()
+        several = len(set(ranks)) > 1
+        groups = [
+            (f"thread '{n}'" + (f" of rank {r}" if several else ""), np.array([i]))
+            for i, (n, r) in enumerate(zip(hw["name"].tolist(), ranks, strict=True))
+        ]
     else:
         groups = [(n, np.flatnonzero(hw["name"] == n)) for n in sorted(set(hw["name"].tolist()))]
     for wname, mine in groups:
@@ -100,7 +105,7 @@ def host_window_sections(a: Attribution) -> list[HostSection]:
                          ms(p["p50"]), ms(p["p99"])])  # fmt: skip
         length = percentiles(hw["window_ns"][mine])
         head = (
-            f"Host time of thread '{wname}' ({ms(length['mean'])} from its first activity "
+            f"Host time of {wname} ({ms(length['mean'])} from its first activity "
             "to its last; self time per innermost activity)"
             if a.by is None
             else f"Host time per {wname} window ({mine.size} windows, mean "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from pytimings.analysis.memory import device_groups, levels
 from pytimings.analysis.op_table import OpTable, ops_of
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import write_text
 from pytimings.model.samples import TelemetrySamples
 from pytimings.report.analysis_text import saving_text, savings_head
@@ -42,19 +43,21 @@ COLORS = {
     "device_wait": "#1f77b4",
     "idle_other": "#7f7f7f",
 }
-# one colour per op category (docs/ops.md), in CATEGORIES order
+# one colour per op category (docs/ops.md), in CATEGORIES order: none of the labels'
+# colours, so one colour means one thing across the page (orange was host_bound above the
+# categories' memcpy); comm a paler teal than the comm labels it feeds
 CATEGORY_COLORS = {
-    "gemm": "#1f77b4",
-    "attention": "#d62728",
-    "moe": "#9467bd",
-    "norm": "#8c564b",
-    "elementwise": "#2ca02c",
-    "reduce": "#bcbd22",
-    "conv": "#e377c2",
-    "comm": "#17becf",
-    "memcpy": "#ff7f0e",
-    "memset": "#ffbb78",
-    "other": "#7f7f7f",
+    "gemm": "#393b79",
+    "attention": "#e377c2",
+    "moe": "#8c564b",
+    "norm": "#637939",
+    "elementwise": "#c49c94",
+    "reduce": "#e7ba52",
+    "conv": "#7b4173",
+    "comm": "#9edae5",
+    "memcpy": "#843c39",
+    "memset": "#e7969c",
+    "other": "#c7c7c7",
 }
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; max-width: 1200px; color: #222; }
@@ -74,7 +77,7 @@ def _go() -> Any:
     try:
         import plotly.graph_objects as go
     except ImportError:
-        raise UsageError("--html needs plotly: pip install 'pytimings[html]'") from None
+        raise UsageError(f"--html needs plotly: {install_hint('html')}") from None
     return go
 
 
@@ -147,6 +150,10 @@ def _categories_table(table: OpTable) -> str:
     return (
         "<table><tr><th>op category</th><th>busy ms</th><th>share of busy</th>"
         f"<th>GPU op ms</th></tr>{rows}</table>"
+        '<p class="note">busy ms: the time the GPU ran an op of the category, overlapping ops '
+        "charged once (to the category listed first in docs/ops.md), so the busy column sums "
+        "to the GPU's busy time; GPU op ms: the sum of the category's op durations, "
+        "concurrent ops each counted, so it can exceed busy ms.</p>"
     )
 
 
@@ -223,7 +230,8 @@ def _latency(a: Attribution) -> go.Figure | None:
         return None
     go = _go()
     fig = go.Figure()
-    fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#1f77b4")
+    # a grey no label uses: the colours above mean labels
+    fig.add_histogram(x=(lat / 1e3).tolist(), nbinsx=80, marker_color="#4d4d4d")
     fig.update_layout(
         title=f"Launch latency, op start - launch call start ({plural(lat.size, 'op')})",
         xaxis_title="µs",
@@ -309,11 +317,16 @@ def _totals_table(a: Attribution) -> str:
 
 
 def render(
-    a: Attribution, title: str, has_events: bool = True, telemetry: TelemetrySamples | None = None
+    a: Attribution,
+    title: str,
+    has_events: bool = True,
+    telemetry: TelemetrySamples | None = None,
+    files: Sequence[str] = (),
 ) -> str:
     """The report as one HTML document. ``has_events=False`` (an attribution reduced from
     per-rank tasks, without the events) leaves out the timeline lanes, saying so;
-    ``telemetry``: the recording's GPU samples, drawn as a panel."""
+    ``telemetry``: the recording's GPU samples, drawn as a panel; ``files``: the inputs,
+    listed under the (short) title."""
     if len(a.windows) == 0:
         raise UsageError("--html: the attribution has no windows to draw")
     parts: list[str] = []
@@ -329,7 +342,7 @@ def render(
         )
         first = False
 
-    parts.append(f"<h1>{html.escape(title)}</h1>")
+    parts.append(f"<h1>{html.escape(title)}</h1>{file_list(files)}")
     scope = (
         f"by {a.by}: {plural(len(a.windows), 'window entry', 'window entries')}"
         if a.by
@@ -402,6 +415,14 @@ def _host_sections(a: Attribution) -> list[str]:
     return [_html_table(s) for s in ([bound] if bound else []) + host_window_sections(a)]
 
 
+def file_list(files: Sequence[str]) -> str:
+    """The input files under a page's title (the title stays short)."""
+    if not files:
+        return ""
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in files)
+    return f'<ul class="note">{items}</ul>'
+
+
 def page(title: str, body: str) -> str:
     """One HTML document around ``body`` (the report's style inlined)."""
     return (
@@ -417,8 +438,9 @@ def write_html(
     title: str,
     has_events: bool = True,
     telemetry: TelemetrySamples | None = None,
+    files: Sequence[str] = (),
 ) -> None:
-    write_document(render(a, title, has_events, telemetry), path)
+    write_document(render(a, title, has_events, telemetry, files), path)
 
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:

@@ -32,7 +32,8 @@ def render_memory(r: MemoryResult, findings: list[Finding]) -> str:
             out.append(f"{d.label}: no totals in the trace; levels are sums of its events")
         ops = d.live_at_peak_by_op[:MAX_OPS]
         if ops:
-            out += ["", f"{d.label}: live at the peak ({d.peak_at_ns} ns), by op at allocation"]
+            at = ms(d.peak_at_ns - r.start_ns)
+            out += ["", f"{d.label}: live at the peak ({at} into the trace), by op at allocation"]
             out += table(
                 ("kind", "op", "bytes", "allocs"),
                 [[o.kind, o.name or "-", gib(o.bytes), str(o.allocs)] for o in ops],

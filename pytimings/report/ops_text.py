@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytimings.analysis.finding import ms
 from pytimings.analysis.op_table import OpTable
 from pytimings.console.text import table
 
@@ -25,8 +26,8 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
         graphs = sum(c["graphs"] for c in a["graph_replays"]["captures"])
         return [f"graph replays: none in the trace; the {graphs} captured graphs charge nothing"]
     out = [
-        f"graph replays: {a['graph_kernel_ns'] / 1e3:.1f} µs of GPU time; "
-        f"{a['graph_attributed_ns'] / 1e3:.1f} µs charged to ops through captured graphs"
+        f"graph replays: {ms(a['graph_kernel_ns'])} of GPU time; "
+        f"{ms(a['graph_attributed_ns'])} charged to ops through captured graphs"
     ]
     g = a.get("graph_replays")
     if g is not None:
@@ -65,7 +66,7 @@ def render_ops(t: OpTable, top: int | None) -> str:
             r["name"],
             _shapes(r["input_dims"]),
             str(r["calls"]),
-            f"{r['kernel_ns'] / 1e3:.1f}",
+            ms(r["kernel_ns"]),
             f"{100 * r['kernel_ns'] / total:.1f}",
             _num(r["gflops"], ".3g"),
             _num(r["tflops_s"], ".3g"),
@@ -78,12 +79,12 @@ def render_ops(t: OpTable, top: int | None) -> str:
     graphed = any(r["graph_kernel_ns"] for r in t.ops)
     if graphed:  # the part of each row's time that graph replays ran
         for row, r in zip(rows, t.ops[:top], strict=True):
-            row.insert(4, f"{r['graph_kernel_ns'] / 1e3:.1f}" if r["graph_kernel_ns"] else "-")
+            row.insert(4, ms(r["graph_kernel_ns"]) if r["graph_kernel_ns"] else "-")
     head = [
         "op",
         "shapes",
         "calls",
-        "kernel µs",
+        "kernel time",
         "share %",
         "GFLOP/call",
         "TFLOP/s",
@@ -92,7 +93,7 @@ def render_ops(t: OpTable, top: int | None) -> str:
         "% roofline",
     ]
     if graphed:
-        head.insert(4, "graph µs")
+        head.insert(4, "graph time")
     align = "llrrrrrrrlr" if graphed else "llrrrrrrlr"
     # the ops beneath an op of interest that launched its kernels, where any row has them
     if any(_beneath(r) for r in t.ops[:top]):
@@ -105,7 +106,7 @@ def render_ops(t: OpTable, top: int | None) -> str:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution
     out.append(
-        f"attributed {a['attributed_ns'] / 1e3:.1f} of {a['kernel_ns'] / 1e3:.1f} µs of GPU "
+        f"attributed {ms(a['attributed_ns'])} of {ms(a['kernel_ns'])} of GPU "
         f"time to launching ops ({a['source']})"
     )
     by = a.get("charged_by") or {}
@@ -116,18 +117,16 @@ def render_ops(t: OpTable, top: int | None) -> str:
             f"around the launch: '(no op) NAME' rows) {by['kernel_name'] / 1e3:.1f} µs"
         )
     for u in a["unattributed"]:
-        out.append(
-            f"  unattributed: {u['kernel_ns'] / 1e3:.1f} µs in {u['ops']} ops: {u['reason']}"
-        )
+        out.append(f"  unattributed: {ms(u['kernel_ns'])} in {u['ops']} ops: {u['reason']}")
     out += render_graph_replays(a)
     cats = [
         [
             c["category"],
-            f"{c['kernel_ns'] / 1e3:.1f}",
+            ms(c["kernel_ns"]),
             f"{100 * c['share']:.1f}",
-            f"{c['busy_ns'] / 1e3:.1f}",
+            ms(c["busy_ns"]),
         ]
         for c in t.categories
     ]
-    out += table(["category", "kernel µs", "share %", "busy µs"], cats, "lrrr")
+    out += table(["category", "kernel time", "share %", "busy time"], cats, "lrrr")
     return "\n".join(out)

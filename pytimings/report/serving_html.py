@@ -21,13 +21,14 @@ import html
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
-from pytimings.report.html import _go, page, write_document
+from pytimings.report.html import _go, file_list, page, write_document
 from pytimings.serving._format import fmt_num
 from pytimings.serving.cost import cost_per_mtok_usd
 from pytimings.serving.findings import missing_evidence
@@ -36,7 +37,7 @@ from pytimings.serving.join import render as render_join
 from pytimings.serving.join import render_slowest, timeline
 from pytimings.serving.metrics import ServingMetrics, measured
 from pytimings.serving.sources import SLOWEST, LevelResult, SourceResult, run_cost
-from pytimings.serving.trend import DRIFT_HEADERS, drift_cells
+from pytimings.serving.trend import DRIFT_HEADERS, DRIFT_RULE, drift_cells
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
 MAX_CDF_POINTS = 2000
@@ -71,7 +72,7 @@ def wide_tail(values: npt.ArrayLike) -> bool:
 
 
 # a point label's box as a fraction of its panel's width (per character) and height
-LABEL_CHAR_W, LABEL_H = 0.014, 0.05
+LABEL_CHAR_W, LABEL_H = 0.017, 0.05  # a 12 px character in a ~450 px wide panel
 LABEL_AT = ("top left", "top right", "bottom left", "bottom right")
 
 
@@ -83,17 +84,28 @@ def label_box(x: float, y: float, text: str, at: str) -> tuple[float, float, flo
     return x0, y0, x0 + w, y0 + LABEL_H
 
 
-def label_positions(points: Sequence[tuple[float, float, str]]) -> list[str]:
+def label_positions(
+    points: Sequence[tuple[float, float, str]],
+    y_top: float | None = None,
+    knees: Sequence[tuple[float, str, str]] = (),
+) -> list[str]:
     """A text position for each point's label (``(x, y, text)``, panel data units) such
-    that no two labels overlap: the first of LABEL_AT that clears the labels placed before
-    it, or "" (label left out; the hover still names it) when none does."""
+    that no two labels overlap, nor a knee's label (``(x, text, at)``: the vertical line's
+    annotation, at the panel's top or bottom): the first of LABEL_AT that clears the labels
+    placed before it, or "" (label left out; the hover still names it) when none does.
+    ``y_top``: the axis' top when other traces reach above the points (the p99 curves)."""
     if not points:
         return []
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
     xspan = (max(xs) - min(xs)) or 1.0
-    yspan = max(ys) or 1.0  # the y axis starts at zero
-    placed: list[tuple[float, float, float, float]] = []
+    yspan = (y_top if y_top is not None else max(ys)) or 1.0  # the y axis starts at zero
+    placed = []
+    for x, text, at in knees:  # a knee's label hangs from the panel's top or stands on 0
+        vertical, side = at.split()
+        top = vertical == "top"
+        placed.append(label_box((x - min(xs)) / xspan, float(top), text,
+                                f"{'bottom' if top else 'top'} {side}"))  # fmt: skip
     out = []
     for x, y, text in points:
         fx, fy = (x - min(xs)) / xspan, y / yspan
@@ -171,6 +183,10 @@ def _cdf_figure(results: Sequence[SourceResult], metric: str, title: str) -> Any
     return fig
 
 
+def _knee_text(r: SourceResult) -> str:
+    return f"knee {r.source.label}: c={r.knee}"
+
+
 def _curve_figure(results: Sequence[SourceResult]) -> Any:
     from plotly.subplots import make_subplots
 
@@ -181,11 +197,20 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
         horizontal_spacing=0.08,
     )
     runs = [[lv for lv in r.levels if lv.metrics.completed] for r in results]
+    knees = [
+        (lv.metrics.output_throughput, _knee_text(r), _KNEE_TEXT_AT[i % len(_KNEE_TEXT_AT)])
+        for i, (r, lvs) in enumerate(zip(results, runs, strict=True))
+        for lv in lvs
+        if lv.concurrency == r.knee
+    ]
     label_at: dict[tuple[int, str], list[str]] = {}  # (run, stat) -> each p50 point's label place
     for stat in ("tpot", "itl"):
         pts = [(lv.metrics.output_throughput, getattr(lv.metrics, stat).median,
                 f"c={lv.concurrency}", i) for i, lvs in enumerate(runs) for lv in lvs]  # fmt: skip
-        pos = label_positions([p[:3] for p in pts])
+        drawn = [v for lvs in runs for lv in lvs
+                 for v in (getattr(lv.metrics, stat).p99, getattr(lv.metrics, stat).median)
+                 if math.isfinite(v)]  # fmt: skip
+        pos = label_positions([p[:3] for p in pts], max(drawn, default=None), knees)
         for i in range(len(runs)):
             label_at[i, stat] = [a for a, p in zip(pos, pts, strict=True) if p[3] == i]
     for i, r in enumerate(results):
@@ -220,7 +245,7 @@ def _curve_figure(results: Sequence[SourceResult]) -> Any:
                 fig.add_vline(
                     x=at.metrics.output_throughput,
                     line={"color": _color(i), "dash": "dot", "width": 1.5},
-                    annotation_text=f"knee {r.source.label}: c={r.knee}",
+                    annotation_text=_knee_text(r),
                     annotation_position=_KNEE_TEXT_AT[i % len(_KNEE_TEXT_AT)],
                     row=1,
                     col=col,
@@ -378,6 +403,9 @@ def findings_lines(results: Sequence[SourceResult]) -> list[str]:
 
 
 PART_COLORS = {"send": "#7f7f7f", "first_token_delivery": "#17becf", "to_last_chunk": "#c7c7c7"}
+# the engine's phases: none of the runs' colours (PALETTE), so a colour on the page is a run
+# or a phase, never both
+PHASE_PALETTE = ("#393b79", "#e7ba52", "#637939", "#843c39", "#7b4173", "#9c9ede", "#cedb9c")
 
 
 def _phase_panels(results: Sequence[SourceResult]) -> list[tuple[str, int, list[dict[str, Any]]]]:
@@ -409,7 +437,9 @@ def _phase_figure(results: Sequence[SourceResult]) -> Any:
                 base.append(t0 / 1e6)
                 x.append(d / 1e6)
         for name, (y, base, x) in segs.items():
-            color = PART_COLORS.get(name) or colors.setdefault(name, _color(len(colors)))
+            color = PART_COLORS.get(name) or colors.setdefault(
+                name, PHASE_PALETTE[len(colors) % len(PHASE_PALETTE)]
+            )
             fig.add_bar(
                 y=y, x=x, base=base, orientation="h", name=name, legendgroup=name,
                 marker_color=color, showlegend=name not in {t.name for t in fig.data},
@@ -547,7 +577,13 @@ def render(
             for lv in r.levels
         )
         raise UsageError(f"--html: no request succeeded in any input, nothing to draw ({counts})")
-    parts = [f"<h1>{html.escape(title)}</h1>"]
+    files = [  # a run's label before its file, where the label is not the file's name
+        r.source.run.path
+        if r.source.label == Path(r.source.run.path).name
+        else f"{r.source.label}: {r.source.run.path}"
+        for r in results
+    ]
+    parts = [f"<h1>{html.escape(title)}</h1>{file_list(files)}"]
     figs = [
         _cdf_figure(results, "ttft", "TTFT CDF (time to first token), per concurrency level"),
         _cdf_figure(results, "itl", "ITL CDF (inter-token latency), per concurrency level"),
@@ -584,12 +620,13 @@ def render(
                 f"<pre>{html.escape(render_join(j.doc, j.clock))}</pre>"
                 f"<pre>{html.escape(render_slowest(j.doc, SLOWEST))}</pre>"
             )
+    rule = f'<p class="note">Mann-Kendall test, Sen\'s slope per hour; {DRIFT_RULE}.</p>'
     drift = [row for r in results for row in r.drift]
     if drift:
-        parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
+        parts.append(f"<h2>Drift over the soak intervals</h2>{rule}{_drift_table(drift)}")
     mem = [row for r in results for row in r.memory_drift]
     if mem:
-        parts.append(f"<h2>Memory trend over the recordings' samples</h2>{_drift_table(mem)}")
+        parts.append(f"<h2>Memory trend over the recordings' samples</h2>{rule}{_drift_table(mem)}")
     return page(title, "\n".join(parts))
 
 

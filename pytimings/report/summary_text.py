@@ -51,6 +51,8 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("gpu_ops", "GPU ops", "int"),
         ("proj_total_ns", "GPU proj ms", "ms"),
         ("gpu_busy_ns", "GPU busy ms", "ms"),
+        ("bytes", "MB", "mb"),
+        ("gbps", "GB/s", "f2"),
         ("style", "style", "str"),
         ("name", "range", "str"),
     ],
@@ -72,6 +74,7 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     "cpu_ops": _host_op_columns("cpu op"),
     "os_calls": _host_op_columns("OS call"),
 }
+WHEN_KNOWN = {"bytes", "gbps"}  # columns shown only where a row knows them
 _TITLES = {
     "kernels": "Kernels",
     "memory": "Memory operations",
@@ -119,8 +122,13 @@ def render_summary(tables: dict[str, Table], runtime: str = "CUDA") -> str:
                 mask &= t[c] == k
             where = ", ".join(f"{c} {k}" for c, k in zip(scopes, key, strict=True) if k >= 0)
             lines.append(_TITLES[name].format(runtime=runtime) + (f" ({where})" if where else ""))
-            rows = [[_fmt(t[c][i], how) for c, _, how in spec] for i in np.flatnonzero(mask)]
-            align = "".join("l" if how == "str" else "r" for _, _, how in spec)
-            lines += table([h for _, h, _ in spec], rows, align, underline=False)
+            shown = [  # a column of what the trace does not say (no bytes anywhere) is left out
+                (c, h, how)
+                for c, h, how in spec
+                if c not in WHEN_KNOWN or not np.isnan(t[c][mask].astype(np.float64)).all()
+            ]
+            rows = [[_fmt(t[c][i], how) for c, _, how in shown] for i in np.flatnonzero(mask)]
+            align = "".join("l" if how == "str" else "r" for _, _, how in shown)
+            lines += table([h for _, h, _ in shown], rows, align, underline=False)
             lines.append("")
     return "\n".join(lines)

@@ -15,8 +15,8 @@ so pooled-gap percentiles are computed with per-request weights. Resampling roun
 between-round drift (warm caches, clocks, neighbours) into the interval; resampling
 requests carries within-round spread. Throughput of a replicate is the resampled requests'
 tokens over the drawn rounds' durations, so with a single round its interval reflects only
-the token counts: throughput gets no verdict then ("1 round"). A and B are resampled
-independently; the interval is the 2.5-97.5 percentile of the replicate changes
+the token counts: throughput gets no verdict then ("n/a (too few rounds)"). A and B are
+resampled independently; the interval is the 2.5-97.5 percentile of the replicate changes
 (percentile bootstrap, ``--resamples`` replicates, seeded by ``--seed``). Intervals of a
 p99 need data: with fewer than ~100 requests (or gaps) per run, the p99 is one of the
 largest few values and its interval is rough; run more requests before trusting its
@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.console import options
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import figure_format, save_figure
 from pytimings.ingest.recording_file import load_memory
 from pytimings.model.samples import MemorySamples
@@ -77,7 +77,7 @@ from pytimings.serving.runfile import Level, Run, write_json
 from pytimings.serving.saturation import RULE as SATURATION_RULE
 from pytimings.serving.saturation import past_saturation
 from pytimings.serving.trend import MEMORY_HEAD, drift_table, memory_drift, run_drift
-from pytimings.stats import two_stage_weights
+from pytimings.stats import too_few, two_stage_weights
 from pytimings.stats import verdict as change_verdict
 
 F64 = npt.NDArray[np.float64]
@@ -218,7 +218,7 @@ def compare_levels(
     resamples: int,
     rng: np.random.Generator,
     metrics: dict[str, tuple[bool, str]] = METRICS,
-    per_round: Sequence[str] = ("throughput",),  # figures of whole rounds: 1 round, no verdict
+    per_round: Sequence[str] = ("throughput",),  # figures of whole rounds: one round, no verdict
 ) -> list[dict[str, Any]]:
     pa_, pb_ = a.point(), b.point()
     reps = np.empty((resamples, len(metrics)))
@@ -231,7 +231,7 @@ def compare_levels(
         col = reps[:, j][~np.isnan(reps[:, j])]
         lo, hi = np.percentile(col, [2.5, 97.5]) if col.size else (math.nan, math.nan)
         if name in per_round and min(a.n_rounds, b.n_rounds) < 2:
-            verdict = "1 round"
+            verdict = too_few("rounds")
         else:
             verdict = change_verdict(lo, hi, higher_better)
         out.append({
@@ -507,7 +507,8 @@ def _render(doc: dict[str, Any]) -> str:
         rows.append([
             f"c={c['concurrency']} {c['metric']} ({c['unit']})",
             fmt_num(c["a"]), fmt_num(c["b"]),
-            f"{c['rel_change'] * 100:+.1f}%", f"[{lo * 100:+.1f}%, {hi * 100:+.1f}%]",
+            f"{c['rel_change'] * 100:+.1f}%",
+            "-" if math.isnan(lo) or math.isnan(hi) else f"[{lo * 100:+.1f}%, {hi * 100:+.1f}%]",
             f"{c['verdict']}  ({c['label']} vs {c['baseline']})",
         ])  # fmt: skip
     out = [format_table(["metric", "baseline", "other", "change", "95% CI", "verdict"], rows)]
@@ -563,7 +564,7 @@ def _plotter() -> Callable[[Sequence[Run], Sequence[str], dict[str, Any], str, s
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'pytimings[plot]'") from None
+        raise UsageError(f"--plot needs matplotlib: {install_hint('plot')}") from None
     return _plot
 
 

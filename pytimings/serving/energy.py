@@ -7,9 +7,9 @@ energy; a level's figures are its rounds' energy over their output tokens (J/tok
 inverse) and over their time (mean power, W, summed over the GPUs). compare's interval
 (:func:`pytimings.serving.compare.compare_levels`) resamples rounds with replacement (energy
 is measured per round, not per request), as the other figures' first stage does; with one
-round a side there is no verdict ("1 round"). Findings: J per output token worse in B than
-in A (the interval excludes zero); a clock-event reason other than idle active for at least
-10% of a level's samples; power at its cap for at least 10% of them.
+round a side there is no verdict ("n/a (too few rounds)"). Findings: J per output token
+worse in B than in A (the interval excludes zero); a clock-event reason other than idle
+active for at least 10% of a level's samples; power at its cap for at least 10% of them.
 """
 
 from __future__ import annotations

@@ -311,6 +311,41 @@ def join(
     return doc, clock
 
 
+def why_unmatched(
+    run: Run, engine: Sequence[RequestRecord], clock: Clock, tolerance_ns: int
+) -> str:
+    """Why :func:`join` matched no request: by id (which side carries none, or that none is
+    shared) and by start time (each side's span on the client's clock)."""
+    clients = [c for c, _, _ in _client_requests(run)]
+    if not clients:
+        return "the run file holds no measured requests"
+    if not engine:
+        return "the recording holds no request timelines (pytimings.request)"
+    with_ids = [c.server_id for c in clients if c.server_id is not None]
+    if not with_ids:
+        by_id = "no client request carries a server id"
+    else:
+        by_id = (
+            f"none of the {len(with_ids)} server ids of the client's requests (e.g. "
+            f"{with_ids[0]!r}) is an engine request id (e.g. {engine[0].req_id!r})"
+        )
+    client_span = (min(c.start_ns for c in clients), max(c.start_ns for c in clients))
+    engine_span = (
+        min(s.start_ns for s in engine) - clock.offset_ns,
+        max(s.start_ns for s in engine) - clock.offset_ns,
+    )
+    after_ns, before_ns = engine_span[0] - client_span[1], client_span[0] - engine_span[1]
+    where = "after the client's last" if after_ns > before_ns else "before the client's first"
+    by_time = (
+        f"the engine's requests start {max(after_ns, before_ns) / 1e9:.3f} s {where} send "
+        f"({clock.how})"
+        if max(after_ns, before_ns) > tolerance_ns
+        else f"no engine request started within --tolerance-ms {tolerance_ns / 1e6:g} of a "
+        f"client's send ({clock.how})"
+    )
+    return f"{by_id}; by start time, {by_time}: are they of the same run?"
+
+
 def auto_clock(run: Run, engine_path: str) -> ClockMode:
     """``--clock auto``: "same" when the run file and the recording were stamped by one
     kernel (the same boot id; a host name alone is not enough: a container or a reboot

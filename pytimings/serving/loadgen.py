@@ -56,8 +56,10 @@ import itertools
 import json
 import math
 import os
+import signal
 import socket
 import sys
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -68,7 +70,7 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.console import options
 from pytimings.console.options import DETAIL, duration
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
@@ -426,6 +428,14 @@ class WarmupFailed(Exception):
         super().__init__(f"every warm-up request at concurrency {concurrency} failed: {reason}")
 
 
+class Terminated(Exception):
+    """SIGTERM (what ``timeout``, Slurm and Kubernetes send) stopped the run: it is saved as
+    Ctrl-C's is, and the command exits 143 (128 + SIGTERM)."""
+
+    def __init__(self) -> None:
+        super().__init__("SIGTERM")
+
+
 class RunStopped(Exception):
     """The run stopped before its last level: ``doc`` is the run file of what was measured
     (the levels done, and under ``interrupted`` the stopped level's measured requests)."""
@@ -449,6 +459,7 @@ async def run_load(
     levels: list[dict[str, Any]] = []
     metrics_url, metrics_note = await _metrics_url(cfg)
     scraper = engine_metrics.Scraper(metrics_url or "", cfg.metrics_interval_s)
+    terminated = _cancel_on_sigterm()
     async with (
         aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
         scraper,
@@ -457,9 +468,12 @@ async def run_load(
         measured: list[RequestRecord] = []
         try:
             saturated = await _levels(cfg, session, scraper, metrics_url, tick, levels, measured)
-        except (Exception, KeyboardInterrupt, asyncio.CancelledError) as exc:
+        except (Exception, KeyboardInterrupt, asyncio.CancelledError) as caught:
             if not levels and not measured:
+                if terminated.is_set():
+                    raise Terminated() from None
                 raise
+            exc = Terminated() if terminated.is_set() else caught
             # what was measured is kept: the levels done, and the stopped level's requests
             doc = _document(cfg, levels, metrics_url, metrics_note, None)
             doc["interrupted"] = {
@@ -472,6 +486,23 @@ async def run_load(
             if scraping is not None:
                 scraping.cancel()
     return _document(cfg, levels, metrics_url, metrics_note, saturated)
+
+
+def _cancel_on_sigterm() -> threading.Event:
+    """On SIGTERM, cancel the running task as Ctrl-C does, so what was measured is saved;
+    the event tells the two apart. Only the main thread can take signals."""
+    terminated = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return terminated
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_sigterm() -> None:
+        terminated.set()
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+    return terminated
 
 
 async def _levels(
@@ -596,7 +627,7 @@ async def _metrics_url(cfg: Config) -> tuple[str | None, str]:
     if cfg.metrics_explicit:
         return cfg.metrics_url, "--metrics-url"
     if importlib.util.find_spec("prometheus_client") is None:
-        return None, "off: prometheus_client is not installed (pip install 'pytimings[serving]')"
+        return None, f"off: prometheus_client is not installed ({install_hint('serving')})"
     if await engine_metrics.probe(cfg.metrics_url, cfg.metrics_interval_s):
         return cfg.metrics_url, "the server's /metrics (answered in Prometheus text format)"
     return None, f"off: {cfg.metrics_url} gave no Prometheus text exposition"
@@ -768,7 +799,7 @@ def _metrics_target(args: argparse.Namespace) -> tuple[str | None, bool]:
             f"--metrics-url {args.metrics_url!r}: expected http(s)://HOST:PORT/metrics"
         )
     if importlib.util.find_spec("prometheus_client") is None:
-        raise UsageError("--metrics-url needs prometheus_client: pip install 'pytimings[serving]'")
+        raise UsageError(f"--metrics-url needs prometheus_client: {install_hint('serving')}")
     return args.metrics_url, True
 
 
@@ -806,7 +837,7 @@ def summary_table(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if importlib.util.find_spec("aiohttp") is None:
-        raise UsageError("loadgen needs aiohttp: pip install 'pytimings[serving]'")
+        raise UsageError(f"loadgen needs aiohttp: {install_hint('serving')}")
     bars: list[Any] = []
 
     def progress(total: int | None) -> Callable[[], None]:
@@ -825,6 +856,10 @@ def run(args: argparse.Namespace) -> int:
     except WarmupFailed as exc:  # said even with --quiet, as below
         print(f"pytimings loadgen: {exc}; nothing measured, no run file", file=sys.stderr)
         return 1
+    except Terminated:
+        print("pytimings loadgen: SIGTERM before a request was measured; no run file",
+              file=sys.stderr)  # fmt: skip
+        return 128 + signal.SIGTERM
     except RunStopped as exc:  # written below, then said even with --quiet
         doc, stopped = exc.doc, exc
     finally:
@@ -843,6 +878,8 @@ def run(args: argparse.Namespace) -> int:
             f"{len(it['requests'])} measured requests (under 'interrupted') to {args.out}",
             file=sys.stderr,
         )
+        if isinstance(stopped.cause, Terminated):
+            return 128 + signal.SIGTERM
         return 130 if isinstance(stopped.cause, KeyboardInterrupt | asyncio.CancelledError) else 1
     if not args.no_table:
         print(summary_table(doc))

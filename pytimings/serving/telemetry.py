@@ -28,7 +28,7 @@ import numpy as np
 
 from pytimings._core import now_ns
 from pytimings.analysis.hardware import energy_summary
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.model.samples import TelemetryRow, TelemetrySamples
 from pytimings.record.memory import Sampler
 from pytimings.record.telemetry import TelemetryLog
@@ -107,7 +107,7 @@ def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, S
     if url is not None:
         if importlib.util.find_spec("prometheus_client") is None:
             raise UsageError(
-                "--telemetry-url needs prometheus_client: pip install 'pytimings[telemetry]'"
+                f"--telemetry-url needs prometheus_client: {install_hint('telemetry')}"
             )
         log: TelemetryLog = DcgmLog(url)
     elif local:

@@ -30,7 +30,7 @@ from typing import Any
 
 from pytimings.console.args import bounded_int, finite_float
 from pytimings.console.options import DETAIL
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 
 __all__ = ["ToyEngine", "add_arguments", "run"]
 
@@ -206,6 +206,12 @@ def _metrics_handler(engine: ToyEngine) -> Any:
     return metrics
 
 
+# the suggested loadgen's size: short prompts and streams, one round, every connection
+# opened by the warm-up: about 30 s on 2 cores at the defaults, the knee at 16 > --max-batch
+# (loadgen's own defaults, 1080 prompt and 1020 output tokens in 3 rounds, take an hour here)
+TRY_LOADGEN = "--requests 32 --rounds 1 --warmup 16 --input-len 128 --output-len 32"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument(
@@ -231,7 +237,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("aiohttp") is None:
-        raise UsageError("serve-toy needs aiohttp: pip install 'pytimings[serving]'")
+        raise UsageError(f"serve-toy needs aiohttp: {install_hint('serving')}")
     for flag, v in (("--step-ms", args.step_ms), ("--per-seq-ms", args.per_seq_ms),
                     ("--prefill-us-per-token", args.prefill_us_per_token)):  # fmt: skip
         if v < 0:
@@ -260,7 +266,7 @@ async def _serve(engine: ToyEngine, model: str, host: str, port: int) -> None:
         f"serving a toy OpenAI-compatible engine (model {model!r}, batch {engine.max_batch}) "
         f"at {url}; Ctrl-C stops it. Try:\n"
         f"  pytimings loadgen --url {url} --model {model} --concurrency 1,4,16 "
-        "--requests 32 --out run.json\n  pytimings report run.json",
+        f"{TRY_LOADGEN} --out run.json\n  pytimings report run.json",
         flush=True,
     )
     loop = asyncio.ensure_future(engine.loop())

@@ -25,8 +25,9 @@ are left out of the test and counted. Too short for a verdict, said so in a row 
 
 * a soak level with fewer than :func:`min_points` intervals with values: below it not even
   a strictly increasing series reaches ``p < alpha`` (5 at 5%);
-* memory samples spanning less than :data:`MIN_MEMORY_SPAN_S`: a slope per hour from a few
-  seconds extrapolates warm-up (allocator pools, caches, graph captures) a hundredfold.
+* a soak level or memory samples spanning less than :data:`MIN_DRIFT_SPAN_S` (one rule for
+  latency and memory): a slope per hour from a few seconds extrapolates warm-up (allocator
+  pools, caches, graph captures, a cold engine) a hundredfold.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pytimings.serving.runfile import Level, Run
 from pytimings.stats import mann_kendall, sen_slope
 
 ALPHA = 0.05
-MIN_MEMORY_SPAN_S = 600.0  # 10 minutes of memory samples for a trend per hour
+MIN_DRIFT_SPAN_S = 600.0  # 10 minutes of intervals or memory samples for a trend per hour
 
 
 def min_points(alpha: float = ALPHA) -> int:
@@ -94,6 +95,9 @@ def level_drift(level: Level, alpha: float = ALPHA) -> list[dict[str, Any]]:
     if not ivs:
         return []
     t0 = ivs[0]["start_ns"]
+    short = _span_too_short("intervals", (ivs[-1]["end_ns"] - t0) / 1e9)
+    if short is not None:
+        return [_too_short(short, len(ivs))]
     hours = [((iv["start_ns"] + iv["end_ns"]) / 2 - t0) / 3.6e12 for iv in ivs]
     series = {
         f"{m}_{q}_ms": [_num(iv[f"{m}_ms"][q]) for iv in ivs]
@@ -109,6 +113,13 @@ def level_drift(level: Level, alpha: float = ALPHA) -> list[dict[str, Any]]:
     have = max(int(np.sum(~np.isnan(np.asarray(v, np.float64)))) for v in series.values())
     return [_too_short(f"{have} intervals with values; a drift test needs {min_points(alpha)}",
                        have)]  # fmt: skip
+
+
+def _span_too_short(what: str, span_s: float) -> str | None:
+    """Why ``what`` spanning ``span_s`` seconds is too short for a drift verdict, or None."""
+    if span_s >= MIN_DRIFT_SPAN_S:
+        return None
+    return f"the {what} span {span_s:.3g} s; a trend per hour needs {MIN_DRIFT_SPAN_S / 60:g} min"
 
 
 def _too_short(why: str, intervals: int) -> dict[str, Any]:
@@ -134,10 +145,8 @@ def memory_drift(
     if not samples.t_ns:
         return []
     t = np.asarray(samples.t_ns, np.float64)
-    span_s = float(t[-1] - t[0]) / 1e9
-    if span_s < MIN_MEMORY_SPAN_S:
-        why = (f"the samples span {span_s:.3g} s; a trend per hour needs "
-               f"{MIN_MEMORY_SPAN_S / 60:g} min")  # fmt: skip
+    why = _span_too_short("samples", float(t[-1] - t[0]) / 1e9)
+    if why is not None:
         return [{"label": label, "file": path, "concurrency": None,
                  **_too_short(why, len(samples.t_ns))}]  # fmt: skip
     hours = (t - t[0]) / 3.6e12
@@ -163,8 +172,15 @@ def drift_cells(r: dict[str, Any]) -> list[str]:
             f"{r['p_value']:.3g}", f"{r['verdict']} ({r['intervals']} {unit})"]  # fmt: skip
 
 
-SOAK_HEAD = "drift over the soak intervals (Mann-Kendall test, Sen's slope per hour)"
-MEMORY_HEAD = "memory trend over the recordings' samples (Mann-Kendall test, Sen's slope per hour)"
+DRIFT_RULE = f"a verdict needs {MIN_DRIFT_SPAN_S / 60:g} min or more"
+SOAK_HEAD = (
+    "drift over the soak intervals (Mann-Kendall test, Sen's slope per hour; "
+    f"{DRIFT_RULE} and {MIN_POINTS} intervals)"
+)
+MEMORY_HEAD = (
+    "memory trend over the recordings' samples (Mann-Kendall test, Sen's slope per hour; "
+    f"{DRIFT_RULE})"
+)
 
 
 def drift_table(rows: list[dict[str, Any]], head: str = SOAK_HEAD) -> str:

@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 import pytimings as pt
+from pytimings.analysis.finding import ms
 from pytimings.analysis.memory import GROWTH_ALPHA, analyze_memory, memory_findings
 from pytimings.errors import TraceFormatError
 from pytimings.model.trace import MemEventKind
+from pytimings.report.memory_text import render_memory
 from pytimings.stats import mann_kendall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,6 +221,12 @@ def test_a_snapshot_pickle_loads_with_its_peak_and_sites(tmp_path: Path) -> None
     ]
     assert d.live_at_peak_by_op[0].name == "tmp (/x/model.py:7)"
     assert d.live_at_end_bytes == 4 * mb
+    # the text gives the peak's time from the trace's start, not a raw timestamp (issue 46)
+    result = analyze_memory(trace)
+    first = int(trace.mem_events["time"].min())
+    assert result.start_ns == first
+    text = render_memory(result, [])
+    assert f"live at the peak ({ms(12_000 - first)} into the trace)" in text, text
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pytest
 from helpers.bootstrap_check import binomial_band, false_positives
 
-from pytimings.analysis.diff import ONE_WINDOW
+from pytimings.analysis.diff import TOO_FEW_WINDOWS
 from pytimings.cli import main
 from pytimings.ingest.names import normalize_kernel_name
 
@@ -73,7 +73,7 @@ def test_nsys_ai_mfu_before_after(shared_dir: Path, tmp_path: Path) -> None:
     # GPUs ran together, so they are no evidence of spread
     assert doc["window_entries"] == {"base": 2, "new": 2}
     assert doc["windows"] == {"base": 1, "new": 1}
-    assert {r["verdict"] for r in doc["labels"]} == {ONE_WINDOW}
+    assert {r["verdict"] for r in doc["labels"]} == {TOO_FEW_WINDOWS}
     agree(doc, nsys_kernels_per_window(before), nsys_kernels_per_window(after), verdicts=False)
     # the collective: its mean duration per instance and rank, as the kernels show it
     coll = {r["name"]: r for r in doc["collectives"]}
@@ -130,7 +130,7 @@ def test_nsys_and_kineto_spellings_of_one_workload_match(shared_dir: Path, tmp_p
     k = doc["kernels"]
     assert [r["name"] for r in k if r["base_count"] != r["new_count"]] == []
     assert sum(r["base_count"] for r in k) == 1047 + 16 + 12
-    assert {r["verdict"] for r in k} == {"1 window"}
+    assert {r["verdict"] for r in k} == {TOO_FEW_WINDOWS}
 
 
 @pytest.mark.slow

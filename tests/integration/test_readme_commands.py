@@ -18,11 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.doc_blocks import DOCS, fenced_blocks
 
 from pytimings.commands.example import example_path
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELLS = ("bash", "sh", "shell", "console", "")
 TRACE = re.compile(r"(\.(sqlite|nsys-rep|pyt|json\.gz|json)|/)$")
 OUTPUTS = ("--json", "--html", "--out", "--perfetto", "--plot", "-o")
@@ -55,26 +54,11 @@ NOT_HERE = {
 }
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
-    """(language, body) of each fenced block."""
-    out, lang, body, inside = [], "", [], False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            if inside:
-                out.append((lang, "\n".join(body)))
-            else:
-                lang, body = line[3:].strip(), []
-            inside = not inside
-        elif inside:
-            body.append(line)
-    return out
-
-
 def documented() -> list[tuple[str, str]]:
     """(file, command) of every pytimings command in a fenced shell block."""
     found = []
     for doc in DOCS:
-        for lang, body in _blocks(doc.read_text()):
+        for lang, body, _ in fenced_blocks(doc.read_text()):
             if lang not in SHELLS:
                 continue
             for line in body.replace("\\\n", " ").splitlines():

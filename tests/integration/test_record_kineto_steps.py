@@ -15,6 +15,7 @@ import pytest
 
 import pytimings as pt
 from pytimings.cli import main
+from pytimings.ingest.recording import load_recording
 
 pytest.importorskip("torch")
 
@@ -46,6 +47,8 @@ def test_the_trace_loads_and_carries_its_steps(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     path = tmp_path / "run.pt.trace.json"
+    # the end-of-run summary says where each file went (issue 46)
+    assert f"saved to {tmp_path / 'run.pyt'} (exit); the Kineto trace in {path};" in done.stderr
     trace = pt.load(path)
     names = np.asarray(trace.strings, dtype=object)
     steps = np.flatnonzero(names[trace.ranges["name"]] == "MyDecoderLayer")
@@ -60,3 +63,45 @@ def test_the_trace_loads_and_carries_its_steps(
     assert "MyDecoderLayer" in capsys.readouterr().out
     assert main(["analyze", str(path), "--by", "MyDecoderLayer", "-q"]) == 0
     assert "(by MyDecoderLayer: 0 window entries, 4 host windows)" in capsys.readouterr().out
+
+
+def _record(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore::FutureWarning"}
+    argv = [sys.executable, "-m", "pytimings.cli", "record", "-o", str(tmp_path / "run.pyt"),
+            *options, "--", "prog.py"]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+
+
+def test_a_name_no_modules_pattern_can_match_is_refused_before_the_run(tmp_path: Path) -> None:
+    done = _record(tmp_path, "--modules", "*DecoderLayer", "--kineto", "Foo:0-2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "pytimings record: error: --kineto Foo:0-2: no --modules pattern (*DecoderLayer) can "
+        "match a class named 'Foo' (patterns match 'module.ClassName'; NAME is the class name)"
+    )
+    assert not (tmp_path / "run.pyt").exists()
+
+
+@pytest.mark.parametrize(
+    ("modules", "kineto", "why"),
+    [
+        ("*Layer", "MyDecoderLayer:12-14", "no thread began more than 12 (steps 0-11)"),
+        ("*", "OtherDecoderLayer:0-2", "no forward of a --modules class of that name ran"),
+    ],
+)
+def test_a_step_range_that_never_began_is_said_at_exit(
+    tmp_path: Path, modules: str, kineto: str, why: str
+) -> None:
+    """Twelve forwards, steps 0-11: a range past them, or a class that never ran, writes no
+    trace and says so (issue 46: it exited 0 without a word), in the meta too."""
+    done = _record(tmp_path, "--modules", modules, "--kineto", kineto)
+    assert done.returncode == 0, done.stderr
+    name, first = kineto.split(":")[0], kineto.split(":")[1].split("-")[0]
+    said = (
+        f"pytimings record: no Kineto trace of {kineto}: step {first} of {name} never began: {why}"
+    )
+    assert said in done.stderr, done.stderr
+    assert not (tmp_path / "run.pt.trace.json").exists()
+    meta = load_recording(tmp_path / "run.pyt").meta["record"]["kineto"]
+    assert meta["path"] is None and why in meta["note"]

@@ -4,7 +4,9 @@ slow down with the batch, and requests past the batch limit queue (TTFT jumps)."
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import subprocess
 import sys
 import urllib.error
@@ -103,3 +105,52 @@ def test_bad_settings_are_one_line(
         assert main(["serve-toy", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert said in err and "Traceback" not in err
+
+
+def test_the_suggested_loadgen_takes_well_under_a_minute() -> None:
+    """The "Try:" line it prints, sized by the toy's own schedule at its defaults (issue 46:
+    loadgen's defaults made it an hour): each level sends its warm-up and rounds in waves of
+    at most --max-batch requests, each wave a prefill and --output-len decode steps."""
+    from pytimings.serving.loadgen import add_arguments as loadgen_arguments
+
+    with subprocess.Popen(
+        [sys.executable, "-m", "pytimings.cli", "serve-toy", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as proc:  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline() for _ in range(2)]
+        finally:
+            proc.terminate()
+    words = lines[1].split()
+    assert words[:2] == ["pytimings", "loadgen"], lines
+    parser = argparse.ArgumentParser()
+    loadgen_arguments(parser)
+    args = parser.parse_args(words[2:])
+    max_batch, step_s, per_seq_s, prefill_s_per_token = 8, 10e-3, 1e-3, 50e-6  # the defaults
+    engine_s = 0.0
+    for concurrency in map(int, args.concurrency.split(",")):
+        batch = min(concurrency, max_batch)
+        waves = math.ceil((args.warmup + args.rounds * args.requests) / batch)
+        decode_s = args.output_len * (step_s + batch * per_seq_s)
+        engine_s += waves * (decode_s + batch * args.input_len * prefill_s_per_token)
+    assert engine_s < 30, f"{engine_s:.0f} s of engine time"
+    assert args.warmup >= max(map(int, args.concurrency.split(",")))
+
+
+def test_sigterm_saves_what_was_measured_as_ctrl_c_does(toy: str, tmp_path: Path) -> None:
+    """``timeout -s TERM`` (as Slurm and Kubernetes stop a job) mid-run: the run file holds
+    the levels done and the stopped level's measured requests under ``interrupted``."""
+    run = tmp_path / "run.json"
+    argv = ["timeout", "--preserve-status", "-s", "TERM", "4",
+            sys.executable, "-m", "pytimings.cli", "loadgen", "--url", toy, "--model", "toy",
+            "--concurrency", "1,2", "--requests", "200",
+            "--rounds", "1", "--warmup", "1", "--input-len", "4", "--output-len", "8",
+            "--out", str(run), "-q"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert "stopped at concurrency 1 (Terminated: SIGTERM)" in proc.stderr, proc.stderr
+    interrupted = json.loads(run.read_text())["interrupted"]
+    assert interrupted["concurrency"] == 1 and interrupted["reason"] == "Terminated: SIGTERM"
+    assert len(interrupted["requests"]) > 0
+    assert all(r["error"] is None and r["output_tokens"] == 8 for r in interrupted["requests"])

@@ -417,7 +417,7 @@ def test_report_joins_a_recording_with_the_run_before_it(
 
 
 def test_label_positions_never_overlap() -> None:
-    from pytimings.report.serving_html import LABEL_AT, label_box, label_positions
+    from pytimings.report.serving_html import LABEL_AT, LABEL_CHAR_W, label_box, label_positions
 
     far = [(100.0 * k, 10.0 * k + 5, f"c={k}") for k in range(1, 5)]
     assert label_positions(far) == ["top left"] * 4  # nothing to avoid: the usual place
@@ -436,7 +436,7 @@ def test_label_positions_never_overlap() -> None:
                 # left out only when each of the four places would hit a placed label
                 continue
             x0 = (x - min(xs)) / (max(xs) - min(xs))
-            w = 0.014 * len(t)
+            w = LABEL_CHAR_W * len(t)
             boxes.append(
                 (x0 - w if "left" in at else x0, y / max(ys) - (0.05 if "bottom" in at else 0), w)
             )
@@ -454,6 +454,12 @@ def test_label_positions_never_overlap() -> None:
                                for b in placed)  # fmt: skip
     # five labels at one point: four places, the fifth left out
     assert label_positions([(1.0, 1.0, "c=8")] * 5 + [(2.0, 2.0, "x")])[:5] == [*LABEL_AT, ""]
+    # a knee's label at the panel's top keeps a point's label off it (issue 46: they
+    # collided): the point's usual place would cross it, the next clear one is taken
+    pts = [(0.0, 0.0, "c=1"), (100.0, 9.7, "c=4"), (200.0, 5.0, "c=8")]
+    assert label_positions(pts, y_top=10.0)[1] == "top left"
+    knee = (60.0, "knee a: c=4", "top right")
+    assert label_positions(pts, y_top=10.0, knees=[knee])[1] == "top right"
 
 
 def test_cdf_axes_go_log_for_a_long_tail_and_the_table_keeps_its_first_column(

@@ -11,6 +11,7 @@ from sse_server import Behaviour, serve
 
 from pytimings.cli import main
 from pytimings.report.serving_html import _soak_figure
+from pytimings.serving import trend
 from pytimings.serving.runfile import load_run
 from pytimings.serving.sources import analyse, load_source
 
@@ -29,7 +30,7 @@ def _soak(url: str, out: Path) -> None:
 
 @pytest.mark.slow
 def test_soak_intervals_and_drift_of_a_slowing_server(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plans = {
         "steady": Behaviour(0.008, 0.002),
@@ -51,6 +52,13 @@ def test_soak_intervals_and_drift_of_a_slowing_server(
             assert all(iv["start_ns"] <= r.start_ns < iv["end_ns"] for r in rd.records)
             assert iv["completed"] == rd.summary["completed"] > 0
             assert iv["ttft_ms"]["p99"] == rd.summary["ttft_ms"]["p99"]
+    # 3.2 s of intervals: too short for a verdict under the 10-minute rule, which says so
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "slowing.json")]) == 0
+    text = capsys.readouterr().out
+    assert "too short (the intervals span 3.2" in text and "a trend per hour needs 10 min" in text
+    # the test's series is seconds long: the rule's minimum lowered, the test itself is run
+    monkeypatch.setattr(trend, "MIN_DRIFT_SPAN_S", 0.0)
     out = tmp_path / "cmp.json"
     assert (
         main(

@@ -205,6 +205,7 @@ def test_without_nvidia_ml_py_one_line(
     assert len(log) == 0 and log.unavailable is not None
     assert capsys.readouterr().err == (
         "pytimings telemetry: no samples: nvidia-ml-py is not installed "
-        "(pip install 'pytimings[telemetry]'); amdsmi is not installed "
-        "(AMD GPUs: pip install 'pytimings[telemetry-amd]')\n"
+        "(pip install 'nvidia-ml-py>=12.535' 'prometheus_client>=0.17' (from a pytimings "
+        "checkout: pip install '.[telemetry]')); amdsmi is not installed (AMD GPUs: "
+        "pip install 'amdsmi>=6.0' (from a pytimings checkout: pip install '.[telemetry-amd]'))\n"
     )

@@ -169,7 +169,8 @@ def test_plot_without_matplotlib_is_a_clear_error(
     from pytimings.errors import UsageError
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
-    with pytest.raises(UsageError, match=r"pip install 'pytimings\[plot\]'"):
+    hint = r"pip install 'matplotlib>=3.7' \(from a pytimings checkout: pip install '\.\[plot\]'\)"
+    with pytest.raises(UsageError, match=hint):
         write_plot(_report(), tmp_path / "p.png", "gbps", ["path"], "GB/s")
 
 

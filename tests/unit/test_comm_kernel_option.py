@@ -121,3 +121,21 @@ def test_the_json_says_which_rules_were_used_also_per_rank(tmp_path, capsys, mon
         assert doc["comm_kernels"] == ["kern[A]", "kernB"]
         assert doc["totals"]["comm_exposed_ns"] == 150 * len(traces)
     capsys.readouterr()
+
+
+def test_a_config_file_read_is_said_on_stderr_and_in_the_json(tmp_path, capsys, monkeypatch):
+    """A ./pytimings.toml changes the classification: the run says it read it (issue 46)."""
+    monkeypatch.chdir(tmp_path)
+    trace = basic(tmp_path / "t.sqlite")
+    out = tmp_path / "a.json"
+    for cmd in (["analyze", str(trace)], ["diff", "--base", str(trace), "--new", str(trace)]):
+        assert main([*cmd, "--json", str(out), "-q"]) == 0
+        assert "pytimings.toml" not in capsys.readouterr().err
+        assert json.loads(out.read_text())["config_file"] is None
+    config = tmp_path / "pytimings.toml"
+    config.write_text('[classify]\ncomm_kernels = ["kernB", "nvjet*"]\n')
+    for cmd in (["analyze", str(trace)], ["diff", "--base", str(trace), "--new", str(trace)]):
+        assert main([*cmd, "--json", str(out), "-q"]) == 0
+        err = capsys.readouterr().err
+        assert f"pytimings: read {config}: comm kernels kernB, nvjet*\n" in err, err
+        assert json.loads(out.read_text())["config_file"] == str(config)

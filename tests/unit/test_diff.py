@@ -14,7 +14,7 @@ from helpers.bootstrap_check import binomial_band, false_positives
 from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.diff import ONE_WINDOW, diff
+from pytimings.analysis.diff import TOO_FEW_WINDOWS, diff
 from pytimings.analysis.result import Attribution
 from pytimings.cli import main
 from pytimings.errors import UsageError
@@ -136,7 +136,7 @@ def test_a_single_window_per_side_has_no_interval(
     assert rc == 0  # nothing is significant without an interval
     assert doc["windows"] == {"base": 1, "new": 1}
     for r in doc["labels"] + doc["kernels"]:
-        assert r["verdict"] == ONE_WINDOW and r["ci_low_pct"] is None
+        assert r["verdict"] == TOO_FEW_WINDOWS and r["ci_low_pct"] is None
     assert "single window" in capsys.readouterr().out
 
 
@@ -333,4 +333,24 @@ def test_whole_trace_windows_of_one_capture_are_one_sample() -> None:
     doc = diff([attribute(t)], [attribute(t)], resamples=200)
     assert doc["windows"] == {"base": 1, "new": 1}
     assert doc["window_entries"] == {"base": 4, "new": 4}
-    assert all(r["verdict"] == ONE_WINDOW for r in doc["labels"])
+    assert all(r["verdict"] == TOO_FEW_WINDOWS for r in doc["labels"])
+
+
+def test_every_verdict_shows_its_interval(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """'-99.3% better' was printed with the interval '-' (issue 46): where the ratio has no
+    interval (a replicate without the op) the verdict is the difference's, and that
+    interval is shown, in time; without either the verdict is n/a, never better/worse."""
+    from pytimings.report.diff import _ci, render_text
+
+    rc, doc = run_diff(tmp_path, "--base", str(pair[0]), "--new", str(pair[1]), "--by", "step")
+    assert rc == 0
+    assert all(_ci(r) != "-" for r in rows(doc) if r["verdict"] in ("better", "worse"))
+    row = {"name": "kernX", "base_ns": 1e5, "new_ns": 700.0, "delta_ns": -99_300.0,
+           "delta_pct": -99.3, "ci_low_pct": None, "ci_high_pct": None,
+           "ci_low_ns": -101_000.0, "ci_high_ns": -97_000.0, "verdict": "better"}  # fmt: skip
+    assert _ci(row) == "[-0.10 ms, -97.0 µs]"
+    one = {**doc, "labels": [], "host_activities": [], "collectives": [], "ops": [],
+           "categories": [], "kernels": [row]}  # fmt: skip
+    assert "-99.3%  " in render_text(one) and _ci(row) in render_text(one)
+    _, single = run_diff(tmp_path, "--base", str(pair[0]), "--new", str(pair[1]))
+    assert {r["verdict"] for r in single["labels"]} == {"n/a (too few windows)"}

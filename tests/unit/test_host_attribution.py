@@ -606,3 +606,19 @@ def test_host_bound_findings_name_the_twins_activities_of_their_gaps(tr):
         for x in f.evidence["host_activities"]:
             key = (0, ACTIVITY_KIND_NAMES.index(x["kind"]), x["name"])
             assert x["gaps"] == sum(1 for p in per_gap if p.get(key, 0) > 0)
+
+
+def test_each_threads_section_names_its_rank_when_there_are_several():
+    """Two ranks' MainThreads were two sections of one title (issue 46)."""
+    from pytimings.report.analysis_text import render_attribution
+
+    os_call = {"kind": ActivityKind.OS}
+    threads = ({"pid": 1, "tid": 10, "name": "MainThread", "rank": 0},
+               {"pid": 2, "tid": 20, "name": "MainThread", "rank": 1})  # fmt: skip
+    host = [
+        {**os_call, "name": "poll", "start": 0, "end": 700 * US},
+        {**os_call, "name": "ioctl", "start": 0, "end": 300 * US, "thread": 1, "rank": 1},
+    ]
+    text = render_attribution(attribute(make_trace([], host_ops=host, threads=threads)), ["r"])
+    assert "Host time of thread 'MainThread' of rank 0 (0.70 ms" in text, text
+    assert "Host time of thread 'MainThread' of rank 1 (0.30 ms" in text, text

@@ -171,3 +171,26 @@ def test_os_calls_table_matches_the_export(shared_dir: Path) -> None:
     assert "os_calls" not in trace_summary(
         load_kineto(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
     )
+
+
+def test_ranges_keep_the_bytes_they_say_they_moved() -> None:
+    """``summary`` of a recording dropped the bytes and GB/s its record-time summary showed
+    (issue 46): per range, the bytes summed and over those ranges' time; none: no column."""
+    from helpers.synth import make_trace
+
+    from pytimings.analysis.summary import trace_summary
+    from pytimings.report.summary_text import render_summary
+
+    trace = make_trace([], ranges=[
+        {"start": 0, "end": 1_000, "name": "kv_copy", "bytes": 1_000_000},
+        {"start": 2_000, "end": 2_500, "name": "kv_copy", "bytes": 1_000_000},
+        {"start": 3_000, "end": 4_000, "name": "step"},
+    ])  # fmt: skip
+    r = trace_summary(trace)["ranges"]
+    by_name = {str(n).split(":")[-1]: i for i, n in enumerate(r["name"])}
+    assert r["bytes"][by_name["kv_copy"]] == 2_000_000
+    assert r["gbps"][by_name["kv_copy"]] == pytest.approx(2_000_000 / 1_500)  # bytes/ns = GB/s
+    assert np.isnan(r["bytes"][by_name["step"]]) and np.isnan(r["gbps"][by_name["step"]])
+    assert "GB/s" in render_summary({"ranges": r})
+    bare = make_trace([], ranges=[{"start": 0, "end": 10, "name": "step"}])
+    assert "GB/s" not in render_summary({"ranges": trace_summary(bare)["ranges"]})

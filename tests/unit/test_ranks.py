@@ -147,7 +147,8 @@ def test_dask_missing_and_bad_workers(
         return real(name, *args)
 
     monkeypatch.setattr(importlib, "import_module", no_dask)
-    with pytest.raises(UsageError, match=r"pip install 'pytimings\[dask\]'"):
+    hint = r"'dask\[distributed\]>=2024.1' \(from a pytimings checkout: pip install '\.\[dask\]'\)"
+    with pytest.raises(UsageError, match=hint):
         analyze_ranks(*rank_files[:2], executor="dask")
     monkeypatch.undo()
     with pytest.raises(UsageError, match="workers must be at least 1, not 0"):

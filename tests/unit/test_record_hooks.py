@@ -92,7 +92,11 @@ def test_modules_matching_the_pattern_are_compute_regions(recorded: pt.Recorder)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     model(torch.ones(1, 4))
     model(torch.ones(1, 4))
-    assert _regions(recorded) == [("Linear", "compute", -1)] * 4
+    # each instance by its path under the outermost module that called it (issue 46)
+    assert _regions(recorded) == [("Sequential.0", "compute", -1),
+                                  ("Sequential.2", "compute", -1)] * 2  # fmt: skip
+    torch.nn.Linear(4, 4)(torch.ones(1, 4))  # called from no module: its class
+    assert _regions(recorded)[-1] == ("Linear", "compute", -1)
     assert hooks.class_matches(torch.nn.ReLU, ["*ReLU"])
     assert not hooks.class_matches(torch.nn.ReLU, ["ReLU"])  # the qualified name is matched
 
@@ -181,3 +185,31 @@ def test_the_record_lock_is_private_and_a_directory_there_is_one_line(
     lock.mkdir()
     with pytest.raises(UsageError, match=r"-o o.pyt: cannot take the lock .*directory"):
         record_cmd._lock(out, "o.pyt")
+
+
+def test_instances_of_one_class_are_told_apart_by_their_path(recorded: pt.Recorder) -> None:
+    """Four ToyDecoderLayer regions of one name could not be told apart (issue 46)."""
+
+    class DecoderLayer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.proj(x)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList([DecoderLayer(), DecoderLayer()])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    hooks.patch_modules(torch, ["*DecoderLayer", "torch.nn.modules.linear.*"])
+    Model()(torch.ones(1, 4))
+    assert [name for name, _, _ in _regions(recorded)] == [
+        "Model.layers.0", "Model.layers.0.proj", "Model.layers.1", "Model.layers.1.proj",
+    ]  # fmt: skip

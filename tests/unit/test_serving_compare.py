@@ -89,7 +89,7 @@ def test_pure_noise_is_mostly_within_noise(tmp_path: Path) -> None:
 def test_throughput_needs_two_rounds_for_a_verdict(tmp_path: Path) -> None:
     a = _run(tmp_path / "a.json", 1, {2: (100.0, 20.0)}, rounds=1)
     b = _run(tmp_path / "b.json", 2, {2: (50.0, 10.0)}, rounds=1)
-    assert _verdicts(a, b)["throughput"] == "1 round"
+    assert _verdicts(a, b)["throughput"] == "n/a (too few rounds)"
 
 
 def test_sweep_knee(tmp_path: Path) -> None:
@@ -192,7 +192,7 @@ def test_the_same_file_twice_is_an_aa_check(
     doc = json.loads(out.read_text())
     assert {c["label"] for c in doc["comparisons"]} == {f"{run}#2"}
     assert {c["baseline"] for c in doc["comparisons"]} == {str(run)}
-    assert {c["verdict"] for c in doc["comparisons"]} <= {"within noise", "1 round"}
+    assert {c["verdict"] for c in doc["comparisons"]} <= {"within noise", "n/a (too few rounds)"}
     # labels given by the user must still be distinct
     assert main(["compare", str(run), str(run), "--labels", "a,a"]) == 2
     assert "labels must be distinct" in capsys.readouterr().err

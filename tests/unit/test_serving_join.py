@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,31 @@ def test_auto_clock_goes_by_the_boot_id_before_the_host_name(tmp_path) -> None: 
     assert auto_clock(run(here, "another-boot"), str(path)) == "estimate"  # name alone: no
     assert auto_clock(run(here, None), str(path)) == "same"  # run files before boot ids
     assert auto_clock(run("elsewhere", None), str(path)) == "estimate"
+
+
+def test_no_matched_request_is_an_error_saying_why(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two unrelated runs on one host: no shared id, the engine's requests an hour after the
+    client's. It printed "matched 0 requests" and empty tables, exit 0 (issue 46)."""
+    from pytimings.cli import main
+    from pytimings.record import requests
+    from pytimings.serving import runfile
+
+    _, planted, engine = _planted(5, 3600 * 1000 * MS)
+    clients = [dataclasses.replace(c, server_id=f"other-{c.server_id}") for c in planted]
+    doc, _ = join(_run(clients), engine, "e.pyt", "same", 5 * MS)  # the library: no error
+    assert doc["matched"] == 0
+    monkeypatch.setattr(runfile, "load_run", lambda path: _run(clients))
+    monkeypatch.setattr(requests, "load_requests", lambda path: engine)
+    files = [tmp_path / "run.json", tmp_path / "e.pyt"]
+    for f in files:
+        f.write_text("")
+    assert main(["join", *map(str, files), "--clock", "same"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "e.pyt: no request matched: none of the 5 server ids of the client's requests" in err
+    assert "the engine's requests start 3599.9" in err and "after the client's last send" in err
+    assert "(same host: one CLOCK_MONOTONIC)" in err
+    clients = [dataclasses.replace(c, server_id=None) for c in planted]
+    assert main(["join", *map(str, files), "--clock", "same"]) == 2
+    err = capsys.readouterr().err
+    assert "no client request carries a server id; by start time" in err

@@ -13,7 +13,9 @@ from pytimings.model.samples import MemorySamples
 from pytimings.serving.runfile import Level
 from pytimings.serving.trend import (
     ALPHA,
-    MIN_MEMORY_SPAN_S,
+    MEMORY_HEAD,
+    MIN_DRIFT_SPAN_S,
+    SOAK_HEAD,
     drift,
     drift_cells,
     level_drift,
@@ -95,9 +97,10 @@ def test_min_points_is_where_the_test_can_first_reject() -> None:
     assert d is not None and d["verdict"] == "drifting"
 
 
-def _level(intervals: int) -> Level:
+def _level(intervals: int, interval_s: float = 120) -> Level:
+    ns = int(interval_s * 1e9)
     ivs = [
-        {"start_ns": i * 60 * 10**9, "end_ns": (i + 1) * 60 * 10**9, "completed": 10,
+        {"start_ns": i * ns, "end_ns": (i + 1) * ns, "completed": 10,
          "errors": {}, "output_throughput": 100.0 + i,
          **{f"{m}_ms": {"p50": 1.0 + i, "p99": 2.0 + i} for m in ("ttft", "tpot", "itl", "e2el")}}
         for i in range(intervals)
@@ -106,7 +109,7 @@ def _level(intervals: int) -> Level:
 
 
 def test_a_soak_too_short_for_the_test_says_so_and_what_it_needs() -> None:
-    (row,) = level_drift(_level(3))
+    (row,) = level_drift(_level(3, interval_s=600))
     assert row["verdict"] == "too short" and row["p_value"] is None
     assert row["why"] == "3 intervals with values; a drift test needs 5"
     assert "too short (3 intervals with values; a drift test needs 5)" in " ".join(
@@ -114,6 +117,17 @@ def test_a_soak_too_short_for_the_test_says_so_and_what_it_needs() -> None:
     )
     six = {r["metric"]: r["verdict"] for r in level_drift(_level(6))}
     assert six["ttft_p99_ms"] == "drifting" and six["error_rate"] == "stable"
+
+
+def test_latency_and_memory_share_one_minimum_span() -> None:
+    """25 s of soak intervals was called drifting (11,316 ms/h) while memory samples needed
+    10 minutes (issue 46): one rule, said in the row and in the table's head."""
+    (row,) = level_drift(_level(25, interval_s=1))
+    assert row["verdict"] == "too short" and row["slope_per_hour"] is None
+    assert row["why"] == "the intervals span 25 s; a trend per hour needs 10 min"
+    assert len(level_drift(_level(10, interval_s=60))) == 10  # 10 min: a verdict per figure
+    assert "a verdict needs 10 min or more and 5 intervals" in SOAK_HEAD
+    assert "a verdict needs 10 min or more" in MEMORY_HEAD
 
 
 def test_a_memory_trend_needs_ten_minutes_of_samples() -> None:
@@ -126,4 +140,4 @@ def test_a_memory_trend_needs_ten_minutes_of_samples() -> None:
     slow = [int(i * 60e9) for i in range(13)]  # the same samples a minute apart: 12 min
     long = memory_drift("engine", "e.pyt", MemorySamples(slow, grow.rss_bytes, [None] * 13))
     assert [(r["metric"], r["verdict"]) for r in long] == [("rss_mb", "drifting")]
-    assert MIN_MEMORY_SPAN_S == 600
+    assert MIN_DRIFT_SPAN_S == 600

@@ -48,7 +48,8 @@ def test_verdict_is_direction_aware() -> None:
     assert verdict(-2.0, -1.0, higher_is_better=False) == "better"
     assert verdict(1.0, 2.0, higher_is_better=True) == "better"
     assert verdict(-1.0, 2.0, higher_is_better=False) == "within noise"
-    assert verdict(float("nan"), 1.0, higher_is_better=False) == "within noise"
+    # no interval: never "within noise" (nor better or worse), it was not measured
+    assert verdict(float("nan"), 1.0, higher_is_better=False) == "n/a (no interval)"
 
 
 def test_thresholds_split_on_commas_after_a_unit_only() -> None:

@@ -98,7 +98,8 @@ def test_without_amdsmi_nor_nvml_one_line_and_no_samples(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "pytimings telemetry: no samples: NVML unavailable (no driver); amdsmi is not "
-        "installed (AMD GPUs: pip install 'pytimings[telemetry-amd]')"
+        "installed (AMD GPUs: pip install 'amdsmi>=6.0' (from a pytimings checkout: "
+        "pip install '.[telemetry-amd]'))"
     ]
     assert len(log) == 0 and log.unavailable is not None
 
