@@ -23,7 +23,7 @@ from pytimings.commands.example import EXAMPLE_BY, paths_or_example, say_example
 from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu, load_captures
 from pytimings.console import options, progress
 from pytimings.console.args import nonempty
-from pytimings.errors import UsageError
+from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import write_text
 from pytimings.ingest.processes import print_hint
 from pytimings.report import tables
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     options.add_critical_path(p, "with --window N, window N's")
     p.add_argument("--window", type=int, metavar="N", help="with --critical-path: window N")
-    options.add_html(p, "needs plotly: pip install 'pytimings[html]'")
+    options.add_html(p, f"needs plotly: {install_hint('html')}")
     tables.add_arguments(p, "the windows table")
     add_gpu_spec_argument(p)
     options.add_capture(p)
