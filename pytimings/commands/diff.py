@@ -7,11 +7,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
-from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.graph_capture import Captures
-from pytimings.analysis.result import Attribution
 from pytimings.commands import comm_rules
 from pytimings.commands.ops import read_captures
 from pytimings.console import progress
@@ -22,6 +21,7 @@ from pytimings.ingest import load
 from pytimings.ingest.processes import add_processes_argument
 from pytimings.report.diff import render_html, render_text
 from pytimings.report.html import write_document
+from pytimings.session import Analysis, Options, analyze
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,24 +67,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     progress.add_quiet_argument(p)
 
 
-def _side(
-    paths: Sequence[str],
-    by: str | None,
-    processes_as_ranks: bool,
-    kernels: Sequence[str],
-    captures: Captures | None,
-) -> list[Attribution]:
-    """One attribution per capture (each loaded on its own, so that it stays a group),
-    its graph replays matched to ``captures``."""
+def _side(paths: Sequence[str], options: Options) -> list[Analysis]:
+    """One analysis per capture (each loaded on its own, so that it stays a group), its
+    graph replays matched to ``options.captures``."""
     out = []
     for path in paths:
-        trace = load(path, processes_as_ranks=processes_as_ranks)
+        trace = load(path, processes_as_ranks=options.processes_as_ranks)
         try:
-            a = attribute(trace, by=by, comm_kernels=kernels)
+            out.append(analyze(trace, options))
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
-        a.captures = captures
-        out.append(a)
     return out
 
 
@@ -114,11 +106,19 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
-    kernels = comm_rules.comm_kernels(args)
+    shared = Options(
+        by=args.by,
+        comm_kernels=tuple(comm_rules.comm_kernels(args)),
+        processes_as_ranks=args.processes_as_ranks,
+    )
     base_caps, new_caps = _captures(args)
-    base = _side(args.base, args.by, args.processes_as_ranks, kernels, base_caps)
-    new = _side(args.new, args.by, args.processes_as_ranks, kernels, new_caps)
-    doc = diff(base, new, args.resamples, args.seed, shared_captures=args.capture or ())
+    base = _side(args.base, replace(shared, captures=base_caps))
+    new = _side(args.new, replace(shared, captures=new_caps))
+    doc = diff(
+        [s.attribution for s in base], [s.attribution for s in new], args.resamples,
+        args.seed, shared_captures=args.capture or (),
+        tables=([s.ops for s in base], [s.ops for s in new]),
+    )  # fmt: skip
     doc["base"], doc["new"] = list(args.base), list(args.new)
     hits = crossed(doc, thresholds)
     print(render_text(doc, top=args.top))

@@ -7,14 +7,13 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
-from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import GpuSpec, gpu_spec
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.report.ops_text import render_ops
+from pytimings.session import Options, analyze
 
 
 def add_gpu_spec_argument(p: argparse.ArgumentParser) -> None:
@@ -83,11 +82,9 @@ def run(args: argparse.Namespace) -> int:
     gpu = chosen_gpu(args)
     captures = load_captures(args)
     trace = load(*args.traces)
-    with progress.task("Attributing"):
-        a = attribute(trace, by=args.by)
-        a.gpu = gpu
-        a.captures = captures
-        table = ops_of(a)
+    result = analyze(trace, Options(by=args.by, gpu=gpu, captures=captures))
+    with progress.task("Charging GPU ops to their ops"):
+        table = result.ops
     print(render_ops(table, args.top))
     if args.json:
         write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")

@@ -4,19 +4,21 @@ statistics, the slowest windows, launch latency, collectives and the findings.""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, pct, plural
+from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.console.text import table
 from pytimings.report.host_text import host_bound_lines, host_window_lines
 
 
-def render_attribution(a: Attribution, paths: list[str]) -> str:
+def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Sequence[str]) -> str:
+    """``a`` as text, ``findings`` (ranked) at its end; ``paths``: the files analysed."""
     w = a.windows
     out: list[str] = []
     names = ", ".join(Path(p).name for p in paths)
@@ -44,7 +46,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
             "(--by NAME: one window per instance of a range).",
         ]
         out += host_window_lines(a)
-        out += _finding_lines(a)
+        out += _finding_lines(findings)
         return "\n".join(out)
     # per device
     keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
@@ -151,7 +153,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
         head += ["exposed", "waiting", "transfer"]
         out += table(head, rows, "r" * len(head))
     out += _bandwidth_lines(a)
-    out += _finding_lines(a)
+    out += _finding_lines(findings)
     return "\n".join(out)
 
 
@@ -195,11 +197,11 @@ def _bandwidth_lines(a: Attribution) -> list[str]:
     ]
 
 
-def _finding_lines(a: Attribution) -> list[str]:
-    if not a.findings():  # a line that says so, not a header over nothing
+def _finding_lines(findings: Sequence[Finding]) -> list[str]:
+    if not findings:  # a line that says so, not a header over nothing
         return ["", "Findings: none (no loss the rules look for is large enough to name)"]
     out = ["", "Findings (capture findings first, then by what fixing each saves)"]
-    for i, f in enumerate(a.findings(), 1):
+    for i, f in enumerate(findings, 1):
         note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
         saves = (
             ""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, plural
+from pytimings.analysis.finding import Finding, ms, plural
 from pytimings.analysis.memory import device_groups, levels
-from pytimings.analysis.op_table import OpTable, ops_of
+from pytimings.analysis.op_table import OpTable
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
@@ -305,10 +306,16 @@ def _totals_table(a: Attribution) -> str:
 
 
 def render(
-    a: Attribution, title: str, has_events: bool = True, telemetry: TelemetrySamples | None = None
+    a: Attribution,
+    findings: Sequence[Finding],
+    table: OpTable,
+    title: str,
+    has_events: bool = True,
+    telemetry: TelemetrySamples | None = None,
 ) -> str:
-    """The report as one HTML document. ``has_events=False`` (an attribution reduced from
-    per-rank tasks, without the events) leaves out the timeline lanes, saying so;
+    """The report as one HTML document: ``a`` with its ``findings`` and op ``table``
+    (:class:`pytimings.session.Analysis` gives them). ``has_events=False`` (an attribution
+    reduced from per-rank tasks, without the events) leaves out the timeline lanes, saying so;
     ``telemetry``: the recording's GPU samples, drawn as a panel."""
     if len(a.windows) == 0:
         raise UsageError("--html: the attribution has no windows to draw")
@@ -333,7 +340,6 @@ def render(
     )
     parts.append(f"<p>{html.escape(scope)}</p><h2>Totals</h2>{_totals_table(a)}")
     figure(_breakdown(a), "")
-    table = ops_of(a)
     if table.categories:
         parts.append(f"<h2>GPU time by op category</h2>{_categories_table(table)}")
     figure(_categories(a, table), "No GPU op in the windows: no op categories.")
@@ -357,7 +363,7 @@ def render(
             else f' <span class="note">(fixing it saves {html.escape(ms(f.saving_ns))})</span>'
         )
         + "</li>"
-        for f in a.findings()
+        for f in findings
     )
     parts.append(
         "<h2>Findings (capture findings first, then by what fixing each saves)</h2>"
@@ -379,12 +385,14 @@ def page(title: str, body: str) -> str:
 
 def write_html(
     a: Attribution,
+    findings: Sequence[Finding],
+    table: OpTable,
     path: str | os.PathLike[str],
     title: str,
     has_events: bool = True,
     telemetry: TelemetrySamples | None = None,
 ) -> None:
-    write_document(render(a, title, has_events, telemetry), path)
+    write_document(render(a, findings, table, title, has_events, telemetry), path)
 
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:

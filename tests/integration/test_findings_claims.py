@@ -27,6 +27,7 @@ from pytimings.analysis.findings import GPU_BOUND_SHARE, HOST_WINDOW_SHARE, TINY
 from pytimings.analysis.memory import FRAGMENTATION_SHARE, GROWTH_ALPHA, gib
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, short_kernel_name
+from pytimings.session import Analysis
 
 pytestmark = pytest.mark.shared
 
@@ -515,10 +516,10 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
         except UsageError as exc:
             assert "no GPU ops" in str(exc)  # a CPU-only capture: only its host windows
             continue
-        found = a.findings()
+        found = Analysis(a).findings
         problems = [p for f in found for p in check(f)]
         assert not problems, f"{path.name} --by {by}:\n" + "\n".join(problems)
-        lat = a.to_dict()["launch_latency"]
+        lat = Analysis(a).to_document()["launch_latency"]
         for i, f in enumerate(found):
             e = f.evidence
             if f.title.startswith(("the GPU is the bottleneck", "the GPUs are the bottleneck")):

@@ -332,17 +332,15 @@ def test_per_rank_tasks_merge_the_op_tables_of_real_traces(
     import shutil
 
     import pytimings as pt
-    from pytimings.analysis.op_table import ops_of
-    from pytimings.analysis.ranks import analyze_ranks
 
     src = _report_dirs(shared_dir)[3].name.replace("_perf_report_csvs", ".json.gz")
     files = []
     for r in range(2):
         files.append(tmp_path / f"rank{r}.json.gz")
         shutil.copy(shared_dir / "data/external/tracelens/h100" / src, files[-1])
-    tasks = ops_of(analyze_ranks(*files, workers=1))
-    together = ops_of(pt.attribute(pt.load(*files)))
-    one = ops_of(pt.attribute(pt.load(files[0])))
+    tasks = pt.analyze(files, workers=1).ops
+    together = pt.analyze(pt.load(*files)).ops
+    one = pt.analyze(files[0]).ops
     assert tasks.doc() == together.doc()
     assert tasks.gpu is not None and tasks.gpu["name"] == "H100-SXM"
     assert [(r["calls"], r["kernel_ns"]) for r in tasks.ops] == [

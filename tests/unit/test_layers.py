@@ -17,7 +17,8 @@ The layers, lowest first (docs/architecture.md):
 4. ``record`` (the recorder; reads files back through ingest, statistics through analysis)
 5. ``bench``, ``serving`` (neither imports the other)
 6. ``report`` (the only layer that formats documents: html, perfetto, text of analyses)
-7. ``commands`` (subcommands that span layers), then ``cli`` and the package facade
+7. ``commands`` (subcommands that span layers), ``session`` (``pt.analyze``: the analysis
+   and its report), then ``cli`` and the package facade
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ LAYER = {
     "serving": 5,
     "report": 6,
     "commands": 7,
+    "session": 7,  # pytimings/session.py: the analysis session (it renders through report)
     "cli": 8,
     "": 8,  # pytimings/__init__.py, the facade
 }
