@@ -24,7 +24,7 @@ from pytimings.analysis import savings
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.critical_path import CriticalPath, critical_path
-from pytimings.analysis.finding import Finding, plural
+from pytimings.analysis.finding import Finding, ms, pct, plural
 from pytimings.analysis.findings import ranked, run_rules
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.hardware import gpu_metric_findings
@@ -99,13 +99,16 @@ class Options:
         the replay needs their events together, or any number on Dask."""
         return (n_files > 1 and not self.replaying) or self.dask
 
-    def check(self, n_files: int, capturing: bool) -> None:
-        """Refuse options that do not go together, before anything is loaded
-        (``capturing``: graph captures are given, read or not yet)."""
+    def check_files(self, n_files: int, capturing: bool) -> None:
+        """Refuse graph captures (``capturing``: given, read or not yet) where ``n_files``
+        files go to per-rank tasks."""
         if capturing and self.rank_tasks(n_files):
             raise UsageError(
                 "--capture goes with one trace file (per-rank tasks return no per-op table)"
             )
+
+    def check(self) -> None:
+        """Refuse options that do not go together, before anything is read."""
         if self.executor not in EXECUTORS:
             raise UsageError(f"--executor {self.executor!r}: choose one of {', '.join(EXECUTORS)}")
         if self.window is not None and not self.critical_path:
@@ -140,21 +143,25 @@ class Analysis:
     _ops: OpTable | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
+        """One screen: what was analysed, where the time went, the parts to ask for."""
         a = self.attribution
         where = ", ".join(Path(p).name for p in self.paths) or "a loaded trace"
         scope = f"by {a.by}: {plural(len(a.windows), 'window entry', 'window entries')}"
+        events = "events here" if self.has_events else "per-rank tasks: no events here"
+        totals = a.totals
+        total = totals.pop("window_ns")
+        top = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
+        shares = ", ".join(f"{k[:-3]} {pct(v / max(1, total))}" for k, v in top if v)
         lines = [
-            f"Analysis of {where} ({scope if a.by else 'whole trace'}; "
-            f"{'events here' if self.has_events else 'per-rank tasks, no events'})",
-            f"  window_ns {a.totals['window_ns']:,}; labels (ns): "
-            + ", ".join(f"{k[:-3]} {v:,}" for k, v in a.totals.items() if k != "window_ns"),
+            f"Analysis of {where} ({scope if a.by else 'whole trace'}; {events})",
+            f"  {ms(total)} in the windows" + (f": {shares}" if shares else ""),
         ]
-        if self._findings is not None or "findings" in self.__dict__:
-            lines.append(f"  findings: {len(self.findings)}")
-        lines.append(
-            "  parts: .findings .ops .memory .collectives .replay .what_if(spec) "
-            ".critical_path(window) .telemetry .gpu_metrics; .report() .to_document()"
-        )
+        if "findings" in self.__dict__ or self._findings is not None:
+            lines.append(f"  {plural(len(self.findings), 'finding')}")
+        lines += [
+            "  .attribution .findings .ops .memory .collectives .telemetry .gpu_metrics",
+            "  .replay .what_if(spec) .critical_path(window); .report() .to_document()",
+        ]
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ the parts
@@ -318,12 +325,12 @@ def analyze(
     tasks (``executor``), unless the replay needs their events together (``what_if``,
     ``critical_path``); a Trace is analysed here."""
     opts = replace(options or Options(), **_as_tuples(changes))
+    opts.check()
     if isinstance(sources, Trace):
-        opts.check(1, opts.captures is not None)
         return _analyze_trace(sources, opts, (), ())
     listed = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
     files = expand_paths(listed)
-    opts.check(len(files), opts.captures is not None)
+    opts.check_files(len(files), opts.captures is not None)
     paths = tuple(str(p) for p in listed)
     if opts.rank_tasks(len(files)):
         return _analyze_ranks(paths, files, opts)

@@ -99,7 +99,8 @@ def options(args: argparse.Namespace, paths: list[str]) -> Options:
         scheduler=args.scheduler,
         workers=args.workers,
     )
-    opts.check(len(expand_paths(paths)), capturing=bool(args.capture))
+    opts.check()
+    opts.check_files(len(expand_paths(paths)), capturing=bool(args.capture))
     return replace(opts, captures=load_captures(args))
 
 
