@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from pytimings.analysis.hardware import gpu_metric_findings, window_gpu_metrics
-from pytimings.commands.window_telemetry import nsys_gpu_metrics
+from pytimings.analysis.window_telemetry import nsys_gpu_metrics
 from pytimings.ingest.nsys import load_nsys
 
 NAMES = ["GPC Clock Frequency [MHz]", "SYS Clock Frequency [MHz]", "GR Active [Throughput %]",

@@ -34,7 +34,7 @@ from pytimings.analysis.op_table import LazyOpTable, OpTable
 from pytimings.analysis.ops import GpuSpec
 from pytimings.analysis.replay import Fidelity, WhatIf, replay, what_if
 from pytimings.analysis.result import Attribution
-from pytimings.commands.window_telemetry import (
+from pytimings.analysis.window_telemetry import (
     gpu_metrics_per_window,
     nsys_gpu_metrics,
     recording_telemetry,
@@ -43,8 +43,8 @@ from pytimings.commands.window_telemetry import (
 from pytimings.console import progress
 from pytimings.errors import UsageError
 from pytimings.ingest import expand_paths, load
+from pytimings.model.samples import TelemetrySamples
 from pytimings.model.trace import Trace
-from pytimings.record.telemetry import TelemetrySamples
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.ops_text import render_graph_replays
 from pytimings.report.replay_text import render_critical_path, render_fidelity, render_what_if

@@ -1,7 +1,8 @@
-"""The hardware layer's numbers from GPU telemetry samples (pytimings.record.telemetry's
-rows, or a DCGM exporter's): energy over an interval, mean power, joules per output token
-and tokens per joule, summed over GPUs with per-GPU figures beside, the share of the
-interval each clock-event (throttle) reason was active, and the "hardware" findings.
+"""The hardware layer's numbers from GPU telemetry samples
+(:class:`~pytimings.model.samples.TelemetrySamples`: a recording's, or a DCGM exporter's):
+energy over an interval, mean power, joules per output token and tokens per joule, summed
+over GPUs with per-GPU figures beside, the share of the interval each clock-event (throttle)
+reason was active, and the "hardware" findings.
 
 Energy per GPU comes from its energy counter (the difference between the last and the first
 sample inside the interval) when every sample has one, else from the trapezoidal integral of

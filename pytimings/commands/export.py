@@ -53,14 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.commands.window_telemetry import nsys_gpu_metrics
+    from pytimings.analysis.window_telemetry import nsys_gpu_metrics
     from pytimings.ingest import load
     from pytimings.ingest.detect import detect_format
     from pytimings.ingest.loader import expand_paths
-    from pytimings.ingest.recording_file import load_tables
+    from pytimings.ingest.recording_file import load_tables, telemetry_from_arrow
     from pytimings.model.requests import records_from_arrow
     from pytimings.model.trace import Trace
-    from pytimings.record.telemetry import telemetry_from_arrow
     from pytimings.report.ops_text import render_graph_replays
     from pytimings.report.perfetto import write_perfetto
     from pytimings.session import Options, analyze

@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.record.requests import load_requests
+    from pytimings.ingest.recording_file import load_requests
     from pytimings.serving.join import auto_clock, join, render
     from pytimings.serving.runfile import load_run, write_json
 

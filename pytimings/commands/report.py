@@ -44,8 +44,9 @@ def labels_for(files: list[str], labels: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.report.serving_html import analyse, join_recordings, load_source, write_report
+    from pytimings.report.serving_html import write_report
     from pytimings.report.serving_text import render_text
+    from pytimings.serving.sources import analyse, join_recordings, load_source
 
     if args.definition not in DEFINITIONS:
         raise UsageError(
@@ -58,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
     sources = join_recordings(
         [load_source(f, label) for f, label in zip(args.files, labels, strict=True)]
     )
+    results = analyse(sources, args.definition, args.knee_pct)
     if not args.html:
-        print(render_text(analyse(sources, args.definition, args.knee_pct), args.definition, price))
+        print(render_text(results, args.definition, price))
         return 0
     title = args.title or "Serving: " + ", ".join(labels)
-    results = write_report(sources, args.html, title, args.definition, args.knee_pct, price)
+    write_report(results, args.html, title, args.definition, price)
     levels = sum(len(r.levels) for r in results)
     failed = sum(sum(lv.metrics.errors.values()) for r in results for lv in r.levels)
     print(

@@ -233,11 +233,31 @@ def _open(path: str) -> tuple[Any, bool]:
 _ISAL_ERROR = cast("type[Exception]", IsalError)  # its stubs call it an instance
 
 
-# the scanner's columns of each table (names as the scanner calls them -> as rows call them)
+# The scanner fills the same slots (_jsonscan.COLUMNS) for every group, and a slot holds
+# another field in some groups: what it holds there, where that is not the slot's own name.
+# _Reader._rows asks for and hands back columns by these names.
+_SLOT_NAMES: dict[int, dict[str, str]] = {
+    # args "graph node id" (Kineto built with CUDA 12+; 0 outside graphs)
+    _jsonscan.GROUP_GPU: {"a": "graph_node"},
+    # a cuda_sync's args "wait_on_stream" and "wait_on_cuda_event_record_corr_id"
+    _jsonscan.GROUP_API: {"a": "wait_stream", "b": "wait_record"},
+    # a flow event's ts, its phase (0 's', 1 'f') and id
+    _jsonscan.GROUP_FLOW: {"start": "ts", "cat": "phase", "correlation": "id"},
+    # a [memory] event's args: Bytes, Addr, Device Type, Device Id, Total Allocated/Reserved
+    _jsonscan.GROUP_MEM: {
+        "correlation": "bytes",
+        "device": "addr",
+        "stream": "device_type",
+        "bytes": "device",
+        "a": "allocated",
+        "b": "reserved",
+    },
+}
+# the columns each group is read with
 _EVENT_COLS = ("start", "end", "name", "cat", "pid", "tid", "index")
 _ARG_COLS = ("correlation", "device", "stream", "bytes")
-_FLOW_COLS = {"start": "ts", "cat": "phase", "correlation": "id", "pid": "pid", "tid": "tid"}
-_MEM_COLS = ("start", "index", "correlation", "device", "stream", "bytes", "a", "b", "pid", "tid")
+_FLOW_COLS = ("ts", "phase", "id", "pid", "tid", "index")
+_MEM_COLS = ("start", "index", *_SLOT_NAMES[_jsonscan.GROUP_MEM].values(), "pid", "tid")
 
 
 class _Blocks:
@@ -490,40 +510,47 @@ class _Loader:
 
     # ---- the scanner's columns -> rows --------------------------------------------------
     def _rows(self, group: int, names: tuple[str, ...], new_keys: bool = True) -> Cols:
-        """A group's columns with their deferred values and times resolved."""
-        cols = self.scanner.columns(group, names)
+        """A group's columns by the names they have in that group (:data:`_SLOT_NAMES`),
+        with their deferred values and times resolved."""
+        renamed = _SLOT_NAMES.get(group, {})
+        slot_of = {name: slot for slot, name in renamed.items()}
+        slots = tuple(slot_of.get(name, name) for name in names)
+        cols = self.scanner.columns(group, slots)
         self._resolve_values(group, cols, new_keys)
         self._resolve_times(group, cols)
         if "name" in cols and group != _jsonscan.GROUP_META:
             cols["name"] = self.name_ids[cols["name"]]
-        return cols
+        return {name: cols[slot] for name, slot in zip(names, slots, strict=True)}
 
     def _resolve_values(self, group: int, cols: Cols, new_keys: bool) -> None:
         """pid/tid and args the scanner left as strings (or null): each distinct one
         resolved once. ``new_keys``: unknown non-numeric pid/tid strings get new keys
         (else -1: metadata and memory events only refer to the events' keys)."""
-        rec = self.scanner.deferred_values(group)
-        if len(rec) == 0:
+        deferred = self.scanner.deferred_values(group)
+        if len(deferred) == 0:
             return
-        code = rec[:, 2] * 2 + rec[:, 3]
+        code = deferred[:, 2] * 2 + deferred[:, 3]
         distinct = unique(code)
         values = np.empty(len(distinct), dtype=np.int64)
-        sids = [int(c) >> 1 for c in distinct.tolist()]
-        texts = self.scanner.texts([s for s in sids if s >= 0])
-        by_sid = dict(zip([s for s in sids if s >= 0], texts, strict=True))
-        for k, c in enumerate(distinct.tolist()):
-            text = by_sid.get(c >> 1)
-            v = _key(text, self.keys, new_keys) if c & 1 == _jsonscan.DEFER_KEY else _int(text)
-            if not -(1 << 63) <= v < 1 << 63:
-                row = int(np.flatnonzero(code == c)[0])
-                field = _jsonscan.COLUMNS[int(rec[row, 0])]
-                at = f"traceEvents (byte {int(rec[row, 4])})"
+        # a code is a string id (-1: null) times 2 plus how the value is resolved
+        sids = [int(packed) >> 1 for packed in distinct.tolist()]
+        texts = self.scanner.texts([sid for sid in sids if sid >= 0])
+        by_sid = dict(zip([sid for sid in sids if sid >= 0], texts, strict=True))
+        for position, packed in enumerate(distinct.tolist()):
+            text = by_sid.get(packed >> 1)
+            as_key = packed & 1 == _jsonscan.DEFER_KEY
+            value = _key(text, self.keys, new_keys) if as_key else _int(text)
+            if not -(1 << 63) <= value < 1 << 63:
+                row = int(np.flatnonzero(code == packed)[0])
+                slot = _jsonscan.COLUMNS[int(deferred[row, 0])]
+                field = _SLOT_NAMES.get(group, {}).get(slot, slot)
+                at = f"traceEvents (byte {int(deferred[row, 4])})"
                 raise self.fail(f"{at}: {field} {text} does not fit in 64 bits")
-            values[k] = v
+            values[position] = value
         got = values[np.searchsorted(distinct, code)]
-        for col in unique(rec[:, 0]).tolist():
-            sel = rec[:, 0] == col
-            cols[_jsonscan.COLUMNS[col]][rec[sel, 1]] = got[sel]
+        for col in unique(deferred[:, 0]).tolist():
+            in_col = deferred[:, 0] == col
+            cols[_jsonscan.COLUMNS[col]][deferred[in_col, 1]] = got[in_col]
 
     def _resolve_times(self, group: int, cols: Cols) -> None:
         for _, row, ts, dur, at in self.deferred_times.get(group, []):
@@ -627,11 +654,10 @@ class _Loader:
             self.deferred_times.setdefault(t[0], []).append(t)
         # rows in time order, ties in document order
         # args: an NCCL kernel's collective args text (kineto_comm)
-        # a: the op's "graph node id" (Kineto built with CUDA 12+; 0 outside graphs)
-        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, (*_EVENT_COLS, *_ARG_COLS, "args", "a")))
-        # a, b: a cuda_sync's wait_on_stream and wait_on_cuda_event_record_corr_id
+        gpu_cols = (*_EVENT_COLS, *_ARG_COLS, "args", "graph_node")
+        gpu = _by_time(self._rows(_jsonscan.GROUP_GPU, gpu_cols))
         # external: a call's and a cpu_op's "External id" (the innermost op open at a call)
-        api_cols = (*_EVENT_COLS, *_ARG_COLS, "a", "b", "external")
+        api_cols = (*_EVENT_COLS, *_ARG_COLS, "wait_stream", "wait_record", "external")
         api = _by_time(self._rows(_jsonscan.GROUP_API, api_cols))
         rng = _by_time(self._rows(_jsonscan.GROUP_RANGES, (*_EVENT_COLS, *_ARG_COLS)))
         host = _by_time(self._rows(_jsonscan.GROUP_HOST, (*_EVENT_COLS, "args", "external")))
@@ -658,8 +684,8 @@ class _Loader:
             problem = sc.flow_problem()
             if problem is not None:
                 raise self.fail(str(problem))
-            f = self._rows(_jsonscan.GROUP_FLOW, (*_FLOW_COLS, "index"))
-            mismatches = _link_flows(gpu, api, {_FLOW_COLS[k]: f[k] for k in _FLOW_COLS})
+            flows = self._rows(_jsonscan.GROUP_FLOW, _FLOW_COLS)
+            mismatches = _link_flows(gpu, api, flows)
         meta_rows = self._rows(_jsonscan.GROUP_META, ("name", "args", "pid", "tid"), False)
         threads, thread_of = self._threads(api, rng, host, meta_rows, r)
         main_pid = _main_pid(api, rng, host)
@@ -800,17 +826,18 @@ class _Loader:
         graph = np.full(n, -1, dtype=np.int64)
         launch_ids = unique(api["name"])
         graph_ids = [i for i in launch_ids if is_graph_launch(self.strings[i])]
-        g = found.copy()
-        g[found] = np.isin(api["name"][launch[found]], graph_ids)
-        node = gpu.pop("a")
+        by_graph_launch = found.copy()
+        by_graph_launch[found] = np.isin(api["name"][launch[found]], graph_ids)
+        node = gpu.pop("graph_node")
         # a graph node id marks a graph replay even where the launch call is not in the trace
-        graph[g | (node > 0)] = corr[g | (node > 0)]
+        replayed = by_graph_launch | (node > 0)
+        graph[replayed] = corr[replayed]
         nodes = unique(node[node > 0])
         if nodes.size > np.iinfo(np.int32).max:
             raise self.fail(f"{nodes.size} distinct CUDA graph node ids: more than the model holds")
         graph_node = np.where(node > 0, np.searchsorted(nodes, node), -1).astype(np.int32)
         self.ops_without_launch = int(np.count_nonzero(~found))
-        self._check_duplicates(pid, corr, g | ~found)
+        self._check_duplicates(pid, corr, by_graph_launch | ~found)
         return conform(
             {
                 "start": gpu["start"],
@@ -880,37 +907,41 @@ class _Loader:
             },
             SCHEMAS["api_calls"],
         )
-        rec = {k: v[sync] for k, v in api.items()}
-        launch = _lookup_corr(calls, rec["correlation"])
+        sync_rows = {name: column[sync] for name, column in api.items()}
+        launch = _lookup_corr(calls, sync_rows["correlation"])
         ok = launch >= 0
         thread = np.full(len(launch), -1, dtype=np.int32)
         thread[ok] = api_calls["thread"][launch[ok]]
         pid = np.full(len(launch), -1, dtype=np.int64)
         pid[ok] = calls["pid"][launch[ok]]
         self.syncs_without_call = int(len(ok) - np.count_nonzero(ok))
-        names, at = np.unique(rec["name"], return_inverse=True)
+        names, at = np.unique(sync_rows["name"], return_inverse=True)
         kinds = [_SYNC_KINDS.get(self.strings[n], SyncKind.UNKNOWN) for n in names.tolist()]
         # the event a stream-wait-event / event-sync record waits for (newer Kineto; -1:
         # absent, older Kineto or host syncs of a stream)
-        waits = {"stream": np.maximum(rec["a"], -1), "record": np.maximum(rec["b"], -1)}
+        waits = {
+            "stream": np.maximum(sync_rows["wait_stream"], -1),
+            "record": np.maximum(sync_rows["wait_record"], -1),
+        }
         syncs = conform(
             {
-                "start": rec["start"],
-                "end": rec["end"],
+                "start": sync_rows["start"],
+                "end": sync_rows["end"],
                 "kind": np.asarray(kinds, dtype=np.int8)[at.reshape(-1)],
-                "device": rec["device"],
-                "stream": np.where(rec["stream"] == 0xFFFFFFFF, -1, rec["stream"]),  # CUPTI: none
+                "device": sync_rows["device"],
+                # CUPTI's 0xFFFFFFFF: no stream
+                "stream": np.where(sync_rows["stream"] == 0xFFFFFFFF, -1, sync_rows["stream"]),
                 # an event is named by its record call (Kineto's event ids repeat: see
                 # _event_records)
                 "event": waits["record"],
-                "correlation": rec["correlation"],
+                "correlation": sync_rows["correlation"],
                 "thread": thread,
                 "pid": pid,
                 "rank": np.full(len(launch), rank),
             },
             SYNC_SCHEMA,
         )
-        return api_calls, syncs, _event_records(calls, rec, pid, waits, rank)
+        return api_calls, syncs, _event_records(calls, sync_rows, pid, waits, rank)
 
     def _ranges(
         self,
@@ -1173,15 +1204,17 @@ def _link_flows(
     for rows, phase in ((gpu, 1), (api, 0)):
         if len(rows["start"]) == 0:
             continue
-        sel = flows["phase"] == phase
-        f = {k: v[sel] for k, v in flows.items()}
-        hit = _join((rows["pid"], rows["tid"], rows["start"]), (f["pid"], f["tid"], f["ts"]))
+        in_phase = flows["phase"] == phase
+        ends = {name: column[in_phase] for name, column in flows.items()}
+        hit = _join(
+            (rows["pid"], rows["tid"], rows["start"]), (ends["pid"], ends["tid"], ends["ts"])
+        )
         found = hit >= 0
-        fid = np.full(len(hit), -1, dtype=np.int64)
-        fid[found] = f["id"][hit[found]]
+        flow_id = np.full(len(hit), -1, dtype=np.int64)
+        flow_id[found] = ends["id"][hit[found]]
         missing = (rows["correlation"] < 0) & found
-        rows["correlation"][missing] = fid[missing]
-        mismatches += int(np.count_nonzero(found & (rows["correlation"] != fid)))
+        rows["correlation"][missing] = flow_id[missing]
+        mismatches += int(np.count_nonzero(found & (rows["correlation"] != flow_id)))
     return mismatches
 
 

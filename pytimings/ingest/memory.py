@@ -15,6 +15,7 @@
   that resolves no global at all (a snapshot is plain dicts, lists, strings and numbers), so
   a pickle that names a class or function is refused without running anything.
 * Recordings' ``memory`` table (``pytimings.sample_memory``): level samples, read by
+  :func:`pytimings.ingest.recording_file.load_memory` and made rows by
   :mod:`pytimings.ingest.recording` (this module does not import pyarrow).
 """
 
@@ -59,30 +60,30 @@ def kineto_mem_events(
     rank: int,
 ) -> Table:
     """The ``[memory]`` events the Kineto scanner gathered (columns ``start`` = time,
-    ``index``, ``correlation`` = Bytes, ``device`` = Addr, ``stream`` = Device Type,
-    ``bytes`` = Device Id, ``a`` / ``b`` = Total Allocated / Reserved, ``pid``, ``tid``) in
-    time order (ties: document order); ``thread_of`` maps (pid, tid) keys to thread rows."""
+    ``index``, and the event's args: ``bytes``, ``addr``, ``device_type``, ``device``,
+    ``allocated``, ``reserved``; ``pid``, ``tid``) in time order (ties: document order);
+    ``thread_of`` maps (pid, tid) keys to thread rows."""
     if len(cols["start"]) == 0:
         return Table.empty(MEM_EVENT_SCHEMA)
     order = np.lexsort((cols["index"], cols["start"]))
-    c = {k: v[order] for k, v in cols.items()}
-    b = c["correlation"]
-    n = len(b)
+    events = {name: column[order] for name, column in cols.items()}
+    nbytes = events["bytes"]
+    count = len(nbytes)
     return conform(
         {
-            "time": c["start"],
-            "kind": np.where(b < 0, MemEventKind.FREE, MemEventKind.ALLOC),
-            "bytes": b,
-            "addr": c["device"],
-            "device_type": c["stream"],
-            "device": c["bytes"],
-            "allocated": c["a"],
-            "reserved": c["b"],
-            "source": np.full(n, MemSource.KINETO),
-            "site": np.zeros(n, np.int32),
-            "thread": thread_of(c["pid"], c["tid"]),
-            "pid": c["pid"],
-            "rank": np.full(n, rank),
+            "time": events["start"],
+            "kind": np.where(nbytes < 0, MemEventKind.FREE, MemEventKind.ALLOC),
+            "bytes": nbytes,
+            "addr": events["addr"],
+            "device_type": events["device_type"],
+            "device": events["device"],
+            "allocated": events["allocated"],
+            "reserved": events["reserved"],
+            "source": np.full(count, MemSource.KINETO),
+            "site": np.zeros(count, np.int32),
+            "thread": thread_of(events["pid"], events["tid"]),
+            "pid": events["pid"],
+            "rank": np.full(count, rank),
         },
         MEM_EVENT_SCHEMA,
     )

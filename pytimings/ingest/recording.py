@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.errors import TraceFormatError
 from pytimings.ingest.memory import CPU, CUDA
-from pytimings.ingest.recording_file import load_recording, load_tables
+from pytimings.ingest.recording_file import load_memory, load_recording
 from pytimings.model.comm import collective_index
 from pytimings.model.recording import ASYNC_SUFFIX, COMM_PREFIX, NO_TIME, RecordFlag
+from pytimings.model.samples import MemorySamples
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
     DEVICE_SCHEMA,
@@ -232,36 +232,14 @@ def _collectives(
     return collective, np.where(fits, payload, -1).astype(np.int16)
 
 
-def memory_samples(path: str | os.PathLike[str]) -> list[tuple[int, int, int | None]] | None:
-    """A recording's ``memory`` table as ``(t_ns, rss_bytes, cuda_allocated_bytes)`` in time
-    order (None: the recording has no such table)."""
-    tables = load_tables(path)
-    if "memory" not in tables:
-        return None
-    t = tables["memory"]
-    missing = [c for c in ("t_ns", "rss_bytes", "cuda_allocated_bytes") if c not in t.column_names]
-    if missing:
-        raise TraceFormatError(os.fspath(path), f"memory table lacks columns {missing}")
-    rows = sorted(
-        zip(
-            t["t_ns"].to_pylist(),
-            t["rss_bytes"].to_pylist(),
-            t["cuda_allocated_bytes"].to_pylist(),
-            strict=True,
-        )
-    )
-    if any(r[0] is None or r[1] is None for r in rows):
-        raise TraceFormatError(os.fspath(path), "memory table has a sample without a time or RSS")
-    return rows
-
-
 def recording_mem_events(path: str | os.PathLike[str], pid: int, rank: int) -> Table:
     """A recording's memory samples as SAMPLE rows: the resident set on the host (device
     type CPU) and, where sampled, CUDA-allocated bytes of the current device (device -1:
     the recording does not say which)."""
-    rows = memory_samples(path) or []
+    samples = load_memory(path) or MemorySamples([], [], [])
+    rows = list(zip(samples.t_ns, samples.rss_bytes, samples.cuda_allocated_bytes, strict=True))
     out: list[tuple[int, int, int]] = [(t, CPU, rss) for t, rss, _ in rows]
-    out += [(t, CUDA, c) for t, _, c in rows if c is not None]
+    out += [(t, CUDA, cuda) for t, _, cuda in rows if cuda is not None]
     out.sort()
     n = len(out)
     t, dtype, level = (list(c) for c in zip(*out, strict=True)) if n else ([], [], [])

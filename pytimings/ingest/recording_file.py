@@ -1,7 +1,11 @@
 """Recording files (``pytimings.recording/1``, docs/recording-format.md) read back:
-:func:`load_tables` (every table in the file) and :func:`load_recording` (the records as a
-:class:`~pytimings.model.recording.Recording`). Writing is :func:`pytimings.save`
-(:mod:`pytimings.record.storage`); :mod:`pytimings.ingest.recording` turns a file into a
+:func:`load_tables` (every table in the file), :func:`load_recording` (the records as a
+:class:`~pytimings.model.recording.Recording`), and the built-in tables beside the records
+(:data:`pytimings.record.storage.BUILTIN_TABLES`) as the model's types: :func:`load_requests`
+(request timelines), :func:`load_memory` (memory samples) and :func:`load_telemetry` (GPU
+telemetry samples). Every reader of the format is here; writing is :func:`pytimings.save`
+(:mod:`pytimings.record.storage`), the keys and record schema are
+:mod:`pytimings.model.recording`, and :mod:`pytimings.ingest.recording` turns a file into a
 Trace.
 """
 
@@ -28,8 +32,17 @@ from pytimings.model.recording import (
     RESERVED,
     Recording,
 )
+from pytimings.model.requests import RequestRecord, records_from_arrow
+from pytimings.model.samples import MemoryRow, MemorySamples, TelemetrySamples
 
-__all__ = ["load_recording", "load_tables"]
+__all__ = [
+    "load_memory",
+    "load_recording",
+    "load_requests",
+    "load_tables",
+    "load_telemetry",
+    "telemetry_from_arrow",
+]
 
 # what pyarrow raises on damaged files: its own errors, failed reads, undecodable names
 _ARROW_ERRORS = (pa.ArrowException, OSError, UnicodeDecodeError)
@@ -179,3 +192,49 @@ def _recording_of(p: str, batch: Any, meta: dict[bytes, bytes]) -> Recording:
     return Recording(
         records=columns, strings=string_list, threads=threads, meta=rec_meta, dropped=dropped
     )
+
+
+def load_telemetry(path: str | os.PathLike[str]) -> TelemetrySamples | None:
+    """The telemetry samples saved in a recording file (None: it has no "telemetry" table)."""
+    tables = load_tables(path)
+    if "telemetry" not in tables:
+        return None
+    return telemetry_from_arrow(tables["telemetry"], path)
+
+
+def telemetry_from_arrow(table: pa.Table, path: str | os.PathLike[str]) -> TelemetrySamples:
+    """A recording's "telemetry" table (read from ``path``) as samples."""
+    names = ("t_ns", "gpu", "metric", "value")
+    missing = [name for name in names if name not in table.column_names]
+    if missing:
+        raise TraceFormatError(path, f"telemetry table lacks columns {missing}")
+    rows = list(zip(*(table[name].to_pylist() for name in names), strict=True))
+    if any(None in row for row in rows):
+        raise TraceFormatError(path, "telemetry table has a row with a null field")
+    source = (table.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
+    return TelemetrySamples.from_rows(sorted(rows), source)
+
+
+def load_requests(path: str | os.PathLike[str]) -> list[RequestRecord]:
+    """The request timelines saved in a recording file (its "requests" table)."""
+    tables = load_tables(path)
+    if "requests" not in tables:
+        raise TraceFormatError(path, "has no requests table (no request was recorded)")
+    return records_from_arrow(tables["requests"], path)
+
+
+def load_memory(path: str | os.PathLike[str]) -> MemorySamples | None:
+    """The memory samples saved in a recording file, in time order (None: it has no "memory"
+    table)."""
+    tables = load_tables(path)
+    if "memory" not in tables:
+        return None
+    table = tables["memory"]
+    names = ("t_ns", "rss_bytes", "cuda_allocated_bytes")
+    missing = [name for name in names if name not in table.column_names]
+    if missing:
+        raise TraceFormatError(os.fspath(path), f"memory table lacks columns {missing}")
+    rows: list[MemoryRow] = sorted(zip(*(table[name].to_pylist() for name in names), strict=True))
+    if any(row[0] is None or row[1] is None for row in rows):
+        raise TraceFormatError(os.fspath(path), "memory table has a sample without a time or RSS")
+    return MemorySamples.from_rows(rows)

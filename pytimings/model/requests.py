@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pytimings.errors import TraceFormatError
 
@@ -129,6 +129,14 @@ class RequestRecord:
             prev = t
         if self.end_ns is not None and self.end_ns < prev:
             raise TraceFormatError(where, f"{name}: end_ns precedes its last chunk or start")
+
+
+@runtime_checkable
+class RequestSource(Protocol):
+    """What holds requests and hands them over as records: the recorder's live log
+    (:class:`pytimings.record.requests.RequestLog`)."""
+
+    def records(self) -> list[RequestRecord]: ...
 
 
 def _int(v: Any) -> int:

@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pytimings._core import now_ns
+from pytimings.model.samples import TelemetryRow
 
-__all__ = ["GpuSource", "NotSupported", "Row"]
-
-Row = tuple[int, int, str, float]  # t_ns, gpu, metric, value
+__all__ = ["GpuSource", "NotSupported"]
 
 
 class NotSupported(Exception):
@@ -37,8 +36,8 @@ class GpuSource:
     def classify(self, exc: Exception) -> str | None:
         raise NotImplementedError
 
-    def read(self) -> list[Row]:
-        rows: list[Row] = []
+    def read(self) -> list[TelemetryRow]:
+        rows: list[TelemetryRow] = []
         t = now_ns()
         if not self.supported:
             names = {m for m, _ in self.gauges + self.static}

@@ -18,8 +18,9 @@ allocator's tensors, or None when torch is not imported or CUDA not initialised 
 never imported for this). Samples land in a :class:`MemoryLog` (by default the
 process-wide :func:`default_log`); ``pytimings.save`` writes it as the "memory" table
 (:data:`pytimings.record.storage.BUILTIN_TABLES`): ``t_ns`` int64, ``rss_bytes`` int64,
-``cuda_allocated_bytes`` int64 (null: none). :func:`load_memory` reads it back;
-``pytimings report`` gives its trend the soak metrics' Mann-Kendall verdict.
+``cuda_allocated_bytes`` int64 (null: none).
+:func:`pytimings.ingest.recording_file.load_memory` reads it back; ``pytimings report``
+gives its trend the soak metrics' Mann-Kendall verdict.
 """
 
 from __future__ import annotations
@@ -27,23 +28,20 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pytimings._core import now_ns
-from pytimings.ingest.recording import memory_samples
+from pytimings.model.samples import MemoryRow, MemorySamples
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
     "MemoryLog",
-    "MemorySamples",
     "SampleLog",
     "Sampler",
     "default_log",
-    "load_memory",
     "sample_memory",
 ]
 
@@ -69,15 +67,6 @@ def cuda_allocated_bytes() -> int | None:
     if cuda is None or not cuda.is_initialized():
         return None
     return int(cuda.memory_allocated())
-
-
-@dataclass(frozen=True)
-class MemorySamples:
-    """Samples in time order: ns, resident bytes, CUDA-allocated bytes (None: none)."""
-
-    t_ns: list[int]
-    rss_bytes: list[int]
-    cuda_allocated_bytes: list[int | None]
 
 
 RowT = TypeVar("RowT", bound=tuple[Any, ...])
@@ -107,7 +96,7 @@ class RowLog(Generic[RowT]):
             self._rows.clear()
 
 
-class MemoryLog(RowLog[tuple[int, int, int | None]]):
+class MemoryLog(RowLog[MemoryRow]):
     """Thread-safe list of memory samples."""
 
     def sample(self) -> None:
@@ -115,18 +104,17 @@ class MemoryLog(RowLog[tuple[int, int, int | None]]):
         self._add([(now_ns(), rss_bytes(), cuda_allocated_bytes())])
 
     def samples(self) -> MemorySamples:
-        rows = self._sorted()
-        return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+        return MemorySamples.from_rows(self._sorted())
 
     def to_arrow(self) -> pa.Table:
         import pyarrow as pa
 
-        s = self.samples()
+        samples = self.samples()
         return pa.table(
             {
-                "t_ns": pa.array(s.t_ns, pa.int64()),
-                "rss_bytes": pa.array(s.rss_bytes, pa.int64()),
-                "cuda_allocated_bytes": pa.array(s.cuda_allocated_bytes, pa.int64()),
+                "t_ns": pa.array(samples.t_ns, pa.int64()),
+                "rss_bytes": pa.array(samples.rss_bytes, pa.int64()),
+                "cuda_allocated_bytes": pa.array(samples.cuda_allocated_bytes, pa.int64()),
             }
         )
 
@@ -198,14 +186,6 @@ def sample_memory(every_s: float | None = None, *, log: MemoryLog | None = None)
     if not every_s > 0:
         raise ValueError(f"sample_memory(every_s={every_s}): must be a positive number of seconds")
     return Sampler(target, every_s)
-
-
-def load_memory(path: str | os.PathLike[str]) -> MemorySamples | None:
-    """The memory samples saved in a recording file (None: it has no "memory" table)."""
-    rows = memory_samples(path)
-    if rows is None:
-        return None
-    return MemorySamples([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
 
 def default_memory_table() -> pa.Table | None:

@@ -24,26 +24,24 @@ Every request lands in a :class:`RequestLog` (by default the process-wide
 the exception's type and message kept), and ones still open when the log is read (status
 "unfinished"). None is dropped. ``pytimings.save`` writes the default log as the
 "requests" table (:data:`pytimings.record.storage.BUILTIN_TABLES`), so request timelines
-land in the same file as the engine's regions; :func:`load_requests` reads them back.
+land in the same file as the engine's regions;
+:func:`pytimings.ingest.recording_file.load_requests` reads them back.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from array import array
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pytimings._core import now_ns
-from pytimings.errors import TraceFormatError
-from pytimings.ingest.recording_file import load_tables
 from pytimings.model.requests import RequestRecord, records_from_arrow, records_to_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ActiveRequest", "RequestLog", "default_log", "load_requests", "request"]
+__all__ = ["ActiveRequest", "RequestLog", "default_log", "request"]
 
 
 class ActiveRequest:
@@ -222,14 +220,6 @@ def request(
     rid = str(req_id)
     _check_text(rid, "request id")
     return _RequestContext(rid, input_tokens, _DEFAULT if log is None else log)
-
-
-def load_requests(path: str | os.PathLike[str]) -> list[RequestRecord]:
-    """The request timelines saved in a recording file (its "requests" table)."""
-    tables = load_tables(path)
-    if "requests" not in tables:
-        raise TraceFormatError(path, "has no requests table (no request was recorded)")
-    return records_from_arrow(tables["requests"], path)
 
 
 def default_requests_table() -> pa.Table | None:

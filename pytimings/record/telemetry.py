@@ -29,15 +29,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from pytimings.errors import TraceFormatError
-from pytimings.ingest.recording_file import load_tables
-from pytimings.record.gpu_source import GpuSource, NotSupported, Row
+from pytimings.model.samples import TelemetryRow, TelemetrySamples
+from pytimings.record.gpu_source import GpuSource, NotSupported
 from pytimings.record.memory import RowLog, Sampler
 
 if TYPE_CHECKING:
@@ -47,13 +42,9 @@ __all__ = [
     "METRICS",
     "GpuSource",
     "NotSupported",
-    "Row",
     "TelemetryLog",
-    "TelemetrySamples",
     "default_log",
-    "load_telemetry",
     "sample_telemetry",
-    "telemetry_from_arrow",
 ]
 
 ENV_LIBRARY = "PYTIMINGS_NVML"
@@ -152,7 +143,7 @@ def _open_gpus() -> GpuSource | str:
     return amd if not isinstance(amd, str) else f"{nvml}; {amd}"
 
 
-class TelemetryLog(RowLog[Row]):
+class TelemetryLog(RowLog[TelemetryRow]):
     """Thread-safe list of telemetry rows; the GPUs are opened at the first sample."""
 
     source = "nvml"
@@ -187,72 +178,16 @@ class TelemetryLog(RowLog[Row]):
     def to_arrow(self) -> pa.Table:
         import pyarrow as pa
 
-        s = self.samples()
-        return pa.table(
+        samples = self.samples()
+        return pa.table(  # read back by pytimings.ingest.recording_file.telemetry_from_arrow
             {
-                "t_ns": pa.array(s.t_ns, pa.int64()),
-                "gpu": pa.array(s.gpu, pa.int32()),
-                "metric": pa.array(s.metric, pa.string()).dictionary_encode(),
-                "value": pa.array(s.value, pa.float64()),
+                "t_ns": pa.array(samples.t_ns, pa.int64()),
+                "gpu": pa.array(samples.gpu, pa.int32()),
+                "metric": pa.array(samples.metric, pa.string()).dictionary_encode(),
+                "value": pa.array(samples.value, pa.float64()),
             },
-            metadata={"source": s.source},  # read back by telemetry_from_arrow
+            metadata={"source": samples.source},
         )
-
-
-@dataclass(frozen=True)
-class TelemetrySamples:
-    """Telemetry rows in time order (columns), and where they came from. ``codes`` (int32
-    indices into ``names``, which ``metric`` spells out) where the samples came with them:
-    many (an Nsight export's millions of GPU metric samples) are then selected by integer."""
-
-    t_ns: np.ndarray  # int64
-    gpu: np.ndarray  # int32
-    metric: np.ndarray  # object (str)
-    value: np.ndarray  # float64
-    source: str  # "nvml" | "amdsmi" | "dcgm" | "nsys_gpu_metrics"
-    codes: np.ndarray | None = None  # int32: metric[i] == names[codes[i]]
-    names: tuple[str, ...] = ()
-
-    @classmethod
-    def from_rows(cls, rows: list[Row], source: str) -> TelemetrySamples:
-        return cls(
-            np.array([r[0] for r in rows], np.int64),
-            np.array([r[1] for r in rows], np.int32),
-            np.array([r[2] for r in rows], object),
-            np.array([r[3] for r in rows], np.float64),
-            source,
-        )
-
-    def series(self, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
-        """(t_ns, value) of one metric of one GPU, in time order."""
-        if self.codes is None:
-            m = (self.gpu == gpu) & (self.metric == metric)
-            return self.t_ns[m], self.value[m]
-        if metric not in self.names:
-            return self.t_ns[:0], self.value[:0]
-        t, v, keys = self._by_series
-        k = gpu * len(self.names) + self.names.index(metric)
-        lo, hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
-        return t[lo:hi], v[lo:hi]
-
-    @cached_property
-    def _by_series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """With codes: the rows grouped by (gpu, metric), in time order within a group (one
-        stable sort, so each series is a slice)."""
-        assert self.codes is not None
-        key = self.gpu.astype(np.int64) * len(self.names) + self.codes
-        order = np.argsort(key, kind="stable")
-        return self.t_ns[order], self.value[order], key[order]
-
-    def metrics(self) -> list[str]:
-        """The metrics sampled, sorted."""
-        if self.codes is None:
-            return sorted({str(m) for m in self.metric})
-        present = np.flatnonzero(np.bincount(self.codes, minlength=len(self.names)))
-        return sorted(self.names[c] for c in present.tolist())
-
-    def gpus(self) -> list[int]:
-        return np.flatnonzero(np.bincount(self.gpu)).tolist() if len(self.gpu) else []
 
 
 _DEFAULT = TelemetryLog()
@@ -277,27 +212,6 @@ def sample_telemetry(
             f"sample_telemetry(every_s={every_s}): must be a positive number of seconds"
         )
     return Sampler(target, every_s, name="pytimings-telemetry")
-
-
-def load_telemetry(path: str | os.PathLike[str]) -> TelemetrySamples | None:
-    """The telemetry samples saved in a recording file (None: it has no "telemetry" table)."""
-    tables = load_tables(path)
-    if "telemetry" not in tables:
-        return None
-    return telemetry_from_arrow(tables["telemetry"], path)
-
-
-def telemetry_from_arrow(t: pa.Table, path: str | os.PathLike[str]) -> TelemetrySamples:
-    """A recording's "telemetry" table (read from ``path``) as samples."""
-    missing = [c for c in ("t_ns", "gpu", "metric", "value") if c not in t.column_names]
-    if missing:
-        raise TraceFormatError(path, f"telemetry table lacks columns {missing}")
-    cols = [t[c].to_pylist() for c in ("t_ns", "gpu", "metric", "value")]
-    rows = list(zip(*cols, strict=True))
-    if any(None in r for r in rows):
-        raise TraceFormatError(path, "telemetry table has a row with a null field")
-    source = (t.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
-    return TelemetrySamples.from_rows(sorted(rows), source)
 
 
 def default_telemetry_table() -> pa.Table | None:

@@ -23,7 +23,7 @@ from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
-from pytimings.record.telemetry import TelemetrySamples
+from pytimings.model.samples import TelemetrySamples
 from pytimings.report.segments import label_segments
 
 if TYPE_CHECKING:

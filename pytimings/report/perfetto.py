@@ -55,8 +55,8 @@ from pytimings.console.progress import task
 from pytimings.errors import UsageError
 from pytimings.fileout import writing_text
 from pytimings.model.requests import RequestRecord
+from pytimings.model.samples import TelemetrySamples
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, OpKind, Trace
-from pytimings.record.telemetry import TelemetrySamples
 from pytimings.report.segments import label_segments
 from pytimings.table import Table
 

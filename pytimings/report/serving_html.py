@@ -1,10 +1,7 @@
-"""A self-contained HTML report of serving runs (plotly, its JavaScript inlined).
-
-Sources are load-generator run files (``pytimings.serving/2``) and pytimings recordings
-holding a "requests" table. Every number comes from :mod:`pytimings.serving.metrics`
-(``serving_metrics``, per concurrency level over all its rounds) and every CDF sample and
-the knee from :mod:`pytimings.serving.compare` (``level_data``, ``sweep``), so the page
-agrees with ``pytimings compare`` and the run file's own figures.
+"""A self-contained HTML report of serving runs (plotly, its JavaScript inlined), drawn from
+:func:`pytimings.serving.sources.analyse`'s results (loaded, joined and measured there:
+this module only formats), so the page agrees with ``pytimings compare`` and the run file's
+own figures.
 
 Sections: the CDFs of TTFT and ITL (one panel per concurrency level, one curve per run);
 the throughput-latency curve over the concurrency levels (output token throughput against
@@ -13,50 +10,31 @@ panel's axis is log-scaled when its tail passes 10x its median); the table of se
 metrics (its first column sticky) with the failed requests counted by kind (with
 ``--gpu-price``, the cost per million output tokens); for soak runs, each interval's
 TTFT and TPOT over time and the drift verdict of every figure; for recordings with memory
-samples (``pytimings.sample_memory``), the samples over time and the same verdict on them.
-A recording is one level, its concurrency the peak number of requests in flight; it has no
-window of its own, so its duration is its requests' span. A recording given right after a
-run file is joined with it (:mod:`pytimings.serving.join`): its requests are drawn at the
-run's levels and rounds (each round's window moved onto the engine clock; the engine's
-warm-up requests counted apart), and the slowest requests of each level as timelines of
-their phases.
+samples (``pytimings.sample_memory``), the samples over time and the same verdict on them;
+for a recording joined with the run file before it, the slowest requests of each level as
+timelines of their phases.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.errors import TraceFormatError, UsageError
-from pytimings.record.memory import MemorySamples, load_memory
-from pytimings.record.requests import load_requests
+from pytimings.errors import UsageError
 from pytimings.report.html import _go, page, write_document
 from pytimings.serving._format import fmt_num
-from pytimings.serving.compare import level_data, sweep
 from pytimings.serving.cost import cost_per_mtok_usd
-from pytimings.serving.findings import Finding, run_findings, saturation, speculative_ab
 from pytimings.serving.findings import render as render_findings
-from pytimings.serving.foreign import load_any
-from pytimings.serving.join import (
-    Clock,
-    auto_clock,
-    join,
-    shares_ids,
-    slowest,
-    split_engine,
-    timeline,
-)
-from pytimings.serving.metrics import ServingMetrics, measured, peak_concurrency, serving_metrics
-from pytimings.serving.runfile import Level, Round, Run
-from pytimings.serving.trend import DRIFT_HEADERS, drift_cells, memory_drift, run_drift
+from pytimings.serving.join import timeline
+from pytimings.serving.metrics import ServingMetrics, measured
+from pytimings.serving.sources import LevelResult, SourceResult, run_cost
+from pytimings.serving.trend import DRIFT_HEADERS, drift_cells
 
 # a CDF is drawn through at most this many of its values, each at its exact rank
 MAX_CDF_POINTS = 2000
@@ -64,128 +42,8 @@ PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
-_ARROW_MAGIC = b"ARROW1"
 # where each run's knee label sits, so knees at the same throughput stay readable
 _KNEE_TEXT_AT = ("bottom right", "top right", "bottom left", "top left")
-
-
-@dataclass(frozen=True)
-class Joined:
-    """A recording joined with the run file before it (:mod:`pytimings.serving.join`)."""
-
-    run_label: str
-    doc: dict[str, Any]  # pytimings.join/1
-    clock: Clock
-    outside: int  # engine requests in no level and no level's warm-up
-
-
-@dataclass(frozen=True)
-class Source:
-    """One input: a run file, or a recording wrapped as a run of one level, or a recording
-    joined with a run file: the run's levels and rounds, holding the engine's requests."""
-
-    label: str
-    run: Run
-    recorded: bool  # a recording: one level, concurrency = peak in flight, no window
-    joined: Joined | None = None
-    unjoined: str | None = None  # the run file a recording followed but matched no request of
-    memory: MemorySamples | None = None  # a recording's pytimings.sample_memory() samples
-
-
-def memory_trend(s: Source) -> list[dict[str, Any]]:
-    """The Mann-Kendall verdict of a recording's memory samples over time (none: [])."""
-    return [] if s.memory is None else memory_drift(s.label, s.run.path, s.memory)
-
-
-@dataclass(frozen=True)
-class LevelResult:
-    concurrency: int
-    metrics: ServingMetrics
-    ttft_ms: npt.NDArray[np.float64]  # per request (CDF samples)
-    itl_ms: npt.NDArray[np.float64]  # per gap (vllm) or per request (genai-perf, llmperf)
-    warmup_requests: int
-
-
-@dataclass(frozen=True)
-class SourceResult:
-    source: Source
-    levels: list[LevelResult]
-    knee: int | None
-    knee_rule: str
-    findings: list[Finding] = dataclasses.field(default_factory=list)  # engine and saturation
-
-
-def load_source(path: str | os.PathLike[str], label: str) -> Source:
-    """A run file or a recording with a "requests" table; TraceFormatError otherwise."""
-    where = os.fspath(path)
-    try:
-        with open(where, "rb") as f:
-            head = f.read(len(_ARROW_MAGIC))
-    except OSError:
-        head = b""  # load_run names the file and the reason
-    if head != _ARROW_MAGIC:
-        return Source(label, load_any(where), recorded=False)
-    records = load_requests(where)
-    if not records:
-        raise TraceFormatError(where, "its requests table has no rows (no request was recorded)")
-    t0 = min(r.start_ns for r in records)
-    t1 = max(max(r.end_ns or r.start_ns, *(r.chunk_ns or [0])) for r in records)
-    rounds = [Round(0, t0, t1, records, errors={}, summary={})]
-    level = Level(peak_concurrency(records), None, rounds, summary={}, warmup={})
-    return Source(label, Run(where, {}, [level]), recorded=True, memory=load_memory(where))
-
-
-def join_recordings(sources: Sequence[Source], tolerance_ns: int = 5_000_000) -> list[Source]:
-    """Each recording given right after a run file, joined with it (the clock as ``join
-    --clock auto`` finds it, matching by start time within ``tolerance_ns``) and split into
-    the run's levels and rounds; a recording that matches none of the run's requests stays
-    one panel (a note says so)."""
-    out = list(sources)
-    for i in range(1, len(out)):
-        prev, s = out[i - 1], out[i]
-        if not s.recorded or prev.recorded:
-            continue
-        engine = [q for rd in s.run.levels[0].rounds for q in rd.records]
-        mode = auto_clock(prev.run, s.run.path)
-        if mode == "estimate" and not shares_ids(prev.run, engine):
-            out[i] = dataclasses.replace(s, unjoined=prev.run.path)
-            continue
-        doc, clock = join(prev.run, engine, s.run.path, mode, tolerance_ns)
-        if not doc["matched"]:
-            out[i] = dataclasses.replace(s, unjoined=prev.run.path)
-            continue
-        split = split_engine(prev.run, engine, doc, clock)
-        out[i] = dataclasses.replace(
-            s, run=Run(s.run.path, {}, split.levels), recorded=False,
-            joined=Joined(prev.label, doc, clock, split.outside),
-        )  # fmt: skip
-    return out
-
-
-def analyse(sources: Sequence[Source], definition: str, knee_pct: float) -> list[SourceResult]:
-    out: list[SourceResult] = []
-    for s in sources:
-        levels = []
-        for lv in sorted(s.run.levels, key=lambda x: x.concurrency):
-            records = [q for rd in lv.rounds for q in rd.records]
-            windows = None if s.recorded else [(rd.start_ns, rd.end_ns) for rd in lv.rounds]
-            m = serving_metrics(records, definition, windows=windows)
-            if any(measured(rd.records) for rd in lv.rounds):
-                d = level_data(lv, definition, s.run.path)
-                ttft, itl = d.ttft, d.itl
-            else:  # nothing succeeded: the table counts the failures, no curve to draw
-                ttft = itl = np.empty(0)
-            levels.append(
-                LevelResult(lv.concurrency, m, ttft, itl, int(lv.warmup.get("requests", 0)))
-            )
-        sw = sweep(s.run, definition, knee_pct)
-        found = [] if s.recorded else run_findings(s.label, s.run, definition)
-        found += [] if s.recorded else saturation(s.label, sw["levels"])
-        if out and not s.recorded and not out[0].source.recorded:
-            b = out[0].source
-            found += speculative_ab(b.label, b.run, s.label, s.run, definition)
-        out.append(SourceResult(s, levels, sw["knee"], sw["knee_rule"], found))
-    return out
 
 
 def cdf_points(values: npt.ArrayLike) -> tuple[list[float], list[float]]:
@@ -515,18 +373,11 @@ def findings_lines(results: Sequence[SourceResult]) -> list[str]:
     return render_findings([f for r in results for f in r.findings])
 
 
-SLOWEST = 6  # requests drawn per level in the phase timelines
 PART_COLORS = {"send": "#7f7f7f", "first_token_delivery": "#17becf", "to_last_chunk": "#c7c7c7"}
 
 
 def _phase_panels(results: Sequence[SourceResult]) -> list[tuple[str, int, list[dict[str, Any]]]]:
-    return [
-        (r.source.label, conc, rows)
-        for r in results
-        if r.source.joined is not None
-        for conc, rows in slowest(r.source.joined.doc, SLOWEST)
-        if rows
-    ]
+    return [(r.source.label, conc, rows) for r in results for conc, rows in r.slowest if rows]
 
 
 def _phase_figure(results: Sequence[SourceResult]) -> Any:
@@ -595,13 +446,6 @@ def metric_cells(r: SourceResult, lv: LevelResult, price: tuple[float, int] | No
     if price is not None:
         cells.append(fmt_num(cost_per_mtok_usd(m.output_throughput, *price), 3))
     return cells
-
-
-def run_cost(r: SourceResult, price: tuple[float, int]) -> float:
-    """USD per million output tokens over all of a run's levels (their tokens over their time)."""
-    tokens = sum(lv.metrics.output_tokens for lv in r.levels)
-    seconds = sum(lv.metrics.duration_s for lv in r.levels)
-    return cost_per_mtok_usd(tokens / seconds if seconds > 0 else math.nan, *price)
 
 
 def _table(results: Sequence[SourceResult], price: tuple[float, int] | None) -> str:
@@ -724,23 +568,20 @@ def render(
     found = "".join(f"<li>{html.escape(line.strip())}</li>" for line in findings_lines(results)[1:])
     if found:
         parts.append(f"<h2>Serving findings</h2><ul>{found}</ul>")
-    drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
+    drift = [row for r in results for row in r.drift]
     if drift:
         parts.append(f"<h2>Drift over the soak intervals</h2>{_drift_table(drift)}")
-    mem = [d for r in results for d in memory_trend(r.source)]
+    mem = [row for r in results for row in r.memory_drift]
     if mem:
         parts.append(f"<h2>Memory trend over the recordings' samples</h2>{_drift_table(mem)}")
     return page(title, "\n".join(parts))
 
 
 def write_report(
-    sources: Sequence[Source],
+    results: Sequence[SourceResult],
     path: str | os.PathLike[str],
     title: str,
     definition: str = "vllm",
-    knee_pct: float = 10.0,
     price: tuple[float, int] | None = None,
-) -> list[SourceResult]:
-    results = analyse(sources, definition, knee_pct)
+) -> None:
     write_document(render(results, title, definition, price), path)
-    return results

@@ -6,18 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytimings.report.serving_html import (
-    SLOWEST,
-    STATS,
-    SourceResult,
-    findings_lines,
-    memory_trend,
-    metric_cells,
-    notes,
-)
+from pytimings.report.serving_html import STATS, findings_lines, metric_cells, notes
 from pytimings.serving._format import format_table
 from pytimings.serving.join import render, render_slowest
-from pytimings.serving.trend import MEMORY_HEAD, drift_table, run_drift
+from pytimings.serving.sources import SLOWEST, SourceResult
+from pytimings.serving.trend import MEMORY_HEAD, drift_table
 
 
 def render_text(
@@ -30,10 +23,10 @@ def render_text(
     rows = [metric_cells(r, lv, price) for r in results for lv in r.levels]
     lines = ["times in ms", format_table(headers, rows), *notes(results, definition, price)]
     lines += ["", *findings_lines(results)]
-    drift = [d for r in results for d in run_drift(r.source.label, r.source.run)]
+    drift = [row for r in results for row in r.drift]
     if drift:
         lines += ["", drift_table(drift)]
-    mem = [d for r in results for d in memory_trend(r.source)]
+    mem = [row for r in results for row in r.memory_drift]
     if mem:
         lines += ["", drift_table(mem, MEMORY_HEAD)]
     for r in results:

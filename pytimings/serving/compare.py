@@ -57,7 +57,8 @@ import numpy.typing as npt
 from pytimings.console.args import SEED, finite_float
 from pytimings.errors import UsageError
 from pytimings.fileout import figure_format, save_figure
-from pytimings.record.memory import MemorySamples, load_memory
+from pytimings.ingest.recording_file import load_memory
+from pytimings.model.samples import MemorySamples
 from pytimings.serving import cost, energy
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.cost import cost_per_mtok_usd
@@ -545,11 +546,11 @@ def _render(doc: dict[str, Any]) -> str:
 
 
 def _memory_samples(path: str) -> MemorySamples:
-    m = load_memory(path)
-    if m is None:
+    samples = load_memory(path)
+    if samples is None:
         raise UsageError(f"--memory {path}: the recording has no memory samples "
                          "(pytimings.sample_memory() was never called)")  # fmt: skip
-    return m
+    return samples
 
 
 def _plotter() -> Callable[[Sequence[Run], Sequence[str], dict[str, Any], str, str], None]:

@@ -1,9 +1,10 @@
 """Serving metrics from request timelines: TTFT, TPOT, ITL, E2E, throughput, goodput.
 
 Input is a sequence of :class:`~pytimings.model.requests.RequestRecord` (from the load
-generator's JSON, ``runfile.load_run``, or ``record.load_requests`` of a saved recording)
-or a live :class:`~pytimings.record.requests.RequestLog`. Only requests with status "ok" enter the
-latency and throughput figures; errored and unfinished ones are counted by kind in
+generator's JSON, ``runfile.load_run``, or :func:`pytimings.ingest.recording_file.load_requests`
+of a saved recording) or a live log (:class:`~pytimings.model.requests.RequestSource`: the
+recorder's :class:`~pytimings.record.requests.RequestLog`). Only requests with status "ok"
+enter the latency and throughput figures; errored and unfinished ones are counted by kind in
 ``errors`` and still count toward peak concurrency (they loaded the server).
 
 Notation for one request: ``s`` = start (sent / entered), ``c_1..c_m`` = arrival times of
@@ -76,8 +77,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.errors import UsageError
-from pytimings.model.requests import RequestRecord, count_by_status
-from pytimings.record.requests import RequestLog
+from pytimings.model.requests import RequestRecord, RequestSource, count_by_status
 from pytimings.table import Table
 
 __all__ = [
@@ -251,7 +251,7 @@ def measured(records: Iterable[RequestRecord]) -> list[RequestRecord]:
 
 
 def serving_metrics(
-    records: Iterable[RequestRecord] | RequestLog,
+    records: Iterable[RequestRecord] | RequestSource,
     definition: str = "vllm",
     slo: str | Mapping[str, float] | None = None,
     windows: Sequence[tuple[int, int]] | None = None,
@@ -264,7 +264,7 @@ def serving_metrics(
     """
     if definition not in DEFINITIONS:
         raise UsageError(f"unknown definition {definition!r} (one of {', '.join(DEFINITIONS)})")
-    recs = records.records() if isinstance(records, RequestLog) else list(records)
+    recs = records.records() if isinstance(records, RequestSource) else list(records)
     slo_ms = parse_slo(slo)
     if "itl" in slo_ms and definition == "vllm":
         raise UsageError("--slo itl: vLLM's ITL is pooled per gap, not per request; use tpot")

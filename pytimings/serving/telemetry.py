@@ -29,8 +29,9 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.analysis.hardware import energy_summary
 from pytimings.errors import UsageError
+from pytimings.model.samples import TelemetryRow, TelemetrySamples
 from pytimings.record.memory import Sampler
-from pytimings.record.telemetry import Row, TelemetryLog, TelemetrySamples
+from pytimings.record.telemetry import TelemetryLog
 
 __all__ = ["DCGM_FIELDS", "DcgmLog", "attach", "parse_dcgm", "start"]
 
@@ -55,11 +56,11 @@ SUMMED = {"power_w", "power_limit_w", "energy_j", "memory_used_bytes"}
 PERIOD_S = 0.1
 
 
-def parse_dcgm(text: str, t_ns: int) -> list[Row]:
+def parse_dcgm(text: str, t_ns: int) -> list[TelemetryRow]:
     """The rows of one scrape: DCGM_FIELDS' samples with a ``gpu`` label, at ``t_ns``."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    rows: list[Row] = []
+    rows: list[TelemetryRow] = []
     seen: set[tuple[int, str]] = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

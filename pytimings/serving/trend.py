@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.record.memory import MemorySamples
+from pytimings.model.samples import MemorySamples
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.runfile import Level, Run
 from pytimings.stats import mann_kendall, sen_slope

@@ -13,8 +13,8 @@ from torch_server import serve_torch
 import pytimings
 from pytimings.cli import main
 from pytimings.record.requests import default_log
-from pytimings.report.serving_html import join_recordings, load_source
 from pytimings.serving.runfile import load_run
+from pytimings.serving.sources import join_recordings, load_source
 
 MS = 1e6
 DELAY_MS = 40.0  # planted: the scheduler holds each request this long in "queue"

@@ -16,21 +16,21 @@ import pytest
 
 import pytimings
 from pytimings.cli import main
+from pytimings.ingest.recording_file import load_requests
 from pytimings.model.requests import RequestRecord
-from pytimings.record.requests import default_log, load_requests, request
+from pytimings.record.requests import default_log, request
 from pytimings.report.serving_html import (
     MAX_CDF_POINTS,
     _cdf_figure,
     _curve_figure,
-    analyse,
     cdf_points,
-    load_source,
     render,
 )
 from pytimings.serving._format import fmt_num
 from pytimings.serving.compare import sweep
 from pytimings.serving.metrics import serving_metrics
 from pytimings.serving.runfile import SCHEMA, load_run
+from pytimings.serving.sources import analyse, load_source
 
 MS = 1_000_000
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -356,7 +356,8 @@ def _joined_pair(tmp_path: Path) -> tuple[Path, Path, dict[str, dict[str, int]]]
 def test_report_joins_a_recording_with_the_run_before_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytimings.report.serving_html import SLOWEST, _phase_figure, join_recordings
+    from pytimings.report.serving_html import _phase_figure
+    from pytimings.serving.sources import SLOWEST, join_recordings
 
     run, eng, want = _joined_pair(tmp_path)
     sources = join_recordings([load_source(run, "run"), load_source(eng, "eng")])

@@ -10,8 +10,9 @@ import pytest
 from sse_server import Behaviour, serve
 
 from pytimings.cli import main
-from pytimings.report.serving_html import _soak_figure, analyse, load_source
+from pytimings.report.serving_html import _soak_figure
 from pytimings.serving.runfile import load_run
+from pytimings.serving.sources import analyse, load_source
 
 INTERVAL_S, N_INTERVALS = 0.2, 16
 STEP_MS = 1.0  # the slowing server's TTFT grows this much per interval

@@ -15,6 +15,8 @@ import pytest
 pynvml = pytest.importorskip("pynvml")
 
 from pytimings.analysis.hardware import energy_summary, hardware_findings  # noqa: E402
+from pytimings.ingest.recording_file import load_telemetry  # noqa: E402
+from pytimings.model.samples import TelemetrySamples  # noqa: E402
 from pytimings.record import telemetry  # noqa: E402
 from pytimings.record.recorder import Recorder  # noqa: E402
 from pytimings.record.storage import save  # noqa: E402
@@ -33,7 +35,7 @@ def nvml(fake_nvml: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch
     return monkeypatch
 
 
-def _sampled(n: int = N) -> telemetry.TelemetrySamples:
+def _sampled(n: int = N) -> TelemetrySamples:
     log = telemetry.TelemetryLog()
     for _ in range(n):
         log.sample()
@@ -142,11 +144,11 @@ def test_saved_in_the_recording_and_loaded_back(nvml: pytest.MonkeyPatch, tmp_pa
         path = save(tmp_path / "r.pyt", Recorder())
     finally:
         log.clear()
-    got = telemetry.load_telemetry(path)
+    got = load_telemetry(path)
     assert got is not None and len(got.t_ns) == len(want.t_ns) > 0
     assert list(got.metric) == list(want.metric) and list(got.value) == list(want.value)
     assert list(got.t_ns) == list(want.t_ns) and list(got.gpu) == list(want.gpu)
-    assert telemetry.load_telemetry(save(tmp_path / "none.pyt", Recorder())) is None
+    assert load_telemetry(save(tmp_path / "none.pyt", Recorder())) is None
 
 
 def test_no_nvml_is_one_line_and_no_samples(
@@ -180,7 +182,7 @@ def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     started = int(done.stdout.split()[-1])
-    s = telemetry.load_telemetry(out)
+    s = load_telemetry(out)
     assert s is not None and s.gpus() == [0]
     t, power = s.series(0, "power_w")
     # one sample at start, one per 20 ms over the 0.3 s sleep (a loaded machine lags), one at exit

@@ -1,4 +1,5 @@
-"""The package's shape: imports point down the layers and no module imports itself back.
+"""The package's shape: imports point down the layers of docs/architecture.md, no module
+imports itself back, and the page says where every module it names lives.
 
 Every import of a pytimings module in the source counts, function-level imports and
 ``importlib.import_module("pytimings....")`` calls included (they hide cycles as well as
@@ -7,50 +8,52 @@ layer and runtime-cycle checks but count among the modules of one package: two m
 a package that need each other, even for types only, are one responsibility split in two
 (the result object running the findings that read it).
 
-The layers, lowest first (docs/architecture.md):
-
-0. ``_core``, ``_native`` (compiled), ``errors``, ``stats`` (bootstrap pieces), ``fileout``
-   (the one output-file writer), ``arrays`` (sorted-unique helpers)
-1. ``table``, ``console`` (progress bars, text tables), ``model`` (the event model)
-2. ``ingest`` (one module per format -> the model)
-3. ``analysis`` (partition, windows, ranks, findings, summary)
-4. ``record`` (the recorder; reads files back through ingest, statistics through analysis)
-5. ``bench``, ``serving`` (neither imports the other)
-6. ``report`` (the only layer that formats documents: html, perfetto, text of analyses)
-7. ``commands`` (subcommands that span layers), ``session`` (``pt.analyze``: the analysis
-   and its report), then ``cli`` and the package facade
+The layers are read from the table in docs/architecture.md (its first column the layer, its
+second the folders and files in it), so the page and the checks cannot drift apart: a
+module the page names in the wrong layer, a module it names that does not exist, a
+top-level module it leaves out and a subcommand it places wrong each fail here.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[2] / "pytimings"
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "pytimings"
+DOC = ROOT / "docs" / "architecture.md"
 
-LAYER = {
-    "_core": 0,
-    "_native": 0,
-    "errors": 0,
-    "stats": 0,
-    "fileout": 0,
-    "arrays": 0,
-    "table": 1,
-    "console": 1,
-    "model": 1,
-    "ingest": 2,
-    "analysis": 3,
-    "record": 4,
-    "bench": 5,
-    "serving": 5,
-    "report": 6,
-    "commands": 7,
-    "session": 7,  # pytimings/session.py: the analysis session (it renders through report)
-    "cli": 8,
-    "": 8,  # pytimings/__init__.py, the facade
-}
+# a backticked path on the page: a module (``name.py``, ``name.pyx``) or a folder (``name/``)
+_PATH = re.compile(r"`([\w./]+(?:\.pyx?|/))`")
+_SUBCOMMAND = re.compile(r"`pytimings ([a-z][a-z-]*)`")
+
+
+def _rows(text: str) -> list[tuple[int, list[str], str]]:
+    """The layer table: (layer, its folders and files as written, what lives there)."""
+    rows = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            names = re.findall(r"`([^`]+)`", cells[1])
+            rows.append((int(cells[0]), names, cells[2]))
+    return rows
+
+
+def _layers(text: str) -> dict[str, int]:
+    """Top-level module or package (``""``: pytimings/__init__.py) -> its layer."""
+    layers: dict[str, int] = {}
+    for layer, names, _ in _rows(text):
+        for name in names:
+            top = name.removesuffix("/").removesuffix(".py")
+            layers["" if top == "__init__" else top] = layer
+    return layers
+
+
+DOC_TEXT = DOC.read_text()
+LAYER = _layers(DOC_TEXT)
 
 
 def _modules() -> dict[str, Path]:
@@ -135,7 +138,97 @@ def _layer(module: str) -> int:
 
 def test_every_package_has_a_layer() -> None:
     tops = {m.split(".")[1] for m in MODULES if "." in m}
-    assert tops <= set(LAYER), f"new top-level modules need a layer: {tops - set(LAYER)}"
+    assert tops <= set(LAYER), f"new top-level modules need a row in {DOC}: {tops - set(LAYER)}"
+    compiled = {p.name.split(".")[0] for p in PKG.glob("*.so")}  # _core
+    absent = set(LAYER) - tops - compiled - {""}
+    assert not absent, f"{DOC} gives a layer to modules that do not exist: {sorted(absent)}"
+
+
+def _module_layer(path: Path) -> int:
+    """The layer of a file or folder inside pytimings/."""
+    parts = path.relative_to(PKG).parts
+    top = parts[0].split(".")[0] if parts else ""
+    return LAYER["" if top == "__init__" else top]
+
+
+def _doc_problems(text: str, subcommands: dict[str, str]) -> list[str]:
+    """Where the page and the package disagree: a module or folder it names that does not
+    exist, or exists in another layer than the row naming it; a subcommand it names in the
+    wrong layer, or not at all (``subcommands``: name -> module, as cli.py runs them)."""
+    problems = []
+    rows = _rows(text)
+    table = {line for line in text.splitlines() if line.strip().startswith("|")}
+    prose = "\n".join(line for line in text.splitlines() if line not in table)
+    located: list[tuple[int | None, list[str], str]] = [*rows, (None, [], prose)]
+    for layer, names, what in located:
+        folders = [PKG / name for name in names if name.endswith("/")]
+        for token in _PATH.findall(what):
+            where = [folder / token for folder in folders] + [PKG / token, ROOT / token]
+            found = next((path for path in where if path.exists()), None)
+            if found is None:
+                problems.append(f"`{token}` (layer {layer}) does not exist")
+            elif layer is not None and PKG in found.parents:
+                if _module_layer(found) != layer:
+                    got = found.relative_to(ROOT)
+                    problems.append(f"`{token}` is in row {layer}, but {got} is in layer "
+                                    f"{_module_layer(found)}")  # fmt: skip
+    placed: dict[str, int] = {}
+    for layer, _, what in rows:
+        for name in _SUBCOMMAND.findall(what):
+            placed[name] = layer
+    for name, module in sorted(subcommands.items()):
+        actual = _layer(module)
+        if name not in placed:
+            problems.append(f"`pytimings {name}` ({module}, layer {actual}) is not on the page")
+        elif placed[name] != actual:
+            problems.append(f"`pytimings {name}` is in row {placed[name]}, but {module} is "
+                            f"in layer {actual}")  # fmt: skip
+    problems += [f"`pytimings {name}` is no subcommand" for name in placed.keys() - subcommands]
+    return problems
+
+
+def _subcommands() -> dict[str, str]:
+    from pytimings.cli import SUBCOMMANDS
+
+    return {name: module for name, (module, _) in SUBCOMMANDS.items()}
+
+
+def test_the_page_names_every_module_where_it_lives() -> None:
+    assert not _doc_problems(DOC_TEXT, _subcommands()), "\n".join(
+        _doc_problems(DOC_TEXT, _subcommands())
+    )
+
+
+def test_the_page_check_finds_a_misplaced_module_and_subcommand() -> None:
+    """The page as it was before it was checked: fileout.py in no row, five subcommands
+    in the commands row though their modules live in bench/ and serving/ (so the check
+    above can fail)."""
+    subcommands = _subcommands()
+    moved = DOC_TEXT.replace("`fileout.py`, ", "").replace(
+        "`pytimings report` (`report.py`)", "`pytimings report` (`report.py`), `pytimings loadgen`"
+    )
+    problems = _doc_problems(moved, subcommands)
+    assert "`pytimings loadgen` is in row 7, but pytimings.serving.loadgen is in layer 5" in (
+        problems
+    )
+    assert "fileout" not in _layers(moved)
+    renamed = DOC_TEXT.replace("`kineto.py`", "`kineto_v2.py`")
+    assert "`kineto_v2.py` (layer 2) does not exist" in _doc_problems(renamed, subcommands)
+    misplaced = DOC_TEXT.replace("`grouped.py`", "`fileout.py`")
+    assert "`fileout.py` is in row 3, but pytimings/fileout.py is in layer 0" in (
+        _doc_problems(misplaced, subcommands)
+    )
+
+
+def test_report_reads_nothing_from_the_recorder() -> None:
+    """What the recorder wrote reaches a report through ingest/ and model/ only."""
+    found = {
+        module: sorted(t for t in targets if t.startswith("pytimings.record"))
+        for module, targets in GRAPH.items()
+        if module.startswith("pytimings.report")
+    }
+    found = {module: targets for module, targets in found.items() if targets}
+    assert not found, f"report/ imports record/: {found}"
 
 
 @pytest.mark.parametrize("module", sorted(GRAPH))

@@ -15,18 +15,16 @@ import pytest
 
 import pytimings
 from pytimings.cli import main
+from pytimings.ingest.recording_file import load_memory
 from pytimings.model.requests import RequestRecord
+from pytimings.model.samples import MemorySamples
 from pytimings.record import memory
 from pytimings.record.requests import default_log as default_requests
 from pytimings.record.requests import request
-from pytimings.report.serving_html import (
-    Source,
-    _memory_figure,
-    analyse,
-    load_source,
-    memory_trend,
-)
-from pytimings.serving.runfile import SCHEMA, Run
+from pytimings.report.serving_html import _memory_figure
+from pytimings.serving.runfile import SCHEMA
+from pytimings.serving.sources import analyse, load_source
+from pytimings.serving.trend import memory_drift
 
 STEPS, EVERY_S = 40, 0.005
 MS = 1_000_000
@@ -70,7 +68,7 @@ def _leak(keep: list[mmap.mmap]) -> None:
     keep.append(m)
 
 
-def _sampled(work: str) -> memory.MemorySamples:
+def _sampled(work: str) -> MemorySamples:
     log = memory.MemoryLog()
     keep: list[mmap.mmap] = []
     with pytimings.sample_memory(every_s=EVERY_S, log=log) as stop:
@@ -89,17 +87,17 @@ def _sampled(work: str) -> memory.MemorySamples:
     return log.samples()
 
 
-def _trend(s: memory.MemorySamples) -> dict[str, object]:
-    (row,) = memory_trend(Source("eng", Run("eng.pyt", {}, []), True, memory=s))
+def _trend(s: MemorySamples) -> dict[str, object]:
+    (row,) = memory_drift("eng", "eng.pyt", s)
     return row
 
 
-def _stretched(s: memory.MemorySamples) -> memory.MemorySamples:
+def _stretched(s: MemorySamples) -> MemorySamples:
     """The same samples spread over an hour: a trend needs 10 minutes of them, and the
     Mann-Kendall verdict does not depend on the time scale."""
     t0 = s.t_ns[0]
     k = 3.6e12 / (s.t_ns[-1] - t0)
-    return memory.MemorySamples(
+    return MemorySamples(
         [t0 + round((t - t0) * k) for t in s.t_ns], s.rss_bytes, s.cuda_allocated_bytes
     )
 
@@ -141,7 +139,7 @@ def test_report_shows_the_memory_trend_of_a_recording(
         pytimings.sample_memory()
     path = tmp_path / "eng.pyt"
     pytimings.save(path, pytimings.Recorder())
-    saved = memory.load_memory(path)
+    saved = load_memory(path)
     assert saved is not None and saved == memory.default_log().samples()
     assert main(["report", str(path), "--labels", "eng"]) == 0
     text = capsys.readouterr().out

@@ -10,8 +10,8 @@ from helpers.recording_factory import make_recording
 
 import pytimings
 from pytimings.errors import TraceFormatError
-from pytimings.ingest.recording_file import load_tables
-from pytimings.record.requests import default_log, load_requests, request
+from pytimings.ingest.recording_file import load_requests, load_tables
+from pytimings.record.requests import default_log, request
 from pytimings.serving.metrics import serving_metrics
 
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from pytimings.record.memory import MemorySamples
+from pytimings.model.samples import MemorySamples
 from pytimings.serving.runfile import Level
 from pytimings.serving.trend import (
     ALPHA,

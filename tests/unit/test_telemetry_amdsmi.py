@@ -124,6 +124,7 @@ def test_amdsmi_installed_without_rocms_library_is_one_line(
 
 
 def test_a_recording_keeps_where_its_samples_came_from(amd: ModuleType, tmp_path: Path) -> None:
+    from pytimings.ingest.recording_file import load_telemetry
     from pytimings.record import storage
     from pytimings.record.recorder import Recorder
 
@@ -135,6 +136,6 @@ def test_a_recording_keeps_where_its_samples_came_from(amd: ModuleType, tmp_path
         path = storage.save(tmp_path / "amd.pyt", Recorder())
     finally:
         storage.unregister_table_provider("telemetry")
-    got = telemetry.load_telemetry(path)
+    got = load_telemetry(path)
     assert got is not None and got.source == "amdsmi"
     assert got.series(0, "power_w")[1].tolist() == log.samples().series(0, "power_w")[1].tolist()

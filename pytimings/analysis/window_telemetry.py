@@ -14,7 +14,8 @@ from pytimings.analysis.hardware import window_gpu_metrics, window_telemetry
 from pytimings.analysis.result import Attribution
 from pytimings.ingest.detect import detect_format
 from pytimings.ingest.nsys_gpu_metrics import read_gpu_metrics
-from pytimings.record.telemetry import TelemetrySamples, load_telemetry
+from pytimings.ingest.recording_file import load_telemetry
+from pytimings.model.samples import TelemetrySamples
 
 NSYS_SOURCE = "nsys_gpu_metrics"
 
@@ -33,18 +34,24 @@ def nsys_gpu_metrics(path: str) -> TelemetrySamples | None:
     export, or one without GPU metrics); negative values left out are said in one line."""
     if detect_format(path) != "nsys-sqlite":
         return None
-    m = read_gpu_metrics(path)
-    if m is None:
+    metrics = read_gpu_metrics(path)
+    if metrics is None:
         return None
-    if m.negative_values:
+    if metrics.negative_values:
         print(
-            f"{path}: {m.negative_values} GPU metric samples with a negative value left out "
+            f"{path}: {metrics.negative_values} GPU metric samples with a negative value left out "
             "(nsys wrote an unsigned value as signed)"
         )
-    if not len(m.t_ns):
+    if not len(metrics.t_ns):
         return None
     return TelemetrySamples(
-        m.t_ns, m.gpu, m.metric, m.value, NSYS_SOURCE, codes=m.code, names=m.labels
+        metrics.t_ns,
+        metrics.gpu,
+        metrics.metric,
+        metrics.value,
+        NSYS_SOURCE,
+        codes=metrics.code,
+        names=metrics.labels,
     )
 
 
@@ -52,13 +59,13 @@ def telemetry_per_window(
     samples: TelemetrySamples, result: Attribution
 ) -> list[dict[str, Any] | None]:
     """Per row of ``result.windows``, its telemetry (None: no sample of its GPU in it)."""
-    w = result.windows
-    return window_telemetry(samples, w["start_ns"], w["end_ns"], w["device"])
+    windows = result.windows
+    return window_telemetry(samples, windows["start_ns"], windows["end_ns"], windows["device"])
 
 
 def gpu_metrics_per_window(
     samples: TelemetrySamples, result: Attribution
 ) -> list[dict[str, Any] | None]:
     """Per row of ``result.windows``, its GPU's metric means (None: no sample in it)."""
-    w = result.windows
-    return window_gpu_metrics(samples, w["start_ns"], w["end_ns"], w["device"])
+    windows = result.windows
+    return window_gpu_metrics(samples, windows["start_ns"], windows["end_ns"], windows["device"])
