@@ -122,9 +122,6 @@ class Options:
             check_repeats(self.what_if)
 
 
-Source = str | os.PathLike[str]
-
-
 @dataclass
 class Analysis:
     """The attribution of a capture (plain data) and, computed on first use, everything
@@ -159,8 +156,8 @@ class Analysis:
         if "findings" in self.__dict__ or self._findings is not None:
             lines.append(f"  {plural(len(self.findings), 'finding')}")
         lines += [
-            "  .attribution .findings .ops .memory .collectives .telemetry .gpu_metrics",
-            "  .replay .what_if(spec) .critical_path(window); .report() .to_document()",
+            "  .attribution .findings .ops .categories .memory .collectives .telemetry",
+            "  .gpu_metrics .replay .what_if(spec) .critical_path(n); .report() .to_document()",
         ]
         return "\n".join(lines)
 
@@ -170,6 +167,11 @@ class Analysis:
     def ops(self) -> OpTable:
         """The per-op table (ops, categories, per-window categories, op attribution)."""
         return self._op_source.get()
+
+    @property
+    def categories(self) -> list[dict[str, Any]]:
+        """GPU time by op category over all windows (``ops.window_categories``: per window)."""
+        return self.ops.categories
 
     @cached_property
     def _op_source(self) -> LazyOpTable:
@@ -313,6 +315,9 @@ class Analysis:
         if opts.captures is not None:
             parts.append("\n".join(render_graph_replays(self.ops.attribution)))
         return "\n\n".join(parts)
+
+
+Source = str | os.PathLike[str]
 
 
 def analyze(
