@@ -101,16 +101,21 @@ def _captures(args: argparse.Namespace) -> tuple[Captures | None, Captures | Non
     return with_shared(read["--base-capture"]), with_shared(read["--new-capture"])
 
 
+def options(args: argparse.Namespace) -> Options:
+    """The session's options both sides share (each side adds its graph captures)."""
+    return Options(
+        by=args.by,
+        comm_kernels=tuple(comm_rules.comm_kernels(args)),
+        processes_as_ranks=args.processes_as_ranks,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
-    shared = Options(
-        by=args.by,
-        comm_kernels=tuple(comm_rules.comm_kernels(args)),
-        processes_as_ranks=args.processes_as_ranks,
-    )
+    shared = options(args)
     base_caps, new_caps = _captures(args)
     base = _side(args.base, replace(shared, captures=base_caps))
     new = _side(args.new, replace(shared, captures=new_caps))

@@ -73,16 +73,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     progress.add_quiet_argument(p)
 
 
+def options(args: argparse.Namespace) -> Options:
+    """The session's options from the command line."""
+    return Options(by=args.by, gpu=chosen_gpu(args), captures=load_captures(args))
+
+
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest import load
 
     if args.top < 1:
         raise UsageError(f"--top {args.top}: must be at least 1")
     progress.configure(args.quiet)
-    gpu = chosen_gpu(args)
-    captures = load_captures(args)
+    opts = options(args)
     trace = load(*args.traces)
-    result = analyze(trace, Options(by=args.by, gpu=gpu, captures=captures))
+    result = analyze(trace, opts)
     with progress.task("Charging GPU ops to their ops"):
         table = result.ops
     print(render_ops(table, args.top))
