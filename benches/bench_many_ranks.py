@@ -1,4 +1,5 @@
-"""Many ranks: `analyze_ranks` on local processes vs a Dask LocalCluster (same worker count).
+"""Many ranks: `pt.analyze` per-rank tasks on local processes vs a Dask LocalCluster (same
+worker count).
 
 Writes N synthetic per-rank pytimings recordings (tests/helpers/ranks_synth.py: a data-parallel
 decode loop, OPS GPU ops per rank, rank 3 a straggler), then times one task per rank on
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.ranks_synth import write_ranks
 
-from pytimings.analysis.ranks import analyze_ranks
+from pytimings.session import analyze
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,15 +43,16 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         for executor in ("local", "dask"):
             t = time.perf_counter()
-            a = analyze_ranks(*files, by=args.by, executor=executor, workers=args.workers)
+            a = analyze(files, by=args.by, executor=executor, workers=args.workers)
             dt = time.perf_counter() - t
             results[executor] = (dt, a)
             print(
                 f"{executor:6s} {dt:8.2f} s  {args.ranks / dt:6.2f} ranks/s  "
-                f"{args.ranks * args.ops / dt / 1e6:5.2f} M ops/s  windows {len(a.windows)}"
+                f"{args.ranks * args.ops / dt / 1e6:5.2f} M ops/s  "
+                f"windows {len(a.attribution.windows)}"
             )
         (t_local, local), (t_dask, dask) = results["local"], results["dask"]
-        assert dask.to_dict() == local.to_dict(), "executors disagree"
+        assert dask.to_document() == local.to_document(), "executors disagree"
         assert local.collectives is not None and local.collectives.straggler == 3
         print(
             f"dask/local wall-time ratio {t_dask / t_local:.2f}; results identical; "

@@ -48,6 +48,9 @@ _LAZY: dict[str, str] = {
     "Trace": "pytimings.model.trace",
     # analysis
     "attribute": "pytimings.analysis.attribution",
+    "analyze": "pytimings.session",
+    "Analysis": "pytimings.session",
+    "Options": "pytimings.session",
     # serving
     "request": "pytimings.record.requests",
     "sample_memory": "pytimings.record.memory",

@@ -17,10 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
-from pytimings.analysis import findings, savings
 from pytimings.analysis.classes import Rule, check_comm_glob, classify
 from pytimings.analysis.collectives import collectives
-from pytimings.analysis.finding import Finding
 from pytimings.analysis.graphs import graph_use
 from pytimings.analysis.host import host_attribution, range_host_windows, thread_host_windows
 from pytimings.analysis.launches import Launches, link_launches
@@ -258,17 +256,8 @@ def attribute(
             trace, launches, zip(table["rank"].tolist(), table["device"].tolist(), strict=True)
         ),
         host=host,
-        finder=ranked_findings,
         device_orders=orders,
     )
-
-
-def ranked_findings(a: Attribution) -> list[Finding]:
-    """Every rule's findings on ``a`` with their replayed savings, ranked
-    (:func:`pytimings.analysis.findings.ranked`): what ``Attribution.findings()`` returns."""
-    found = findings.find(a)
-    savings.add_savings(a, found)
-    return findings.ranked(found, a.totals["window_ns"])
 
 
 def _host_ranks(trace: Trace) -> npt.NDArray[np.int16]:

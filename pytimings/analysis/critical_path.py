@@ -7,6 +7,8 @@ waited for a later rank's arrival carries the chain onto that rank (its links na
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +27,74 @@ from pytimings.model.trace import Trace
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
 
-__all__ = ["critical_path"]
+__all__ = ["Binding", "CriticalPath", "CriticalWindow", "Link", "LinkKind", "critical_path"]
+
+
+class Binding(IntEnum):
+    """What bound a GPU op's start in the replay (``WindowReplay.op_bind``)."""
+
+    STREAM_ORDER = 0  # the op before it on its stream
+    DEPENDENCY = 1  # an op of another stream it waited for (event, stream wait, collective)
+    LAUNCH = 2  # its launch call
+    FIXED = 3  # a start the replay keeps as measured (nothing it models bound it)
+
+
+class LinkKind(Enum):
+    """What a link of the critical path is (its value: the JSON's ``kind``)."""
+
+    HOST = "host"  # host time, named by the innermost host activity
+    SYNC = "sync"  # a synchronizing call waiting for a GPU op
+    GPU_OP = "gpu_op"
+    GPU_LATENCY = "gpu_latency"  # between an op and the one before it on its stream
+    WAIT = "wait"  # for an op of another stream
+    SUBMISSION = "submission"  # from the launch call's end to the op's start
+    LAUNCH = "launch"  # the launch call
+    BEFORE_WINDOW = "before window"  # the chain reaches back before the window starts
+
+
+@dataclass
+class Link:
+    """One link of the chain, ``[start_ns, end_ns)`` on the window's clock; ``share``: of
+    the window's length."""
+
+    kind: LinkKind
+    name: str
+    start_ns: int
+    end_ns: int
+    share: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "name": self.name, "start_ns": self.start_ns,
+                "end_ns": self.end_ns, "share": self.share}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CriticalWindow:
+    """The window walked: its number (``Attribution.windows["index"]``, ``--window N``),
+    name, rank, extent and start from the first window's."""
+
+    index: int
+    name: str
+    rank: int
+    start_ns: int
+    end_ns: int
+    from_first_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "rank": self.rank,
+                "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "from_first_ns": self.from_first_ns}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The ``critical_path`` document: the window and the links tiling it, in time order."""
+
+    window: CriticalWindow
+    links: list[Link]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"window": self.window.to_dict(), "links": [lk.to_dict() for lk in self.links]}
 
 
 class _HostIndex:
@@ -77,7 +146,7 @@ def _end_thread(trace: Trace, range_row: int, rank: int, end: int) -> int:
     return thread
 
 
-def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
+def critical_path(a: Attribution, window: int | None = None) -> CriticalPath:
     """The chain of host time, launches, waits and GPU ops that sets one window's length
     (``window``: 1-based, in the order of the replay's windows; default the slowest
     included one), as links tiling the window, each with its share."""
@@ -106,16 +175,16 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
     group = next(idx for idx in rank_groups(replay_windows(a)) if i in idx) if rv else [i]
     joint = [r.windows[k] for k in group if r.windows[k].after_ns is not None]
     local = {int(row): (x, k) for x in joint for k, row in enumerate(x.ops)}
-    links: list[dict[str, Any]] = []
+    links: list[Link] = []
     cursor = w.end_ns
     shift = 0  # the walk's current rank's clock -> the window's
     on = ""  # "[rank N] " while the walk is on another rank
 
-    def link(kind: str, name: str, start: int) -> None:
+    def link(kind: LinkKind, name: str, start: int) -> None:
         nonlocal cursor
         start = max(w.start_ns, min(start + shift, cursor))
         if start < cursor:
-            links.append({"kind": kind, "name": on + name, "start_ns": start, "end_ns": cursor})
+            links.append(Link(kind, on + name, start, cursor))
         cursor = start
 
     def host(thread: int) -> int:
@@ -130,27 +199,27 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
         j = int(before[-1]) if before.size else -1
         anchor = int(g.s_end[j]) if j >= 0 else w.start_ns - shift
         for x, _, name in reversed(index.segments(thread, anchor, cursor - shift)):
-            link("host", name, x)
+            link(LinkKind.HOST, name, x)
         if j < 0:
             return -1
-        link("sync", trace.strings[api["name"][g.s_row[j]]], int(ops["end"][g.s_wait[j]]))
+        link(LinkKind.SYNC, trace.strings[api["name"][g.s_row[j]]], int(ops["end"][g.s_wait[j]]))
         return int(g.s_wait[j])
 
-    def step(row: int) -> tuple[int, int]:
-        """An op's start and what bound it (0 stream order, 1 dependency, 2 launch): the
+    def step(row: int) -> tuple[int, Binding | None]:
+        """An op's start and what bound it (None: nothing traced did): the
         replay's for the window's own ops, else (ops other threads launched, running in
         the window) as measured, the latest of its constraints."""
         x, k = local.get(row, (w, -1))
         if k >= 0:
-            return int(x.op_start[k]), int(x.op_bind[k])
-        ends = [(-1, -1)]
+            return int(x.op_start[k]), Binding(int(x.op_bind[k]))
+        ends: list[tuple[int, Binding]] = []
         if g.pred[row] >= 0:
-            ends.append((int(ops["end"][g.pred[row]]), 0))
+            ends.append((int(ops["end"][g.pred[row]]), Binding.STREAM_ORDER))
         if g.dep[row] >= 0:
-            ends.append((int(ops["end"][g.dep[row]]), 1))
+            ends.append((int(ops["end"][g.dep[row]]), Binding.DEPENDENCY))
         if g.launch_row[row] >= 0:
-            ends.append((int(api["end"][g.launch_row[row]]), 2))
-        return int(ops["start"][row]), max(ends)[1]
+            ends.append((int(api["end"][g.launch_row[row]]), Binding.LAUNCH))
+        return int(ops["start"][row]), max(ends)[1] if ends else None
 
     k = int(np.argmax(w.op_end)) if w.ops.size else -1
     row = int(w.ops[k]) if k >= 0 else -1
@@ -166,46 +235,45 @@ def critical_path(a: Attribution, window: int | None = None) -> dict[str, Any]:
             off = rv.rank_off
             here, there = int(ops["rank"][row]), int(ops["rank"][peer])
             arrival = int(rv.arrival[peer]) + off.get(here, 0)
-            link("gpu_op", name, arrival)
+            link(LinkKind.GPU_OP, name, arrival)
             shift += off.get(here, 0) - off.get(there, 0)
             on = "" if there == w.rank else f"[rank {there}] "
             row = peer
             continue
-        link("gpu_op", name, start)
+        link(LinkKind.GPU_OP, name, start)
         nxt = -1
-        if b == 0 and g.pred[row] >= 0:
-            link("gpu_latency", name, int(ops["end"][g.pred[row]]))
+        if b == Binding.STREAM_ORDER and g.pred[row] >= 0:
+            link(LinkKind.GPU_LATENCY, name, int(ops["end"][g.pred[row]]))
             nxt = int(g.pred[row])
-        elif b == 1 and g.dep[row] >= 0:
+        elif b == Binding.DEPENDENCY and g.dep[row] >= 0:
             dep = int(g.dep[row])
-            link("wait", short_kernel_name(trace.strings[ops["name"][dep]]), int(ops["end"][dep]))
+            waited = short_kernel_name(trace.strings[ops["name"][dep]])
+            link(LinkKind.WAIT, waited, int(ops["end"][dep]))
             nxt = dep
-        elif b == 2:
+        elif b == Binding.LAUNCH:
             lr = int(g.launch_row[row])
             call = trace.strings[api["name"][lr]]
-            link("submission", call, int(api["end"][lr]))
-            link("launch", call, int(api["start"][lr]))
+            link(LinkKind.SUBMISSION, call, int(api["end"][lr]))
+            link(LinkKind.LAUNCH, call, int(api["start"][lr]))
             nxt = host(int(api["thread"][lr]))
         row = nxt
-    link("before window" if cursor > w.start_ns else "host", "", w.start_ns)
+    link(LinkKind.BEFORE_WINDOW if cursor > w.start_ns else LinkKind.HOST, "", w.start_ns)
     links.reverse()
-    merged: list[dict[str, Any]] = []
+    merged: list[Link] = []
     for lk in links:
-        if merged and (merged[-1]["kind"], merged[-1]["name"]) == (lk["kind"], lk["name"]):
-            merged[-1]["end_ns"] = lk["end_ns"]
+        if merged and (merged[-1].kind, merged[-1].name) == (lk.kind, lk.name):
+            merged[-1].end_ns = lk.end_ns
         else:
-            merged.append(dict(lk))
+            merged.append(lk)
     total = max(1, w.end_ns - w.start_ns)
     for lk in merged:
-        lk["share"] = (lk["end_ns"] - lk["start_ns"]) / total
-    return {
-        "window": {
-            "index": i + 1,  # the window's number (Attribution.windows["index"], --window N)
-            "name": w.name,
-            "rank": w.rank,
-            "start_ns": w.start_ns,
-            "end_ns": w.end_ns,
-            "from_first_ns": w.start_ns - min(x.start_ns for x in r.windows),
-        },
-        "links": merged,
-    }
+        lk.share = (lk.end_ns - lk.start_ns) / total
+    window_doc = CriticalWindow(
+        index=i + 1,  # the window's number (Attribution.windows["index"], --window N)
+        name=w.name,
+        rank=w.rank,
+        start_ns=w.start_ns,
+        end_ns=w.end_ns,
+        from_first_ns=w.start_ns - min(x.start_ns for x in r.windows),
+    )
+    return CriticalPath(window_doc, merged)

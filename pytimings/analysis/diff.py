@@ -37,7 +37,7 @@ get the verdict ``added`` or ``removed``.
 and per op category; a window holds the GPU ops on its rank and device that start in it
 (the op table's windows). GPU ops no op launched are left out of ``ops`` and counted in
 their kernel name's category. Graph-replayed GPU ops are charged through each side's
-graph captures (its attributions' ``captures``: ``--capture`` files given to both sides,
+graph captures (those its op tables were made with: ``--capture`` files given to both sides,
 matched by content to each side's replays, and ``--base-capture``/``--new-capture`` to one);
 ``op_attribution`` says per side what was charged and, by reason, what was not. A capture
 given to both sides is refused only when it matches the replays of neither.
@@ -63,7 +63,7 @@ import numpy.typing as npt
 from pytimings.analysis.graph_capture import merge_replay_docs
 from pytimings.analysis.host import charge_lists
 from pytimings.analysis.memory import compare_memory
-from pytimings.analysis.op_table import merge_attribution, ops_of
+from pytimings.analysis.op_table import OpTable, merge_attribution, op_table
 from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
@@ -318,15 +318,14 @@ def _op_key(name: str, dims: Any) -> str:
 
 
 def _side_op_table(
-    side: Sequence[Attribution],
+    side: Sequence[Attribution], tables: Sequence[OpTable]
 ) -> tuple[list[dict[str, float]], list[dict[str, float]], dict[str, tuple[str, Any]]]:
     """Per window entry of the side's files: {op key: GPU ns} of the ops that launched its
     GPU ops, {category: GPU ns}; and each op key's (name, input dims)."""
     ops_t: list[dict[str, float]] = []
     cats_t: list[dict[str, float]] = []
     named: dict[str, tuple[str, Any]] = {}
-    for a in side:
-        table = ops_of(a)
+    for a, table in zip(side, tables, strict=True):
         keys = [_op_key(r["name"], r["input_dims"]) for r in table.ops]
         for k, r in zip(keys, table.ops, strict=True):
             named.setdefault(k, (r["name"], r["input_dims"]))
@@ -344,14 +343,15 @@ def _side_op_table(
 
 
 def _op_rows(
-    base: Sequence[Attribution],
-    new: Sequence[Attribution],
+    sides: tuple[Sequence[Attribution], Sequence[Attribution]],
+    tables: tuple[Sequence[OpTable], Sequence[OpTable]],
     weights: tuple[F64 | None, F64 | None],
     members: tuple[Members, Members],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``ops`` rows (name, input_dims, as :func:`compare`; ``added``/``removed`` for an
     op and shape only one side ran) and the ``op_categories`` rows."""
-    (bo, bc, bn), (no, nc, nn) = _side_op_table(base), _side_op_table(new)
+    (bo, bc, bn) = _side_op_table(sides[0], tables[0])
+    (no, nc, nn) = _side_op_table(sides[1], tables[1])
     rows = compare_named(bo, weights[0], members[0], no, weights[1], members[1])
     out = []
     for row in rows:
@@ -366,12 +366,16 @@ def _op_rows(
 
 
 def _op_attribution(
-    base: Sequence[Attribution], new: Sequence[Attribution], shared: Collection[str]
+    sides: tuple[Sequence[Attribution], Sequence[Attribution]],
+    tables: tuple[Sequence[OpTable], Sequence[OpTable]],
+    shared: Collection[str],
 ) -> dict[str, dict[str, Any]]:
     """Per side, its files' op attribution summed (``op_attribution`` of ``analyze``); with
     captures, ``graph_replays`` over its files: a capture given to both sides is refused
     only when it matched on neither (module docstring)."""
-    docs = {k: [ops_of(a).attribution for a in side] for k, side in (("base", base), ("new", new))}
+    docs = {
+        k: [t.attribution for t in side] for k, side in zip(("base", "new"), tables, strict=True)
+    }
     matched = {
         c["source"]
         for side in docs.values()
@@ -380,7 +384,7 @@ def _op_attribution(
         if c["source"] in shared and c["matched_launches"]
     }
     out = {}
-    for k, side in (("base", base), ("new", new)):
+    for k, side in zip(("base", "new"), sides, strict=True):
         doc = merge_attribution(docs[k])
         replays = [
             (str(a.trace.meta.get("path", f"file {i + 1}")), d["graph_replays"])
@@ -499,10 +503,14 @@ def diff(
     resamples: int = 1000,
     seed: int = 0,
     shared_captures: Collection[str] = (),
+    tables: tuple[Sequence[OpTable], Sequence[OpTable]] | None = None,
 ) -> dict[str, Any]:
     """The ``pytimings.diff/1`` document of two sides (each: one attribution per file;
-    their ``captures``: the graph captures each side's replays are matched to, the labels
-    of those given to both sides in ``shared_captures``)."""
+    ``tables``: each one's op table, over the graph captures each side's replays are
+    matched to, the labels of those given to both sides in ``shared_captures``; None:
+    each attribution's own, without captures)."""
+    if tables is None:
+        tables = ([op_table(a) for a in base], [op_table(a) for a in new])
     rng = np.random.default_rng(seed)
     bm, nm = Members.of(base), Members.of(new)
     for side, atts, k in (("base", base, bm.n), ("new", new, nm.n)):
@@ -515,7 +523,7 @@ def diff(
     labels = compare(
         LABEL_NAMES, bm.sample(_label_values(base)), nm.sample(_label_values(new)), b_w, n_w
     )
-    ops, op_categories = _op_rows(base, new, (b_w, n_w), (bm, nm))
+    ops, op_categories = _op_rows((base, new), tables, (b_w, n_w), (bm, nm))
     return {
         "schema": SCHEMA,
         "by": base[0].by,
@@ -530,7 +538,7 @@ def diff(
         "kernels": _kernel_rows(base, new, (b_w, n_w), (bm, nm)),
         "ops": ops,
         "op_categories": op_categories,
-        "op_attribution": _op_attribution(base, new, shared_captures),
+        "op_attribution": _op_attribution((base, new), tables, shared_captures),
         "host_activities": compare_named(_side_host(base), b_w, bm, _side_host(new), n_w, nm),
         "collectives": _collective_rows(base, new, resamples, rng),
         "memory": compare_memory([a.memory for a in base], [a.memory for a in new]),

@@ -11,7 +11,9 @@ capture rules (:mod:`.capture`) say where the capture itself shapes the labels.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,8 +35,9 @@ from pytimings.analysis.finding import (
     scope,
 )
 from pytimings.analysis.host import interval_charges, summed
-from pytimings.analysis.kernel_findings import KERNEL_RULES
+from pytimings.analysis.kernel_findings import cpu_compute, op_categories, ops_under_roofline
 from pytimings.analysis.memory import memory_findings
+from pytimings.analysis.op_table import LazyOpTable
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
 from pytimings.ingest.names import (
@@ -62,11 +65,6 @@ MAX_GAP_GROUPS = 3  # host-bound gap groups reported (largest first)
 GAP_CLUSTER_RATIO = 4.0  # gaps before one kernel differing more than this are apart
 MAX_ACTIVITIES = 3  # host activities named per host-bound gap group: the largest, and
 ACTIVITY_MIN_SHARE = 0.1  # the next ones holding at least this share of its host_bound
-
-
-def find(a: Attribution) -> list[Finding]:
-    """Every rule's findings on ``a``, ranked (:func:`ranked`)."""
-    return ranked([f for rule in RULES for f in rule(a)], a.totals["window_ns"])
 
 
 HOST_SIDE_LAYERS = ("host", "scheduling")  # what a host-side change fixes
@@ -963,14 +961,33 @@ def _waiting(
 
 
 Rule = Callable[["Attribution"], list[Finding]]
-# rules that need a rank's events (per-rank tasks run them) / only the windows table,
-# totals and collectives (run once over every rank's results)
-RANK_RULES: tuple[Rule, ...] = (
-    *CAPTURE_RULES, host_bound_gaps, kernels, graphs, memory, host_windows, *KERNEL_RULES,
-)  # fmt: skip
-GLOBAL_RULES: tuple[Rule, ...] = (
-    hardware, gpu_bound, parallel, collectives, comm_bandwidth, tail,
-)  # fmt: skip
+# a rule that also reads the op table (computed only when the rule asks for it)
+OpRule = Callable[["Attribution", LazyOpTable], list[Finding]]
+
+
+class Scope(Enum):
+    """Where a rule's data is: ``RANK``, a rank's events (per-rank tasks run it on each
+    rank, then :func:`pytimings.analysis.ranks.rank_findings` merges the ranks' findings);
+    ``ACROSS``, only the windows table, totals and collectives (run once over all ranks)."""
+
+    RANK = "rank"
+    ACROSS = "across ranks"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A findings rule, its layer (what its findings' ``layer`` is) and its scope."""
+
+    layer: str
+    scope: Scope
+    rule: Rule | None = None
+    op_rule: OpRule | None = None  # instead of ``rule``: reads the op table too
+
+    def run(self, a: Attribution, ops: LazyOpTable) -> list[Finding]:
+        if self.op_rule is not None:
+            return self.op_rule(a, ops)
+        assert self.rule is not None
+        return self.rule(a)
 
 
 def device_memory(a: Attribution) -> list[Finding]:
@@ -979,7 +996,33 @@ def device_memory(a: Attribution) -> list[Finding]:
     return memory_findings(a.memory)
 
 
-RULES: tuple[Rule, ...] = (
-    *CAPTURE_RULES, hardware, gpu_bound, host_bound_gaps, kernels, graphs, memory, parallel,
-    collectives, comm_bandwidth, tail, host_windows, device_memory, *KERNEL_RULES,
-)  # fmt: skip
+_RANK, _ACROSS = Scope.RANK, Scope.ACROSS
+# Every findings rule, once. One trace (or several loaded together) runs all of them, in
+# this order; per-rank tasks run the RANK ones on each rank and the ACROSS ones on the
+# merged result, so one file and N files give the same rules.
+REGISTRY: tuple[Registered, ...] = (
+    *(Registered("capture", _RANK, rule) for rule in CAPTURE_RULES),
+    Registered("hardware", _ACROSS, hardware),
+    Registered("hardware", _ACROSS, gpu_bound),
+    Registered("scheduling", _RANK, host_bound_gaps),
+    Registered("kernel", _RANK, kernels),
+    Registered("kernel", _RANK, graphs),
+    Registered("memory", _RANK, memory),
+    Registered("parallel", _ACROSS, parallel),
+    Registered("parallel", _ACROSS, collectives),
+    Registered("parallel", _ACROSS, comm_bandwidth),
+    Registered("application", _ACROSS, tail),
+    Registered("host", _RANK, host_windows),
+    Registered("memory", _RANK, device_memory),
+    Registered("kernel", _RANK, op_rule=op_categories),
+    Registered("kernel", _RANK, op_rule=ops_under_roofline),
+    Registered("kernel", _RANK, cpu_compute),
+)
+
+
+def run_rules(
+    a: Attribution, ops: LazyOpTable, scopes: Collection[Scope] = tuple(Scope)
+) -> list[Finding]:
+    """The findings of every registered rule of ``scopes`` on ``a``, in registry order
+    (unranked, without savings)."""
+    return [f for entry in REGISTRY if entry.scope in scopes for f in entry.run(a, ops)]

@@ -23,7 +23,7 @@ from pytimings._native import _optable
 from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, ms, pct, plural, scope
 from pytimings.analysis.graph_capture import captured_into
 from pytimings.analysis.op_launch import kineto_op
-from pytimings.analysis.op_table import OpTable, ops_of, trace_gpu
+from pytimings.analysis.op_table import LazyOpTable, OpTable, trace_gpu
 from pytimings.analysis.ops import FAMILIES, OpCall, model_op
 from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.ingest.names import api_concept, api_stem
@@ -93,14 +93,14 @@ def _category_rate(table: OpTable, category: str, kernel_ns: int) -> dict[str, A
     }
 
 
-def op_categories(a: Attribution) -> list[Finding]:
+def op_categories(a: Attribution, op_source: LazyOpTable) -> list[Finding]:
     """When every GPU of the windows is busy at least ``GPU_BOUND_SHARE`` of them (the
     kernels set the time): the categories holding the busy time, with their shares, and
     for arithmetic categories their modelled ops' rate beside the dtype's peak."""
     shares = _device_shares(a)
     if not shares or min(shares) < GPU_BOUND_SHARE:
         return []  # the op table is not even computed: the GPU is not what sets the time
-    table = ops_of(a)
+    table = op_source.get()
     busy = sum(c["busy_ns"] for c in table.categories)
     win = a.totals["window_ns"]
     cats = sorted(table.categories, key=lambda c: (-c["busy_ns"], c["category"]))
@@ -156,7 +156,7 @@ def _dims_text(dims: list[Any]) -> str:
     return json.dumps(dims[:end], separators=(", ", ": "))
 
 
-def ops_under_roofline(a: Attribution) -> list[Finding]:
+def ops_under_roofline(a: Attribution, op_source: LazyOpTable) -> list[Finding]:
     """The ops and shapes whose GPU time would shrink most at their roofline: time x
     (1 - fraction reached), largest first (``MAX_OPS``), each with its bound, achieved
     rate, the roof and the time at the roof; its fix runs its GPU ops at the roof."""
@@ -165,9 +165,9 @@ def ops_under_roofline(a: Attribution) -> list[Finding]:
         (tr.ranges["kind"] == RangeKind.NVTX_PUSHPOP)
         | (tr.ranges["kind"] == RangeKind.NVTX_STARTEND)
     )
-    if not launchers or (a.gpu is None and trace_gpu(a) is None):
+    if not launchers or (op_source.gpu is None and trace_gpu(a) is None):
         return []  # no op to charge, or no roof: the op table is not computed
-    table = ops_of(a)
+    table = op_source.get()
     gpu = table.gpu
     if gpu is None:
         return []
@@ -373,6 +373,3 @@ def _idle_overlap(a: Attribution, rows: I64) -> I64:
         e = np.ascontiguousarray(host["end"][rows[m]])
         out[m] = iv.overlap_lengths(s, e, ws, we) - iv.overlap_lengths(s, e, bs, be)
     return out
-
-
-KERNEL_RULES = (op_categories, ops_under_roofline, cpu_compute)

@@ -597,13 +597,21 @@ def op_table(
     )
 
 
-def ops_of(a: Attribution) -> OpTable:
-    """``a``'s op table for its GPU (``a.gpu``, else the one the trace names), computed on
-    first use: the findings, ``analyze --json`` and ``pytimings ops`` share one."""
-    if a._op_table is None:
-        a._op_table = op_table(a, a.gpu, a.captures)
-    table: OpTable = a._op_table
-    return table
+@dataclass
+class LazyOpTable:
+    """An attribution's op table for ``gpu`` (None: the one the trace names) and
+    ``captures``, computed on first :meth:`get`: the findings, the session and a per-rank
+    task share one (the session owns it; the attribution stays plain data)."""
+
+    attribution: Attribution
+    gpu: GpuSpec | None = None
+    captures: Captures | None = None
+    _table: OpTable | None = field(default=None, repr=False)
+
+    def get(self) -> OpTable:
+        if self._table is None:
+            self._table = op_table(self.attribution, self.gpu, self.captures)
+        return self._table
 
 
 def _merged_launchers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:

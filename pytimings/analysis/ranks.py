@@ -39,7 +39,7 @@ from pytimings.analysis.collectives import collectives, compute_under_comm
 from pytimings.analysis.finding import Finding, runs_text
 from pytimings.analysis.host import HostAttribution, merge_host
 from pytimings.analysis.launches import NO_LAUNCH, Launches
-from pytimings.analysis.op_table import OpTable, merge_tables, ops_of
+from pytimings.analysis.op_table import LazyOpTable, OpTable, merge_tables
 from pytimings.analysis.ops import GpuSpec
 from pytimings.analysis.partition import Gaps
 from pytimings.analysis.result import Attribution, LaunchLatency
@@ -78,6 +78,20 @@ class RankResult:
     compute_under_comm: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(
         default_factory=dict
     )
+
+
+@dataclass
+class MergedRanks:
+    """What the client makes of the ranks' results: the all-ranks attribution (its
+    ``trace`` holds only the communication ops; per-op details that index a rank's trace
+    are not shipped: ``gaps`` and ``launches`` empty, ``window_range_rows`` and the op rows
+    of ``launch_latency`` -1), the ranked findings (each rank's, merged by
+    :func:`rank_findings`, and those across ranks) and the ranks' op tables merged (None
+    when a rank sent none)."""
+
+    attribution: Attribution
+    findings: list[Finding]
+    ops: OpTable | None
 
 
 def analyze_file(
@@ -162,10 +176,10 @@ def _analyze_rank(
     # refused once all ranks answered (check_devices)
     mine = None if devices is None else [d for d in have if d in set(devices)]
     a = attribute(trace, by=by, devices=mine, comm_kernels=comm_kernels)
-    a.gpu = gpu
-    found = [f for rule in fnd.RANK_RULES for f in rule(a)]
+    table = LazyOpTable(a, gpu)
+    found = fnd.run_rules(a, table, (fnd.Scope.RANK,))
     empty = np.empty(0, dtype=np.int64)  # the per-GPU-op arrays index this rank's trace
-    ops = replace(ops_of(a), op_row=empty, category=empty.astype(np.int8))
+    ops = replace(table.get(), op_row=empty, category=empty.astype(np.int8))
     add_savings(a, found)  # here, where the rank's events are
     for f in found:
         f.fix = None  # its arrays do not travel
@@ -218,18 +232,17 @@ def analyze_ranks(
     processes_as_ranks: bool = False,
     comm_kernels: Sequence[str] = (),
     gpu: GpuSpec | None = None,
-) -> Attribution:
+) -> MergedRanks:
     """Attribute per-rank trace files with one task per file (see the module docstring).
 
     ``processes_as_ranks``: each process with GPU ops in a file is a rank, numbered as
     :func:`pytimings.load` does (:mod:`pytimings.ingest.processes`); a task still takes one
     file and returns a result per process. ``ranks`` selects ranks (as ``--rank``).
 
-    Returns an :class:`Attribution` whose windows, totals, statistics, launch latency,
-    collectives and findings are those of all ranks; its ``trace`` holds only the
-    communication ops, and per-op details that index a rank's trace (``gaps``, ``launches``,
-    ``window_range_rows``, the op rows of ``launch_latency``) are not shipped and left empty
-    (-1). Findings about a rank's events come from each rank (see :func:`rank_findings`).
+    Returns the :class:`MergedRanks`: windows, totals, statistics, launch latency,
+    collectives and findings of all ranks (:func:`pytimings.session.analyze` makes it an
+    ``Analysis``). Findings about a rank's events come from each rank (see
+    :func:`rank_findings`).
     """
     if executor not in EXECUTORS:
         raise UsageError(f"--executor {executor!r}: choose one of {', '.join(EXECUTORS)}")
@@ -367,8 +380,8 @@ def reduce_ranks(
     by: str | None,
     ranks: Sequence[int] | None = None,
     comm_kernels: Sequence[str] = (),
-) -> Attribution:
-    """Combine per-rank results into the all-ranks :class:`Attribution` (on the client)."""
+) -> MergedRanks:
+    """Combine per-rank results into the all-ranks :class:`MergedRanks` (on the client)."""
     seen: dict[int, str] = {}
     for r in results:
         if r.rank in seen:
@@ -443,13 +456,12 @@ def reduce_ranks(
         host=host,
         comm_kernels=tuple(comm_kernels),
     )
-    found = [f for rule in fnd.GLOBAL_RULES for f in rule(a)]
-    found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))
-    a._findings = fnd.ranked(found, a.totals["window_ns"])
     tables = [r.ops for r in results if r.ops is not None]
-    if len(tables) == len(results):  # every rank's (their windows in ``order``)
-        a._op_table = merge_tables(tables, order, n_comm)
-    return a
+    # every rank's table (their windows in ``order``), or none
+    merged = merge_tables(tables, order, n_comm) if len(tables) == len(results) else None
+    found = fnd.run_rules(a, LazyOpTable(a), (fnd.Scope.ACROSS,))
+    found += rank_findings([(r.rank, f) for r in results for f in r.findings], len(results))
+    return MergedRanks(a, fnd.ranked(found, a.totals["window_ns"]), merged)
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

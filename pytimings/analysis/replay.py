@@ -885,6 +885,111 @@ def replay_group(
     return outs
 
 
+@dataclass(frozen=True)
+class ExcludedWindow:
+    """A window the replay could not include, and why (``index``: 1-based, the replay's)."""
+
+    index: int
+    name: str
+    start_ns: int
+    rank: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "start_ns": self.start_ns,
+                "rank": self.rank, "reason": self.reason}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WindowDependencies:
+    """An included window's dependencies by source (DEPENDENCY_SOURCES)."""
+
+    name: str
+    start_ns: int
+    rank: int
+    dependencies: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "start_ns": self.start_ns, "rank": self.rank,
+                "dependencies": dict(self.dependencies)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How well the unchanged replay reproduces the windows (the ``replay`` document):
+    ``windows`` included, their largest and median relative error (None: none included),
+    the excluded ones, the dependencies used in all and per included window."""
+
+    windows: int
+    max_error: float | None
+    median_error: float | None
+    excluded: list[ExcludedWindow]
+    dependencies: dict[str, int]
+    per_window: list[WindowDependencies]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "windows": self.windows,
+            "max_error": self.max_error,
+            "median_error": self.median_error,
+            "excluded": [e.to_dict() for e in self.excluded],
+            "dependencies": dict(self.dependencies),
+            "per_window": [w.to_dict() for w in self.per_window],
+        }
+
+
+@dataclass(frozen=True)
+class WhatIfWindow:
+    """One included window before and after the changes (``before_ns``: its unchanged
+    replay) and how far its saving can be trusted (``bound``, :func:`_bound`)."""
+
+    index: int
+    name: str
+    start_ns: int
+    rank: int
+    before_ns: int
+    after_ns: int
+    bound: str
+
+    @property
+    def exact(self) -> bool:
+        return self.bound == "exact"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "start_ns": self.start_ns,
+                "rank": self.rank, "before_ns": self.before_ns, "after_ns": self.after_ns,
+                "exact": self.exact, "bound": self.bound}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The ``what_if`` document: the changes as parsed, per window before/after, the
+    windows the replay excludes, a note on the bounds, the total saving."""
+
+    changes: list[Change]
+    windows: list[WhatIfWindow]
+    excluded: list[ExcludedWindow]
+    note: str | None
+
+    @property
+    def spec(self) -> str:
+        return ",".join(c.text for c in self.changes)
+
+    @property
+    def total_saving_ns(self) -> int:
+        return int(sum(w.before_ns - w.after_ns for w in self.windows))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "changes": [c.doc() for c in self.changes],
+            "windows": [w.to_dict() for w in self.windows],
+            "excluded": [e.to_dict() for e in self.excluded],
+            "note": self.note,
+            "total_saving_ns": self.total_saving_ns,
+        }
+
+
 @dataclass
 class Replay:
     """Every window of an analysis replayed, once unchanged and once per change."""
@@ -893,37 +998,32 @@ class Replay:
     changes: list[Change]
     graph: Graph  # what the windows were replayed over (measured once per analysis)
 
-    def fidelity(self) -> dict[str, Any]:
+    def fidelity(self) -> Fidelity:
         errs = [
             abs(w.after_ns - w.before_ns) / max(1, w.before_ns)
             for w in self.windows
             if w.after_ns is not None
         ]
-        excluded = [
-            {"index": i, "name": w.name, "start_ns": w.start_ns, "rank": w.rank,
-             "reason": w.excluded}
-            for i, w in enumerate(self.windows, 1)
-            if w.excluded is not None
-        ]  # fmt: skip
         included = [w for w in self.windows if w.after_ns is not None]
-        return {
-            "windows": len(errs),
-            "max_error": max(errs) if errs else None,
-            "median_error": float(np.median(errs)) if errs else None,
-            "excluded": excluded,
-            "dependencies": {
+        return Fidelity(
+            windows=len(errs),
+            max_error=max(errs) if errs else None,
+            median_error=float(np.median(errs)) if errs else None,
+            excluded=self.excluded(),
+            dependencies={
                 k: sum(w.dependencies.get(k, 0) for w in included) for k in DEPENDENCY_SOURCES
             },
-            "per_window": [
-                {
-                    "name": w.name,
-                    "start_ns": w.start_ns,
-                    "rank": w.rank,
-                    "dependencies": w.dependencies,
-                }
-                for w in included
+            per_window=[
+                WindowDependencies(w.name, w.start_ns, w.rank, w.dependencies) for w in included
             ],
-        }
+        )
+
+    def excluded(self) -> list[ExcludedWindow]:
+        return [
+            ExcludedWindow(i, w.name, w.start_ns, w.rank, w.excluded)
+            for i, w in enumerate(self.windows, 1)
+            if w.excluded is not None
+        ]
 
 
 def replay_windows(a: Attribution) -> Windows:
@@ -1041,23 +1141,17 @@ def _bound(w: WindowReplay) -> str:
     return ("exact", "lower bound", "upper bound", "estimate")[lower + 2 * w.guessed]
 
 
-def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
-    """The ``what_if`` document: the changes as parsed, per window before/after and how
-    exact its saving is, and the total saving."""
+def what_if(a: Attribution, changes: Sequence[Change] | str) -> WhatIf:
+    """The windows before and after ``changes``, and how exact each saving is."""
     if isinstance(changes, str):
         changes = parse_changes(changes)
     base = replay(a)
     new = replay(a, changes, graph=base.graph)
-    rows: list[dict[str, Any]] = []
+    rows: list[WhatIfWindow] = []
     for i, (b, n) in enumerate(zip(base.windows, new.windows, strict=True), 1):
         if b.after_ns is None or n.after_ns is None:
             continue
-        bound = _bound(n)
-        rows.append(
-            {"index": i, "name": b.name, "start_ns": b.start_ns, "rank": b.rank,
-             "before_ns": b.after_ns, "after_ns": n.after_ns, "exact": bound == "exact",
-             "bound": bound}
-        )  # fmt: skip
+        rows.append(WhatIfWindow(i, b.name, b.start_ns, b.rank, b.after_ns, n.after_ns, _bound(n)))
     notes = [
         note
         for note, hit in (
@@ -1067,11 +1161,4 @@ def what_if(a: Attribution, changes: Sequence[Change] | str) -> dict[str, Any]:
         )
         if hit
     ]
-    return {
-        "spec": ",".join(c.text for c in changes),
-        "changes": [c.doc() for c in changes],
-        "windows": rows,
-        "excluded": base.fidelity()["excluded"],
-        "note": "; ".join(notes) if notes else None,
-        "total_saving_ns": int(sum(r["before_ns"] - r["after_ns"] for r in rows)),
-    }
+    return WhatIf(list(changes), rows, base.excluded(), "; ".join(notes) if notes else None)

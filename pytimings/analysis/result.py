@@ -1,10 +1,9 @@
 """What :func:`pytimings.attribute` returns: the windows table with every label, the gaps
-and launches behind it, launch latency, collectives, and the JSON document."""
+and launches behind it, launch latency and collectives, as plain data (the session,
+:mod:`pytimings.session`, adds findings, ops, replay and the JSON document)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,25 +11,23 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.collectives import Collectives, CommBandwidth, bandwidth
-from pytimings.analysis.finding import Finding
-from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.host import HostAttribution, charge_lists, summed
 from pytimings.analysis.launches import Launches
 from pytimings.analysis.memory import MemoryResult, analyze_memory, native_host_bound
-from pytimings.analysis.ops.gpus import GpuSpec
 from pytimings.analysis.partition import LABELS, Gaps
 from pytimings.model.trace import Trace
 from pytimings.table import Table
 
-# The JSON document (Attribution.to_dict): the keys of the contract (schema, totals,
-# windows with their host_bound_by_activity / host_bound_by_range lists, host_windows,
-# host_totals) and per_window_stats, slowest, launch_latency, graphs (per rank and device:
-# graph launches, the ops they ran, launch calls by name), findings, collectives (several
-# ranks), comm_bandwidth (per rank and collective: bytes, algbw, busbw); "ignored": events
-# the partition could not use, by reason; "dropped": records
-# the loaders could not turn into events (Trace.dropped), by reason. Both count, name ->
-# number; a reason that did not occur is absent. "comm_kernels": the users' comm-kernel
-# globs (--comm-kernel, pytimings.toml) the classification included.
+# The JSON document (pytimings.session.Analysis.to_document, from Attribution.document):
+# the keys of the contract (schema, totals, windows with their host_bound_by_activity /
+# host_bound_by_range lists, host_windows, host_totals) and per_window_stats, slowest,
+# launch_latency, graphs (per rank and device: graph launches, the ops they ran, launch
+# calls by name), findings, collectives (several ranks), comm_bandwidth (per rank and
+# collective: bytes, algbw, busbw); "ignored": events the partition could not use, by
+# reason; "dropped": records the loaders could not turn into events (Trace.dropped), by
+# reason. Both count, name -> number; a reason that did not occur is absent.
+# "comm_kernels": the users' comm-kernel globs (--comm-kernel, pytimings.toml) the
+# classification included.
 SCHEMA = "pytimings.attribution/3"
 I64 = npt.NDArray[np.int64]
 
@@ -90,18 +87,6 @@ class Attribution:
     # events the partition could not use, by reason (counted, never silently dropped)
     ignored: dict[str, int] = field(default_factory=dict)
     comm_kernels: tuple[str, ...] = ()  # users' comm-kernel globs the classes include
-    # what ranks this result's findings (set by whoever built it, e.g. attribute(): the
-    # result is data; the findings and their savings only read it)
-    finder: Callable[[Attribution], list[Finding]] | None = field(
-        default=None, repr=False, compare=False
-    )
-    _findings: list[Finding] | None = field(default=None, repr=False)
-    # the GPU whose peaks the per-op roofline uses (--gpu-spec; None: the one the trace
-    # names) and the op table over it (op_table.ops_of: computed once)
-    gpu: GpuSpec | None = None
-    # graph captures (--capture) replayed kernels are charged through
-    captures: Captures | None = None
-    _op_table: Any = field(default=None, repr=False, compare=False)
     # per (rank, device) analysed: its non-empty GPU ops by start, as the partition sorted
     # them (partition.device_order; the op table's busy split reads them, not sorting again)
     device_orders: dict[tuple[int, int], I64] = field(
@@ -171,15 +156,6 @@ class Attribution:
         w = self.windows
         return {c: (w[c][i] if c == "name" else int(w[c][i])) for c in w.columns}
 
-    def findings(self) -> list[Finding]:
-        """Ranked biggest losses with their evidence (:mod:`pytimings.analysis.findings`,
-        through ``finder``), computed on first use."""
-        if self._findings is None:
-            if self.finder is None:
-                raise ValueError("this Attribution was built without a finder for its findings")
-            self._findings = self.finder(self)
-        return self._findings
-
     def _lists(self, charges: Table, n_rows: int) -> list[list[dict[str, Any]]]:
         return charge_lists(charges, n_rows, self.trace.strings)
 
@@ -194,7 +170,10 @@ class Attribution:
             for i, v in enumerate(lists)
         ]
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self, findings: list[dict[str, Any]]) -> dict[str, Any]:
+        """The attribution's keys of the ``pytimings.attribution/3`` document, in its
+        order, with ``findings`` (:meth:`pytimings.session.Analysis.to_document`, the
+        document's one producer, gives them and adds the session's other parts)."""
         n = len(self.windows)
         by_act = self._lists(self.host.bound_by_activity, n)
         by_rng = self._lists(self.host.bound_by_range, n)
@@ -234,7 +213,7 @@ class Attribution:
             },
             "graphs": self.graphs,
             "comm_bandwidth": self.comm_bandwidth.to_dicts(),
-            "findings": [f.to_dict() for f in self.findings()],
+            "findings": findings,
             "ignored": self.ignored,
             "dropped": {k: int(v) for k, v in sorted(self.trace.dropped.items()) if v},
         }
@@ -255,6 +234,3 @@ class Attribution:
                 "exposed": {str(r): v for r, v in sorted(c.exposed.items())},
             }
         return doc
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)

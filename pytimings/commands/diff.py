@@ -7,12 +7,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import crossed, diff, parse_thresholds
 from pytimings.analysis.graph_capture import Captures
-from pytimings.analysis.result import Attribution
 from pytimings.commands import comm_rules
 from pytimings.commands.ops import read_captures
 from pytimings.console import options, progress
@@ -22,6 +21,7 @@ from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.report.diff import render_html, render_text
 from pytimings.report.html import write_document
+from pytimings.session import Analysis, Options, analyze
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,24 +56,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     comm_rules.add_arguments(p)
 
 
-def _side(
-    paths: Sequence[str],
-    by: str | None,
-    processes_as_ranks: bool,
-    kernels: Sequence[str],
-    captures: Captures | None,
-) -> list[Attribution]:
-    """One attribution per capture (each loaded on its own, so that it stays a group),
-    its graph replays matched to ``captures``."""
+def _side(paths: Sequence[str], side: Options) -> list[Analysis]:
+    """One analysis per capture (each loaded on its own, so that it stays a group), its
+    graph replays matched to ``side.captures``."""
     out = []
     for path in paths:
-        trace = load(path, processes_as_ranks=processes_as_ranks)
+        trace = load(path, processes_as_ranks=side.processes_as_ranks)
         try:
-            a = attribute(trace, by=by, comm_kernels=kernels)
+            out.append(analyze(trace, side))
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
-        a.captures = captures
-        out.append(a)
     return out
 
 
@@ -103,16 +95,29 @@ def _short(paths: list[str]) -> str:
     return Path(paths[0]).name if len(paths) == 1 else f"({len(paths)} files)"
 
 
+def session_options(args: argparse.Namespace) -> Options:
+    """The session's options both sides share (each side adds its graph captures)."""
+    return Options(
+        by=args.by,
+        comm_kernels=tuple(comm_rules.comm_kernels(args)),
+        processes_as_ranks=args.processes_as_ranks,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     progress.configure(args.quiet)
     if args.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {args.resamples}")
     thresholds = parse_thresholds(args.fail_on) if args.fail_on else []
-    kernels = comm_rules.comm_kernels(args)
+    shared = session_options(args)
     base_caps, new_caps = _captures(args)
-    base = _side(args.base, args.by, args.processes_as_ranks, kernels, base_caps)
-    new = _side(args.new, args.by, args.processes_as_ranks, kernels, new_caps)
-    doc = diff(base, new, args.resamples, args.seed, shared_captures=args.capture or ())
+    base = _side(args.base, replace(shared, captures=base_caps))
+    new = _side(args.new, replace(shared, captures=new_caps))
+    doc = diff(
+        [s.attribution for s in base], [s.attribution for s in new], args.resamples,
+        args.seed, shared_captures=args.capture or (),
+        tables=([s.ops for s in base], [s.ops for s in new]),
+    )  # fmt: skip
     doc["base"], doc["new"] = list(args.base), list(args.new)
     doc["config_file"] = comm_rules.config_path(args)
     hits = crossed(doc, thresholds)

@@ -62,8 +62,6 @@ def check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytimings.analysis.attribution import attribute
-    from pytimings.analysis.op_table import ops_of
     from pytimings.analysis.window_telemetry import nsys_gpu_metrics
     from pytimings.ingest import load
     from pytimings.ingest.detect import detect_format
@@ -73,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from pytimings.model.trace import Trace
     from pytimings.report.ops_text import render_graph_replays
     from pytimings.report.perfetto import write_perfetto
+    from pytimings.session import Options, analyze
 
     check(args)
     progress.configure(args.quiet)
@@ -119,25 +118,24 @@ def run(args: argparse.Namespace) -> int:
 
         range_rows(trace, args.by, np.unique(trace.ranges["rank"]), "--by")
     say_example(args)
+    shared = Options(comm_kernels=tuple(kernels), captures=captures)
     result = None
     if not args.no_attribution and len(trace.gpu_ops):
-        with progress.task("Attributing"):
-            result = attribute(trace, comm_kernels=kernels)
-        result.captures = captures
+        result = analyze(trace, shared)
     path = None
     if args.critical_path:
-        from pytimings.analysis.critical_path import critical_path
-
+        steps = analyze(trace, shared, by=args.by, captures=None)
         with progress.task("Replaying the windows"):
-            path = critical_path(attribute(trace, by=args.by, comm_kernels=kernels))
+            path = steps.critical_path()
     stats = write_perfetto(
-        trace, args.perfetto, result, flows=not args.no_flows, critical_path=path,
-        requests=requests, telemetry=telemetry,
+        trace, args.perfetto, result.attribution if result else None,
+        ops=result.ops if result else None, findings=result.findings if result else (),
+        flows=not args.no_flows, critical_path=path, requests=requests, telemetry=telemetry,
     )  # fmt: skip
     counts = ", ".join(f"{v} {k}" for k, v in sorted(stats.events.items()) if k != "metadata")
     print(f"wrote {args.perfetto}: {counts}")
     if result is not None and captures is not None:
-        print("\n".join(render_graph_replays(ops_of(result).attribution)))
+        print("\n".join(render_graph_replays(result.ops.attribution)))
     if stats.overlap_tracks:
         print(
             f"{stats.overlap_tracks} extra track{'s' if stats.overlap_tracks > 1 else ''} "

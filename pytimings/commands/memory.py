@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from pytimings.analysis.attribution import attribute
 from pytimings.analysis.memory import analyze_memory, memory_findings
 from pytimings.commands.example import paths_or_example, say_example
 from pytimings.console import options, progress
@@ -13,6 +12,7 @@ from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
 from pytimings.report.memory_text import render_memory
+from pytimings.session import analyze
 
 NO_EVENTS = (
     "has no memory events: capture with torch.profiler(profile_memory=True), "
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     say_example(args)
     with progress.task("Analysing memory"):
         if args.by is not None and len(trace.gpu_ops):  # native calls' host_bound share
-            result = attribute(trace, by=args.by).memory
+            result = analyze(trace, by=args.by).memory
         else:
             result = analyze_memory(trace, args.by)
         found = memory_findings(result)

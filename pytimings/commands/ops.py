@@ -7,10 +7,8 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from pytimings.analysis.attribution import attribute
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.name_checks import check_trace_options
-from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import GpuSpec, gpu_spec
 from pytimings.commands import comm_rules
 from pytimings.commands.example import paths_or_example, say_example
@@ -18,6 +16,7 @@ from pytimings.console import options, progress
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.report.ops_text import render_ops
+from pytimings.session import Options, analyze
 
 
 def add_gpu_spec_argument(p: argparse.ArgumentParser) -> None:
@@ -70,22 +69,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_capture(p)
 
 
+def session_options(args: argparse.Namespace) -> Options:
+    """The session's options from the command line."""
+    return Options(
+        by=args.by,
+        devices=tuple(args.device) if args.device else None,
+        ranks=tuple(args.rank) if args.rank else None,
+        comm_kernels=tuple(comm_rules.comm_kernels(args)),
+        gpu=chosen_gpu(args),
+        captures=load_captures(args),
+        processes_as_ranks=args.processes_as_ranks,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from pytimings.ingest import load
 
     paths = paths_or_example(args, list(args.traces), "TRACE")
     progress.configure(args.quiet)
-    gpu = chosen_gpu(args)
-    captures = load_captures(args)
-    kernels = comm_rules.comm_kernels(args)
+    opts = session_options(args)
     trace = load(*paths, processes_as_ranks=args.processes_as_ranks)
     check_trace_options(trace, by=args.by, ranks=args.rank, devices=args.device)
     say_example(args)
-    with progress.task("Attributing"):
-        a = attribute(trace, by=args.by, devices=args.device, ranks=args.rank, comm_kernels=kernels)
-        a.gpu = gpu
-        a.captures = captures
-        table = ops_of(a)
+    result = analyze(trace, opts)
+    with progress.task("Charging GPU ops to their ops"):
+        table = result.ops
     print(render_ops(table, args.top))
     if args.json:
         write_text(args.json, json.dumps(table.doc(), indent=2) + "\n", "--json")

@@ -19,7 +19,8 @@ from pytimings.console.text import table
 from pytimings.report.host_text import host_bound_lines, host_window_lines
 
 
-def render_attribution(a: Attribution, paths: list[str]) -> str:
+def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Sequence[str]) -> str:
+    """``a`` as text, ``findings`` (ranked) at its end; ``paths``: the files analysed."""
     w = a.windows
     out: list[str] = []
     names = ", ".join(Path(p).name for p in paths)
@@ -47,7 +48,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
             "(--by NAME: one window per instance of a range).",
         ]
         out += host_window_lines(a)
-        out += _finding_lines(a)
+        out += _finding_lines(findings)
         return "\n".join(out)
     # per device
     keys = sorted({(int(r), int(d)) for r, d in zip(w["rank"], w["device"], strict=False)})
@@ -141,7 +142,7 @@ def render_attribution(a: Attribution, paths: list[str]) -> str:
         head += ["exposed", "waiting", "transfer"]
         out += table(head, rows, "r" * len(head))
     out += _bandwidth_lines(a)
-    out += _finding_lines(a)
+    out += _finding_lines(findings)
     return "\n".join(out)
 
 
@@ -245,8 +246,7 @@ def saving_text(f: Finding, none_line: str | None) -> str:
     return f" ({note})" if note.startswith("no saving") else f" (saving unknown: {note})"
 
 
-def _finding_lines(a: Attribution) -> list[str]:
-    found = a.findings()
+def _finding_lines(found: Sequence[Finding]) -> list[str]:
     if not found:  # a line that says so, not a header over nothing
         return ["", "Findings: none (no loss the rules look for is large enough to name)"]
     head, none_line = savings_head(found)

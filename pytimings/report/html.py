@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytimings.analysis.finding import plural
+from pytimings.analysis.finding import Finding, plural
 from pytimings.analysis.memory import device_groups, levels
-from pytimings.analysis.op_table import OpTable, ops_of
+from pytimings.analysis.op_table import OpTable
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.errors import UsageError, install_hint
@@ -318,13 +318,16 @@ def _totals_table(a: Attribution) -> str:
 
 def render(
     a: Attribution,
+    findings: Sequence[Finding],
+    table: OpTable,
     title: str,
     has_events: bool = True,
     telemetry: TelemetrySamples | None = None,
     files: Sequence[str] = (),
 ) -> str:
-    """The report as one HTML document. ``has_events=False`` (an attribution reduced from
-    per-rank tasks, without the events) leaves out the timeline lanes, saying so;
+    """The report as one HTML document: ``a`` with its ``findings`` and op ``table``
+    (:class:`pytimings.session.Analysis` gives them). ``has_events=False`` (an attribution
+    reduced from per-rank tasks, without the events) leaves out the timeline lanes, saying so;
     ``telemetry``: the recording's GPU samples, drawn as a panel; ``files``: the inputs,
     listed under the (short) title."""
     if len(a.windows) == 0:
@@ -350,7 +353,6 @@ def render(
     )
     parts.append(f"<p>{html.escape(scope)}</p><h2>Totals</h2>{_totals_table(a)}")
     figure(_breakdown(a), "")
-    table = ops_of(a)
     if table.categories:
         parts.append(f"<h2>GPU time by op category</h2>{_categories_table(table)}")
     figure(_categories(a, table), "No GPU op in the windows: no op categories.")
@@ -368,7 +370,7 @@ def render(
         figure(_telemetry(a, telemetry), "")
     for section in _host_sections(a):
         parts.append(section)
-    found = a.findings()
+    found = findings
     head, none_line = savings_head(found)
     items = "".join(  # as the text names them: what fixing each saves, or why not
         f"<li><b>[{html.escape(f.layer)}]</b> {html.escape(f.title)}"
@@ -378,7 +380,7 @@ def render(
             else ""
         )
         + "</li>"
-        for f in found
+        for f in findings
     )
     parts.append(
         f"<h2>Findings ({html.escape(head)})</h2>"
@@ -434,13 +436,15 @@ def page(title: str, body: str) -> str:
 
 def write_html(
     a: Attribution,
+    findings: Sequence[Finding],
+    table: OpTable,
     path: str | os.PathLike[str],
     title: str,
     has_events: bool = True,
     telemetry: TelemetrySamples | None = None,
     files: Sequence[str] = (),
 ) -> None:
-    write_document(render(a, title, has_events, telemetry, files), path)
+    write_document(render(a, findings, table, title, has_events, telemetry, files), path)
 
 
 def write_document(doc: str, path: str | os.PathLike[str]) -> None:

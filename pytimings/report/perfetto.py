@@ -43,9 +43,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.classes import CLASS_NAMES
+from pytimings.analysis.critical_path import CriticalPath
+from pytimings.analysis.finding import Finding
 from pytimings.analysis.launches import link_launches
 from pytimings.analysis.memory import device_groups, levels
-from pytimings.analysis.op_table import OpTable, category_segments, ops_of
+from pytimings.analysis.op_table import OpTable, category_segments
 from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
@@ -248,14 +250,16 @@ def write_perfetto(
     trace: Trace,
     path: str | os.PathLike[str],
     attribution: Attribution | None = None,
-    findings: bool = True,
+    ops: OpTable | None = None,
+    findings: Sequence[Finding] = (),
     flows: bool = True,
-    critical_path: dict[str, Any] | None = None,
+    critical_path: CriticalPath | None = None,
     requests: RequestGroups = (),
     telemetry: TelemetryGroups = (),
 ) -> ExportStats:
-    """Write ``trace`` (and the attribution lanes and findings of ``attribution``, a
-    whole-trace :func:`~pytimings.analysis.attribution.attribute` result) to ``path``;
+    """Write ``trace`` (and the attribution lanes of ``attribution``, a whole-trace
+    :func:`~pytimings.analysis.attribution.attribute` result, with the op categories of
+    its op table ``ops``, and ``findings`` as instant events) to ``path``;
     ``flows`` draws an arrow from each launch call to the GPU op it launched;
     ``critical_path`` (:func:`pytimings.analysis.replay.critical_path`) is drawn as a track
     of its links joined by flow arrows; ``requests`` (file name, its request timelines) are
@@ -269,7 +273,7 @@ def write_perfetto(
         w = _Writer(f, origin)
         names = _json_strings(trace.strings)
         api_at = _host(w, trace, names)
-        op_at = _gpus(w, trace, names, attribution)
+        op_at = _gpus(w, trace, names, attribution, ops)
         _memory_counters(w, trace)
         for k, (name, samples) in enumerate(telemetry):
             _telemetry_counters(w, name, samples, 30_000 + 100 * k)
@@ -279,8 +283,7 @@ def write_perfetto(
             a_rows = launches.api_row[o_rows]
             drawn = (api_at.tid[a_rows] >= 0) & (op_at.tid[o_rows] >= 0)
             w.flows(trace.gpu_ops["start"], api_at, op_at, a_rows[drawn], o_rows[drawn])
-        if attribution is not None and findings:
-            _findings(w, attribution)
+        _findings(w, findings)
         if critical_path is not None:
             _critical_path(w, critical_path)
         for name, recs in requests:
@@ -420,9 +423,11 @@ def _range_args(trace: Trace, i: int) -> str:
     return _json(out)
 
 
-def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> Placed:
-    """Per (rank, device): the attribution lane, a track per stream, GPU annotations.
-    Returns where GPU ops went."""
+def _gpus(
+    w: _Writer, trace: Trace, names: list[str], a: Attribution | None, table: OpTable | None
+) -> Placed:
+    """Per (rank, device): the attribution lane (with ``table``: its op categories' lane),
+    a track per stream, GPU annotations. Returns where GPU ops went."""
     ops, rg = trace.gpu_ops, trace.ranges
     op_at = Placed.none(ops["start"])
     dev_names = {
@@ -443,7 +448,6 @@ def _gpus(w: _Writer, trace: Trace, names: list[str], a: Attribution | None) -> 
         else set()
     )
     cat_names = [_json(c) for c in CLASS_NAMES]
-    table = ops_of(a) if a is not None else None
     with task("Exporting GPU ops", total=len(ops)) as bar:
         for di, (rank, dev) in enumerate(keys):
             label = dev_names.get((rank, dev), "")
@@ -547,8 +551,8 @@ def _segment_lane(
     )
 
 
-def _findings(w: _Writer, a: Attribution) -> None:
-    for i, fd in enumerate(a.findings(), 1):
+def _findings(w: _Writer, findings: Sequence[Finding]) -> None:
+    for i, fd in enumerate(findings, 1):
         args = _json({"layer": fd.layer, "loss_ns": fd.loss_ns, "evidence": fd.evidence})
         name = _json(f"#{i} [{fd.layer}] {fd.title}")
         w.raw(
@@ -600,22 +604,21 @@ def _requests(w: _Writer, name: str, records: Sequence[RequestRecord]) -> None:
         w.stats.clamped[key] = w.stats.clamped.get(key, 0) + unfinished
 
 
-def _critical_path(w: _Writer, cp: dict[str, Any]) -> None:
+def _critical_path(w: _Writer, cp: CriticalPath) -> None:
     """One track of the chain's links, in time order, each joined to the next by a flow."""
-    win = cp["window"]
-    pid = w.process(f"critical path: {win['name']} (rank {win['rank']})", -1)
-    links = cp["links"]
-    start = np.asarray([lk["start_ns"] for lk in links], dtype=np.int64)
-    end = np.asarray([lk["end_ns"] for lk in links], dtype=np.int64)
+    pid = w.process(f"critical path: {cp.window.name} (rank {cp.window.rank})", -1)
+    links = cp.links
+    start = np.asarray([lk.start_ns for lk in links], dtype=np.int64)
+    end = np.asarray([lk.end_ns for lk in links], dtype=np.int64)
     tids = w.track(
         pid,
         "links",
         0,
         start,
         end,
-        [_json(f"{lk['kind']}: {lk['name']}" if lk["name"] else lk["kind"]) for lk in links],
-        [_json(lk["kind"]) for lk in links],
-        [_json({"share": lk["share"]}) for lk in links],
+        [_json(f"{lk.kind.value}: {lk.name}" if lk.name else lk.kind.value) for lk in links],
+        [_json(lk.kind.value) for lk in links],
+        [_json({"share": lk.share}) for lk in links],
         "critical_path",
     )
     base = 1 << 40  # flow ids apart from the launch flows' 0, 1, ...

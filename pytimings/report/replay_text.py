@@ -5,24 +5,25 @@ chain that sets the slowest window's length."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import numpy as np
 
+from pytimings.analysis.critical_path import CriticalPath, LinkKind
 from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.replay import Fidelity, WhatIf
 from pytimings.console.text import table
 
 
-def render_fidelity(fid: dict[str, Any]) -> str:
-    n, excluded = fid["windows"], fid["excluded"]
-    if n:
+def render_fidelity(fid: Fidelity) -> str:
+    n, excluded = fid.windows, fid.excluded
+    if n and fid.max_error is not None and fid.median_error is not None:
         line = (
             f"Replay: {n} window{'s' if n != 1 else ''} reproduced from their dependencies "
-            f"(max error {pct(fid['max_error'])}, median {pct(fid['median_error'])})"
+            f"(max error {pct(fid.max_error)}, median {pct(fid.median_error)})"
         )
     else:
         line = "Replay: no window could be replayed"
-    deps = fid.get("dependencies") or {}
+    deps = fid.dependencies
     if any(deps.values()):
         words = (
             ("stream_wait", "stream wait"), ("event_sync", "event sync"),
@@ -35,21 +36,21 @@ def render_fidelity(fid: dict[str, Any]) -> str:
             if deps.get(k)
         )
     if excluded:
-        reasons = sorted({e["reason"] for e in excluded})
+        reasons = sorted({e.reason for e in excluded})
         line += f"; {len(excluded)} excluded: " + "; ".join(reasons[:3])
         if len(reasons) > 3:
             line += f" (+{len(reasons) - 3} more reasons)"
     return line
 
 
-def render_what_if(doc: dict[str, Any]) -> str:
-    rows = doc["windows"]
-    out = [f"What if {doc['spec']}"]
+def render_what_if(result: WhatIf) -> str:
+    rows = result.windows
+    out = [f"What if {result.spec}"]
     if not rows:
         return out[0] + ": no window could be replayed"
     by_name: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     for r in rows:
-        by_name[r["name"]].append((r["before_ns"], r["after_ns"], r.get("bound", "exact")))
+        by_name[r.name].append((r.before_ns, r.after_ns, r.bound))
     body = []
     for name, runs in by_name.items():
         before = np.asarray([b for b, _, _ in runs], dtype=np.float64)
@@ -60,33 +61,34 @@ def render_what_if(doc: dict[str, Any]) -> str:
             p50, p99 = np.percentile(v, [50, 99])
             body.append([name, what, str(v.size), ms(v.mean()), ms(p50), ms(p99)])
     out += table(["window", "", "count", "mean", "p50", "p99"], body, "llrrrr")
-    total_before = sum(r["before_ns"] for r in rows)
+    total_before = sum(r.before_ns for r in rows)
+    total_saving = result.total_saving_ns
     out.append(
-        f"total saving {ms(doc['total_saving_ns'])} of {ms(total_before)} "
-        f"({pct(doc['total_saving_ns'] / max(1, total_before))}) over {len(rows)} windows"
+        f"total saving {ms(total_saving)} of {ms(total_before)} "
+        f"({pct(total_saving / max(1, total_before))}) over {len(rows)} windows"
     )
-    if doc.get("note"):
-        out.append(f"({doc['note']})")
+    if result.note:
+        out.append(f"({result.note})")
     return "\n".join(out)
 
 
-def render_critical_path(doc: dict[str, Any], top: int = 12) -> str:
-    w = doc["window"]
-    span = w["end_ns"] - w["start_ns"]
-    links = doc["links"]
-    agg: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+def render_critical_path(path: CriticalPath, top: int = 12) -> str:
+    w = path.window
+    span = w.end_ns - w.start_ns
+    links = path.links
+    agg: dict[tuple[LinkKind, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for lk in links:
-        a = agg[(lk["kind"], lk["name"])]
-        a[0] += lk["share"]
-        a[1] += 1
+        share_count = agg[(lk.kind, lk.name)]
+        share_count[0] += lk.share
+        share_count[1] += 1
     ranked = sorted(agg.items(), key=lambda kv: -kv[1][0])
     out = [
-        f"Critical path of window {w['index']} ({w['name']!r}, rank {w['rank']}, {ms(span)}, "
-        f"starts {w['from_first_ns'] / 1e6:.3f} ms from the first window): "
+        f"Critical path of window {w.index} ({w.name!r}, rank {w.rank}, {ms(span)}, "
+        f"starts {w.from_first_ns / 1e6:.3f} ms from the first window): "
         f"{len(links)} link{'s' if len(links) != 1 else ''}"
     ]
     body = [
-        [kind, name or "(untraced)", str(int(n)), ms(share * span), pct(share)]
+        [kind.value, name or "(untraced)", str(int(n)), ms(share * span), pct(share)]
         for (kind, name), (share, n) in ranked[:top]
     ]
     out += table(["kind", "name", "links", "time", "share"], body, "llrrr")

@@ -13,6 +13,7 @@ from pytimings._native import _intervals as iv
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.partition import LABELS
 from pytimings.commands.example import example_path
+from pytimings.session import Analysis
 
 pytestmark = pytest.mark.shared
 
@@ -83,7 +84,7 @@ def test_findings_surface_the_per_step_host_stall_before_one_kernel(steps):
     """From the third step on, the host stalls ~30 ms before the cuDNN SDPA kernel. The
     top scheduling finding names that kernel, the windows, the ranges the host thread was
     in and the CUDA API calls it made meanwhile."""
-    f = next(x for x in steps.findings() if x.layer == "scheduling")
+    f = next(x for x in Analysis(steps).findings if x.layer == "scheduling")
     e = f.evidence
     assert "sdpa" in e["op_name"] and "flash_fprop" in e["op_name"]
     assert e["gaps"] == 14 and e["window_rows"] == list(range(2, 16))
@@ -96,7 +97,7 @@ def test_findings_surface_the_per_step_host_stall_before_one_kernel(steps):
     # the same charges as the contract's per-window lists, which hold these gaps and more
     per_window = sum(
         x["ns"]
-        for w in steps.to_dict()["windows"][2:16]
+        for w in Analysis(steps).to_document()["windows"][2:16]
         for x in w["host_bound_by_activity"]
         if (x["kind"], x["name"]) == ("range", "layer")
     )
@@ -104,7 +105,7 @@ def test_findings_surface_the_per_step_host_stall_before_one_kernel(steps):
     assert e["sync_wait"] is None
     assert "14 of 16 decode_step windows (3-16)" in f.title
     assert "is in range 'layer' 96.9% (409.33 ms in 14 gaps, 14 windows)" in f.title
-    sched = [x for x in steps.findings() if "in range 'scheduler'" in x.title]
+    sched = [x for x in Analysis(steps).findings if "in range 'scheduler'" in x.title]
     assert sched and sched[0].evidence["at_window_start"]
     assert 0.9e6 < sched[0].evidence["median_ns"] < 1.5e6
 
@@ -160,14 +161,14 @@ def test_kineto_twin_names_the_cudnn_attention_op_holding_the_host_stall(shared_
 
     tr = load(shared_dir / "data/h200/decode_16steps_h200.pt.trace.json.gz")
     a = attribute(tr)
-    f = next(x for x in a.findings() if x.layer == "scheduling")
+    f = next(x for x in Analysis(a).findings if x.layer == "scheduling")
     e = f.evidence
     assert "sdpa" in e["op_name"] and e["gaps"] == 14
     top = e["host_activities"][0]
     assert (top["kind"], top["name"]) == ("cpu_op", "aten::_cudnn_attention_forward")
     assert top["share"] > 0.99 and top["gaps"] == 14
     assert "is in cpu_op 'aten::_cudnn_attention_forward' 99.9%" in f.title
-    totals = a.to_dict()["totals"]
+    totals = Analysis(a).to_document()["totals"]
     first = totals["host_bound_by_activity"][0]
     assert first["name"] == "aten::_cudnn_attention_forward"
     assert 0.85 < first["ns"] / totals["host_bound_ns"] < 0.95
@@ -278,9 +279,9 @@ def test_kineto_host_view_names_the_aten_op_of_each_long_stall(shared_dir, steps
         top = tr.strings[int(mine["name"][0])]
         assert top == "aten::_cudnn_attention_forward", (i, top)
         assert mine["ns"][0] >= 0.95 * mine["ns"].sum()
-    doc = a.to_dict()
+    doc = Analysis(a).to_document()
     top = doc["totals"]["host_bound_by_activity"][0]
     assert (top["kind"], top["name"]) == ("cpu_op", "aten::_cudnn_attention_forward")
     # the nsys capture of the same workload names the range its thread was in
-    nsys = steps.to_dict()["totals"]["host_bound_by_activity"][0]
+    nsys = Analysis(steps).to_document()["totals"]["host_bound_by_activity"][0]
     assert (nsys["kind"], nsys["name"]) == ("range", "layer")

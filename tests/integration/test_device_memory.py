@@ -25,6 +25,7 @@ from pytimings.analysis.memory import GROWTH_ALPHA, analyze_memory, memory_findi
 from pytimings.errors import TraceFormatError
 from pytimings.model.trace import MemEventKind
 from pytimings.report.memory_text import render_memory
+from pytimings.session import Analysis
 from pytimings.stats import mann_kendall
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -396,7 +397,7 @@ def test_the_growth_test_false_positive_rate_is_at_most_its_level() -> None:
 def test_analyze_json_memory_has_exactly_the_documented_keys(tmp_path: Path) -> None:
     path = tmp_path / "leak.json"
     _capture(path, leak=True, steps=8)
-    doc = pt.attribute(pt.load(path), by="step").to_dict()["memory"]
+    doc = Analysis(pt.attribute(pt.load(path), by="step")).to_document()["memory"]
     (d,) = doc["devices"]
     assert set(d) == {
         "device", "capacity_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
@@ -429,7 +430,8 @@ def test_the_html_report_has_a_memory_panel(shared_dir: Path) -> None:
     from pytimings.report.html import render
 
     path = shared_dir / "data/external/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
-    page = render(pt.attribute(pt.load(path)), "t")
+    analysis = pt.analyze(path)
+    page = render(analysis.attribution, analysis.findings, analysis.ops, "t")
     assert "Device memory (peaks and who holds them" in page
     assert "cuda:0 allocated" in page and "cuda:0 reserved" in page
 

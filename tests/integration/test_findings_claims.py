@@ -41,6 +41,7 @@ from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, op_range_parts, short_kernel_name
 from pytimings.report.analysis_text import render_attribution
+from pytimings.session import Analysis
 
 pytestmark = pytest.mark.shared
 
@@ -532,10 +533,10 @@ def test_no_title_claims_what_its_evidence_does_not_show(path: Path, shared_dir:
         except UsageError as exc:
             assert "no GPU ops" in str(exc)  # a CPU-only capture: only its host windows
             continue
-        found = a.findings()
+        found = Analysis(a).findings
         problems = [p for f in found for p in check(f)]
         assert not problems, f"{path.name} --by {by}:\n" + "\n".join(problems)
-        lat = a.to_dict()["launch_latency"]
+        lat = Analysis(a).to_document()["launch_latency"]
         for i, f in enumerate(found):
             e = f.evidence
             if f.title.startswith(("the GPU is the bottleneck", "the GPUs are the bottleneck")):
@@ -582,7 +583,7 @@ def _check_savings_and_order(a: Any, found: list[Finding]) -> None:
                     continue
                 worth = g.loss_ns if g.saving_ns is None else g.saving_ns
                 assert (f.saving_ns or 0) >= worth, (f.title, g.title)
-    text = " ".join(render_attribution(a, ["t"]).split())
+    text = " ".join(render_attribution(a, found, ["t"]).split())
     if not found:
         return
     saved = any(f.saving_ns is not None for f in found)
@@ -608,7 +609,9 @@ def test_removing_the_data_loader_saves_what_the_gaps_it_holds_allow(shared_dir:
     least the host_bound it holds and at most its time in the window."""
     trace = pt.load(shared_dir / "data" / "external" / RESNET)
     a = pt.attribute(trace)
-    (f,) = [f for f in a.findings() if f.evidence.get("op_name", "").startswith("Memcpy HtoD")]
+    (f,) = [
+        f for f in Analysis(a).findings if f.evidence.get("op_name", "").startswith("Memcpy HtoD")
+    ]
     ops = trace.gpu_ops
     order = np.argsort(ops["start"], kind="stable")
     busy_e = iv.union(ops["start"][order], ops["end"][order])[1]
@@ -630,7 +633,7 @@ def test_removing_the_data_loader_saves_what_the_gaps_it_holds_allow(shared_dir:
     g = a.gaps
     k = np.argsort(g.g0, kind="stable")
     held = int(iv.overlap_lengths(ls, le, *iv.union(g.g0[k], g.host_bound_end[k])).sum())
-    saved = what_if(a, f"{LOADER}=0")["total_saving_ns"]
+    saved = what_if(a, f"{LOADER}=0").total_saving_ns
     assert held <= saved <= int(np.maximum(le - ls, 0).sum())
 
 
@@ -638,7 +641,7 @@ def test_a_gpu_side_finding_leads_on_a_gpu_bound_trace(shared_dir: Path) -> None
     """HTA's trace-diff control trace (GPU 83.6% busy by ProfilerStep*): before, the top
     finding was "range '## backward ##' holds 44.3% of the host time"."""
     path = shared_dir / "data" / "external" / "hta" / "trace_diff" / "control" / "control.json.gz"
-    found = pt.attribute(pt.load(path), by="ProfilerStep*").findings()
+    found = pt.analyze(path, by="ProfilerStep*").findings
     first = next(f for f in found if f.layer != "capture")
     assert first.layer not in HOST_SIDE_LAYERS, first.title
     backward = next(f for f in found if "'## backward ##' holds" in f.title)

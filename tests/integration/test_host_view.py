@@ -13,6 +13,7 @@ from helpers.torch_capture import cpu_capture
 
 import pytimings as pt
 from pytimings.cli import main
+from pytimings.session import Analysis
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def test_cpu_only_torch_capture_charges_the_sleep_to_its_range(capture: tuple[Pa
     path, slept = capture
     tr = pt.load(str(path))
     assert len(tr.gpu_ops) == 0
-    doc = pt.attribute(tr, by="step").to_dict()
+    doc = Analysis(pt.attribute(tr, by="step")).to_document()
     assert doc["windows"] == [] and len(doc["host_windows"]) == 4
     charged = {
         (x["kind"], x["name"]): x["ns"]
@@ -50,7 +51,7 @@ def test_cpu_only_torch_capture_has_a_finding_that_names_the_sleep(
     planted 20 ms sleep, in the one step that slept; the report prints it."""
     path, slept = capture
     a = pt.attribute(pt.load(str(path)), by="step")
-    (f,) = a.findings()
+    (f,) = Analysis(a).findings
     assert f.layer == "host" and f.title.startswith("range 'sleepy' holds ")
     e = f.evidence
     assert (e["kind"], e["name"], e["host_windows"], e["host_window_rows"]) == (

@@ -12,13 +12,13 @@ import pytest
 from helpers.ranks_synth import write_ranks
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.partition import BUSY_LABELS
 from pytimings.cli import main
 from pytimings.ingest import load
 from pytimings.report.analysis_text import saving_text, savings_head
 from pytimings.report.host_text import host_bound_section, host_window_sections
 from pytimings.report.html import CATEGORY_COLORS, render, write_html
+from pytimings.session import Analysis
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
@@ -50,9 +50,9 @@ def _dom(path: Path) -> str:
 @pytest.fixture(scope="module")
 def multi_rank_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("html")
-    a = attribute(load(*write_ranks(d / "ranks", 4, ops=450)), by="decode_step")
+    analysis = Analysis(attribute(load(*write_ranks(d / "ranks", 4, ops=450)), by="decode_step"))
     out = d / "report.html"
-    write_html(a, out, "4 synthetic ranks")
+    write_html(analysis.attribution, analysis.findings, analysis.ops, out, "4 synthetic ranks")
     return out
 
 
@@ -67,9 +67,10 @@ def test_self_contained(multi_rank_report: Path) -> None:
 def test_op_categories_table_and_chart() -> None:
     """The category table holds the op table's busy split (ms, share of the busy time),
     each row with its colour; the chart a bar trace per category present."""
-    a = attribute(load(EXAMPLE), by="decode_step")
-    doc = render(a, "one rank")
-    cats = ops_of(a).categories
+    analysis = Analysis(attribute(load(EXAMPLE), by="decode_step"))
+    a = analysis.attribution
+    doc = render(a, analysis.findings, analysis.ops, "one rank")
+    cats = analysis.ops.categories
     busy = sum(c["busy_ns"] for c in cats)
     assert cats and busy == sum(int(a.windows[f"{x}_ns"].sum()) for x in BUSY_LABELS)
     for c in cats:
@@ -83,11 +84,12 @@ def test_op_categories_table_and_chart() -> None:
 
 
 def test_missing_parts_are_said() -> None:
-    a = attribute(load(EXAMPLE), by="decode_step")
-    doc = render(a, "one rank")
+    analysis = Analysis(attribute(load(EXAMPLE), by="decode_step"))
+    parts = (analysis.attribution, analysis.findings, analysis.ops)
+    doc = render(*parts, "one rank")
     assert doc.count("Plotly.newPlot") == 4
     assert "No collectives matched across ranks" in doc
-    doc = render(a, "reduced", has_events=False)
+    doc = render(*parts, "reduced", has_events=False)
     assert "Timeline lanes need the events" in doc and doc.count("Plotly.newPlot") == 3
 
 
@@ -124,9 +126,10 @@ def test_the_page_carries_what_the_text_says(tmp_path: Path) -> None:
         assert f"<h2>{html.escape(section.heading)}</h2>" in doc
         for row in section.rows:  # every cell, in order, in one table row
             assert re.search(".*".join(re.escape(html.escape(c)) for c in row), doc), row
-    head, none_line = savings_head(a.findings())
+    found = Analysis(a).findings
+    head, none_line = savings_head(found)
     assert f"<h2>Findings ({html.escape(head)})</h2>" in doc
-    for f in a.findings():
+    for f in found:
         saving = saving_text(f, none_line).strip()
         assert html.escape(saving) in doc
 

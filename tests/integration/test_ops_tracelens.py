@@ -337,6 +337,43 @@ def test_ops_of_interest_hold_what_tracelens_charges_its_gemm_sdpa_and_conv_rows
     assert compared >= 48 and outer_named >= 6, (compared, outer_named)
 
 
+def test_gemm_category_within_3pct_of_tracelens(ours: list[Any]) -> None:
+    for d, rows in ours:
+        (want,) = [
+            float(r["total_direct_kernel_time_ms"]) * 1e6
+            for r in _csv(d / "ops_summary_by_category.csv")
+            if r["op category"] == "GEMM"
+        ]
+        got = sum(r["kernel_ns"] for r in rows.values() if r["category"] == "gemm")
+        assert got == pytest.approx(want, rel=0.03), d.name
+
+
+def test_per_rank_tasks_merge_the_op_tables_of_real_traces(
+    shared_dir: Path, tmp_path: Path
+) -> None:
+    """Two ranks of one H100 capture as per-rank tasks: the same ops rows (calls and kernel
+    time summed, the roofline of the summed mean), categories and attribution as both
+    loaded together, and each row twice the one rank's."""
+    import shutil
+
+    import pytimings as pt
+
+    src = _report_dirs(shared_dir)[3].name.replace("_perf_report_csvs", ".json.gz")
+    files = []
+    for r in range(2):
+        files.append(tmp_path / f"rank{r}.json.gz")
+        shutil.copy(shared_dir / "data/external/tracelens/h100" / src, files[-1])
+    tasks = pt.analyze(files, workers=1).ops
+    together = pt.analyze(pt.load(*files)).ops
+    one = pt.analyze(files[0]).ops
+    assert tasks.doc() == together.doc()
+    assert tasks.gpu is not None and tasks.gpu["name"] == "H100-SXM"
+    assert [(r["calls"], r["kernel_ns"]) for r in tasks.ops] == [
+        (2 * r["calls"], 2 * r["kernel_ns"]) for r in one.ops
+    ]
+    assert [r["roofline_fraction"] for r in tasks.ops] == [r["roofline_fraction"] for r in one.ops]
+
+
 def _cpu_ops(path: Path) -> dict[str, Any]:
     """The trace's cpu_ops: their (name, dims) keys, the indices of each key, and per
     (pid, tid) the (start, end, index) of the ops of interest."""

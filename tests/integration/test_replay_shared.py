@@ -29,7 +29,7 @@ def test_every_real_trace_replays_within_two_percent_or_says_why_not(shared_dir:
             a = pt.attribute(pt.load(str(path)))
         except PytimingsError:
             continue  # reports without nsys, CPU-only traces: their own tests cover them
-        fid = replay(a).fidelity()
+        fid = replay(a).fidelity().to_dict()
         per_rank = {int(r) for r in a.windows["rank"]}  # one whole-trace window per rank
         assert fid["windows"] + len(fid["excluded"]) == len(per_rank), path
         if fid["windows"]:
@@ -43,8 +43,8 @@ def test_every_real_trace_replays_within_two_percent_or_says_why_not(shared_dir:
 def test_removing_the_scheduler_saves_its_time_in_each_h200_decode_step(shared_dir: Path) -> None:
     tr = pt.load(str(shared_dir / "data/h200/decode_16steps_h200.sqlite"))
     a = pt.attribute(tr, by="decode_step")
-    assert replay(a).fidelity()["max_error"] == 0.0
-    doc = what_if(a, "scheduler=0")
+    assert replay(a).fidelity().to_dict()["max_error"] == 0.0
+    doc = what_if(a, "scheduler=0").to_dict()
     assert len(doc["windows"]) == 16
     rg = tr.ranges
     sched = np.flatnonzero(np.asarray(tr.strings, dtype=object)[rg["name"]] == "scheduler")
@@ -114,7 +114,7 @@ def test_kineto_stream_waits_are_read_from_their_record_calls(shared_dir: Path) 
         call = next(c for c in evs if c.get("cat") == "cuda_runtime"
                     and c["args"]["correlation"] == a["correlation"])  # fmt: skip
         waited += bool(before) and t < ends[before[-1]] <= call["ts"] + call["dur"]
-    fid = replay(pt.attribute(tr)).fidelity()
+    fid = replay(pt.attribute(tr)).fidelity().to_dict()
     assert fid["max_error"] == 0.0
     deps = fid["dependencies"]
     assert (deps["stream_wait"], deps["stream_sync"]) == (6, waited) and waited == 16
@@ -131,13 +131,13 @@ def test_per_rank_files_replay_together_meeting_at_their_collectives(shared_dir:
 
     files = sorted(str(p) for p in (shared_dir / "data/external/param/dlrm_kineto").glob("*.gz"))
     a = pt.attribute(pt.load(*files))
-    fid = replay(a).fidelity()
+    fid = replay(a).fidelity().to_dict()
     assert fid["windows"] + len(fid["excluded"]) == 8 and fid["windows"] >= 6
     assert fid["max_error"] == 0.0
     assert all(w["dependencies"]["collective"] == 8 for w in fid["per_window"])
     from pytimings.analysis.critical_path import critical_path
 
-    links = critical_path(a)["links"]
+    links = critical_path(a).to_dict()["links"]
     assert abs(sum(lk["share"] for lk in links) - 1.0) < 1e-9
     starts = [lk["start_ns"] for lk in links]
     assert starts == sorted(starts)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from helpers import intervals_twin as twin
@@ -18,6 +16,7 @@ from pytimings.analysis.classes import classify
 from pytimings.analysis.partition import LABELS
 from pytimings.errors import UsageError
 from pytimings.model.trace import CopyKind, OpKind
+from pytimings.session import Analysis
 
 HTOD = {"kind": OpKind.MEMCPY, "copy_kind": CopyKind.HTOD, "name": "[CUDA memcpy HtoD]"}
 
@@ -170,13 +169,15 @@ def test_device_and_rank_filters():
 
 
 def test_json_schema_keys():
-    doc = json.loads(attribute(known_trace(), by="step").to_json())
+    doc = Analysis(attribute(known_trace(), by="step")).to_document()
     assert doc["schema"] == "pytimings.attribution/3"
     keys = {"window_ns", *(f"{x}_ns" for x in LABELS), "host_bound_by_activity",
             "host_bound_by_range"}  # fmt: skip
     assert set(doc["totals"]) == keys
     for w in doc["windows"]:
-        assert set(w) == keys | {"index", "name", "start_ns", "end_ns", "device", "rank", "payload"}
+        assert set(w) == keys | {
+            "index", "name", "start_ns", "end_ns", "device", "rank", "payload", "categories"
+        }  # fmt: skip
     assert [set(w) for w in doc["host_windows"]] == [
         {"name", "start_ns", "end_ns", "rank", "window_ns", "by_activity"}
     ] * 2
@@ -307,7 +308,7 @@ def test_op_ending_a_gap_does_not_depend_on_row_order():
     api = [{"start": 8, "end": 9, "correlation": 1}]
     named = set()
     for rows in (ops, ops[::-1]):
-        f = attribute(make_trace(rows, api)).findings()
+        f = Analysis(attribute(make_trace(rows, api))).findings
         named |= {x.evidence["op_name"] for x in f if x.layer == "scheduling"}
     assert named == {"gemm"}
 
@@ -333,7 +334,7 @@ def test_windows_tiled_to_one_extent_are_numbered_by_their_ranges_not_their_rows
         assert a.windows["index"].tolist() == [1, 2, 3]
         rows = a.window_range_rows
         assert a.trace.ranges["start"][rows].tolist() == [0, 0, 10]
-        docs.add(repr([f.to_dict() for f in a.findings()]))
+        docs.add(repr([f.to_dict() for f in Analysis(a).findings]))
     assert len(docs) == 1
 
 
@@ -357,7 +358,9 @@ def test_random_traces_match_contract_and_sum_exactly(tr, seed):
         np.testing.assert_array_equal(
             np.sort(a.launch_latency.latency_ns), np.sort(b.launch_latency.latency_ns)
         )
-        assert [f.to_dict() for f in a.findings()] == [f.to_dict() for f in b.findings()]
+        assert [f.to_dict() for f in Analysis(a).findings] == [
+            f.to_dict() for f in Analysis(b).findings
+        ]
 
 
 def test_unusable_events_are_counted():
@@ -370,14 +373,14 @@ def test_unusable_events_are_counted():
         "GPU ops ending before they start": 1,
         "ranges ending before they start (taken as zero-length)": 1,
     }
-    assert json.loads(a.to_json())["ignored"] == a.ignored
+    assert Analysis(a).to_document()["ignored"] == a.ignored
 
 
 def test_loader_drop_counts_are_in_the_json():
     tr = make_trace([{"start": 10, "end": 20}])
-    assert json.loads(attribute(tr).to_json())["dropped"] == {}
+    assert Analysis(attribute(tr)).to_document()["dropped"] == {}
     tr.dropped.update({"kernels without a device": 3, "never": 0})
-    doc = json.loads(attribute(tr).to_json())
+    doc = Analysis(attribute(tr)).to_document()
     assert doc["dropped"] == {"kernels without a device": 3} and doc["ignored"] == {}
 
 

@@ -25,7 +25,7 @@ def _trace(names: list[str], steps: int):  # type: ignore[no-untyped-def]
 
 def test_a_glob_over_several_names_gets_a_table_per_name() -> None:
     a = attribute(_trace(["decode_step", "layer", "scheduler"], 3), by="probe:*")
-    text = render_attribution(a, ["t"])
+    text = render_attribution(a, [], ["t"])
     for scale, name in enumerate(["decode_step", "layer", "scheduler"], start=1):
         title = f"Per {name} window (one of 3 ranges --by probe:* matches)"
         assert title in text, text
@@ -38,10 +38,10 @@ def test_a_glob_over_several_names_gets_a_table_per_name() -> None:
 
 
 def test_one_name_and_many_names_are_one_table() -> None:
-    text = render_attribution(attribute(_trace(["decode_step"], 3), by="decode_step"), ["t"])
+    text = render_attribution(attribute(_trace(["decode_step"], 3), by="decode_step"), [], ["t"])
     assert "Per decode_step window\n" in text
     many = [f"ProfilerStep#{i}" for i in range(MAX_NAME_TABLES + 1)]
-    text = render_attribution(attribute(_trace(many, 1), by="ProfilerStep*"), ["t"])
+    text = render_attribution(attribute(_trace(many, 1), by="ProfilerStep*"), [], ["t"])
     assert (
         f"Per ProfilerStep* window, pooled over the {len(many)} range names it matches "
         "(ProfilerStep#0, ProfilerStep#1, ProfilerStep#2, ...)" in text

@@ -18,6 +18,7 @@ from pytimings.analysis.capture import (
     unlinked_ops,
 )
 from pytimings.analysis.findings import ranked
+from pytimings.session import Analysis
 
 US = 1_000
 MS = 1_000_000
@@ -54,7 +55,7 @@ def test_an_op_starting_long_after_its_call_with_nothing_visible_is_a_capture_fi
     # one op has one delay (not '2.00 ms to 2.00 ms')
     assert f.title.startswith("capture: 1 op ('b') starts 2.00 ms after the launch")
     # listed first, before the larger hardware loss: every other number is read through it
-    top = ranked([*a.findings()], a.totals["window_ns"])
+    top = ranked([*Analysis(a).findings], a.totals["window_ns"])
     assert (top[0].title, top[0].loss_ns) == (f.title, f.loss_ns) and top[1].layer == "hardware"
     assert top[1].loss_ns > f.loss_ns
 

@@ -11,6 +11,7 @@ from helpers.synth import make_trace, shuffled
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.partition import LABELS
 from pytimings.model.trace import Trace
+from pytimings.session import Analysis
 
 RANKS = 8
 DELAY = [0, 30, 10, 50, 20, 400, 5, 15]  # µs each rank arrives after the first; rank 5 last
@@ -93,7 +94,7 @@ def test_skew_wait_and_straggler():
         wait = min(dur, (max(DELAY) - DELAY[r]) * 1000)
         np.testing.assert_array_equal(t["wait_ns"][m], wait)
         np.testing.assert_array_equal(t["transfer_ns"][m], dur - wait)
-    f = next(x for x in a.findings() if x.layer == "parallel" and "arrival skew" in x.title)
+    f = next(x for x in Analysis(a).findings if x.layer == "parallel" and "arrival skew" in x.title)
     assert "rank 5 arrives last in 10 of 10" in f.title
     # per rank, labels partition each rank's own window exactly
     assert len(a.windows) == RANKS
@@ -120,7 +121,7 @@ def test_exposed_time_split_into_waiting_and_transfer(overlap_us: int) -> None:
     # the whole-trace partition agrees: rank 0's comm_exposed is its collectives' exposed
     w = a.windows
     assert int(w["comm_exposed_ns"][w["rank"] == 0].sum()) == c.exposed[0]["exposed_ns"]
-    f = next(x for x in a.findings() if "arrival skew" in x.title)
+    f = next(x for x in Analysis(a).findings if "arrival skew" in x.title)
     exposed = sum(v["exposed_ns"] for v in c.exposed.values())
     waiting = sum(v["waiting_ns"] for v in c.exposed.values())
     assert (f.evidence["exposed_ns"], f.evidence["waiting_exposed_ns"]) == (exposed, waiting)
@@ -156,7 +157,7 @@ def test_param_dlrm_eight_ranks_end_to_end(shared_dir):
     np.testing.assert_array_equal(total, a.windows["window_ns"])
     assert a.collectives is not None and a.collectives.straggler in range(8)
     assert a.totals["comm_exposed_ns"] > 0
-    layers = {f.layer for f in a.findings()}
+    layers = {f.layer for f in Analysis(a).findings}
     assert {"hardware", "parallel", "scheduling"} <= layers
 
 

@@ -23,6 +23,7 @@ from pytimings.ingest import load
 from pytimings.ingest.recording import load_recording_trace
 from pytimings.model.comm import COLLECTIVES, bus_factor, collective_of, message_bytes
 from pytimings.record import storage
+from pytimings.session import Analysis
 
 ELEMENT = {"Float": 4, "BFloat16": 2, "Half": 2, "Long": 8, "Int": 4, "Byte": 1}
 
@@ -200,7 +201,7 @@ def test_real_kineto_nccl_sizes(shared_dir: Path, rel: str) -> None:
         assert int(g["bytes"][i]) == want
         assert int(g["group_size"][i]) == a["Group size"]
         assert COLLECTIVES[g["collective"][i]] == collective_of(a["Collective name"])
-    doc = attribute(t).to_dict()
+    doc = Analysis(attribute(t)).to_document()
     total = sum(r["bytes"] for r in doc["comm_bandwidth"])
     sizes = [max(k["args"]["In msg nelems"], k["args"]["Out msg nelems"]) for k in kernels]
     assert total == sum(
@@ -346,7 +347,7 @@ def test_bandwidth_sums_by_hand() -> None:
 
 def test_single_rank_finding_says_peers() -> None:
     a = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 8))
-    (f,) = [f for f in a.findings() if "reach busbw" in f.title]
+    (f,) = [f for f in Analysis(a).findings if "reach busbw" in f.title]
     e = f.evidence
     # the fastest call of the size takes 100 µs: 0 + 0 + 200 + 400 µs beyond it
     assert e["beyond_fastest_ns"] == f.loss_ns == 600_000
@@ -356,7 +357,7 @@ def test_single_rank_finding_says_peers() -> None:
     assert "one rank of 8 loaded" in f.title and "waiting for peers" in f.title
     # a group of one rank has no peers to wait for: no finding
     b = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 1))
-    assert not [f for f in b.findings() if "reach busbw" in f.title]
+    assert not [f for f in Analysis(b).findings if "reach busbw" in f.title]
 
 
 # -- Nsight Systems: NCCL's typed NVTX payloads -----------------------------------------
@@ -482,7 +483,7 @@ def test_text_reports_bandwidth_per_collective() -> None:
     from pytimings.report.analysis_text import render_attribution
 
     a = attribute(_one_rank([100, 100, 300, 500], 8 << 20, 8))
-    text = render_attribution(a, ["r.json"])
+    text = render_attribution(a, Analysis(a).findings, ["r.json"])
     lines = text.splitlines()
     at = lines.index(
         "Collectives: bandwidth (nccl-tests algbw = bytes / time, busbw = algbw x bus factor; GB/s)"

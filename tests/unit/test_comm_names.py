@@ -11,6 +11,7 @@ from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.classes import COMM, COMM_KERNEL_NAMES, COMPUTE, classify
+from pytimings.session import Analysis
 
 US = 1_000
 
@@ -119,7 +120,7 @@ def _side_stream_trace(dispatch="void moe::ep_dispatch<8>(int*)", side=21, extra
 
 
 def _unclassified(a):
-    return [f for f in a.findings() if "no comm rule" in f.title]
+    return [f for f in Analysis(a).findings if "no comm rule" in f.title]
 
 
 def test_unclassified_comm_like_kernels_get_a_capture_finding():

@@ -37,7 +37,7 @@ def _links(cp: dict) -> list[tuple[str, str, int, int]]:  # type: ignore[type-ar
 
 
 def test_a_trace_ending_in_a_host_range_is_walked_back_from_it() -> None:
-    cp = critical_path(attribute(_trace()))
+    cp = critical_path(attribute(_trace())).to_dict()
     assert cp["window"]["name"] == "trace"
     assert (cp["window"]["start_ns"], cp["window"]["end_ns"]) == (0, 150 * US)
     # by hand: host in 'step' after the sync, the sync's wait for 'k', 'k', its submission
@@ -52,11 +52,11 @@ def test_a_trace_ending_in_a_host_range_is_walked_back_from_it() -> None:
     ]
     assert sum(lk["share"] for lk in cp["links"]) == pytest.approx(1.0)
     # the same window named by its range walks the same chain
-    assert _links(cp) == _links(critical_path(attribute(_trace(), by="step")))
+    assert _links(cp) == _links(critical_path(attribute(_trace(), by="step")).to_dict())
 
 
 def test_a_trace_ending_in_a_launch_call_is_walked_back_from_it() -> None:
-    cp = critical_path(attribute(_trace(step_range=False)))
+    cp = critical_path(attribute(_trace(step_range=False))).to_dict()
     assert cp["window"]["end_ns"] == 150 * US
     # the trace starts at the first launch (10 µs); walked back from the 'tail' launch call:
     # untraced host time back to the sync, then the same chain as above

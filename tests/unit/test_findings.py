@@ -8,6 +8,7 @@ from helpers.synth import make_trace
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import graphs, host_bound_gaps, host_windows, kernels, memory
 from pytimings.model.trace import CopyKind, MemKind, OpKind, Trace
+from pytimings.session import Analysis
 
 MS = 1_000_000
 
@@ -37,7 +38,7 @@ def stepped_trace(stall_from: int = 2, steps: int = 6):
 
 def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
     a = attribute(stepped_trace(), by="step")
-    f = next(x for x in a.findings() if x.layer == "scheduling")
+    f = next(x for x in Analysis(a).findings if x.layer == "scheduling")
     assert f.evidence["op_name"] == "attn"
     assert f.evidence["gaps"] == 4 and f.evidence["window_rows"] == [2, 3, 4, 5]
     # the innermost activities of the contract's host attribution, over exactly these
@@ -57,9 +58,9 @@ def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
                             "(76.00 ms in 4 gaps, 4 windows)")  # fmt: skip
     assert f.evidence["sync_wait"] is None
     # most windows are slow: no tail to report (p99 ~ p50)
-    assert not [x for x in a.findings() if x.layer == "application"]
+    assert not [x for x in Analysis(a).findings if x.layer == "application"]
     b = attribute(stepped_trace(stall_from=4), by="step")
-    tail = next(x for x in b.findings() if x.layer == "application")
+    tail = next(x for x in Analysis(b).findings if x.layer == "application")
     assert (
         "p99 20.31 ms vs p50 0.31 ms (65.52x); in the slowest 2 windows "
         "host_bound grows most (+20.00 ms" in tail.title
@@ -68,12 +69,12 @@ def test_host_stall_before_one_kernel_is_named_with_what_the_host_did():
 
 def test_no_finding_without_its_numbers():
     a = attribute(stepped_trace(stall_from=99), by="step")
-    layers = [f.layer for f in a.findings()]
+    layers = [f.layer for f in Analysis(a).findings]
     assert "parallel" not in layers  # no communication at all
     assert "memory" not in layers  # no copies
     # the 0.1 ms at each step start is host_bound, named after the kernel that ends it;
     # the 10 µs the host takes between launches, after the others
-    sched = {f.evidence["op_name"]: f for f in a.findings() if f.layer == "scheduling"}
+    sched = {f.evidence["op_name"]: f for f in Analysis(a).findings if f.layer == "scheduling"}
     assert (
         sched["norm"].evidence["at_window_start"]
         and "first op of each window" in sched["norm"].title
@@ -81,7 +82,7 @@ def test_no_finding_without_its_numbers():
     assert sched["norm"].evidence["median_ns"] == 100_000  # then 10 µs launch_overhead
     assert not sched["attn"].evidence["at_window_start"]
     assert sched["attn"].evidence["median_ns"] == 10_000
-    graphs = [f for f in a.findings() if "CUDA graph" in f.title]
+    graphs = [f for f in Analysis(a).findings if "CUDA graph" in f.title]
     assert graphs and graphs[0].title.startswith(
         "6 of 6 step windows launch the same 3 kernels, none from a CUDA graph"
     )
@@ -103,14 +104,14 @@ def test_memory_findings():
         },
     ]
     a = attribute(make_trace(ops), by=None)
-    titles = [f.title for f in a.findings() if f.layer == "memory"]
+    titles = [f.title for f in Analysis(a).findings if f.layer == "memory"]
     assert any(t.startswith("memory (memcpy/memset") and "33.3%" in t for t in titles)
     assert any(t.startswith("1 memcpy uses pageable host memory (5.00 ms") for t in titles)
     assert any(t.endswith("; 1 memcpy moves 100.0 MB") for t in titles)
     # two more copies the trace gave no size (the loaders record 0): the bytes are a floor
     more = [{**ops[1], "start": 15 * MS + i, "end": 15 * MS + i + 1, "bytes": 0,
              "correlation": 3 + i} for i in range(2)]  # fmt: skip
-    found = [f for f in attribute(make_trace(ops + more)).findings() if f.layer == "memory"]
+    found = [f for f in Analysis(attribute(make_trace(ops + more))).findings if f.layer == "memory"]
     (mem,) = [f for f in found if f.title.startswith("memory (")]
     assert mem.title.endswith("; 3 memcpys move at least 100.0 MB (2 with no byte count)")
     assert (mem.evidence["bytes"], mem.evidence["unknown_bytes"]) == (10**8, 2)
@@ -370,14 +371,17 @@ def test_host_window_finding_names_the_activity_holding_most_self_time():
         "range 'wait' holds 50.0% of the host time in 3 step host windows "
         "(15.00 ms self time of their 30.00 ms), in 2 of them (2-3)"
     )
-    assert [x.title for x in a.findings()] == [f.title]  # a host-only trace: the only one
+    assert [x.title for x in Analysis(a).findings] == [f.title]  # a host-only trace: the only one
 
 
 def test_no_host_window_finding_when_no_activity_holds_a_large_share():
     # six ranges of 5/3 ms each, no step self time: each holds 16.7% < HOST_WINDOW_SHARE
     a = attribute(_host_only(lambda s: [(f"r{i}", 5 * i / 3, 5 * (i + 1) / 3) for i in range(6)]),
                   by="step")  # fmt: skip
-    assert max(x["ns"] for x in a.to_dict()["host_totals"]["by_activity"]) < 0.2 * 30 * MS
+    assert (
+        max(x["ns"] for x in Analysis(a).to_document()["host_totals"]["by_activity"])
+        < 0.2 * 30 * MS
+    )
     assert host_windows(a) == []
     # the window's own self time (90%) is not an activity to name; 'work' holds 10%
     assert host_windows(attribute(_host_only(lambda s: [("work", 0, 1)]), by="step")) == []

@@ -9,6 +9,7 @@ from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import LONG_LAUNCH_GAP_NS, TINY_KERNEL_NS, graphs, kernels
+from pytimings.session import Analysis
 
 US = 1_000
 
@@ -52,7 +53,7 @@ def test_graphs_key_counts_launches_ops_and_calls():
         assert a.graphs == [
             {"rank": 0, "device": 0, "launches": 4, "ops": 40, "launch_calls": {launch: 4}}
         ]
-        assert json.loads(a.to_json())["graphs"] == a.graphs
+        assert Analysis(a).to_document()["graphs"] == a.graphs
     # graph ids without the launch call in the trace: one launch per correlation id
     ops = [
         {"start": 10 * i, "end": 10 * i + 5, "graph": 7, "correlation": i // 3} for i in range(6)
@@ -126,8 +127,8 @@ def _kineto_rank(path, rank: int, launch: str) -> None:
 
 
 def test_graphs_travel_with_per_rank_tasks(tmp_path):
-    from pytimings.analysis.ranks import analyze_ranks
     from pytimings.ingest import load
+    from pytimings.session import analyze
 
     files = [tmp_path / "r0.json", tmp_path / "r1.json"]
     _kineto_rank(files[0], 0, "cudaGraphLaunch")
@@ -137,4 +138,4 @@ def test_graphs_travel_with_per_rank_tasks(tmp_path):
         for r, name in ((0, "cudaGraphLaunch"), (1, "hipGraphLaunch"))
     ]
     assert attribute(load(*files)).graphs == want
-    assert analyze_ranks(*files, workers=1).graphs == want
+    assert analyze(files, workers=1).attribution.graphs == want

@@ -4,8 +4,6 @@ random traces (sums, tie rules, event-order independence), and CPU-only traces."
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from helpers import host_twin
@@ -18,6 +16,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import host_bound_gaps
 from pytimings.analysis.host import interval_charges
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind
+from pytimings.session import Analysis
 
 US = 1000
 UNTRACED = int(ActivityKind.UNTRACED)
@@ -312,7 +311,7 @@ def worked_example(host_ops=(), ranges=()):
 
 
 def test_worked_example_of_the_docs():
-    doc = json.loads(attribute(worked_example()).to_json())
+    doc = Analysis(attribute(worked_example())).to_document()
     assert doc["schema"] == "pytimings.attribution/3"
     w = doc["windows"][0]
     assert {k: w[k] for k in w if k.endswith("_ns")} == {
@@ -332,7 +331,7 @@ def test_worked_example_of_the_docs():
     assert w["host_bound_by_activity"] == step and w["host_bound_by_range"] == step
     assert doc["totals"]["host_bound_by_activity"] == step
     assert doc["host_windows"] == [] and doc["host_totals"] == {"window_ns": 0, "by_activity": []}
-    doc = json.loads(attribute(worked_example(), by="step").to_json())
+    doc = Analysis(attribute(worked_example(), by="step")).to_document()
     assert doc["host_windows"] == [
         {
             "name": "step",
@@ -366,7 +365,7 @@ def test_host_bound_goes_to_the_innermost_op_and_range():
         ],
         ranges=[{"name": "inner", "start": 6 * US, "end": 9 * US, "depth": 1}],
     )
-    w = json.loads(attribute(tr).to_json())["windows"][0]
+    w = Analysis(attribute(tr)).to_document()["windows"][0]
     assert w["host_bound_by_activity"] == [
         {"kind": "range", "name": "step", "ns": 8 * US},  # [0,2) [9,10) [70,75)
         {"kind": "range", "name": "inner", "ns": 3 * US},  # [6,9)
@@ -392,7 +391,7 @@ def test_cpu_only_trace_gives_host_windows():
     )
     a = attribute(tr, by="step")
     assert len(a.windows) == 0 and a.totals["window_ns"] == 0
-    doc = json.loads(a.to_json())
+    doc = Analysis(a).to_document()
     assert [w["by_activity"] for w in doc["host_windows"]] == [
         [
             {"kind": "range", "name": "sleepy", "ns": 50},
@@ -412,7 +411,7 @@ def test_cpu_only_trace_gives_host_windows():
         ],
     }
     # without --by: each thread's host view over the whole trace
-    (w,) = attribute(tr).to_dict()["host_windows"]
+    (w,) = Analysis(attribute(tr)).to_document()["host_windows"]
     assert (w["name"], w["start_ns"], w["end_ns"]) == ("python3", 0, 160)
 
 
@@ -430,7 +429,7 @@ def test_os_calls_only_trace_gives_each_threads_host_view():
     ]
     tr = make_trace([], host_ops=host, threads=threads)
     a = attribute(tr)
-    doc = a.to_dict()
+    doc = Analysis(a).to_document()
     assert doc["windows"] == []
     assert [(w["name"], w["start_ns"], w["end_ns"]) for w in doc["host_windows"]] == [
         ("main", 0, 1000 * US),
@@ -442,9 +441,9 @@ def test_os_calls_only_trace_gives_each_threads_host_view():
         {"kind": "untraced", "name": "", "ns": 100 * US},
     ]
     assert doc["host_totals"]["window_ns"] == 1300 * US
-    (f,) = a.findings()
+    (f,) = Analysis(a).findings
     assert f.title.startswith("os 'poll' holds 53.8% of the host time in 2 thread host windows")
-    text = render_attribution(a, ["osrt"])
+    text = render_attribution(a, Analysis(a).findings, ["osrt"])
     assert "host view of each thread over the whole trace" in text and "--by NAME" in text
     assert "Host time of thread 'main' (1.00 ms from its first activity to its last" in text
     assert "Host time of thread 'tid 11'" in text
@@ -531,7 +530,7 @@ def test_random_traces_charge_the_innermost_activity(tr, seed):
         if by and "w" not in {tr.strings[i] for i in tr.ranges["name"].tolist()}:
             continue
         a = attribute(tr, by=by)
-        doc = a.to_dict()
+        doc = Analysis(a).to_document()
         g = a.gaps
         thread = a.launches.thread[g.op]
         qs = list(
@@ -557,7 +556,7 @@ def test_random_traces_charge_the_innermost_activity(tr, seed):
         ]
         want = host_twin.charges(_activities(tr), hq, UNTRACED)
         assert _as_dict([w["by_activity"] for w in doc["host_windows"]]) == want
-        b = attribute(shuffled(tr, seed), by=by).to_dict()
+        b = Analysis(attribute(shuffled(tr, seed), by=by)).to_document()
         for k in ("totals", "windows", "host_windows", "host_totals"):
             assert b[k] == doc[k]
 
@@ -619,6 +618,7 @@ def test_each_threads_section_names_its_rank_when_there_are_several():
         {**os_call, "name": "poll", "start": 0, "end": 700 * US},
         {**os_call, "name": "ioctl", "start": 0, "end": 300 * US, "thread": 1, "rank": 1},
     ]
-    text = render_attribution(attribute(make_trace([], host_ops=host, threads=threads)), ["r"])
+    a = attribute(make_trace([], host_ops=host, threads=threads))
+    text = render_attribution(a, Analysis(a).findings, ["r"])
     assert "Host time of thread 'MainThread' of rank 0 (0.70 ms" in text, text
     assert "Host time of thread 'MainThread' of rank 1 (0.30 ms" in text, text

@@ -478,10 +478,10 @@ def test_kineto_event_waits_are_read_by_their_record_call(tmp_path: Path) -> Non
         ("consumer", "producer")
     ]
     a = attribute(tr, by="step")
-    assert replay(a).fidelity()["max_error"] == 0.0
+    assert replay(a).fidelity().to_dict()["max_error"] == 0.0
     # halving the producer (89 µs) moves the consumer 44.5 µs earlier: it ends at 85.5 µs,
     # before the decoy (100 µs), which then ends the window: 130 -> 100 µs
-    doc_ = what_if(a, "kernel:producer=0.5")
+    doc_ = what_if(a, "kernel:producer=0.5").to_dict()
     assert [w["before_ns"] - w["after_ns"] for w in doc_["windows"]] == [30_000]
 
 

@@ -12,9 +12,10 @@ from helpers.synth import make_trace
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.kernel_findings import cpu_compute, op_categories, ops_under_roofline
-from pytimings.analysis.op_table import ops_of
+from pytimings.analysis.op_table import LazyOpTable
 from pytimings.analysis.ops import GpuSpec
 from pytimings.analysis.savings import add_savings
+from pytimings.session import Analysis, Options
 
 BF16 = "c10::BFloat16"
 GPU = GpuSpec("hand", {"bf16": 1000.0}, 2.0)  # ridge point 500 FLOP/B
@@ -41,15 +42,14 @@ def _gpu_bound_trace():
     return make_trace(ops, api, ranges=ranges, host_ops=host_ops)
 
 
-def _analysed(trace, by="step"):
-    a = attribute(trace, by=by)
-    a.gpu = GPU
-    return a
+def _ops(a):
+    """The op table over ``a`` for the GPU these tests name."""
+    return LazyOpTable(a, GPU)
 
 
 def test_categories_of_a_gpu_bound_step_with_the_gemm_rate():
-    a = _analysed(_gpu_bound_trace())
-    (f,) = op_categories(a)
+    a = attribute(_gpu_bound_trace(), by="step")
+    (f,) = op_categories(a, _ops(a))
     busy = 4 * MM_NS + ADD_NS  # 340 µs of the 342.02 µs step
     assert f.evidence["busy_ns"] == busy and f.evidence["window_ns"] == 342_020
     (gemm,) = f.evidence["categories"]  # elementwise: 5.9% < 10%, not named
@@ -69,12 +69,13 @@ def test_categories_of_a_gpu_bound_step_with_the_gemm_rate():
 def test_no_categories_finding_when_the_gpu_waits():
     tr = _gpu_bound_trace()
     tr.ranges = tr.ranges.with_columns(end=np.array([1_000_000], np.int64))  # 34% busy
-    assert op_categories(_analysed(tr)) == []
+    a = attribute(tr, by="step")
+    assert op_categories(a, _ops(a)) == []
 
 
 def test_ops_under_the_roofline_by_hand_and_their_replayed_saving():
-    a = _analysed(_gpu_bound_trace())
-    found = ops_under_roofline(a)
+    a = attribute(_gpu_bound_trace(), by="step")
+    found = ops_under_roofline(a, _ops(a))
     assert [f.evidence["name"] for f in found] == ["aten::mm", "aten::add"]
     mm, add = (f.evidence for f in found)
     # mm: compute-bound (682.7 >= 500 FLOP/B) at 2N^3 / 80 us of the 1000 TFLOP/s peak
@@ -102,7 +103,8 @@ def test_ops_under_the_roofline_by_hand_and_their_replayed_saving():
 
 def test_no_roofline_finding_without_a_known_gpu():
     a = attribute(_gpu_bound_trace(), by="step")  # the synthetic GPU is named "GPU"
-    assert ops_of(a).gpu is None and ops_under_roofline(a) == []
+    unnamed = LazyOpTable(a)
+    assert unnamed.get().gpu is None and ops_under_roofline(a, unnamed) == []
 
 
 BMM = json.dumps([[[8, 64, 64], [8, 64, 64]], ["float", "float"], ["", ""], None])
@@ -185,6 +187,6 @@ def test_host_compute_needs_a_rate_a_cpu_reaches() -> None:
 
 
 def test_findings_carry_the_kernel_layer():
-    a = _analysed(_gpu_bound_trace())
-    layers = {(f.layer, f.title.split(" ")[0]) for f in a.findings()}
+    a = attribute(_gpu_bound_trace(), by="step")
+    layers = {(f.layer, f.title.split(" ")[0]) for f in Analysis(a, Options(gpu=GPU)).findings}
     assert ("kernel", "the") in layers and ("kernel", "'aten::mm'") in layers

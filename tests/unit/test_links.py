@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from helpers.synth import make_trace, shuffled
@@ -12,6 +10,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.launches import link_launches
 from pytimings.ingest.links import launch_index, unlinked
 from pytimings.model.trace import SyncKind, Trace
+from pytimings.session import Analysis
 
 THREADS = [
     {"pid": 100, "tid": 100, "name": "main"},
@@ -72,7 +71,7 @@ def test_unlinked_ops_are_counted_and_reported():
     assert unlinked(tr, launch_index(tr)) == 1
     a = attribute(tr)
     assert a.launches.unlinked == 1
-    assert json.loads(a.to_json())["launch_latency"]["unlinked_ops"] == 1
+    assert Analysis(a).to_document()["launch_latency"]["unlinked_ops"] == 1
 
 
 def test_summary_and_analyze_use_the_same_links(tmp_path):

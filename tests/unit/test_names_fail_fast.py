@@ -57,14 +57,14 @@ def test_unknown_what_if_names_fail_before_the_analysis(
     spec: str,
     said: list[str],
 ) -> None:
-    monkeypatch.setattr("pytimings.commands.analyze.attribute", _no_analysis)
+    monkeypatch.setattr("pytimings.session.attribute", _no_analysis)
     _refused(capsys, ["analyze", str(example_path()), "--what-if", spec], *said)
 
 
 def test_a_window_beyond_the_analysis_fails_before_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pytimings.commands.analyze.attribute", _no_analysis)
+    monkeypatch.setattr("pytimings.session.attribute", _no_analysis)
     argv = ["analyze", str(example_path()), "--by", "decode_step", "--critical-path"]
     _refused(capsys, [*argv, "--window", "99"], "--window 99: the analysis has windows 1-16")
     _refused(capsys, [*argv, "--window", "0"], "--window 0: the analysis has windows 1-16")
@@ -133,7 +133,7 @@ def test_a_gpu_op_and_a_range_of_one_name_are_two_changes() -> None:
 def test_factors_overflowing_int64_ns_are_refused(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, spec: str
 ) -> None:
-    monkeypatch.setattr("pytimings.commands.analyze.attribute", _no_analysis)
+    monkeypatch.setattr("pytimings.session.attribute", _no_analysis)
     _refused(capsys, ["analyze", str(example_path()), "--what-if", spec], "int64 nanoseconds")
 
 
@@ -142,7 +142,7 @@ def test_a_large_factor_that_fits_lengthens_every_window(example: Any) -> None:
     old code wrapped and reported a 97.6% saving)."""
     spec = "kernel:*=1e11"
     check_what_if(example, spec)
-    doc = what_if(attribute(example, by="decode_step"), spec)
+    doc = what_if(attribute(example, by="decode_step"), spec).to_dict()
     assert doc["windows"] and all(r["after_ns"] > 100 * r["before_ns"] for r in doc["windows"])
     assert doc["total_saving_ns"] < 0
 
@@ -160,8 +160,8 @@ def test_the_cli_and_the_python_api_refuse_a_spec_in_one_words(
     analysis) and `what_if(attribution, spec)` (the replay applying it) refuse a bad spec
     with the same line, the item quoted as typed."""
     with pytest.raises(UsageError) as api:
-        what_if(attribute(example, by="decode_step"), spec)
-    monkeypatch.setattr("pytimings.commands.analyze.attribute", _no_analysis)
+        what_if(attribute(example, by="decode_step"), spec).to_dict()
+    monkeypatch.setattr("pytimings.session.attribute", _no_analysis)
     err = _refused(capsys, ["analyze", str(example_path()), "--what-if", spec])
     assert err == f"pytimings analyze: error: {api.value}"
     assert f"--what-if {spec.split(',')[-1]!r}: " in err  # the bad item, as typed
@@ -175,11 +175,11 @@ def test_a_comm_change_may_name_a_collective_kind_before_the_analysis() -> None:
     ops = [{"start": 0, "end": 100, "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"}]
     t = make_trace(ops)
     check_what_if(t, "comm:all_reduce=0.5")
-    assert what_if(attribute(t), "comm:all_reduce=0.5")["changes"][0]["kind"] == "comm"
+    assert what_if(attribute(t), "comm:all_reduce=0.5").to_dict()["changes"][0]["kind"] == "comm"
     with pytest.raises(UsageError) as before:
         check_what_if(t, "comm:all_gather=0.5")
     with pytest.raises(UsageError) as replayed:
-        what_if(attribute(t), "comm:all_gather=0.5")
+        what_if(attribute(t), "comm:all_gather=0.5").to_dict()
     assert str(before.value) == str(replayed.value)
     assert "no communication op is of kind 'all_gather' (kinds here: all_reduce)" in str(
         before.value

@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.op_table import ops_of
 from pytimings.analysis.ops import CATEGORIES
 from pytimings.analysis.partition import BUSY_LABELS, LABELS
 from pytimings.cli import main
@@ -28,6 +27,7 @@ from pytimings.model.trace import ACTIVITY_KIND_NAMES, Trace
 from pytimings.record import storage
 from pytimings.report.perfetto import nested_lanes, write_perfetto
 from pytimings.report.segments import label_segments
+from pytimings.session import Analysis
 
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "pytimings" / "examples" / "decode_16steps_h200.sqlite"
@@ -143,7 +143,10 @@ def _by_track(info: dict[str, Any], predicate: Any) -> dict[str, list[dict[str, 
     return out
 
 
-def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
+def _check_content(trace: Trace, path: Path, analysis: Analysis | None) -> dict[str, Any]:
+    """``path`` holds ``trace`` and (when given) the attribution lanes, op categories and
+    findings of ``analysis``."""
+    a = analysis.attribution if analysis is not None else None
     info = check_trace_events(path)
     origin = info["doc"]["otherData"]["pytimings_origin_ns"]
     x = [ev for ev in info["events"] if ev["ph"] == "X"]
@@ -218,7 +221,7 @@ def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
         # the op-category lane: per category the busy split of the op table, in all the
         # busy labels' time (the instants some GPU op runs), stretches never overlapping
         cats = _by_track(info, lambda ev: ev["cat"] == "op_category")
-        table = ops_of(a)
+        table = analysis.ops
         assert len(cats) == len(w)
         for i in range(len(w)):
             r, d = int(w["rank"][i]), int(w["device"][i])
@@ -232,7 +235,7 @@ def _check_content(trace: Trace, path: Path, a: Any) -> dict[str, Any]:
             assert all(b <= c for (_, b), (c, _) in pairwise(spans))
         assert all(ev["args"]["op_category"] in CATEGORIES for ev in ops)
         n_find = sum(ev["ph"] == "i" for ev in info["events"])
-        assert n_find == len(a.findings())
+        assert n_find == len(analysis.findings)
     return info
 
 
@@ -240,8 +243,9 @@ def test_bundled_h200_capture(tmp_path: Path) -> None:
     trace = load(EXAMPLE)
     a = attribute(trace)
     out = tmp_path / "h200.json"
-    stats = write_perfetto(trace, out, a)
-    info = _check_content(trace, out, a)
+    analysis = Analysis(a)
+    stats = write_perfetto(trace, out, a, ops=analysis.ops, findings=analysis.findings)
+    info = _check_content(trace, out, analysis)
     assert stats.events["gpu_op"] == len(trace.gpu_ops)
     assert any(name.startswith("rank 0 GPU") for name in info["procs"].values())
     assert any("stream" in name for name in info["threads"].values())
@@ -282,8 +286,9 @@ def test_overlaps_go_to_extra_tracks(tmp_path: Path) -> None:
     trace = _overlapping_trace()
     a = attribute(trace)
     out = tmp_path / "t.json"
-    stats = write_perfetto(trace, out, a)
-    info = _check_content(trace, out, a)
+    analysis = Analysis(a)
+    stats = write_perfetto(trace, out, a, ops=analysis.ops, findings=analysis.findings)
+    info = _check_content(trace, out, analysis)
     assert stats.overlap_tracks >= 2  # range b vs a (and API calls), op 2 vs op 1
     assert any("(overlap 1)" in n for n in info["threads"].values())
     assert stats.clamped == {"ranges ending before they start (drawn zero-length)": 1}
@@ -308,8 +313,9 @@ def test_exact_nanoseconds_far_from_zero(tmp_path: Path) -> None:
     ]
     trace = make_trace(ops, api)
     out = tmp_path / "t.json"
-    write_perfetto(trace, out, attribute(trace))
-    info = _check_content(trace, out, attribute(trace))
+    analysis = Analysis(attribute(trace))
+    write_perfetto(trace, out, analysis.attribution, ops=analysis.ops, findings=analysis.findings)
+    info = _check_content(trace, out, analysis)
     assert info["doc"]["otherData"]["pytimings_origin_ns"] == base
     x = [ev for ev in info["events"] if ev.get("cat") == "compute"]
     assert str(x[0]["ts"]) == "0.001" and str(x[0]["dur"]) == "1.000"
@@ -354,7 +360,7 @@ def test_recording_export(tmp_path: Path) -> None:
     out = tmp_path / "rec.json"
     assert main(["export", str(path), "--perfetto", str(out), "-q"]) == 0
     trace = load(path)
-    info = _check_content(trace, out, attribute(trace))
+    info = _check_content(trace, out, Analysis(attribute(trace)))
     assert info["flows"] == 2  # region call -> its GPU span
     assert main(["export", str(path), "--perfetto", str(out), "--no-flows"]) == 0
     assert check_trace_events(out)["flows"] == 0
@@ -416,8 +422,9 @@ def test_real_captures(shared_dir: Path, tmp_path: Path, rel: str) -> None:
     trace = load(shared_dir / "data" / rel)
     a = attribute(trace)
     out = tmp_path / "t.json"
-    write_perfetto(trace, out, a)
-    _check_content(trace, out, a)
+    analysis = Analysis(a)
+    write_perfetto(trace, out, a, ops=analysis.ops, findings=analysis.findings)
+    _check_content(trace, out, analysis)
 
 
 def test_gpu_annotations_without_ops_and_a_host_only_recording(tmp_path: Path) -> None:
@@ -429,8 +436,9 @@ def test_gpu_annotations_without_ops_and_a_host_only_recording(tmp_path: Path) -
     trace = make_trace(ops, api, ranges)
     a = attribute(trace)
     out = tmp_path / "t.json"
-    write_perfetto(trace, out, a)
-    info = _check_content(trace, out, a)
+    analysis = Analysis(a)
+    write_perfetto(trace, out, a, ops=analysis.ops, findings=analysis.findings)
+    info = _check_content(trace, out, analysis)
     notes = _by_track(info, lambda ev: ev["cat"] == "gpu_annotation")
     assert list(notes) == ["rank 0 GPU 1 / GPU annotations"]
     rec = make_recording([{"name": "load", "kind": "host", "start": 5, "end": 50}])

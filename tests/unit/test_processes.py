@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.ranks import analyze_ranks
 from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest import load
@@ -25,6 +24,7 @@ from pytimings.ingest.processes import (
     split_processes,
 )
 from pytimings.model.trace import DEVICE_SCHEMA, StringTable, Trace, conform
+from pytimings.session import Analysis, analyze
 
 HOST_TABLES = ("api_calls", "ranges", "threads")
 
@@ -259,8 +259,8 @@ def test_per_file_tasks_equal_loading_together(tmp_path: Path, by: str | None) -
     a = _two_process_export(tmp_path / "a.sqlite", skew=50)
     b = _two_process_export(tmp_path / "b.sqlite", pids=(801, 802), skew=100)
     together = attribute(load(a, b, processes_as_ranks=True), by=by)
-    tasks = analyze_ranks(a, b, by=by, workers=1, processes_as_ranks=True)
-    want, got = together.to_dict(), tasks.to_dict()
+    tasks = analyze([a, b], by=by, workers=1, processes_as_ranks=True)
+    want, got = Analysis(together).to_document(), tasks.to_document()
     for k in ("totals", "windows", "collectives", "dropped", "launch_latency"):
         if k == "launch_latency":
             want[k].pop("unlinked_ops"), got[k].pop("unlinked_ops")
@@ -268,10 +268,10 @@ def test_per_file_tasks_equal_loading_together(tmp_path: Path, by: str | None) -
     c = tasks.collectives
     assert c is not None and sorted(c.clock_offset_ns) == [0, 1, 2, 3]
     # the device filter: each rank reports the selected devices it has
-    one = analyze_ranks(a, b, devices=[0], workers=1, processes_as_ranks=True)
-    assert sorted(set(one.windows["rank"].tolist())) == [0, 2]
+    one = analyze([a, b], devices=[0], workers=1, processes_as_ranks=True)
+    assert sorted(set(one.attribution.windows["rank"].tolist())) == [0, 2]
     with pytest.raises(UsageError, match="device 5 not in the trace"):
-        analyze_ranks(a, b, devices=[5], workers=1, processes_as_ranks=True)
+        analyze([a, b], devices=[5], workers=1, processes_as_ranks=True)
 
 
 def test_cli_flag_hint_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,12 +10,14 @@ import pytest
 from helpers.ranks_synth import rank_recording, write_ranks
 
 from pytimings.analysis.attribution import attribute
-from pytimings.analysis.findings import GLOBAL_RULES
-from pytimings.analysis.ranks import analyze_ranks, rank_findings
+from pytimings.analysis.findings import Scope, run_rules
+from pytimings.analysis.op_table import LazyOpTable
+from pytimings.analysis.ranks import rank_findings
 from pytimings.cli import main
 from pytimings.errors import UsageError
 from pytimings.ingest import load
 from pytimings.record import storage
+from pytimings.session import Analysis, analyze
 
 N_RANKS = 8
 
@@ -26,21 +28,23 @@ def rank_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def _no_findings(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "findings"}
+    """The document without its findings and the replay (per-rank tasks send no events)."""
+    return {k: v for k, v in doc.items() if k not in ("findings", "replay")}
 
 
 @pytest.mark.parametrize("by", [None, "decode_step"])
 def test_local_tasks_equal_all_ranks_together(rank_files: list[Path], by: str | None) -> None:
-    together = attribute(load(*rank_files), by=by)
-    tasks = analyze_ranks(*rank_files, by=by, workers=2)
-    assert _no_findings(tasks.to_dict()) == _no_findings(together.to_dict())
+    together = Analysis(attribute(load(*rank_files), by=by))
+    tasks = analyze(rank_files, by=by, workers=2)
+    assert _no_findings(tasks.to_document()) == _no_findings(together.to_document())
     # findings on totals and collectives: the same; findings on a rank's events: per rank,
     # the same finding on all 8 ranks merged into one whose loss is the all-ranks loss
-    everywhere = [f for rule in GLOBAL_RULES for f in rule(together)]
-    assert {f.title for f in everywhere} <= {f.title for f in tasks.findings()}
+    a = together.attribution
+    everywhere = run_rules(a, LazyOpTable(a), (Scope.ACROSS,))
+    assert {f.title for f in everywhere} <= {f.title for f in tasks.findings}
     key = "host_bound before kernel 'gemm'"
-    want = [f for f in together.findings() if f.title.startswith(key)]
-    got = [f for f in tasks.findings() if key in f.title]
+    want = [f for f in together.findings if f.title.startswith(key)]
+    got = [f for f in tasks.findings if key in f.title]
     assert len(got) == len(want) == (1 if by is None else 0)
     if got:
         assert got[0].loss_ns == want[0].loss_ns
@@ -52,17 +56,17 @@ def test_local_tasks_equal_all_ranks_together(rank_files: list[Path], by: str | 
 
 
 def test_rank_filter_and_order_independence(rank_files: list[Path]) -> None:
-    picked = analyze_ranks(*reversed(rank_files), ranks=[1, 3, 5], workers=1)
-    together = attribute(load(*rank_files), ranks=[1, 3, 5])
-    assert _no_findings(picked.to_dict()) == _no_findings(together.to_dict())
+    picked = analyze(list(reversed(rank_files)), ranks=[1, 3, 5], workers=1)
+    together = Analysis(attribute(load(*rank_files), ranks=[1, 3, 5]))
+    assert _no_findings(picked.to_document()) == _no_findings(together.to_document())
 
 
 @pytest.mark.slow
 def test_dask_local_cluster_equals_local(rank_files: list[Path]) -> None:
-    local = analyze_ranks(*rank_files, by="decode_step", workers=2)
-    dask = analyze_ranks(*rank_files, by="decode_step", workers=2, executor="dask")
-    assert dask.to_dict() == local.to_dict()
-    assert dask.windows.to_pandas().equals(local.windows.to_pandas())
+    local = analyze(rank_files, by="decode_step", workers=2)
+    dask = analyze(rank_files, by="decode_step", workers=2, executor="dask")
+    assert dask.to_document() == local.to_document()
+    assert dask.attribution.windows.to_pandas().equals(local.attribution.windows.to_pandas())
 
 
 @pytest.mark.slow
@@ -122,14 +126,14 @@ def test_dask_existing_scheduler(rank_files: list[Path]) -> None:
     ) as cluster:
         addr = cluster.scheduler_address
         assert addr.startswith("tcp://")
-        got = analyze_ranks(*rank_files, executor="dask", scheduler=addr)
-        again = analyze_ranks(*rank_files[:2], executor="dask", scheduler=addr)
+        got = analyze(rank_files, executor="dask", scheduler=addr)
+        again = analyze(rank_files[:2], executor="dask", scheduler=addr)
         # a second, own LocalCluster alongside (no fixed dashboard port to clash on)
-        beside = analyze_ranks(*rank_files[:2], executor="dask", workers=1)
-        assert beside.to_dict() == again.to_dict()
+        beside = analyze(rank_files[:2], executor="dask", workers=1)
+        assert beside.to_document() == again.to_document()
         assert cluster.scheduler.status.name == "running"
-    assert got.to_dict() == analyze_ranks(*rank_files, workers=1).to_dict()
-    assert sorted(again.windows["rank"].tolist()) == [0, 1]
+    assert got.to_document() == analyze(rank_files, workers=1).to_document()
+    assert sorted(again.attribution.windows["rank"].tolist()) == [0, 1]
 
 
 def test_dask_missing_and_bad_workers(
@@ -149,19 +153,17 @@ def test_dask_missing_and_bad_workers(
     monkeypatch.setattr(importlib, "import_module", no_dask)
     hint = r"'dask\[distributed\]>=2024.1' \(from a pytimings checkout: pip install '\.\[dask\]'\)"
     with pytest.raises(UsageError, match=hint):
-        analyze_ranks(*rank_files[:2], executor="dask")
+        analyze(rank_files[:2], executor="dask")
     monkeypatch.undo()
     with pytest.raises(UsageError, match="workers must be at least 1, not 0"):
-        analyze_ranks(*rank_files[:2], workers=0)
+        analyze(rank_files[:2], workers=0)
     with pytest.raises(UsageError, match="--executor 'spark'"):
-        analyze_ranks(*rank_files[:2], executor="spark")
+        analyze(rank_files[:2], executor="spark")
 
 
 def test_per_rank_tasks_carry_the_op_table_of_all_ranks_together(rank_files: list[Path]) -> None:
-    from pytimings.analysis.op_table import ops_of
-
-    together = ops_of(attribute(load(*rank_files), by="decode_step"))
-    tasks = ops_of(analyze_ranks(*rank_files, by="decode_step", workers=2))
+    together = Analysis(attribute(load(*rank_files), by="decode_step")).ops
+    tasks = analyze(rank_files, by="decode_step", workers=2).ops
     assert tasks.doc() == together.doc()
     assert tasks.window_categories == together.window_categories
     assert {c["category"] for c in tasks.categories} >= {"gemm", "attention", "comm"}
@@ -176,11 +178,11 @@ def test_a_device_is_looked_for_on_every_rank(tmp_path: Path) -> None:
         recording = rank_recording(rank, 4, ops=90)
         recording.meta["device"] = rank
         files.append(storage.save(tmp_path / f"rank{rank}.pyt", recording))
-    tasks = analyze_ranks(*files, devices=[2], workers=1)
-    together = attribute(load(*files), devices=[2])
-    assert _no_findings(tasks.to_dict()) == _no_findings(together.to_dict())
-    assert set(tasks.windows["device"].tolist()) == {2}
+    tasks = analyze(files, devices=[2], workers=1)
+    together = Analysis(attribute(load(*files), devices=[2]))
+    assert _no_findings(tasks.to_document()) == _no_findings(together.to_document())
+    assert set(tasks.attribution.windows["device"].tolist()) == {2}
     with pytest.raises(
         UsageError, match="device 9 not in the traces; they have devices 0, 1, 2, 3"
     ):
-        analyze_ranks(*files, devices=[9], workers=1)
+        analyze(files, devices=[9], workers=1)

@@ -17,6 +17,7 @@ from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, launch_index, sync_waits
 from pytimings.model.trace import ActivityKind, SyncKind
 from pytimings.report.analysis_text import render_attribution
+from pytimings.session import Analysis
 
 US = 1_000
 
@@ -28,7 +29,7 @@ def _launch(api, ops, corr, l0, l1, k0, k1, name="k", stream=7):
 
 
 def _saving(trace, spec, by="step"):
-    doc = what_if(attribute(trace, by=by), spec)
+    doc = what_if(attribute(trace, by=by), spec).to_dict()
     assert doc["windows"], doc["excluded"]
     return sum(w["before_ns"] - w["after_ns"] for w in doc["windows"])
 
@@ -64,7 +65,7 @@ def test_two_streams_joined_by_an_event_wait():
     _launch(api, ops, 2, 12, 15, 102, 130, name="consumer", stream=2)  # waits for producer
     tr = make_trace(ops, api, [{"start": 0, "end": 20 * US, "name": "step"}])
     assert _saving(tr, "kernel:producer=0.5") == 45 * US
-    cp = critical_path(attribute(tr, by="step"))
+    cp = critical_path(attribute(tr, by="step")).to_dict()
     kinds = [(lk["kind"], lk["name"]) for lk in cp["links"]]
     assert ("wait", "producer") in kinds and ("gpu_op", "consumer") in kinds
     assert sum(lk["share"] for lk in cp["links"]) == pytest.approx(1.0)
@@ -125,7 +126,7 @@ def test_a_sync_call_ends_when_its_kernel_ends_and_the_host_moves_with_it():
     _launch(api, ops, 2, 103, 108, 110, 120, name="after")
     tr = make_trace(ops, api, [{"start": 0, "end": 120 * US, "name": "step"}])
     assert _saving(tr, "kernel:big=0.5") == 45 * US
-    links = critical_path(attribute(tr, by="step"))["links"]
+    links = critical_path(attribute(tr, by="step")).to_dict()["links"]
     assert [lk["kind"] for lk in links if lk["kind"] in ("sync", "gpu_op")] == [
         "gpu_op", "sync", "gpu_op",
     ]  # fmt: skip
@@ -144,7 +145,7 @@ def test_an_op_waiting_for_what_the_capture_does_not_show_excludes_its_window():
     ops, api = [], []
     _launch(api, ops, 1, 0, 5, 300, 310)  # 295 µs after its launch, nothing before it
     tr = make_trace(ops, api, [{"start": 0, "end": 10 * US, "name": "step"}])
-    fid = replay(attribute(tr, by="step")).fidelity()
+    fid = replay(attribute(tr, by="step")).fidelity().to_dict()
     assert (
         fid["windows"] == 0
         and "after everything the capture shows" in (fid["excluded"][0]["reason"])
@@ -169,7 +170,7 @@ def test_bad_changes_are_one_line_errors():
         ("kernel:*=1e300", "past what int64 nanoseconds hold"),
     ):
         with pytest.raises(UsageError, match=msg):
-            what_if(a, spec)
+            what_if(a, spec).to_dict()
     assert [c.text for c in parse_changes("a=0, kernel:g*=0.8, self:b=2, comm:*=0.5")] == [
         "a=0", "kernel:g*=0.8", "self:b=2", "comm:*=0.5",
     ]  # fmt: skip
@@ -214,7 +215,7 @@ def test_replay_properties(tr, spec):
     base = replay(a)
     for w in base.windows:  # unchanged: every included window reproduced exactly
         assert w.excluded is not None or w.after_ns == w.before_ns
-    doc = what_if(a, spec)
+    doc = what_if(a, spec).to_dict()
     for w in doc["windows"]:
         assert w["after_ns"] <= w["before_ns"]  # faster never makes a window longer
     if spec.startswith("work"):
@@ -225,7 +226,7 @@ def test_replay_properties(tr, spec):
             if tr.strings[n] == "work"
         )  # fmt: skip
         assert doc["total_saving_ns"] <= round(work * (1 - factor)) + len(rg)  # rounding
-    slower = what_if(a, spec.rpartition("=")[0] + "=2")
+    slower = what_if(a, spec.rpartition("=")[0] + "=2").to_dict()
     for w in slower["windows"]:  # and slower never shorter
         assert w["after_ns"] >= w["before_ns"]
 
@@ -288,9 +289,9 @@ def test_perfetto_draws_the_critical_path_as_linked_slices(tmp_path):
         and e["args"]["name"].startswith("critical path: step")
     ]  # fmt: skip
     mine = [e for e in events if e["ph"] == "X" and e["pid"] == pid]
-    assert len(mine) == len(cp["links"]) == stats.events["critical_path"]
+    assert len(mine) == len(cp.links) == stats.events["critical_path"]
     flows = [e for e in events if e.get("cat") == "critical_path"]
-    assert len(flows) == 2 * (len(cp["links"]) - 1)
+    assert len(flows) == 2 * (len(cp.links) - 1)
     assert [m["name"] for m in mine][-1] == "gpu_op: consumer"
 
 
@@ -298,7 +299,7 @@ def test_perfetto_draws_the_critical_path_as_linked_slices(tmp_path):
 @given(_steps())
 def test_every_finding_carries_a_saving_within_its_loss(tr):
     a = attribute(tr, by="step")
-    for f in a.findings():
+    for f in Analysis(a).findings:
         assert "saving_ns" in f.evidence
         if f.saving_ns is not None:
             assert 0 <= f.saving_ns <= f.loss_ns, f.title
@@ -309,7 +310,7 @@ def _memo_agrees(a):
     # replays that compute everything afresh
     from pytimings.analysis.savings import Savings
 
-    fixes = [f.fix for f in a.findings() if f.fix is not None]
+    fixes = [f.fix for f in Analysis(a).findings if f.fix is not None]
     sv = Savings(a)
     assert sv.memo or all(b.after_ns is None for b in sv.base)
     for fix in fixes:
@@ -341,14 +342,14 @@ def test_findings_rank_by_saving_and_h200_stalls_save_their_whole_loss():
     from pytimings.ingest import load
 
     a = attribute(load(str(example_path())), by="decode_step")
-    found = a.findings()
+    found = Analysis(a).findings
     stalls = [f for f in found if f.layer == "scheduling"]
     assert len(stalls) >= 2
     for f in stalls:  # the GPU idles through each stall: removing it saves all of it
         assert f.saving_ns == f.loss_ns
     keyed = [f.loss_ns if f.saving_ns is None else f.saving_ns for f in found[1:]]
     assert keyed == sorted(keyed, reverse=True)  # after the hardware summary
-    assert all("saving_ns" in d["evidence"] for d in a.to_dict()["findings"])
+    assert all("saving_ns" in d["evidence"] for d in Analysis(a).to_document()["findings"])
 
 
 def test_a_stall_hidden_behind_another_device_saves_nothing():
@@ -361,7 +362,7 @@ def test_a_stall_hidden_behind_another_device_saves_nothing():
     _launch(api, ops, 3, 40, 45, 46, 60, name="b")  # the host stalls [20, 40) first
     tr = make_trace(ops, api, [{"start": 0, "end": 50 * US, "name": "step"}])
     a = attribute(tr, by="step")
-    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    (f,) = [f for f in Analysis(a).findings if f.layer == "scheduling"]
     assert f.loss_ns > 0 and f.saving_ns == 0
 
 
@@ -372,9 +373,11 @@ def test_replay_and_savings_do_not_depend_on_row_order(tr, seed):
 
     a, b = attribute(tr, by="step"), attribute(shuffled(tr, seed), by="step")
     for spec in ("work=0", "kernel:k*=0.5"):
-        assert what_if(a, spec) == what_if(b, spec)
-    assert critical_path(a) == critical_path(b)
-    assert [f.saving_ns for f in a.findings()] == [f.saving_ns for f in b.findings()]
+        assert what_if(a, spec).to_dict() == what_if(b, spec).to_dict()
+    assert critical_path(a).to_dict() == critical_path(b).to_dict()
+    assert [f.saving_ns for f in Analysis(a).findings] == [
+        f.saving_ns for f in Analysis(b).findings
+    ]
 
 
 def test_work_of_several_threads_makes_savings_lower_bounds():
@@ -392,16 +395,17 @@ def test_work_of_several_threads_makes_savings_lower_bounds():
     tr = make_trace(ops, api, ranges, threads=threads, host_ops=bg)
     assert thread_handoffs(tr).at.size == 0
     a = attribute(tr)
-    doc = what_if(a, "stall=0")
+    doc = what_if(a, "stall=0").to_dict()
     assert doc["note"] and "lower bound" in doc["note"]
     assert doc["total_saving_ns"] == 0  # 'theirs' on thread 1 still ends the window at 90
-    hb = [f for f in a.findings() if f.layer == "scheduling"]
+    found = Analysis(a).findings
+    hb = [f for f in found if f.layer == "scheduling"]
     assert hb and all("lower bound" in f.evidence["saving_note"] for f in hb)
     # a floor of nothing is no saving known: the finding ranks by its loss and says why
     # (issue 45: not 'fixing it saves 0.0 µs')
     assert all(f.saving_ns is None for f in hb)
     assert all(f.evidence["saving_note"].startswith("the replay shows 0.0 µs, a lower") for f in hb)
-    text = " ".join(render_attribution(a, ["t"]).split())
+    text = " ".join(render_attribution(a, found, ["t"]).split())
     assert "fixing it saves 0.0 µs" not in text
     for f in hb:  # as the JSON says it: one line for all, or beside the finding
         assert f.evidence["saving_note"] in text
@@ -421,7 +425,7 @@ def test_a_loss_before_ops_of_another_thread_has_no_replayed_saving():
         {"start": 20 * US, "end": 60 * US, "name": "busy", "thread": 1},
     ]
     a = attribute(make_trace(ops, api, ranges, threads=threads), by="step")
-    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    (f,) = [f for f in Analysis(a).findings if f.layer == "scheduling"]
     assert f.evidence["op_name"] == "theirs"
     assert f.saving_ns is None and "other than the windows' ranges" in f.evidence["saving_note"]
 
@@ -444,7 +448,9 @@ def _scheduler_with_a_sleep(nested=False):
 def test_a_name_scales_the_activity_and_what_is_inside_it_self_only_its_own_time():
     tr = _scheduler_with_a_sleep()
     a = attribute(tr, by="step")
-    charged = {c["name"]: c["ns"] for c in a.to_dict()["totals"]["host_bound_by_range"]}
+    charged = {
+        c["name"]: c["ns"] for c in Analysis(a).to_document()["totals"]["host_bound_by_range"]
+    }
     # the whole range, the sleep in it included (its host_bound share: 50 µs)
     assert _saving(tr, "scheduler=0") == 50 * US == charged["scheduler"]
     assert _saving(tr, "scheduler=0.5") == 25 * US
@@ -454,7 +460,7 @@ def test_a_name_scales_the_activity_and_what_is_inside_it_self_only_its_own_time
     assert _saving(tr, "scheduler=0.5,self:scheduler=0") == 30 * US
     # a name nested in itself is scaled once, not once per level
     assert _saving(_scheduler_with_a_sleep(nested=True), "scheduler=0.5") == 25 * US
-    doc = what_if(a, "self:scheduler=0,kernel:k=0.5")
+    doc = what_if(a, "self:scheduler=0,kernel:k=0.5").to_dict()
     assert doc["changes"] == [
         {"kind": "self", "pattern": "scheduler", "factor": 0.0, "inclusive": False},
         {"kind": "kernel", "pattern": "k", "factor": 0.5, "inclusive": False},
@@ -477,16 +483,16 @@ def _all_reduce(ranks=(0, 1)):
 
 def test_comm_changes_scale_the_transfer_not_the_wait_for_peers():
     a = attribute(_all_reduce(), by=None)
-    doc = what_if(a, "comm:*=0.5")
+    doc = what_if(a, "comm:*=0.5").to_dict()
     saving = {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]}
     assert saving == {0: 15 * US, 1: 15 * US}  # half of each rank's 30 µs transfer
     assert all(w["exact"] for w in doc["windows"]) and doc["note"] is None
-    assert what_if(a, "comm:all_reduce=0")["total_saving_ns"] == 60 * US
-    assert what_if(a, "comm:ncclKernel_AllReduce*=0")["total_saving_ns"] == 60 * US
+    assert what_if(a, "comm:all_reduce=0").to_dict()["total_saving_ns"] == 60 * US
+    assert what_if(a, "comm:ncclKernel_AllReduce*=0").to_dict()["total_saving_ns"] == 60 * US
     with pytest.raises(UsageError, match=r"no communication op .*kinds here: all_reduce"):
-        what_if(a, "comm:all_gather=0.5")
+        what_if(a, "comm:all_gather=0.5").to_dict()
     # one rank alone: its wait is unknown, the whole duration is scaled: an upper bound
-    one = what_if(attribute(_all_reduce(ranks=(0,)), by=None), "comm:*=0.5")
+    one = what_if(attribute(_all_reduce(ranks=(0,)), by=None), "comm:*=0.5").to_dict()
     assert one["total_saving_ns"] == 45 * US
     assert [w["bound"] for w in one["windows"]] == ["upper bound"]
     assert "wait for peers" in one["note"]
@@ -519,7 +525,7 @@ def test_a_synchronize_ends_when_the_op_its_record_names_ends():
         call, awaited, kinds = sync_waits(tr, launch_index(tr))
         assert [tr.strings[tr.gpu_ops["name"][k]] for k in awaited] == ["a"]
         assert list(kinds) == [kind] and list(tr.api_calls["correlation"][call]) == [10]
-        assert replay(attribute(tr, by="step")).fidelity()["max_error"] == 0.0
+        assert replay(attribute(tr, by="step")).fidelity().to_dict()["max_error"] == 0.0
         # halving 'a' (40 µs) ends the call 20 µs earlier (2 µs after 'a', as measured):
         # the host, 'c' and the window's end move with it: 100 -> 80 µs
         assert _saving(tr, "kernel:a=0.5") == 20 * US, kind
@@ -530,7 +536,7 @@ def test_a_synchronize_ends_when_the_op_its_record_names_ends():
 
 
 def _dependencies(trace, by="step"):
-    fid = replay(attribute(trace, by=by)).fidelity()
+    fid = replay(attribute(trace, by=by)).fidelity().to_dict()
     (w,) = fid["per_window"]
     assert fid["dependencies"] == w["dependencies"]
     return {k: v for k, v in w["dependencies"].items() if v}
@@ -577,23 +583,23 @@ def _late_rank(steps=False):
 
 def test_a_faster_rank_moves_the_ranks_it_meets_at_a_collective():
     a = attribute(_late_rank(), by=None)
-    fid = replay(a).fidelity()
+    fid = replay(a).fidelity().to_dict()
     assert fid["windows"] == 2 and fid["max_error"] == 0.0
     assert [w["dependencies"]["collective"] for w in fid["per_window"]] == [1, 1]
-    doc = what_if(a, "stall=0")
+    doc = what_if(a, "stall=0").to_dict()
     saving = {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]}
     # rank 1 reaches the all-reduce at 10 µs, rank 0 at 20 µs: both end at 20 + 30 µs and
     # run 'post' until 60 µs instead of 110 µs
     assert saving == {0: 50 * US, 1: 50 * US}
     # twice the bandwidth: half of the 30 µs transfer, nothing of rank 0's 50 µs wait
-    doc = what_if(a, "comm:*=0.5")
+    doc = what_if(a, "comm:*=0.5").to_dict()
     assert {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]} == {
         0: 15 * US, 1: 15 * US,
     }  # fmt: skip
     # rank 0 arriving earlier only waits longer for rank 1
-    assert what_if(a, "kernel:pre=0")["total_saving_ns"] == 0
+    assert what_if(a, "kernel:pre=0").to_dict()["total_saving_ns"] == 0
     # (rank 0 alone keeps its measured all-reduce duration: it would end 10 µs earlier)
-    one = what_if(attribute(_late_rank(), by=None, ranks=[0]), "kernel:pre=0")
+    one = what_if(attribute(_late_rank(), by=None, ranks=[0]), "kernel:pre=0").to_dict()
     assert one["total_saving_ns"] == 10 * US
 
 
@@ -604,7 +610,7 @@ def test_findings_savings_replay_the_ranks_together():
     # still waits for rank 1 until 70 µs): 30 µs on each rank, not the 110 µs of both
     # all-reduces' measured durations
     def saving(a, title):
-        (f,) = [f for f in a.findings() if f.title.startswith(title)]
+        (f,) = [f for f in Analysis(a).findings if f.title.startswith(title)]
         return f.saving_ns
 
     both = attribute(_late_rank(), by=None)
@@ -652,11 +658,11 @@ def _ranks(draw):
 @given(_ranks(), st.sampled_from(["work", "comm:*", "kernel:k"]))
 def test_ranks_replayed_together_keep_the_properties(tr, target):
     a = attribute(tr, by=None)
-    fid = replay(a).fidelity()
+    fid = replay(a).fidelity().to_dict()
     assert fid["windows"] + len(fid["excluded"]) == 2
     assert fid["windows"] == 0 or fid["max_error"] == 0.0  # unchanged: exact
     for factor, faster in (("0.5", True), ("0", True), ("2", False)):
-        for w in what_if(a, f"{target}={factor}")["windows"]:
+        for w in what_if(a, f"{target}={factor}").to_dict()["windows"]:
             assert (
                 (w["after_ns"] <= w["before_ns"]) if faster else (w["after_ns"] >= w["before_ns"])
             )
@@ -671,7 +677,7 @@ def test_savings_with_the_replay_memo_equal_fresh_replays_across_ranks(tr):
 
 
 def test_the_critical_path_crosses_to_the_rank_a_collective_waited_for():
-    cp = critical_path(attribute(_late_rank(), by=None), window=1)
+    cp = critical_path(attribute(_late_rank(), by=None), window=1).to_dict()
     assert cp["window"]["rank"] == 0
     chain = [
         (lk["kind"], lk["name"], lk["start_ns"] // US, lk["end_ns"] // US) for lk in cp["links"]
@@ -688,12 +694,12 @@ def test_the_critical_path_crosses_to_the_rank_a_collective_waited_for():
 
 def test_the_nth_step_of_each_rank_is_replayed_with_the_others():
     a = attribute(_late_rank(steps=True), by="step")
-    assert replay(a).fidelity()["max_error"] == 0.0
-    doc = what_if(a, "stall=0")
+    assert replay(a).fidelity().to_dict()["max_error"] == 0.0
+    doc = what_if(a, "stall=0").to_dict()
     assert {w["rank"]: w["before_ns"] - w["after_ns"] for w in doc["windows"]} == {
         0: 50 * US, 1: 50 * US,
     }  # fmt: skip
-    links = critical_path(a, window=1)["links"]
+    links = critical_path(a, window=1).to_dict()["links"]
     assert links[0]["name"] == "[rank 1] stall"
 
 
@@ -759,7 +765,7 @@ def test_a_thread_that_waited_for_another_moves_with_it():
     h = thread_handoffs(tr)
     assert list(zip(h.thread, h.at, h.src, h.src_at, strict=True)) == [(1, 320 * US, 0, 125 * US)]
     a = attribute(tr)
-    assert replay(a).fidelity()["max_error"] == 0.0  # a handoff alone moves nothing
+    assert replay(a).fidelity().to_dict()["max_error"] == 0.0  # a handoff alone moves nothing
     assert _saving(tr, "load=0", by=None) == 100 * US
     assert _saving(tr, "load=0.5", by=None) == 50 * US
 
@@ -782,9 +788,10 @@ def test_a_wait_for_device_work_the_trace_does_not_show_offers_no_saving():
     _launch(api, ops, 2, 1020, 1025, 1030, 1040, name="k1")
     tr = make_trace(ops, api, [{"start": 0, "end": 1100 * US, "name": "step"}])
     a = attribute(tr, by="step")
-    (f,) = [f for f in a.findings() if f.layer == "scheduling"]
+    found = Analysis(a).findings
+    (f,) = [f for f in found if f.layer == "scheduling"]
     assert f.evidence["sync_wait"]["gpu_busy_ns"] == 0
     assert f.saving_ns is None
     assert f.evidence["saving_note"].startswith("no saving offered: the host waits in")
-    text = " ".join(render_attribution(a, ["t"]).split())
+    text = " ".join(render_attribution(a, found, ["t"]).split())
     assert f"No saving shown: {f.evidence['saving_note']}" in text  # no finding has one

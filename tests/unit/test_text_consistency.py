@@ -4,9 +4,7 @@ of microseconds (µs) in every table heading."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from typing import Any
 
 import pytest
 from helpers.synth import make_trace
@@ -16,19 +14,17 @@ from pytimings.cli import main
 from pytimings.commands.example import example_path
 from pytimings.report.analysis_text import render_attribution
 from pytimings.report.html import render
-
-
-def _no_findings(a: Any) -> Any:
-    return dataclasses.replace(a, finder=lambda _: [], _findings=None)
+from pytimings.session import Analysis
 
 
 def test_no_findings_is_one_line_not_an_empty_header() -> None:
-    a = _no_findings(attribute(make_trace([{"start": 0, "end": 100}])))
-    text = render_attribution(a, ["t.sqlite"])
+    analysis = Analysis(attribute(make_trace([{"start": 0, "end": 100}])))
+    a = analysis.attribution
+    text = render_attribution(a, [], ["t.sqlite"])
     assert text.splitlines()[-1].startswith("Findings: none")
     assert "Findings (" not in text
     pytest.importorskip("plotly")
-    page = render(a, "t")
+    page = render(a, [], analysis.ops, "t")
     assert "<h2>Findings: none</h2>" in page and "<ol></ol>" not in page
 
 
@@ -36,9 +32,10 @@ def test_html_and_text_name_the_saving_alike() -> None:
     pytest.importorskip("plotly")
     from pytimings.ingest import load
 
-    a = attribute(load(str(example_path())), by="decode_step")
-    text = render_attribution(a, ["x"]).replace("\n   ", " ")  # the findings unwrapped
-    page = render(a, "x")
+    analysis = Analysis(attribute(load(str(example_path())), by="decode_step"))
+    a, found = analysis.attribution, analysis.findings
+    text = render_attribution(a, found, ["x"]).replace("\n   ", " ")  # the findings unwrapped
+    page = render(a, found, analysis.ops, "x")
     saves = re.findall(r"fixing it saves ([\d.]+ [mµ]?s)", text)
     assert saves and saves == re.findall(r"fixing it saves ([\d.]+ [mµ]?s)", page)
     assert "(loss " not in page and "biggest losses" not in page

@@ -12,6 +12,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.findings import GPU_BOUND_SHARE, gpu_bound, host_windows
 from pytimings.ingest import load
 from pytimings.model.trace import ActivityKind
+from pytimings.session import Analysis
 
 MS = 1_000_000
 US = 1_000
@@ -75,7 +76,7 @@ def test_a_thread_waiting_while_the_gpu_is_busy_is_said_to_wait_and_ranked_last(
         "; the thread waits there: it launches no GPU work in it and the GPUs are busy 100.0% "
         "of its 57.00 ms, so it does not limit the step (the GPU idles 0.0 µs of it)"
     )
-    found = a.findings()
+    found = Analysis(a).findings
     layers = [x.layer for x in found]
     assert found[-1].title == f.title  # below everything, however large its share
     assert layers.index("hardware") < layers.index("host")
@@ -95,7 +96,7 @@ def test_a_thread_that_launches_the_work_runs_ahead_of_a_busy_gpu():
         "; the GPUs are busy 100.0% of its 57.00 ms (the thread launches 54 GPU ops in it), "
         "so it does not limit the step (the GPU idles 0.0 µs of it)"
     )
-    assert a.findings()[-1].title == f.title
+    assert Analysis(a).findings[-1].title == f.title
     # the GPU idle part of the time: the thread may limit it, no such claim
     (f,) = host_windows(attribute(_backward(18, launcher=0), by="ProfilerStep#*"))
     assert not f.evidence["gpu_bound"] and "does not limit" not in f.title
@@ -118,7 +119,7 @@ def test_a_spin_wait_range_without_child_ops_waits():
     assert (e["kind"], e["name"], e["share"]) == ("range", "dispatch(F)", 4 / 6)
     assert e["waiting"] and e["gpu_busy_share"] == 1.0 and e["activity_ns"] == 16 * MS
     assert "the thread waits there" in f.title
-    assert a.findings()[-1].title == f.title
+    assert Analysis(a).findings[-1].title == f.title
 
 
 def test_the_gpu_bound_finding_says_the_step_is_the_gpus_period():
@@ -129,7 +130,9 @@ def test_the_gpu_bound_finding_says_the_step_is_the_gpus_period():
     assert e["min_busy_share"] == 19 / 20 >= GPU_BOUND_SHARE
     assert (e["busy_ns"], e["window_ns"], e["idle_ns"]) == (57 * MS, 60 * MS, 3 * MS)
     # every op starts 100 µs after its launch call began
-    assert e["launch_latency_p50_ns"] == 100 * US == a.to_dict()["launch_latency"]["p50"]
+    assert (
+        e["launch_latency_p50_ns"] == 100 * US == Analysis(a).to_document()["launch_latency"]["p50"]
+    )
     assert (e["window_p50_ns"], e["window_busy_p50_ns"]) == (20 * MS, 19 * MS)
     assert f.title == (
         "the GPU is the bottleneck: GPU 0 is busy 95.0% of ProfilerStep#* time (idle 3.00 ms "
@@ -149,7 +152,7 @@ def test_a_backward_range_on_a_gpu_bound_real_trace_is_not_blamed(shared_dir) ->
     time. The GPU-bound finding leads; the range is said not to limit the step, last."""
     path = shared_dir / "data/external/hta/ns_resolution_trace"
     a = attribute(load(next(path.glob("*.json.gz"))), by="ProfilerStep#*")
-    found = a.findings()
+    found = Analysis(a).findings
     # 97.7% of the tiled steps (the overlapping v2 windows counted busy time twice: 98.2%)
     assert found[0].title.startswith("the GPU is the bottleneck: GPU 0 is busy 97.7%")
     f = found[-1]

@@ -21,6 +21,7 @@ from pytimings.analysis.replay import replay_windows
 from pytimings.cli import main
 from pytimings.commands.example import example_path
 from pytimings.ingest import load
+from pytimings.session import Analysis
 
 
 def _assert_numbers_are_the_replays(a: Any) -> None:
@@ -111,7 +112,7 @@ def test_findings_name_windows_by_their_numbers() -> None:
     a = attribute(t, by="step", ranks=None)
     mine = a.windows["index"][a.windows["rank"] == 0].tolist()
     assert mine != list(range(1, len(mine) + 1))
-    said = " ".join(f.title for f in a.findings())
+    said = " ".join(f.title for f in Analysis(a).findings)
     runs = re.findall(r"in \d+ of \d+ step windows \(([\d, -]+)\)", said)
     assert runs, said
     for run in runs:
@@ -128,7 +129,7 @@ def test_findings_name_windows_by_their_numbers() -> None:
 def test_critical_path_window_number(tmp_path: Path) -> None:
     a = attribute(load(str(example_path())), by="decode_step")
     for n in (1, 9, 16):
-        cp = critical_path(a, n)["window"]
+        cp = critical_path(a, n).to_dict()["window"]
         assert cp["index"] == n
         (row,) = np.flatnonzero(a.windows["index"] == n)
         assert cp["start_ns"] == int(a.windows["start_ns"][row])

@@ -11,6 +11,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.windows import tiled
+from pytimings.session import Analysis
 
 MS, US = 1_000_000, 1_000
 STEPS = 8
@@ -53,13 +54,13 @@ def test_gpu_bound_windows_tile_and_sum_to_the_gpu_span():
     assert [(h["start_ns"], h["end_ns"]) for h in hw] == [
         (i * MS, (i + 1) * MS) for i in range(STEPS)
     ]
-    assert a.to_dict()["host_totals"]["window_ns"] == STEPS * MS
+    assert Analysis(a).to_document()["host_totals"]["window_ns"] == STEPS * MS
 
 
 def test_gpu_bound_critical_path_stays_on_the_gpu():
     a = attribute(gpu_bound_pipeline(), by="step")
     for k in range(2, STEPS + 1):
-        links = critical_path(a, window=k)["links"]
+        links = critical_path(a, window=k).to_dict()["links"]
         kinds = {lk["kind"] for lk in links}
         assert "before window" not in kinds, links  # the old windows: ~80% "before window"
         gpu = sum(lk["end_ns"] - lk["start_ns"] for lk in links if lk["kind"] == "gpu_op")
@@ -129,7 +130,7 @@ def test_critical_path_follows_ops_other_threads_launched():
     ranges = [{"start": 0, "end": 90 * US, "name": "step", "thread": 0}]
     threads = [{"pid": 100, "tid": 100, "name": "main"}, {"pid": 100, "tid": 101, "name": "bw"}]
     a = attribute(make_trace(ops, api, ranges, threads), by="step")
-    links = critical_path(a, window=1)["links"]
+    links = critical_path(a, window=1).to_dict()["links"]
     got = {(lk["kind"], lk["name"]): lk["end_ns"] - lk["start_ns"] for lk in links}
     assert ("before window", "") not in got, links
     assert got[("gpu_op", "backward_gemm")] == 800 * US
