@@ -14,9 +14,12 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["TelemetryRow", "TelemetrySamples"]
+__all__ = ["MAX_GPU_INDEX", "TelemetryRow", "TelemetrySamples"]
 
 TelemetryRow = tuple[int, int, str, float]  # t_ns, gpu, metric, value
+# GPU indexes a sample may carry: [0, MAX_GPU_INDEX) (NVML and DCGM count a host's GPUs from
+# 0; DCGM's own limit is 32): a larger one is no GPU, and would size per-GPU tables
+MAX_GPU_INDEX = 1024
 
 
 @dataclass(frozen=True)
@@ -72,4 +75,5 @@ class TelemetrySamples:
         return sorted(self.names[code] for code in present.tolist())
 
     def gpus(self) -> list[int]:
-        return np.flatnonzero(np.bincount(self.gpu)).tolist() if len(self.gpu) else []
+        """The GPU indexes sampled, sorted."""
+        return [int(gpu) for gpu in np.unique(self.gpu)]

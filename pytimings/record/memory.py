@@ -152,8 +152,10 @@ class Sampler:
     def _run(self, started: threading.Event) -> None:
         # sampled from the running thread: its own stack is already resident, so starting
         # the sampler is no step in the series
-        self._log.sample()
-        started.set()
+        try:
+            self._log.sample()
+        finally:  # a first sample that raises must not leave the caller waiting for it
+            started.set()
         stopped = False
         while not stopped:  # the last sample too, before the thread's exit frees its stack
             stopped = self._stop.wait(self._every_s)

@@ -113,6 +113,8 @@ class _Nvml(GpuSource):
             return "unsupported"
         if isinstance(exc, self.nv.NVMLError_GpuIsLost):
             return "lost"
+        if isinstance(exc, self.nv.NVMLError):
+            return "failed"
         return None
 
 
@@ -152,6 +154,20 @@ class TelemetryLog(RowLog[TelemetryRow]):
         super().__init__()
         self._open = open_source
         self._source: GpuSource | str | None = None
+        self.failures = 0  # reads (a scrape, for DCGM) that failed; the first one said
+        self.last_failure: str | None = None
+
+    def failed(self, why: str) -> None:
+        """Count a read that failed; the first one is said on stderr (sampling goes on)."""
+        with self._lock:
+            self.failures += 1
+            self.last_failure = why
+            first = self.failures == 1
+        if first:
+            print(
+                f"pytimings telemetry: a read failed ({why}); counted, sampling goes on",
+                file=sys.stderr,
+            )
 
     @property
     def unavailable(self) -> str | None:
@@ -170,7 +186,7 @@ class TelemetryLog(RowLog[TelemetryRow]):
             source = self._source
         if isinstance(source, str):
             return
-        self._add(source.read())
+        self._add(source.read(self.failed))
 
     def samples(self) -> TelemetrySamples:
         return TelemetrySamples.from_rows(self._sorted(), self.source)

@@ -497,8 +497,7 @@ async def _levels(
             # the server cannot serve these requests: measuring would only count failures
             raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
         if metrics_url:
-            await scraper.scrape()  # the level's counters start here
-            measured_from = scraper.samples[-1].t_ns
+            measured_from = (await scraper.scrape()).t_ns  # the level's counters start here
         rounds = []
         batches = []
         for ri in range(cfg.rounds if cfg.duration_s is None else 0):
@@ -535,8 +534,8 @@ async def _levels(
             level["intervals"] = [_interval(rd) for rd in rounds]
         level["engine"] = None
         if metrics_url:
-            await scraper.scrape()  # ... and end here
-            level["engine"] = scraper.level_engine(measured_from, scraper.samples[-1].t_ns)
+            measured_to = (await scraper.scrape()).t_ns  # ... and end here
+            level["engine"] = scraper.level_engine(measured_from, measured_to)
         levels.append(level)
         measured.clear()
         if (
