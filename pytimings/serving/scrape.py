@@ -49,7 +49,8 @@ async def read_body(session: Any, url: str, max_bytes: int = MAX_BODY_BYTES) -> 
     except asyncio.TimeoutError:
         raise ScrapeFailed(f"no whole answer within {session.timeout.total:g} s") from None
     except (aiohttp.ClientError, HttpProcessingError, ValueError, OSError) as exc:
-        raise ScrapeFailed(f"{type(exc).__name__}: {exc}"[:200]) from None
+        one_line = " ".join(f"{type(exc).__name__}: {exc}".split())  # aiohttp's span lines
+        raise ScrapeFailed(one_line[:200]) from None
 
 
 def read_body_once(url: str, deadline_s: float, max_bytes: int = MAX_BODY_BYTES) -> bytes:
