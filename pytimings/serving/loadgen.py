@@ -579,7 +579,17 @@ def engine_line(doc: dict[str, Any]) -> str:
     engines = [lv["engine"] for lv in doc["levels"] if lv["engine"] is not None]
     n = sum(e["scrapes"] for e in engines)
     failed = sum(e["failed_scrapes"] for e in engines)
-    return f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+    line = f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+    non_finite = sum(e.get("left_out", {}).get("non_finite", 0) for e in engines)
+    over_cap = sum(e.get("left_out", {}).get("over_cap", 0) for e in engines)
+    if non_finite:
+        line += f"; {non_finite} NaN or infinite samples left out"
+    if over_cap:
+        line += (
+            f"; {over_cap} samples of metrics outside the concept table left out (over "
+            f"{engine_metrics.MAX_OTHER_SERIES:,} series in a scrape)"
+        )
+    return line
 
 
 def _saturation_point(level: dict[str, Any]) -> dict[str, float]:
