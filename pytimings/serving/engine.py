@@ -319,7 +319,7 @@ class Scraper:
         t0 = now_ns()
         body: bytes | None
         try:
-            body = zlib.compress(await read_body(self._session, self.url), 1)
+            body = await read_body(self._session, self.url, compressed=True)
         except ScrapeFailed:
             body = None
         sample = _Sample((t0 + now_ns()) // 2, body)

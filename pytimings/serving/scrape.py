@@ -13,6 +13,7 @@ DCGM exporter's for 8 GPUs ~100 KB.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Any
 
 __all__ = ["MAX_BODY_BYTES", "ScrapeFailed", "read_body", "read_body_once"]
@@ -25,10 +26,13 @@ class ScrapeFailed(Exception):
     """A scrape that gave no body: connect error, HTTP status, deadline, size cap, bad HTTP."""
 
 
-async def read_body(session: Any, url: str, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+async def read_body(
+    session: Any, url: str, max_bytes: int = MAX_BODY_BYTES, compressed: bool = False
+) -> bytes:
     """The body of ``GET url`` with ``session`` (an ``aiohttp.ClientSession`` whose
     ``timeout.total`` is the deadline); ScrapeFailed unless it answered 200 within
-    ``max_bytes``."""
+    ``max_bytes``. ``compressed``: zlib-compressed (level 1) chunk by chunk as it arrives
+    (zlib lets other threads run; the whole body is never held nor joined)."""
     import aiohttp
     from aiohttp.http_exceptions import HttpProcessingError
 
@@ -38,13 +42,16 @@ async def read_body(session: Any, url: str, max_bytes: int = MAX_BODY_BYTES) -> 
                 raise ScrapeFailed(f"HTTP {resp.status}")
             if resp.content_length is not None and resp.content_length > max_bytes:
                 raise ScrapeFailed(f"body of {resp.content_length:,} bytes, over {max_bytes:,}")
+            packer = zlib.compressobj(1) if compressed else None
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.content.iter_chunked(_CHUNK):
                 size += len(chunk)
                 if size > max_bytes:
                     raise ScrapeFailed(f"body over {max_bytes:,} bytes")
-                chunks.append(chunk)
+                chunks.append(chunk if packer is None else packer.compress(chunk))
+            if packer is not None:
+                chunks.append(packer.flush())
             return b"".join(chunks)
     except asyncio.TimeoutError:
         raise ScrapeFailed(f"no whole answer within {session.timeout.total:g} s") from None
