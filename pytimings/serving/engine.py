@@ -139,6 +139,9 @@ def _targets(name: str, labels: dict[str, str]) -> list[str]:
 # exposes ~900; a label per request or per adapter can make 100,000, which parsed and kept
 # at every scrape made a 15 MB run file and 30 s of parsing per second of load
 MAX_OTHER_SERIES = 5_000
+# series of the concept table's metrics a scrape may hold (kept per label set): past it the
+# scrape is a failed one (a label per request on a concept is no engine's exposition)
+MAX_CONCEPT_SERIES = 20_000
 _SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
 _KNOWN_LINE = re.compile(
     r"^(?:# (?:TYPE|HELP) )?(?:"
@@ -156,7 +159,10 @@ def _capped(text: str) -> tuple[str, int]:
     and how many series were left out. Regular expressions over the whole text: the
     cap must cost far less than the parse it spares."""
     known = _KNOWN_LINE.findall(text)
-    others = len(_SAMPLE_LINE.findall(text)) - sum(not line.startswith("#") for line in known)
+    concept_series = sum(not line.startswith("#") for line in known)
+    if concept_series > MAX_CONCEPT_SERIES:
+        raise ValueError(f"{concept_series:,} series of the concept table's metrics")
+    others = len(_SAMPLE_LINE.findall(text)) - concept_series
     if others <= MAX_OTHER_SERIES:
         return text, 0
     return "\n".join(known) + "\n", others
@@ -408,8 +414,11 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
         dq = increases.get("prefix_cache_queries", 0.0)
         if "prefix_cache_hits" in increases and dq > 0:
             add("prefix_cache_hit_rate", t, increases["prefix_cache_hits"] / dq)
+    overflowed = [key for key, v in counters.items() if not math.isfinite(v)]  # past 1.8e308
+    for key in overflowed:
+        del counters[key]
     left_out = {
-        "non_finite": sum(snap.non_finite for _, snap in pts),
+        "non_finite": sum(snap.non_finite for _, snap in pts) + len(overflowed),
         "over_cap": sum(snap.over_cap for _, snap in pts),
     }
     return {

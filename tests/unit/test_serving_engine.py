@@ -198,6 +198,10 @@ def test_non_finite_samples_are_left_out_and_counted(tmp_path: Path) -> None:
     assert out["counters"] == {"generation_tokens": 20.0, "prompt_tokens": 7.0}
     assert out["left_out"] == {"non_finite": 4, "over_cap": 0}
     assert all(math.isfinite(v) for pts in out["series"].values() for _, v in pts)
+    huge = parse_exposition(text.format(v=1.7e308, p=1))
+    reset = parse_exposition(text.format(v=1.6e308, p=1))  # a reset: +1.6e308 twice
+    out = engine_series([(0, huge), (10**9, reset), (2 * 10**9, huge), (3 * 10**9, reset)])
+    assert "generation_tokens" not in out["counters"] and out["left_out"]["non_finite"] == 5
 
 
 def test_high_cardinality_is_capped_and_counted() -> None:
@@ -221,3 +225,7 @@ def test_high_cardinality_is_capped_and_counted() -> None:
     assert took < 2.0, took  # the parser over 100,000 series: ~4 s and a key per series
     few = "".join(f'other_metric{{id="{i}"}} 1\n' for i in range(MAX_OTHER_SERIES))
     assert len(parse_exposition(few).gauges) == MAX_OTHER_SERIES  # at the cap: all kept
+    # a concept's own series are kept per label set: past MAX_CONCEPT_SERIES, no exposition
+    per_request = "".join(f'vllm:generation_tokens_total{{id="{i}"}} 1\n' for i in range(n))
+    with pytest.raises(ValueError, match="100,000 series of the concept table's metrics"):
+        parse_exposition(per_request)
