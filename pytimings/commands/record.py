@@ -26,6 +26,7 @@ from pytimings.console.args import finite_float
 from pytimings.errors import UsageError
 from pytimings.record.kineto import StepRange
 from pytimings.record.launch import Options, hook_environment, write_hook
+from pytimings.record.memory import check_period
 
 LAUNCHERS = ("torchrun",)  # executables whose children are the ranks
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
@@ -112,11 +113,10 @@ def options(args: argparse.Namespace) -> Options:
         StepRange.parse(args.kineto)
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
-    if not args.telemetry_interval > 0:
-        raise UsageError(
-            f"--telemetry-interval: must be a positive number of seconds, not "
-            f"{args.telemetry_interval}"
-        )
+    try:
+        check_period("--telemetry-interval", args.telemetry_interval)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     out = Path(args.output).resolve()
     if not out.parent.is_dir():
         raise UsageError(f"-o {args.output}: directory {out.parent} does not exist")

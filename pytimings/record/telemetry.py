@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from pytimings.model.samples import TelemetryRow, TelemetrySamples
 from pytimings.record.gpu_source import GpuSource, NotSupported
-from pytimings.record.memory import RowLog, Sampler
+from pytimings.record.memory import RowLog, Sampler, check_period
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -231,10 +231,7 @@ def sample_telemetry(
     if every_s is None:
         target.sample()
         return None
-    if not every_s > 0:
-        raise ValueError(
-            f"sample_telemetry(every_s={every_s}): must be a positive number of seconds"
-        )
+    check_period(f"sample_telemetry(every_s={every_s})", every_s)
     return Sampler(target, every_s, name="pytimings-telemetry")
 
 

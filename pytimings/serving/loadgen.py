@@ -70,6 +70,7 @@ from pytimings._core import now_ns
 from pytimings.console.args import SEED
 from pytimings.errors import UsageError
 from pytimings.model.requests import RequestRecord, errors_by_kind
+from pytimings.record.memory import check_period
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
 from pytimings.serving import telemetry
@@ -835,8 +836,10 @@ def run(args: argparse.Namespace) -> int:
     show_bar = (
         not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
     )
-    if not args.telemetry_interval > 0:
-        raise UsageError(f"--telemetry-interval: must be positive, not {args.telemetry_interval}")
+    try:
+        check_period("--telemetry-interval", args.telemetry_interval)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     sampling = telemetry.start(args.telemetry, args.telemetry_url, args.telemetry_interval)
     stopped: RunStopped | None = None
     try:

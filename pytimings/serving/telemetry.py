@@ -26,6 +26,7 @@ import importlib.util
 import math
 import re
 import sys
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,9 @@ class DcgmLog(TelemetryLog):
 def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, Sampler] | None:
     """The log and its sampler thread for ``loadgen --telemetry``/``--telemetry-url``."""
     if url is not None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--telemetry-url {url!r}: expected http(s)://HOST:PORT/metrics")
         if importlib.util.find_spec("prometheus_client") is None:
             raise UsageError(
                 "--telemetry-url needs prometheus_client: pip install 'pytimings[telemetry]'"
@@ -169,12 +173,12 @@ def attach(doc: dict[str, Any], log: TelemetryLog) -> None:
     errors = log.failures
     dropped = dict(log.dropped) if isinstance(log, DcgmLog) else {}
     if not len(s.t_ns):
-        why = log.unavailable or f"{errors} failed reads; the last: {log.last_failure}"
+        why = log.unavailable or f"{errors} failed samples; the last: {log.last_failure}"
         print(f"pytimings loadgen: no telemetry samples ({why})", file=sys.stderr)
     elif errors or any(dropped.values()):
         left_out = ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
         print(
-            f"pytimings loadgen: telemetry: {errors} failed reads (the last: "
+            f"pytimings loadgen: telemetry: {errors} failed samples (the last: "
             f"{log.last_failure}){'; samples left out: ' + left_out if left_out else ''}",
             file=sys.stderr,
         )

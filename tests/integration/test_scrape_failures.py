@@ -143,3 +143,25 @@ def test_a_gpu_label_that_is_no_index_is_left_out_and_counted(tmp_path: Path, la
     dropped = tel["dropped_samples"]
     assert dropped["gpu_label"] >= 1 and dropped["gpu_label"] == dropped["non_finite"]
     assert "NaN" not in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "why"),
+    [
+        ("--telemetry-url", "foo", "expected http(s)://HOST:PORT/metrics"),
+        ("--telemetry-url", "ftp://h/metrics", "expected http(s)://HOST:PORT/metrics"),
+        ("--telemetry-interval", "inf", "up to 86400, not inf"),
+        ("--telemetry-interval", "1e300", "up to 86400, not 1e+300"),
+    ],
+)
+def test_a_telemetry_flag_no_sampler_can_use_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, why: str
+) -> None:
+    from pytimings.cli import main
+
+    argv = ["loadgen", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--out",
+            str(tmp_path / "run.json"), "--telemetry-url", "http://127.0.0.1:9/metrics",
+            flag, value]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and err[0].endswith(why), err

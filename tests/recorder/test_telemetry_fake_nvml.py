@@ -253,6 +253,11 @@ def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.strip().endswith("not 0.0")
+    huge = subprocess.run(
+        [*argv, "--telemetry-interval", "1e300", "--", str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert huge.returncode == 2 and huge.stderr.strip().endswith("up to 86400, not 1e+300")
 
 
 def test_without_nvidia_ml_py_one_line(
