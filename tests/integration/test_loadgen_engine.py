@@ -265,21 +265,23 @@ def test_nan_and_high_cardinality_metrics_keep_the_run_readable(
     out = tmp_path / "run.json"
     with serve([Behaviour(0.02, 0.01)], Engine(metrics=mode)) as server:
         rc = _loadgen(server.url, out, "--concurrency", "2", "--requests", "8",
-                      "--rounds", "2", "--warmup", "1", "--metrics-interval", "100ms")  # fmt: skip
+                      "--rounds", "2", "--warmup", "1", "--metrics-interval", "250ms")  # fmt: skip
     assert rc == 0
     from pytimings.serving.loadgen import engine_line
 
     said = engine_line(json.loads(out.read_text()))
     assert compressed_on == {"pytimings-engine-metrics"}  # never the caller's loop
     eng = load_run(out).levels[0].engine
-    assert eng is not None and eng["failed_scrapes"] == 0 and eng["scrapes"] >= 3
+    # a 3 MB body on a loaded machine may miss its deadline (one period): counted, not parsed
+    assert eng is not None and eng["scrapes"] - eng["failed_scrapes"] >= 2
+    parsed = eng["scrapes"] - eng["failed_scrapes"]
     left_out = eng["left_out"]
     if mode == "nan":
-        assert left_out["non_finite"] == 2 * eng["scrapes"] and left_out["over_cap"] == 0
+        assert left_out["non_finite"] == 2 * parsed and left_out["over_cap"] == 0
         assert "prompt_tokens" not in eng["counters"] and "toy_pressure" not in eng["series"]
         assert "NaN or infinite samples left out" in said
     else:
-        assert left_out["over_cap"] >= 100_000 * eng["scrapes"]  # and the other unknowns
+        assert left_out["over_cap"] >= 100_000 * parsed  # and the other unknowns
         assert not any(k.startswith("toy_per_request") for k in eng["series"])
         assert "running" in eng["series"] and "toy_engine_steps" not in eng["series"]
         assert "over 5,000 series in a scrape" in said

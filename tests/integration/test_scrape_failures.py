@@ -92,7 +92,7 @@ def test_one_read_stays_inside_its_deadline_and_cap(
         t0 = time.monotonic()
         with pytest.raises(ScrapeFailed, match=why):
             read_body_once(url + "/metrics", deadline_s=1.0, max_bytes=1 << 20)
-        assert time.monotonic() - t0 < 1.0 + 0.5  # the deadline is the whole read's
+        assert time.monotonic() - t0 < 1.0 + 2.0  # the whole read's deadline, and slack
 
 
 def _loadgen(server_url: str, exporter_url: str, out: Path) -> subprocess.CompletedProcess[str]:
