@@ -77,8 +77,8 @@ def raw_server(handle: RawHandler) -> Iterator[str]:
         try:
             await reader.readuntil(b"\r\n\r\n")
             await handle(reader, writer, n)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client gone, or the server stopping: a trickle ends here
         finally:
             writer.close()
 
