@@ -4,8 +4,9 @@ energy over an interval, mean power, joules per output token and tokens per joul
 over GPUs with per-GPU figures beside, the share of the interval each clock-event (throttle)
 reason was active, and the "hardware" findings.
 
-Energy per GPU comes from its energy counter (the difference between the last and the first
-sample inside the interval) when every sample has one, else from the trapezoidal integral of
+Energy per GPU comes from its energy counter (its increase from the first to the last sample
+inside the interval; a step down is a reset, after which the counter's value is the energy
+since) when every sample has one, else from the trapezoidal integral of
 its power samples over the same span ("energy_source" says which: "counter" when every GPU
 had a counter, else "power_integral"). Shares are shares of the GPU's samples in the
 interval (the samples are taken at a fixed period); "busy" samples are those with GPU
@@ -76,11 +77,20 @@ def _gpu_energy(s: Samples, gpu: int, t0: int, t1: int) -> tuple[float | None, s
     mean_p = float(p.mean()) if len(p) else None
     if len(e) >= 2 and len(e) >= len(p):
         span = (te[-1] - te[0]) / 1e9
-        return float(e[-1] - e[0]), "counter", (float(e[-1] - e[0]) / span if span > 0 else mean_p)
+        energy = _counter_energy(e)
+        return energy, "counter", (energy / span if span > 0 else mean_p)
     if len(p) >= 2:
         energy = float(np.sum((p[1:] + p[:-1]) / 2 * np.diff(tp)) / 1e9)
         return energy, "power_integral", mean_p
     return None, "power_integral", mean_p
+
+
+def _counter_energy(e: np.ndarray) -> float:
+    """The energy an energy counter's samples span: the sum of its increases, where a step
+    down is a reset (driver reload, exporter restart) after which the counter's value is
+    the energy since (as Prometheus' ``increase()``), never a negative energy."""
+    steps = np.diff(e)
+    return float(np.sum(np.where(steps >= 0, steps, e[1:])))
 
 
 def energy_summary(

@@ -17,6 +17,7 @@ files at the same paths, e.g. on a shared file system).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import multiprocessing
 import os
@@ -24,7 +25,7 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
@@ -338,19 +339,14 @@ def _run_dask(
             f"--executor dask needs dask.distributed: {install_hint('dask')}"
         ) from None
     cluster: Any = None
-    try:
-        if scheduler is None:
-            n = min(len(files), os.cpu_count() or 1) if workers is None else workers
-            cluster = dd.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
-            )
-            client = dd.Client(cluster)
-        else:
-            client = dd.Client(scheduler, timeout="15s")
-    except (OSError, TimeoutError) as exc:
-        if cluster is not None:
-            cluster.close()
-        raise UsageError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+    if scheduler is None:
+        n = min(len(files), os.cpu_count() or 1) if workers is None else workers
+        cluster = dd.LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
+        client = dd.Client(cluster)
+    else:
+        client = _connect(dd, scheduler)
     try:
         futures = client.map(
             _task,
@@ -373,6 +369,33 @@ def _run_dask(
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+SCHEDULER_TIMEOUT_S = 15
+
+
+def _connect(dd: Any, scheduler: str) -> Any:
+    """A Dask client of the scheduler at ``scheduler``, or one UsageError line: an address
+    Dask cannot parse, no answer within SCHEDULER_TIMEOUT_S, or a peer that is no Dask peer
+    (what it sends Dask may read as any error: a frame length of exabytes is a ValueError).
+    The address and the peer's handshake are tried first, on a connection of their own
+    under the deadline (Dask's handshake read has none: a silent peer held it forever),
+    so that a failing Client is never built (its cleanup waits 30 s at exit)."""
+    comm: Any = importlib.import_module("distributed.comm")
+
+    async def handshake() -> None:
+        conn = await comm.connect(scheduler, timeout=SCHEDULER_TIMEOUT_S)
+        await conn.close()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:  # a loop of its own, even under a running one
+            pool.submit(asyncio.run, asyncio.wait_for(handshake(), SCHEDULER_TIMEOUT_S)).result()
+        return dd.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
+    except Exception as exc:  # whatever the address or the peer led to
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise UsageError(
+            f"--scheduler {scheduler!r}: cannot connect to a scheduler ({why})"
+        ) from None
 
 
 def reduce_ranks(

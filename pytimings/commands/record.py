@@ -28,6 +28,7 @@ from pytimings.errors import UsageError
 from pytimings.fileout import private_dir
 from pytimings.record.kineto import StepRange
 from pytimings.record.launch import Options, hook_environment, write_hook
+from pytimings.record.memory import check_period
 
 LAUNCHERS = ("torchrun",)  # executables whose children are the ranks
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
@@ -105,6 +106,10 @@ def options(args: argparse.Namespace) -> Options:
         if args.modules is None:
             raise UsageError("--kineto: steps are counted by a --modules region; give --modules")
         steps.check_counted_by([p.strip() for p in args.modules.split(",") if p.strip()])
+    try:
+        check_period("--telemetry-interval", args.telemetry_interval)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     out = Path(args.out).resolve()
     if not out.parent.is_dir():
         raise UsageError(f"-o {args.out}: directory {out.parent} does not exist")

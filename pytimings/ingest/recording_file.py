@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +34,7 @@ from pytimings.model.recording import (
     Recording,
 )
 from pytimings.model.requests import RequestRecord, records_from_arrow
-from pytimings.model.samples import MemoryRow, MemorySamples, TelemetrySamples
+from pytimings.model.samples import MAX_GPU_INDEX, MemoryRow, MemorySamples, TelemetrySamples
 
 __all__ = [
     "load_memory",
@@ -211,6 +212,14 @@ def telemetry_from_arrow(table: pa.Table, path: str | os.PathLike[str]) -> Telem
     rows = list(zip(*(table[name].to_pylist() for name in names), strict=True))
     if any(None in row for row in rows):
         raise TraceFormatError(path, "telemetry table has a row with a null field")
+    for _, gpu, metric, value in rows:
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < MAX_GPU_INDEX:
+            raise TraceFormatError(
+                path, f"telemetry GPU index {gpu!r:.40} is not in 0..{MAX_GPU_INDEX - 1}"
+            )
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise TraceFormatError(path, f"telemetry value {value!r:.40} of {metric!r:.80} "
+                                   "is not a finite number")  # fmt: skip
     source = (table.schema.metadata or {}).get(b"source", b"nvml").decode()  # older files: NVML
     return TelemetrySamples.from_rows(sorted(rows), source)
 

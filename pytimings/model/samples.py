@@ -15,10 +15,13 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["MemoryRow", "MemorySamples", "TelemetryRow", "TelemetrySamples"]
+__all__ = ["MAX_GPU_INDEX", "MemoryRow", "MemorySamples", "TelemetryRow", "TelemetrySamples"]
 
 TelemetryRow = tuple[int, int, str, float]  # t_ns, gpu, metric, value
 MemoryRow = tuple[int, int, int | None]  # t_ns, rss_bytes, cuda_allocated_bytes (None: none)
+# GPU indexes a sample may carry: [0, MAX_GPU_INDEX) (NVML and DCGM count a host's GPUs from
+# 0; DCGM's own limit is 32): a larger one is no GPU, and would size per-GPU tables
+MAX_GPU_INDEX = 1024
 
 
 @dataclass(frozen=True)
@@ -87,4 +90,5 @@ class TelemetrySamples:
         return sorted(self.names[code] for code in present.tolist())
 
     def gpus(self) -> list[int]:
-        return np.flatnonzero(np.bincount(self.gpu)).tolist() if len(self.gpu) else []
+        """The GPU indexes sampled, sorted."""
+        return [int(gpu) for gpu in np.unique(self.gpu)]

@@ -22,7 +22,10 @@ class GpuSource:
     """The local GPUs of one vendor library: ``handles`` (index -> device), ``static``
     metrics read at the first sample, ``gauges`` read at every one; :meth:`classify` names
     an exception of the library "unsupported" (the metric is dropped for that device),
-    "lost" (one ``lost`` row, the device is sampled no more) or None (not the library's)."""
+    "lost" (one ``lost`` row, the device is sampled no more), "failed" (another error of the
+    library, such as NVML's TIMEOUT or UNKNOWN: that read is missing from the sample and
+    reported to ``read``'s ``failed``; the metric is read again at the next sample) or None
+    (not the library's: raised)."""
 
     source = ""
 
@@ -36,7 +39,8 @@ class GpuSource:
     def classify(self, exc: Exception) -> str | None:
         raise NotImplementedError
 
-    def read(self) -> list[TelemetryRow]:
+    def read(self, failed: Callable[[str], None]) -> list[TelemetryRow]:
+        """One sample of every device; ``failed(why)`` for each read that failed."""
         rows: list[TelemetryRow] = []
         t = now_ns()
         if not self.supported:
@@ -59,6 +63,8 @@ class GpuSource:
                         rows.append((t, gpu, "lost", 1.0))
                         del self.handles[gpu]
                         break
+                    elif why == "failed":
+                        failed(f"GPU {gpu} {metric}: {type(exc).__name__}: {exc}")
                     else:
                         raise
         self.first = False

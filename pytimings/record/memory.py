@@ -125,10 +125,24 @@ class SampleLog(Protocol):
     def sample(self) -> None: ...
 
 
+# the longest sampling period: a wait of 1e300 s overflows the platform's time_t, which
+# killed the sampler thread at its first wait
+MAX_PERIOD_S = 86_400.0
+
+
+def check_period(what: str, every_s: float) -> None:
+    """ValueError unless ``every_s`` is a period a Sampler can wait: (0, MAX_PERIOD_S]."""
+    if not 0 < every_s <= MAX_PERIOD_S:
+        raise ValueError(
+            f"{what}: must be a positive number of seconds up to {MAX_PERIOD_S:g}, not {every_s}"
+        )
+
+
 class Sampler:
     """A background sampler: call it (or leave its ``with`` block) to stop it."""
 
     def __init__(self, log: SampleLog, every_s: float, name: str = "pytimings-memory") -> None:
+        check_period(f"{name} every_s", every_s)
         self._log = log
         self._every_s = every_s
         self._stop = threading.Event()
@@ -140,8 +154,10 @@ class Sampler:
     def _run(self, started: threading.Event) -> None:
         # sampled from the running thread: its own stack is already resident, so starting
         # the sampler is no step in the series
-        self._log.sample()
-        started.set()
+        try:
+            self._log.sample()
+        finally:  # a first sample that raises must not leave the caller waiting for it
+            started.set()
         stopped = False
         while not stopped:  # the last sample too, before the thread's exit frees its stack
             stopped = self._stop.wait(self._every_s)
@@ -183,8 +199,7 @@ def sample_memory(every_s: float | None = None, *, log: MemoryLog | None = None)
     if every_s is None:
         target.sample()
         return None
-    if not every_s > 0:
-        raise ValueError(f"sample_memory(every_s={every_s}): must be a positive number of seconds")
+    check_period(f"sample_memory(every_s={every_s})", every_s)
     return Sampler(target, every_s)
 
 

@@ -17,8 +17,12 @@ Samples land in a :class:`TelemetryLog` (by default the process-wide :func:`defa
 the recorder's clock), ``gpu`` int32 (NVML index), ``metric`` string (:data:`METRICS`),
 ``value`` float64. A metric a GPU does not expose is left out (never a zero); a GPU that
 stops answering (NVML "GPU is lost") gets one ``lost`` row at the time it was found lost and
-is sampled no more: the run goes on. Without ``nvidia-ml-py`` or an NVIDIA driver, or with no
-GPU, the first sample prints one line saying so on stderr and the log stays empty.
+is sampled no more: the run goes on. Any other NVML error (TIMEOUT, UNKNOWN) leaves that read
+out of its sample, which is counted in the log's ``failures`` (the first said on stderr; the
+table's metadata "failures" keeps the count) and sampling goes on: the sampler never dies
+silently, and never leaves ``sample_telemetry(every_s=...)`` waiting. Without
+``nvidia-ml-py`` or an NVIDIA driver, or with no GPU, the first sample prints one line saying
+so on stderr and the log stays empty.
 ``PYTIMINGS_NVML`` names the NVML library to load instead of ``libnvidia-ml.so.1`` (the tests'
 fake NVML, tests/native/fake_nvml.c). Without NVML, AMD GPUs are read through ``amdsmi``
 (:mod:`pytimings.record.telemetry_amd`; the line then names why neither works).
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING
 from pytimings.errors import install_hint
 from pytimings.model.samples import TelemetryRow, TelemetrySamples
 from pytimings.record.gpu_source import GpuSource, NotSupported
-from pytimings.record.memory import RowLog, Sampler
+from pytimings.record.memory import RowLog, Sampler, check_period
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -114,6 +118,8 @@ class _Nvml(GpuSource):
             return "unsupported"
         if isinstance(exc, self.nv.NVMLError_GpuIsLost):
             return "lost"
+        if isinstance(exc, self.nv.NVMLError):
+            return "failed"
         return None
 
 
@@ -153,6 +159,20 @@ class TelemetryLog(RowLog[TelemetryRow]):
         super().__init__()
         self._open = open_source
         self._source: GpuSource | str | None = None
+        self.failures = 0  # samples (scrapes, for DCGM) with a read that failed
+        self.last_failure: str | None = None
+
+    def failed(self, why: str) -> None:
+        """Count a sample that failed; the first is said on stderr (sampling goes on)."""
+        with self._lock:
+            self.failures += 1
+            self.last_failure = why
+            first = self.failures == 1
+        if first:
+            print(
+                f"pytimings telemetry: a sample failed ({why}); counted, sampling goes on",
+                file=sys.stderr,
+            )
 
     @property
     def unavailable(self) -> str | None:
@@ -171,7 +191,11 @@ class TelemetryLog(RowLog[TelemetryRow]):
             source = self._source
         if isinstance(source, str):
             return
-        self._add(source.read())
+        failed: list[str] = []
+        self._add(source.read(failed.append))
+        if failed:
+            more = f" and {len(failed) - 1} more reads" if len(failed) > 1 else ""
+            self.failed(failed[0] + more)
 
     def samples(self) -> TelemetrySamples:
         return TelemetrySamples.from_rows(self._sorted(), self.source)
@@ -187,7 +211,7 @@ class TelemetryLog(RowLog[TelemetryRow]):
                 "metric": pa.array(samples.metric, pa.string()).dictionary_encode(),
                 "value": pa.array(samples.value, pa.float64()),
             },
-            metadata={"source": samples.source},
+            metadata={"source": samples.source, "failures": str(self.failures)},
         )
 
 
@@ -208,10 +232,7 @@ def sample_telemetry(
     if every_s is None:
         target.sample()
         return None
-    if not every_s > 0:
-        raise ValueError(
-            f"sample_telemetry(every_s={every_s}): must be a positive number of seconds"
-        )
+    check_period(f"sample_telemetry(every_s={every_s})", every_s)
     return Sampler(target, every_s, name="pytimings-telemetry")
 
 

@@ -42,13 +42,18 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
+import threading
 import urllib.parse
 import zlib
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytimings._core import now_ns
+from pytimings.serving.scrape import ScrapeFailed, read_body
+
+T = TypeVar("T")
 
 # concept -> the names engines publish it under (counters without their _total suffix);
 # an entry "name|label=value" takes only the samples with that label value
@@ -99,14 +104,22 @@ def _by_name() -> dict[str, list[tuple[str, tuple[str, str] | None]]]:
 _NAMES = _by_name()
 
 
+LabelSets = dict[str, float]  # a counter's value per label set ("name{labels}")
+Histogram = tuple[dict[float, float], float, float]  # {upper bound: cumulative count}, sum, count
+
+
 @dataclass
 class Snapshot:
-    """One parsed scrape: gauge and counter values, histograms as cumulative buckets."""
+    """One parsed scrape: gauge values (label sets combined), counters and histograms per
+    label set (so that one engine's reset is found on its own series, as Prometheus'
+    ``increase()`` does); the samples left out: ``non_finite`` (NaN or infinite values) and
+    ``over_cap`` (series of metrics outside CONCEPTS past MAX_OTHER_SERIES)."""
 
     gauges: dict[str, float] = field(default_factory=dict)
-    counters: dict[str, float] = field(default_factory=dict)
-    # name -> ({upper bound: cumulative count}, sum, count)
-    histograms: dict[str, tuple[dict[float, float], float, float]] = field(default_factory=dict)
+    counters: dict[str, LabelSets] = field(default_factory=dict)
+    histograms: dict[str, dict[str, Histogram]] = field(default_factory=dict)
+    non_finite: int = 0
+    over_cap: int = 0
 
 
 def _raw_key(name: str, labels: dict[str, str]) -> str:
@@ -123,43 +136,79 @@ def _targets(name: str, labels: dict[str, str]) -> list[str]:
     return [_raw_key(name, labels)]
 
 
+# series (sample lines) of metrics outside CONCEPTS a scrape may add: past it, all of them
+# are left out of that scrape (the concepts kept), counted in ``over_cap``. A vLLM server
+# exposes ~900; a label per request or per adapter can make 100,000, which parsed and kept
+# at every scrape made a 15 MB run file and 30 s of parsing per second of load
+MAX_OTHER_SERIES = 5_000
+# series of the concept table's metrics a scrape may hold (kept per label set): past it the
+# scrape is a failed one (a label per request on a concept is no engine's exposition)
+MAX_CONCEPT_SERIES = 20_000
+_SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
+_KNOWN_LINE = re.compile(
+    r"^(?:# (?:TYPE|HELP) )?(?:"
+    + "|".join(re.escape(n) for n in sorted(_NAMES, key=len, reverse=True))
+    + r")(?:"
+    + "|".join(_SUFFIXES)
+    + r")?[ \t{].*$",
+    re.MULTILINE,
+)
+_SAMPLE_LINE = re.compile(r"^[^#\s]", re.MULTILINE)
+
+
+def _capped(text: str) -> tuple[str, int]:
+    """``text``, or only its CONCEPTS lines when its other series pass MAX_OTHER_SERIES;
+    and how many series were left out. Regular expressions over the whole text: the
+    cap must cost far less than the parse it spares."""
+    known = _KNOWN_LINE.findall(text)
+    concept_series = sum(not line.startswith("#") for line in known)
+    if concept_series > MAX_CONCEPT_SERIES:
+        raise ValueError(f"{concept_series:,} series of the concept table's metrics")
+    others = len(_SAMPLE_LINE.findall(text)) - concept_series
+    if others <= MAX_OTHER_SERIES:
+        return text, 0
+    return "\n".join(known) + "\n", others
+
+
 def parse_exposition(text: str) -> Snapshot:
     """A Prometheus text exposition as a :class:`Snapshot`; ValueError if it is not one."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    snap = Snapshot()
+    text, over_cap = _capped(text)
+    snap = Snapshot(over_cap=over_cap)
     sums: dict[str, list[float]] = {}  # gauge key -> values over label sets
-    kinds: dict[str, str] = {}
-    hist: dict[str, tuple[dict[float, float], list[float]]] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             if s.name.endswith("_created"):
                 continue
             value = float(s.value)
+            if not math.isfinite(value):
+                snap.non_finite += 1
+                continue
             if fam.type == "histogram":
                 labels = {k: v for k, v in s.labels.items() if k != "le"}
                 for key in _targets(fam.name, labels):
-                    buckets, sc = hist.setdefault(key, ({}, [0.0, 0.0]))
+                    per_set = snap.histograms.setdefault(key, {})
+                    buckets, total, count = per_set.get(_raw_key(fam.name, labels), ({}, 0.0, 0.0))
                     if s.name.endswith("_bucket"):
-                        le = float(s.labels["le"])
-                        buckets[le] = buckets.get(le, 0.0) + value
+                        buckets[float(s.labels["le"])] = value
                     elif s.name.endswith("_sum"):
-                        sc[0] += value
+                        total = value
                     elif s.name.endswith("_count"):
-                        sc[1] += value
+                        count = value
+                    per_set[_raw_key(fam.name, labels)] = (buckets, total, count)
                 continue
             counter = fam.type == "counter" or (fam.type == "unknown" and s.name.endswith("_total"))
             base = s.name[: -len("_total")] if counter and s.name.endswith("_total") else s.name
             if fam.type not in ("counter", "gauge", "unknown"):
                 base = s.name  # summaries, info, ...: kept as values under their own names
             for key in _targets(base, dict(s.labels)):
-                sums.setdefault(key, []).append(value)
-                kinds[key] = "counter" if counter else "gauge"
+                if counter:
+                    snap.counters.setdefault(key, {})[_raw_key(base, dict(s.labels))] = value
+                else:
+                    sums.setdefault(key, []).append(value)
     for key, values in sums.items():
-        v = sum(values) / len(values) if key in FRACTIONS else sum(values)
-        (snap.counters if kinds[key] == "counter" else snap.gauges)[key] = v
-    for key, (buckets, (total, count)) in hist.items():
-        snap.histograms[key] = (buckets, total, count)
+        snap.gauges[key] = sum(values) / len(values) if key in FRACTIONS else sum(values)
     return snap
 
 
@@ -193,6 +242,31 @@ def _increase(prev: float, cur: float) -> float:
     return cur - prev if cur >= prev else cur  # a counter that went down was reset
 
 
+def _counter_increase(prev: LabelSets, cur: LabelSets) -> float:
+    """A counter's increase between two scrapes: summed over its label sets, each with its
+    own reset detection (one engine of two restarting is not a negative increase of the
+    sum); a label set new since the scrape before counted 0 then."""
+    return sum(_increase(prev.get(labels, 0.0), v) for labels, v in cur.items())
+
+
+def _histogram_increase(
+    prev: dict[str, Histogram], cur: dict[str, Histogram]
+) -> tuple[dict[float, float], float, float]:
+    """A histogram's bucket, sum and count increases between two scrapes, summed over its
+    label sets; a label set whose count went down was reset (its values are the increase)."""
+    delta: dict[float, float] = {}
+    dsum = dcount = 0.0
+    for labels, (buckets, total, count) in cur.items():
+        pb, ptotal, pcount = prev.get(labels, ({}, 0.0, 0.0))
+        if count < pcount:
+            pb, ptotal, pcount = {}, 0.0, 0.0
+        dsum += total - ptotal
+        dcount += count - pcount
+        for b, c in buckets.items():
+            delta[b] = delta.get(b, 0.0) + max(0.0, c - pb.get(b, 0.0))
+    return delta, dsum, dcount
+
+
 @dataclass
 class _Sample:
     t_ns: int
@@ -201,39 +275,65 @@ class _Sample:
 
 
 class Scraper:
-    """Reads a ``/metrics`` endpoint periodically from its own task (see the module doc)."""
+    """Reads a ``/metrics`` endpoint periodically (see the module doc). The reads run on an
+    event loop in a thread of the scraper's own, with its own HTTP session: a body (up to
+    :data:`~pytimings.serving.scrape.MAX_BODY_BYTES`) is read and compressed there, never on
+    the loop that timestamps the requests' chunks (a 10 MB body read and compressed there
+    held it ~30 ms per scrape)."""
 
     def __init__(self, url: str, period_s: float) -> None:
         self.url = url
         self.period_s = period_s
         self.samples: list[_Sample] = []
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the thread's (from __aenter__)
+        self._thread: threading.Thread | None = None
         self._session: Any = None
 
     async def __aenter__(self) -> Scraper:
         import aiohttp
 
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=max(self.period_s, 0.05)),
-            connector=aiohttp.TCPConnector(limit=1),
+        async def open_session() -> Any:
+            return aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=max(self.period_s, 0.05)),
+                connector=aiohttp.TCPConnector(limit=1),
+            )
+
+        loop = self._loop = asyncio.new_event_loop()
+        thread = self._thread = threading.Thread(
+            target=loop.run_forever, name="pytimings-engine-metrics", daemon=True
         )
+        thread.start()
+        self._session = await self._on_thread(open_session())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._session.close()
+        assert self._loop is not None and self._thread is not None
+        await self._on_thread(self._session.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        self._loop.close()
 
-    async def scrape(self) -> None:
-        """One scrape, appended to ``samples`` (failed ones too, with no body)."""
-        import aiohttp
+    async def _on_thread(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the scraper's thread; await it from the caller's loop."""
+        assert self._loop is not None, "a Scraper scrapes inside its async with"
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
+    async def scrape(self) -> _Sample:
+        """One scrape, appended to ``samples`` (failed ones too, with no body) and returned."""
+        return await self._on_thread(self._read())
+
+    async def _read(self) -> _Sample:
         t0 = now_ns()
-        body: bytes | None = None
+        body: bytes | None
         try:
-            async with self._session.get(self.url) as resp:
-                if resp.status == 200:
-                    body = zlib.compress(await resp.read(), 1)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            body = await read_body(self._session, self.url, compressed=True)
+        except ScrapeFailed:
             body = None
-        self.samples.append(_Sample((t0 + now_ns()) // 2, body))
+        sample = _Sample((t0 + now_ns()) // 2, body)
+        with self._lock:
+            self.samples.append(sample)
+        return sample
 
     async def run(self) -> None:
         """Scrape every period until cancelled (the period counted from the first scrape, so
@@ -246,9 +346,13 @@ class Scraper:
             await asyncio.sleep(max(0.0, start + k * self.period_s - loop.time()))
             await self.scrape()
 
+    def _taken(self) -> list[_Sample]:
+        with self._lock:
+            return list(self.samples)
+
     def parse_pending(self) -> None:
         """Parse every scrape not parsed yet (between levels: never while requests run)."""
-        for s in self.samples:
+        for s in self._taken():
             if s.body is None or s.snap is not None:
                 continue
             try:
@@ -261,7 +365,7 @@ class Scraper:
     def level_engine(self, start_ns: int, end_ns: int) -> dict[str, Any]:
         """The ``engine`` entry of a level measured in [start_ns, end_ns]."""
         self.parse_pending()
-        inside = [s for s in self.samples if start_ns <= s.t_ns <= end_ns]
+        inside = [s for s in self._taken() if start_ns <= s.t_ns <= end_ns]
         ok = [(s.t_ns, s.snap) for s in inside if s.snap is not None]
         return {
             "url": self.url,
@@ -272,7 +376,10 @@ class Scraper:
 
 
 def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
-    """``series``, ``counters`` and ``spec_decode`` of successful scrapes in time order."""
+    """``series``, ``counters``, ``spec_decode`` and ``left_out`` of successful scrapes in
+    time order (``left_out``: the samples they held that were not kept, by why). A counter's
+    or histogram's label set is compared with its last scrape that had it (one whose value
+    was left out, NaN, is skipped, not taken for a reset)."""
     pts = list(samples)
     series: dict[str, list[list[float]]] = {}
 
@@ -281,36 +388,47 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
             series.setdefault(key, []).append([t, v])
 
     counters: dict[str, float] = {}
+    last_counters: dict[str, LabelSets] = {}
+    last_histograms: dict[str, dict[str, Histogram]] = {}
     for i, (t, snap) in enumerate(pts):
         for key, v in snap.gauges.items():
             add(key, t, v)
-        if i == 0:
-            continue
-        tp, prev = pts[i - 1]
-        dt = (t - tp) / 1e9
-        # a metric missing from the scrape before was not created yet (a labelled child
-        # appears at its first use): it counted 0 then
-        for key, v in snap.counters.items():
-            if dt > 0:
-                inc = _increase(prev.counters.get(key, 0.0), v)
-                counters[key] = counters.get(key, 0.0) + inc
-                add(key, t, inc / dt)
-        for key, (buckets, total, count) in snap.histograms.items():
-            pb, ptotal, pcount = prev.histograms.get(key, ({}, 0.0, 0.0))
-            dcount = _increase(pcount, count)
-            if dcount <= 0:
+        dt = (t - pts[i - 1][0]) / 1e9 if i else 0.0
+        increases: dict[str, float] = {}
+        for key, sets in snap.counters.items():
+            # a label set in no scrape before was not created yet (a labelled child appears
+            # at its first use): it counted 0 then
+            known = last_counters.setdefault(key, {})
+            if i and dt > 0:
+                increases[key] = _counter_increase(known, sets)
+                counters[key] = counters.get(key, 0.0) + increases[key]
+                add(key, t, increases[key] / dt)
+            known.update(sets)
+        for key, per_set in snap.histograms.items():
+            known_h = last_histograms.setdefault(key, {})
+            delta, dsum, dcount = _histogram_increase(known_h, per_set)
+            known_h.update(per_set)
+            if not i or dcount <= 0:
                 continue
-            delta = {b: max(0.0, c - pb.get(b, 0.0)) for b, c in buckets.items()}
             for qname, qv in QUANTILES:
                 add(f"{key}_{qname}", t, histogram_quantile(qv, delta))
-            add(f"{key}_mean", t, _increase(ptotal, total) / dcount)
-        h, q = "prefix_cache_hits", "prefix_cache_queries"
-        if h in snap.counters and q in snap.counters:
-            dq = _increase(prev.counters.get(q, 0.0), snap.counters[q])
-            if dq > 0:
-                dh = _increase(prev.counters.get(h, 0.0), snap.counters[h])
-                add("prefix_cache_hit_rate", t, dh / dq)
-    return {"series": series, "counters": counters, "spec_decode": spec_decode(counters)}
+            add(f"{key}_mean", t, dsum / dcount)
+        dq = increases.get("prefix_cache_queries", 0.0)
+        if "prefix_cache_hits" in increases and dq > 0:
+            add("prefix_cache_hit_rate", t, increases["prefix_cache_hits"] / dq)
+    overflowed = [key for key, v in counters.items() if not math.isfinite(v)]  # past 1.8e308
+    for key in overflowed:
+        del counters[key]
+    left_out = {
+        "non_finite": sum(snap.non_finite for _, snap in pts) + len(overflowed),
+        "over_cap": sum(snap.over_cap for _, snap in pts),
+    }
+    return {
+        "series": series,
+        "counters": counters,
+        "spec_decode": spec_decode(counters),
+        "left_out": left_out,
+    }
 
 
 def spec_decode(counters: dict[str, float]) -> dict[str, Any] | None:
@@ -348,11 +466,14 @@ def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | No
     engines = [p for p in ps if p is not None]
     series: dict[str, list[list[float]]] = {}
     counters: dict[str, float] = {}
+    left_out: dict[str, int] = {}
     for e in engines:
         for k, pts in e["series"].items():
             series.setdefault(k, []).extend(pts)
         for k, v in e.get("counters", {}).items():
             counters[k] = counters.get(k, 0.0) + v
+        for why, n in e.get("left_out", {}).items():  # files before 2026-12 have none
+            left_out[why] = left_out.get(why, 0) + n
     return {
         "url": ",".join(dict.fromkeys(e["url"] for e in engines)),
         "scrapes": sum(e["scrapes"] for e in engines),
@@ -360,4 +481,5 @@ def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | No
         "series": {k: sorted(v) for k, v in series.items()},
         "counters": counters,
         "spec_decode": spec_decode(counters),
+        "left_out": left_out,
     }

@@ -72,6 +72,7 @@ from pytimings.console import options
 from pytimings.console.options import DETAIL, duration
 from pytimings.errors import UsageError, install_hint
 from pytimings.model.requests import RequestRecord, errors_by_kind
+from pytimings.record.memory import check_period
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
 from pytimings.serving import telemetry
@@ -528,8 +529,7 @@ async def _levels(
             # the server cannot serve these requests: measuring would only count failures
             raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
         if metrics_url:
-            await scraper.scrape()  # the level's counters start here
-            measured_from = scraper.samples[-1].t_ns
+            measured_from = (await scraper.scrape()).t_ns  # the level's counters start here
         rounds = []
         batches = []
         for ri in range(cfg.rounds if cfg.duration_s is None else 0):
@@ -566,8 +566,8 @@ async def _levels(
             level["intervals"] = [_interval(rd) for rd in rounds]
         level["engine"] = None
         if metrics_url:
-            await scraper.scrape()  # ... and end here
-            level["engine"] = scraper.level_engine(measured_from, scraper.samples[-1].t_ns)
+            measured_to = (await scraper.scrape()).t_ns  # ... and end here
+            level["engine"] = scraper.level_engine(measured_from, measured_to)
         levels.append(level)
         measured.clear()
         if (
@@ -611,7 +611,17 @@ def engine_line(doc: dict[str, Any]) -> str:
     engines = [lv["engine"] for lv in doc["levels"] if lv["engine"] is not None]
     n = sum(e["scrapes"] for e in engines)
     failed = sum(e["failed_scrapes"] for e in engines)
-    return f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+    line = f"engine metrics from {em['url']}: {n} scrapes in the measured rounds, {failed} failed"
+    non_finite = sum(e.get("left_out", {}).get("non_finite", 0) for e in engines)
+    over_cap = sum(e.get("left_out", {}).get("over_cap", 0) for e in engines)
+    if non_finite:
+        line += f"; {non_finite} NaN or infinite samples left out"
+    if over_cap:
+        line += (
+            f"; {over_cap} samples of metrics outside the concept table left out (over "
+            f"{engine_metrics.MAX_OTHER_SERIES:,} series in a scrape)"
+        )
+    return line
 
 
 def _saturation_point(level: dict[str, Any]) -> dict[str, float]:
@@ -849,6 +859,10 @@ def run(args: argparse.Namespace) -> int:
     show_bar = (
         not args.quiet and sys.stderr.isatty() and importlib.util.find_spec("rich") is not None
     )
+    try:
+        check_period("--telemetry-interval", args.telemetry_interval)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     sampling = telemetry.start(args.telemetry, args.telemetry_url, args.telemetry_interval)
     stopped: RunStopped | None = None
     try:

@@ -41,6 +41,8 @@
            "url": str, "scrapes": int, "failed_scrapes": int,   # in the measured window
            "series": {concept or raw name: [[t_ns, value], ...]},
            "counters": {concept or raw name: float},   # each counter's increase
+           "left_out": {"non_finite": int,   # NaN/infinite samples of the scrapes
+                        "over_cap": int},    # series past MAX_OTHER_SERIES in a scrape
            "spec_decode": null | {"draft_tokens", "accepted_tokens", "drafts",
                                   "acceptance_rate", "mean_acceptance_length"}}}
       ],

@@ -4,8 +4,12 @@ stored per level (and per round) in the run file.
 ``--telemetry`` samples the local GPUs through NVML (:mod:`pytimings.record.telemetry`);
 ``--telemetry-url`` scrapes a DCGM exporter's Prometheus endpoint (``/metrics``) at the same
 period, for a server whose GPUs are on another host. DCGM's fields map to the sampler's
-metrics (:data:`DCGM_FIELDS`); a scrape that fails or times out is counted
-(``scrape_errors``), never fatal. The samples' times are the load generator's
+metrics (:data:`DCGM_FIELDS`). Each scrape has a total deadline of 2 s and a body cap
+(:mod:`pytimings.serving.scrape`); one that fails (connect error, HTTP status, deadline, cap,
+not an exposition) is counted (``scrape_errors``; for NVML, the reads that failed), never
+fatal, and the first is said on stderr. A DCGM sample whose ``gpu`` label is no GPU index
+below :data:`~pytimings.model.samples.MAX_GPU_INDEX`, or whose value is NaN or infinite, is
+left out and counted (``dropped_samples``). The samples' times are the load generator's
 ``pytimings.now_ns`` at the scrape, the clock of the run file's rounds.
 
 Each level gains ``telemetry`` (:func:`pytimings.analysis.hardware.energy_summary` over the
@@ -19,9 +23,10 @@ confidence intervals.
 from __future__ import annotations
 
 import importlib.util
+import math
+import re
 import sys
-import urllib.error
-import urllib.request
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -29,9 +34,10 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.analysis.hardware import energy_summary
 from pytimings.errors import UsageError, install_hint
-from pytimings.model.samples import TelemetryRow, TelemetrySamples
+from pytimings.model.samples import MAX_GPU_INDEX, TelemetryRow, TelemetrySamples
 from pytimings.record.memory import Sampler
 from pytimings.record.telemetry import TelemetryLog
+from pytimings.serving.scrape import ScrapeFailed, read_body_once
 
 __all__ = ["DCGM_FIELDS", "DcgmLog", "attach", "parse_dcgm", "start"]
 
@@ -56,30 +62,47 @@ SUMMED = {"power_w", "power_limit_w", "energy_j", "memory_used_bytes"}
 PERIOD_S = 0.1
 
 
-def parse_dcgm(text: str, t_ns: int) -> list[TelemetryRow]:
-    """The rows of one scrape: DCGM_FIELDS' samples with a ``gpu`` label, at ``t_ns``."""
+_GPU_LABEL = re.compile(r"[0-9]{1,9}")
+
+
+def parse_dcgm(text: str, t_ns: int) -> tuple[list[TelemetryRow], dict[str, int]]:
+    """The rows of one scrape: DCGM_FIELDS' samples with a ``gpu`` label, at ``t_ns``; and
+    the samples of those fields left out, by why: ``gpu_label`` (not a GPU index below
+    MAX_GPU_INDEX: a huge label would overflow the int32 column or size per-GPU tables),
+    ``non_finite`` (NaN or infinite: no reading)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     rows: list[TelemetryRow] = []
+    dropped = {"gpu_label": 0, "non_finite": 0}
     seen: set[tuple[int, str]] = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             # the parser names a counter's sample NAME_total: the family's name is DCGM's
             own = sample.name in (family.name, f"{family.name}_total")
             field = DCGM_FIELDS.get(family.name) if own else None
-            gpu = sample.labels.get("gpu")
-            if field is None or gpu is None or not gpu.isdigit():
+            label = sample.labels.get("gpu")
+            if field is None or label is None:
                 continue
+            if not _GPU_LABEL.fullmatch(label) or int(label) >= MAX_GPU_INDEX:
+                dropped["gpu_label"] += 1
+                continue
+            value = float(sample.value)
+            if not math.isfinite(value):
+                dropped["non_finite"] += 1
+                continue
+            gpu = int(label)
             metric, factor = field
-            if (int(gpu), metric) in seen:  # both reason names exported: one row
+            if (gpu, metric) in seen:  # both reason names exported: one row
                 continue
-            seen.add((int(gpu), metric))
-            rows.append((t_ns, int(gpu), metric, float(sample.value) * factor))
-    return rows
+            seen.add((gpu, metric))
+            rows.append((t_ns, gpu, metric, value * factor))
+    return rows, dropped
 
 
 class DcgmLog(TelemetryLog):
-    """A TelemetryLog whose samples are scrapes of a DCGM exporter."""
+    """A TelemetryLog whose samples are scrapes of a DCGM exporter, each under a total
+    deadline and a body cap (:mod:`pytimings.serving.scrape`); a scrape that fails is counted
+    in ``failures``, the samples left out of good ones in ``dropped``."""
 
     source = "dcgm"
 
@@ -87,24 +110,31 @@ class DcgmLog(TelemetryLog):
         super().__init__()
         self.url = url
         self.timeout_s = timeout_s
-        self.scrape_errors = 0
+        self.dropped = {"gpu_label": 0, "non_finite": 0}
 
     def sample(self) -> None:
         t = now_ns()
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:
-                text = resp.read().decode()
-            rows = parse_dcgm(text, t)
-        except (urllib.error.URLError, OSError, ValueError):
-            with self._lock:
-                self.scrape_errors += 1
+            text = read_body_once(self.url, self.timeout_s).decode("utf-8", "replace")
+            rows, dropped = parse_dcgm(text, t)
+        except ScrapeFailed as exc:
+            self.failed(f"{self.url}: {exc}")
             return
+        except (ValueError, KeyError, IndexError) as exc:  # not a Prometheus exposition
+            self.failed(f"{self.url}: not a Prometheus text exposition ({exc})"[:200])
+            return
+        with self._lock:
+            for why, n in dropped.items():
+                self.dropped[why] += n
         self._add(rows)
 
 
 def start(local: bool, url: str | None, every_s: float) -> tuple[TelemetryLog, Sampler] | None:
     """The log and its sampler thread for ``loadgen --telemetry``/``--telemetry-url``."""
     if url is not None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--telemetry-url {url!r}: expected http(s)://HOST:PORT/metrics")
         if importlib.util.find_spec("prometheus_client") is None:
             raise UsageError(
                 f"--telemetry-url needs prometheus_client: {install_hint('telemetry')}"
@@ -140,17 +170,26 @@ def _brief(s: TelemetrySamples, t0: int, t1: int, tokens: int | None) -> dict[st
 def attach(doc: dict[str, Any], log: TelemetryLog) -> None:
     """Add ``telemetry`` to every level and round of a loadgen document (module docstring)."""
     s = log.samples()
-    errors = log.scrape_errors if isinstance(log, DcgmLog) else 0
+    errors = log.failures
+    dropped = dict(log.dropped) if isinstance(log, DcgmLog) else {}
     if not len(s.t_ns):
-        why = log.unavailable or f"{errors} failed scrapes of {getattr(log, 'url', '')}"
+        why = log.unavailable or f"{errors} failed samples; the last: {log.last_failure}"
         print(f"pytimings loadgen: no telemetry samples ({why})", file=sys.stderr)
+    elif errors or any(dropped.values()):
+        left_out = ", ".join(f"{n} {why}" for why, n in dropped.items() if n)
+        print(
+            f"pytimings loadgen: telemetry: {errors} failed samples (the last: "
+            f"{log.last_failure}){'; samples left out: ' + left_out if left_out else ''}",
+            file=sys.stderr,
+        )
     for lv in doc["levels"]:
         if not lv["rounds"]:
             continue
         t0 = min(r["start_ns"] for r in lv["rounds"])
         t1 = max(r["end_ns"] for r in lv["rounds"])
         tel = energy_summary(s, t0, t1, lv["summary"]["output_tokens"])
-        tel["scrape_errors"] = errors
+        tel["scrape_errors"] = errors  # over the run (NVML: failed reads)
+        tel["dropped_samples"] = dropped
         metrics = sorted({str(m) for m in s.metric})
         tel["series"] = {m: _combined(s, m, t0, t1) for m in metrics}
         lv["telemetry"] = tel

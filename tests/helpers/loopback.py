@@ -54,3 +54,53 @@ def child_port(argv: Sequence[str]) -> Iterator[int]:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+RawHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
+
+
+@contextmanager
+def raw_server(handle: RawHandler) -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that answers each connection with ``handle(reader, writer,
+    n)`` (n: the connection's number from 0), as bytes it writes itself: the HTTP a real
+    server would not send (a trickle, a bad status line, a cut body). Yields
+    ``http://127.0.0.1:PORT``; every connection is closed when the block ends."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    state: dict[str, Any] = {"n": 0}
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        n = state["n"]
+        state["n"] += 1
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await handle(reader, writer, n)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client gone, or the server stopping: a trickle ends here
+        finally:
+            writer.close()
+
+    async def start() -> None:
+        state["server"] = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        state["port"] = state["server"].sockets[0].getsockname()[1]
+        ready.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()))
+    thread.start()
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{state['port']}"
+    finally:
+
+        async def stop() -> None:
+            state["server"].close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

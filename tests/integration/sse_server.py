@@ -53,7 +53,9 @@ class Engine:
     wait, in arrival order), each holding its prompt and output tokens of
     ``kv_capacity_tokens`` while it runs; with ``spec_draft`` > 0 every decode step drafts
     that many tokens and accepts ``spec_accept`` of them (one chunk of accepted + 1 tokens).
-    ``metrics``: None, "stall" (``/metrics`` never answers) or "garbage" (not an exposition)."""
+    ``metrics``: None, "stall" (``/metrics`` never answers), "garbage" (not an exposition),
+    "nan" (also a counter exposed as NaN and a gauge as +Inf) or "huge" (also 100,000 series
+    of a metric outside the concept table, one per request id: ~3 MB a scrape)."""
 
     batch_limit: int | None = None
     kv_capacity_tokens: int = 1000
@@ -245,8 +247,16 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(30.0)  # far past any scrape timeout
     if eng.engine.metrics == "garbage":
         return web.Response(text="<html><body>not metrics</body></html>")
-    return web.Response(body=generate_latest(eng.registry),
-                        headers={"Content-Type": CONTENT_TYPE_LATEST})  # fmt: skip
+    body = generate_latest(eng.registry) + _EXTRA.get(eng.engine.metrics or "", b"")
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+_EXTRA = {
+    "nan": b"# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total NaN\n"
+    b"# TYPE toy_pressure gauge\ntoy_pressure +Inf\n",
+    "huge": b"# TYPE toy_per_request gauge\n"
+    + b"".join(b'toy_per_request{id="%d"} 1\n' % i for i in range(100_000)),
+}
 
 
 def _main() -> None:

@@ -89,7 +89,8 @@ def exporter() -> Iterator[Exporter]:
 
 
 def test_parse_maps_dcgm_names_and_units() -> None:
-    rows = parse_dcgm(_exposition(1, 2.0), 7)
+    rows, dropped = parse_dcgm(_exposition(1, 2.0), 7)
+    assert dropped == {"gpu_label": 0, "non_finite": 0}
     got = {(g, m): v for t, g, m, v in rows if t == 7}
     assert got[(0, "power_w")] == 250.0 and got[(1, "power_w")] == 150.0
     assert got[(0, "energy_j")] == pytest.approx(5e6 + 500.0)  # mJ -> J

@@ -8,6 +8,8 @@
  *   FAKE_NVML_THROTTLE_ODD  "1": every odd sample (per device, counted by the clock-event
  *                           reasons call) reports SW power cap and an SM clock of 1200 MHz
  *   FAKE_NVML_LOSE_GPU      index of a device that is lost after FAKE_NVML_LOSE_AFTER samples
+ *   FAKE_NVML_FAIL_CODE     an NVML error (999 UNKNOWN, 10 TIMEOUT) every call of every device
+ *                           returns after FAKE_NVML_FAIL_AFTER samples
  * The energy counter is power x CLOCK_MONOTONIC time since init, so it agrees with the power
  * integral; busy utilisation 100%, max SM clock 1980 MHz, memory clock 2619 MHz, 60 C. */
 #include <stdlib.h>
@@ -24,6 +26,7 @@ typedef dev_t_ *nvmlDevice_t;
 
 static dev_t_ devs[MAXDEV];
 static int n_gpus = 1, no_energy = 0, throttle_odd = 0, lose_gpu = -1, lose_after = 0;
+static int fail_code = 0, fail_after = 0;
 static unsigned power_mw = 300000, limit_mw = 700000;
 static long long t0_ns;
 static int samples[MAXDEV];
@@ -40,6 +43,7 @@ static int env_int(const char *name, int dflt) {
 static int check(nvmlDevice_t d) {
   if (!d || d->index < 0 || d->index >= n_gpus) return INVALID_ARGUMENT;
   if (d->index == lose_gpu && samples[d->index] >= lose_after) return GPU_IS_LOST;
+  if (fail_code && samples[d->index] >= fail_after) return fail_code;
   return OK;
 }
 static int throttled(nvmlDevice_t d) { return throttle_odd && samples[d->index] % 2 == 1; }
@@ -54,6 +58,8 @@ int nvmlInitWithFlags(unsigned flags) {
   throttle_odd = env_int("FAKE_NVML_THROTTLE_ODD", 0);
   lose_gpu = env_int("FAKE_NVML_LOSE_GPU", -1);
   lose_after = env_int("FAKE_NVML_LOSE_AFTER", 0);
+  fail_code = env_int("FAKE_NVML_FAIL_CODE", 0);
+  fail_after = env_int("FAKE_NVML_FAIL_AFTER", 0);
   memset(samples, 0, sizeof samples);
   for (int i = 0; i < MAXDEV; i++) devs[i].index = i;
   t0_ns = mono_ns();
@@ -61,7 +67,8 @@ int nvmlInitWithFlags(unsigned flags) {
 }
 int nvmlShutdown(void) { return OK; }
 const char *nvmlErrorString(int r) {
-  return r == NOT_SUPPORTED ? "Not Supported" : r == GPU_IS_LOST ? "GPU is lost" : "Error";
+  return r == NOT_SUPPORTED ? "Not Supported" : r == GPU_IS_LOST ? "GPU is lost"
+         : r == 10 ? "Timeout" : "Error";
 }
 int nvmlDeviceGetCount_v2(unsigned *n) { *n = (unsigned)n_gpus; return OK; }
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,7 +30,8 @@ def nvml(fake_nvml: Path, monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch
     """The fake loaded in place of libnvidia-ml.so.1; the script is set per test."""
     monkeypatch.setattr(pynvml, "nvmlLib", None)
     monkeypatch.setenv("PYTIMINGS_NVML", str(fake_nvml))
-    for k in ("LOSE_GPU", "LOSE_AFTER", "NO_ENERGY", "THROTTLE_ODD", "POWER_MW", "LIMIT_MW"):
+    for k in ("LOSE_GPU", "LOSE_AFTER", "NO_ENERGY", "THROTTLE_ODD", "POWER_MW", "LIMIT_MW",
+              "FAIL_CODE", "FAIL_AFTER"):  # fmt: skip
         monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
     monkeypatch.setenv("FAKE_NVML_GPUS", "2")
     return monkeypatch
@@ -133,6 +135,64 @@ def test_a_lost_gpu_is_counted_and_the_run_kept(nvml: pytest.MonkeyPatch) -> Non
     assert out["energy_j"] is not None and out["samples"] == N + 3
 
 
+UNKNOWN, TIMEOUT = 999, 10  # NVML error codes no sampler branch names
+
+
+@pytest.mark.parametrize("code", [UNKNOWN, TIMEOUT])
+def test_an_nvml_error_at_the_first_sample_never_blocks(
+    nvml: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    nvml.setenv("FAKE_NVML_FAIL_CODE", str(code))
+    log = telemetry.TelemetryLog()
+    started: list[object] = []
+    caller = threading.Thread(
+        target=lambda: started.append(telemetry.sample_telemetry(every_s=0.01, log=log)),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(20)
+    assert not caller.is_alive(), "sample_telemetry(every_s=...) waits for a first sample"
+    stop = started[0]
+    assert callable(stop)
+    time.sleep(0.1)
+    stop()
+    assert len(log) == 0 and log.failures >= 3  # the first, the rest, the last: all counted
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("pytimings telemetry: a sample failed (GPU 0 ")
+    assert ("NVMLError_Timeout" if code == TIMEOUT else "NVMLError_Unknown") in err[0]
+
+
+def test_telemetry_that_fails_mid_run_is_counted(nvml: pytest.MonkeyPatch) -> None:
+    nvml.setenv("FAKE_NVML_FAIL_CODE", str(TIMEOUT))
+    nvml.setenv("FAKE_NVML_FAIL_AFTER", "4")  # the 5th sample on: TIMEOUT
+    log = telemetry.TelemetryLog()
+    for _ in range(N):
+        log.sample()
+    s = log.samples()
+    assert len(s.series(0, "power_w")[0]) == len(s.series(1, "power_w")[0]) == 4
+    assert log.failures == N - 4
+    assert str(log.last_failure).startswith("GPU 0 power_w: NVMLError_Timeout")
+    assert log.to_arrow().schema.metadata[b"failures"] == str(N - 4).encode()
+
+
+def test_record_cli_starts_the_program_when_nvml_fails(fake_nvml: Path, tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text("print('ran')\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")},
+        "PYTIMINGS_NVML": str(fake_nvml),
+        "FAKE_NVML_FAIL_CODE": str(UNKNOWN),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    out = tmp_path / "run.pyt"
+    argv = [sys.executable, "-m", "pytimings.cli", "record", "-o", str(out), "--telemetry",
+            "--telemetry-interval", "0.02", "--", str(script)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("pytimings telemetry")]
+    assert len(said) == 1 and "a sample failed" in said[0] and "Traceback" not in done.stderr
+
+
 def test_saved_in_the_recording_and_loaded_back(nvml: pytest.MonkeyPatch, tmp_path: Path) -> None:
     log = telemetry.default_log()
     log.clear()
@@ -193,6 +253,11 @@ def test_record_cli_telemetry(fake_nvml: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.strip().endswith("got '0'")
+    huge = subprocess.run(
+        [*argv, "--telemetry-interval", "1e300", "--", str(script)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert huge.returncode == 2 and huge.stderr.strip().endswith("up to 86400, not 1e+300")
 
 
 def test_without_nvidia_ml_py_one_line(

@@ -56,8 +56,10 @@ def test_one_sample_is_the_resident_set(clean: None) -> None:
     assert 0.9 * min(before, after) <= s.rss_bytes[0] <= 1.1 * max(before, after)
     # CUDA is not initialised here (no GPU, or torch never touched CUDA): no value
     assert s.cuda_allocated_bytes == [None]
-    with pytest.raises(ValueError, match="every_s"):
-        pytimings.sample_memory(every_s=0)
+    # 1e300 s: a wait that overflows time_t killed the sampler thread at its first wait
+    for bad in (0, -1.0, float("nan"), float("inf"), 1e300):
+        with pytest.raises(ValueError, match="every_s"):
+            pytimings.sample_memory(every_s=bad)
 
 
 def _leak(keep: list[mmap.mmap]) -> None:

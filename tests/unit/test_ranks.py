@@ -186,3 +186,50 @@ def test_a_device_is_looked_for_on_every_rank(tmp_path: Path) -> None:
         UsageError, match="device 9 not in the traces; they have devices 0, 1, 2, 3"
     ):
         analyze(files, devices=[9], workers=1)
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("foo::bar", "invalid address"),
+        ("tcp://127.0.0.1:notaport", "invalid literal for int()"),
+        ("http://127.0.0.1:1", "unknown address scheme 'http'"),
+        ("", "missing port number"),
+        ("GARBAGE", "Maximum allowed dimension exceeded"),  # a frame length of exabytes
+        ("SILENT", "TimeoutError"),  # accepts, never answers
+    ],
+)
+def test_a_scheduler_that_is_no_scheduler_is_one_line(
+    rank_files: list[Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    address: str,
+    why: str,
+) -> None:
+    import socket
+    import threading
+    import time
+
+    from pytimings.analysis import ranks
+
+    monkeypatch.setattr(ranks, "SCHEDULER_TIMEOUT_S", 1)
+    with socket.create_server(("127.0.0.1", 0)) as peer:
+        peer.settimeout(10)
+
+        def answer() -> None:  # garbage: 0xff bytes where Dask reads its frame lengths
+            conn, _ = peer.accept()
+            with conn:
+                conn.sendall(b"\xff" * 64)
+                time.sleep(2)
+
+        if address == "GARBAGE":
+            threading.Thread(target=answer, daemon=True).start()
+        if address in ("GARBAGE", "SILENT"):
+            address = f"tcp://127.0.0.1:{peer.getsockname()[1]}"
+        t0 = time.monotonic()
+        argv = [*map(str, rank_files[:2]), "--executor", "dask", "--scheduler", address]
+        assert main(["analyze", *argv, "-q"]) == 2
+        assert time.monotonic() - t0 < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--scheduler {address!r}: cannot connect" in err[0], err
+    assert why in err[0]

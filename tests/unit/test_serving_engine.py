@@ -52,9 +52,12 @@ def test_names_map_to_concepts_and_label_sets_combine() -> None:
     snap = parse_exposition(generate_latest(reg).decode())
     assert snap.gauges["running"] == 7  # counts are summed over label sets
     assert snap.gauges["kv_cache_usage"] == pytest.approx(0.7)  # fractions averaged
-    assert snap.counters["generation_tokens"] == 10  # the _total suffix is the counter's
+    # the _total suffix is the counter's; kept per label set (here one, without labels)
+    assert snap.counters["generation_tokens"] == {"vllm:generation_tokens": 10}
     assert snap.gauges['my_engine_thing{gpu="0"}'] == 7  # unknown: its own name and labels
-    assert snap.histograms["prefill_time"][2] == 1 and snap.histograms["decode_time"][2] == 1
+    for concept, method in (("prefill_time", "prefill"), ("decode_time", "decode")):
+        key = f'tgi_batch_inference_duration{{method="{method}"}}'
+        assert snap.histograms[concept][key][2] == 1
     assert not any(k.endswith("_created") for k in snap.gauges)
     for names in CONCEPTS.values():
         assert all(not n.split("|")[0].endswith("_total") for n in names)
@@ -150,3 +153,79 @@ def test_schema_1_files_still_load_without_engine(tmp_path: Path) -> None:
         else:
             with pytest.raises(TraceFormatError, match="malformed run file"):
                 load_run(p)
+
+
+def _dp_exposition(tokens: tuple[float, float], queue_counts: tuple[int, int]) -> str:
+    """Two data-parallel engines (label engine="0"/"1"), as vLLM exposes them: their
+    generated tokens and a queue-time histogram (all observations of 0.05 s)."""
+    lines = ["# TYPE vllm:generation_tokens counter"]
+    lines += [f'vllm:generation_tokens_total{{engine="{e}"}} {v}' for e, v in enumerate(tokens)]
+    lines.append("# TYPE vllm:request_queue_time_seconds histogram")
+    for e, n in enumerate(queue_counts):
+        for le, c in (("0.1", n), ("+Inf", n)):
+            lines.append(f'vllm:request_queue_time_seconds_bucket{{engine="{e}",le="{le}"}} {c}')
+        lines.append(f'vllm:request_queue_time_seconds_sum{{engine="{e}"}} {0.05 * n}')
+        lines.append(f'vllm:request_queue_time_seconds_count{{engine="{e}"}} {n}')
+    return "\n".join(lines) + "\n"
+
+
+def test_one_engine_of_two_restarting_counts_what_was_generated() -> None:
+    # engine 1 restarts between the scrapes: its counter falls from 1,000,000 to 15; engine 0
+    # went on from 500 to 517. Generated in between: 17 + 15 = 32 tokens, 3 + 2 queued.
+    before = parse_exposition(_dp_exposition((500, 1_000_000), (40, 7000)))
+    after = parse_exposition(_dp_exposition((517, 15), (43, 2)))
+    out = engine_series([(0, before), (10**9, after)])
+    assert out["counters"]["generation_tokens"] == 32  # summed first: +1,000,047 - ...
+    assert out["series"]["generation_tokens"] == [[10**9, 32.0]]
+    assert out["series"]["queue_time_mean"] == [[10**9, pytest.approx(0.05)]]
+    assert out["series"]["queue_time_p99"][0][1] <= 0.1
+
+
+def test_non_finite_samples_are_left_out_and_counted(tmp_path: Path) -> None:
+    text = (
+        "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total {v}\n"
+        "# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total {p}\n"
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running +Inf\n"
+    )
+    snaps = [
+        (0, parse_exposition(text.format(v=10, p=5))),
+        (10**9, parse_exposition(text.format(v="NaN", p=9))),
+        (2 * 10**9, parse_exposition(text.format(v=30, p=12))),
+    ]
+    assert snaps[1][1].non_finite == 2 and "generation_tokens" not in snaps[1][1].counters
+    out = engine_series(snaps)
+    # the NaN scrape is skipped, not a reset to 0 (which would count 30)
+    assert out["counters"] == {"generation_tokens": 20.0, "prompt_tokens": 7.0}
+    assert out["left_out"] == {"non_finite": 4, "over_cap": 0}
+    assert all(math.isfinite(v) for pts in out["series"].values() for _, v in pts)
+    huge = parse_exposition(text.format(v=1.7e308, p=1))
+    reset = parse_exposition(text.format(v=1.6e308, p=1))  # a reset: +1.6e308 twice
+    out = engine_series([(0, huge), (10**9, reset), (2 * 10**9, huge), (3 * 10**9, reset)])
+    assert "generation_tokens" not in out["counters"] and out["left_out"]["non_finite"] == 5
+
+
+def test_high_cardinality_is_capped_and_counted() -> None:
+    import time
+
+    from pytimings.serving.engine import MAX_OTHER_SERIES
+
+    n = 100_000
+    text = (
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n"
+        "# HELP per_request_latency one series per request id\n"
+        "# TYPE per_request_latency gauge\n"
+        + "".join(f'per_request_latency{{id="{i}"}} {i}\n' for i in range(n))
+        + "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 7\n"
+    )
+    t0 = time.perf_counter()
+    snap = parse_exposition(text)
+    took = time.perf_counter() - t0
+    assert snap.over_cap == n and snap.gauges == {"running": 3.0}
+    assert snap.counters == {"generation_tokens": {"vllm:generation_tokens": 7.0}}
+    assert took < 2.0, took  # the parser over 100,000 series: ~4 s and a key per series
+    few = "".join(f'other_metric{{id="{i}"}} 1\n' for i in range(MAX_OTHER_SERIES))
+    assert len(parse_exposition(few).gauges) == MAX_OTHER_SERIES  # at the cap: all kept
+    # a concept's own series are kept per label set: past MAX_CONCEPT_SERIES, no exposition
+    per_request = "".join(f'vllm:generation_tokens_total{{id="{i}"}} 1\n' for i in range(n))
+    with pytest.raises(ValueError, match="100,000 series of the concept table's metrics"):
+        parse_exposition(per_request)
