@@ -26,7 +26,7 @@ SIZES_HELP = "copy sizes: BEGIN:END (swept by --factor) or one size, K/M/G suffi
 def _outputs(p: argparse.ArgumentParser, plotted: str) -> None:
     """--json, --plot (``plotted``: what the plot draws against size), -q and --no-table."""
     options.add_json(p, "pytimings.bench/1")
-    options.add_plot(p, f"{plotted} against size")
+    options.add_plot(p, f"plot {plotted} against size")
     options.add_quiet(p)
     options.add_no_table(p, "the --json file has it")
 

@@ -299,7 +299,7 @@ def _param_comms_sizes(path: Path) -> tuple[int, int]:
 def test_param_dlrm_collectives_have_sizes(shared_dir: Path, rank: int) -> None:
     path = next((shared_dir / "data/external/param/dlrm_kineto").glob(f"worker{rank}_*.json.gz"))
     n, total = _param_comms_sizes(path)
-    rows = attribute(load(path)).to_dict()["comm_bandwidth"]
+    rows = attribute(load(path)).comm_bandwidth.to_dicts()
     a2a = next(r for r in rows if r["collective"] == "all_to_all")
     assert n == 5 and (a2a["sized_calls"], a2a["bytes"]) == (n, total)
     assert a2a["algbw_gbps"] > 0

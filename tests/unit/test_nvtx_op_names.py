@@ -10,6 +10,7 @@ from helpers.synth import make_trace
 from pytimings.analysis.attribution import attribute
 from pytimings.ingest.names import op_name_ids, op_range_parts
 from pytimings.model.trace import RangeKind
+from pytimings.session import Analysis
 
 US = 1_000
 
@@ -56,6 +57,6 @@ def test_host_tables_charge_the_op_by_name() -> None:
     a = attribute(make_trace(ops, api, ranges), by="step")
     names = {a.trace.strings[i] for i in np.unique(a.host.bound_by_activity["name"])}
     assert "aten::mm" in names and not any("seq =" in n for n in names)
-    doc = a.to_dict()
+    doc = Analysis(a).to_document()
     listed = [x["name"] for w in doc["windows"] for x in w["host_bound_by_activity"]]
     assert listed.count("aten::mm") == 1

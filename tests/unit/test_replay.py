@@ -721,11 +721,11 @@ def _forked_graph_replay():
 
 def test_a_graph_forking_a_side_stream_is_replayed_with_its_unread_edges_bounded():
     a = attribute(_forked_graph_replay(), by="step")
-    fid = replay(a).fidelity()
+    fid = replay(a).fidelity().to_dict()
     assert fid["windows"] == 1 and fid["excluded"] == []
     (w,) = replay(a).windows
     assert w.after_ns == w.before_ns  # the unchanged replay is the measured window
-    doc = what_if(a, "comm:*=0.5")
+    doc = what_if(a, "comm:*=0.5").to_dict()
     (row,) = doc["windows"]
     # the collective's 210 µs halve (one rank: all of it scaled as transfer) to end at 295
     # µs; 'c' starts 2 µs after it (the inferred join's gap) but not before 'b' ends (300

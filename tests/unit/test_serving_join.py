@@ -174,7 +174,7 @@ def test_no_matched_request_is_an_error_saying_why(tmp_path, capsys, monkeypatch
     """Two unrelated runs on one host: no shared id, the engine's requests an hour after the
     client's. It printed "matched 0 requests" and empty tables, exit 0 (issue 46)."""
     from pytimings.cli import main
-    from pytimings.record import requests
+    from pytimings.ingest import recording_file
     from pytimings.serving import runfile
 
     _, planted, engine = _planted(5, 3600 * 1000 * MS)
@@ -182,7 +182,7 @@ def test_no_matched_request_is_an_error_saying_why(tmp_path, capsys, monkeypatch
     doc, _ = join(_run(clients), engine, "e.pyt", "same", 5 * MS)  # the library: no error
     assert doc["matched"] == 0
     monkeypatch.setattr(runfile, "load_run", lambda path: _run(clients))
-    monkeypatch.setattr(requests, "load_requests", lambda path: engine)
+    monkeypatch.setattr(recording_file, "load_requests", lambda path: engine)
     files = [tmp_path / "run.json", tmp_path / "e.pyt"]
     for f in files:
         f.write_text("")
