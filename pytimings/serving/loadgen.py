@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import errno
 import importlib.util
 import itertools
 import json
@@ -210,11 +211,42 @@ def _usage_count(usage: dict[str, Any], key: str) -> int | None:
     return v
 
 
-def _connect_timeout_types() -> tuple[type[BaseException], ...]:
-    import aiohttp
+# errno of a connection the peer tore down (RST: the server process died or aborted it)
+_RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
 
-    t = getattr(aiohttp, "ConnectionTimeoutError", None)  # aiohttp >= 3.10
-    return (t,) if t is not None else ()
+
+def _error_kind(exc: BaseException) -> tuple[str, str]:
+    """The error kind and detail of an exception out of aiohttp (see the kinds in
+    :mod:`pytimings.serving.runfile`). A reset is told from an orderly close: aiohttp raises
+    ClientOSError(ECONNRESET) when the RST comes before the response, and, once the body is
+    streaming, a ClientPayloadError whose message ends with the ConnectionResetError (its
+    only trace of the cause)."""
+    import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+
+    detail = f"{type(exc).__name__}: {exc}"[:300]
+    connect_timeout = getattr(aiohttp, "ConnectionTimeoutError", ())  # aiohttp >= 3.10
+    if isinstance(exc, connect_timeout):
+        return "connect", f"{type(exc).__name__}: connect timed out"
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return "timeout", f"{type(exc).__name__}: no data for the chunk timeout"
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout", f"{type(exc).__name__}: the request's total timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect", str(exc)
+    if isinstance(exc, OSError) and exc.errno in _RESET_ERRNOS:
+        return "reset", detail
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ("reset" if "ConnectionResetError" in str(exc) else "early_close"), detail
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "early_close", detail
+    if isinstance(exc, LineTooLong | ValueError):  # ValueError: a line over the buffer
+        return "malformed_sse", detail
+    if isinstance(exc, aiohttp.ClientResponseError | HttpProcessingError):
+        return "malformed_http", detail  # no valid HTTP response (status line, headers)
+    if isinstance(exc, aiohttp.ClientConnectionError):
+        return "connection", detail  # any other socket failure (errno in the detail)
+    return "client", detail
 
 
 async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
@@ -222,7 +254,6 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
     import aiohttp
     from aiohttp.http_exceptions import HttpProcessingError
 
-    connect_timeout = _connect_timeout_types()
     headers = {"Accept": "text/event-stream"}
     if cfg.api_key:
         headers["Authorization"] = f"Bearer {cfg.api_key}"
@@ -243,18 +274,8 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
             await _read_events(resp, cfg, rec)
     except _StreamError as exc:
         rec.error, rec.error_detail = exc.kind, str(exc)
-    except connect_timeout as exc:
-        rec.error, rec.error_detail = "connect", f"{type(exc).__name__}: connect timed out"
-    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: no data in time"
-    except aiohttp.ClientConnectorError as exc:
-        rec.error, rec.error_detail = "connect", str(exc)
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-        rec.error, rec.error_detail = "early_close", f"{type(exc).__name__}: {exc}"
-    except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a line over the buffer
-        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"
-    except HttpProcessingError as exc:  # LineTooLong: a line over the client's limit
-        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"[:200]
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, HttpProcessingError) as exc:
+        rec.error, rec.error_detail = _error_kind(exc)
     rec.end_ns = now_ns()
     return rec
 

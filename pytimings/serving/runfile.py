@@ -55,13 +55,16 @@
     }
 
 Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, with the
-body's start in ``error_detail``), ``timeout`` (total timeout, or no bytes for
-chunk_timeout_s: a stall), ``malformed_sse`` (unparseable event, wrong content type),
-``sse_error`` (the server streamed an error object), ``early_close`` (the stream ended or
-the connection dropped before ``data: [DONE]``), ``bad_usage`` (a ``usage`` token count
-that is not an integer in [0, 2**31): a bool, a float, a negative or absurd number).
-``malformed_sse`` also covers an event nested too deep to decode and a line longer than
-the client's line limit.
+body's start in ``error_detail``), ``timeout`` (the request's total timeout, or no bytes for
+chunk_timeout_s: a stall; the detail says which), ``reset`` (the peer reset the connection,
+ECONNRESET/EPIPE: the server died or aborted it, before or during the stream),
+``early_close`` (the connection closed in order, or the stream ended, before
+``data: [DONE]``), ``malformed_sse`` (unparseable event, wrong content type, an event nested
+too deep to decode, a line longer than the client's line limit), ``malformed_http`` (no
+valid HTTP response: status line, headers), ``sse_error`` (the server streamed an error
+object), ``bad_usage`` (a ``usage`` token count that is not an integer in [0, 2**31): a
+bool, a float, a negative or absurd number), ``connection`` (any other socket error, its
+errno in the detail), ``client`` (any other client failure, named in the detail).
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ from pytimings.model.requests import RequestRecord
 SCHEMA = "pytimings.serving/2"
 SCHEMAS = ("pytimings.serving/1", SCHEMA)  # what load_run reads
 ERROR_KINDS = (
-    "connect", "http_4xx", "http_5xx", "timeout", "malformed_sse", "sse_error", "early_close",
+    "connect", "http_4xx", "http_5xx", "timeout", "reset", "early_close", "malformed_sse",
+    "malformed_http", "sse_error", "bad_usage", "connection", "client",
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from sse_server import Behaviour, serve
 
 from pytimings.cli import main
 from pytimings.serving.metrics import serving_metrics
-from pytimings.serving.runfile import SCHEMA, load_run
+from pytimings.serving.runfile import ERROR_KINDS, SCHEMA, load_run
 
 TTFT_S, ITL_S, N_OUT = 0.060, 0.020, 8
 
@@ -333,3 +333,35 @@ def test_gpu_price_without_gpus_says_it_assumed_one(
     capsys.readouterr()
     assert main(["report", str(out), "--gpu-price", "2.5"]) == 0
     assert "--gpu-price without --gpus: the cost assumes 1 GPU" in capsys.readouterr().err
+
+
+# each way a request fails, the kind it must be counted as: a reset (RST, the server died)
+# is never an orderly early close nor a malformed stream, and neither is the reverse
+FAULT_KINDS = {
+    "reset": "reset",  # RST mid-stream
+    "reset_early": "reset",  # RST before the response's headers
+    "drop": "early_close",  # FIN mid-stream
+    "close_early": "early_close",  # FIN before the headers
+    "no_done": "early_close",  # the response ended without [DONE]
+    "stall": "timeout",
+    "404": "http_4xx",
+    "429": "http_4xx",
+    "500": "http_5xx",
+    "malformed": "malformed_sse",
+    "error_event": "sse_error",
+}
+
+
+@pytest.mark.parametrize("fault", FAULT_KINDS)
+def test_each_fault_has_its_own_kind(tmp_path: Path, fault: str) -> None:
+    ok = Behaviour(0.005, 0.002)
+    out = tmp_path / "run.json"
+    with serve([ok, Behaviour(0.005, 0.002, fail=fault), ok]) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "1", "--requests", "6", "--rounds", "1",
+                      "--warmup", "0", "--chunk-timeout", "0.3")  # fmt: skip
+    assert rc == 0
+    (rd,) = load_run(out).levels[0].rounds
+    kind = FAULT_KINDS[fault]
+    assert rd.errors == {kind: 2}, [r.error_detail for r in rd.records if r.error]
+    assert kind in ERROR_KINDS
+    assert rd.summary["completed"] == 4  # the requests after a failure are unharmed
