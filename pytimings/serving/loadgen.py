@@ -4,8 +4,18 @@ Sends streaming (SSE) requests to ``<url>/completions`` or ``<url>/chat/completi
 closed-loop at a fixed concurrency (each of C workers sends its next request when the
 previous one ends) or, with ``--rate R``, open-loop: Poisson arrivals at R requests/s
 (exponential gaps from a seeded generator), with the concurrency level as a cap on
-requests in flight (as ``vllm bench serve --max-concurrency``; a request's clock starts
-when it is sent, so time spent waiting for the cap is not in its TTFT).
+requests in flight (as ``vllm bench serve --max-concurrency``).
+
+Timing. A request's clock (``start_ns``) starts when its bytes leave: aiohttp's trace hooks
+run just before the request's headers and body are written to the socket, in the same step
+of the event loop (:func:`send_stamps`), so building the request, waiting for a connection
+and a busy event loop are not in its TTFT; a closed-loop round that starts C requests at
+once charges its own start-up to none of them. ``scheduled_ns`` keeps when it was due (its
+arrival time in an open-loop schedule, the moment its closed-loop worker took it), and the
+difference is reported as ``send_lag_ms`` beside TTFT (with ``--rate`` and a cap, it
+includes the wait for a free slot): the client's own lateness, which must stay small for
+the offered load to be the one intended. Before each level's warm-up, C GETs of
+``<url>/models`` at once open C pooled connections.
 
 Each level runs ``--warmup`` requests (sent, counted, not measured), then ``--rounds``
 rounds of ``--requests`` requests; or, a soak with ``--duration D --interval I``, sends
@@ -249,17 +259,46 @@ def _error_kind(exc: BaseException) -> tuple[str, str]:
     return "client", detail
 
 
-async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
-    """One streaming request; every failure becomes an error kind on the record."""
+def send_stamps() -> Any:
+    """An aiohttp TraceConfig that sets a request's ``start_ns`` when its bytes leave: the
+    hooks run just before the headers and each body chunk are written to the socket, in the
+    same step of the event loop, so the last one is the request's send time to within
+    microseconds (building the request, taking or opening a connection are before it)."""
     import aiohttp
-    from aiohttp.http_exceptions import HttpProcessingError
 
+    async def sent(_session: Any, ctx: Any, _params: Any) -> None:
+        record = (ctx.trace_request_ctx or {}).get("record")
+        if record is not None:
+            record.start_ns = now_ns()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(sent)
+    trace.on_request_chunk_sent.append(sent)
+    return trace
+
+
+def _headers(cfg: Config) -> dict[str, str]:
     headers = {"Accept": "text/event-stream"}
     if cfg.api_key:
         headers["Authorization"] = f"Bearer {cfg.api_key}"
-    rec = RequestRecord(req_id=req_id, start_ns=now_ns(), input_tokens=None)
+    return headers
+
+
+async def _send_one(
+    session: Any, cfg: Config, req_id: str, prompt: str, scheduled_ns: int
+) -> RequestRecord:
+    """One streaming request due at ``scheduled_ns``; ``start_ns`` is set when its bytes
+    leave (:func:`send_stamps`; it stays the scheduled time if it never leaves). Every
+    failure becomes an error kind on the record."""
+    import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    rec = RequestRecord(req_id=req_id, start_ns=scheduled_ns, scheduled_ns=scheduled_ns)
     try:
-        async with session.post(cfg.endpoint, json=cfg.body(prompt), headers=headers) as resp:
+        async with session.post(
+            cfg.endpoint, json=cfg.body(prompt), headers=_headers(cfg),
+            trace_request_ctx={"record": rec},
+        ) as resp:  # fmt: skip
             if resp.status >= 400:
                 body = (await resp.text(errors="replace"))[:200].replace("\n", " ")
                 hint = ""
@@ -336,6 +375,23 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
         )
 
 
+async def open_connections(session: Any, cfg: Config, n: int) -> None:
+    """Open ``n`` pooled connections before anything is timed: ``n`` GETs of
+    ``<url>/models`` at once (OpenAI-compatible servers list their models there; any answer,
+    even a 404, leaves its connection open in the pool; a failure is left to the warm-up to
+    report)."""
+    import aiohttp
+
+    async def get() -> None:
+        try:
+            async with session.get(cfg.url.rstrip("/") + "/models", headers=_headers(cfg)) as r:
+                await r.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            pass
+
+    await asyncio.gather(*(get() for _ in range(n)))
+
+
 @dataclass
 class _Batch:
     records: list[RequestRecord]
@@ -362,8 +418,8 @@ async def _run_batch(
     def open_() -> bool:
         return until_ns is None or now_ns() < until_ns
 
-    async def one(i: int, req_id: str, prompt: str) -> None:
-        results[i] = rec = await _send_one(session, cfg, req_id, prompt)
+    async def one(i: int, req_id: str, prompt: str, scheduled_ns: int) -> None:
+        results[i] = rec = await _send_one(session, cfg, req_id, prompt, scheduled_ns)
         if sink is not None:
             sink.append(rec)
         tick()
@@ -373,7 +429,7 @@ async def _run_batch(
 
         async def worker() -> None:
             while open_() and (item := next(feed, None)) is not None:
-                await one(item[0], *item[1])
+                await one(item[0], *item[1], now_ns())
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     else:
@@ -381,9 +437,9 @@ async def _run_batch(
         loop = asyncio.get_running_loop()
         t0, due = loop.time(), 0.0
 
-        async def capped(i: int, req_id: str, prompt: str) -> None:
+        async def capped(i: int, req_id: str, prompt: str, scheduled_ns: int) -> None:
             async with cap:
-                await one(i, req_id, prompt)
+                await one(i, req_id, prompt, scheduled_ns)
 
         tasks = []
         for i, (req_id, prompt) in feed:
@@ -392,7 +448,8 @@ async def _run_batch(
             await asyncio.sleep(max(0.0, t0 + due - loop.time()))
             if not open_():
                 break
-            tasks.append(asyncio.create_task(capped(i, req_id, prompt)))
+            scheduled_ns = start + round(due * 1e9)
+            tasks.append(asyncio.create_task(capped(i, req_id, prompt, scheduled_ns)))
         await asyncio.gather(*tasks)
     end = now_ns()
     return _Batch([results[i] for i in sorted(results)], start, end)
@@ -471,7 +528,9 @@ async def run_load(
     metrics_url, metrics_note = await _metrics_url(cfg)
     scraper = engine_metrics.Scraper(metrics_url or "", cfg.metrics_interval_s)
     async with (
-        aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
+        aiohttp.ClientSession(
+            timeout=timeout, connector=connector, trace_configs=[send_stamps()]
+        ) as session,
         scraper,
     ):
         scraping = asyncio.create_task(scraper.run()) if metrics_url else None
@@ -510,6 +569,7 @@ async def _levels(
     for li, conc in enumerate(cfg.concurrency):
         measured.clear()
         rng = np.random.default_rng([cfg.seed, li])
+        await open_connections(session, cfg, conc)
         warm_prompts = [
             (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
         ]
@@ -805,7 +865,8 @@ def _progress_bar(total: int | None) -> tuple[Any, Callable[[], None]]:
 
 def summary_table(doc: dict[str, Any]) -> str:
     headers = ["conc", "round", "ok", "errors", "req/s", "out tok/s", "goodput", "TTFT mean",
-               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99"]  # fmt: skip
+               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99",
+               "send lag p99"]  # fmt: skip
     rows = []
     for lv in doc["levels"]:
         for label, s, errs in [
@@ -820,6 +881,7 @@ def summary_table(doc: dict[str, Any]) -> str:
                 fmt_num(s["ttft_ms"]["mean"]), fmt_num(s["ttft_ms"]["p99"]),
                 fmt_num(s["tpot_ms"]["mean"]), fmt_num(s["itl_ms"]["p99"]),
                 fmt_num(s["e2el_ms"]["mean"]), fmt_num(s["e2el_ms"]["p99"]),
+                fmt_num(s["send_lag_ms"]["p99"]),
             ])  # fmt: skip
     return "times in ms; goodput in req/s within the SLOs\n" + format_table(headers, rows)
 

@@ -60,6 +60,12 @@ test (as vLLM does). Written ``ttft=200ms,tpot=50ms`` (units ms, s, us; bare = m
 Peak concurrency: the most requests in flight at once (intervals [s, e); unfinished ones
 open until the last timestamp seen).
 
+Send lag (load generator): ``start_ns - scheduled_ns`` of each measured request that has a
+``scheduled_ns`` -- how long the client took from the request being due to its last byte
+leaving (building it, a connection, a busy event loop). It is the client's own delay, kept
+out of TTFT and E2E and reported beside them; a large one means the client, not the
+server, fell behind the schedule.
+
 Phase breakdown: when an engine marked phases, the time in each phase per request (a phase
 lasts until the next phase starts or the request ends; a phase entered several times,
 e.g. "queue" after a preemption, is summed).
@@ -154,6 +160,8 @@ class ServingMetrics:
     # measured requests whose input token count is unknown (counted as 0 in
     # total_token_throughput, which then understates)
     input_tokens_unknown: int = 0
+    # the client's send lag of the measured requests that have a scheduled time (see above)
+    send_lag: LatencyStats = field(default_factory=lambda: LatencyStats.of([]))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (times in ms, throughputs per second)."""
@@ -177,6 +185,7 @@ class ServingMetrics:
             "good_requests": self.good_requests,
             "phases_ms": {k: v.to_dict() for k, v in self.phases.items()},
             "input_tokens_unknown": self.input_tokens_unknown,
+            "send_lag_ms": self.send_lag.to_dict(),
         }
 
 
@@ -377,4 +386,7 @@ def serving_metrics(
         phases=phases,
         per_request=per_request,
         input_tokens_unknown=sum(r.input_tokens is None for r in ok),
+        send_lag=LatencyStats.of(
+            [r.start_ns - r.scheduled_ns for r in ok if r.scheduled_ns is not None], ddof
+        ),
     )

@@ -27,8 +27,10 @@
             "start_ns": int, "end_ns": int,   # benchmark window of the round
             "errors": {kind: int},        # every failed request, by kind
             "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
-                                          # null where a statistic has no values)
-            "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
+                                          # null where a statistic has no values), with
+                                          # send_lag_ms: the client's send lag
+            "requests": [RequestRecord.to_json(), ...]}   # every request, failed included;
+                                          # start_ns: its bytes left, scheduled_ns: it was due
          ],
          "summary": {...},               # metrics over all rounds of the level
          "telemetry": {...},             # loadgen --telemetry[-url]: docs/telemetry.md

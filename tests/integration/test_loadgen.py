@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sse_server import Behaviour, serve
+from timed_server import serve_timed
 
 from pytimings.cli import main
 from pytimings.serving.metrics import serving_metrics
@@ -365,3 +366,37 @@ def test_each_fault_has_its_own_kind(tmp_path: Path, fault: str) -> None:
     assert rd.errors == {kind: 2}, [r.error_detail for r in rd.records if r.error]
     assert kind in ERROR_KINDS
     assert rd.summary["completed"] == 4  # the requests after a failure are unharmed
+
+
+def test_requests_are_timed_from_when_their_bytes_leave(tmp_path: Path) -> None:
+    """C=64 closed-loop rounds, each starting 64 requests at once: the client's start-up
+    (building and writing 64 requests) is send lag, not TTFT. Against the server's log on
+    the same clock, whose request time is the kernel's receive time of the request's bytes:
+    a request is stamped sent just before those bytes arrive, and the client's TTFT p99
+    follows the server's (the rest of the gap is the client's loop reading late, some ms
+    when this machine is loaded; the old start stamp, taken before the request was built,
+    was 20-40 ms early at each round's start)."""
+    out = tmp_path / "run.json"
+    with serve_timed(0.05, 0.01) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "64", "--requests", "64", "--rounds",
+                      "3", "--warmup", "64", "--input-len", "8")  # fmt: skip
+        truth = {t["id"]: t for t in server.stats()["timings"]}
+    assert rc == 0
+    level = load_run(out).levels[0]
+    recs = [r for rd in level.rounds for r in rd.records]
+    assert len(recs) == 192 and all(r.status == "ok" for r in recs)
+    recv = np.array([truth[r.server_id]["recv_ns"] for r in recs])
+    first_write = np.array([truth[r.server_id]["write_ns"][0] for r in recs])
+    sent = np.array([r.start_ns for r in recs])
+    scheduled = np.array([r.scheduled_ns for r in recs])
+    first_seen = np.array([r.chunk_ns[0] for r in recs])
+    in_flight_ms = (recv - sent) / 1e6
+    assert in_flight_ms.min() >= 0  # causality: stamped before the server received it ...
+    assert np.percentile(in_flight_ms, 99) < 2.0  # ... and just before (µs when idle)
+    client_p99 = np.percentile(first_seen - sent, 99) / 1e6
+    server_p99 = np.percentile(first_write - recv, 99) / 1e6
+    assert abs(client_p99 - server_p99) < 20.0, (client_p99, server_p99)
+    lag = level.summary["send_lag_ms"]
+    assert lag["count"] == 192
+    assert lag["max"] == pytest.approx((sent - scheduled).max() / 1e6)
+    assert lag["max"] > 0  # a round's 64 requests cannot all leave at once
