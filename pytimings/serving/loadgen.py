@@ -2,8 +2,8 @@
 
 Sends streaming (SSE) requests to ``<url>/completions`` or ``<url>/chat/completions``,
 closed-loop at a fixed concurrency (each of C workers sends its next request when the
-previous one ends) or, with ``--rate R``, open-loop: Poisson arrivals at R requests/s
-(exponential gaps from a seeded generator), with the concurrency level as a cap on
+previous one ends) or, with ``--rate R``, open-loop: arrivals at R requests/s (Poisson by
+default, from a seeded generator), with the concurrency level as a cap on
 requests in flight (as ``vllm bench serve --max-concurrency``).
 
 Timing. A request's clock (``start_ns``) starts when its bytes leave: aiohttp's trace hooks
@@ -16,6 +16,13 @@ difference is reported as ``send_lag_ms`` beside TTFT (with ``--rate`` and a cap
 includes the wait for a free slot): the client's own lateness, which must stay small for
 the offered load to be the one intended. Before each level's warm-up, C GETs of
 ``<url>/models`` at once open C pooled connections.
+
+Workloads (:mod:`pytimings.serving.workload`): ``--trace`` replays a request trace's arrival
+times and lengths (each level is one round of the whole trace, ``--concurrency`` its cap),
+``--dataset`` takes prompts from a ShareGPT-style file, ``--arrival`` / ``--burstiness`` /
+``--ramp`` shape the open loop, ``--rates`` runs one level per rate, ``--max-error-rate``
+stops the sweep after a round whose level has failed more than that share, and
+``--percentiles`` saves more percentiles; all are recorded in ``config.workload``.
 
 Each level runs ``--warmup`` requests (sent, counted, not measured), then ``--rounds``
 rounds of ``--requests`` requests; or, a soak with ``--duration D --interval I``, sends

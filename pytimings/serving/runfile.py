@@ -18,9 +18,18 @@
                  "timeout_s": float, "chunk_timeout_s": float, "ignore_eos": bool,
                  "definition": "vllm" | "genai-perf" | "llmperf", "slo_ms": {str: float},
                  "prompt": str (how prompts were built and how exact their length is),
-                 "duration_s", "interval_s": float | null (a soak's; null otherwise)},
+                 "duration_s", "interval_s": float | null (a soak's; null otherwise),
+                 "workload": {"source": "synthetic" | "trace" | "dataset",
+                              "trace": null | {"path", "format", "requests", "span_s",
+                                               "speed", "input_tokens", "output_tokens"},
+                              "dataset": null | {"path", "prompts", "skipped"},
+                              "arrival": "poisson" | "constant" | "gamma" | null (closed),
+                              "burstiness": float | null, "ramp_s": float,
+                              "rates": [float], "max_error_rate": float | null,
+                              "percentiles": [float]}},   # (pytimings.serving.workload)
       "levels": [                       # one per concurrency level, in the order run
         {"concurrency": int, "rate": float | null,
+         "stopped": {...},                # only where --max-error-rate stopped the sweep
          "warmup": {"requests": int, "errors": {kind: int}},   # sent, not measured
          "rounds": [
            {"round": int,                 # 0-based
@@ -28,7 +37,8 @@
             "errors": {kind: int},        # every failed request, by kind
             "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
                                           # null where a statistic has no values), with
-                                          # send_lag_ms: the client's send lag
+                                          # send_lag_ms: the client's send lag; with
+                                          # --percentiles, "p50", "p99.9"... in each
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included;
                                           # start_ns: its bytes left, scheduled_ns: it was due
          ],
@@ -47,6 +57,9 @@
                                   "acceptance_rate", "mean_acceptance_length"}}}
       ],
       "engine_metrics": {"url": str | null, "interval_s": float, "note": str},
+      "error_limit": {"max_error_rate": float | null,
+                      "stopped_at": null | {"concurrency", "rate", "round", "error_rate",
+                                            "errors": {kind: int}}},
       "saturation": {"rule": str, "stop": bool, "stopped_after": int | null,
                      "not_run": [int]},     # levels --stop-at-saturation left out (or
                                             # not finished: see interrupted)

@@ -25,9 +25,9 @@ seeded shuffled order, cycled when more requests are sent than the file has.
 Arrivals (``--rate R``; with ``--rates a,b,c`` one level per rate): ``poisson``
 (exponential gaps of mean 1/R), ``constant`` (every 1/R s) or ``gamma`` (gamma gaps of mean
 1/R and shape ``--burstiness`` B: B < 1 burstier than Poisson, B = 1 Poisson, B > 1 more
-regular, as ``vllm bench serve --burstiness``). ``--ramp T`` raises the rate linearly from 0
-to R over the first T seconds of each level: the process runs on a warped clock whose
-arrival count by time t is R t^2 / (2T) until T, then R per second.
+regular, as ``vllm bench serve --burstiness``). ``--ramp T`` raises the rate linearly from
+0 to R over the first T seconds of each round (a soak's: of its level): the process runs on
+a warped clock whose arrival count by time t is R t^2 / (2T) until T, then R per second.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ def _rows(path: str) -> Iterator[tuple[str, float, int, int]]:
     with open(path, encoding="utf-8", newline="") as f:
         first = f.readline()
         f.seek(0)
+        if not first:
+            return  # an empty file
         if first.lstrip().startswith("{"):
             for n, line in enumerate(f, 1):
                 if not line.strip():

@@ -206,6 +206,17 @@ def test_connect_failure_counted_and_exit_1(
     assert doc["levels"][0]["summary"]["ttft_ms"]["mean"] is None  # no values: null
 
 
+def test_a_trace_takes_no_request_count_or_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_len": 3, "output_len": 2}\n')
+    for flag, value in (("--rounds", "2"), ("--rate", "5"), ("--requests", "9")):
+        assert _loadgen("http://127.0.0.1:9/v1", tmp_path / "o.json", "--trace", str(trace),
+                        flag, value) == 2  # fmt: skip
+        assert f"drop {flag}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -223,6 +234,19 @@ def test_connect_failure_counted_and_exit_1(
         # 2 s in 1 us intervals ran out of memory after the load, losing every request
         (["--duration", "2s", "--interval", "0.001ms"], "would cut 2e+06 intervals"),
         (["--metrics-url", "ftp://x/metrics"], "--metrics-url"),
+        (["--trace", "/nonexist.jsonl"], "--trace /nonexist.jsonl: cannot read"),
+        (["--dataset", "/nonexist.json"], "--dataset /nonexist.json: cannot read"),
+        (["--trace-speed", "2"], "--trace-speed needs --trace"),
+        (["--rates", "5,x"], "--rates"),
+        (["--rates", "5,0"], "every rate must be > 0"),
+        (["--rates", "5", "--rate", "5"], "contradict"),
+        (["--rates", "5", "--concurrency", "1,2"], "one --concurrency"),
+        (["--arrival", "uniform"], "--arrival"),
+        (["--arrival", "gamma"], "needs --rate"),
+        (["--burstiness", "2", "--rate", "5"], "--arrival gamma"),
+        (["--ramp", "10s"], "needs --rate"),
+        (["--max-error-rate", "1.5"], "--max-error-rate"),
+        (["--percentiles", "50,100"], "(0, 100)"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
@@ -441,3 +465,38 @@ def test_a_trace_is_replayed_at_its_times_with_its_lengths(tmp_path: Path) -> No
     work = run.config["workload"]
     assert work["source"] == "trace" and work["trace"]["format"] == "jsonl"
     assert work["trace"]["requests"] == n and work["trace"]["speed"] == speed
+
+
+def test_rates_constant_arrivals_dataset_percentiles_and_the_error_limit(
+    tmp_path: Path,
+) -> None:
+    dataset = tmp_path / "sharegpt.json"
+    dataset.write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": f"question {i}"}]} for i in range(4)
+    ]))  # fmt: skip
+    ok = Behaviour(0.005, 0.002)
+    out = tmp_path / "run.json"
+    with serve([ok, ok, Behaviour(0.005, 0.002, fail="500")]) as server:
+        rc = _loadgen(server.url, out, "--rates", "20,40", "--arrival", "constant",
+                      "--concurrency", "4", "--requests", "6", "--rounds", "2", "--warmup", "0",
+                      "--dataset", str(dataset), "--percentiles", "50,99.9",
+                      "--max-error-rate", "0.2", "--no-metrics")  # fmt: skip
+        bodies = server.stats()["bodies"]
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    # a third failed in the first round at 20/s, past 0.2: nothing more was sent
+    (level,) = doc["levels"]
+    assert level["rate"] == 20 and len(level["rounds"]) == 1 and len(bodies) == 6
+    stop = doc["error_limit"]["stopped_at"]
+    assert stop["rate"] == 20 and stop["round"] == 0 and stop["error_rate"] == pytest.approx(1 / 3)
+    assert stop["errors"] == {"http_5xx": 2} and level["stopped"] == stop
+    assert sorted(b["prompt"] for b in bodies[:4]) == [f"question {i}" for i in range(4)]
+    recs = load_run(out).levels[0].rounds[0].records
+    scheduled = sorted(r.scheduled_ns for r in recs)
+    assert np.allclose(np.diff(scheduled), 50e6, atol=1e3)  # constant: every 1/20 s
+    ttft = level["summary"]["ttft_ms"]
+    assert ttft["p50"] == ttft["median"] and ttft["max"] >= ttft["p99.9"] >= ttft["p99"]
+    work = doc["config"]["workload"]
+    assert work["source"] == "dataset" and work["dataset"]["prompts"] == 4
+    assert work["rates"] == [20, 40] and work["arrival"] == "constant"
+    assert work["percentiles"] == [50, 99.9] and work["max_error_rate"] == 0.2
