@@ -677,7 +677,7 @@ async def _levels(
                 cfg.definition,
                 cfg.slo_ms,
                 [(batch.start_ns, batch.end_ns)],
-                percentiles=cfg.percentiles,
+                cfg.percentiles,
             ).to_dict()
             rounds.append(
                 {
@@ -691,7 +691,7 @@ async def _levels(
             cfg.definition,
             cfg.slo_ms,
             [(b.start_ns, b.end_ns) for b in batches],
-            percentiles=cfg.percentiles,
+            cfg.percentiles,
         ).to_dict()
         level: dict[str, Any] = {
             "concurrency": conc, "rate": rate,
