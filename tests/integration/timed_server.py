@@ -44,7 +44,7 @@ def _kernel_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = struct.unpack("qq", data[:16])
             offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
-            return sec * 1_000_000_000 + nsec - offset
+            return int(sec * 1_000_000_000 + nsec - offset)
     return None
 
 
