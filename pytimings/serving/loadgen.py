@@ -101,6 +101,7 @@ APIS = ("completions", "chat")
 # soak intervals a level may have: each is a round with its own statistics, so 2 s cut
 # into 1 us intervals ran out of memory after the load and lost every measured request
 MAX_INTERVALS = 100_000
+OPEN_TIMEOUT_S = 10.0  # the pool warm-up's GETs: a server that never answers them costs this
 
 # common English words, each a single token (with its leading space) in the Llama-2/3,
 # GPT-2/4 and Qwen BPE vocabularies
@@ -418,13 +419,16 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
 async def open_connections(session: Any, cfg: Config, n: int) -> None:
     """Open ``n`` pooled connections before anything is timed: ``n`` GETs of
     ``<url>/models`` at once (OpenAI-compatible servers list their models there; any answer,
-    even a 404, leaves its connection open in the pool; a failure is left to the warm-up to
-    report)."""
+    even a 404, leaves its connection open in the pool; a failure, or no answer within
+    OPEN_TIMEOUT_S, is left to the warm-up to report)."""
     import aiohttp
+
+    limit = aiohttp.ClientTimeout(total=min(cfg.timeout_s, OPEN_TIMEOUT_S))
+    url = cfg.url.rstrip("/") + "/models"
 
     async def get() -> None:
         try:
-            async with session.get(cfg.url.rstrip("/") + "/models", headers=_headers(cfg)) as r:
+            async with session.get(url, headers=_headers(cfg), timeout=limit) as r:
                 await r.read()
         except (aiohttp.ClientError, asyncio.TimeoutError):
             pass

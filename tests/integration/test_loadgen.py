@@ -500,3 +500,19 @@ def test_rates_constant_arrivals_dataset_percentiles_and_the_error_limit(
     assert work["source"] == "dataset" and work["dataset"]["prompts"] == 4
     assert work["rates"] == [20, 40] and work["arrival"] == "constant"
     assert work["percentiles"] == [50, 99.9] and work["max_error_rate"] == 0.2
+
+
+def test_every_connection_is_open_before_the_first_request(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with serve_timed(0.002, 0.001) as server:
+        # one request every 20 ms, each done in about 10: without the warm-up one connection
+        # would do, opened when the first request is sent
+        rc = _loadgen(server.url, out, "--concurrency", "8", "--requests", "8", "--rounds", "1",
+                      "--warmup", "0", "--no-metrics", "--rate", "50",
+                      "--arrival", "constant")  # fmt: skip
+        stats = server.stats()
+    assert rc == 0
+    first_request = min(t["recv_ns"] for t in stats["timings"])
+    opened = [t for t in stats["accepted_ns"] if t < first_request]
+    assert len(opened) == 8  # the pool was warm before timing began ...
+    assert len(stats["accepted_ns"]) == 8 + 1  # ... and nothing more opened (+1: /_stats)

@@ -10,7 +10,8 @@ handed to the socket, on CLOCK_MONOTONIC like the client. Each request streams
 ``max_tokens`` chunks of one token, the first due ``ttft_s`` after ``recv_ns``, then one every
 ``itl_s`` (timers on the event loop, no task per request), then a usage event and
 ``data: [DONE]``. ``prompt_tokens`` in the usage is the prompt's word count. GET
-``/_stats`` returns the log; any other GET gets an empty 200 (the client's pool warm-up).
+``/_stats`` returns the log (and when each connection was accepted); any other GET gets an
+empty 200 (the client's pool warm-up).
 """
 
 from __future__ import annotations
@@ -110,12 +111,14 @@ class _TimedServer:
     def __init__(self, ttft_s: float, itl_s: float) -> None:
         self.ttft_s, self.itl_s = ttft_s, itl_s
         self.timings: list[dict[str, Any]] = []
+        self.accepted_ns: list[int] = []  # when each connection was accepted
         self.seen = 0
 
     def request(self, conn: _Connection, line: list[str], body: bytes, recv_ns: int) -> None:
         method, path = line
         if method == "GET":
-            payload = json.dumps({"seen": self.seen, "timings": self.timings}).encode()
+            payload = json.dumps({"seen": self.seen, "timings": self.timings,
+                                  "accepted_ns": self.accepted_ns}).encode()  # fmt: skip
             if path != "/_stats":
                 payload = b""
             conn.write(
@@ -162,6 +165,7 @@ def _main() -> None:
 
         def accept() -> None:
             sock, _ = listener.accept()
+            server.accepted_ns.append(time.monotonic_ns())
             sock.setblocking(True)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             _Connection(server, sock)
