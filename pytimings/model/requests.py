@@ -19,6 +19,12 @@ int64 (null: unknown), ``output_tokens`` int64 (null: the sum of ``chunk_tokens`
 ``phase_ns`` list<int64>, ``error`` string (null: none), ``error_detail`` string,
 ``server_id`` string (null: unknown).
 
+``scheduled_ns`` (load generator only; null elsewhere): when the request was due -- its
+arrival time in an open-loop schedule or a trace, the moment its closed-loop worker took it
+-- while ``start_ns`` is when its last byte was handed to the socket (what the server can
+see); ``start_ns - scheduled_ns`` is the client's own send lag, never part of TTFT. In the
+Arrow form a nullable int64 column, absent in tables written before it existed.
+
 ``server_id`` is the id the server gave the response (the ``id`` of an OpenAI stream's
 chunks, e.g. vLLM's "cmpl-..."), so a load generator's record can be joined with the
 server's own logs or an engine's request timeline of the same request.
@@ -54,6 +60,7 @@ class RequestRecord:
     error: str | None = None  # error kind, e.g. "http_5xx", "timeout", "exception"
     error_detail: str = ""
     server_id: str | None = None
+    scheduled_ns: int | None = None  # when it was due (load generator; see the docstring)
 
     @property
     def status(self) -> Status:
@@ -79,6 +86,7 @@ class RequestRecord:
             "error": self.error,
             "error_detail": self.error_detail,
             "server_id": self.server_id,
+            "scheduled_ns": self.scheduled_ns,
         }
 
     @classmethod
@@ -99,6 +107,7 @@ class RequestRecord:
                 error=None if obj.get("error") is None else str(obj["error"]),
                 error_detail=str(obj.get("error_detail", "")),
                 server_id=None if obj.get("server_id") is None else str(obj["server_id"]),
+                scheduled_ns=_opt_int(obj.get("scheduled_ns")),
             )
         except KeyError as exc:
             raise TraceFormatError(where, f"request entry lacks field {exc.args[0]!r}") from None
@@ -111,6 +120,8 @@ class RequestRecord:
         """Check the invariants every consumer relies on; raise TraceFormatError if broken."""
         name = f"request {self.req_id!r}"
         times = [self.start_ns, *self.chunk_ns, *(t for _, t in self.phases)]
+        if self.scheduled_ns is not None:
+            times.append(self.scheduled_ns)
         if self.end_ns is not None:
             times.append(self.end_ns)
         if any(not -(2**63) <= t < 2**63 for t in times):
@@ -169,6 +180,7 @@ def _arrow_schema() -> pa.Schema:
             ("error", pa.string()),
             ("error_detail", pa.string()),
             ("server_id", pa.string()),
+            ("scheduled_ns", pa.int64()),
         ]
     )
 
@@ -191,18 +203,24 @@ def records_to_arrow(records: Iterable[RequestRecord]) -> pa.Table:
         "error": [r.error for r in recs],
         "error_detail": [r.error_detail for r in recs],
         "server_id": [r.server_id for r in recs],
+        "scheduled_ns": [r.scheduled_ns for r in recs],
     }
     return pa.table(cols, schema=_arrow_schema())
+
+
+_LATER_COLUMNS = ("scheduled_ns",)  # added later: a table written before lacks them
 
 
 def records_from_arrow(
     table: pa.Table, where: str | os.PathLike[str] = "<requests table>"
 ) -> list[RequestRecord]:
     """Read back a "requests" table written by :func:`records_to_arrow` (validated)."""
-    missing = [n for n in _arrow_schema().names if n not in table.column_names]
+    names = [n for n in _arrow_schema().names if n not in _LATER_COLUMNS]
+    missing = [n for n in names if n not in table.column_names]
     if missing:
         raise TraceFormatError(where, f"requests table lacks columns {missing}")
-    rows = table.select(_arrow_schema().names).to_pylist()
+    names += [n for n in _LATER_COLUMNS if n in table.column_names]
+    rows = table.select(names).to_pylist()
     out = []
     for row in rows:
         rec = RequestRecord(
@@ -217,6 +235,7 @@ def records_from_arrow(
             error=row["error"],
             error_detail=row["error_detail"] or "",
             server_id=row["server_id"],
+            scheduled_ns=row.get("scheduled_ns"),
         )
         rec.validate(where)
         out.append(rec)

@@ -243,7 +243,26 @@ def compare_levels(
 
 
 # what runs pooled under one label must share
-POOL_KEYS = ("model", "api", "input_len", "output_len", "rate", "ignore_eos")
+POOL_KEYS = ("model", "api", "input_len", "output_len", "rate", "ignore_eos")  # and workload()
+
+
+def workload(config: dict[str, Any]) -> dict[str, Any]:
+    """What a run sent, and when, from its config: lengths, rate and loadgen's ``workload``
+    (a trace's or dataset's counts, not their paths; not the percentiles it saved). Runs
+    written before ``workload`` existed sent synthetic prompts at the rate given."""
+    work = dict(config.get("workload") or {"source": "synthetic"})
+    for key in ("trace", "dataset"):
+        if isinstance(work.get(key), dict):
+            work[key] = {k: v for k, v in work[key].items() if k != "path"}
+    work.pop("percentiles", None)
+    return {"input_len": config.get("input_len"), "output_len": config.get("output_len"),
+            "rate": config.get("rate"), **work}  # fmt: skip
+
+
+def workload_differences(a: Run, b: Run) -> list[str]:
+    """The workload fields in which two runs differ (see :func:`workload`)."""
+    wa, wb = workload(a.config), workload(b.config)
+    return [k for k in dict.fromkeys([*wa, *wb]) if wa.get(k) != wb.get(k)]
 
 
 def pool_runs(runs: Sequence[Run]) -> Run:
@@ -253,6 +272,7 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         return first
     for r in runs[1:]:
         diff = [k for k in POOL_KEYS if r.config.get(k) != first.config.get(k)]
+        diff += [f"workload {k}" for k in workload_differences(r, first) if k not in POOL_KEYS]
         if diff:
             raise UsageError(f"{r.path}: cannot pool with {first.path}: {', '.join(diff)} differ")
     concs = list(dict.fromkeys(lv.concurrency for r in runs for lv in r.levels))
@@ -415,7 +435,13 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     comparisons = []
     base = runs[0]
+    differs = {}
     for label, other in zip(labels[1:], runs[1:], strict=True):
+        if diff := workload_differences(base, other):
+            differs[label] = diff
+            print(f"pytimings compare: {label} sent another workload than {labels[0]} "
+                  f"({', '.join(diff)} differ): its changes are not the server's alone",
+                  file=sys.stderr)  # fmt: skip
         common = sorted(
             {lv.concurrency for lv in base.levels} & {lv.concurrency for lv in other.levels}
         )
@@ -460,6 +486,8 @@ def run(args: argparse.Namespace) -> int:
         "drift": [d for label, rs in loaded.items() for r in rs for d in run_drift(label, r)],
         # --memory: each engine recording's RSS and CUDA memory over its samples
         "memory_drift": [d for f, m in memory for d in memory_drift(Path(f).name, f, m)],
+        # label -> the workload fields in which it differs from the baseline (workload())
+        "workload_differs": differs,
         "comparisons": comparisons,
         "sweeps": sweeps,
         "errors": errors,  # label -> concurrency -> failed requests by kind (not in figures)

@@ -2,10 +2,27 @@
 
 Sends streaming (SSE) requests to ``<url>/completions`` or ``<url>/chat/completions``,
 closed-loop at a fixed concurrency (each of C workers sends its next request when the
-previous one ends) or, with ``--rate R``, open-loop: Poisson arrivals at R requests/s
-(exponential gaps from a seeded generator), with the concurrency level as a cap on
-requests in flight (as ``vllm bench serve --max-concurrency``; a request's clock starts
-when it is sent, so time spent waiting for the cap is not in its TTFT).
+previous one ends) or, with ``--rate R``, open-loop: arrivals at R requests/s (Poisson by
+default, from a seeded generator), with the concurrency level as a cap on
+requests in flight (as ``vllm bench serve --max-concurrency``).
+
+Timing. A request's clock (``start_ns``) starts when its bytes leave: aiohttp's trace hooks
+run just before the request's headers and body are written to the socket, in the same step
+of the event loop (:func:`send_stamps`), so building the request, waiting for a connection
+and a busy event loop are not in its TTFT; a closed-loop round that starts C requests at
+once charges its own start-up to none of them. ``scheduled_ns`` keeps when it was due (its
+arrival time in an open-loop schedule, the moment its closed-loop worker took it), and the
+difference is reported as ``send_lag_ms`` beside TTFT (with ``--rate`` and a cap, it
+includes the wait for a free slot): the client's own lateness, which must stay small for
+the offered load to be the one intended. Before each level's warm-up, C GETs of
+``<url>/models`` at once open C pooled connections.
+
+Workloads (:mod:`pytimings.serving.workload`): ``--trace`` replays a request trace's arrival
+times and lengths (each level is one round of the whole trace, ``--concurrency`` its cap),
+``--dataset`` takes prompts from a ShareGPT-style file, ``--arrival`` / ``--burstiness`` /
+``--ramp`` shape the open loop, ``--rates`` runs one level per rate, ``--max-error-rate``
+stops the sweep after a round whose level has failed more than that share, and
+``--percentiles`` saves more percentiles; all are recorded in ``config.workload``.
 
 Each level runs ``--warmup`` requests (sent, counted, not measured), then ``--rounds``
 rounds of ``--requests`` requests; or, a soak with ``--duration D --interval I``, sends
@@ -51,6 +68,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import errno
 import importlib.util
 import itertools
 import json
@@ -61,7 +79,7 @@ import socket
 import sys
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +93,7 @@ from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.memory import check_period
 from pytimings.record.recorder import boot_id
 from pytimings.serving import engine as engine_metrics
-from pytimings.serving import telemetry
+from pytimings.serving import telemetry, workload
 from pytimings.serving._format import fmt_num, format_table
 from pytimings.serving.metrics import DEFINITIONS, parse_slo, serving_metrics
 from pytimings.serving.runfile import SCHEMA, write_json
@@ -86,6 +104,7 @@ APIS = ("completions", "chat")
 # soak intervals a level may have: each is a round with its own statistics, so 2 s cut
 # into 1 us intervals ran out of memory after the load and lost every measured request
 MAX_INTERVALS = 100_000
+OPEN_TIMEOUT_S = 10.0  # the pool warm-up's GETs: a server that never answers them costs this
 
 # common English words, each a single token (with its leading space) in the Llama-2/3,
 # GPT-2/4 and Qwen BPE vocabularies
@@ -140,6 +159,24 @@ class Config:
     metrics_explicit: bool = False
     metrics_interval_s: float = 1.0
     stop_at_saturation: bool = False
+    # workload (pytimings.serving.workload): a trace to replay or a dataset's prompts, the
+    # arrival process of the open loop, one level per rate, an error-rate limit
+    trace: workload.Trace | None = None
+    trace_speed: float = 1.0
+    dataset: workload.Dataset | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    ramp_s: float = 0.0
+    rates: tuple[float, ...] = ()  # --rates: one level per rate at the one concurrency
+    max_error_rate: float | None = None
+    percentiles: tuple[float, ...] = ()  # reported beside p90/p95/p99
+
+    @property
+    def levels(self) -> list[tuple[int, float | None]]:
+        """(concurrency, rate) of each level, in the order run."""
+        if self.rates:
+            return [(self.concurrency[0], r) for r in self.rates]
+        return [(c, self.rate) for c in self.concurrency]
 
     @property
     def endpoint(self) -> str:
@@ -147,10 +184,10 @@ class Config:
             "/completions" if self.api == "completions" else "/chat/completions"
         )
 
-    def body(self, prompt: str) -> dict[str, Any]:
+    def body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.output_len,
+            "max_tokens": max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
             "temperature": 0.0,
@@ -175,6 +212,20 @@ class Config:
             "duration_s": self.duration_s, "interval_s": self.interval_s,
             "metrics_url": self.metrics_url, "metrics_interval_s": self.metrics_interval_s,
             "stop_at_saturation": self.stop_at_saturation,
+            "workload": self.workload_json(),
+        }  # fmt: skip
+
+    def workload_json(self) -> dict[str, Any]:
+        """What was sent and when, beyond the lengths and rate above (``compare`` tells two
+        runs of different workloads by it)."""
+        return {
+            "source": "trace" if self.trace else "dataset" if self.dataset else "synthetic",
+            "trace": None if self.trace is None else self.trace.to_json(self.trace_speed),
+            "dataset": None if self.dataset is None else self.dataset.to_json(),
+            "arrival": None if self.rate is None and not self.rates else self.arrival,
+            "burstiness": self.burstiness if self.arrival == "gamma" else None,
+            "ramp_s": self.ramp_s, "rates": list(self.rates),
+            "max_error_rate": self.max_error_rate, "percentiles": list(self.percentiles),
         }  # fmt: skip
 
 
@@ -213,25 +264,85 @@ def _usage_count(usage: dict[str, Any], key: str) -> int | None:
     return v
 
 
-def _connect_timeout_types() -> tuple[type[BaseException], ...]:
+# errno of a connection the peer tore down (RST: the server process died or aborted it)
+_RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+
+
+def _error_kind(exc: BaseException) -> tuple[str, str]:
+    """The error kind and detail of an exception out of aiohttp (see the kinds in
+    :mod:`pytimings.serving.runfile`). A reset is told from an orderly close: aiohttp raises
+    ClientOSError(ECONNRESET) when the RST comes before the response, and, once the body is
+    streaming, a ClientPayloadError whose message ends with the ConnectionResetError (its
+    only trace of the cause)."""
+    import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+
+    detail = f"{type(exc).__name__}: {exc}"[:300]
+    connect_timeout = getattr(aiohttp, "ConnectionTimeoutError", ())  # aiohttp >= 3.10
+    if isinstance(exc, connect_timeout):
+        return "connect", f"{type(exc).__name__}: connect timed out"
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return "timeout", f"{type(exc).__name__}: no data for the chunk timeout"
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout", f"{type(exc).__name__}: the request's total timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect", str(exc)
+    if isinstance(exc, OSError) and exc.errno in _RESET_ERRNOS:
+        return "reset", detail
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ("reset" if "ConnectionResetError" in str(exc) else "early_close"), detail
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "early_close", detail
+    if isinstance(exc, LineTooLong | ValueError):  # ValueError: a line over the buffer
+        return "malformed_sse", detail
+    if isinstance(exc, aiohttp.ClientResponseError | HttpProcessingError):
+        return "malformed_http", detail  # no valid HTTP response (status line, headers)
+    if isinstance(exc, aiohttp.ClientConnectionError):
+        return "connection", detail  # any other socket failure (errno in the detail)
+    return "client", detail
+
+
+def send_stamps() -> Any:
+    """An aiohttp TraceConfig that sets a request's ``start_ns`` when its bytes leave: the
+    hooks run just before the headers and each body chunk are written to the socket, in the
+    same step of the event loop, so the last one is the request's send time to within
+    microseconds (building the request, taking or opening a connection are before it)."""
     import aiohttp
 
-    t = getattr(aiohttp, "ConnectionTimeoutError", None)  # aiohttp >= 3.10
-    return (t,) if t is not None else ()
+    async def sent(_session: Any, ctx: Any, _params: Any) -> None:
+        record = (ctx.trace_request_ctx or {}).get("record")
+        if record is not None:
+            record.start_ns = now_ns()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(sent)
+    trace.on_request_chunk_sent.append(sent)
+    return trace
 
 
-async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> RequestRecord:
-    """One streaming request; every failure becomes an error kind on the record."""
-    import aiohttp
-    from aiohttp.http_exceptions import HttpProcessingError
-
-    connect_timeout = _connect_timeout_types()
+def _headers(cfg: Config) -> dict[str, str]:
     headers = {"Accept": "text/event-stream"}
     if cfg.api_key:
         headers["Authorization"] = f"Bearer {cfg.api_key}"
-    rec = RequestRecord(req_id=req_id, start_ns=now_ns(), input_tokens=None)
+    return headers
+
+
+async def _send_one(
+    session: Any, cfg: Config, request: _Request, scheduled_ns: int
+) -> RequestRecord:
+    """One streaming request due at ``scheduled_ns``; ``start_ns`` is set when its bytes
+    leave (:func:`send_stamps`; it stays the scheduled time if it never leaves). Every
+    failure becomes an error kind on the record."""
+    import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    req_id, prompt, max_tokens = request
+    rec = RequestRecord(req_id=req_id, start_ns=scheduled_ns, scheduled_ns=scheduled_ns)
     try:
-        async with session.post(cfg.endpoint, json=cfg.body(prompt), headers=headers) as resp:
+        async with session.post(
+            cfg.endpoint, json=cfg.body(prompt, max_tokens), headers=_headers(cfg),
+            trace_request_ctx={"record": rec},
+        ) as resp:  # fmt: skip
             if resp.status >= 400:
                 body = (await resp.text(errors="replace"))[:200].replace("\n", " ")
                 hint = ""
@@ -246,18 +357,8 @@ async def _send_one(session: Any, cfg: Config, req_id: str, prompt: str) -> Requ
             await _read_events(resp, cfg, rec)
     except _StreamError as exc:
         rec.error, rec.error_detail = exc.kind, str(exc)
-    except connect_timeout as exc:
-        rec.error, rec.error_detail = "connect", f"{type(exc).__name__}: connect timed out"
-    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        rec.error, rec.error_detail = "timeout", f"{type(exc).__name__}: no data in time"
-    except aiohttp.ClientConnectorError as exc:
-        rec.error, rec.error_detail = "connect", str(exc)
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-        rec.error, rec.error_detail = "early_close", f"{type(exc).__name__}: {exc}"
-    except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a line over the buffer
-        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"
-    except HttpProcessingError as exc:  # LineTooLong: a line over the client's limit
-        rec.error, rec.error_detail = "malformed_sse", f"{type(exc).__name__}: {exc}"[:200]
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, HttpProcessingError) as exc:
+        rec.error, rec.error_detail = _error_kind(exc)
     rec.end_ns = now_ns()
     return rec
 
@@ -318,6 +419,47 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
         )
 
 
+async def open_connections(session: Any, cfg: Config, n: int) -> None:
+    """Open ``n`` pooled connections before anything is timed: ``n`` GETs of
+    ``<url>/models`` at once (OpenAI-compatible servers list their models there; any answer,
+    even a 404, leaves its connection open in the pool; a failure, or no answer within
+    OPEN_TIMEOUT_S, is left to the warm-up to report)."""
+    import aiohttp
+
+    limit = aiohttp.ClientTimeout(total=min(cfg.timeout_s, OPEN_TIMEOUT_S))
+    url = cfg.url.rstrip("/") + "/models"
+
+    async def get() -> None:
+        try:
+            async with session.get(url, headers=_headers(cfg), timeout=limit) as r:
+                await r.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            pass
+
+    await asyncio.gather(*(get() for _ in range(n)))
+
+
+_Request = tuple[str, str, int]  # request id, prompt, max_tokens
+
+
+class _Prompts:
+    """Prompts of a level: a dataset's, in a seeded shuffled order cycled, or built words."""
+
+    def __init__(self, cfg: Config, rng: np.random.Generator) -> None:
+        self.cfg, self.rng = cfg, rng
+        ds = cfg.dataset
+        self.order = iter(()) if ds is None else itertools.cycle(rng.permutation(len(ds.prompts)))
+
+    def request(self, req_id: str, input_len: int | None = None, output_len: int | None = None
+                ) -> _Request:  # fmt: skip
+        """``input_len`` / ``output_len``: a trace's, else --input-len / --output-len."""
+        max_tokens = self.cfg.output_len if output_len is None else output_len
+        if self.cfg.dataset is not None:
+            return req_id, self.cfg.dataset.prompts[next(self.order)], max_tokens
+        words = self.cfg.input_len if input_len is None else input_len
+        return req_id, build_prompt(words, self.rng), max_tokens
+
+
 @dataclass
 class _Batch:
     records: list[RequestRecord]
@@ -329,52 +471,51 @@ async def _run_batch(
     session: Any,
     cfg: Config,
     concurrency: int,
-    prompts: Iterable[tuple[str, str]],
-    rng: np.random.Generator,
+    requests: Iterable[_Request],
+    due_s: Iterator[float] | None,
     tick: Callable[[], None],
     until_ns: int | None = None,
     sink: list[RequestRecord] | None = None,
 ) -> _Batch:
-    """Send ``prompts`` closed-loop (or Poisson open-loop with cfg.rate), capped at C; with
-    ``until_ns``, no request is sent after that time (a soak: ``prompts`` need not end);
-    ``sink`` gets each request's record as it completes."""
+    """Send ``requests`` closed-loop, or open-loop at the times ``due_s`` (seconds from the
+    batch's start), capped at C in flight; with ``until_ns``, no request is sent after that
+    time (a soak: ``requests`` need not end); ``sink`` gets each record as it completes."""
     results: dict[int, RequestRecord] = {}
-    feed = enumerate(prompts)
+    feed = enumerate(requests)
 
     def open_() -> bool:
         return until_ns is None or now_ns() < until_ns
 
-    async def one(i: int, req_id: str, prompt: str) -> None:
-        results[i] = rec = await _send_one(session, cfg, req_id, prompt)
+    async def one(i: int, request: _Request, scheduled_ns: int) -> None:
+        results[i] = rec = await _send_one(session, cfg, request, scheduled_ns)
         if sink is not None:
             sink.append(rec)
         tick()
 
     start = now_ns()
-    if cfg.rate is None:
+    if due_s is None:
 
         async def worker() -> None:
             while open_() and (item := next(feed, None)) is not None:
-                await one(item[0], *item[1])
+                await one(*item, now_ns())
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     else:
         cap = asyncio.Semaphore(concurrency)
         loop = asyncio.get_running_loop()
-        t0, due = loop.time(), 0.0
+        t0 = loop.time()
 
-        async def capped(i: int, req_id: str, prompt: str) -> None:
+        async def capped(i: int, request: _Request, scheduled_ns: int) -> None:
             async with cap:
-                await one(i, req_id, prompt)
+                await one(i, request, scheduled_ns)
 
         tasks = []
-        for i, (req_id, prompt) in feed:
-            if i:
-                due += float(rng.exponential(1.0 / cfg.rate))
+        for (i, request), due in zip(feed, due_s, strict=False):
             await asyncio.sleep(max(0.0, t0 + due - loop.time()))
             if not open_():
                 break
-            tasks.append(asyncio.create_task(capped(i, req_id, prompt)))
+            scheduled_ns = start + round(due * 1e9)
+            tasks.append(asyncio.create_task(capped(i, request, scheduled_ns)))
         await asyncio.gather(*tasks)
     end = now_ns()
     return _Batch([results[i] for i in sorted(results)], start, end)
@@ -384,7 +525,8 @@ async def _soak(
     session: Any,
     cfg: Config,
     conc: int,
-    rng: np.random.Generator,
+    prompts: _Prompts,
+    due_s: Iterator[float] | None,
     tick: Callable[[], None],
     sink: list[RequestRecord],
 ) -> list[_Batch]:
@@ -392,12 +534,12 @@ async def _soak(
     cfg.interval_s by send time (a request belongs to the interval it was sent in; every
     interval's window is interval_s long, so their throughputs compare)."""
     assert cfg.duration_s is not None and cfg.interval_s is not None
-    prompts = ((f"c{conc}-s{i}", build_prompt(cfg.input_len, rng)) for i in itertools.count())
+    requests = (prompts.request(f"c{conc}-s{i}") for i in itertools.count())
     step = round(cfg.interval_s * 1e9)
     n = max(1, math.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
     t0 = now_ns()
     batch = await _run_batch(
-        session, cfg, conc, prompts, rng, tick, until_ns=t0 + n * step, sink=sink
+        session, cfg, conc, requests, due_s, tick, until_ns=t0 + n * step, sink=sink
     )
     bins: list[list[RequestRecord]] = [[] for _ in range(n)]
     for r in batch.records:
@@ -453,7 +595,7 @@ async def run_load(
     import aiohttp
 
     per_level = cfg.warmup + cfg.rounds * cfg.requests
-    total = None if cfg.duration_s is not None else len(cfg.concurrency) * per_level
+    total = None if cfg.duration_s is not None else len(cfg.levels) * per_level
     tick = progress(total) if progress is not None else (lambda: None)
     timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_read=cfg.chunk_timeout_s)
     connector = aiohttp.TCPConnector(limit=max(cfg.concurrency), force_close=False)
@@ -462,7 +604,9 @@ async def run_load(
     scraper = engine_metrics.Scraper(metrics_url or "", cfg.metrics_interval_s)
     terminated = _cancel_on_sigterm()
     async with (
-        aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
+        aiohttp.ClientSession(
+            timeout=timeout, connector=connector, trace_configs=[send_stamps()]
+        ) as session,
         scraper,
     ):
         scraping = asyncio.create_task(scraper.run()) if metrics_url else None
@@ -478,7 +622,7 @@ async def run_load(
             # what was measured is kept: the levels done, and the stopped level's requests
             doc = _document(cfg, levels, metrics_url, metrics_note, None)
             doc["interrupted"] = {
-                "concurrency": cfg.concurrency[len(levels)],
+                "concurrency": cfg.levels[len(levels)][0],
                 "reason": f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
                 "requests": [r.to_json() for r in measured],
             }
@@ -518,13 +662,21 @@ async def _levels(
     """Measure the levels into ``levels``, each appended when done (``measured``: the
     level in progress's measured requests so far); returns the level past saturation the
     sweep stopped after, if any."""
-    for li, conc in enumerate(cfg.concurrency):
+    for li, (conc, rate) in enumerate(cfg.levels):
         measured.clear()
         rng = np.random.default_rng([cfg.seed, li])
-        warm_prompts = [
-            (f"c{conc}-w{i}", build_prompt(cfg.input_len, rng)) for i in range(cfg.warmup)
-        ]
-        warm = await _run_batch(session, cfg, conc, warm_prompts, rng, tick)
+        prompts = _Prompts(cfg, rng)
+
+        def due(
+            rate: float | None = rate, rng: np.random.Generator = rng
+        ) -> Iterator[float] | None:
+            if rate is None:
+                return None
+            return workload.arrivals(cfg.arrival, rate, cfg.burstiness, cfg.ramp_s, rng)
+
+        await open_connections(session, cfg, conc)
+        warm_requests = [prompts.request(f"c{conc}-w{i}") for i in range(cfg.warmup)]
+        warm = await _run_batch(session, cfg, conc, warm_requests, due(), tick)
         if warm.records and all(r.error is not None for r in warm.records):
             # the server cannot serve these requests: measuring would only count failures
             raise WarmupFailed(conc, warm.records[0].error_detail or str(warm.records[0].error))
@@ -532,17 +684,35 @@ async def _levels(
             measured_from = (await scraper.scrape()).t_ns  # the level's counters start here
         rounds = []
         batches = []
+        stopped = None
         for ri in range(cfg.rounds if cfg.duration_s is None else 0):
-            prompts = [
-                (f"c{conc}-r{ri}-{i}", build_prompt(cfg.input_len, rng))
-                for i in range(cfg.requests)
-            ]
-            batches.append(await _run_batch(session, cfg, conc, prompts, rng, tick, sink=measured))
+            if cfg.trace is not None:  # the whole trace, at its own times
+                trace = cfg.trace
+                requests = [
+                    prompts.request(f"c{conc}-t{i}", n_in, n_out)
+                    for i, (n_in, n_out) in enumerate(zip(trace.input_len, trace.output_len,
+                                                          strict=True))
+                ]  # fmt: skip
+                times: Iterator[float] | None = iter(t / cfg.trace_speed for t in trace.arrival_s)
+            else:
+                requests = [prompts.request(f"c{conc}-r{ri}-{i}") for i in range(cfg.requests)]
+                times = due()
+            batches.append(
+                await _run_batch(session, cfg, conc, requests, times, tick, sink=measured)
+            )
+            stopped = _error_limit_passed(cfg, measured, conc, rate, ri)
+            if stopped is not None:
+                break
         if cfg.duration_s is not None:
-            batches = await _soak(session, cfg, conc, rng, tick, measured)
+            batches = await _soak(session, cfg, conc, prompts, due(), tick, measured)
+            stopped = _error_limit_passed(cfg, measured, conc, rate, len(batches) - 1)
         for ri, batch in enumerate(batches):
             summary = serving_metrics(
-                batch.records, cfg.definition, cfg.slo_ms, [(batch.start_ns, batch.end_ns)]
+                batch.records,
+                cfg.definition,
+                cfg.slo_ms,
+                [(batch.start_ns, batch.end_ns)],
+                cfg.percentiles,
             ).to_dict()
             rounds.append(
                 {
@@ -556,9 +726,10 @@ async def _levels(
             cfg.definition,
             cfg.slo_ms,
             [(b.start_ns, b.end_ns) for b in batches],
+            cfg.percentiles,
         ).to_dict()
         level: dict[str, Any] = {
-            "concurrency": conc, "rate": cfg.rate,
+            "concurrency": conc, "rate": rate,
             "warmup": {"requests": len(warm.records), "errors": errors_by_kind(warm.records)},
             "rounds": rounds, "summary": level_summary,
         }  # fmt: skip
@@ -568,8 +739,12 @@ async def _levels(
         if metrics_url:
             measured_to = (await scraper.scrape()).t_ns  # ... and end here
             level["engine"] = scraper.level_engine(measured_from, measured_to)
+        if stopped is not None:
+            level["stopped"] = stopped
         levels.append(level)
         measured.clear()
+        if stopped is not None:
+            return None
         if (
             cfg.stop_at_saturation
             and li
@@ -577,6 +752,20 @@ async def _levels(
         ):
             return conc
     return None
+
+
+def _error_limit_passed(
+    cfg: Config, measured: list[RequestRecord], conc: int, rate: float | None, round_: int
+) -> dict[str, Any] | None:
+    """Where the sweep stops for --max-error-rate: the level's failed share of its measured
+    requests so far, when over the limit (checked after each round); else None."""
+    if cfg.max_error_rate is None or not measured:
+        return None
+    share = sum(r.error is not None for r in measured) / len(measured)
+    if share <= cfg.max_error_rate:
+        return None
+    return {"concurrency": conc, "rate": rate, "round": round_, "error_rate": share,
+            "errors": errors_by_kind(measured)}  # fmt: skip
 
 
 def _document(
@@ -599,7 +788,10 @@ def _document(
                            "note": metrics_note},
         "saturation": {"rule": SATURATION_RULE, "stop": cfg.stop_at_saturation,
                        "stopped_after": saturated,
-                       "not_run": [c for c in cfg.concurrency[len(levels):]]},
+                       "not_run": [c for c, _ in cfg.levels[len(levels):]]},
+        "error_limit": {"max_error_rate": cfg.max_error_rate,
+                        "stopped_at": next((lv["stopped"] for lv in levels if "stopped" in lv),
+                                           None)},
     }  # fmt: skip
 
 
@@ -653,8 +845,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", default="1", help="comma-separated levels, e.g. 1,4")
     p.add_argument("--input-len", type=int, default=1080, help="prompt tokens (approximate)")
     p.add_argument("--output-len", type=int, default=1020, help="max_tokens per request")
-    p.add_argument("--requests", type=int, default=10, help="requests per round")
-    p.add_argument("--rounds", type=int, default=3, help="measured rounds per level")
+    p.add_argument("--requests", type=int, default=None, help="requests per round (default 10)")
+    p.add_argument("--rounds", type=int, default=None, help="measured rounds per level (default 3)")
     p.add_argument(
         "--warmup",
         type=int,
@@ -662,7 +854,64 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"unmeasured warm-up repetitions first{DETAIL}requests per level (>= the "
         "concurrency opens every connection first)",
     )
-    p.add_argument("--rate", type=float, default=None, help="open-loop Poisson rate (req/s)")
+    p.add_argument("--rate", type=float, default=None, help="open-loop arrival rate (req/s)")
+    p.add_argument(
+        "--rates",
+        default=None,
+        metavar="R1,R2,...",
+        help="one open-loop level per rate (req/s), at the one --concurrency as the cap",
+    )
+    p.add_argument(
+        "--arrival",
+        default="poisson",
+        help=f"open-loop arrivals: {', '.join(workload.ARRIVALS)} (default poisson)",
+    )
+    p.add_argument(
+        "--burstiness",
+        type=float,
+        default=None,
+        help="gamma arrivals' shape: < 1 burstier than Poisson, 1 Poisson, > 1 more regular",
+    )
+    p.add_argument(
+        "--ramp",
+        type=duration,
+        default=None,
+        metavar="TIME",
+        help="raise the rate linearly from 0 over this long at each round's start",
+    )
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="replay a request trace (arrival times, input/output lengths): JSONL "
+        "{timestamp, input_len, output_len}, Mooncake JSONL or the Azure LLM inference CSV; "
+        "each level is one round of the whole trace",
+    )
+    p.add_argument(
+        "--trace-speed",
+        type=float,
+        default=None,
+        help="replay the trace this many times faster (default 1)",
+    )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        metavar="FILE",
+        help="prompts from a ShareGPT-style JSON/JSONL file instead of --input-len words",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        metavar="F",
+        help="stop the sweep after a round in which the level's failed share passes F (0-1)",
+    )
+    p.add_argument(
+        "--percentiles",
+        default=None,
+        metavar="Q1,Q2,...",
+        help="more latency percentiles to save beside p90/p95/p99, e.g. 50,99.9",
+    )
     p.add_argument(
         "--duration",
         type=duration,
@@ -746,11 +995,22 @@ def config_from_args(args: argparse.Namespace) -> Config:
         ) from None
     if not levels or min(levels) < 1:
         raise UsageError(f"--concurrency {args.concurrency!r}: every level must be >= 1")
+    work = _workload_args(args, levels)
+    requests, rounds = args.requests, args.rounds
+    if work["trace"] is not None:
+        for flag, value in (("--requests", requests), ("--rounds", rounds), ("--rate", args.rate),
+                            ("--rates", args.rates), ("--duration", args.duration),
+                            ("--dataset", args.dataset)):  # fmt: skip
+            if value is not None:
+                raise UsageError(f"--trace sets the requests and their times; drop {flag}")
+        requests, rounds = len(work["trace"].arrival_s), 1
+    requests = 10 if requests is None else requests
+    rounds = 3 if rounds is None else rounds
     positive = {
         "--input-len": args.input_len,
         "--output-len": args.output_len,
-        "--requests": args.requests,
-        "--rounds": args.rounds,
+        "--requests": requests,
+        "--rounds": rounds,
         "--timeout": args.timeout,
         "--chunk-timeout": args.chunk_timeout,
     }
@@ -785,15 +1045,72 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise UsageError(f"--out {args.out!r}: directory {out_dir} is not writable")
     return Config(
         url=args.url, model=args.model, api=args.api, concurrency=levels,
-        input_len=args.input_len, output_len=args.output_len, requests=args.requests,
-        rounds=args.rounds, warmup=args.warmup, rate=args.rate, seed=args.seed,
+        input_len=args.input_len, output_len=args.output_len, requests=requests,
+        rounds=rounds, warmup=args.warmup, rate=args.rate, seed=args.seed,
         timeout_s=args.timeout, chunk_timeout_s=args.chunk_timeout,
         ignore_eos=not args.no_ignore_eos, definition=args.definition,
         slo_ms=parse_slo(args.slo), api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
         duration_s=soak_s, interval_s=interval, metrics_url=metrics_url,
         metrics_explicit=explicit, metrics_interval_s=args.metrics_interval,
-        stop_at_saturation=args.stop_at_saturation,
+        stop_at_saturation=args.stop_at_saturation, **work,
     )  # fmt: skip
+
+
+def _numbers(flag: str, text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected numbers like 1,2.5") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise UsageError(f"{flag} {text!r}: expected finite numbers like 1,2.5")
+    return values
+
+
+def _workload_args(args: argparse.Namespace, levels: tuple[int, ...]) -> dict[str, Any]:
+    """The workload fields of Config from the flags (each checked, files read, before any
+    request is sent)."""
+    rates: tuple[float, ...] = ()
+    if args.rates is not None:
+        rates = _numbers("--rates", args.rates)
+        if min(rates) <= 0:
+            raise UsageError(f"--rates {args.rates!r}: every rate must be > 0")
+        if args.rate is not None:
+            raise UsageError("--rate and --rates contradict each other (--rates R is --rate R)")
+        if len(levels) > 1:
+            raise UsageError("--rates sweeps the rate at one --concurrency (the cap); give one")
+    open_loop = args.rate is not None or bool(rates)
+    if args.arrival not in workload.ARRIVALS:
+        raise UsageError(f"--arrival {args.arrival!r}: expected one of "
+                         f"{', '.join(workload.ARRIVALS)}")  # fmt: skip
+    if args.arrival != "poisson" and not open_loop:
+        raise UsageError(f"--arrival {args.arrival}: needs --rate or --rates (an open loop)")
+    if args.burstiness is not None:
+        if args.arrival != "gamma":
+            raise UsageError("--burstiness is the shape of --arrival gamma; give that too")
+        _positive("--burstiness", args.burstiness)
+    if args.ramp is not None:
+        if not open_loop:
+            raise UsageError("--ramp raises an open-loop rate: needs --rate or --rates")
+        _positive("--ramp", args.ramp)
+    if args.max_error_rate is not None and not 0 <= args.max_error_rate < 1:
+        raise UsageError(f"--max-error-rate must be in [0, 1), got {args.max_error_rate:g}")
+    percentiles: tuple[float, ...] = ()
+    if args.percentiles is not None:
+        percentiles = _numbers("--percentiles", args.percentiles)
+        if not all(0 < q < 100 for q in percentiles):
+            raise UsageError(f"--percentiles {args.percentiles!r}: each must be in (0, 100)")
+    if args.trace_speed is not None:
+        if args.trace is None:
+            raise UsageError("--trace-speed needs --trace")
+        _positive("--trace-speed", args.trace_speed)
+    return {
+        "trace": None if args.trace is None else workload.read_trace(args.trace),
+        "trace_speed": args.trace_speed or 1.0,
+        "dataset": None if args.dataset is None else workload.read_dataset(args.dataset),
+        "arrival": args.arrival, "burstiness": args.burstiness or 1.0,
+        "ramp_s": args.ramp or 0.0, "rates": rates, "max_error_rate": args.max_error_rate,
+        "percentiles": percentiles,
+    }  # fmt: skip
 
 
 def _metrics_target(args: argparse.Namespace) -> tuple[str | None, bool]:
@@ -825,7 +1142,8 @@ def _progress_bar(total: int | None) -> tuple[Any, Callable[[], None]]:
 
 def summary_table(doc: dict[str, Any]) -> str:
     headers = ["conc", "round", "ok", "errors", "req/s", "out tok/s", "goodput", "TTFT mean",
-               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99"]  # fmt: skip
+               "TTFT p99", "TPOT mean", "ITL p99", "E2E mean", "E2E p99",
+               "send lag p99"]  # fmt: skip
     rows = []
     for lv in doc["levels"]:
         for label, s, errs in [
@@ -840,6 +1158,7 @@ def summary_table(doc: dict[str, Any]) -> str:
                 fmt_num(s["ttft_ms"]["mean"]), fmt_num(s["ttft_ms"]["p99"]),
                 fmt_num(s["tpot_ms"]["mean"]), fmt_num(s["itl_ms"]["p99"]),
                 fmt_num(s["e2el_ms"]["mean"]), fmt_num(s["e2el_ms"]["p99"]),
+                fmt_num(s["send_lag_ms"]["p99"]),
             ])  # fmt: skip
     return "times in ms; goodput in req/s within the SLOs\n" + format_table(headers, rows)
 

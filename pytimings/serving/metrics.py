@@ -61,6 +61,12 @@ test (as vLLM does). Written ``ttft=200ms,tpot=50ms`` (units ms, s, us; bare = m
 Peak concurrency: the most requests in flight at once (intervals [s, e); unfinished ones
 open until the last timestamp seen).
 
+Send lag (load generator): ``start_ns - scheduled_ns`` of each measured request that has a
+``scheduled_ns`` -- how long the client took from the request being due to its last byte
+leaving (building it, a connection, a busy event loop). It is the client's own delay, kept
+out of TTFT and E2E and reported beside them; a large one means the client, not the
+server, fell behind the schedule.
+
 Phase breakdown: when an engine marked phases, the time in each phase per request (a phase
 lasts until the next phase starts or the request ends; a phase entered several times,
 e.g. "queue" after a preemption, is summed).
@@ -109,22 +115,31 @@ class LatencyStats:
     p95: float
     p99: float
     max: float
+    # percentiles asked for beyond p90/p95/p99 (loadgen --percentiles): (q, value), saved
+    # as "p<q>" (p50, p99.9)
+    more: tuple[tuple[float, float], ...] = ()
 
     @classmethod
-    def of(cls, values_ns: npt.ArrayLike, ddof: int = 0) -> LatencyStats:
+    def of(
+        cls, values_ns: npt.ArrayLike, ddof: int = 0, percentiles: Sequence[float] = ()
+    ) -> LatencyStats:
         v = np.asarray(values_ns, dtype=np.float64) / _NS_PER_MS
+        extra = [q for q in percentiles if q not in (90, 95, 99)]
         if v.size == 0:
             nan = float("nan")
-            return cls(0, nan, nan, nan, nan, nan, nan, nan)
-        p90, p95, p99 = np.percentile(v, [90, 95, 99])
+            return cls(0, nan, nan, nan, nan, nan, nan, nan, tuple((q, nan) for q in extra))
+        p90, p95, p99, *more = np.percentile(v, [90, 95, 99, *extra])
         std = float(np.std(v, ddof=ddof)) if v.size > ddof else float("nan")
         return cls(
             int(v.size), float(v.mean()), float(np.median(v)), std,
             float(p90), float(p95), float(p99), float(v.max()),
+            tuple(zip(extra, map(float, more), strict=True)),
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, float | int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "more"}
+        out.update({f"p{q:g}": value for q, value in self.more})
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,8 @@ class ServingMetrics:
     # measured requests whose input token count is unknown (counted as 0 in
     # total_token_throughput, which then understates)
     input_tokens_unknown: int = 0
+    # the client's send lag of the measured requests that have a scheduled time (see above)
+    send_lag: LatencyStats = field(default_factory=lambda: LatencyStats.of([]))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (times in ms, throughputs per second)."""
@@ -177,6 +194,7 @@ class ServingMetrics:
             "good_requests": self.good_requests,
             "phases_ms": {k: v.to_dict() for k, v in self.phases.items()},
             "input_tokens_unknown": self.input_tokens_unknown,
+            "send_lag_ms": self.send_lag.to_dict(),
         }
 
 
@@ -255,8 +273,11 @@ def serving_metrics(
     definition: str = "vllm",
     slo: str | Mapping[str, float] | None = None,
     windows: Sequence[tuple[int, int]] | None = None,
+    percentiles: Sequence[float] = (),
 ) -> ServingMetrics:
     """Metrics of ``records`` under ``definition`` ("vllm", "genai-perf", "llmperf").
+
+    ``percentiles``: more percentiles of every latency (e.g. 50, 99.9), beside p90/p95/p99.
 
     ``windows``: the benchmark windows (start_ns, end_ns) the records were sent in, one per
     round; the duration is summed over windows and each record belongs to the window its
@@ -367,14 +388,19 @@ def serving_metrics(
         output_throughput=per_s(total_out),
         total_token_throughput=per_s(total_in + total_out),
         peak_concurrency=peak_concurrency(recs),
-        ttft=LatencyStats.of(ttft, ddof),
-        tpot=LatencyStats.of(tpot[multi], ddof),
-        itl=LatencyStats.of(itl_values, ddof),
-        e2el=LatencyStats.of(e2el, ddof),
+        ttft=LatencyStats.of(ttft, ddof, percentiles),
+        tpot=LatencyStats.of(tpot[multi], ddof, percentiles),
+        itl=LatencyStats.of(itl_values, ddof, percentiles),
+        e2el=LatencyStats.of(e2el, ddof, percentiles),
         slo_ms=slo_ms,
         goodput=goodput,
         good_requests=good,
         phases=phases,
         per_request=per_request,
         input_tokens_unknown=sum(r.input_tokens is None for r in ok),
+        send_lag=LatencyStats.of(
+            [r.start_ns - r.scheduled_ns for r in ok if r.scheduled_ns is not None],
+            ddof,
+            percentiles,
+        ),
     )

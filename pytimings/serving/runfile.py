@@ -18,17 +18,29 @@
                  "timeout_s": float, "chunk_timeout_s": float, "ignore_eos": bool,
                  "definition": "vllm" | "genai-perf" | "llmperf", "slo_ms": {str: float},
                  "prompt": str (how prompts were built and how exact their length is),
-                 "duration_s", "interval_s": float | null (a soak's; null otherwise)},
+                 "duration_s", "interval_s": float | null (a soak's; null otherwise),
+                 "workload": {"source": "synthetic" | "trace" | "dataset",
+                              "trace": null | {"path", "format", "requests", "span_s",
+                                               "speed", "input_tokens", "output_tokens"},
+                              "dataset": null | {"path", "prompts", "skipped"},
+                              "arrival": "poisson" | "constant" | "gamma" | null (closed),
+                              "burstiness": float | null, "ramp_s": float,
+                              "rates": [float], "max_error_rate": float | null,
+                              "percentiles": [float]}},   # (pytimings.serving.workload)
       "levels": [                       # one per concurrency level, in the order run
         {"concurrency": int, "rate": float | null,
+         "stopped": {...},                # only where --max-error-rate stopped the sweep
          "warmup": {"requests": int, "errors": {kind: int}},   # sent, not measured
          "rounds": [
            {"round": int,                 # 0-based
             "start_ns": int, "end_ns": int,   # benchmark window of the round
             "errors": {kind: int},        # every failed request, by kind
             "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
-                                          # null where a statistic has no values)
-            "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
+                                          # null where a statistic has no values), with
+                                          # send_lag_ms: the client's send lag; with
+                                          # --percentiles, "p50", "p99.9"... in each
+            "requests": [RequestRecord.to_json(), ...]}   # every request, failed included;
+                                          # start_ns: its bytes left, scheduled_ns: it was due
          ],
          "summary": {...},               # metrics over all rounds of the level
          "telemetry": {...},             # loadgen --telemetry[-url]: docs/telemetry.md
@@ -47,6 +59,9 @@
                                   "acceptance_rate", "mean_acceptance_length"}}}
       ],
       "engine_metrics": {"url": str | null, "interval_s": float, "note": str},
+      "error_limit": {"max_error_rate": float | null,
+                      "stopped_at": null | {"concurrency", "rate", "round", "error_rate",
+                                            "errors": {kind: int}}},
       "saturation": {"rule": str, "stop": bool, "stopped_after": int | null,
                      "not_run": [int]},     # levels --stop-at-saturation left out (or
                                             # not finished: see interrupted)
@@ -57,13 +72,16 @@
     }
 
 Error kinds: ``connect`` (no connection), ``http_4xx`` / ``http_5xx`` (status, with the
-body's start in ``error_detail``), ``timeout`` (total timeout, or no bytes for
-chunk_timeout_s: a stall), ``malformed_sse`` (unparseable event, wrong content type),
-``sse_error`` (the server streamed an error object), ``early_close`` (the stream ended or
-the connection dropped before ``data: [DONE]``), ``bad_usage`` (a ``usage`` token count
-that is not an integer in [0, 2**31): a bool, a float, a negative or absurd number).
-``malformed_sse`` also covers an event nested too deep to decode and a line longer than
-the client's line limit.
+body's start in ``error_detail``), ``timeout`` (the request's total timeout, or no bytes for
+chunk_timeout_s: a stall; the detail says which), ``reset`` (the peer reset the connection,
+ECONNRESET/EPIPE: the server died or aborted it, before or during the stream),
+``early_close`` (the connection closed in order, or the stream ended, before
+``data: [DONE]``), ``malformed_sse`` (unparseable event, wrong content type, an event nested
+too deep to decode, a line longer than the client's line limit), ``malformed_http`` (no
+valid HTTP response: status line, headers), ``sse_error`` (the server streamed an error
+object), ``bad_usage`` (a ``usage`` token count that is not an integer in [0, 2**31): a
+bool, a float, a negative or absurd number), ``connection`` (any other socket error, its
+errno in the detail), ``client`` (any other client failure, named in the detail).
 """
 
 from __future__ import annotations
@@ -83,7 +101,8 @@ from pytimings.model.requests import RequestRecord
 SCHEMA = "pytimings.serving/2"
 SCHEMAS = ("pytimings.serving/1", SCHEMA)  # what load_run reads
 ERROR_KINDS = (
-    "connect", "http_4xx", "http_5xx", "timeout", "malformed_sse", "sse_error", "early_close",
+    "connect", "http_4xx", "http_5xx", "timeout", "reset", "early_close", "malformed_sse",
+    "malformed_http", "sse_error", "bad_usage", "connection", "client",
 )  # fmt: skip
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import sys
 import time
 import urllib.request
@@ -34,7 +36,11 @@ class Behaviour:
     ttft_s: float = 0.05
     itl_s: float = 0.02
     # None, "500", "stall", "malformed", "bad_shape", "drop", "error_event", "deep" (an
-    # event nested 1500 deep), "long_line" (a 600 KiB data line), or a bad final usage
+    # event nested 1500 deep), "long_line" (a 600 KiB data line), "reset" (the connection
+    # reset mid-stream, as when the server dies: RST, not FIN), "reset_early" (reset before
+    # the response's headers), "close_early" (an orderly close before the headers),
+    # "no_done" (the response ends in order without ``data: [DONE]``), "404",
+    # "429", or a bad final usage
     # completion_tokens: "usage_huge" (1e30), "usage_negative" (-5), "usage_bool" (true)
     fail: str | None = None
     send_usage: bool = True
@@ -146,8 +152,11 @@ async def _handle(request: web.Request, api: str) -> web.StreamResponse:
     state.seen += 1
     body = await request.json()
     state.bodies.append(body)
-    if b.fail == "500":
-        return web.Response(status=500, text="injected failure")
+    if b.fail in ("500", "404", "429"):
+        return web.Response(status=int(b.fail), text="injected failure")
+    if b.fail in ("reset_early", "close_early"):
+        _drop(request, reset=b.fail == "reset_early")
+        return web.Response()  # never sent: the connection is gone
     n = int(body["max_tokens"])
     eng = state.engine
     if eng is None:
@@ -212,9 +221,8 @@ async def _stream(
             await resp.write(
                 f'data: {{"choices": [{{"text": "{"x" * 600 * 1024}"}}]}}\n\n'.encode()
             )
-        if produced >= 2 and b.fail == "drop":
-            assert request.transport is not None
-            request.transport.abort()  # connection dropped mid-stream
+        if produced >= 2 and b.fail in ("drop", "reset"):
+            _drop(request, reset=b.fail == "reset")  # connection dropped mid-stream
             return resp
     state.timings.append({"id": rid, "recv_ns": recv_ns, "write_ns": write_ns})
     if b.send_usage:
@@ -223,9 +231,21 @@ async def _stream(
         counts = f'"prompt_tokens": 17, "completion_tokens": {completion}'
         usage = f'{{"choices": [], "usage": {{{counts}}}}}'
         await resp.write(f"data: {usage}\n\n".encode())
-    await resp.write(b"data: [DONE]\n\n")
+    if b.fail != "no_done":
+        await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+def _drop(request: web.Request, reset: bool) -> None:
+    """Close the connection now: with ``reset``, an RST (SO_LINGER 0, as the kernel does
+    when the server process dies with data unread), else an orderly FIN."""
+    transport = request.transport
+    assert transport is not None
+    if reset:
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 async def _stats(request: web.Request) -> web.Response:

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sse_server import Behaviour, serve
+from timed_server import serve_timed
 
 from pytimings.cli import main
 from pytimings.serving.metrics import serving_metrics
-from pytimings.serving.runfile import SCHEMA, load_run
+from pytimings.serving.runfile import ERROR_KINDS, SCHEMA, load_run
 
 TTFT_S, ITL_S, N_OUT = 0.060, 0.020, 8
 
@@ -205,6 +206,17 @@ def test_connect_failure_counted_and_exit_1(
     assert doc["levels"][0]["summary"]["ttft_ms"]["mean"] is None  # no values: null
 
 
+def test_a_trace_takes_no_request_count_or_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_len": 3, "output_len": 2}\n')
+    for flag, value in (("--rounds", "2"), ("--rate", "5"), ("--requests", "9")):
+        assert _loadgen("http://127.0.0.1:9/v1", tmp_path / "o.json", "--trace", str(trace),
+                        flag, value) == 2  # fmt: skip
+        assert f"drop {flag}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -222,6 +234,19 @@ def test_connect_failure_counted_and_exit_1(
         # 2 s in 1 us intervals ran out of memory after the load, losing every request
         (["--duration", "2s", "--interval", "0.001ms"], "would cut 2e+06 intervals"),
         (["--metrics-url", "ftp://x/metrics"], "--metrics-url"),
+        (["--trace", "/nonexist.jsonl"], "--trace /nonexist.jsonl: cannot read"),
+        (["--dataset", "/nonexist.json"], "--dataset /nonexist.json: cannot read"),
+        (["--trace-speed", "2"], "--trace-speed needs --trace"),
+        (["--rates", "5,x"], "--rates"),
+        (["--rates", "5,0"], "every rate must be > 0"),
+        (["--rates", "5", "--rate", "5"], "contradict"),
+        (["--rates", "5", "--concurrency", "1,2"], "one --concurrency"),
+        (["--arrival", "uniform"], "--arrival"),
+        (["--arrival", "gamma"], "needs --rate"),
+        (["--burstiness", "2", "--rate", "5"], "--arrival gamma"),
+        (["--ramp", "10s"], "needs --rate"),
+        (["--max-error-rate", "1.5"], "--max-error-rate"),
+        (["--percentiles", "50,100"], "(0, 100)"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(
@@ -333,3 +358,161 @@ def test_gpu_price_without_gpus_says_it_assumed_one(
     capsys.readouterr()
     assert main(["report", str(out), "--gpu-price", "2.5"]) == 0
     assert "--gpu-price without --gpus: the cost assumes 1 GPU" in capsys.readouterr().err
+
+
+# each way a request fails, the kind it must be counted as: a reset (RST, the server died)
+# is never an orderly early close nor a malformed stream, and neither is the reverse
+FAULT_KINDS = {
+    "reset": "reset",  # RST mid-stream
+    "reset_early": "reset",  # RST before the response's headers
+    "drop": "early_close",  # FIN mid-stream
+    "close_early": "early_close",  # FIN before the headers
+    "no_done": "early_close",  # the response ended without [DONE]
+    "stall": "timeout",
+    "404": "http_4xx",
+    "429": "http_4xx",
+    "500": "http_5xx",
+    "malformed": "malformed_sse",
+    "error_event": "sse_error",
+}
+
+
+@pytest.mark.parametrize("fault", FAULT_KINDS)
+def test_each_fault_has_its_own_kind(tmp_path: Path, fault: str) -> None:
+    ok = Behaviour(0.005, 0.002)
+    out = tmp_path / "run.json"
+    with serve([ok, Behaviour(0.005, 0.002, fail=fault), ok]) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "1", "--requests", "6", "--rounds", "1",
+                      "--warmup", "0", "--chunk-timeout", "0.3")  # fmt: skip
+    assert rc == 0
+    (rd,) = load_run(out).levels[0].rounds
+    kind = FAULT_KINDS[fault]
+    assert rd.errors == {kind: 2}, [r.error_detail for r in rd.records if r.error]
+    assert kind in ERROR_KINDS
+    assert rd.summary["completed"] == 4  # the requests after a failure are unharmed
+
+
+def test_requests_are_timed_from_when_their_bytes_leave(tmp_path: Path) -> None:
+    """C=64 closed-loop rounds, each starting 64 requests at once: the client's start-up
+    (building and writing 64 requests) is send lag, not TTFT. Against the server's log on
+    the same clock, whose request time is the kernel's receive time of the request's bytes:
+    a request is stamped sent just before those bytes arrive, and the client's TTFT p99
+    follows the server's (the rest of the gap is the client's loop reading late, some ms
+    when this machine is loaded; the old start stamp, taken before the request was built,
+    was 20-40 ms early at each round's start)."""
+    out = tmp_path / "run.json"
+    with serve_timed(0.05, 0.01) as server:
+        rc = _loadgen(server.url, out, "--concurrency", "64", "--requests", "64", "--rounds",
+                      "3", "--warmup", "64", "--input-len", "8")  # fmt: skip
+        truth = {t["id"]: t for t in server.stats()["timings"]}
+    assert rc == 0
+    level = load_run(out).levels[0]
+    recs = [r for rd in level.rounds for r in rd.records]
+    assert len(recs) == 192 and all(r.status == "ok" for r in recs)
+    recv = np.array([truth[r.server_id]["recv_ns"] for r in recs])
+    first_write = np.array([truth[r.server_id]["write_ns"][0] for r in recs])
+    sent = np.array([r.start_ns for r in recs])
+    scheduled = np.array([r.scheduled_ns for r in recs])
+    first_seen = np.array([r.chunk_ns[0] for r in recs])
+    in_flight_ms = (recv - sent) / 1e6
+    assert in_flight_ms.min() >= 0  # causality: stamped before the server received it ...
+    assert np.percentile(in_flight_ms, 99) < 2.0  # ... and just before (µs when idle)
+    client_p99 = np.percentile(first_seen - sent, 99) / 1e6
+    server_p99 = np.percentile(first_write - recv, 99) / 1e6
+    assert abs(client_p99 - server_p99) < 20.0, (client_p99, server_p99)
+    lag = level.summary["send_lag_ms"]
+    assert lag["count"] == 192
+    assert lag["max"] == pytest.approx((sent - scheduled).max() / 1e6)
+    assert lag["max"] > 0  # a round's 64 requests cannot all leave at once
+
+
+def test_a_trace_is_replayed_at_its_times_with_its_lengths(tmp_path: Path) -> None:
+    """1,000 requests of a Poisson trace (100 s at 10 req/s in the file, replayed 20x faster
+    to keep the test short: 5 s at 200 req/s) against the fast server: each request is
+    scheduled at its trace time exactly, leaves close to it (how close is the client's send
+    lag: on this loaded 2-core machine a p50 under 1 ms and a p99 of 7-230 ms, so only the
+    median is held here, loosely; benches/ measures the tail), and the server's usage gives
+    back its input and output lengths exactly."""
+    rng = np.random.default_rng(7)
+    n, speed = 1000, 20.0
+    times = np.concatenate([[0.0], np.cumsum(rng.exponential(0.1, n - 1))]) + 1234.5
+    lengths = rng.integers(1, 40, n), rng.integers(1, 5, n)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(
+        json.dumps({"timestamp": float(t), "input_len": int(i), "output_len": int(o)}) + "\n"
+        for t, i, o in zip(times, *lengths, strict=True)
+    ))  # fmt: skip
+    out = tmp_path / "run.json"
+    with serve_timed(0.002, 0.001) as server:
+        rc = _loadgen(server.url, out, "--trace", str(trace), "--trace-speed", str(speed),
+                      "--concurrency", "64", "--warmup", "64", "--no-metrics")  # fmt: skip
+        received = {t["id"]: t["recv_ns"] for t in server.stats()["timings"]}
+    assert rc == 0
+    run = load_run(out)
+    (rd,) = run.levels[0].rounds
+    recs = sorted(rd.records, key=lambda r: int(r.req_id.rsplit("t", 1)[1]))
+    assert len(recs) == n and all(r.status == "ok" for r in recs)
+    assert [r.input_tokens for r in recs] == lengths[0].tolist()
+    assert [r.output_tokens for r in recs] == lengths[1].tolist()
+    due_s = (times - times[0]) / speed
+    scheduled_s = (np.array([r.scheduled_ns for r in recs]) - recs[0].scheduled_ns) / 1e9
+    assert np.abs(scheduled_s - due_s).max() < 1e-6
+    # when the server's kernel received each request, from the first request's due time
+    recv_s = (np.array([received[r.server_id] for r in recs]) - recs[0].scheduled_ns) / 1e9
+    late_ms = (recv_s - due_s) * 1e3
+    assert late_ms.min() >= 0  # none before its time
+    assert np.median(late_ms) < 5.0, np.percentile(late_ms, [50, 90, 99, 100])
+    work = run.config["workload"]
+    assert work["source"] == "trace" and work["trace"]["format"] == "jsonl"
+    assert work["trace"]["requests"] == n and work["trace"]["speed"] == speed
+
+
+def test_rates_constant_arrivals_dataset_percentiles_and_the_error_limit(
+    tmp_path: Path,
+) -> None:
+    dataset = tmp_path / "sharegpt.json"
+    dataset.write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": f"question {i}"}]} for i in range(4)
+    ]))  # fmt: skip
+    ok = Behaviour(0.005, 0.002)
+    out = tmp_path / "run.json"
+    with serve([ok, ok, Behaviour(0.005, 0.002, fail="500")]) as server:
+        rc = _loadgen(server.url, out, "--rates", "20,40", "--arrival", "constant",
+                      "--concurrency", "4", "--requests", "6", "--rounds", "2", "--warmup", "0",
+                      "--dataset", str(dataset), "--percentiles", "50,99.9",
+                      "--max-error-rate", "0.2", "--no-metrics")  # fmt: skip
+        bodies = server.stats()["bodies"]
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    # a third failed in the first round at 20/s, past 0.2: nothing more was sent
+    (level,) = doc["levels"]
+    assert level["rate"] == 20 and len(level["rounds"]) == 1 and len(bodies) == 6
+    stop = doc["error_limit"]["stopped_at"]
+    assert stop["rate"] == 20 and stop["round"] == 0 and stop["error_rate"] == pytest.approx(1 / 3)
+    assert stop["errors"] == {"http_5xx": 2} and level["stopped"] == stop
+    assert sorted(b["prompt"] for b in bodies[:4]) == [f"question {i}" for i in range(4)]
+    recs = load_run(out).levels[0].rounds[0].records
+    scheduled = sorted(r.scheduled_ns for r in recs)
+    assert np.allclose(np.diff(scheduled), 50e6, atol=1e3)  # constant: every 1/20 s
+    ttft = level["summary"]["ttft_ms"]
+    assert ttft["p50"] == ttft["median"] and ttft["max"] >= ttft["p99.9"] >= ttft["p99"]
+    work = doc["config"]["workload"]
+    assert work["source"] == "dataset" and work["dataset"]["prompts"] == 4
+    assert work["rates"] == [20, 40] and work["arrival"] == "constant"
+    assert work["percentiles"] == [50, 99.9] and work["max_error_rate"] == 0.2
+
+
+def test_every_connection_is_open_before_the_first_request(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with serve_timed(0.002, 0.001) as server:
+        # one request every 20 ms, each done in about 10: without the warm-up one connection
+        # would do, opened when the first request is sent
+        rc = _loadgen(server.url, out, "--concurrency", "8", "--requests", "8", "--rounds", "1",
+                      "--warmup", "0", "--no-metrics", "--rate", "50",
+                      "--arrival", "constant")  # fmt: skip
+        stats = server.stats()
+    assert rc == 0
+    first_request = min(t["recv_ns"] for t in stats["timings"])
+    opened = [t for t in stats["accepted_ns"] if t < first_request]
+    assert len(opened) == 8  # the pool was warm before timing began ...
+    assert len(stats["accepted_ns"]) == 8 + 1  # ... and nothing more opened (+1: /_stats)

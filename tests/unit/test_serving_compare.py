@@ -210,3 +210,39 @@ def test_a_time_beyond_64_bits_is_one_line_exit_2(
     assert main(["compare", str(good), str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bad.json" in err and "2**63" in err
+
+
+def test_runs_of_different_workloads_are_told_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace replay against synthetic prompts (or another trace) is said on stderr and
+    in the JSON; the same trace from another directory is the same workload."""
+    trace = {"path": "/a/t.jsonl", "format": "azure_csv", "requests": 1000, "span_s": 60.0,
+             "speed": 1.0, "input_tokens": 9, "output_tokens": 9}  # fmt: skip
+    runs = {}
+    for name, work in (
+        ("synthetic", None),
+        ("trace", {"source": "trace", "trace": trace}),
+        ("moved", {"source": "trace", "trace": {**trace, "path": "/b/t.jsonl"}}),
+    ):
+        path = _run(tmp_path / f"{name}.json", 1, {1: (50.0, 20.0)}, rounds=2, n_req=12)
+        doc = json.loads(path.read_text())
+        if work is not None:
+            doc["config"]["workload"] = work
+        path.write_text(json.dumps(doc))
+        runs[name] = str(path)
+    out = tmp_path / "c.json"
+    argv = ["compare", runs["synthetic"], runs["trace"], runs["moved"], "--labels", "s,t,m",
+            "--resamples", "100", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "t sent another workload than s (source, trace differ)" in err
+    assert json.loads(out.read_text())["workload_differs"] == {
+        "t": ["source", "trace"],
+        "m": ["source", "trace"],
+    }
+    # pooled under one label, different workloads are refused; a moved trace is not
+    assert main(["compare", f"{runs['trace']},{runs['moved']}", runs["trace"],
+                 "--resamples", "100"]) == 0  # fmt: skip
+    assert main(["compare", f"{runs['trace']},{runs['synthetic']}", runs["trace"]]) == 2
+    assert "workload source, workload trace differ" in capsys.readouterr().err

@@ -158,3 +158,15 @@ def test_bad_token_and_phase_values_are_refused_and_the_request_saves(act, err) 
         r.token(2**31 - 1)
     (rec,) = records_from_arrow(log.to_arrow())
     assert rec.chunk_tokens == [1, 2**31 - 1] and rec.phases == []
+
+
+def test_scheduled_time_kept_in_json_and_arrow_and_absent_in_older_tables() -> None:
+    from pytimings.model.requests import records_to_arrow
+
+    rec = RequestRecord("r", start_ns=120, end_ns=300, chunk_ns=[200], chunk_tokens=[1],
+                        scheduled_ns=100)  # fmt: skip
+    assert RequestRecord.from_json(rec.to_json(), "f.json").scheduled_ns == 100
+    table = records_to_arrow([rec])
+    assert records_from_arrow(table)[0].scheduled_ns == 100
+    older = table.drop_columns(["scheduled_ns"])  # a table written before the column
+    assert records_from_arrow(older)[0].scheduled_ns is None
