@@ -150,7 +150,7 @@ def test_a_gpu_label_that_is_no_index_is_left_out_and_counted(tmp_path: Path, la
     [
         ("--telemetry-url", "foo", "expected http(s)://HOST:PORT/metrics"),
         ("--telemetry-url", "ftp://h/metrics", "expected http(s)://HOST:PORT/metrics"),
-        ("--telemetry-interval", "inf", "up to 86400, not inf"),
+        ("--telemetry-interval", "inf", "got 'inf'"),  # refused by the duration parser
         ("--telemetry-interval", "1e300", "up to 86400, not 1e+300"),
     ],
 )
@@ -162,6 +162,12 @@ def test_a_telemetry_flag_no_sampler_can_use_is_one_line(
     argv = ["loadgen", "--url", "http://127.0.0.1:9/v1", "--model", "m", "--out",
             str(tmp_path / "run.json"), "--telemetry-url", "http://127.0.0.1:9/metrics",
             flag, value]  # fmt: skip
-    assert main(argv) == 2
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refused the value itself
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and flag in err[0] and err[0].endswith(why), err
+    # one line, after argparse's usage where the parser itself refuses the value
+    assert flag in err[-1] and err[-1].endswith(why), err
+    assert len(err) == 1 or err[0].startswith("usage: pytimings loadgen"), err
