@@ -27,7 +27,9 @@
             "start_ns": int, "end_ns": int,   # benchmark window of the round
             "errors": {kind: int},        # every failed request, by kind
             "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
-                                          # null where a statistic has no values)
+                                          # null where a statistic has no values); ITL
+                                          # per chunk "itl_ms" and per token
+                                          # "itl_per_token_ms", "tokens_per_chunk"
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included
          ],
          "summary": {...},               # metrics over all rounds of the level
@@ -41,6 +43,7 @@
            "url": str, "scrapes": int, "failed_scrapes": int,   # in the measured window
            "series": {concept or raw name: [[t_ns, value], ...]},
            "counters": {concept or raw name: float},   # each counter's increase
+           "histograms": {concept or raw name: {"count", "sum", "mean"}},  # over the level
            "spec_decode": null | {"draft_tokens", "accepted_tokens", "drafts",
                                   "acceptance_rate", "mean_acceptance_length"}}}
       ],
