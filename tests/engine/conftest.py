@@ -14,7 +14,6 @@ shorter on a cold cache).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -45,28 +44,12 @@ def vllm_server(
     vllm_install: EngineInstall, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VllmServer]:
     run_dir = tmp_path_factory.mktemp("vllm")
-    profiler = {
-        "profiler": "torch",
-        "torch_profiler_dir": str(run_dir / "traces"),
-        "torch_profiler_use_gzip": True,
-        "torch_profiler_with_stack": False,
-        "ignore_frontend": True,
-    }
-    speculative = {
-        "method": "ngram",
-        "num_speculative_tokens": SPECULATIVE_TOKENS,
-        "prompt_lookup_max": 4,
-        "prompt_lookup_min": 2,
-    }
     server = start_server(
         vllm_install,
         run_dir / "server.log",
-        extra_args=[
-            "--enforce-eager",
-            *("--profiler-config", json.dumps(profiler)),
-            *("--speculative-config", json.dumps(speculative)),
-        ],
         max_num_seqs=MAX_NUM_SEQS,
+        trace_dir=run_dir / "traces",
+        speculative_tokens=SPECULATIVE_TOKENS,
     )
     try:
         server.wait_ready(READY_TIMEOUT_S)

@@ -5,7 +5,8 @@ brings): ``python tiny_model.py OUT_DIR --words WORDS.json``. The directory gets
 (2 layers, hidden 256, 4 heads of 64 - a head size the CPU attention backend takes - and
 2 KV heads), a generation config, and a byte-level BPE tokenizer trained here on a seeded
 corpus of the words loadgen draws its prompts from (so each ``" word"`` is one token, as in
-real vocabularies) plus seeded pseudo-words, with a ChatML chat template. The server is
+real vocabularies, and each bare word that starts a prompt) plus seeded pseudo-words, with
+a ChatML chat template. The server is
 started with ``--load-format dummy``: vLLM initialises the weights itself, so none are
 written. Same words and seed give the same tokenizer.
 """
@@ -37,10 +38,12 @@ def training_lines(words: list[str], seed: int, lines: int = 6000) -> list[str]:
         )
     vocabulary = list(dict.fromkeys(words)) + sorted(pseudo)
     weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(vocabulary))]
-    return [
+    sentences = [
         " ".join(rng.choices(vocabulary, weights=weights, k=rng.randint(5, 30))) + "."
         for _ in range(lines)
     ]
+    # a prompt's first word has no leading space: each word starts lines of its own too
+    return sentences + [f"{word} {word}." for word in words for _ in range(20)]
 
 
 def main() -> None:
@@ -106,7 +109,11 @@ def main() -> None:
     GenerationConfig(
         bos_token_id=ids["bos"], eos_token_id=ids["eos"], pad_token_id=ids["eos"]
     ).save_pretrained(args.out)
-    split = [len(tokenizer(" " + word, add_special_tokens=False)["input_ids"]) for word in words]
+    split = [
+        len(tokenizer(form, add_special_tokens=False)["input_ids"])
+        for word in words
+        for form in (word, " " + word)
+    ]
     summary = {"vocab_size": len(tokenizer), "words_not_one_token": len(split) - split.count(1)}
     print(json.dumps(summary))
 

