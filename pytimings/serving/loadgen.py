@@ -29,8 +29,10 @@ Llama/GPT/Qwen BPE vocabularies; the real count differs by the template's and BO
 engine streams several tokens in one chunk (vLLM: 1.02-1.05 per chunk under load on 2 CPU
 cores, ~3.9 with ngram speculation), so each chunk's count is asked for too
 (``stream_options.continuous_usage_stats``: vLLM and SGLang then put the running usage in
-every chunk, and the chunk's count is the increase of ``completion_tokens``); a chunk
-without it counts one token. Hence ITL per chunk and per token in the metrics
+every chunk). A chunk with the running usage is a token chunk when ``completion_tokens``
+grew, by that many tokens, text or not (a detokenizer holds back the bytes of an incomplete
+character: the tokens arrived, their text comes later); a chunk without it is one token
+when it carries text. Hence ITL per chunk and per token in the metrics
 (:mod:`pytimings.serving.metrics`).
 
 HTTP client: aiohttp. It is the asyncio client with a C HTTP parser (per-chunk client cost
@@ -270,6 +272,7 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
     data: list[str] = []
     event_ns = 0
     done = False
+    counted = 0  # output tokens in the token chunks so far
     async for raw in resp.content:
         t = now_ns()
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -306,13 +309,19 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
             if prompt_tokens is not None:
                 rec.input_tokens = prompt_tokens
             completion = _usage_count(usage, "completion_tokens")
-        if _chunk_text(obj, cfg.api):
-            # a chunk carrying the running usage (vLLM continuous_usage_stats) tells how many
-            # tokens it holds (speculative decoding, stream intervals); else count one
-            before = rec.output_tokens or 0
-            k = completion - before if completion is not None and completion > before else 1
-            rec.chunk_ns.append(event_ns)
-            rec.chunk_tokens.append(k)
+        text = _chunk_text(obj, cfg.api)
+        if completion is not None and obj.get("choices"):
+            # the running usage (continuous_usage_stats) counts the chunk's tokens: several
+            # (speculative decoding, an API server behind), or some with no text yet (the
+            # detokenizer holds back an incomplete character); no new token, no token chunk
+            if completion > counted:
+                rec.chunk_ns.append(event_ns)
+                rec.chunk_tokens.append(completion - counted)
+                counted = completion
+        elif text:
+            rec.chunk_ns.append(event_ns)  # no count in the chunk: one token
+            rec.chunk_tokens.append(1)
+            counted += 1
         if completion is not None:
             rec.output_tokens = completion
     if not done:
