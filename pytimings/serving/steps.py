@@ -2,19 +2,22 @@
 
 vLLM's worker names each engine step's ``user_annotation``
 ``execute_context_<N>(<T>)_generation_<M>(<D>)``: N requests in prefill with T prompt
-tokens between them, M requests in decode with D tokens (D = M without speculation; each
-decode request's draft tokens with it). :func:`engine_steps` reads them from a loaded trace
+tokens between them, M requests in decode with D tokens (D = M without speculation; with
+it each decode request also runs its draft tokens: 8 requests with 3 ngram drafts each
+are ``generation_8(32)``). :func:`engine_steps` reads them from a loaded trace
 (``pytimings.load``: Kineto JSON of ``/start_profile`` .. ``/stop_profile``) into a table,
 one row per step: ``start_ns``, ``duration_ns``, ``prefill_requests``, ``prefill_tokens``,
 ``decode_requests``, ``decode_tokens``. Ranges with other names are not steps.
 
 :func:`fit_step_time` fits, by least squares, step time = ``base`` + ``per_prefill_token``
-x T + ``per_decode_request`` x M over those steps (the first brick of a predictor: a line
+x T + ``per_decode_token`` x D over those steps (the first brick of a predictor: a line
 through one trace's steps, its residual spread reported beside it, never exact).
 :meth:`StepTimeModel.decode_level` predicts a closed-loop level from it: with B = min(C,
-the batch limit) requests decoding, each step also carries the prefill of the requests that
-start meanwhile (B x prompt tokens over the output length, spread over the steps), so
-TPOT = step time / tokens per step and output throughput = B x tokens per step / step time.
+the batch limit) requests decoding, each running ``decode_tokens_per_request`` tokens a step
+(1 + its drafts) and keeping ``tokens_per_step`` of them, each step also carries the
+prefill of the requests that start meanwhile (B x prompt tokens spread over a request's
+steps), so TPOT = step time / tokens per step and output throughput = B x tokens per step /
+step time.
 """
 
 from __future__ import annotations
@@ -59,29 +62,30 @@ def engine_steps(trace: Trace) -> Table:
 
 @dataclass(frozen=True)
 class StepTimeModel:
-    """step time (ns) = base + per_prefill_token x T + per_decode_request x M."""
+    """step time (ns) = base + per_prefill_token x T + per_decode_token x D."""
 
     base_ns: float
     per_prefill_token_ns: float
-    per_decode_request_ns: float
+    per_decode_token_ns: float
     steps: int
     residual_std_ns: float  # spread of the fitted steps' times around the line
 
-    def step_ns(self, prefill_tokens: float, decode_requests: float) -> float:
+    def step_ns(self, prefill_tokens: float, decode_tokens: float) -> float:
         return (
             self.base_ns
             + self.per_prefill_token_ns * prefill_tokens
-            + self.per_decode_request_ns * decode_requests
+            + self.per_decode_token_ns * decode_tokens
         )
 
     def decode_level(
         self, concurrency: int, batch_limit: int, input_tokens: int, output_tokens: int,
-        tokens_per_step: float = 1.0,
+        tokens_per_step: float = 1.0, decode_tokens_per_request: float = 1.0,
     ) -> dict[str, float]:  # fmt: skip
         """Predicted TPOT (ms) and output throughput (tokens/s) of a closed-loop level."""
         batch = min(concurrency, batch_limit)
         steps_per_request = max(output_tokens / tokens_per_step, 1.0)
-        step = self.step_ns(batch * input_tokens / steps_per_request, batch)
+        prefill = batch * input_tokens / steps_per_request
+        step = self.step_ns(prefill, batch * decode_tokens_per_request)
         return {
             "batch": float(batch),
             "step_ms": step / 1e6,
@@ -100,7 +104,7 @@ def fit_step_time(steps: Table) -> StepTimeModel:
         raise ValueError(f"{len(steps)} engine steps: a step-time fit needs at least 3")
     y = steps["duration_ns"].astype(np.float64)
     columns = [np.ones(len(steps))]
-    names = ["prefill_tokens", "decode_requests"]
+    names = ["prefill_tokens", "decode_tokens"]
     used = [n for n in names if np.ptp(steps[n]) > 0]
     columns += [steps[n].astype(np.float64) for n in used]
     design = np.column_stack(columns)
@@ -110,7 +114,7 @@ def fit_step_time(steps: Table) -> StepTimeModel:
     return StepTimeModel(
         base_ns=float(coef[0]),
         per_prefill_token_ns=float(fitted.get("prefill_tokens", 0.0)),
-        per_decode_request_ns=float(fitted.get("decode_requests", 0.0)),
+        per_decode_token_ns=float(fitted.get("decode_tokens", 0.0)),
         steps=len(steps),
         residual_std_ns=float(np.std(residual)),
     )
