@@ -78,6 +78,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens",),
     "prompt_tokens": ("vllm:prompt_tokens", "sglang:prompt_tokens"),
     "generation_tokens": ("vllm:generation_tokens", "sglang:generation_tokens"),
+    "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
     "queue_time": (
         "vllm:request_queue_time_seconds", "sglang:queue_time_seconds",
         "tgi_request_queue_duration",

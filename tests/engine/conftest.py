@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 from helpers.vllm_engine import (
     MAX_NUM_SEQS,
+    SPECULATIVE_TOKENS,
     EngineInstall,
     InstallImpossible,
     VllmServer,
@@ -28,7 +29,6 @@ from helpers.vllm_engine import (
 )
 
 READY_TIMEOUT_S = 600.0
-SPECULATIVE_TOKENS = 3
 
 
 @pytest.fixture(scope="session")

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY_MODEL_SCRIPT = REPO / "tests" / "engine" / "tiny_model.py"
 SERVED_MODEL = "tiny"
 MAX_NUM_SEQS = 16  # the batch limit the tier serves with: a queue forms above it
+SPECULATIVE_TOKENS = 3  # the tier's ngram speculation: tokens drafted per step
 
 
 class InstallImpossible(Exception):
