@@ -31,6 +31,10 @@ Series (``engine.series``, each ``[[t_ns, value], ...]``):
   times); an interval with no observation has no point;
 * ``prefix_cache_hit_rate`` from vLLM V1's counters: hits over queries per interval.
 
+``engine.histograms``: each histogram over the whole level, ``{"count", "sum", "mean"}``
+from the increases between its scrapes (``mean`` = sum / count, null with no observation),
+the engine's own figure to hold a client's against (vLLM's TTFT and queue time).
+
 ``engine.counters``: each counter's increase over the level. ``engine.spec_decode``, when
 the engine counted draft tokens during the level: ``draft_tokens``, ``accepted_tokens``,
 ``drafts`` (verify steps; null where the engine does not count them), ``acceptance_rate``
@@ -76,6 +80,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens",),
     "prompt_tokens": ("vllm:prompt_tokens", "sglang:prompt_tokens"),
     "generation_tokens": ("vllm:generation_tokens", "sglang:generation_tokens"),
+    "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
     "queue_time": (
         "vllm:request_queue_time_seconds", "sglang:queue_time_seconds",
         "tgi_request_queue_duration",
@@ -388,6 +393,7 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
             series.setdefault(key, []).append([t, v])
 
     counters: dict[str, float] = {}
+    histograms: dict[str, dict[str, float]] = {}
     last_counters: dict[str, LabelSets] = {}
     last_histograms: dict[str, dict[str, Histogram]] = {}
     for i, (t, snap) in enumerate(pts):
@@ -410,6 +416,9 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
             known_h.update(per_set)
             if not i or dcount <= 0:
                 continue
+            total = histograms.setdefault(key, {"count": 0.0, "sum": 0.0})
+            total["count"] += dcount
+            total["sum"] += dsum
             for qname, qv in QUANTILES:
                 add(f"{key}_{qname}", t, histogram_quantile(qv, delta))
             add(f"{key}_mean", t, dsum / dcount)
@@ -426,8 +435,16 @@ def engine_series(samples: Iterable[tuple[int, Snapshot]]) -> dict[str, Any]:
     return {
         "series": series,
         "counters": counters,
+        "histograms": _with_means(histograms),
         "spec_decode": spec_decode(counters),
         "left_out": left_out,
+    }
+
+
+def _with_means(histograms: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    return {
+        key: {**h, "mean": h["sum"] / h["count"] if h["count"] > 0 else None}
+        for key, h in histograms.items()
     }
 
 
@@ -466,12 +483,17 @@ def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | No
     engines = [p for p in ps if p is not None]
     series: dict[str, list[list[float]]] = {}
     counters: dict[str, float] = {}
+    histograms: dict[str, dict[str, float]] = {}
     left_out: dict[str, int] = {}
     for e in engines:
         for k, pts in e["series"].items():
             series.setdefault(k, []).extend(pts)
         for k, v in e.get("counters", {}).items():
             counters[k] = counters.get(k, 0.0) + v
+        for k, h in e.get("histograms", {}).items():  # files before 2026-12 have none
+            total = histograms.setdefault(k, {"count": 0.0, "sum": 0.0})
+            total["count"] += h["count"]
+            total["sum"] += h["sum"]
         for why, n in e.get("left_out", {}).items():  # files before 2026-12 have none
             left_out[why] = left_out.get(why, 0) + n
     return {
@@ -480,6 +502,7 @@ def merge_engines(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | No
         "failed_scrapes": sum(e["failed_scrapes"] for e in engines),
         "series": {k: sorted(v) for k, v in series.items()},
         "counters": counters,
+        "histograms": _with_means(histograms),
         "spec_decode": spec_decode(counters),
         "left_out": left_out,
     }

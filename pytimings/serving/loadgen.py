@@ -35,15 +35,22 @@ counted by kind in its round and never enters latency figures.
 
 Lengths. Output: ``max_tokens`` = ``--output-len`` and ``ignore_eos: true`` (vLLM, SGLang
 and TensorRT-LLM's OpenAI servers take it; ``--no-ignore-eos`` for servers that reject
-unknown fields), so the server generates exactly that many tokens unless it stops early.
+unknown fields sends neither it nor ``continuous_usage_stats``, below), so the server
+generates exactly that many tokens unless it stops early.
 Input: no tokenizer is loaded, so the prompt is ``--input-len`` words drawn (seeded) from
 a list of common short English words, each one token with a leading space in the
 Llama/GPT/Qwen BPE vocabularies; the real count differs by the template's and BOS tokens
 (chat adds a few). Token counts come from the server's ``usage`` (requested with
-``stream_options.include_usage``) when it sends one, else one token per chunk (exact for
-servers that stream one token per chunk; a chunk that carries the running usage, as vLLM's
-``continuous_usage_stats`` does, gives its own count) -- ``output_tokens`` is null in the
-record when it was counted.
+``stream_options.include_usage``) when it sends one, else one token per chunk --
+``output_tokens`` is null in the record when it was counted. Tokens per chunk: a real
+engine streams several tokens in one chunk (vLLM: 1.02-1.05 per chunk under load on 2 CPU
+cores, ~3.9 with ngram speculation), so each chunk's count is asked for too
+(``stream_options.continuous_usage_stats``: vLLM and SGLang then put the running usage in
+every chunk). A chunk with the running usage is a token chunk when ``completion_tokens``
+grew, by that many tokens, text or not (a detokenizer holds back the bytes of an incomplete
+character: the tokens arrived, their text comes later); a chunk without it is one token
+when it carries text. Hence ITL per chunk and per token in the metrics
+(:mod:`pytimings.serving.metrics`).
 
 HTTP client: aiohttp. It is the asyncio client with a C HTTP parser (per-chunk client cost
 stays small at high concurrency, where a pure-Python parser would add latency of its own),
@@ -194,6 +201,7 @@ class Config:
         }
         if self.ignore_eos:
             body["ignore_eos"] = True
+            body["stream_options"]["continuous_usage_stats"] = True
         if self.api == "completions":
             body["prompt"] = prompt
         else:
@@ -368,6 +376,7 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
     data: list[str] = []
     event_ns = 0
     done = False
+    counted = 0  # output tokens in the token chunks so far
     async for raw in resp.content:
         t = now_ns()
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -404,13 +413,19 @@ async def _read_events(resp: Any, cfg: Config, rec: RequestRecord) -> None:
             if prompt_tokens is not None:
                 rec.input_tokens = prompt_tokens
             completion = _usage_count(usage, "completion_tokens")
-        if _chunk_text(obj, cfg.api):
-            # a chunk carrying the running usage (vLLM continuous_usage_stats) tells how many
-            # tokens it holds (speculative decoding, stream intervals); else count one
-            before = rec.output_tokens or 0
-            k = completion - before if completion is not None and completion > before else 1
-            rec.chunk_ns.append(event_ns)
-            rec.chunk_tokens.append(k)
+        text = _chunk_text(obj, cfg.api)
+        if completion is not None and obj.get("choices"):
+            # the running usage (continuous_usage_stats) counts the chunk's tokens: several
+            # (speculative decoding, an API server behind), or some with no text yet (the
+            # detokenizer holds back an incomplete character); no new token, no token chunk
+            if completion > counted:
+                rec.chunk_ns.append(event_ns)
+                rec.chunk_tokens.append(completion - counted)
+                counted = completion
+        elif text:
+            rec.chunk_ns.append(event_ns)  # no count in the chunk: one token
+            rec.chunk_tokens.append(1)
+            counted += 1
         if completion is not None:
             rec.output_tokens = completion
     if not done:
@@ -934,7 +949,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="longest silence in a stream",
     )
-    p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
+    p.add_argument(
+        "--no-ignore-eos",
+        action="store_true",
+        help="send neither ignore_eos nor stream_options.continuous_usage_stats "
+        "(for servers that reject unknown fields)",
+    )
     p.add_argument(
         "--definition", default="vllm", help=f"metric definitions: {', '.join(DEFINITIONS)}"
     )

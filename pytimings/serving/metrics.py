@@ -22,7 +22,7 @@ Definitions, ``definition="vllm"`` (vLLM ``benchmarks/benchmark_serving.py`` /
 * TPOT = (E2E - TTFT) / (n - 1), only for n > 1: the first token is excluded because it
   carries the prefill. One value per request.
 * ITL  = every gap c_{j+1} - c_j, pooled across requests (one value per gap, not per
-  request; a chunk carrying several tokens is one gap, not divided).
+  request; a chunk carrying several tokens is one gap, not divided): ITL per chunk.
 * duration = the benchmark window (first request sent .. last request finished), given by
   the load generator per round; without one, min(s) .. max(e) over the records.
 * request throughput = completed / duration; output token throughput = sum(n) / duration;
@@ -47,6 +47,13 @@ client):
   one decode step.
 * TPOT has no llmperf counterpart; it is reported with vLLM's formula for comparability.
 * duration = the benchmark window, like vLLM; std is the sample std (ddof=1, pandas).
+
+All definitions, besides: ITL per token (``itl_per_token``) = each gap c_{j+1} - c_j
+divided by k_{j+1}, the tokens of the chunk that ends it, one value per token of that chunk
+(a real engine streams several tokens in one chunk: vLLM when its API server falls behind,
+and one chunk per verify step under speculative decoding), pooled across requests; and
+tokens per chunk (``tokens_per_chunk``) = sum(k_j) / m over the chunks after the first (the
+chunks that end a gap). With one token per chunk both equal their per-chunk counterparts.
 
 All definitions: percentiles p90/p95/p99 (linear), max, mean, median, std; all in ms.
 Token counts are the server's ``usage`` when it sent one, else counted chunks (the three
@@ -158,6 +165,8 @@ class ServingMetrics:
     tpot: LatencyStats
     itl: LatencyStats
     e2el: LatencyStats
+    itl_per_token: LatencyStats = field(default_factory=lambda: LatencyStats.of([]))
+    tokens_per_chunk: float = float("nan")  # mean tokens of the chunks that end a gap
     slo_ms: dict[str, float] = field(default_factory=dict)
     goodput: float | None = None  # req/s meeting every SLO; None without SLOs
     good_requests: int | None = None
@@ -189,6 +198,8 @@ class ServingMetrics:
             "tpot_ms": self.tpot.to_dict(),
             "itl_ms": self.itl.to_dict(),
             "e2el_ms": self.e2el.to_dict(),
+            "itl_per_token_ms": self.itl_per_token.to_dict(),
+            "tokens_per_chunk": self.tokens_per_chunk,
             "slo_ms": dict(self.slo_ms),
             "goodput": self.goodput,
             "good_requests": self.good_requests,
@@ -262,6 +273,22 @@ def _window_duration_ns(
     return max(r.end_ns or r.chunk_ns[-1] for r in ok) - min(r.start_ns for r in ok)
 
 
+def _itl_per_token(ok: Sequence[RequestRecord]) -> tuple[npt.NDArray[np.float64], float]:
+    """ITL per token (each gap over the tokens of the chunk ending it, repeated for each of
+    them) and the mean tokens per gap-ending chunk; a chunk of 0 tokens carries no token."""
+    values: list[npt.NDArray[np.float64]] = []
+    tokens = chunks = 0
+    for r in ok:
+        gaps = np.diff(np.asarray(r.chunk_ns, dtype=np.int64)).astype(np.float64)
+        k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+        has = k > 0
+        values.append(np.repeat(gaps[has] / k[has], k[has]))
+        tokens += int(k.sum())
+        chunks += len(k)
+    per_token = np.concatenate(values) if values else np.empty(0)
+    return per_token, tokens / chunks if chunks else float("nan")
+
+
 def measured(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     """The requests that enter latency figures: status "ok" with at least one token chunk
     (an "ok" request without one has no TTFT; it is counted as "no_tokens")."""
@@ -318,6 +345,8 @@ def serving_metrics(
     else:  # llmperf: all inter-chunk times including TTFT, over all output tokens
         itl_per_req = np.where(n_out > 0, (last - start) / np.maximum(n_out, 1), np.nan)
         itl_values = itl_per_req[n_out > 0]
+
+    per_token, tokens_per_chunk = _itl_per_token(ok)
 
     if windows:
         bounds = sorted(windows)
@@ -392,6 +421,8 @@ def serving_metrics(
         tpot=LatencyStats.of(tpot[multi], ddof, percentiles),
         itl=LatencyStats.of(itl_values, ddof, percentiles),
         e2el=LatencyStats.of(e2el, ddof, percentiles),
+        itl_per_token=LatencyStats.of(per_token, ddof, percentiles),
+        tokens_per_chunk=tokens_per_chunk,
         slo_ms=slo_ms,
         goodput=goodput,
         good_requests=good,

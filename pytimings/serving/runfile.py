@@ -37,7 +37,9 @@
             "errors": {kind: int},        # every failed request, by kind
             "summary": {...},             # ServingMetrics.to_dict() of this round (ms;
                                           # null where a statistic has no values), with
-                                          # send_lag_ms: the client's send lag; with
+                                          # send_lag_ms: the client's send lag; ITL per
+                                          # chunk "itl_ms" and per token
+                                          # "itl_per_token_ms", "tokens_per_chunk"; with
                                           # --percentiles, "p50", "p99.9"... in each
             "requests": [RequestRecord.to_json(), ...]}   # every request, failed included;
                                           # start_ns: its bytes left, scheduled_ns: it was due
@@ -55,6 +57,7 @@
            "counters": {concept or raw name: float},   # each counter's increase
            "left_out": {"non_finite": int,   # NaN/infinite samples of the scrapes
                         "over_cap": int},    # series past MAX_OTHER_SERIES in a scrape
+           "histograms": {concept or raw name: {"count", "sum", "mean"}},  # over the level
            "spec_decode": null | {"draft_tokens", "accepted_tokens", "drafts",
                                   "acceptance_rate", "mean_acceptance_length"}}}
       ],

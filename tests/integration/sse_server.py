@@ -46,6 +46,9 @@ class Behaviour:
     send_usage: bool = True
     tokens_per_chunk: int = 1
     continuous_usage: bool = False  # running usage on every chunk (vLLM's option)
+    # the second chunk's text held back to the third (a detokenizer waiting for the rest of
+    # a character): its tokens arrive with no text
+    held_text: bool = False
     # a server slowing down: TTFT grows by ttft_step_s every step_every_s since its first
     # request (soak tests)
     ttft_step_s: float = 0.0
@@ -189,7 +192,7 @@ async def _stream(
         state.first_s = time.monotonic()
     steps = (time.monotonic() - state.first_s) // b.step_every_s if b.step_every_s else 0
     await asyncio.sleep(b.ttft_s + steps * b.ttft_step_s)
-    produced = 0
+    produced = k_held = 0
     write_ns: list[int] = []
     while produced < n:
         if produced:
@@ -204,7 +207,10 @@ async def _stream(
             eng.change(kv=k)
         write_ns.append(time.monotonic_ns())
         running = produced + k if b.continuous_usage else None
-        await resp.write(_chunk(api, rid, " tok" * k, running))
+        held = b.held_text and len(write_ns) == 2
+        text = "" if held else " tok" * (k + (k_held if b.held_text and len(write_ns) == 3 else 0))
+        k_held = k if held else 0
+        await resp.write(_chunk(api, rid, text, running))
         produced += k
         if produced >= 2 and b.fail == "stall":
             await asyncio.sleep(5.0)  # far past the client's chunk timeout

@@ -119,6 +119,19 @@ def test_multi_token_chunks_counted_from_running_usage(tmp_path: Path) -> None:
     assert m.itl.count == 2 * 2 and m.tpot.count == 2
 
 
+def test_tokens_that_arrive_before_their_text_are_counted_when_they_arrive(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run.json"
+    plan = [Behaviour(0.01, 0.005, tokens_per_chunk=3, continuous_usage=True, held_text=True)]
+    with serve(plan) as server:
+        rc = _loadgen(server.url, out, "--requests", "2", "--rounds", "1", "--warmup", "0")
+    assert rc == 0
+    for r in load_run(out).levels[0].rounds[0].records:
+        # the second chunk's 3 tokens came without text: still a token chunk, then
+        assert r.chunk_tokens == [3, 3, 2] and r.output_tokens == N_OUT
+
+
 def test_every_fault_is_counted_per_round_and_kept_out_of_latency(tmp_path: Path) -> None:
     ok = Behaviour(0.02, 0.01)
     faults = ["500", "stall", "malformed", "drop", "error_event", "bad_shape"]

@@ -89,6 +89,11 @@ def test_counters_become_rates_and_histograms_interval_quantiles() -> None:
     assert s["prefill_time_mean"][0][1] == pytest.approx(np.mean(observed[1]))
     assert s["prefill_time_p99"][1][1] == pytest.approx(0.2 + 0.2 * 0.99)  # 0.35 in (0.2, 0.4]
     assert out["spec_decode"] is None
+    # over the level: every observation made between the first scrape and the last
+    level = [v for obs in observed[1:] for v in obs]
+    prefill = out["histograms"]["prefill_time"]
+    assert prefill["count"] == len(level)
+    assert prefill["mean"] == pytest.approx(np.mean(level))
 
 
 def test_a_reset_counter_and_merging_pooled_levels() -> None:
@@ -106,10 +111,13 @@ def test_a_reset_counter_and_merging_pooled_levels() -> None:
         "failed_scrapes": 1,
         "series": {"x": [[5, 1.0]]},
         "counters": {"spec_draft_tokens": 8.0, "spec_accepted_tokens": 4.0, "spec_drafts": 2.0},
+        "histograms": {"queue_time": {"count": 2.0, "sum": 1.0, "mean": 0.5}},
     }
-    e2 = {**e1, "series": {"x": [[1, 2.0]]}}
+    e2 = {**e1, "series": {"x": [[1, 2.0]]},
+          "histograms": {"queue_time": {"count": 6.0, "sum": 1.0, "mean": 1 / 6}}}  # fmt: skip
     merged = merge_engines([e1, e2])
     assert merged is not None and merged["scrapes"] == 4 and merged["series"]["x"][0] == [1, 2.0]
+    assert merged["histograms"]["queue_time"] == {"count": 8.0, "sum": 2.0, "mean": 0.25}
     sd = merged["spec_decode"]
     assert sd["draft_tokens"] == 16 and sd["acceptance_rate"] == 0.5
     assert sd["mean_acceptance_length"] == 1 + 8 / 4

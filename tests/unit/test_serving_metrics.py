@@ -85,6 +85,24 @@ def test_definitions_differ_only_where_documented() -> None:
     assert len({v.itl.mean, g.itl.mean, lp.itl.mean}) == 3
 
 
+def test_itl_per_token_divides_each_gap_by_the_tokens_that_ended_it() -> None:
+    m = serving_metrics(_records(), "vllm", windows=WINDOW)
+    # a: gaps 50 (1 token), 50 (2 tokens: 25 each); b: gap 80 (1 token)
+    assert m.itl.count == 3 and m.itl.mean == pytest.approx(60)  # per chunk
+    assert (m.itl_per_token.median, m.itl_per_token.max) == (37.5, 80)  # of 25 25 50 80
+    assert m.itl_per_token.count == 4
+    assert m.itl_per_token.mean == pytest.approx((50 + 25 + 25 + 80) / 4)
+    assert m.tokens_per_chunk == pytest.approx(4 / 3)
+    assert m.itl_per_token.mean == pytest.approx(m.itl.mean / m.tokens_per_chunk)
+    summary = m.to_dict()
+    assert summary["itl_per_token_ms"]["count"] == 4 and summary["tokens_per_chunk"] == 4 / 3
+    # one token per chunk: the two are the same
+    ones = [RequestRecord("x", 0, 90 * MS, [10 * MS, 30 * MS, 70 * MS], [1, 1, 1])]
+    single = serving_metrics(ones, "vllm")
+    assert single.itl_per_token.to_dict() == single.itl.to_dict()
+    assert single.tokens_per_chunk == 1
+
+
 def test_usage_count_overrides_chunk_count() -> None:
     r = RequestRecord("u", 0, 100 * MS, [10 * MS, 100 * MS], [1, 1], output_tokens=10)
     m = serving_metrics([r])
