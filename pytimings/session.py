@@ -386,6 +386,11 @@ def _analyze_ranks(paths: tuple[str, ...], files: list[str], opts: Options) -> A
         processes_as_ranks=opts.processes_as_ranks, comm_kernels=opts.comm_kernels,
         gpu=opts.gpu,
     )  # fmt: skip
+    if opts.html and len(merged.attribution.windows) == 0:  # before anything is printed
+        raise UsageError(
+            "--html draws the GPU windows, and these traces have none on the selected ranks "
+            "and devices (host-only captures: the text report has the host view)"
+        )
     return Analysis(
         merged.attribution, opts, paths, tuple(files), has_events=False,
         _findings=merged.findings, _ops=merged.ops,

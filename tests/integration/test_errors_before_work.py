@@ -54,6 +54,19 @@ def test_html_of_a_host_only_recording_is_refused_before_the_report(
     assert not (tmp_path / "r.html").exists()
 
 
+def test_html_of_several_host_only_recordings_is_refused_before_the_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Several files go to per-rank tasks: the refusal came after their report too."""
+    from pytimings.record import storage
+
+    rows = [{"name": "decode_step", "start": 0, "end": 10 * MS}]
+    files = [str(storage.save(tmp_path / f"host{r}.pyt", make_recording(rows))) for r in (0, 1)]
+    argv = ["analyze", *files, "--workers", "1", "--html", str(tmp_path / "r.html")]
+    _only_error(capsys, argv, "--html")
+    assert not (tmp_path / "r.html").exists()
+
+
 @pytest.mark.parametrize("trace", [["--example"], [str(example_path())]], ids=["example", "path"])
 def test_a_what_if_kind_the_trace_lacks_is_the_only_output(
     capsys: pytest.CaptureFixture[str], trace: list[str]
