@@ -210,13 +210,13 @@ class Analysis:
         """How well the unchanged replay reproduces the windows."""
         self._need_events("the replay")
         with progress.task("Replaying the windows"):
-            return replay(self.attribution).fidelity()
+            return replay(self.attribution, captures=self.options.captures).fidelity()
 
     def what_if(self, changes: str) -> WhatIf:
         """Each window before and after ``changes`` (a ``--what-if`` spec)."""
         self._need_events("--what-if")
         check_what_if(self.attribution.trace, changes)
-        return what_if(self.attribution, check_repeats(changes))
+        return what_if(self.attribution, check_repeats(changes), self.options.captures)
 
     def critical_path(self, window: int | None = None) -> CriticalPath:
         """The chain that sets window ``window``'s length (default: the slowest)."""

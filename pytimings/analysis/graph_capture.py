@@ -31,8 +31,9 @@ to the same op (name, input dims, input types), else it stays unattributed
 replays charged to one captured graph that ran different kernels (a graph replays the same
 kernels every time: they are other graphs, or its nodes in another order). A capture that
 forked streams is not matched by sequence (``graph_branches``): its branches may replay in
-another order. With Nsight's per-node tracing a replayed op names its executable node, whose
-clones lead back to the node's creation inside the captured launch call: a replay whose
+another order (its event waits are the graph's edges the replay reads:
+:func:`capture_joins`). With Nsight's per-node tracing a replayed op names its executable
+node, whose clones lead back to the node's creation inside the captured launch call: a replay whose
 every op resolves so is charged through node ids instead (:func:`node_refs`). Every
 replayed op not charged is counted by reason, never guessed.
 """
@@ -98,6 +99,10 @@ class CapturedGraph:
     # streams were forked inside the capture (a stream-wait-event call): its branches may
     # replay in another order than they were captured
     forked: bool = False
+    # per event wait inside the capture: (the node the awaited event follows, the first
+    # node launched after the wait), both node indices; None where a wait's event was not
+    # recorded inside the capture (:func:`capture_joins`)
+    joins: tuple[tuple[int, int], ...] | None = ()
 
 
 @dataclass
@@ -155,25 +160,32 @@ class Captures:
         ids = np.flatnonzero(np.bincount(names))  # the names present (no sort of the calls)
         kind_of = np.full(int(ids.max()) + 1, -1, dtype=np.int8)
         is_wait = np.zeros(int(ids.max()) + 1, dtype=bool)
+        is_record = np.zeros(int(ids.max()) + 1, dtype=bool)
         for i in ids.tolist():
             concept = api_concept(trace.strings[i])
             if concept in _KIND_OF_CONCEPT:
                 kind_of[i] = _KIND_OF_CONCEPT[concept]
             is_wait[i] = concept == "stream_wait_event"
+            is_record[i] = api_stem(trace.strings[i]).startswith("EventRecord")
         thread, start, end = api["thread"], api["start"], api["end"]
         launch_rows = _by_thread_then_start(np.flatnonzero(kind_of[names] >= 0), thread, start)
         wait_rows = _by_thread_then_start(np.flatnonzero(is_wait[names]), thread, start)
-        per_span, forked = [], []
+        record_rows = _by_thread_then_start(np.flatnonzero(is_record[names]), thread, start)
+        per_span, forked, joins = [], [], []
         for t, lo, hi in spans:
             inside = _within(launch_rows, thread, start, t, lo, hi)
-            per_span.append(_outermost(inside[end[inside] <= hi], start, end))
-            forked.append(bool(_within(wait_rows, thread, start, t, lo, hi).size))
+            inside = _outermost(inside[end[inside] <= hi], start, end)
+            per_span.append(inside)
+            waits = _within(wait_rows, thread, start, t, lo, hi)
+            forked.append(bool(waits.size))
+            records = _within(record_rows, thread, start, t, lo, hi)
+            joins.append(capture_joins(start[inside], start[records], start[waits]))
         captured = np.unique(np.concatenate(per_span))
         gpu_name = _launched_names(trace, captured, launches)
         source = op_source(trace)
         op_of_call = ops_around(trace, source, captured)
         op_index: dict[int, int] = {}
-        for inside, fork in zip(per_span, forked, strict=True):
+        for inside, fork, join in zip(per_span, forked, joins, strict=True):
             ops = []
             for r in op_of_call[np.searchsorted(captured, inside)].tolist():
                 if r >= 0 and r not in op_index:
@@ -188,12 +200,37 @@ class Captures:
                     graph_names,
                     tuple(ops),
                     fork,
+                    join,
                 )
             )
             src.graphs += 1
             src.nodes += int(inside.size)
             src.named += sum(n is not None for n in graph_names)
         return src
+
+
+def capture_joins(
+    launch_start: I64, record_start: I64, wait_start: I64
+) -> tuple[tuple[int, int], ...] | None:
+    """The edges a capture's event waits make (one thread's calls, each sorted by start):
+    per wait, (the last node launched before the latest event record before the wait, the
+    first node launched after the wait). A stream that waits on an event joins the capture
+    at the work recorded before it (a fork) or brings its own back (a join); the capture's
+    records and waits name no stream in the traces read here, so the event is the latest
+    recorded and the waiting stream's next node is found in the replay (the first node from
+    there that runs on another stream than the awaited one). None where a wait has no
+    record of a launched node before it inside the capture."""
+    out = []
+    for w in wait_start.tolist():
+        rec = int(np.searchsorted(record_start, w, "left")) - 1
+        if rec < 0:
+            return None
+        src = int(np.searchsorted(launch_start, record_start[rec], "left")) - 1
+        nxt = int(np.searchsorted(launch_start, w, "right"))
+        if src < 0 or nxt >= launch_start.size:
+            return None
+        out.append((src, nxt))
+    return tuple(out)
 
 
 def capture_spans(trace: Trace, src: CaptureSource | None = None) -> list[tuple[int, int, int]]:

@@ -9,7 +9,9 @@ re-derives start times (docs/replay.md):
   the capture shows only by its effect); then the latency it was measured to have after
   that constraint. An op whose measured start lies more than ``CAP_NS`` (the contract's
   50 µs submission bound) after everything the trace shows it depends on waited for
-  something the capture does not show: its window is excluded, not guessed;
+  something the capture does not show: its window is excluded, not guessed (a graph's
+  node is bounded instead, or waits for the edges its capture's event waits show:
+  :func:`captured_edges`);
 - a host thread keeps the order and durations of what it did, except that a call that
   waited for the GPU (stream/event/device synchronize, a blocking memcpy) ends when the
   awaited op ends in the replay, plus its own measured tail, and everything after it on
@@ -51,10 +53,11 @@ from pytimings._native import _optable
 from pytimings._native._replay import replay as _replay
 from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
 from pytimings.analysis.classes import COMM, string_mask
+from pytimings.analysis.graph_capture import OWN, CapturedGraph, Captures
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
-from pytimings.ingest.names import is_synchronizing, short_kernel_name
+from pytimings.ingest.names import is_synchronizing, normalize_kernel_name, short_kernel_name
 from pytimings.model.trace import SyncKind, Trace
 
 if TYPE_CHECKING:
@@ -72,7 +75,8 @@ GRAPH_EDGES_NOTE = (
     "a lower bound for graph windows: a replayed graph's nodes wait on edges inside the graph "
     "the trace does not show; a node that started later than its stream and launch explain "
     "keeps its measured latency after them (as soon as possible: a change to another node "
-    "of its graph does not move it, though it may in the graph)"
+    "of its graph does not move it, though it may in the graph); a capture of the graph "
+    "that waits on events inside the stream capture (--capture) shows them"
 )
 COMM_WAIT_NOTE = (
     "an upper bound for comm changes: with one rank loaded, the wait for peers inside each "
@@ -130,7 +134,75 @@ def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
     return np.where(at >= 0, rows_sorted[np.maximum(at, 0)], -1)
 
 
-def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
+def _node_ops(rows: I64, names: list[str], g: CapturedGraph) -> I64 | None:
+    """Per node of ``g``: the replayed op (of ``rows``, in start order, ``names`` theirs)
+    that ran it, the n-th node of a kernel name being the n-th op of that name; None where
+    the replay does not run the same kernels (or the capture does not name its own)."""
+    node_names = [n for n in g.names if n is not None]
+    if len(node_names) != rows.size or sorted(names) != sorted(node_names):
+        return None
+    queue: dict[str, list[int]] = {}
+    for r, name in zip(rows.tolist()[::-1], names[::-1], strict=True):
+        queue.setdefault(name, []).append(r)
+    return np.asarray([queue[n].pop() for n in node_names], dtype=np.int64)
+
+
+def _replayed_joins(
+    g: CapturedGraph, node_op: I64, start: I64, end: I64, stream: npt.NDArray[np.int32]
+) -> tuple[tuple[int, int], ...]:
+    """(waiting op, awaited op) per event wait of ``g`` whose replay (``node_op``) shows
+    it; empty where one does not (the waiting op starts before the awaited op ends)."""
+    edges = []
+    for src, nxt in g.joins or ():
+        src_op = int(node_op[src])
+        later = node_op[nxt:]
+        other = later[stream[later] != stream[src_op]]
+        if not other.size or start[other[0]] < end[src_op]:
+            return ()
+        edges.append((int(other[0]), src_op))
+    return tuple(edges)
+
+
+def captured_edges(trace: Trace, captures: Captures) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
+    """The edges the captures show inside the graphs the trace replays: (waiting op,
+    awaited op) pairs, and per op whether its graph's edges were read. A replay (the ops of
+    one graph launch) reads the event waits of the captured graph that ran its kernels
+    (:func:`pytimings.analysis.graph_capture.capture_joins`): each wait makes the first node
+    after it that runs on another stream than the awaited node wait for that node. Read
+    only where every captured graph that ran the replay's kernels gives the same edges,
+    and the replay shows each (the waiting op starts after the awaited op ends)."""
+    ops = trace.gpu_ops
+    read = np.zeros(len(ops), dtype=bool)
+    waiting: list[int] = []
+    awaited: list[int] = []
+    forked = [g for g in captures.graphs if g.forked and g.joins]
+    rows = np.flatnonzero((ops["graph"] >= 0) & (ops["correlation"] >= 0))
+    if not forked or not rows.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), read
+    order = rows[np.lexsort((ops["end"][rows], ops["start"][rows], ops["correlation"][rows],
+                             ops["pid"][rows], ops["rank"][rows]))]  # fmt: skip
+    key = np.stack([ops["rank"][order].astype(np.int64), ops["pid"][order],
+                    ops["correlation"][order]])  # fmt: skip
+    cut = np.flatnonzero(np.concatenate(([True], (key[:, 1:] != key[:, :-1]).any(axis=0))))
+    start, end, stream = ops["start"], ops["end"], ops["stream"]
+    for a, b in zip(cut.tolist(), [*cut[1:].tolist(), order.size], strict=True):
+        group = order[a:b]
+        names = [normalize_kernel_name(trace.strings[int(i)]) for i in ops["name"][group]]
+        found: set[tuple[tuple[int, int], ...]] = set()
+        for g in forked:
+            node_op = _node_ops(group, names, g)
+            if node_op is not None:
+                found.add(_replayed_joins(g, node_op, start, end, stream))
+        if len(found) == 1 and (edges_read := next(iter(found))):
+            read[group] = True
+            waiting += [w for w, _ in edges_read]
+            awaited += [x for _, x in edges_read]
+    return np.asarray(waiting, np.int64), np.asarray(awaited, np.int64), read
+
+
+def dependency_graph(trace: Trace, launch_row: I64, captures: Captures | None = None) -> Graph:
+    """The dependency facts of ``trace``; ``captures``: graph captures (``--capture``)
+    whose event waits give the edges inside the graphs it replays, with the trace's own."""
     ops, api = trace.gpu_ops, trace.api_calls
     n = len(ops)
     start, end = ops["start"], ops["end"]
@@ -169,6 +241,10 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     dep = np.full(n, -1, dtype=np.int64)
     dep_lat = np.zeros(n, dtype=np.int64)
     waiting, awaited = event_waits(trace, launch_row)
+    caps = captures.copy() if captures is not None else Captures()
+    caps.add(trace, OWN)
+    g_waiting, g_awaited, edges_read = captured_edges(trace, caps)
+    waiting, awaited = np.concatenate((waiting, g_waiting)), np.concatenate((awaited, g_awaited))
     for w, a in zip(waiting.tolist(), awaited.tolist(), strict=True):
         if end[a] <= start[w] and (dep[w] < 0 or end[a] > end[dep[w]]):
             dep[w] = a
@@ -197,8 +273,12 @@ def dependency_graph(trace: Trace, launch_row: I64) -> Graph:
     late_start = (best != NONE) & (lat > CAP_NS)
     # a graph's nodes wait on edges inside it that the replay cannot see (the capture's
     # event waits ran at capture time): such a node is bounded, not its window excluded
-    graph_unread = late_start & (ops["graph"] >= 0)
-    unexplained = late_start & ~graph_unread
+    # where a capture shows the graph's edges, a node late after them waited for the
+    # graph's dispatch and for SMs its concurrent nodes held, not for an unseen edge: it
+    # keeps that latency, exactly as a bound node does, and its window is exact
+    in_graph = ops["graph"] >= 0
+    graph_unread = late_start & in_graph & ~edges_read
+    unexplained = late_start & ~in_graph
     # host calls that waited for the GPU, and the op each waited for
     is_sync = np.zeros(len(api), dtype=bool)
     if len(api):
@@ -1113,14 +1193,15 @@ def replay(
     changes: Sequence[Change] = (),
     keep_ops: bool = False,
     graph: Graph | None = None,
+    captures: Captures | None = None,
 ) -> Replay:
     """Replay every window of ``a`` (its ``--by`` windows, else one per rank) with
     ``changes`` applied (none: the fidelity check); ``graph``: one an earlier replay of
-    ``a`` built."""
+    ``a`` built; ``captures``: graph captures (``--capture``) showing its graphs' edges."""
     trace = a.trace
     if any(ch.factor > 1 for ch in changes):
         check_factors(trace, changes)
-    g = dependency_graph(trace, a.launches.api_row) if graph is None else graph
+    g = dependency_graph(trace, a.launches.api_row, captures) if graph is None else graph
     dur, guessed = changed_durations(a, changes)
     host = _host_changes(trace, changes, a.by is None)
     w = replay_windows(a)
@@ -1141,11 +1222,14 @@ def _bound(w: WindowReplay) -> str:
     return ("exact", "lower bound", "upper bound", "estimate")[lower + 2 * w.guessed]
 
 
-def what_if(a: Attribution, changes: Sequence[Change] | str) -> WhatIf:
-    """The windows before and after ``changes``, and how exact each saving is."""
+def what_if(
+    a: Attribution, changes: Sequence[Change] | str, captures: Captures | None = None
+) -> WhatIf:
+    """The windows before and after ``changes``, and how exact each saving is
+    (``captures``: see :func:`replay`)."""
     if isinstance(changes, str):
         changes = parse_changes(changes)
-    base = replay(a)
+    base = replay(a, captures=captures)
     new = replay(a, changes, graph=base.graph)
     rows: list[WhatIfWindow] = []
     for i, (b, n) in enumerate(zip(base.windows, new.windows, strict=True), 1):

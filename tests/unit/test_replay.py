@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.critical_path import critical_path
+from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.replay import parse_changes, replay, thread_handoffs, what_if
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, launch_index, sync_waits
@@ -795,3 +796,53 @@ def test_a_wait_for_device_work_the_trace_does_not_show_offers_no_saving():
     assert f.evidence["saving_note"].startswith("no saving offered: the host waits in")
     text = " ".join(render_attribution(a, found, ["t"]).split())
     assert f"No saving shown: {f.evidence['saving_note']}" in text  # no finding has one
+
+
+def _forking_capture(named=True):
+    """The capture of _forked_graph_replay's graph, naming its kernels: 'a' launched on the
+    main stream, an event recorded after it and waited on by the side stream (the fork),
+    the collective launched there, an event recorded after it, 'b' on the main stream, the
+    main stream waiting on the collective's event (the join), then 'c'."""
+    calls = [("cudaStreamBeginCapture", None), ("cudaLaunchKernel", "a"),
+             ("cudaEventRecord", None), ("cudaStreamWaitEvent", None),
+             ("cudaLaunchKernel", "ncclDevKernel_AllReduce"), ("cudaEventRecord", None),
+             ("cudaLaunchKernel", "b"), ("cudaStreamWaitEvent", None),
+             ("cudaLaunchKernel", "c"), ("cudaStreamEndCapture", None)]  # fmt: skip
+    api, ops = [], []
+    for i, (call, kernel) in enumerate(calls):
+        api.append({"start": i * 10 * US, "end": (i * 10 + 5) * US, "correlation": 100 + i,
+                    "name": call})  # fmt: skip
+        if named and kernel is not None:  # the capture trace holds the kernel it names
+            ops.append({"start": (i * 10 + 6) * US, "end": (i * 10 + 7) * US, "name": kernel,
+                        "correlation": 100 + i})  # fmt: skip
+    return make_trace(ops, api)
+
+
+def test_a_graph_forking_a_side_stream_replays_exactly_with_the_edges_its_capture_shows():
+    caps = Captures()
+    caps.add(_forking_capture(), "capture.json")
+    a = attribute(_forked_graph_replay(), by="step")
+    fid = replay(a, captures=caps).fidelity().to_dict()
+    assert fid["windows"] == 1 and fid["excluded"] == []
+    (w,) = replay(a, captures=caps).windows
+    assert w.after_ns == w.before_ns and not w.graph_bound
+    # the join read: 'c' waits for the collective (ending at 295 µs once halved) and 'b'
+    # (300 µs), then its measured 2 µs after the later of them: 302-350 µs, 100 µs saved;
+    # the bound is the one-rank comm change's alone
+    doc = what_if(a, "comm:*=0.5", caps).to_dict()
+    (row,) = doc["windows"]
+    assert row["before_ns"] - row["after_ns"] == 100 * US
+    assert row["bound"] == "upper bound" and "graph windows" not in (doc["note"] or "")
+    # the fork read: halving 'a' (48 µs) moves 'b' and the collective 24 µs earlier (the
+    # collective keeps its 130 µs after 'a'), so 'c' and the window end 24 µs earlier
+    doc = what_if(a, "kernel:a=0.5", caps).to_dict()
+    (row,) = doc["windows"]
+    assert row["before_ns"] - row["after_ns"] == 24 * US and row["bound"] == "exact"
+
+
+def test_a_capture_naming_no_kernel_leaves_the_graph_bounded():
+    # by kinds alone, any node could be any op of the replay: no edge is read
+    caps = Captures()
+    caps.add(_forking_capture(named=False), "capture.json")
+    (w,) = replay(attribute(_forked_graph_replay(), by="step"), captures=caps).windows
+    assert w.graph_bound and w.after_ns == w.before_ns
