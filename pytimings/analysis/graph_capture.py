@@ -23,9 +23,12 @@ of it, at least ``ALIGN_MIN_SHARE`` of its ops on both sides, is charged: each a
 to its node's op;
 an op left unaligned stays unattributed (``graph_unaligned``), and the unaligned nodes of
 both sides are reported by name and position (``differences``). A graph whose nodes the
-capture does not name is matched exactly or not at all (by kinds alone any graph of the
-length would align). Several captured graphs may fit one replay (graphs captured per batch
-size often have one structure); the replay is charged only when they charge every position
+capture does not name is aligned by ops instead where the analysed trace launches the
+replay's kernels outside graph replays (:func:`op_launchers`: each kernel stands for the
+one op that launches it, each node for the op around its launch call), else matched
+exactly or not at all (by kinds alone any graph of the length would align). Several
+captured graphs may fit one replay (graphs captured per batch size often have one
+structure); the replay is charged only when they charge every position
 to the same op (name, input dims, input types), else it stays unattributed
 (``graph_ambiguous``); so do
 replays charged to one captured graph that ran different kernels (a graph replays the same
@@ -545,16 +548,33 @@ def _divergence(names: Sequence[str], kinds: bytes, g: CapturedGraph) -> str:
 
 
 def _alignment(
-    names: Sequence[str], kinds: bytes, g: CapturedGraph
+    names: Sequence[str],
+    kinds: bytes,
+    g: CapturedGraph,
+    by_op: tuple[Sequence[str | None], Sequence[str | None]] | None = None,
 ) -> tuple[list[tuple[int, int]], list[str]] | None:
-    """The alignment of a replay to a named captured graph covering at least
-    ``ALIGN_MIN_SHARE`` of both, with its unaligned nodes described; None without one."""
+    """The alignment of a replay (``names``: its kernel names) to a captured graph covering
+    at least ``ALIGN_MIN_SHARE`` of both, with its unaligned nodes described; None without
+    one. The kernel names are aligned to the graph's (it names them); or, with ``by_op``
+    (per replayed op the op that launches its kernel elsewhere, per node the op around its
+    launch call; None: no one op), those ops, an op-less node or kernel aligning with
+    nothing."""
     n, m = len(kinds), len(g.kinds)
     need = math.ceil(ALIGN_MIN_SHARE * max(n, m))
     if min(n, m) < need:
         return None
     ids: dict[tuple[int, str | None], int] = {}
-    pairs = align(_tokens(kinds, names, ids), _tokens(g.kinds, g.names, ids), n + m - 2 * need)
+    shown = g.names
+    if by_op is None:
+        r_tok, g_tok = _tokens(kinds, names, ids), _tokens(g.kinds, g.names, ids)
+    else:  # a missing op is a token of its own
+        launchers, g_ops = by_op
+        r_tok = [ids.setdefault((k, x), len(ids)) if x is not None else -1 - i
+                 for i, (k, x) in enumerate(zip(kinds, launchers, strict=True))]  # fmt: skip
+        g_tok = [ids.setdefault((k, x), len(ids)) if x is not None else -1 - n - j
+                 for j, (k, x) in enumerate(zip(g.kinds, g_ops, strict=True))]  # fmt: skip
+        shown = tuple(f"launched in {x}" if x is not None else None for x in g_ops)
+    pairs = align(r_tok, g_tok, n + m - 2 * need)
     if pairs is None or len(pairs) < need:
         return None
     on_replay = {i for i, _ in pairs}
@@ -564,11 +584,33 @@ def _alignment(
         for i in range(n)
         if i not in on_replay
     ] + [
-        f"captured node {j} of {m} ({_describe(g.names, g.kinds, j)}) not replayed"
+        f"captured node {j} of {m} ({_describe(shown, g.kinds, j)}) not replayed"
         for j in range(m)
         if j not in on_graph
     ]
     return pairs, diffs
+
+
+def op_launchers(trace: Trace, launches: Launches, graph: npt.NDArray[np.bool_]) -> dict[int, str]:
+    """Per GPU op name (a string id) the trace launches outside graph replays: the name of
+    the one op around its launch calls, where every such launch has the same one."""
+    ops = trace.gpu_ops
+    rows = np.flatnonzero(~graph & (launches.api_row >= 0))
+    if not rows.size:
+        return {}
+    source = op_source(trace)
+    op_row = ops_around(trace, source, launches.api_row[rows])
+    column = trace.host_ops["name"] if source.table == "host_ops" else trace.ranges["name"]
+    pairs = np.unique(
+        np.stack([ops["name"][rows], np.where(op_row >= 0, column[op_row], -1)]), axis=1
+    )
+    one = np.flatnonzero(np.bincount(pairs[0])[pairs[0]] == 1)  # names launched by one op
+    read = kineto_op if source.table == "host_ops" else lambda text, _: nvtx_op(text)
+    return {
+        int(k): read(trace.strings[int(o)], "").name
+        for k, o in zip(pairs[0][one].tolist(), pairs[1][one].tolist(), strict=True)
+        if o >= 0
+    }
 
 
 def match_replays(
@@ -600,6 +642,8 @@ def match_replays(
     bounds = np.append(cut, order.size)
     name_norm: dict[int, str] = {}
     memo: dict[tuple[bytes, bytes], _Resolved] = {}
+    unnamed = not all(_named(g) for g in captures.graphs)
+    launcher_of: dict[int, str] | None = None
     matched_src: list[int] = [0] * len(captures.sources)
     mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
     matched = by_nodes = aligned = 0
@@ -631,7 +675,12 @@ def match_replays(
                 name_norm.setdefault(i, normalize_kernel_name(trace.strings[i]))
                 for i in name_ids.tolist()
             ]
-            memo[mk] = _resolve(names, kinds, by_kinds.get(kinds, []), captures.graphs, op_key)
+            if launcher_of is None:  # only where a replay has no exact fit to look for
+                launcher_of = op_launchers(trace, launches, graph) if unnamed else {}
+            launchers = [launcher_of.get(i) for i in name_ids.tolist()]
+            memo[mk] = _resolve(
+                names, kinds, by_kinds.get(kinds, []), captures.graphs, op_key, launchers
+            )
         res = memo[mk]
         for source, detail in res.near:
             mismatch_detail.setdefault(source, detail)
@@ -695,10 +744,13 @@ def _resolve(
     candidates: Sequence[CapturedGraph],
     graphs: Sequence[CapturedGraph],
     op_key: Sequence[tuple[str, str, str]],
+    launchers: Sequence[str | None],
 ) -> _Resolved:
     """For one replay's sequence (``candidates``: the captured graphs with its kinds;
-    ``graphs``: all): the exact match, else the best alignment to a named graph (module
-    docstring), else the reason none is charged with each source's first difference."""
+    ``graphs``: all; ``launchers``: per op, the op that launches its kernel outside graph
+    replays, :func:`op_launchers`): the exact match, else the best alignment to a named
+    graph, or by launching ops to one that names none (module docstring), else the reason
+    none is charged with each source's first difference."""
     fits, near = [], []
     for g in candidates:
         detail = _first_difference(names, g)
@@ -718,7 +770,13 @@ def _resolve(
     best: list[tuple[int, CapturedGraph, list[tuple[int, int]], list[str]]] = []
     parted: list[CapturedGraph] = []  # neither of the replay's kinds nor aligned to it
     for g in graphs:
-        found = _alignment(names, kinds, g) if _named(g) else None
+        if _named(g):
+            found = _alignment(names, kinds, g)
+        elif any(launchers):
+            op_names = [op_key[i][0] if i >= 0 else None for i in g.ops]
+            found = _alignment(names, kinds, g, (launchers, op_names))
+        else:
+            found = None
         if found is None:
             if g not in candidates:
                 parted.append(g)

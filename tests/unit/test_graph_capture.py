@@ -334,3 +334,48 @@ def test_a_refused_capture_without_kernel_names_still_says_where_it_parts():
     assert own["first_difference"] == (
         "node 1 of 3: replayed memset, captured copy (captured graph of 4 nodes)"
     )
+
+
+def _eager(t0: int, calls: list[tuple[str, str]], corr0: int) -> tuple[list, list, list]:
+    """An eager run (a cudagraph-tree warmup) at t0: per (op, kernel) the op around a
+    launch of the kernel; returns (host_ops, api rows, GPU ops)."""
+    host, api, ops = [], [], []
+    for i, (op, kernel) in enumerate(calls):
+        t = t0 + 10 * i
+        host.append({"name": op, "start": t, "end": t + 8})
+        api.append({"name": "cudaLaunchKernel", "start": t + 2, "end": t + 4,
+                    "correlation": corr0 + i})  # fmt: skip
+        ops.append({"name": kernel, "start": t + 5, "end": t + 7, "correlation": corr0 + i})
+    return host, api, ops
+
+
+def test_a_capture_naming_no_kernel_is_aligned_by_the_ops_that_launch_them():
+    # a cudagraph-tree trace: an eager warmup (its kernels launched inside their ops), the
+    # capture (launch calls inside the same ops, no kernel) and the graph's replay, which
+    # lacks the capture's trailing node, skips node 50 and runs a kernel at node 20 that
+    # no op launches eagerly: 98 of its 99 ops align by their launching ops
+    calls = [(f"aten::op{i % 5}", f"kernel_{i}") for i in range(100)]
+    host, api, ops = _eager(200_000, calls, 1_000)
+    c_host, c_api = _capture(0, [(op, "cudaLaunchKernel") for op, _ in calls]
+                             + [("aten::trailing", "cudaLaunchKernel")], 100)  # fmt: skip
+    replayed = [k for i, (_, k) in enumerate(calls) if i != 50]
+    replayed[20] = "kernel_20_v2"
+    r_ops, r_api = _replay(10_000, 50_000, [(n, K, 10) for n in replayed])
+    tr = make_trace(ops + r_ops, api + c_api + r_api, host_ops=host + c_host)
+    t = op_table(attribute(tr))
+    a = t.attribution
+    assert a["graph_kernel_ns"] == 990 and a["graph_attributed_ns"] == 980  # 98 of 99 ops
+    assert _by_code(t) == {"graph_unaligned": 10}
+    rows = {r["name"]: r for r in t.ops}
+    # 20 nodes per op name: op0 loses node 50, op0's share of node 20 is unaligned
+    assert [rows[f"aten::op{k}"]["graph_kernel_ns"] for k in range(5)] == [180, 200, 200, 200, 200]
+    g = a["graph_replays"]
+    assert (g["matched_launches"], g["matched_by_alignment"]) == (1, 1)
+    (own,) = g["captures"]
+    assert own["named_nodes"] == 0 and g["refused"] == []
+    assert own["differences"][0] == "replayed node 20 of 99 ('kernel_20_v2') not in the capture"
+    assert (
+        "captured node 100 of 101 ('launched in aten::trailing') not replayed"
+        in (own["differences"])
+    )
+    _check_sums(t)
