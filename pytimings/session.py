@@ -221,7 +221,7 @@ class Analysis:
     def critical_path(self, window: int | None = None) -> CriticalPath:
         """The chain that sets window ``window``'s length (default: the slowest)."""
         self._need_events("--critical-path")
-        return critical_path(self.attribution, window)
+        return critical_path(self.attribution, window, self.options.captures)
 
     @cached_property
     def telemetry(self) -> TelemetrySamples | None:

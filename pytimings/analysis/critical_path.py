@@ -25,6 +25,7 @@ from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import Trace
 
 if TYPE_CHECKING:
+    from pytimings.analysis.graph_capture import Captures
     from pytimings.analysis.result import Attribution
 
 __all__ = ["Binding", "CriticalPath", "CriticalWindow", "Link", "LinkKind", "critical_path"]
@@ -146,11 +147,14 @@ def _end_thread(trace: Trace, range_row: int, rank: int, end: int) -> int:
     return thread
 
 
-def critical_path(a: Attribution, window: int | None = None) -> CriticalPath:
+def critical_path(
+    a: Attribution, window: int | None = None, captures: Captures | None = None
+) -> CriticalPath:
     """The chain of host time, launches, waits and GPU ops that sets one window's length
     (``window``: 1-based, in the order of the replay's windows; default the slowest
-    included one), as links tiling the window, each with its share."""
-    r = replay(a, keep_ops=True)
+    included one), as links tiling the window, each with its share (``captures``: graph
+    captures showing the edges inside its graphs, see :func:`replay`)."""
+    r = replay(a, keep_ops=True, captures=captures)
     trace = a.trace
     ops, api = trace.gpu_ops, trace.api_calls
     included = [i for i, w in enumerate(r.windows) if w.after_ns is not None]

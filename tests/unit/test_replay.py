@@ -838,6 +838,10 @@ def test_a_graph_forking_a_side_stream_replays_exactly_with_the_edges_its_captur
     doc = what_if(a, "kernel:a=0.5", caps).to_dict()
     (row,) = doc["windows"]
     assert row["before_ns"] - row["after_ns"] == 24 * US and row["bound"] == "exact"
+    # the critical path runs through the fork: 'a', the collective, then 'c'
+    chain = [(lk["kind"], lk["name"]) for lk in critical_path(a, captures=caps).to_dict()["links"]]
+    assert chain[2:] == [("gpu_op", "a"), ("wait", "a"), ("gpu_op", "ncclDevKernel_AllReduce"),
+                         ("wait", "ncclDevKernel_AllReduce"), ("gpu_op", "c")]  # fmt: skip
 
 
 def test_a_capture_naming_no_kernel_leaves_the_graph_bounded():
