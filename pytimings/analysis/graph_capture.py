@@ -523,7 +523,8 @@ def _tokens(
     ]
 
 
-def _named(g: CapturedGraph) -> bool:
+def named(g: CapturedGraph) -> bool:
+    """Whether the capture names every kernel of ``g``."""
     return all(n is not None for k, n in zip(g.kinds, g.names, strict=True) if k == OpKind.KERNEL)
 
 
@@ -591,15 +592,16 @@ def _alignment(
     return pairs, diffs
 
 
-def op_launchers(trace: Trace, launches: Launches, graph: npt.NDArray[np.bool_]) -> dict[int, str]:
-    """Per GPU op name (a string id) the trace launches outside graph replays: the name of
-    the one op around its launch calls, where every such launch has the same one."""
+def op_launchers(trace: Trace, launch_row: I64, graph: npt.NDArray[np.bool_]) -> dict[int, str]:
+    """Per GPU op name (a string id) the trace launches outside graph replays (``graph``;
+    ``launch_row``: each GPU op's launch call, -1 none): the name of the one op around its
+    launch calls, where every such launch has the same one."""
     ops = trace.gpu_ops
-    rows = np.flatnonzero(~graph & (launches.api_row >= 0))
+    rows = np.flatnonzero(~graph & (launch_row >= 0))
     if not rows.size:
         return {}
     source = op_source(trace)
-    op_row = ops_around(trace, source, launches.api_row[rows])
+    op_row = ops_around(trace, source, launch_row[rows])
     column = trace.host_ops["name"] if source.table == "host_ops" else trace.ranges["name"]
     pairs = np.unique(
         np.stack([ops["name"][rows], np.where(op_row >= 0, column[op_row], -1)]), axis=1
@@ -642,7 +644,7 @@ def match_replays(
     bounds = np.append(cut, order.size)
     name_norm: dict[int, str] = {}
     memo: dict[tuple[bytes, bytes], _Resolved] = {}
-    unnamed = not all(_named(g) for g in captures.graphs)
+    unnamed = not all(named(g) for g in captures.graphs)
     launcher_of: dict[int, str] | None = None
     matched_src: list[int] = [0] * len(captures.sources)
     mismatch_detail: dict[int, str] = {}  # per source: its first kernel-name difference
@@ -676,7 +678,7 @@ def match_replays(
                 for i in name_ids.tolist()
             ]
             if launcher_of is None:  # only where a replay has no exact fit to look for
-                launcher_of = op_launchers(trace, launches, graph) if unnamed else {}
+                launcher_of = op_launchers(trace, launches.api_row, graph) if unnamed else {}
             launchers = [launcher_of.get(i) for i in name_ids.tolist()]
             memo[mk] = _resolve(
                 names, kinds, by_kinds.get(kinds, []), captures.graphs, op_key, launchers
@@ -770,7 +772,7 @@ def _resolve(
     best: list[tuple[int, CapturedGraph, list[tuple[int, int]], list[str]]] = []
     parted: list[CapturedGraph] = []  # neither of the replay's kinds nor aligned to it
     for g in graphs:
-        if _named(g):
+        if named(g):
             found = _alignment(names, kinds, g)
         elif any(launchers):
             op_names = [op_key[i][0] if i >= 0 else None for i in g.ops]

@@ -53,12 +53,12 @@ from pytimings._native import _optable
 from pytimings._native._replay import replay as _replay
 from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits, parse_changes
 from pytimings.analysis.classes import COMM, string_mask
-from pytimings.analysis.graph_capture import OWN, CapturedGraph, Captures
+from pytimings.analysis.graph_capture import OWN, CapturedGraph, Captures, named, op_launchers
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, normalize_kernel_name, short_kernel_name
-from pytimings.model.trace import SyncKind, Trace
+from pytimings.model.trace import OpKind, SyncKind, Trace
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -134,17 +134,20 @@ def _latest_end_before(ends_sorted: I64, rows_sorted: I64, t: I64) -> I64:
     return np.where(at >= 0, rows_sorted[np.maximum(at, 0)], -1)
 
 
-def _node_ops(rows: I64, names: list[str], g: CapturedGraph) -> I64 | None:
-    """Per node of ``g``: the replayed op (of ``rows``, in start order, ``names`` theirs)
-    that ran it, the n-th node of a kernel name being the n-th op of that name; None where
-    the replay does not run the same kernels (or the capture does not name its own)."""
-    node_names = [n for n in g.names if n is not None]
-    if len(node_names) != rows.size or sorted(names) != sorted(node_names):
+def _node_ops(rows: I64, labels: list[str | None], node_labels: list[str | None]) -> I64 | None:
+    """Per node of a captured graph (``node_labels``): the replayed op (of ``rows``, in start
+    order, ``labels`` theirs) that ran it, the n-th node of a label being the n-th op of
+    that label; None where the replay does not run the same labels or a label is unknown."""
+    if (
+        None in labels
+        or None in node_labels
+        or sorted(map(str, labels)) != sorted(map(str, node_labels))
+    ):
         return None
-    queue: dict[str, list[int]] = {}
-    for r, name in zip(rows.tolist()[::-1], names[::-1], strict=True):
-        queue.setdefault(name, []).append(r)
-    return np.asarray([queue[n].pop() for n in node_names], dtype=np.int64)
+    queue: dict[str | None, list[int]] = {}
+    for r, label in zip(rows.tolist()[::-1], labels[::-1], strict=True):
+        queue.setdefault(label, []).append(r)
+    return np.asarray([queue[x].pop() for x in node_labels], dtype=np.int64)
 
 
 def _replayed_joins(
@@ -163,14 +166,19 @@ def _replayed_joins(
     return tuple(edges)
 
 
-def captured_edges(trace: Trace, captures: Captures) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
+def captured_edges(
+    trace: Trace, launch_row: I64, captures: Captures
+) -> tuple[I64, I64, npt.NDArray[np.bool_]]:
     """The edges the captures show inside the graphs the trace replays: (waiting op,
     awaited op) pairs, and per op whether its graph's edges were read. A replay (the ops of
     one graph launch) reads the event waits of the captured graph that ran its kernels
     (:func:`pytimings.analysis.graph_capture.capture_joins`): each wait makes the first node
     after it that runs on another stream than the awaited node wait for that node. Read
     only where every captured graph that ran the replay's kernels gives the same edges,
-    and the replay shows each (the waiting op starts after the awaited op ends)."""
+    and the replay shows each (the waiting op starts after the awaited op ends). A capture
+    naming no kernel is paired by ops: a node is the op around its launch call, a replayed
+    op the one op that launches its kernel outside graph replays (a cudagraph-trees warmup;
+    ``launch_row``: each GPU op's launch call)."""
     ops = trace.gpu_ops
     read = np.zeros(len(ops), dtype=bool)
     waiting: list[int] = []
@@ -185,12 +193,36 @@ def captured_edges(trace: Trace, captures: Captures) -> tuple[I64, I64, npt.NDAr
                     ops["correlation"][order]])  # fmt: skip
     cut = np.flatnonzero(np.concatenate(([True], (key[:, 1:] != key[:, :-1]).any(axis=0))))
     start, end, stream = ops["start"], ops["end"], ops["stream"]
+    launcher_of = (
+        op_launchers(trace, launch_row, ops["graph"] >= 0)
+        if not all(named(g) for g in forked)
+        else {}
+    )
     for a, b in zip(cut.tolist(), [*cut[1:].tolist(), order.size], strict=True):
         group = order[a:b]
-        names = [normalize_kernel_name(trace.strings[int(i)]) for i in ops["name"][group]]
+        kinds, name_ids = ops["kind"][group].tolist(), ops["name"][group].tolist()
+        # per op: its kind and kernel name (copies and memsets by kind), or its launcher
+        by_name: list[str | None] = [
+            f"{k} {normalize_kernel_name(trace.strings[i])}" if k == OpKind.KERNEL else f"{k}"
+            for k, i in zip(kinds, name_ids, strict=True)
+        ]
+        by_op = [
+            f"{k} {launcher_of[i]}" if i in launcher_of else None
+            for k, i in zip(kinds, name_ids, strict=True)
+        ]
         found: set[tuple[tuple[int, int], ...]] = set()
         for g in forked:
-            node_op = _node_ops(group, names, g)
+            node_op = (
+                _node_ops(group, by_name, [
+                    f"{k} {n}" if k == OpKind.KERNEL else f"{k}"
+                    for k, n in zip(g.kinds, g.names, strict=True)
+                ])
+                if named(g)
+                else _node_ops(group, by_op, [
+                    f"{k} {captures.ops[o].name}" if o >= 0 else None
+                    for k, o in zip(g.kinds, g.ops, strict=True)
+                ])
+            )  # fmt: skip
             if node_op is not None:
                 found.add(_replayed_joins(g, node_op, start, end, stream))
         if len(found) == 1 and (edges_read := next(iter(found))):
@@ -243,7 +275,7 @@ def dependency_graph(trace: Trace, launch_row: I64, captures: Captures | None = 
     waiting, awaited = event_waits(trace, launch_row)
     caps = captures.copy() if captures is not None else Captures()
     caps.add(trace, OWN)
-    g_waiting, g_awaited, edges_read = captured_edges(trace, caps)
+    g_waiting, g_awaited, edges_read = captured_edges(trace, launch_row, caps)
     waiting, awaited = np.concatenate((waiting, g_waiting)), np.concatenate((awaited, g_awaited))
     for w, a in zip(waiting.tolist(), awaited.tolist(), strict=True):
         if end[a] <= start[w] and (dep[w] < 0 or end[a] > end[dep[w]]):

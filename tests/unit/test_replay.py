@@ -704,20 +704,20 @@ def test_the_nth_step_of_each_rank_is_replayed_with_the_others():
     assert links[0]["name"] == "[rank 1] stall"
 
 
-def _forked_graph_replay():
+def _forked_graph_replay(ops=(), api=(), host_ops=()):
     """One graph launch (0-10 µs) whose graph forks a side stream for a collective and joins
     it: 'a' then 'b' (60-300 µs) on the main stream, 'ncclDevKernel_AllReduce' on the side
     stream starting 130 µs after 'a' ends, while 'b' runs (its node waited on 'a' and then
     for SMs 'b' held: an edge inside the graph the trace does not show), 'c' on the main
-    stream joined after the collective."""
-    ops, api = [], []
+    stream joined after the collective; ``ops``, ``api``, ``host_ops``: more rows."""
+    ops, api = list(ops), list(api)
     api.append({"start": 0, "end": 10 * US, "correlation": 1, "name": "cudaGraphLaunch"})
     nodes = (("a", 1, 12, 60), ("b", 1, 60, 300), ("ncclDevKernel_AllReduce", 2, 190, 400),
              ("c", 1, 402, 450))  # fmt: skip
     for name, stream, s, e in nodes:
         ops.append({"start": s * US, "end": e * US, "name": name, "correlation": 1,
                     "graph": 3, "stream": stream})  # fmt: skip
-    return make_trace(ops, api, [{"start": 0, "end": 11 * US, "name": "step"}])
+    return make_trace(ops, api, [{"start": 0, "end": 11 * US, "name": "step"}], host_ops=host_ops)
 
 
 def test_a_graph_forking_a_side_stream_is_replayed_with_its_unread_edges_bounded():
@@ -798,23 +798,35 @@ def test_a_wait_for_device_work_the_trace_does_not_show_offers_no_saving():
     assert f"No saving shown: {f.evidence['saving_note']}" in text  # no finding has one
 
 
-def _forking_capture(named=True):
-    """The capture of _forked_graph_replay's graph, naming its kernels: 'a' launched on the
-    main stream, an event recorded after it and waited on by the side stream (the fork),
-    the collective launched there, an event recorded after it, 'b' on the main stream, the
-    main stream waiting on the collective's event (the join), then 'c'."""
-    calls = [("cudaStreamBeginCapture", None), ("cudaLaunchKernel", "a"),
-             ("cudaEventRecord", None), ("cudaStreamWaitEvent", None),
-             ("cudaLaunchKernel", "ncclDevKernel_AllReduce"), ("cudaEventRecord", None),
-             ("cudaLaunchKernel", "b"), ("cudaStreamWaitEvent", None),
-             ("cudaLaunchKernel", "c"), ("cudaStreamEndCapture", None)]  # fmt: skip
-    api, ops = [], []
-    for i, (call, kernel) in enumerate(calls):
-        api.append({"start": i * 10 * US, "end": (i * 10 + 5) * US, "correlation": 100 + i,
-                    "name": call})  # fmt: skip
-        if named and kernel is not None:  # the capture trace holds the kernel it names
-            ops.append({"start": (i * 10 + 6) * US, "end": (i * 10 + 7) * US, "name": kernel,
+FORK_CALLS = (
+    ("cudaStreamBeginCapture", None), ("cudaLaunchKernel", "a"), ("cudaEventRecord", None),
+    ("cudaStreamWaitEvent", None), ("cudaLaunchKernel", "ncclDevKernel_AllReduce"),
+    ("cudaEventRecord", None), ("cudaLaunchKernel", "b"), ("cudaStreamWaitEvent", None),
+    ("cudaLaunchKernel", "c"), ("cudaStreamEndCapture", None),
+)  # fmt: skip
+
+
+def _forking_capture_rows(t0=0, named=True, ops_around=False):
+    """The capture of _forked_graph_replay's graph at ``t0`` µs (FORK_CALLS): 'a' launched
+    on the main stream, an event recorded after it and waited on by the side stream (the
+    fork), the collective launched there, an event recorded after it, 'b' on the main
+    stream, the main stream waiting on the collective's event (the join), then 'c'.
+    ``named``: the capture trace holds the kernels; ``ops_around``: an op 'op_KERNEL'
+    around each launch. Returns (GPU ops, api calls, host ops)."""
+    api, ops, host = [], [], []
+    for i, (call, kernel) in enumerate(FORK_CALLS):
+        t = (t0 + i * 10) * US
+        api.append({"start": t, "end": t + 5 * US, "correlation": 100 + i, "name": call})
+        if kernel is not None and named:
+            ops.append({"start": t + 6 * US, "end": t + 7 * US, "name": kernel,
                         "correlation": 100 + i})  # fmt: skip
+        if kernel is not None and ops_around:
+            host.append({"start": t - US, "end": t + 6 * US, "name": f"op_{kernel}"})
+    return ops, api, host
+
+
+def _forking_capture(named=True):
+    ops, api, _ = _forking_capture_rows(named=named)
     return make_trace(ops, api)
 
 
@@ -850,3 +862,20 @@ def test_a_capture_naming_no_kernel_leaves_the_graph_bounded():
     caps.add(_forking_capture(named=False), "capture.json")
     (w,) = replay(attribute(_forked_graph_replay(), by="step"), captures=caps).windows
     assert w.graph_bound and w.after_ns == w.before_ns
+
+
+def test_a_trace_holding_its_capture_and_warmup_reads_the_edges_by_the_launching_ops():
+    # a cudagraph-trees trace: the unnamed capture (ops around its launches), an eager
+    # warmup launching each kernel inside the same op, and the replay: the replayed kernels
+    # pair with the captured nodes through those ops
+    ops, api, host = _forking_capture_rows(2000, named=False, ops_around=True)
+    for i, kernel in enumerate(("a", "ncclDevKernel_AllReduce", "b", "c")):
+        t = (1000 + 10 * i) * US
+        host.append({"start": t, "end": t + 8 * US, "name": f"op_{kernel}"})
+        _launch(api, ops, 500 + i, 1000 + 10 * i + 1, 1000 + 10 * i + 2,
+                1000 + 10 * i + 3, 1000 + 10 * i + 4, name=kernel)  # fmt: skip
+    a = attribute(_forked_graph_replay(ops, api, host), by="step")
+    (w,) = replay(a).windows
+    assert w.after_ns == w.before_ns and not w.graph_bound
+    (row,) = what_if(a, "kernel:a=0.5").to_dict()["windows"]
+    assert row["before_ns"] - row["after_ns"] == 24 * US and row["bound"] == "exact"
