@@ -53,6 +53,7 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("gpu_busy_ns", "GPU busy ms", "ms"),
         ("bytes", "MB", "mb"),
         ("gbps", "GB/s", "f2"),
+        ("busbw_gbps", "busbw", "f2"),
         ("style", "style", "str"),
         ("name", "range", "str"),
     ],
@@ -74,7 +75,7 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     "cpu_ops": _host_op_columns("cpu op"),
     "os_calls": _host_op_columns("OS call"),
 }
-WHEN_KNOWN = {"bytes", "gbps"}  # columns shown only where a row knows them
+WHEN_KNOWN = {"bytes", "gbps", "busbw_gbps"}  # columns shown only where a row knows them
 _TITLES = {
     "kernels": "Kernels",
     "memory": "Memory operations",
