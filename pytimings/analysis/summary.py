@@ -17,6 +17,10 @@ default linear interpolation):
   process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
   the first op's start to the last op's end, and ``gpu_busy_ns`` sums over instances the
   length of the union of the ops' intervals (time some op of the instance runs).
+  ``bytes`` and ``gbps`` (bytes / time) where the ranges say what they moved, and for the
+  collectives of :func:`pytimings.instrument_torch_distributed` nccl-tests' ``busbw_gbps``
+  (bytes times the bus factor of the group size, over the ranges' time: the record-time
+  summary's number for host-only recordings).
 - ``api``: per (rank, kind, name) CUDA runtime/driver calls (as ``nsys stats``'
   cuda_api_sum lists them); a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``)
   is dropped from the name, exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060``
