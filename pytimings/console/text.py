@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -34,3 +35,14 @@ def table(
 
     head = [line(headers), line(["-" * w for w in widths])] if underline else [line(headers)]
     return [*head, *(line(r) for r in rows)]
+
+
+def duration(ns: float) -> str:
+    """A time in ns as every text table prints it, the unit chosen by magnitude: µs below
+    0.1 ms, ms below 10 s, else s ('40.8 µs', '264.22 ms', '12.35 s'); "-" for NaN (a
+    statistic without samples)."""
+    if math.isnan(ns):
+        return "-"
+    if abs(ns) >= 10e9:
+        return f"{ns / 1e9:.2f} s"
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytimings.analysis.diff import SIGNIFICANT, TOO_FEW_WINDOWS
-from pytimings.analysis.finding import ms
 from pytimings.analysis.memory import gib
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 from pytimings.ingest.names import short_kernel_name
 from pytimings.report.html import page
 from pytimings.report.ops_text import render_graph_replays
@@ -21,7 +20,7 @@ HEADERS = ["section", "name", "base", "new", "delta", "delta %", "95% CI", "verd
 
 
 def _signed(ns: float) -> str:
-    return ("+" if ns > 0 else "") + ms(ns)
+    return ("+" if ns > 0 else "") + duration(ns)
 
 
 def _pct(x: float | None) -> str:
@@ -49,7 +48,7 @@ def _name(section: str, row: dict[str, Any]) -> str:
 
 def _cells(section: str, row: dict[str, Any]) -> list[str]:
     return [
-        section, _name(section, row), ms(row["base_ns"]), ms(row["new_ns"]),
+        section, _name(section, row), duration(row["base_ns"]), duration(row["new_ns"]),
         _signed(row["delta_ns"]), _pct(row["delta_pct"]), _ci(row), row["verdict"],
     ]  # fmt: skip
 
