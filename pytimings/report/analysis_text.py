@@ -84,7 +84,7 @@ def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Seque
     rows = [
         [
             label(s),
-            f"{(s['start_ns'] - t0) / 1e6:.3f} ms",
+            duration(s["start_ns"] - t0),
             str(s["rank"]),
             str(s["device"]),
             duration(s["window_ns"]),

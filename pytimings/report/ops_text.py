@@ -111,9 +111,9 @@ def render_ops(t: OpTable, top: int | None) -> str:
     by = a.get("charged_by") or {}
     if by.get("kernel_name") or by.get("graph_capture"):
         out.append(
-            f"  charged by: the op around the launch {by['op'] / 1e3:.1f} µs, a graph capture's "
-            f"op {by['graph_capture'] / 1e3:.1f} µs, the kernel's own name (no op range "
-            f"around the launch: '(no op) NAME' rows) {by['kernel_name'] / 1e3:.1f} µs"
+            f"  charged by: the op around the launch {duration(by['op'])}, a graph capture's "
+            f"op {duration(by['graph_capture'])}, the kernel's own name (no op range "
+            f"around the launch: '(no op) NAME' rows) {duration(by['kernel_name'])}"
         )
     for u in a["unattributed"]:
         out.append(f"  unattributed: {duration(u['kernel_ns'])} in {u['ops']} ops: {u['reason']}")

@@ -84,7 +84,7 @@ def render_critical_path(path: CriticalPath, top: int = 12) -> str:
     ranked = sorted(agg.items(), key=lambda kv: -kv[1][0])
     out = [
         f"Critical path of window {w.index} ({w.name!r}, rank {w.rank}, {duration(span)}, "
-        f"starts {w.from_first_ns / 1e6:.3f} ms from the first window): "
+        f"starts {duration(w.from_first_ns)} from the first window): "
         f"{len(links)} link{'s' if len(links) != 1 else ''}"
     ]
     body = [

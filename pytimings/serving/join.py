@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pytimings.console.text import duration
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.model.requests import RequestRecord
 from pytimings.serving._format import fmt_num, format_table
@@ -104,7 +105,7 @@ def estimate_clock(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> Cloc
     if lo > hi:
         raise UsageError(
             f"no single clock offset fits the {len(usable)} matched requests (bounds cross by "
-            f"{(lo - hi) / 1e6:.3f} ms): drifting clocks, or ids matched to other requests"
+            f"{duration(lo - hi)}): drifting clocks, or ids matched to other requests"
         )
     return Clock(
         (lo + hi) // 2, (hi - lo + 1) // 2, f"estimated from {len(usable)} request/response pairs"
@@ -337,7 +338,7 @@ def why_unmatched(
     after_ns, before_ns = engine_span[0] - client_span[1], client_span[0] - engine_span[1]
     where = "after the client's last" if after_ns > before_ns else "before the client's first"
     by_time = (
-        f"the engine's requests start {max(after_ns, before_ns) / 1e9:.3f} s {where} send "
+        f"the engine's requests start {duration(max(after_ns, before_ns))} {where} send "
         f"({clock.how})"
         if max(after_ns, before_ns) > tolerance_ns
         else f"no engine request started within --tolerance-ms {tolerance_ns / 1e6:g} of a "
@@ -376,7 +377,7 @@ def check_causality(requests: Sequence[dict[str, Any]], clock: Clock, mode: Cloc
         hint = "; try --clock estimate" if mode == "same" else ""
         raise UsageError(
             f"{len(bad)} {what if len({b[2] for b in bad}) == 1 else 'send/delivery'} "
-            f"time(s) come out negative (request {rid!r}: {what} {worst / 1e6:.3f} ms): the "
+            f"time(s) come out negative (request {rid!r}: {what} {duration(worst)}): the "
             f"two clocks are not one ({clock.how}){hint}"
         )
 
@@ -478,8 +479,8 @@ def render(doc: dict[str, Any], clock: Clock) -> str:
         f"matched {doc['matched']} requests ({by_time} by start time); unmatched: "
         f"{doc['unmatched_client']} client, {doc['unmatched_server']} engine "
         "(engine warm-up requests are never in the run file)",
-        f"clock: {clock.how}, engine - client = {clock.offset_ns / 1e6:.3f} ms "
-        f"+- {clock.uncertainty_ns / 1e6:.3f} ms",
+        f"clock: {clock.how}, engine - client = {duration(clock.offset_ns)} "
+        f"+- {duration(clock.uncertainty_ns)}",
     ]
     for lv in doc["levels"]:
         rows_ = [q for q in doc["requests"] if q["concurrency"] == lv["concurrency"]]
