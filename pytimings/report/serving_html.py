@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.console.text import duration_ms
+from pytimings.console.text import duration, duration_ms
 from pytimings.errors import UsageError
 from pytimings.report.html import _go, file_list, page, write_document
 from pytimings.serving._format import fmt_num
@@ -539,7 +539,7 @@ def notes(
                 f"{j.doc['matched']} requests matched ({by_time} by start time; "
                 f"{j.doc['unmatched_client']} of the run's matched none), drawn at the "
                 f"run's levels; clock: {j.clock.how}, engine - client = "
-                f"{j.clock.offset_ns / 1e6:.3f} ms +- {j.clock.uncertainty_ns / 1e6:.3f} ms; "
+                f"{duration(j.clock.offset_ns)} +- {duration(j.clock.uncertainty_ns)}; "
                 f"{j.outside} engine requests in no level nor its warm-up, not in any figure."
             )
         if r.source.unjoined is not None:
