@@ -51,3 +51,8 @@ def duration(ns: float | None) -> str:
 def duration_ms(ms: float | None) -> str:
     """:func:`duration` of a time given in ms (the serving metrics' unit)."""
     return duration(None if ms is None else ms * 1e6)
+
+
+def signed_duration(ns: float) -> str:
+    """:func:`duration` with a '+' before a positive time (a change: '+1.20 ms', '-40.8 µs')."""
+    return ("+" if ns > 0 else "") + duration(ns)
