@@ -24,7 +24,7 @@ from pytimings.analysis import savings
 from pytimings.analysis.attribution import attribute
 from pytimings.analysis.collectives import Collectives
 from pytimings.analysis.critical_path import CriticalPath, critical_path
-from pytimings.analysis.finding import Finding, ms, pct, plural
+from pytimings.analysis.finding import Finding, pct, plural
 from pytimings.analysis.findings import ranked, run_rules
 from pytimings.analysis.graph_capture import Captures
 from pytimings.analysis.hardware import gpu_metric_findings
@@ -41,6 +41,7 @@ from pytimings.analysis.window_telemetry import (
     telemetry_per_window,
 )
 from pytimings.console import progress
+from pytimings.console.text import duration
 from pytimings.errors import UsageError
 from pytimings.ingest import expand_paths, load
 from pytimings.model.samples import TelemetrySamples
@@ -156,7 +157,7 @@ class Analysis:
         shares = ", ".join(f"{k[:-3]} {pct(v / max(1, total))}" for k, v in top if v)
         lines = [
             f"Analysis of {where} ({scope if a.by else 'whole trace'}; {events})",
-            f"  {ms(total)} in the windows" + (f": {shares}" if shares else ""),
+            f"  {duration(total)} in the windows" + (f": {shares}" if shares else ""),
         ]
         if "findings" in self.__dict__ or self._findings is not None:
             lines.append(f"  {plural(len(self.findings), 'finding')}")

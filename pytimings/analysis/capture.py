@@ -18,9 +18,10 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings.analysis.comm_hints import unclassified_comm
-from pytimings.analysis.finding import Finding, agree, ms, pct, plural, runs_text, scope
+from pytimings.analysis.finding import Finding, agree, pct, plural, runs_text, scope
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.selection import reported
+from pytimings.console.text import duration
 from pytimings.ingest.names import short_kernel_name
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def _in_windows(a: Attribution, r: int, d: int, s: I64, e: I64) -> int:
 
 def _delays_text(wait: I64) -> str:
     """'149.00 ms' for one delay (or several equal ones), else '1.20 ms to 149.00 ms'."""
-    lo, hi = ms(int(wait.min())), ms(int(wait.max()))
+    lo, hi = duration(int(wait.min())), duration(int(wait.max()))
     return lo if lo == hi else f"{lo} to {hi}"
 
 
@@ -86,7 +87,7 @@ def _names(a: Attribution, rows: I64, n: int = 3) -> list[str]:
 
 
 def _distorts_text(distorts: dict[str, int]) -> str:
-    return ", ".join(f"{k.removesuffix('_ns')} {ms(v)}" for k, v in distorts.items() if v)
+    return ", ".join(f"{k.removesuffix('_ns')} {duration(v)}" for k, v in distorts.items() if v)
 
 
 def late_starts(a: Attribution) -> list[Finding]:
@@ -130,7 +131,7 @@ def late_starts(a: Attribution) -> list[Finding]:
         f"{agree(int(rows.size), 'starts', 'start')} {_delays_text(wait)} "
         "after the launch call returned while the GPU runs nothing "
         "the trace shows (work queued outside the "
-        f"capture, another process, or a host/GPU clock offset); {ms(total)} of "
+        f"capture, another process, or a host/GPU clock offset); {duration(total)} of "
         f"{scope(a.by)} is that wait ({_distorts_text(distorts)})"
     )
     return [
@@ -171,9 +172,10 @@ def before_launch(a: Attribution) -> list[Finding]:
     title = (
         f"capture: {int(neg.sum())} of {plural(int(linked.size), 'linked op')} "
         f"{agree(int(neg.sum()), 'starts', 'start')} before the launch call began "
-        f"(by up to {ms(worst)}, median "
-        f"{ms(float(np.median(-off[neg])))}): the host and GPU clocks disagree by at least "
-        f"{ms(worst)}; {ms(hb)} of host_bound in {plural(int(gi.sum()), 'gap')} ends at "
+        f"(by up to {duration(worst)}, median "
+        f"{duration(float(np.median(-off[neg])))}): the host and GPU clocks disagree by at least "
+        f"{duration(worst)}; {duration(hb)} of host_bound in "
+        f"{plural(int(gi.sum()), 'gap')} ends at "
         "such ops"
     )
     return [
@@ -220,7 +222,7 @@ def cut_windows(a: Attribution) -> list[Finding]:
     title = (
         f"capture: {plural(len(idx), f'{a.by} window')} (number {runs_text(idx)}) "
         f"{'ends' if one else 'end'} where the capture ends, cut short: "
-        f"{ms(total)} ({_distorts_text(distorts)}) is the part of "
+        f"{duration(total)} ({_distorts_text(distorts)}) is the part of "
         f"{'a window' if one else 'windows'} the capture holds"
         + (
             f"; {plural(open_ranges, 'range')} still open at the capture's end "
@@ -271,7 +273,7 @@ def unlinked_ops(a: Attribution) -> list[Finding]:
     title = (
         f"capture: {int(bare.size)} of {plural(int(shown.size), 'GPU op')} "
         f"({pct(bare.size / shown.size)}) {agree(int(bare.size), 'has', 'have')} no launch call "
-        f"in the trace; the {ms(idle)} of idle time before them is idle_other, unsplit"
+        f"in the trace; the {duration(idle)} of idle time before them is idle_other, unsplit"
     )
     return [
         Finding(
@@ -344,11 +346,11 @@ def clock_drift(a: Attribution) -> list[Finding]:
     distorts = {"host_bound_ns": moved, "launch_overhead_ns": moved}
     title = (
         f"capture: the smallest delay from a launch call's return to its op's start "
-        f"{'grows' if worst['drift_ns'] > 0 else 'shrinks'} by {ms(abs(worst['drift_ns']))} "
-        f"over {ms(worst['span_ns'])} on GPU {worst['device']} ({worst['ppm']:+.0f} ppm, "
+        f"{'grows' if worst['drift_ns'] > 0 else 'shrinks'} by {duration(abs(worst['drift_ns']))} "
+        f"over {duration(worst['span_ns'])} on GPU {worst['device']} ({worst['ppm']:+.0f} ppm, "
         f"R² {worst['r2']:.2f} over {worst['bins']} bins): the GPU and host clocks drift "
         f"apart; the host_bound / launch_overhead boundary of each gap moves by up to that "
-        f"(at most {ms(moved)})"
+        f"(at most {duration(moved)})"
     )
     return [
         Finding(

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytimings.analysis.finding import Finding, ms, pct, plural
+from pytimings.analysis.finding import Finding, pct, plural
+from pytimings.console.text import duration
 
 if TYPE_CHECKING:
     from pytimings.analysis.result import Attribution
@@ -52,12 +53,12 @@ def comm_bandwidth(a: Attribution) -> list[Finding]:
         peers = sorted({int(g) for g in group.tolist()})
         title = (
             f"{plural(int(m.sum()), f'{coll} call')} ({nbytes.sum() / 1e6:,.1f} MB in "
-            f"{ms(total)}) reach busbw {_gbps(busbw)} with one rank of "
+            f"{duration(total)}) reach busbw {_gbps(busbw)} with one rank of "
             f"{'/'.join(map(str, peers))} loaded"
         )
         if excess > 0:
             title += (
-                f"; {ms(excess)} ({pct(excess / total)}) of their time is beyond the fastest "
+                f"; {duration(excess)} ({pct(excess / total)}) of their time is beyond the fastest "
                 "call of the same size: most likely waiting for peers (or contention)"
             )
         title += "; load every rank's trace to split waiting from transfer"

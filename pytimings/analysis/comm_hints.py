@@ -14,8 +14,9 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings.analysis.classes import COMM, COMPUTE
-from pytimings.analysis.finding import Finding, agree, ms, plural
+from pytimings.analysis.finding import Finding, agree, plural
 from pytimings.analysis.selection import reported
+from pytimings.console.text import duration
 from pytimings.ingest.names import short_kernel_name
 from pytimings.model.trace import OpKind
 
@@ -141,13 +142,14 @@ def unclassified_comm(a: Attribution) -> list[Finding]:
     more = f" and {len(kernels) - MAX_NAMED} more" if len(kernels) > MAX_NAMED else ""
     title = (
         f"capture: {plural(count, 'kernel')} on {plural(len(streams), 'side stream')} "
-        f"({shown}{more}) {agree(count, 'overlaps', 'overlap')} compute for {ms(under)} and "
+        f"({shown}{more}) {agree(count, 'overlaps', 'overlap')} compute for {duration(under)} and "
         f"{agree(count, 'looks', 'look')} like communication ({why}) but "
         f"{agree(count, 'matches', 'match')} no comm rule, so "
         f"{agree(count, 'it counts', 'they count')} "
         f"as compute; if {agree(count, 'it communicates', 'they communicate')}, classifying "
         f"{agree(count, 'it', 'them')} (--comm-kernel GLOB "
-        f"per name, e.g. '{glob}') moves {ms(moved_o)} to comm_overlapped and {ms(moved_e)} "
+        f"per name, e.g. '{glob}') moves {duration(moved_o)} to comm_overlapped and "
+        f"{duration(moved_e)} "
         "to comm_exposed"
     )
     return [

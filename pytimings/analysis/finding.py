@@ -56,13 +56,6 @@ class Finding:
         }
 
 
-def ms(ns: float) -> str:
-    """The time formatter of every text table: µs below 0.1 ms, ms below 10 s, else s."""
-    if abs(ns) >= 10e9:
-        return f"{ns / 1e9:.2f} s"
-    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
-
-
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 

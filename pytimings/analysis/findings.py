@@ -28,7 +28,6 @@ from pytimings.analysis.finding import (
     Finding,
     Fix,
     agree,
-    ms,
     pct,
     plural,
     runs_text,
@@ -40,6 +39,7 @@ from pytimings.analysis.memory import memory_findings
 from pytimings.analysis.op_table import LazyOpTable
 from pytimings.analysis.partition import BUSY_LABELS, IDLE_LABELS, LABELS
 from pytimings.analysis.selection import per_window, reported
+from pytimings.console.text import duration
 from pytimings.ingest.names import (
     is_synchronizing,
     op_name_ids,
@@ -156,7 +156,7 @@ def hardware(a: Attribution) -> list[Finding]:
     return [
         Finding(
             "hardware",
-            f"{head} {pct(busy / win)} of {scope(a.by)} ({ms(busy)} of {ms(win)}); "
+            f"{head} {pct(busy / win)} of {scope(a.by)} ({duration(busy)} of {duration(win)}); "
             f"idle {pct(1 - busy / win)}: {parts}",
             win - busy,
             {
@@ -205,14 +205,15 @@ def gpu_bound(a: Attribution) -> list[Finding]:
     else:
         head = f"the GPUs are the bottleneck: all {len(per)} are busy at least {pct(low)}"
     title = (
-        f"{head} of {scope(a.by)} (idle {ms(win - busy)} in all: no host-side change saves more)"
+        f"{head} of {scope(a.by)} (idle {duration(win - busy)} in all: "
+        "no host-side change saves more)"
     )
     if lat["count"]:
-        title += f"; the host runs {ms(lat['p50'])} ahead of the GPU (launch latency p50)"
+        title += f"; the host runs {duration(lat['p50'])} ahead of the GPU (launch latency p50)"
     if a.by is not None:
         title += (
-            f"; {a.by} p50 {ms(evidence['window_p50_ns'])}, the GPU busy "
-            f"{ms(evidence['window_busy_p50_ns'])} of it (p50): the step lasts as long as "
+            f"; {a.by} p50 {duration(evidence['window_p50_ns'])}, the GPU busy "
+            f"{duration(evidence['window_busy_p50_ns'])} of it (p50): the step lasts as long as "
             f"its GPU work"
         )
     return [Finding("hardware", title, busy, evidence)]
@@ -326,7 +327,7 @@ def _sync_text(sync: dict[str, Any] | None) -> str:
     )
     return (
         f"; the host waits in {sync['name']} for the GPU "
-        f"({plural(sync['calls'], 'call')}, {ms(sync['call_ns'])}); "
+        f"({plural(sync['calls'], 'call')}, {duration(sync['call_ns'])}); "
         f"on the GPUs meanwhile: {busy or 'nothing the trace shows'}"
     )
 
@@ -416,7 +417,7 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
         named = [x for i, x in enumerate(acts) if i == 0 or x["share"] >= ACTIVITY_MIN_SHARE]
         doing += " in " + ", ".join(
             f"{_activity_text(x['kind'], x['name'])} {pct(x['share'])} "
-            f"({ms(x['ns'])} in {plural(x['gaps'], 'gap')}"
+            f"({duration(x['ns'])} in {plural(x['gaps'], 'gap')}"
             + (f", {plural(len(x['window_rows']), 'window')}" if a.by is not None else "")
             + ")"
             for x in named[:MAX_ACTIVITIES]
@@ -427,8 +428,8 @@ def host_bound_gaps(a: Attribution) -> list[Finding]:
         title = (
             f"host_bound before {'the first op of each window, ' if at_start else ''}"
             f"{what} '{short_kernel_name(kname)}': {plural(rows.size, 'gap')}{where}, "
-            f"median {ms(float(np.median(v)))}, "
-            f"total {ms(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {scope(a.by)}); "
+            f"median {duration(float(np.median(v)))}, "
+            f"total {duration(int(v.sum()))} ({pct(int(v.sum()) / total_win)} of {scope(a.by)}); "
             f"meanwhile {doing}"
         )
         out.append(
@@ -487,31 +488,32 @@ def kernels(a: Attribution) -> list[Finding]:
     ns = {x: int(glo[m].sum()) for x, m in (("short", short_gap), ("long", long_gap))}
     ns["graph"] = int(glo[graph_gap].sum())
     where = [
-        f"{ms(ns['short'])} in {plural(int(short_gap.sum()), 'gap')} under "
-        f"{ms(LONG_LAUNCH_GAP_NS)} before eager ops"
+        f"{duration(ns['short'])} in {plural(int(short_gap.sum()), 'gap')} under "
+        f"{duration(LONG_LAUNCH_GAP_NS)} before eager ops"
     ]
     if long_gap.any():
         where.append(
-            f"{ms(ns['long'])} in {plural(int(long_gap.sum()), 'gap')} of "
-            f"{ms(LONG_LAUNCH_GAP_NS)} or more (longest {ms(int(glo[long_gap].max()))})"
+            f"{duration(ns['long'])} in {plural(int(long_gap.sum()), 'gap')} of "
+            f"{duration(LONG_LAUNCH_GAP_NS)} or more (longest {duration(int(glo[long_gap].max()))})"
         )
     if graph_gap.any():
         where.append(
-            f"{ms(ns['graph'])} in {plural(int(graph_gap.sum()), 'gap')} before graph-replayed ops"
+            f"{duration(ns['graph'])} in {plural(int(graph_gap.sum()), 'gap')} "
+            "before graph-replayed ops"
         )
     # tiny kernels are set beside the loss only where the loss sits before eager ops in
     # gaps of the order of a launch
     name_tiny = eager.size > 0 and ns["short"] >= TINY_BLAME_SHARE * lo
     title = (
-        f"launch_overhead is {pct(lo / win)} of {scope(a.by)} ({ms(lo)}"
-        + (f", {ms(in_rep)} of it in the repeating windows below" if in_rep else "")
+        f"launch_overhead is {pct(lo / win)} of {scope(a.by)} ({duration(lo)}"
+        + (f", {duration(in_rep)} of it in the repeating windows below" if in_rep else "")
         + "): the GPU idles after the host began submitting the next op; "
         + ", ".join(where)
         + (
             f"; {int(tiny.sum())} of {plural(eager.size, 'eager kernel')} "
             f"({pct(tiny.mean())}) {agree(int(tiny.sum()), 'runs', 'run')} "
-            f"under {ms(TINY_KERNEL_NS)} "
-            f"(median {ms(float(np.median(dur)))})"
+            f"under {duration(TINY_KERNEL_NS)} "
+            f"(median {duration(float(np.median(dur)))})"
             if name_tiny
             else ""
         )
@@ -520,7 +522,7 @@ def kernels(a: Attribution) -> list[Finding]:
             if eager.size < k.size
             else ""
         )
-        + f"; launch latency p50 {ms(a.launch_latency.summary()['p50'])}"
+        + f"; launch latency p50 {duration(a.launch_latency.summary()['p50'])}"
     )
     gap_rows = np.flatnonzero(has)
     if rep:  # the repeating windows' launch_overhead is the graphs finding's
@@ -590,7 +592,7 @@ def graphs(a: Attribution) -> list[Finding]:
         f"{n} of {plural(len(w), f'{a.by} window')} launch the same "
         f"{plural(kernels, 'kernel')}, "
         f"none from a {trace_vendor(a.trace)} graph; "
-        f"the GPU spends {ms(lo / n)} per window in launch_overhead"
+        f"the GPU spends {duration(lo / n)} per window in launch_overhead"
     )
     gaps = np.flatnonzero(
         (a.gaps.launch_overhead_ns(a.launches) > 0) & np.isin(a.gaps.window_row, rows)
@@ -658,7 +660,7 @@ def memory(a: Attribution) -> list[Finding]:
                 "memory",
                 f"memory (memcpy/memset not hidden under compute or comm) is "
                 f"{pct(t['memory_ns'] / win)} "
-                f"of {scope(a.by)} ({ms(t['memory_ns'])}); {plural(cp.size, 'memcpy')} "
+                f"of {scope(a.by)} ({duration(t['memory_ns'])}); {plural(cp.size, 'memcpy')} "
                 f"{agree(cp.size, 'moves', 'move')} {_bytes_text(ops['bytes'][cp])}",
                 t["memory_ns"],
                 fix=Fix(ops=reported(a, np.flatnonzero(a.classes == MEMORY))),
@@ -680,8 +682,8 @@ def memory(a: Attribution) -> list[Finding]:
             Finding(
                 "memory",
                 f"{plural(pageable.size, 'memcpy')} {agree(pageable.size, 'uses', 'use')} "
-                f"pageable host memory ({ms(d)} of copy time, "
-                f"{ms(exposed)} of it not hidden under compute or comm, "
+                f"pageable host memory ({duration(d)} of copy time, "
+                f"{duration(exposed)} of it not hidden under compute or comm, "
                 f"{_bytes_text(ops['bytes'][pageable])})",
                 exposed,
                 {
@@ -711,7 +713,7 @@ def memory(a: Attribution) -> list[Finding]:
                         "memory",
                         f"{plural(hit, 'host<->device copy', 'host<->device copies')} (HtoD/DtoH) "
                         f"{agree(hit, 'runs', 'run')} inside {a.by} windows "
-                        f"({hit / len(w):.1f} per window, {ms(d)} in all)",
+                        f"({hit / len(w):.1f} per window, {duration(d)} in all)",
                         d,
                         {"copies": hit, "copy_ns": d},
                         Fix(ops=np.unique(np.concatenate(inside))),
@@ -734,7 +736,8 @@ def parallel(a: Attribution) -> list[Finding]:
             "parallel",
             f"comm_exposed is {pct(t['comm_exposed_ns'] / max(1, t['window_ns']))} "
             f"of {scope(a.by)} "
-            f"({ms(t['comm_exposed_ns'])}); only {pct(ratio)} of communication overlaps compute",
+            f"({duration(t['comm_exposed_ns'])}); "
+            f"only {pct(ratio)} of communication overlaps compute",
             t["comm_exposed_ns"],
             {
                 "comm_exposed_ns": t["comm_exposed_ns"],
@@ -756,8 +759,10 @@ def collectives(a: Attribution) -> list[Finding]:
     s = c.straggler
     coll_ns = int((tab["end_ns"] - tab["start_ns"]).sum())
     title = (
-        f"arrival skew at {plural(instances, 'collective')}: median {ms(float(np.median(skew)))}, "
-        f"p99 {ms(float(np.percentile(skew, 99)))}; ranks wait {ms(int(wait.sum()))} in all inside "
+        f"arrival skew at {plural(instances, 'collective')}: "
+        f"median {duration(float(np.median(skew)))}, "
+        f"p99 {duration(float(np.percentile(skew, 99)))}; "
+        f"ranks wait {duration(int(wait.sum()))} in all inside "
         f"collectives ({pct(int(wait.sum()) / max(1, coll_ns))} of "
         f"collective time)"
     )
@@ -775,8 +780,9 @@ def collectives(a: Attribution) -> list[Finding]:
     evidence |= {"exposed_ns": exposed, "waiting_exposed_ns": waiting}
     if exposed:
         title += (
-            f"; of the {ms(exposed)} they are exposed, {ms(waiting)} "
-            f"({pct(waiting / exposed)}) is waiting for peers, {ms(exposed - waiting)} transfer"
+            f"; of the {duration(exposed)} they are exposed, {duration(waiting)} "
+            f"({pct(waiting / exposed)}) is waiting for peers, "
+            f"{duration(exposed - waiting)} transfer"
         )
     return [Finding("parallel", title, int(wait.sum()), evidence)]
 
@@ -797,8 +803,9 @@ def tail(a: Attribution) -> list[Finding]:
     grows = max(growth, key=lambda x: growth[x])
     loss = int(np.sum(np.maximum(n - p50, 0)))
     title = (
-        f"{a.by} p99 {ms(p99)} vs p50 {ms(p50)} ({p99 / p50:.2f}x); in the slowest "
-        f"{plural(slow.size, 'window')} {grows} grows most (+{ms(growth[grows])} over its median)"
+        f"{a.by} p99 {duration(p99)} vs p50 {duration(p50)} ({p99 / p50:.2f}x); in the slowest "
+        f"{plural(slow.size, 'window')} {grows} grows most "
+        f"(+{duration(growth[grows])} over its median)"
     )
     return [
         Finding(
@@ -883,17 +890,17 @@ def host_windows(a: Attribution) -> list[Finding]:
     title = (
         f"{_activity_text(k, name)} holds {pct(ns / total)} of the host time in "
         f"{plural(len(hw), (a.by or 'thread') + ' host window')} "
-        f"({ms(ns)} self time of their {ms(total)}), "
+        f"({duration(ns)} self time of their {duration(total)}), "
         f"in {len(held)} of them ({_host_window_numbers(a, held)})"
     ) + _sync_text(sync)
     if wait["gpu_bound"]:
-        busy = f"{pct(wait['gpu_busy_share'])} of its {ms(wait['activity_ns'])}"
+        busy = f"{pct(wait['gpu_busy_share'])} of its {duration(wait['activity_ns'])}"
         title += (
             f"; the thread waits there: it launches no GPU work in it and the GPUs are busy {busy}"
             if wait["waiting"]
             else f"; the GPUs are busy {busy} (the thread launches "
             f"{plural(wait['launches'], 'GPU op')} in it)"
-        ) + f", so it does not limit the step (the GPU idles {ms(wait['gpu_idle_ns'])} of it)"
+        ) + f", so it does not limit the step (the GPU idles {duration(wait['gpu_idle_ns'])} of it)"
     return [
         Finding(
             "host",

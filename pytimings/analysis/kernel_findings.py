@@ -20,12 +20,13 @@ import numpy.typing as npt
 
 from pytimings._native import _intervals as iv
 from pytimings._native import _optable
-from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, ms, pct, plural, scope
+from pytimings.analysis.finding import GPU_BOUND_SHARE, Finding, Fix, pct, plural, scope
 from pytimings.analysis.graph_capture import captured_into
 from pytimings.analysis.op_launch import kineto_op
 from pytimings.analysis.op_table import LazyOpTable, OpTable, trace_gpu
 from pytimings.analysis.ops import FAMILIES, OpCall, model_op
 from pytimings.analysis.partition import BUSY_LABELS
+from pytimings.console.text import duration
 from pytimings.ingest.names import api_concept, api_stem
 from pytimings.model.trace import ActivityKind, RangeKind, Trace
 
@@ -110,7 +111,7 @@ def op_categories(a: Attribution, op_source: LazyOpTable) -> list[Finding]:
     parts, evidence = [], []
     for c in named[:MAX_CATEGORIES]:
         e = {"category": c["category"], "busy_ns": c["busy_ns"], "share": c["busy_ns"] / busy}
-        text = f"{c['category']} {pct(e['share'])} ({ms(c['busy_ns'])})"
+        text = f"{c['category']} {pct(e['share'])} ({duration(c['busy_ns'])})"
         rate = (
             _category_rate(table, c["category"], c["kernel_ns"])
             if c["category"] in COMPUTE_CATEGORIES
@@ -127,7 +128,7 @@ def op_categories(a: Attribution, op_source: LazyOpTable) -> list[Finding]:
         parts.append(text)
     gpu = table.gpu["name"] if table.gpu else None
     title = (
-        f"the GPU's busy time ({ms(busy)}, {pct(busy / max(1, win))} of {scope(a.by)}) by op "
+        f"the GPU's busy time ({duration(busy)}, {pct(busy / max(1, win))} of {scope(a.by)}) by op "
         f"category: " + ", ".join(parts)
     )
     return [
@@ -198,10 +199,10 @@ def ops_under_roofline(a: Attribution, op_source: LazyOpTable) -> list[Finding]:
         title = (
             f"'{r['name']}' {_dims_text(r['input_dims'])} "
             f"({r['dtype'] or 'untyped'}, {r['category']}): "
-            f"{plural(r['calls'], 'call')}, {ms(r['kernel_ns'])} of GPU time "
+            f"{plural(r['calls'], 'call')}, {duration(r['kernel_ns'])} of GPU time "
             f"({pct(r['kernel_ns'] / total)} of all), {r['bound']}-bound at {rate} = "
             f"{pct(f)} of the {gpu['name']}'s {roof}; at its roof its kernels would take "
-            f"{ms(at_roof)}: up to {ms(potential)} less"
+            f"{duration(at_roof)}: up to {duration(potential)} less"
         )
         out.append(
             Finding(
@@ -324,9 +325,9 @@ def cpu_compute(a: Attribution) -> list[Finding]:
         tflops_s = gflop / max(op_ns, 1) * 1e6
         title = (
             f"cpu_op '{name}' launches no GPU work in {plural(int(mine.size), 'call')} "
-            f"({ms(op_ns)} of host time, {gflop:.3g} GFLOP by its shapes, "
+            f"({duration(op_ns)} of host time, {gflop:.3g} GFLOP by its shapes, "
             f"{tflops_s:.3g} TFLOP/s): it computes on the host while its rank's GPUs idle "
-            f"{ms(int(lost.sum()))} of it"
+            f"{duration(int(lost.sum()))} of it"
         )
         out.append(
             Finding(

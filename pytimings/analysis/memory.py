@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.finding import Finding, ms, pct, plural
+from pytimings.analysis.finding import Finding, pct, plural
 from pytimings.analysis.host import HostActivities, interval_charges
 from pytimings.analysis.launches import link_launches
 from pytimings.analysis.windows import range_windows
+from pytimings.console.text import duration
 from pytimings.errors import TraceFormatError
 from pytimings.model.trace import ACTIVITY_KIND_NAMES, ActivityKind, MemEventKind, Trace
 from pytimings.stats import mann_kendall, sen_slope
@@ -584,9 +585,10 @@ def memory_findings(r: MemoryResult) -> list[Finding]:
         if steady is not None and steady[0] > 0:
             per, ns, bound, n = steady
             cost = (
-                f"{ms(bound)} of host_bound per {r.by} charged to them ({ms(ns)} in the calls)"
+                f"{duration(bound)} of host_bound per {r.by} charged to them "
+                f"({duration(ns)} in the calls)"
                 if bound is not None
-                else f"{ms(ns)} in the calls per {r.by} (no host attribution here)"
+                else f"{duration(ns)} in the calls per {r.by} (no host attribution here)"
             )
             out.append(Finding(
                 "memory",

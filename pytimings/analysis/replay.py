@@ -55,6 +55,7 @@ from pytimings.analysis.changes import Change, comm_hits, host_hits, kernel_hits
 from pytimings.analysis.classes import COMM, string_mask
 from pytimings.analysis.graph_capture import OWN, CapturedGraph, Captures, named, op_launchers
 from pytimings.analysis.windows import Windows, range_windows, trace_windows
+from pytimings.console.text import duration
 from pytimings.errors import UsageError
 from pytimings.ingest.links import event_waits, sync_waits
 from pytimings.ingest.names import is_synchronizing, normalize_kernel_name, short_kernel_name
@@ -594,7 +595,7 @@ def check_factors(trace: Trace, changes: Sequence[Change]) -> None:
             if latest + growth >= INT64_MAX:
                 limit = (INT64_MAX - latest) / scaled + 1
                 raise UsageError(
-                    f"{ch.said}: the factor stretches {scaled / 1e6:.3f} ms of "
+                    f"{ch.said}: the factor stretches {duration(scaled)} of "
                     f"matching time past what int64 nanoseconds hold (the trace ends at "
                     f"{latest} ns); give a factor below {limit:.3g}"
                 )
@@ -823,7 +824,7 @@ def _excluded(g: Graph, w: Windows, i: int) -> tuple[WindowReplay, I64]:
         worst = rows[np.argmax(np.where(g.unexplained[rows], g.lat[rows], -1))]
         out.excluded = (
             f"op {short_kernel_name(trace.strings[ops['name'][worst]])!r} started "
-            f"{g.lat[worst] / 1e3:.1f} µs after everything the capture shows it waits for"
+            f"{duration(g.lat[worst])} after everything the capture shows it waits for"
         )
     return out, rows
 

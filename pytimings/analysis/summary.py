@@ -17,6 +17,10 @@ default linear interpolation):
   process); ``gpu_ops`` counts them, ``proj_total_ns`` sums over instances the span from
   the first op's start to the last op's end, and ``gpu_busy_ns`` sums over instances the
   length of the union of the ops' intervals (time some op of the instance runs).
+  ``bytes`` and ``gbps`` (bytes / time) where the ranges say what they moved, and for the
+  collectives of :func:`pytimings.instrument_torch_distributed` nccl-tests' ``busbw_gbps``
+  (bytes times the bus factor of the group size, over the ranges' time: the record-time
+  summary's number for host-only recordings).
 - ``api``: per (rank, kind, name) CUDA runtime/driver calls (as ``nsys stats``'
   cuda_api_sum lists them); a trailing 4-digit version suffix (``cudaLaunchKernel_v7000``)
   is dropped from the name, exactly as ``nsys stats`` does (``cudaLaunchKernelExC_v11060``
@@ -46,6 +50,8 @@ import numpy.typing as npt
 from pytimings.analysis.grouped import grouped_stats
 from pytimings.ingest.links import launch_index, project
 from pytimings.ingest.names import normalize_ids, range_label, short_kernel_name, trace_vendor
+from pytimings.model.comm import COLLECTIVES, bus_factor
+from pytimings.model.recording import comm_region_collective
 from pytimings.model.trace import (
     SYNC_KIND_NAMES,
     ActivityKind,
@@ -276,6 +282,15 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
     has_bytes = per_group(known.astype(np.int64)) > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         gbps = np.where(has_bytes & (moved_ns > 0), moved / np.maximum(moved_ns, 1), np.nan)
+    # nccl-tests' busbw of the collectives the torch.distributed wrappers recorded: each
+    # range's bytes times its bus factor, over the time of those ranges (as the record-time
+    # summary, pytimings.record.summary, computes it)
+    factor = _bus_factors(trace)
+    on_bus = known & ~np.isnan(factor) & (rg["end"] > rg["start"])
+    bus_moved = np.bincount(gid, weights=np.where(on_bus, rg["bytes"] * factor, 0.0), minlength=g)
+    bus_ns = per_group(np.where(on_bus, rg["end"] - rg["start"], 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        busbw = np.where(bus_ns > 0, bus_moved / np.maximum(bus_ns, 1), np.nan)
     cols = {
         "rank": g_rank,
         "style": style,
@@ -287,8 +302,28 @@ def _ranges(trace: Trace, top: int | None, per_device: bool) -> Table:
         "gpu_busy_ns": per_group(proj["busy_ns"]),
         "bytes": np.where(has_bytes, moved, np.nan),
         "gbps": gbps,
+        "busbw_gbps": busbw,
     }
     return _finish(cols, ("rank",), top)
+
+
+def _bus_factors(trace: Trace) -> npt.NDArray[np.float64]:
+    """Per range: the bus factor of the collective a torch.distributed wrapper's region
+    (:func:`pytimings.model.recording.comm_region_collective`) ran among its group (the
+    range's payload), NaN for any other range or an unknown group size."""
+    rg = trace.ranges
+    factor = np.full(len(rg), np.nan)
+    group = rg["payload"]
+    base = len(trace.strings)
+    pair = rg["name"].astype(np.int64) * base + rg["category"].astype(np.int64)
+    for code in np.unique(pair).tolist():
+        index = comm_region_collective(trace.strings[code // base], trace.strings[code % base])
+        if index < 0:
+            continue
+        sel = (pair == code) & (group > 0)
+        for size in np.unique(group[sel]).tolist():
+            factor[sel & (group == size)] = bus_factor(COLLECTIVES[index], int(size))
+    return factor
 
 
 def api_display_name(name: str) -> str:

@@ -16,6 +16,7 @@ from pytimings.commands import comm_rules
 from pytimings.commands.ops import read_captures
 from pytimings.console import options, progress
 from pytimings.console.args import nonempty
+from pytimings.console.text import signed_duration
 from pytimings.errors import UsageError
 from pytimings.fileout import write_text
 from pytimings.ingest import load
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         pct = "-" if row["delta_pct"] is None else f"{row['delta_pct']:+.1f}%"
         print(
             f"--fail-on {th.text}: {row['name']} {row['verdict']}, "
-            f"{row['delta_ns']:+.0f} ns ({pct}) per window",
+            f"{signed_duration(row['delta_ns'])} ({pct}) per window",
             file=sys.stderr,
         )
     return 1 if hits else 0

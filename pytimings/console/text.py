@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -34,3 +35,24 @@ def table(
 
     head = [line(headers), line(["-" * w for w in widths])] if underline else [line(headers)]
     return [*head, *(line(r) for r in rows)]
+
+
+def duration(ns: float | None) -> str:
+    """A time in ns as every text table prints it, the unit chosen by magnitude: µs below
+    0.1 ms, ms below 10 s, else s ('40.8 µs', '264.22 ms', '12.35 s'); "-" for None or NaN
+    (a statistic without samples)."""
+    if ns is None or math.isnan(ns):
+        return "-"
+    if abs(ns) >= 10e9:
+        return f"{ns / 1e9:.2f} s"
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
+
+
+def duration_ms(ms: float | None) -> str:
+    """:func:`duration` of a time given in ms (the serving metrics' unit)."""
+    return duration(None if ms is None else ms * 1e6)
+
+
+def signed_duration(ns: float) -> str:
+    """:func:`duration` with a '+' before a positive time (a change: '+1.20 ms', '-40.8 µs')."""
+    return ("+" if ns > 0 else "") + duration(ns)

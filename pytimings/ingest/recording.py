@@ -29,8 +29,7 @@ import numpy.typing as npt
 
 from pytimings.ingest.memory import CPU, CUDA
 from pytimings.ingest.recording_file import load_memory, load_recording
-from pytimings.model.comm import collective_index
-from pytimings.model.recording import ASYNC_SUFFIX, COMM_PREFIX, NO_TIME, RecordFlag
+from pytimings.model.recording import NO_TIME, RecordFlag, comm_region_collective
 from pytimings.model.samples import MemorySamples
 from pytimings.model.trace import (
     API_CALL_SCHEMA,
@@ -218,15 +217,16 @@ def _collectives(
     strings: list[str], r: dict[str, Any], idx: npt.NDArray[np.int64], has_payload: Any
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int16]]:
     """Per GPU-timed record ``idx``: the collective of a torch.distributed wrapper's region
-    (``dist.<op>`` of kind ``comm``; an index into COLLECTIVES, -1 none) and its group size
+    (:func:`pytimings.model.recording.comm_region_collective`; -1 none) and its group size
     (the payload; -1 unknown)."""
-    comm_id = strings.index("comm") if "comm" in strings else -1
     names = r["name"][idx].astype(np.int64)
+    kinds = r["kind"][idx].astype(np.int64)
     collective = np.full(len(idx), -1, np.int8)
-    for nid in np.unique(names[r["kind"][idx].astype(np.int64) == comm_id]).tolist():
-        name = strings[nid]
-        if name.startswith(COMM_PREFIX) and not name.endswith(ASYNC_SUFFIX):
-            collective[names == nid] = collective_index(name[len(COMM_PREFIX) :])
+    pair = names * len(strings) + kinds  # one code per (name, kind)
+    for code in np.unique(pair).tolist():
+        index = comm_region_collective(strings[code // len(strings)], strings[code % len(strings)])
+        if index >= 0:
+            collective[pair == code] = index
     payload = r["payload"][idx]
     fits = has_payload & (collective >= 0) & (payload > 0) & (payload <= np.iinfo(np.int16).max)
     return collective, np.where(fits, payload, -1).astype(np.int16)

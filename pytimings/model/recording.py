@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.model.comm import collective_index
+
 # the file format (docs/recording-format.md): schema metadata keys and the tables every file has
 FORMAT_KEY = b"pytimings.format"
 FORMAT_NAME = "pytimings.recording"
@@ -30,6 +32,22 @@ NO_TIME = np.iinfo(np.int64).min  # a GPU time that does not exist (untimed, unr
 # them and the process group's size as payload
 COMM_PREFIX = "dist."
 ASYNC_SUFFIX = ".async"
+COMM_KIND = "comm"
+# the point-to-point calls that are asynchronous by nature (recorded without ASYNC_SUFFIX)
+ALWAYS_ASYNC = frozenset(("isend", "irecv", "batch_isend_irecv"))
+
+
+def comm_region_collective(name: str, kind: str) -> int:
+    """The collective (an index into :data:`pytimings.model.comm.COLLECTIVES`) of a region the
+    torch.distributed wrappers recorded around a synchronous call, -1 for any other region:
+    an asynchronous call was timed at its enqueue only (no honest bandwidth), ``barrier``
+    moves no bytes. Its bus factor needs the group size: the region's payload."""
+    if kind != COMM_KIND or not name.startswith(COMM_PREFIX):
+        return -1
+    op = name[len(COMM_PREFIX) :]
+    if op.endswith(ASYNC_SUFFIX) or op in ALWAYS_ASYNC:
+        return -1
+    return collective_index(op)
 
 
 class RecordFlag(enum.IntFlag):

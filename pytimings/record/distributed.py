@@ -50,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytimings.model.recording import ASYNC_SUFFIX
+from pytimings.model.recording import ALWAYS_ASYNC, ASYNC_SUFFIX
 from pytimings.model.recording import COMM_PREFIX as PREFIX
 from pytimings.record import nccl
 
@@ -84,7 +84,6 @@ class _OpSpec:
     collective: str | None  # nccl-tests' operation whose bus factor applies (pytimings.record.nccl)
     nbytes: _NBytes
     tensor: str  # argument whose device decides where the GPU is timed
-    always_async: bool = False
 
 
 _SPECS: dict[str, _OpSpec] = {
@@ -104,9 +103,9 @@ _SPECS: dict[str, _OpSpec] = {
     "barrier": _OpSpec(None, _no_bytes, ""),
     "send": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
     "recv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
-    "isend": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
-    "irecv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor", always_async=True),
-    "batch_isend_irecv": _OpSpec("sendrecv", _batch_nbytes, "p2p_op_list", always_async=True),
+    "isend": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "irecv": _OpSpec("sendrecv", _arg_nbytes("tensor"), "tensor"),
+    "batch_isend_irecv": _OpSpec("sendrecv", _batch_nbytes, "p2p_op_list"),
 }
 OPS = tuple(_SPECS)
 
@@ -134,9 +133,9 @@ def comm_op_of(region_name: str) -> CommOp | None:
     if asynchronous:
         op = op[: -len(ASYNC_SUFFIX)]
     spec = _SPECS.get(op)
-    if spec is None or (asynchronous and spec.always_async):
+    if spec is None or (asynchronous and op in ALWAYS_ASYNC):
         return None
-    return CommOp(op, asynchronous or spec.always_async)
+    return CommOp(op, asynchronous or op in ALWAYS_ASYNC)
 
 
 # -- wrapping --------------------------------------------------------------------------------
@@ -177,12 +176,12 @@ def _wrap(op: str, original: Callable[..., Any]) -> Any:
     spec = _SPECS[op]
     params = list(inspect.signature(original).parameters)
     sync_name = PREFIX + op
-    async_name = sync_name if spec.always_async else sync_name + ASYNC_SUFFIX
+    async_name = sync_name if op in ALWAYS_ASYNC else sync_name + ASYNC_SUFFIX
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         a = dict(zip(params, args, strict=False))
         a.update(kwargs)
-        asynchronous = spec.always_async or bool(a.get("async_op", False))
+        asynchronous = op in ALWAYS_ASYNC or bool(a.get("async_op", False))
         group = a.get("group")
         if op == "batch_isend_irecv" and a["p2p_op_list"]:
             group = a["p2p_op_list"][0].group

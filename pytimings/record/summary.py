@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.analysis.grouped import grouped_stats
-from pytimings.console.text import column_widths, table
+from pytimings.console.text import column_widths, duration, table
 from pytimings.model.recording import NO_TIME, RecordFlag, Recording
 from pytimings.record.distributed import comm_op_of
 from pytimings.table import Table
@@ -302,17 +302,6 @@ def _summarise(rec: Recording) -> Table:
 # -- printing ----------------------------------------------------------------------------------
 
 
-def fmt_ns(v: float) -> str:
-    """A duration in readable units (ns, µs, ms, s) with three significant digits."""
-    if math.isnan(v):
-        return "-"
-    a = abs(v)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if a >= scale:
-            return f"{v / scale:.3g} {unit}" if a / scale < 1000 else f"{v / scale:.0f} {unit}"
-    return f"{v:.0f} ns"
-
-
 def fmt_bytes(v: float) -> str:
     if math.isnan(v):
         return "-"
@@ -333,21 +322,21 @@ _LAYOUT: list[tuple[str, str, str, Any]] = [
     ("", "name", "name", str),
     ("", "kind", "kind", str),
     ("", "count", "count", str),
-    ("host", "mean", "host_mean_ns", fmt_ns),
-    ("host", "p50", "host_p50_ns", fmt_ns),
-    ("host", "p90", "host_p90_ns", fmt_ns),
-    ("host", "p99", "host_p99_ns", fmt_ns),
-    ("host", "max", "host_max_ns", fmt_ns),
+    ("host", "mean", "host_mean_ns", duration),
+    ("host", "p50", "host_p50_ns", duration),
+    ("host", "p90", "host_p90_ns", duration),
+    ("host", "p99", "host_p99_ns", duration),
+    ("host", "max", "host_max_ns", duration),
     ("gpu", "n", "gpu_count", str),
-    ("gpu", "mean", "gpu_mean_ns", fmt_ns),
-    ("gpu", "p50", "gpu_p50_ns", fmt_ns),
-    ("gpu", "p90", "gpu_p90_ns", fmt_ns),
-    ("gpu", "p99", "gpu_p99_ns", fmt_ns),
-    ("gpu", "max", "gpu_max_ns", fmt_ns),
+    ("gpu", "mean", "gpu_mean_ns", duration),
+    ("gpu", "p50", "gpu_p50_ns", duration),
+    ("gpu", "p90", "gpu_p90_ns", duration),
+    ("gpu", "p99", "gpu_p99_ns", duration),
+    ("gpu", "max", "gpu_max_ns", duration),
     ("gpu", "pending", "gpu_pending", str),
     ("gpu", "failed", "gpu_failed", str),
-    ("queue", "p50", "queue_p50_ns", fmt_ns),
-    ("queue", "p99", "queue_p99_ns", fmt_ns),
+    ("queue", "p50", "queue_p50_ns", duration),
+    ("queue", "p99", "queue_p99_ns", duration),
     ("bytes", "per call", "nbytes_per_call", fmt_bytes),
     ("bytes", "GB/s", "bandwidth_gbps", fmt_num),
     ("bytes", "untimed", "nbytes_untimed", str),

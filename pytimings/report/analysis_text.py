@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytimings.analysis.finding import Finding, ms, pct, plural
+from pytimings.analysis.finding import Finding, pct, plural
 from pytimings.analysis.partition import LABELS
 from pytimings.analysis.result import Attribution
 from pytimings.analysis.savings import NO_FIX_NOTE
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 from pytimings.report.host_text import host_bound_lines, host_window_lines
 
 
@@ -63,7 +63,7 @@ def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Seque
             m = (w["rank"] == r) & (w["device"] == d)
             v = int(w[f"{lab}_ns"][m].sum())
             tot = max(1, int(w["window_ns"][m].sum()))
-            row += [ms(v), pct(v / tot)]
+            row += [duration(v), pct(v / tot)]
         rows.append(row)
     out += ["", "Where the time went (per device, all windows)"]
     out += table(header, rows, "l" + "rr" * len(keys))
@@ -84,10 +84,10 @@ def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Seque
     rows = [
         [
             label(s),
-            f"{(s['start_ns'] - t0) / 1e6:.3f} ms",
+            duration(s["start_ns"] - t0),
             str(s["rank"]),
             str(s["device"]),
-            ms(s["window_ns"]),
+            duration(s["window_ns"]),
             f"{s['dominant']} ({pct(s['dominant_ns'] / max(1, s['window_ns']))})",
         ]
         for s in slow
@@ -99,8 +99,8 @@ def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Seque
     lat: dict[str, Any] = a.launch_latency.summary()
     out += ["", "Launch latency (op start - launch call start)"]
     out.append(
-        f"  {plural(lat['count'], 'op')}: p50 {ms(lat['p50'])}, p99 {ms(lat['p99'])}, "
-        f"max {ms(lat['max'])}"
+        f"  {plural(lat['count'], 'op')}: p50 {duration(lat['p50'])}, p99 {duration(lat['p99'])}, "
+        f"max {duration(lat['max'])}"
         + (f"; {lat['negative']} negative (clock skew)" if lat["negative"] else "")
         + (
             f"; {plural(a.launches.unlinked, 'op')} carry a correlation id no launch call has"
@@ -131,9 +131,9 @@ def render_attribution(a: Attribution, findings: Sequence[Finding], paths: Seque
             rows.append(
                 [
                     str(r),
-                    ms(c.clock_offset_ns[r]),
-                    ms(float(np.median(sk))) if sk.size else "-",
-                    ms(int(c.table["wait_ns"][m].sum())),
+                    duration(c.clock_offset_ns[r]),
+                    duration(float(np.median(sk))) if sk.size else "-",
+                    duration(int(c.table["wait_ns"][m].sum())),
                     str(c.last_counts.get(r, 0)),
                     *_exposed_cells(c.exposed, r),
                 ]
@@ -173,8 +173,8 @@ def per_window_lines(a: Attribution) -> list[str]:
     out: list[str] = []
     for title, rows in groups:
         cells = [
-            [lab.removesuffix("_ns"), str(st["count"]), ms(st["mean"]), ms(st["p50"]),
-             ms(st["p99"]), ms(st["max"])]
+            [lab.removesuffix("_ns"), str(st["count"]), duration(st["mean"]), duration(st["p50"]),
+             duration(st["p99"]), duration(st["max"])]
             for lab, st in a.per_window_stats(rows).items()
         ]  # fmt: skip
         out += ["", title, *table(["label", "n", "mean", "p50", "p99", "max"], cells, "lrrrrr")]
@@ -184,7 +184,7 @@ def per_window_lines(a: Attribution) -> list[str]:
 def _exposed_cells(exposed: dict[int, dict[str, int]], rank: int) -> list[str]:
     """A rank's exposed collective time, of it waiting for peers and transfer."""
     e = exposed.get(rank, {"exposed_ns": 0, "waiting_ns": 0, "transfer_ns": 0})
-    return [ms(e["exposed_ns"]), ms(e["waiting_ns"]), ms(e["transfer_ns"])]
+    return [duration(e["exposed_ns"]), duration(e["waiting_ns"]), duration(e["transfer_ns"])]
 
 
 def _gbps(v: float) -> str:
@@ -240,7 +240,7 @@ def saving_text(f: Finding, none_line: str | None) -> str:
     why there is none (unless the one line above says it for all)."""
     note = f.evidence.get("saving_note")  # e.g. the saving is a lower bound: say so
     if f.saving_ns is not None:
-        return f" (fixing it saves {ms(f.saving_ns)}{f'; {note}' if note else ''})"
+        return f" (fixing it saves {duration(f.saving_ns)}{f'; {note}' if note else ''})"
     if none_line is not None or not note or note == NO_FIX_NOTE:
         return ""
     return f" ({note})" if note.startswith("no saving") else f" (saving unknown: {note})"

@@ -9,19 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytimings.analysis.diff import SIGNIFICANT, TOO_FEW_WINDOWS
-from pytimings.analysis.finding import ms
 from pytimings.analysis.memory import gib
-from pytimings.console.text import table
+from pytimings.console.text import duration, signed_duration, table
 from pytimings.ingest.names import short_kernel_name
 from pytimings.report.html import page
 from pytimings.report.ops_text import render_graph_replays
 
 SECTIONS = ("labels", "kernels", "ops", "op_categories", "host_activities", "collectives")
 HEADERS = ["section", "name", "base", "new", "delta", "delta %", "95% CI", "verdict"]
-
-
-def _signed(ns: float) -> str:
-    return ("+" if ns > 0 else "") + ms(ns)
 
 
 def _pct(x: float | None) -> str:
@@ -35,7 +30,7 @@ def _ci(row: dict[str, Any]) -> str:
     if lo is not None and hi is not None:
         return f"[{lo:+.1f}%, {hi:+.1f}%]"
     lo, hi = row.get("ci_low_ns"), row.get("ci_high_ns")
-    return "-" if lo is None or hi is None else f"[{_signed(lo)}, {_signed(hi)}]"
+    return "-" if lo is None or hi is None else f"[{signed_duration(lo)}, {signed_duration(hi)}]"
 
 
 def _name(section: str, row: dict[str, Any]) -> str:
@@ -49,8 +44,8 @@ def _name(section: str, row: dict[str, Any]) -> str:
 
 def _cells(section: str, row: dict[str, Any]) -> list[str]:
     return [
-        section, _name(section, row), ms(row["base_ns"]), ms(row["new_ns"]),
-        _signed(row["delta_ns"]), _pct(row["delta_pct"]), _ci(row), row["verdict"],
+        section, _name(section, row), duration(row["base_ns"]), duration(row["new_ns"]),
+        signed_duration(row["delta_ns"]), _pct(row["delta_pct"]), _ci(row), row["verdict"],
     ]  # fmt: skip
 
 
@@ -122,7 +117,7 @@ def render_text(doc: dict[str, Any], top: int | None = 20) -> str:
         out += [
             "",
             f"within noise: {counts} (largest: {_name(big_s, big)} "
-            f"{_signed(big['delta_ns'])}, {_pct(big['delta_pct'])})",
+            f"{signed_duration(big['delta_ns'])}, {_pct(big['delta_pct'])})",
         ]
     out += _graph_lines(doc.get("op_attribution") or {})
     out += _memory_lines(doc.get("memory") or [])

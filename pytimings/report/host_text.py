@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.finding import pct
 from pytimings.analysis.host import summed
 from pytimings.analysis.result import Attribution, percentiles
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 from pytimings.model.trace import ACTIVITY_KIND_NAMES
 
 TOP = 8  # activities shown per device / per window kind
@@ -63,7 +63,9 @@ def host_bound_section(a: Attribution) -> HostSection | None:
         tag = f"r{r} GPU {d}" if len({k[0] for k in keys}) > 1 else f"GPU {d}"
         cols = (top[c][:TOP].tolist() for c in ("kind", "name", "ns"))
         for k, n, ns in zip(*cols, strict=True):
-            rows.append([tag, ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(ns), pct(ns / hb)])
+            rows.append(
+                [tag, ACTIVITY_KIND_NAMES[k], _name(strings[n]), duration(ns), pct(ns / hb)]
+            )
     if not rows:
         return None
     return HostSection(
@@ -101,15 +103,15 @@ def host_window_sections(a: Attribution) -> list[HostSection]:
             hit = (sel["kind"] == k) & (sel["name"] == n)
             per[at[hit]] = sel["ns"][hit]
             p = percentiles(per)
-            rows.append([ACTIVITY_KIND_NAMES[k], _name(strings[n]), ms(p["mean"]),
-                         ms(p["p50"]), ms(p["p99"])])  # fmt: skip
+            rows.append([ACTIVITY_KIND_NAMES[k], _name(strings[n]), duration(p["mean"]),
+                         duration(p["p50"]), duration(p["p99"])])  # fmt: skip
         length = percentiles(hw["window_ns"][mine])
         head = (
-            f"Host time of {wname} ({ms(length['mean'])} from its first activity "
+            f"Host time of {wname} ({duration(length['mean'])} from its first activity "
             "to its last; self time per innermost activity)"
             if a.by is None
             else f"Host time per {wname} window ({mine.size} windows, mean "
-            f"{ms(length['mean'])}; self time per innermost activity)"
+            f"{duration(length['mean'])}; self time per innermost activity)"
         )
         out.append(HostSection(head, ["kind", "name", "mean", "p50", "p99"], "llrrr", rows))
     return out

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from pytimings.analysis.finding import Finding, ms
+from pytimings.analysis.finding import Finding
 from pytimings.analysis.memory import MAX_OPS, MemoryResult, gib
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 
 
 def _bytes(n: int | None) -> str:
@@ -32,7 +32,7 @@ def render_memory(r: MemoryResult, findings: list[Finding]) -> str:
             out.append(f"{d.label}: no totals in the trace; levels are sums of its events")
         ops = d.live_at_peak_by_op[:MAX_OPS]
         if ops:
-            at = ms(d.peak_at_ns - r.start_ns)
+            at = duration(d.peak_at_ns - r.start_ns)
             out += ["", f"{d.label}: live at the peak ({at} into the trace), by op at allocation"]
             out += table(
                 ("kind", "op", "bytes", "allocs"),
@@ -45,8 +45,9 @@ def render_memory(r: MemoryResult, findings: list[Finding]) -> str:
                 [str(i), _bytes(w["peak_allocated_bytes"]), _bytes(w["live_at_end_bytes"]),
                  str(w["allocs"]), "-" if w["native_alloc_calls"] is None
                  else str(w["native_alloc_calls"]), "-" if w["native_alloc_ns"] is None
-                 else ms(w["native_alloc_ns"]), "-" if w.get("native_alloc_host_bound_ns") is None
-                 else ms(w["native_alloc_host_bound_ns"])]
+                 else duration(w["native_alloc_ns"]),
+                 "-" if w.get("native_alloc_host_bound_ns") is None
+                 else duration(w["native_alloc_host_bound_ns"])]
                 for i, w in enumerate(d.windows, 1)
             ]  # fmt: skip
             head_w = ("#", "peak alloc", "live at end", "allocs", "native calls", "in calls",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytimings.analysis.finding import ms
 from pytimings.analysis.op_table import OpTable
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 
 
 def _num(v: float | None, fmt: str) -> str:
@@ -26,8 +25,8 @@ def render_graph_replays(a: dict[str, Any]) -> list[str]:
         graphs = sum(c["graphs"] for c in a["graph_replays"]["captures"])
         return [f"graph replays: none in the trace; the {graphs} captured graphs charge nothing"]
     out = [
-        f"graph replays: {ms(a['graph_kernel_ns'])} of GPU time; "
-        f"{ms(a['graph_attributed_ns'])} charged to ops through captured graphs"
+        f"graph replays: {duration(a['graph_kernel_ns'])} of GPU time; "
+        f"{duration(a['graph_attributed_ns'])} charged to ops through captured graphs"
     ]
     g = a.get("graph_replays")
     if g is not None:
@@ -66,7 +65,7 @@ def render_ops(t: OpTable, top: int | None) -> str:
             r["name"],
             _shapes(r["input_dims"]),
             str(r["calls"]),
-            ms(r["kernel_ns"]),
+            duration(r["kernel_ns"]),
             f"{100 * r['kernel_ns'] / total:.1f}",
             _num(r["gflops"], ".3g"),
             _num(r["tflops_s"], ".3g"),
@@ -79,7 +78,7 @@ def render_ops(t: OpTable, top: int | None) -> str:
     graphed = any(r["graph_kernel_ns"] for r in t.ops)
     if graphed:  # the part of each row's time that graph replays ran
         for row, r in zip(rows, t.ops[:top], strict=True):
-            row.insert(4, ms(r["graph_kernel_ns"]) if r["graph_kernel_ns"] else "-")
+            row.insert(4, duration(r["graph_kernel_ns"]) if r["graph_kernel_ns"] else "-")
     head = [
         "op",
         "shapes",
@@ -106,25 +105,25 @@ def render_ops(t: OpTable, top: int | None) -> str:
         out.append(f"({len(t.ops) - top} more ops; --top N)")
     a = t.attribution
     out.append(
-        f"attributed {ms(a['attributed_ns'])} of {ms(a['kernel_ns'])} of GPU "
+        f"attributed {duration(a['attributed_ns'])} of {duration(a['kernel_ns'])} of GPU "
         f"time to launching ops ({a['source']})"
     )
     by = a.get("charged_by") or {}
     if by.get("kernel_name") or by.get("graph_capture"):
         out.append(
-            f"  charged by: the op around the launch {by['op'] / 1e3:.1f} µs, a graph capture's "
-            f"op {by['graph_capture'] / 1e3:.1f} µs, the kernel's own name (no op range "
-            f"around the launch: '(no op) NAME' rows) {by['kernel_name'] / 1e3:.1f} µs"
+            f"  charged by: the op around the launch {duration(by['op'])}, a graph capture's "
+            f"op {duration(by['graph_capture'])}, the kernel's own name (no op range "
+            f"around the launch: '(no op) NAME' rows) {duration(by['kernel_name'])}"
         )
     for u in a["unattributed"]:
-        out.append(f"  unattributed: {ms(u['kernel_ns'])} in {u['ops']} ops: {u['reason']}")
+        out.append(f"  unattributed: {duration(u['kernel_ns'])} in {u['ops']} ops: {u['reason']}")
     out += render_graph_replays(a)
     cats = [
         [
             c["category"],
-            ms(c["kernel_ns"]),
+            duration(c["kernel_ns"]),
             f"{100 * c['share']:.1f}",
-            ms(c["busy_ns"]),
+            duration(c["busy_ns"]),
         ]
         for c in t.categories
     ]

@@ -9,9 +9,9 @@ from collections import defaultdict
 import numpy as np
 
 from pytimings.analysis.critical_path import CriticalPath, LinkKind
-from pytimings.analysis.finding import ms, pct
+from pytimings.analysis.finding import pct
 from pytimings.analysis.replay import Fidelity, WhatIf
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 
 
 def render_fidelity(fid: Fidelity) -> str:
@@ -59,12 +59,12 @@ def render_what_if(result: WhatIf) -> str:
         saving = f"saving ({bounds[0] if len(bounds) == 1 else 'estimate'})"
         for what, v in (("before", before), ("after", after), (saving, before - after)):
             p50, p99 = np.percentile(v, [50, 99])
-            body.append([name, what, str(v.size), ms(v.mean()), ms(p50), ms(p99)])
+            body.append([name, what, str(v.size), duration(v.mean()), duration(p50), duration(p99)])
     out += table(["window", "", "count", "mean", "p50", "p99"], body, "llrrrr")
     total_before = sum(r.before_ns for r in rows)
     total_saving = result.total_saving_ns
     out.append(
-        f"total saving {ms(total_saving)} of {ms(total_before)} "
+        f"total saving {duration(total_saving)} of {duration(total_before)} "
         f"({pct(total_saving / max(1, total_before))}) over {len(rows)} windows"
     )
     if result.note:
@@ -83,12 +83,12 @@ def render_critical_path(path: CriticalPath, top: int = 12) -> str:
         share_count[1] += 1
     ranked = sorted(agg.items(), key=lambda kv: -kv[1][0])
     out = [
-        f"Critical path of window {w.index} ({w.name!r}, rank {w.rank}, {ms(span)}, "
-        f"starts {w.from_first_ns / 1e6:.3f} ms from the first window): "
+        f"Critical path of window {w.index} ({w.name!r}, rank {w.rank}, {duration(span)}, "
+        f"starts {duration(w.from_first_ns)} from the first window): "
         f"{len(links)} link{'s' if len(links) != 1 else ''}"
     ]
     body = [
-        [kind.value, name or "(untraced)", str(int(n)), ms(share * span), pct(share)]
+        [kind.value, name or "(untraced)", str(int(n)), duration(share * span), pct(share)]
         for (kind, name), (share, n) in ranked[:top]
     ]
     out += table(["kind", "name", "links", "time", "share"], body, "llrrr")

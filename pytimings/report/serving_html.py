@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.console.text import duration, duration_ms
 from pytimings.errors import UsageError
 from pytimings.report.html import _go, file_list, page, write_document
 from pytimings.serving._format import fmt_num
@@ -476,7 +477,7 @@ def metric_cells(r: SourceResult, lv: LevelResult, price: tuple[float, int] | No
              fmt_num(m.output_throughput, 1)]  # fmt: skip
     for stat, _ in STATS:
         s = getattr(m, stat)
-        cells += [fmt_num(s.mean), fmt_num(s.median), fmt_num(s.p99)]
+        cells += [duration_ms(s.mean), duration_ms(s.median), duration_ms(s.p99)]
     if price is not None:
         cells.append(fmt_num(cost_per_mtok_usd(m.output_throughput, *price), 3))
     return cells
@@ -488,7 +489,7 @@ def _table(results: Sequence[SourceResult], price: tuple[float, int] | None) -> 
         '<tr><th rowspan="2">run</th><th rowspan="2">conc</th><th rowspan="2">completed</th>'
         '<th rowspan="2">failed (by kind)</th><th rowspan="2">req/s</th>'
         '<th rowspan="2">out tok/s</th>'
-        + "".join(f'<th colspan="3">{name} (ms)</th>' for _, name in STATS)
+        + "".join(f'<th colspan="3">{name}</th>' for _, name in STATS)
         + priced
         + "</tr>"
     )
@@ -538,7 +539,7 @@ def notes(
                 f"{j.doc['matched']} requests matched ({by_time} by start time; "
                 f"{j.doc['unmatched_client']} of the run's matched none), drawn at the "
                 f"run's levels; clock: {j.clock.how}, engine - client = "
-                f"{j.clock.offset_ns / 1e6:.3f} ms +- {j.clock.uncertainty_ns / 1e6:.3f} ms; "
+                f"{duration(j.clock.offset_ns)} +- {duration(j.clock.uncertainty_ns)}; "
                 f"{j.outside} engine requests in no level nor its warm-up, not in any figure."
             )
         if r.source.unjoined is not None:

@@ -21,7 +21,7 @@ def render_text(
     if price is not None:
         headers.append("USD/Mtok")
     rows = [metric_cells(r, lv, price) for r in results for lv in r.levels]
-    lines = ["times in ms", format_table(headers, rows), *notes(results, definition, price)]
+    lines = [format_table(headers, rows), *notes(results, definition, price)]
     lines += ["", *findings_lines(results)]
     drift = [row for r in results for row in r.drift]
     if drift:

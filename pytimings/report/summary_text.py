@@ -7,18 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from pytimings.console.text import table
+from pytimings.console.text import duration, table
 from pytimings.table import Table
 
 
 def _host_op_columns(what: str) -> list[tuple[str, str, str]]:
     """The columns of a host_ops table (cpu ops, OS calls): wall-time statistics by name."""
     return [
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
-        ("mean_ns", "mean µs", "us"),
-        ("p50_ns", "p50 µs", "us"),
-        ("p99_ns", "p99 µs", "us"),
+        ("mean_ns", "mean", "time"),
+        ("p50_ns", "p50", "time"),
+        ("p99_ns", "p99", "time"),
         ("name", what, "str"),
     ]
 
@@ -27,54 +27,55 @@ _TEXT_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # table -> (column, header, format)
     "kernels": [
         ("share", "share", "pct"),
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
-        ("mean_ns", "mean µs", "us"),
-        ("p50_ns", "p50 µs", "us"),
-        ("p99_ns", "p99 µs", "us"),
+        ("mean_ns", "mean", "time"),
+        ("p50_ns", "p50", "time"),
+        ("p99_ns", "p99", "time"),
         ("name", "kernel", "str"),
     ],
     "memory": [
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
         ("bytes", "MB", "mb"),
         ("gbps", "GB/s", "f2"),
-        ("p50_ns", "p50 µs", "us"),
+        ("p50_ns", "p50", "time"),
         ("operation", "operation", "str"),
     ],
     "ranges": [
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
-        ("mean_ns", "mean µs", "us"),
-        ("p50_ns", "p50 µs", "us"),
-        ("p99_ns", "p99 µs", "us"),
+        ("mean_ns", "mean", "time"),
+        ("p50_ns", "p50", "time"),
+        ("p99_ns", "p99", "time"),
         ("gpu_ops", "GPU ops", "int"),
-        ("proj_total_ns", "GPU proj ms", "ms"),
-        ("gpu_busy_ns", "GPU busy ms", "ms"),
+        ("proj_total_ns", "GPU proj", "time"),
+        ("gpu_busy_ns", "GPU busy", "time"),
         ("bytes", "MB", "mb"),
         ("gbps", "GB/s", "f2"),
+        ("busbw_gbps", "busbw", "f2"),
         ("style", "style", "str"),
         ("name", "range", "str"),
     ],
     "api": [
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
-        ("mean_ns", "mean µs", "us"),
-        ("p50_ns", "p50 µs", "us"),
+        ("mean_ns", "mean", "time"),
+        ("p50_ns", "p50", "time"),
         ("kind", "kind", "str"),
         ("name", "call", "str"),
     ],
     "syncs": [
-        ("total_ns", "total ms", "ms"),
+        ("total_ns", "total", "time"),
         ("count", "count", "int"),
-        ("mean_ns", "mean µs", "us"),
-        ("p50_ns", "p50 µs", "us"),
+        ("mean_ns", "mean", "time"),
+        ("p50_ns", "p50", "time"),
         ("waited_for", "record", "str"),
     ],
     "cpu_ops": _host_op_columns("cpu op"),
     "os_calls": _host_op_columns("OS call"),
 }
-WHEN_KNOWN = {"bytes", "gbps"}  # columns shown only where a row knows them
+WHEN_KNOWN = {"bytes", "gbps", "busbw_gbps"}  # columns shown only where a row knows them
 _TITLES = {
     "kernels": "Kernels",
     "memory": "Memory operations",
@@ -94,10 +95,8 @@ def _fmt(v: Any, how: str) -> str:
         return "-"
     if how == "int":
         return f"{int(v):,}"
-    if how == "ms":
-        return f"{v / 1e6:,.3f}"
-    if how == "us":
-        return f"{v / 1e3:,.2f}"
+    if how == "time":
+        return duration(v)
     if how == "mb":
         return f"{v / 1e6:,.3f}"
     if how == "pct":

@@ -55,6 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytimings.console import options
+from pytimings.console.text import duration_ms
 from pytimings.errors import UsageError, install_hint
 from pytimings.fileout import figure_format, save_figure
 from pytimings.ingest.recording_file import load_memory
@@ -551,8 +552,8 @@ def _render(doc: dict[str, Any]) -> str:
         priced = "cost_per_mtok_usd" in sw
         srows = [
             [str(r["concurrency"]) + (" (saturated)" if r["past_saturation"] else ""),
-             fmt_num(r["throughput"], 1), fmt_num(r["tpot_mean"]), fmt_num(r["ttft_p50"]),
-             fmt_num(r["ttft_p99"]), fmt_num(r["efficiency"]),
+             fmt_num(r["throughput"], 1), duration_ms(r["tpot_mean"]),
+             duration_ms(r["ttft_p50"]), duration_ms(r["ttft_p99"]), fmt_num(r["efficiency"]),
              *([fmt_num(r["cost_per_mtok_usd"], 3)] if priced else [])]
             for r in sw["levels"]
         ]  # fmt: skip
@@ -565,9 +566,7 @@ def _render(doc: dict[str, Any]) -> str:
                 f"cost: {fmt_num(sw['cost_per_mtok_usd'], 3)} USD per million output tokens "
                 f"over the run, at {gp['usd_per_gpu_hour']:g} USD per GPU hour x {gp['gpus']}"
             )
-        headers = [  # units as the metric table above spells them
-            "conc", "tok/s", "TPOT mean (ms)", "TTFT p50 (ms)", "TTFT p99 (ms)", "efficiency"
-        ]  # fmt: skip
+        headers = ["conc", "tok/s", "TPOT mean", "TTFT p50", "TTFT p99", "efficiency"]
         out.append(format_table(headers + (["USD/Mtok"] if priced else []), srows))
     out.append("\ninputs: " + "; ".join(f"{label}: {', '.join(f)}"
                                           for label, f in doc["formats"].items()))  # fmt: skip

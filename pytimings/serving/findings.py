@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pytimings.console.text import duration_ms
 from pytimings.serving.metrics import ServingMetrics, measured, serving_metrics
 from pytimings.serving.runfile import Level, Run
 from pytimings.serving.saturation import RULE as SATURATION_RULE
@@ -133,7 +134,7 @@ def queueing(label: str, run: Run, definition: str) -> list[Finding]:
         p99 = float(np.percentile(t, 99))
         out.append(_at(
             "queueing", lv,
-            f"TTFT p99 {p99:.1f} ms rises with `waiting` (Spearman rho {rho:.2f}): requests "
+            f"TTFT p99 {duration_ms(p99)} rises with `waiting` (Spearman rho {rho:.2f}): requests "
             f"queue (up to {pts[:, 1].max():g} waiting"
             + (f", at most {peak:g} running)" if peak is not None else ")")
             + _limit_text(peak, limit),
@@ -197,7 +198,7 @@ def prefix_cache(label: str, run: Run, definition: str) -> list[Finding]:
         out.append(_at(
             "prefix_cache", lv,
             f"the prefix cache served {rate:.0%} of prompt tokens looked up (TTFT p50 "
-            f"{m.ttft.median:.1f} ms)",
+            f"{duration_ms(m.ttft.median)})",
             {"hit_rate": rate, "ttft_p50_ms": m.ttft.median,
              "prompt_tokens": c.get("prompt_tokens")},
             label,

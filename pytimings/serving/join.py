@@ -56,9 +56,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pytimings.console.text import duration
 from pytimings.errors import TraceFormatError, UsageError
 from pytimings.model.requests import RequestRecord
-from pytimings.serving._format import fmt_num, format_table
+from pytimings.serving._format import format_table
 from pytimings.serving.metrics import measured, phase_durations
 from pytimings.serving.runfile import Level, Round, Run
 
@@ -104,7 +105,7 @@ def estimate_clock(pairs: Sequence[tuple[RequestRecord, RequestRecord]]) -> Cloc
     if lo > hi:
         raise UsageError(
             f"no single clock offset fits the {len(usable)} matched requests (bounds cross by "
-            f"{(lo - hi) / 1e6:.3f} ms): drifting clocks, or ids matched to other requests"
+            f"{duration(lo - hi)}): drifting clocks, or ids matched to other requests"
         )
     return Clock(
         (lo + hi) // 2, (hi - lo + 1) // 2, f"estimated from {len(usable)} request/response pairs"
@@ -337,7 +338,7 @@ def why_unmatched(
     after_ns, before_ns = engine_span[0] - client_span[1], client_span[0] - engine_span[1]
     where = "after the client's last" if after_ns > before_ns else "before the client's first"
     by_time = (
-        f"the engine's requests start {max(after_ns, before_ns) / 1e9:.3f} s {where} send "
+        f"the engine's requests start {duration(max(after_ns, before_ns))} {where} send "
         f"({clock.how})"
         if max(after_ns, before_ns) > tolerance_ns
         else f"no engine request started within --tolerance-ms {tolerance_ns / 1e6:g} of a "
@@ -376,7 +377,7 @@ def check_causality(requests: Sequence[dict[str, Any]], clock: Clock, mode: Cloc
         hint = "; try --clock estimate" if mode == "same" else ""
         raise UsageError(
             f"{len(bad)} {what if len({b[2] for b in bad}) == 1 else 'send/delivery'} "
-            f"time(s) come out negative (request {rid!r}: {what} {worst / 1e6:.3f} ms): the "
+            f"time(s) come out negative (request {rid!r}: {what} {duration(worst)}): the "
             f"two clocks are not one ({clock.how}){hint}"
         )
 
@@ -453,7 +454,7 @@ def timeline(q: dict[str, Any]) -> list[tuple[str, int, int]]:
 
 
 def render_slowest(doc: dict[str, Any], k: int) -> str:
-    """The ``k`` slowest requests of each level, each part of their timeline in ms."""
+    """The ``k`` slowest requests of each level, each part of their timeline."""
     out = []
     for conc, rows in slowest(doc, k):
         if not rows:
@@ -464,36 +465,36 @@ def render_slowest(doc: dict[str, Any], k: int) -> str:
         cells = []
         for q in rows:
             d = {n: v for n, _, v in timeline(q)}
-            cells.append([q["id"], fmt_num(q["client_e2e_ns"] / 1e6)]
-                         + [fmt_num(d[n] / 1e6) if n in d else "-" for n in names])  # fmt: skip
-        out.append(f"\nc={conc}: the {len(rows)} slowest requests by client E2E, parts in ms")
+            cells.append([q["id"], duration(q["client_e2e_ns"])]
+                         + [duration(d.get(n)) for n in names])  # fmt: skip
+        out.append(f"\nc={conc}: the {len(rows)} slowest requests by client E2E, by part")
         out.append(format_table(["request", "E2E", *names], cells))
     return "\n".join(out)
 
 
 def render(doc: dict[str, Any], clock: Clock) -> str:
-    """The decomposition table of each level (ms), after the match counts and the clock."""
+    """The decomposition table of each level, after the match counts and the clock."""
     by_time = sum(q["matched_by"] == "time" for q in doc["requests"])
     out = [
         f"matched {doc['matched']} requests ({by_time} by start time); unmatched: "
         f"{doc['unmatched_client']} client, {doc['unmatched_server']} engine "
         "(engine warm-up requests are never in the run file)",
-        f"clock: {clock.how}, engine - client = {clock.offset_ns / 1e6:.3f} ms "
-        f"+- {clock.uncertainty_ns / 1e6:.3f} ms",
+        f"clock: {clock.how}, engine - client = {duration(clock.offset_ns)} "
+        f"+- {duration(clock.uncertainty_ns)}",
     ]
     for lv in doc["levels"]:
         rows_ = [q for q in doc["requests"] if q["concurrency"] == lv["concurrency"]]
         ttft = [q["client_ttft_ns"] for q in rows_ if q["ttft_parts_ns"]]
-        out.append(f"\nc={lv['concurrency']}: client TTFT of {len(ttft)} requests, by part (ms)")
+        out.append(f"\nc={lv['concurrency']}: client TTFT of {len(ttft)} requests, by part")
         if not ttft:
             out.append("no request completed on both sides")
             continue
         rows = [
-            [name, fmt_num(p["p50_ns"] / 1e6), fmt_num(p["p99_ns"] / 1e6),
+            [name, duration(p["p50_ns"]), duration(p["p99_ns"]),
              f"{p['share'] * 100:.1f}%"]
             for name, p in lv["parts"].items()
         ]  # fmt: skip
-        p50, p99 = np.percentile(np.asarray(ttft, np.float64) / 1e6, [50, 99])
-        rows.append(["client TTFT", fmt_num(float(p50)), fmt_num(float(p99)), "100.0%"])
+        p50, p99 = np.percentile(np.asarray(ttft, np.float64), [50, 99])
+        rows.append(["client TTFT", duration(float(p50)), duration(float(p99)), "100.0%"])
         out.append(format_table(["part", "p50", "p99", "share"], rows))
     return "\n".join(out)

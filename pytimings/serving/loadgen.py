@@ -95,6 +95,7 @@ import numpy as np
 from pytimings._core import now_ns
 from pytimings.console import options
 from pytimings.console.options import DETAIL, duration
+from pytimings.console.text import duration_ms
 from pytimings.errors import UsageError, install_hint
 from pytimings.model.requests import RequestRecord, errors_by_kind
 from pytimings.record.memory import check_period
@@ -1175,12 +1176,12 @@ def summary_table(doc: dict[str, Any]) -> str:
                 str(lv["concurrency"]), label, str(s["completed"]), err,
                 fmt_num(s["request_throughput"]), fmt_num(s["output_throughput"], 1),
                 fmt_num(s["goodput"]),
-                fmt_num(s["ttft_ms"]["mean"]), fmt_num(s["ttft_ms"]["p99"]),
-                fmt_num(s["tpot_ms"]["mean"]), fmt_num(s["itl_ms"]["p99"]),
-                fmt_num(s["e2el_ms"]["mean"]), fmt_num(s["e2el_ms"]["p99"]),
-                fmt_num(s["send_lag_ms"]["p99"]),
+                duration_ms(s["ttft_ms"]["mean"]), duration_ms(s["ttft_ms"]["p99"]),
+                duration_ms(s["tpot_ms"]["mean"]), duration_ms(s["itl_ms"]["p99"]),
+                duration_ms(s["e2el_ms"]["mean"]), duration_ms(s["e2el_ms"]["p99"]),
+                duration_ms(s["send_lag_ms"]["p99"]),
             ])  # fmt: skip
-    return "times in ms; goodput in req/s within the SLOs\n" + format_table(headers, rows)
+    return "goodput in req/s within the SLOs\n" + format_table(headers, rows)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from pytimings._native import _intervals as iv
 from pytimings.analysis.capture import DRIFT_MIN_NS, DRIFT_MIN_R2
 from pytimings.analysis.classes import COMM_KERNEL_NAMES
 from pytimings.analysis.comm_hints import HINTS
-from pytimings.analysis.finding import Finding, ms
+from pytimings.analysis.finding import Finding
 from pytimings.analysis.findings import (
     GPU_BOUND_SHARE,
     HOST_RANK_BUSY_SHARE,
@@ -38,6 +38,7 @@ from pytimings.analysis.memory import FRAGMENTATION_SHARE, GROWTH_ALPHA, gib
 from pytimings.analysis.replay import CROSS_THREAD_NOTE, what_if
 from pytimings.analysis.savings import NO_FIX_NOTE
 from pytimings.cli import main
+from pytimings.console.text import duration
 from pytimings.errors import UsageError
 from pytimings.ingest.names import is_synchronizing, op_range_parts, short_kernel_name
 from pytimings.report.analysis_text import render_attribution
@@ -67,7 +68,7 @@ def _activity(
     return any(
         (x["kind"], x["name"]) == (kind, name)
         and _near(share, x["share"])
-        and ms(x["ns"]) == time
+        and duration(x["ns"]) == time
         and x["gaps"] == int(gaps)
         and (windows is None or len(x["window_rows"]) == int(windows))
         for x in e["host_activities"]
@@ -87,7 +88,7 @@ def _categories(e: dict[str, Any], m: re.Match[str]) -> bool:
     cats = {c["category"]: c for c in e["categories"]}
     named = list(_CATEGORY.finditer(m.group(3)))
     ok = (
-        ms(e["busy_ns"]) == m.group(1)
+        duration(e["busy_ns"]) == m.group(1)
         and _near(m.group(2), e["busy_ns"] / e["window_ns"])
         and e["threshold"] == GPU_BOUND_SHARE <= e["min_busy_share"]
         and len(named) == len(cats) > 0
@@ -96,7 +97,7 @@ def _categories(e: dict[str, Any], m: re.Match[str]) -> bool:
     for c in named:
         x = cats.get(c.group(1))
         ok = ok and x is not None and _near(c.group(2), x["busy_ns"] / e["busy_ns"])
-        ok = ok and ms(x["busy_ns"]) == c.group(3)
+        ok = ok and duration(x["busy_ns"]) == c.group(3)
         if c.group(4) is not None:
             r = x["rate"]
             ok = ok and r["dtype"] == c.group(5) and f"{r['tflops_s']:.1f}" == c.group(6)
@@ -123,7 +124,7 @@ def _under_roofline(e: dict[str, Any], m: re.Match[str]) -> bool:
         (e["name"], e["dtype"] or "untyped", e["category"], e["calls"])
         == (name, dtype, cat, int(calls))
         and dims == str(shown).replace("'", '"')
-        and ms(e["kernel_ns"]) == time
+        and duration(e["kernel_ns"]) == time
         and _near(share, e["kernel_share"])
         and bound == e["bound"] == want_bound
         and unit == ("TB/s" if bound == "memory" else "TFLOP/s")
@@ -134,7 +135,7 @@ def _under_roofline(e: dict[str, Any], m: re.Match[str]) -> bool:
         and gpu == e["gpu"]
         and abs(e["at_roof_ns"] - e["kernel_ns"] * f) <= e["gpu_ops"] / 2  # each op in ns
         and e["potential_ns"] == e["kernel_ns"] - e["at_roof_ns"]
-        and (ms(e["at_roof_ns"]), ms(e["potential_ns"])) == (roof_ns, less)
+        and (duration(e["at_roof_ns"]), duration(e["potential_ns"])) == (roof_ns, less)
     )
 
 
@@ -158,13 +159,13 @@ CLAIMS: list[tuple[str, Check]] = [
         r"rank's GPUs idle ([\d.]+ \S+) of it$",
         lambda e, m: (
             (e["name"], e["calls"], e["launches"]) == (m.group(1), int(m.group(2)), 0)
-            and ms(e["op_ns"]) == m.group(3)
+            and duration(e["op_ns"]) == m.group(3)
             and f"{e['gflop']:.3g}" == m.group(4)
             and e["gflop"] > 0
             and f"{e['tflops_s']:.3g}" == m.group(5)
             and e["tflops_s"] == pytest.approx(e["gflop"] / e["op_ns"] * 1e6)
             and e["tflops_s"] <= CPU_PLAUSIBLE_TFLOPS
-            and ms(e["gpu_idle_ns"]) == m.group(6)
+            and duration(e["gpu_idle_ns"]) == m.group(6)
             and 0 < e["gpu_idle_ns"] <= e["op_ns"]
         ),
     ),
@@ -185,7 +186,7 @@ CLAIMS: list[tuple[str, Check]] = [
     ),
     (
         r"launch_overhead is [\d.]+% of \S+ time \(([^,)]+)",
-        lambda e, m: ms(e["launch_overhead_ns"]) == m.group(1),
+        lambda e, m: duration(e["launch_overhead_ns"]) == m.group(1),
     ),
     (
         r"none from a \w+ graph",
@@ -237,7 +238,7 @@ CLAIMS: list[tuple[str, Check]] = [
             and e["launches"] == 0
             and e["gpu_busy_share"] >= GPU_BOUND_SHARE
             and _near(m.group(1), e["gpu_busy_share"])
-            and ms(e["activity_ns"]) == m.group(2)
+            and duration(e["activity_ns"]) == m.group(2)
         ),
     ),
     (
@@ -248,10 +249,10 @@ CLAIMS: list[tuple[str, Check]] = [
             and e["launches"] == int(m.group(3)) > 0
             and e["gpu_busy_share"] >= GPU_BOUND_SHARE
             and _near(m.group(1), e["gpu_busy_share"])
-            and ms(e["activity_ns"]) == m.group(2)
+            and duration(e["activity_ns"]) == m.group(2)
         ),
     ),
-    (r"the GPU idles ([\d.]+ \S+) of it\)", lambda e, m: ms(e["gpu_idle_ns"]) == m.group(1)),
+    (r"the GPU idles ([\d.]+ \S+) of it\)", lambda e, m: duration(e["gpu_idle_ns"]) == m.group(1)),
     (r"first op of each window", lambda e, m: e["at_window_start"]),
     # hardware: the GPU-bound finding
     (
@@ -265,17 +266,18 @@ CLAIMS: list[tuple[str, Check]] = [
     (
         r"idle ([\d.]+ \S+) in all: no host-side change saves more",
         lambda e, m: (
-            ms(e["idle_ns"]) == m.group(1) and e["idle_ns"] == e["window_ns"] - e["busy_ns"]
+            duration(e["idle_ns"]) == m.group(1) and e["idle_ns"] == e["window_ns"] - e["busy_ns"]
         ),
     ),
     (
         r"the host runs ([\d.]+ \S+) ahead of the GPU \(launch latency p50\)",
-        lambda e, m: ms(e["launch_latency_p50_ns"]) == m.group(1),
+        lambda e, m: duration(e["launch_latency_p50_ns"]) == m.group(1),
     ),
     (
         r"p50 ([\d.]+ \S+), the GPU busy ([\d.]+ \S+) of it \(p50\)",
         lambda e, m: (
-            ms(e["window_p50_ns"]) == m.group(1) and ms(e["window_busy_p50_ns"]) == m.group(2)
+            duration(e["window_p50_ns"]) == m.group(1)
+            and duration(e["window_busy_p50_ns"]) == m.group(2)
         ),
     ),
     # capture
@@ -302,7 +304,7 @@ CLAIMS: list[tuple[str, Check]] = [
         lambda e, m: (
             e["unclassified_kernels"] == int(m.group(1)) == sum(k["kernels"] for k in e["kernels"])
             and len(e["streams"]) == int(m.group(2))
-            and ms(e["under_compute_ns"]) == m.group(3)
+            and duration(e["under_compute_ns"]) == m.group(3)
             and e["under_compute_ns"] > 0
             and all(
                 not any(r in k["name"].lower() for r in COMM_KERNEL_NAMES)
@@ -315,8 +317,8 @@ CLAIMS: list[tuple[str, Check]] = [
     (
         r"moves ([\d.]+ \S+) to comm_overlapped and ([\d.]+ \S+) to comm_exposed",
         lambda e, m: (
-            ms(e["if_comm_ns"]["comm_overlapped"]) == m.group(1)
-            and ms(e["if_comm_ns"]["comm_exposed"]) == m.group(2)
+            duration(e["if_comm_ns"]["comm_overlapped"]) == m.group(1)
+            and duration(e["if_comm_ns"]["comm_exposed"]) == m.group(2)
         ),
     ),
     (r"no launch call in the trace", lambda e, m: e["ops_without_launch"] > 0),
@@ -365,8 +367,8 @@ CLAIMS: list[tuple[str, Check]] = [
         r"charged to them \((\S+ \S+) in the calls\)",
         lambda e, m: (
             f"{e['calls_per_window']:.1f}" == m.group(1)
-            and ms(e["host_bound_ns_per_window"]) == m.group(2)
-            and ms(e["ns_per_window"]) == m.group(3)
+            and duration(e["host_bound_ns_per_window"]) == m.group(2)
+            and duration(e["ns_per_window"]) == m.group(3)
         ),
     ),
     (
@@ -386,8 +388,8 @@ CLAIMS: list[tuple[str, Check]] = [
     (
         r"of the ([\d.]+ \S+) they are exposed, ([\d.]+ \S+) \(([\d.]+)%\) is waiting for peers",
         lambda e, m: (
-            ms(e["exposed_ns"]) == m.group(1)
-            and ms(e["waiting_exposed_ns"]) == m.group(2)
+            duration(e["exposed_ns"]) == m.group(1)
+            and duration(e["waiting_exposed_ns"]) == m.group(2)
             and _near(m.group(3), e["waiting_exposed_ns"] / e["exposed_ns"])
         ),
     ),
@@ -403,7 +405,7 @@ CLAIMS: list[tuple[str, Check]] = [
     (
         r"([\d.]+ \S+) \(([\d.]+)%\) of their time is beyond the fastest call",
         lambda e, m: (
-            ms(e["beyond_fastest_ns"]) == m.group(1)
+            duration(e["beyond_fastest_ns"]) == m.group(1)
             and _near(m.group(2), e["beyond_fastest_ns"] / e["time_ns"])
             and e["repeated_size_calls"] > 1
         ),

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import pytimings as pt
+from pytimings.analysis.summary import trace_summary
 from pytimings.ingest.recording_file import load_recording
 
 pytestmark = pytest.mark.slow
@@ -76,6 +77,13 @@ def test_torchrun_gloo_two_ranks_every_all_reduce_aligned(tmp_path: Path) -> Non
         assert meta["record"]["reason"] == "exit" and meta["record"]["exception"] is None
         assert f"rank {rank}:" in done.stderr and "busbw" in done.stderr  # the exit summary
     trace = pt.load(tmp_path / "run.rank0.pyt", tmp_path / "run.rank1.pyt")
+    ranges = trace_summary(trace)["ranges"]
+    for rank in (0, 1):  # `summary` of the files keeps the record-time busbw (issue 46)
+        i = np.flatnonzero(
+            (ranges["rank"] == rank) & (ranges["name"] == "pytimings:dist.all_reduce")
+        )
+        recorded = pt.summary(tmp_path / f"run.rank{rank}.pyt")["dist.all_reduce"]["busbw_gbps"]
+        assert float(ranges["busbw_gbps"][i[0]]) == pytest.approx(recorded, rel=1e-12)
     al = trace.meta["clock_alignment"]
     assert al["uncertainty_ns"] < 1e6
     r = trace.ranges

@@ -17,6 +17,7 @@ from pytimings.analysis.attribution import attribute
 from pytimings.analysis.diff import TOO_FEW_WINDOWS, diff
 from pytimings.analysis.result import Attribution
 from pytimings.cli import main
+from pytimings.console.text import signed_duration
 from pytimings.errors import UsageError
 
 STEPS = 40
@@ -111,6 +112,11 @@ def test_one_kernel_twenty_percent_longer(
     # the gate: window grew ~9%, kernB ~20%
     assert main(["diff", "-q", "--base", base, "--new", new, "--by", "step",
                  "--resamples", "200", "--fail-on", "window>+5%"]) == 1  # fmt: skip
+    window = next(r for r in doc["labels"] if r["name"] == "window")
+    assert capsys.readouterr().err.strip() == (  # the change as every table prints a time
+        f"--fail-on window>+5%: window worse, {signed_duration(window['delta_ns'])} "
+        f"({window['delta_pct']:+.1f}%) per window"
+    )
     assert main(["diff", "-q", "--base", base, "--new", new, "--by", "step",
                  "--resamples", "200", "--fail-on", "kernB>+25%,kernA>1us"]) == 0  # fmt: skip
     assert main(["diff", "-q", "--base", new, "--new", base, "--by", "step",

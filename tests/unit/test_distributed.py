@@ -42,6 +42,26 @@ def test_region_names_map_back_to_ops() -> None:
     assert comm_op_of("all_reduce") is None and comm_op_of("dist.nope") is None
 
 
+def test_readers_of_a_recording_name_the_same_collectives_as_the_wrappers() -> None:
+    """pytimings.model.recording.comm_region_collective (what `summary` and the loader use,
+    below the recorder's layer) gives the bus factor the record-time summary uses, for every
+    wrapped op, synchronous or not, among 2 to 8 ranks; none for async calls and barrier."""
+    from pytimings.model.comm import COLLECTIVES, bus_factor
+    from pytimings.model.recording import comm_region_collective
+
+    for op in OPS:
+        for name in (f"dist.{op}", f"dist.{op}.async"):
+            wrapped = comm_op_of(name)
+            index = comm_region_collective(name, "comm")
+            for n in range(2, 9):
+                recorded = math.nan if wrapped is None else wrapped.bus_factor(n)
+                if wrapped is None or wrapped.asynchronous or math.isnan(recorded):
+                    assert index == -1, name
+                else:
+                    assert bus_factor(COLLECTIVES[index], n) == recorded, (name, n)
+    assert comm_region_collective("dist.all_reduce", "host") == -1  # not the wrapper's kind
+
+
 def test_uninstrument_without_instrument_is_harmless() -> None:
     import torch.distributed as dist
 

@@ -194,3 +194,47 @@ def test_ranges_keep_the_bytes_they_say_they_moved() -> None:
     assert "GB/s" in render_summary({"ranges": r})
     bare = make_trace([], ranges=[{"start": 0, "end": 10, "name": "step"}])
     assert "GB/s" not in render_summary({"ranges": trace_summary(bare)["ranges"]})
+
+
+def test_summary_of_host_only_rank_recordings_keeps_their_busbw(tmp_path: Path) -> None:
+    """Issue 46: ``summary`` of the wrappers' host-only recordings shows the busbw the
+    record-time summary showed, the same number (an independent computation over the same
+    records), per rank; asynchronous calls and barriers get none."""
+    from helpers.recording_factory import make_recording
+
+    import pytimings as pt
+    from pytimings.record import storage
+
+    def comm(name: str, start: int, dur: int, nbytes: int, group: int) -> dict[str, int | str]:
+        return {"name": name, "kind": "comm", "start": start, "end": start + dur,
+                "nbytes": nbytes, "payload": group}  # fmt: skip
+
+    paths = []
+    for rank in (0, 1):
+        rows = [
+            comm("dist.all_reduce", 0, 4_000 + rank, 8_000_000, 2),
+            comm("dist.all_reduce", 10_000, 6_000, 8_000_000, 2),
+            comm("dist.all_gather_into_tensor", 20_000, 5_000, 4_000_000, 4),
+            comm("dist.all_gather_into_tensor", 30_000, 3_000, 4_000_000, 2),
+            comm("dist.all_reduce.async", 40_000, 100, 8_000_000, 2),
+            comm("dist.isend", 50_000, 100, 1_000_000, 2),
+            comm("dist.barrier", 60_000, 900, 0, 2),
+        ]
+        rec = make_recording(rows, meta={"pid": 100 + rank, "rank": rank, "world_size": 2})
+        paths.append(storage.save(tmp_path / f"run.rank{rank}.pyt", rec))
+    ranges = trace_summary(pt.load(*paths))["ranges"]
+    for rank, path in enumerate(paths):
+        recorded = pt.summary(path)
+        for row in recorded:
+            label = "pytimings:" + row["name"]
+            i = int(np.flatnonzero((ranges["rank"] == rank) & (ranges["name"] == label))[0])
+            busbw = float(ranges["busbw_gbps"][i])
+            if row["busbw_gbps"] is None:
+                assert np.isnan(busbw), row["name"]
+            else:
+                assert busbw == pytest.approx(row["busbw_gbps"], rel=1e-12), row["name"]
+    i = int(np.flatnonzero(ranges["name"] == "pytimings:dist.all_gather_into_tensor")[0])
+    # (4 MB * 3/4 + 4 MB * 1/2) / 8 µs, by hand
+    assert float(ranges["busbw_gbps"][i]) == pytest.approx((3e6 + 2e6) / 8_000)
+    text = render_summary(trace_summary(pt.load(*paths)))
+    assert "busbw" in text and "Ranges (rank 1)" in text

@@ -10,7 +10,7 @@ from pytimings._native import _stats
 from pytimings.analysis.grouped import grouped_stats, grouped_stats_numpy
 from pytimings.errors import UsageError
 from pytimings.model.recording import RecordFlag
-from pytimings.record.summary import Summary, fmt_ns, summary
+from pytimings.record.summary import Summary, summary
 
 QS = (0.0, 0.25, 0.5, 0.9, 0.99, 1.0)
 
@@ -267,7 +267,6 @@ def test_table_is_aligned_with_readable_units(summ: Summary) -> None:
     assert {len(line) for line in body} | {len(header)} == {len(header)}  # every row aligned
     step_line = next(line for line in body if line.startswith("step "))
     assert "µs" in step_line
-    assert fmt_ns(1.5e6) == "1.5 ms" and fmt_ns(999) == "999 ns" and fmt_ns(float("nan")) == "-"
     assert body[0].startswith("step ")  # largest total host time first
 
 
