@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import pytimings as pt
-from pytimings.analysis.finding import ms
 from pytimings.analysis.memory import GROWTH_ALPHA, analyze_memory, memory_findings
+from pytimings.console.text import duration
 from pytimings.errors import TraceFormatError
 from pytimings.model.trace import MemEventKind
 from pytimings.report.memory_text import render_memory
@@ -227,7 +227,7 @@ def test_a_snapshot_pickle_loads_with_its_peak_and_sites(tmp_path: Path) -> None
     first = int(trace.mem_events["time"].min())
     assert result.start_ns == first
     text = render_memory(result, [])
-    assert f"live at the peak ({ms(12_000 - first)} into the trace)" in text, text
+    assert f"live at the peak ({duration(12_000 - first)} into the trace)" in text, text
 
 
 @pytest.mark.parametrize(
