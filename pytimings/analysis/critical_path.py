@@ -7,7 +7,7 @@ waited for a later rank's arrival carries the chain onto that rank (its links na
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -82,9 +82,7 @@ class CriticalWindow:
     from_first_ns: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "rank": self.rank,
-                "start_ns": self.start_ns, "end_ns": self.end_ns,
-                "from_first_ns": self.from_first_ns}  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(frozen=True)

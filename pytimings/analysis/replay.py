@@ -42,7 +42,7 @@ makes nothing later, so a saving never exceeds the time removed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -1009,8 +1009,7 @@ class ExcludedWindow:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "start_ns": self.start_ns,
-                "rank": self.rank, "reason": self.reason}  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(frozen=True)

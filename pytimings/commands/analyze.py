@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytimings.commands import comm_rules
 from pytimings.commands.example import EXAMPLE_BY, paths_or_example, say_example
-from pytimings.commands.ops import add_gpu_spec_argument, chosen_gpu, load_captures
+from pytimings.commands.ops import chosen_gpu, load_captures
 from pytimings.console import options, progress
 from pytimings.console.args import nonempty
 from pytimings.errors import install_hint
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, metavar="N", help="with --critical-path: window N")
     options.add_html(p, f"needs plotly: {install_hint('html')}")
     tables.add_arguments(p, "the windows table")
-    add_gpu_spec_argument(p)
+    options.add_gpu_spec(p)
     options.add_capture(p)
 
 

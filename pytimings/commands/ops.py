@@ -19,15 +19,6 @@ from pytimings.report.ops_text import render_ops
 from pytimings.session import Options, analyze
 
 
-def add_gpu_spec_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--gpu-spec",
-        metavar="NAME|FILE",
-        help="the GPU whose peaks the roofline uses (a name from the table, or a JSON file "
-        "with name, peak_tflops, peak_tb_s); default: the GPU the trace names",
-    )
-
-
 def chosen_gpu(args: argparse.Namespace) -> GpuSpec | None:
     return gpu_spec(args.gpu_spec) if getattr(args, "gpu_spec", None) else None
 
@@ -65,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_device_rank(p)
     options.add_processes_as_ranks(p)
     comm_rules.add_arguments(p)
-    add_gpu_spec_argument(p)
+    options.add_gpu_spec(p)
     options.add_capture(p)
 
 

@@ -207,6 +207,15 @@ def add_comm_kernels(parser: argparse.ArgumentParser, config_name: str) -> None:
     )
 
 
+def add_gpu_spec(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gpu-spec",
+        metavar="NAME|FILE",
+        help="the GPU whose peaks the roofline uses (a name from the table, or a JSON file "
+        "with name, peak_tflops, peak_tb_s); default: the GPU the trace names",
+    )
+
+
 def add_capture(parser: argparse.ArgumentParser, detail: str | None = None) -> None:
     parser.add_argument(
         "--capture",
