@@ -72,6 +72,7 @@ def comm_columns(args: npt.NDArray[np.int32], texts: Sequence[str]) -> dict[str,
 
 
 _PARAM_COMMS = "record_param_comms"
+_CORRELATION_MASK = (1 << 40) - 1
 # the c10d ops around record_param_comms: their names name the collective the call ran
 # (``c10d::alltoall_base_`` on a ``SendRecv`` kernel is all_to_all)
 _C10D_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
@@ -101,57 +102,99 @@ def sizes_from_launching_ops(
     params = np.flatnonzero(cpu_op & np.isin(host_ops["name"], ids))
     if params.size == 0 or len(api_calls) == 0:
         return 0
+    ops = gpu_ops
+    kernel = ops["kind"] == OpKind.KERNEL
+    names = unique(ops["name"][kernel])
+    named = names[[collective_index(strings[n]) >= 0 for n in names.tolist()]]
+    # the kernels that name a collective: none of them unsized, nothing to do (most traces)
+    is_coll = kernel & ((ops["collective"] >= 0) | np.isin(ops["name"], named))
+    if not (is_coll & (ops["bytes"] <= 0)).any():
+        return 0
     parents = np.flatnonzero(cpu_op & np.isin(host_ops["name"], c10d))
     api_order = np.lexsort((api_calls["start"], api_calls["thread"]))
     api_thread = api_calls["thread"][api_order]
     api_start = api_calls["start"][api_order]
+    api_end = api_calls["end"][api_order]
     # GPU ops by (pid, correlation): the kernels a call launched
-    ops = gpu_ops
-    key = (ops["pid"].astype(np.int64) << 40) | (ops["correlation"] & ((1 << 40) - 1))
+    key = (ops["pid"].astype(np.int64) << 40) | (ops["correlation"] & _CORRELATION_MASK)
     op_order = np.argsort(key, kind="stable")
     op_key = key[op_order]
+    call_key = (api_calls["pid"][api_order].astype(np.int64) << 40) | (
+        api_calls["correlation"][api_order] & _CORRELATION_MASK
+    )
+    at = np.searchsorted(op_key, call_key, side="left")
+    to = np.searchsorted(op_key, call_key, side="right")
+    # per call (in api_order): how many collective kernels it launched and the sum of their
+    # rows (the row itself where it launched one); prefix sums over the calls then answer
+    # each op's calls at once
+    coll_sorted = is_coll[op_order]
+    counts = np.concatenate(([0], np.cumsum(coll_sorted)))
+    rows = np.concatenate(([0], np.cumsum(np.where(coll_sorted, op_order, 0))))
+    launches = api_calls["correlation"][api_order] >= 0
+    count_prefix = np.concatenate(([0], np.cumsum(np.where(launches, counts[to] - counts[at], 0))))
+    row_prefix = np.concatenate(([0], np.cumsum(np.where(launches, rows[to] - rows[at], 0))))
+    # each op's calls: on its thread, from its start, ending by its end (a suffix of those
+    # starting inside it where the thread's calls end in start order; else searched per op)
+    op_thread = host_ops["thread"][params]
+    op_start, op_end = host_ops["start"][params], host_ops["end"][params]
+    first = np.zeros(params.size, dtype=np.int64)
+    last = np.zeros(params.size, dtype=np.int64)
+    for thread in unique(op_thread).tolist():
+        mine = np.flatnonzero(op_thread == thread)
+        lo = int(np.searchsorted(api_thread, thread, side="left"))
+        hi = int(np.searchsorted(api_thread, thread, side="right"))
+        if np.any(np.diff(api_end[lo:hi]) < 0):  # nested calls: ends out of start order
+            first[mine], last[mine] = -1, -1
+            continue
+        first[mine] = lo + np.searchsorted(api_start[lo:hi], op_start[mine], side="left")
+        last[mine] = lo + np.minimum(
+            np.searchsorted(api_start[lo:hi], op_end[mine], side="right"),
+            np.searchsorted(api_end[lo:hi], op_end[mine], side="right"),
+        )
     sized = 0
-    for row in params.tolist():
-        thread = host_ops["thread"][row]
-        lo = np.searchsorted(api_thread, thread, side="left")
-        hi = np.searchsorted(api_thread, thread, side="right")
-        first = lo + np.searchsorted(api_start[lo:hi], host_ops["start"][row], side="left")
-        last = lo + np.searchsorted(api_start[lo:hi], host_ops["end"][row], side="right")
-        calls = api_order[first:last]
-        calls = calls[(api_calls["end"][calls] <= host_ops["end"][row])]
-        calls = calls[api_calls["correlation"][calls] >= 0]
+    for k in np.flatnonzero(first >= 0).tolist():
+        if count_prefix[last[k]] - count_prefix[first[k]] != 1:
+            continue
+        kernel_row = int(row_prefix[last[k]] - row_prefix[first[k]])
+        if ops["bytes"][kernel_row] <= 0:
+            sized += _size(ops, host_ops, strings, parents, int(params[k]), kernel_row)
+    for k in np.flatnonzero(first < 0).tolist():  # threads with nested calls: one by one
+        row = int(params[k])
+        calls = api_order[np.flatnonzero(
+            (api_thread == op_thread[k]) & (api_start >= op_start[k]) & (api_end <= op_end[k])
+            & launches
+        )]  # fmt: skip
         if calls.size == 0:
             continue
-        call_key = (api_calls["pid"][calls].astype(np.int64) << 40) | (
-            api_calls["correlation"][calls] & ((1 << 40) - 1)
-        )
-        at = np.searchsorted(op_key, call_key, side="left")
-        to = np.searchsorted(op_key, call_key, side="right")
-        launched = np.concatenate([op_order[a:b] for a, b in zip(at, to, strict=True)])
-        names_coll = [
-            k
-            for k in launched.tolist()
-            if ops["kind"][k] == OpKind.KERNEL
-            and (ops["collective"][k] >= 0 or collective_index(strings[ops["name"][k]]) >= 0)
-        ]
-        if len(names_coll) != 1 or ops["bytes"][names_coll[0]] > 0:
-            continue
-        kernel = names_coll[0]
-        coll = int(ops["collective"][kernel])
-        if coll < 0:
-            same_thread = parents[host_ops["thread"][parents] == thread]
-            parent = _enclosing(same_thread, host_ops, row)
-            if parent >= 0:
-                coll = collective_index(strings[host_ops["name"][parent]])
-            if coll >= 0:
-                ops["collective"][kernel] = coll
-            else:
-                coll = collective_index(strings[ops["name"][kernel]])
-        nbytes = _first_input_bytes(strings[host_ops["args"][row]], COLLECTIVES[coll])
-        if nbytes > 0:
-            ops["bytes"][kernel] = nbytes
-            sized += 1
+        found = np.concatenate([op_order[a:b] for a, b in zip(at[calls], to[calls], strict=True)])
+        found = found[is_coll[found]]
+        if found.size == 1 and ops["bytes"][found[0]] <= 0:
+            sized += _size(ops, host_ops, strings, parents, row, int(found[0]))
     return sized
+
+
+def _size(
+    ops: Table, host_ops: Table, strings: Sequence[str], parents: I64, row: int, kernel_row: int
+) -> int:
+    """Size the collective kernel ``kernel_row`` (in place) from the ``record_param_comms``
+    cpu_op ``row`` it is the one collective kernel under (1: sized, 0: its input says no
+    size); the collective: the kernel's, else the enclosing c10d op's (``parents``), else
+    the kernel name's."""
+    coll = int(ops["collective"][kernel_row])
+    if coll < 0:
+        same_thread = parents[host_ops["thread"][parents] == host_ops["thread"][row]]
+        parent = _enclosing(same_thread, host_ops, row)
+        if parent >= 0:
+            coll = collective_index(strings[host_ops["name"][parent]])
+        if coll >= 0:
+            ops["collective"][kernel_row] = coll
+        else:
+            coll = collective_index(strings[ops["name"][kernel_row]])
+    nbytes = _first_input_bytes(strings[host_ops["args"][row]], COLLECTIVES[coll])
+    if nbytes > 0:
+        ops["bytes"][kernel_row] = nbytes
+        return 1
+    return 0
 
 
 def _first_input_bytes(args_text: str, collective: str) -> int:

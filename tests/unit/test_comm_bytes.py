@@ -209,10 +209,16 @@ def test_real_kineto_nccl_sizes(shared_dir: Path, rel: str) -> None:
     )
 
 
-def _old_kineto(tmp_path: Path, calls: list[dict[str, Any]]) -> Path:
+def _old_kineto(tmp_path: Path, calls: list[dict[str, Any]], nested: bool = False) -> Path:
     """PyTorch 2.0-era Kineto: each call a c10d op around record_param_comms (Input Dims,
-    Input type only) around the launches of its kernels; nothing on the kernels."""
+    Input type only) around the launches of its kernels; nothing on the kernels.
+    ``nested``: a runtime call on the same thread spans all the others (the thread's calls
+    then end out of start order), launching nothing."""
     events: list[dict[str, Any]] = []
+    if nested:
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize",
+                       "pid": 1, "tid": 2, "ts": 900.0, "dur": 100_000.0,
+                       "args": {"correlation": 9}})  # fmt: skip
     corr = 10
     for i, c in enumerate(calls):
         t0 = 1000.0 + 1000 * i
@@ -234,7 +240,8 @@ def _old_kineto(tmp_path: Path, calls: list[dict[str, Any]]) -> Path:
     return path
 
 
-def test_old_kineto_sizes_from_record_param_comms(tmp_path: Path) -> None:
+@pytest.mark.parametrize("nested", [False, True], ids=["calls_in_order", "nested_call"])
+def test_old_kineto_sizes_from_record_param_comms(tmp_path: Path, nested: bool) -> None:
     send = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8"
     path = _old_kineto(
         tmp_path,
@@ -252,6 +259,7 @@ def test_old_kineto_sizes_from_record_param_comms(tmp_path: Path) -> None:
             {"op": "c10d::allreduce_", "dims": [[64]], "types": ["float"],
              "kernels": ["ncclKernel_AllReduce_A", "ncclKernel_AllReduce_B"]},
         ],
+        nested,
     )  # fmt: skip
     t = load(path)
     g = t.gpu_ops
